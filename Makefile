@@ -1,0 +1,45 @@
+# caudal — the two commands of the quick start are `make run` and `make test`.
+BUILD_DIR ?= build
+ASAN_DIR  ?= build-asan
+JOBS      ?= $(shell nproc)
+CMAKE     ?= cmake
+GENERATOR ?= Ninja
+
+.PHONY: deps build run test test-asan bench fuzz format clean
+
+deps:
+	@./scripts/install-deps
+
+build: deps
+	@$(CMAKE) -S . -B $(BUILD_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	$(CMAKE) --build $(BUILD_DIR) -j $(JOBS)
+
+run: build
+	./scripts/run-demo $(BUILD_DIR)/caudal
+
+test: build
+	ctest --test-dir $(BUILD_DIR) -j $(JOBS) --output-on-failure --timeout 300
+
+# The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-asan: deps
+	@$(CMAKE) -S . -B $(ASAN_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCAUDAL_SANITIZE=address,undefined -DCAUDAL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
+	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
+
+bench: build
+	./bench/run-all $(BUILD_DIR)
+
+fuzz: deps
+	@$(CMAKE) -S . -B build-fuzz -G $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCAUDAL_BUILD_FUZZ=ON -DCAUDAL_BUILD_TESTS=OFF \
+	  -DCAUDAL_BUILD_BENCH=OFF >/dev/null
+	$(CMAKE) --build build-fuzz -j $(JOBS)
+	./fuzz/run-all build-fuzz
+
+format:
+	find include src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) build-fuzz

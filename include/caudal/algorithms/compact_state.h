@@ -1,0 +1,30 @@
+// CompactState and Step: the shape shared by the algorithms whose state is a few integers
+// (fixed_window, sliding_window_counter, token_bucket, gcra).
+//
+// Every algorithm is a pure function (state, limit, now, cost) -> Step: no clock, no I/O, no
+// locks. A missing state (nullptr) means "fresh": never seen, or idle long enough that dropping
+// it changes no decision. Each algorithm documents what its three words mean.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "caudal/decision.h"
+
+namespace caudal {
+
+struct CompactState {
+  std::array<int64_t, 3> w{};
+  friend bool operator==(const CompactState&, const CompactState&) = default;
+};
+
+struct Step {
+  Decision decision;
+  // The state to persist. Equal to the input (or fresh) when nothing was consumed: a denied
+  // request or a peek (cost 0) needs no write.
+  CompactState next;
+  // True when `next` must be written back (something was consumed).
+  bool consumed = false;
+};
+
+}  // namespace caudal

@@ -1,0 +1,17 @@
+// Fixed window: at most `limit` per window of length W, windows aligned to multiples of W since
+// the Unix epoch. Cheap and simple, with the seed's flaw: a client can spend a whole window's
+// limit just before a boundary and another just after, close to 2·limit in a moment.
+//
+// State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0).
+// Time going backwards into an earlier window is judged in the stored (later) window.
+#pragma once
+
+#include "caudal/algorithms/compact_state.h"
+#include "caudal/limit.h"
+
+namespace caudal::fixed_window {
+
+// Preconditions: cost >= 0. limit.capacity() is the per-window limit, limit.window() is W.
+Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+}  // namespace caudal::fixed_window

@@ -1,0 +1,22 @@
+// GCRA: the token bucket's policy held as a single theoretical arrival time (TAT), the instant at
+// which the bucket would be full again (folly's TokenBucket keeps the same single number).
+// Emission interval e = period / count, burst tolerance τ = B·e; a request of cost c at `now`
+// is allowed iff max(TAT, now) + c·e − now ≤ τ. A TAT in the future is debt: the retry-after.
+//
+// TAT is exact: whole µs plus a fraction with refill_count() as denominator.
+// State words: w[0] = TAT whole µs, w[1] = fraction numerator, w[2] unused (0).
+//
+// On every trace whose timestamps never decrease it decides exactly as token_bucket does
+// (tested decision for decision). When time goes backwards it judges the request at the earlier
+// `now`, which can only refuse more, never admit more.
+#pragma once
+
+#include "caudal/algorithms/compact_state.h"
+#include "caudal/limit.h"
+
+namespace caudal::gcra {
+
+// Preconditions: limit.algorithm() is a bucket algorithm; cost >= 0.
+Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+}  // namespace caudal::gcra

@@ -1,0 +1,36 @@
+// Sliding window log: exact. Never more than `limit` admitted in any window of length W, because
+// it remembers when each admitted unit arrived. Memory grows with the limit (one entry per
+// admitted request, merged when timestamps coincide), so limits above kMaxLogLimit are refused.
+//
+// Unlike the compact algorithms the state is a list; deciding is split into Evaluate (prunes
+// expired entries in place, which changes no decision, and decides) and Commit (records the
+// admitted cost), so a store can decide several limits first and commit all or none.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "caudal/decision.h"
+#include "caudal/limit.h"
+
+namespace caudal::sliding_window_log {
+
+struct Entry {
+  int64_t at_us = 0;  // arrival time
+  int64_t cost = 0;   // units admitted at that time
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+struct LogState {
+  std::vector<Entry> entries;  // ascending at_us; every entry inside the window after Evaluate
+  friend bool operator==(const LogState&, const LogState&) = default;
+};
+
+// Drops entries that left the window (now − W, now] and decides a request of `cost`.
+// Time going backwards is judged at the newest entry's time. Preconditions: cost >= 0.
+Decision Evaluate(const Limit& limit, LogState& state, Micros now, int64_t cost);
+
+// Records an admitted request; call only after Evaluate allowed it at the same `now`.
+void Commit(LogState& state, Micros now, int64_t cost);
+
+}  // namespace caudal::sliding_window_log

@@ -1,0 +1,18 @@
+// Token bucket, exactly as the seed states it: capacity B, refill r, cost c,
+//   Δt = max(0, now − last);  T = min(B, T + r·Δt);  allow iff T ≥ c, then T −= c.
+// T is an exact rational: whole tokens plus a fraction with the rate's period as denominator, so
+// no refill is ever lost to rounding. In any interval of length t it admits at most B + r·t.
+//
+// State words: w[0] = whole tokens, w[1] = fraction numerator over refill_period_us(),
+// w[2] = time of the last update (µs). Time going backwards counts as Δt = 0.
+#pragma once
+
+#include "caudal/algorithms/compact_state.h"
+#include "caudal/limit.h"
+
+namespace caudal::token_bucket {
+
+// Preconditions: limit.algorithm() is a bucket algorithm; cost >= 0.
+Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+}  // namespace caudal::token_bucket

@@ -1,0 +1,30 @@
+// Decision: what one limit says about one request. Over-limit is a result, not an error.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "caudal/clock.h"
+
+namespace caudal {
+
+enum class Verdict : uint8_t {
+  kAllowed,
+  kDenied,     // over the limit now; retry_after says when a request of this cost could pass
+  kNeverFits,  // cost exceeds the limit's capacity: no wait will ever admit it
+};
+
+std::string_view VerdictName(Verdict v);
+
+struct Decision {
+  Verdict verdict = Verdict::kAllowed;
+  int64_t limit = 0;      // the capacity (burst) or the per-window limit
+  int64_t remaining = 0;  // whole units left after this decision
+  Micros reset_after{0};  // until the state is fresh again (full bucket, empty window)
+  Micros retry_after{0};  // 0 unless kDenied: until a request of this cost could pass
+
+  bool allowed() const { return verdict == Verdict::kAllowed; }
+  friend bool operator==(const Decision&, const Decision&) = default;
+};
+
+}  // namespace caudal

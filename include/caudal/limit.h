@@ -1,0 +1,90 @@
+// Limit: one validated rate-limit policy for one algorithm.
+//
+// Build a LimitSpec (plain data, e.g. from a config file) and turn it into a Limit with
+// Limit::Create, which refuses anything the algorithms cannot decide exactly and says why.
+// A Limit is immutable and cheap to copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "caudal/rate.h"
+#include "caudal/status.h"
+
+namespace caudal {
+
+enum class Algorithm : uint8_t {
+  kFixedWindow,
+  kSlidingWindowLog,
+  kSlidingWindowCounter,
+  kTokenBucket,
+  kGcra,
+};
+
+inline constexpr Algorithm kAllAlgorithms[] = {
+    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
+    Algorithm::kTokenBucket, Algorithm::kGcra};
+
+// "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "gcra".
+std::string_view AlgorithmName(Algorithm a);
+Result<Algorithm> ParseAlgorithm(std::string_view name);
+// Window algorithms count requests per window; bucket algorithms refill continuously.
+bool IsWindowAlgorithm(Algorithm a);
+
+// Bounds every Limit obeys. They keep every intermediate value of the exact arithmetic below
+// 2^53, so the Redis scripts (Lua doubles) compute exactly what the C++ computes.
+inline constexpr int64_t kMaxCapacity = int64_t{1} << 40;
+inline constexpr int64_t kMaxRateCount = int64_t{1} << 40;
+inline constexpr Micros kMinPeriod = std::chrono::milliseconds(1);
+inline constexpr Micros kMaxPeriod = std::chrono::hours(24 * 365);
+// The time a bucket takes to refill from empty to full (capacity / rate) must not exceed this.
+inline constexpr Micros kMaxFillTime = std::chrono::hours(24 * 365 * 100);
+// sliding_window_log keeps one entry per admitted request, so its limit is capped.
+inline constexpr int64_t kMaxLogLimit = 10'000;
+
+struct LimitSpec {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  // Bucket algorithms: the burst B. Window algorithms: the limit per window.
+  int64_t capacity = 0;
+  // Bucket algorithms: refill rate r. Window algorithms: {limit, window}; count must equal
+  // capacity (use Window() to build one).
+  Rate rate{};
+
+  static LimitSpec Window(Algorithm a, int64_t limit, Micros window) {
+    return {.algorithm = a, .capacity = limit, .rate = {.count = limit, .period = window}};
+  }
+  static LimitSpec Bucket(Algorithm a, int64_t capacity, Rate refill) {
+    return {.algorithm = a, .capacity = capacity, .rate = refill};
+  }
+};
+
+class Limit {
+ public:
+  // kInvalidArgument naming the offending field when the spec is out of bounds.
+  static Result<Limit> Create(const LimitSpec& spec);
+
+  Algorithm algorithm() const { return algorithm_; }
+  int64_t capacity() const { return capacity_; }
+  Rate rate() const { return rate_; }
+  // Window algorithms: the window length W. Bucket algorithms: the rate's period.
+  Micros window() const { return rate_.period; }
+  // The rate reduced to lowest terms: refill_count() tokens every refill_period_us() µs.
+  int64_t refill_count() const { return n_; }
+  int64_t refill_period_us() const { return p_; }
+
+  // "token_bucket capacity=100 refill=100/1m" / "fixed_window limit=100 window=1m".
+  std::string ToString() const;
+
+  friend bool operator==(const Limit&, const Limit&) = default;
+
+ private:
+  Limit() = default;
+  Algorithm algorithm_ = Algorithm::kTokenBucket;
+  int64_t capacity_ = 0;
+  Rate rate_{};
+  int64_t n_ = 0;
+  int64_t p_ = 0;
+};
+
+}  // namespace caudal

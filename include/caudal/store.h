@@ -1,0 +1,75 @@
+// Store: where rate-limit state lives, and the one place a decision becomes atomic.
+//
+// A request carries one or more entries (key, limit, cost). The store decides all of them at its
+// own current time — the MemoryStore's injected Clock, Redis's TIME for the Redis store — and
+// applies them all-or-nothing: if any entry is refused, no entry consumes anything. The response
+// reports every entry's decision, so a caller can say which limit refused.
+//
+// Keys name state. A key must always be used with the same Limit; callers (the limiter layer)
+// build keys that include the policy and the limit, so a changed limit gets a fresh key.
+//
+// Thread-safety: every Store is safe to call from any number of threads at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "caudal/clock.h"
+#include "caudal/decision.h"
+#include "caudal/limit.h"
+#include "caudal/status.h"
+
+namespace caudal {
+
+// Bounds on one request, checked by every store (kInvalidArgument beyond them).
+inline constexpr size_t kMaxEntriesPerRequest = 64;
+inline constexpr size_t kMaxKeyLength = 512;
+// Costs above the largest capacity can never pass anything; refusing them keeps sums exact.
+inline constexpr int64_t kMaxCost = kMaxCapacity;
+
+struct EntryRef {
+  std::string_view key;
+  const Limit* limit = nullptr;
+  int64_t cost = 1;  // 0 is a peek: report, consume nothing
+};
+
+struct StoreResponse {
+  bool allowed = false;             // every entry allowed, and all of them consumed
+  std::vector<Decision> decisions;  // one per entry, in request order
+  // When the request was refused, entries that would have passed report their state without the
+  // consumption (remaining as before the request).
+};
+
+using DecideCallback = std::function<void(Result<StoreResponse>)>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Decides `entries` all-or-nothing. `entries` and the keys and limits they point to need stay
+  // valid only until DecideAsync returns. `done` runs exactly once, possibly inline before
+  // DecideAsync returns, possibly on a store thread; it must not block.
+  // Errors: kInvalidArgument (empty key, key over kMaxKeyLength, duplicate key in one request,
+  // cost < 0 or > kMaxCost, too many entries, null limit), kUnavailable / kDeadlineExceeded
+  // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
+  virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;
+
+  // Blocking form of DecideAsync. Must not be called from a store callback.
+  virtual Result<StoreResponse> Decide(std::span<const EntryRef> entries);
+
+  // Ok when the store can decide right now; used for readiness. May block up to the store's
+  // own deadline.
+  virtual Status Ping() = 0;
+
+  // "memory", "redis".
+  virtual std::string_view Name() const = 0;
+};
+
+// Checks the request bounds above; shared by every store implementation.
+Status ValidateEntries(std::span<const EntryRef> entries);
+
+}  // namespace caudal

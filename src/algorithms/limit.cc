@@ -1,0 +1,105 @@
+#include "caudal/limit.h"
+
+#include <numeric>
+
+#include "algorithms/exact_math.h"
+#include "caudal/decision.h"
+
+namespace caudal {
+
+std::string_view AlgorithmName(Algorithm a) {
+  switch (a) {
+    case Algorithm::kFixedWindow: return "fixed_window";
+    case Algorithm::kSlidingWindowLog: return "sliding_window_log";
+    case Algorithm::kSlidingWindowCounter: return "sliding_window_counter";
+    case Algorithm::kTokenBucket: return "token_bucket";
+    case Algorithm::kGcra: return "gcra";
+  }
+  return "unknown";
+}
+
+Result<Algorithm> ParseAlgorithm(std::string_view name) {
+  for (Algorithm a : kAllAlgorithms) {
+    if (AlgorithmName(a) == name) return a;
+  }
+  return Status::InvalidArgument(
+      "unknown algorithm \"" + std::string(name) +
+      "\" (expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket or gcra)");
+}
+
+bool IsWindowAlgorithm(Algorithm a) {
+  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindowLog ||
+         a == Algorithm::kSlidingWindowCounter;
+}
+
+std::string_view VerdictName(Verdict v) {
+  switch (v) {
+    case Verdict::kAllowed: return "allowed";
+    case Verdict::kDenied: return "denied";
+    case Verdict::kNeverFits: return "never_fits";
+  }
+  return "unknown";
+}
+
+Result<Limit> Limit::Create(const LimitSpec& spec) {
+  const bool window = IsWindowAlgorithm(spec.algorithm);
+  const char* cap_name = window ? "limit" : "capacity";
+  const char* period_name = window ? "window" : "refill period";
+  if (spec.capacity < 1 || spec.capacity > kMaxCapacity) {
+    return Status::InvalidArgument(std::string(cap_name) + " must be between 1 and 2^40 (got " +
+                                   std::to_string(spec.capacity) + ")");
+  }
+  if (spec.rate.period < kMinPeriod || spec.rate.period > kMaxPeriod) {
+    return Status::InvalidArgument(std::string(period_name) + " must be between 1ms and 365d (got " +
+                                   FormatDuration(spec.rate.period) + ")");
+  }
+  if (spec.rate.period.count() % 1000 != 0 && window) {
+    return Status::InvalidArgument("window must be a whole number of milliseconds (got " +
+                                   FormatDuration(spec.rate.period) + ")");
+  }
+  if (window) {
+    if (spec.rate.count != spec.capacity) {
+      return Status::InvalidArgument("a window limit counts `limit` per `window`; the rate count (" +
+                                     std::to_string(spec.rate.count) + ") must equal the limit (" +
+                                     std::to_string(spec.capacity) + ")");
+    }
+    if (spec.algorithm == Algorithm::kSlidingWindowLog && spec.capacity > kMaxLogLimit) {
+      return Status::InvalidArgument(
+          "sliding_window_log keeps one entry per admitted request, so its limit is capped at " +
+          std::to_string(kMaxLogLimit) + " (got " + std::to_string(spec.capacity) +
+          "); use sliding_window_counter or token_bucket for larger limits");
+    }
+  } else if (spec.rate.count < 1 || spec.rate.count > kMaxRateCount) {
+    return Status::InvalidArgument("refill count must be between 1 and 2^40 (got " +
+                                   std::to_string(spec.rate.count) + ")");
+  }
+
+  Limit l;
+  l.algorithm_ = spec.algorithm;
+  l.capacity_ = spec.capacity;
+  l.rate_ = spec.rate;
+  const int64_t g = std::gcd(spec.rate.count, spec.rate.period.count());
+  l.n_ = spec.rate.count / g;
+  l.p_ = spec.rate.period.count() / g;
+  if (!window) {
+    const exact::Int128 fill = (static_cast<exact::Int128>(l.capacity_) * l.p_ + l.n_ - 1) / l.n_;
+    if (fill > kMaxFillTime.count()) {
+      return Status::InvalidArgument("capacity " + std::to_string(l.capacity_) + " at refill " +
+                                     FormatRate(l.rate_) +
+                                     " takes more than 100 years to refill; raise the rate");
+    }
+  }
+  return l;
+}
+
+std::string Limit::ToString() const {
+  std::string out(AlgorithmName(algorithm_));
+  if (IsWindowAlgorithm(algorithm_)) {
+    out += " limit=" + std::to_string(capacity_) + " window=" + FormatDuration(rate_.period);
+  } else {
+    out += " capacity=" + std::to_string(capacity_) + " refill=" + FormatRate(rate_);
+  }
+  return out;
+}
+
+}  // namespace caudal

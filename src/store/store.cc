@@ -1,0 +1,44 @@
+#include "caudal/store.h"
+
+#include <future>
+#include <string>
+
+namespace caudal {
+
+Result<StoreResponse> Store::Decide(std::span<const EntryRef> entries) {
+  std::promise<Result<StoreResponse>> promise;
+  auto future = promise.get_future();
+  DecideAsync(entries, [&promise](Result<StoreResponse> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+Status ValidateEntries(std::span<const EntryRef> entries) {
+  if (entries.empty()) return Status::InvalidArgument("a request needs at least one entry");
+  if (entries.size() > kMaxEntriesPerRequest) {
+    return Status::InvalidArgument("a request carries at most " +
+                                   std::to_string(kMaxEntriesPerRequest) + " entries (got " +
+                                   std::to_string(entries.size()) + ")");
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryRef& e = entries[i];
+    const std::string where = "entry " + std::to_string(i) + ": ";
+    if (e.key.empty()) return Status::InvalidArgument(where + "empty key");
+    if (e.key.size() > kMaxKeyLength) {
+      return Status::InvalidArgument(where + "key longer than " + std::to_string(kMaxKeyLength) +
+                                     " bytes");
+    }
+    if (e.limit == nullptr) return Status::InvalidArgument(where + "no limit");
+    if (e.cost < 0 || e.cost > kMaxCost) {
+      return Status::InvalidArgument(where + "cost must be between 0 and 2^40 (got " +
+                                     std::to_string(e.cost) + ")");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (entries[j].key == e.key) {
+        return Status::InvalidArgument(where + "duplicate key \"" + std::string(e.key) + "\"");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace caudal
