@@ -41,20 +41,29 @@ class SimulateCommand final : public Command {
   void AddOptions(CLI::App& app) override {
     app.add_option("--limit", limit_, "N/W: the window algorithms' limit per window W, and the "
                                       "buckets' refill rate (e.g. 100/1m)")
+        ->type_name("N/W")
         ->required();
-    app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)");
+    app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)")
+        ->type_name("B");
     auto* pattern = app.add_option("--pattern", pattern_,
-                                   "synthetic traffic: boundary-burst, steady, poisson or on-off");
+                                   "synthetic traffic: boundary-burst, steady, poisson or on-off")
+                       ->type_name("NAME");
     auto* trace = app.add_option("--trace", trace_,
-                                 "replay a CSV file of timestamp_ms[,key[,cost]] rows instead");
+                                 "replay a CSV file of timestamp_ms[,key[,cost]] rows instead")
+                     ->type_name("FILE");
     trace->excludes(pattern);
     app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
+        ->type_name("N/W")
         ->needs(pattern);
     app.add_option("--duration", duration_, "how long --pattern runs (default: 10m)")
+        ->type_name("DURATION")
         ->needs(pattern);
-    app.add_option("--seed", seed_, "random seed for poisson (default: 1)")->needs(pattern);
-    app.add_option("--svg", svg_, "also write a chart of the run to this SVG file");
-    app.add_option("--format", format_, "table or json (default: table)");
+    app.add_option("--seed", seed_, "random seed for poisson (default: 1)")
+        ->type_name("N")
+        ->needs(pattern);
+    app.add_option("--svg", svg_, "also write a chart of the run to this SVG file")
+        ->type_name("FILE");
+    app.add_option("--format", format_, "table or json (default: table)")->type_name("FORMAT");
   }
 
   int Run(Env& env) override {
