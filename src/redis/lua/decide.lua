@@ -94,13 +94,18 @@ local function fixed_window(st, max, _, w, now, cost)
   return verdict, max - count, reset, retry, consumed, start, count, 0
 end
 
-local function first_elapsed_within(prev, allowed, w)
-  local a1 = allowed + 1
-  if a1 > prev then return 0 end
-  if a1 == prev then return 1 end
-  local q, r = muldiv(a1, w, prev)
+-- The previous window's share of the true window (now - W, now] at elapsed e, rounded up.
+local function weighted_prev(prev, elapsed, w)
+  if prev == 0 then return 0 end
+  local q, r = muldiv(prev, w - 1 - elapsed, w)
   if r > 0 then q = q + 1 end
-  return w - q + 1
+  return q
+end
+
+-- The smallest elapsed e in [0, W - 1] with weighted_prev(prev, e, w) <= allowed.
+local function first_elapsed_within(prev, allowed, w)
+  if allowed >= prev then return 0 end
+  return w - 1 - muldiv(allowed, w, prev)
 end
 
 local function sliding_window_counter(st, max, _, w, now, cost)
@@ -115,26 +120,21 @@ local function sliding_window_counter(st, max, _, w, now, cost)
     end
   end
   local elapsed = (now > start and now or start) - start
-  local weighted = 0
-  if prev > 0 then weighted = muldiv(prev, w - elapsed, w) end
+  local weighted = weighted_prev(prev, elapsed, w)
 
   local verdict, retry, consumed = ALLOWED, 0, false
   if cost > max then
     verdict = NEVER_FITS
-  elseif weighted + cur + cost <= max then
+  elseif cost == 0 or weighted + cur + cost <= max then  -- a peek always passes
     cur = cur + cost
     consumed = cost > 0
   else
     verdict = DENIED
-    local at = -1
+    local at
     if max - cur - cost >= 0 then
-      local e = first_elapsed_within(prev, max - cur - cost, w)
-      if e < w then at = start + e end
-    end
-    if at < 0 then
-      local e = 0
-      if cur > 0 then e = first_elapsed_within(cur, max - cost, w) end
-      if e < w then at = start + w + e else at = start + 2 * w end
+      at = start + first_elapsed_within(prev, max - cur - cost, w)
+    else
+      at = start + w + first_elapsed_within(cur, max - cost, w)
     end
     retry = at - now
   end
@@ -204,7 +204,8 @@ local function gcra(st, cap, n, p, now, cost)
       nf, nw = nf - n, nw + 1
     end
     local dw = nw - now
-    if dw < tau_w or (dw == tau_w and nf <= tau_f) then
+    -- a peek always passes (after time went backwards TAT - now can exceed tau)
+    if cost == 0 or dw < tau_w or (dw == tau_w and nf <= tau_f) then
       tw, tf = nw, nf
       consumed = cost > 0
     else
