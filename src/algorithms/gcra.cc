@@ -35,7 +35,8 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
       ++nw;
     }
     const int64_t dw = nw - now;
-    if (dw < tau_w || (dw == tau_w && nf <= tau_f)) {  // new TAT − now ≤ τ
+    // new TAT − now ≤ τ; a peek always passes (after time went backwards TAT − now can exceed τ)
+    if (cost == 0 || dw < tau_w || (dw == tau_w && nf <= tau_f)) {
       d.verdict = Verdict::kAllowed;
       tw = nw;
       tf = nf;

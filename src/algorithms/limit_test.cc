@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace caudal {
 namespace {
 
@@ -55,6 +57,42 @@ TEST(Limit, RefusesOutOfRangeSpecsNamingTheField) {
   LimitSpec mismatched = LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(1));
   mismatched.rate.count = 11;
   EXPECT_FALSE(Limit::Create(mismatched).ok());
+}
+
+TEST(Limit, RefusesNegativeAndOverflowingParametersWithoutOverflowing) {
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  struct Case {
+    LimitSpec spec;
+    const char* field;
+  };
+  const Case cases[] = {
+      {LimitSpec::Bucket(Algorithm::kGcra, kMin, {1, seconds(1)}), "capacity"},
+      {LimitSpec::Bucket(Algorithm::kGcra, kMax, {1, seconds(1)}), "capacity"},
+      {LimitSpec::Bucket(Algorithm::kGcra, 10, {-1, seconds(1)}), "refill count"},
+      {LimitSpec::Bucket(Algorithm::kGcra, 10, {kMax, seconds(1)}), "refill count"},
+      {LimitSpec::Bucket(Algorithm::kGcra, 10, {kMaxRateCount + 1, seconds(1)}), "refill count"},
+      {LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, Micros(-1)}), "refill period"},
+      {LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, Micros(kMin)}), "refill period"},
+      {LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, Micros(kMax)}), "refill period"},
+      {LimitSpec::Window(Algorithm::kFixedWindow, -1, seconds(1)), "limit"},
+      {LimitSpec::Window(Algorithm::kFixedWindow, 10, Micros(0)), "window"},
+      {LimitSpec::Window(Algorithm::kSlidingWindowCounter, 10, Micros(1'500)), "whole number"},
+      {LimitSpec::Window(Algorithm::kSlidingWindowCounter, kMax, seconds(1)), "limit"},
+  };
+  for (const Case& c : cases) {
+    const Status s = Limit::Create(c.spec).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.field;
+    EXPECT_NE(s.message().find(c.field), std::string::npos) << s.message();
+  }
+}
+
+TEST(Limit, AcceptsARefillOfExactlyAHundredYearsAndNotAMicrosecondMore) {
+  // 100 per year (365 d) fills 10,000 tokens in exactly 100 years.
+  EXPECT_TRUE(
+      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'000, {100, hours(24 * 365)})).ok());
+  EXPECT_FALSE(
+      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'001, {100, hours(24 * 365)})).ok());
 }
 
 TEST(Algorithm, NamesRoundTrip) {

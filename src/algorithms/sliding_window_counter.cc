@@ -5,15 +5,22 @@
 namespace caudal::sliding_window_counter {
 namespace {
 
-// The smallest elapsed time e in the window at which floor(prev·(w − e)/w) <= allowed, where
-// allowed >= 0; may be w or more when no e inside the window suffices.
+// The previous window's share of the true window (now − W, now] at elapsed e: that window keeps
+// W − 1 − e of its W microseconds inside, so its estimated count is prev·(W − 1 − e)/W, rounded
+// up. Rounding up is what keeps any true window below 2·limit (see the header); counting the
+// current microsecond as elapsed is what lets a steady client get exactly `limit` per window.
+int64_t Weighted(int64_t prev, int64_t elapsed, int64_t w) {
+  if (prev == 0) return 0;
+  const auto [q, r] = exact::MulDiv(prev, w - 1 - elapsed, w);
+  return q + (r > 0 ? 1 : 0);
+}
+
+// The smallest elapsed e in [0, W − 1] with Weighted(prev, e, w) <= allowed, for allowed >= 0:
+// prev·(W − 1 − e) <= allowed·W  ⇔  e >= W − 1 − floor(allowed·W / prev). Weighted is 0 at
+// e = W − 1, so such an e always exists.
 int64_t FirstElapsedWithin(int64_t prev, int64_t allowed, int64_t w) {
-  const int64_t a1 = allowed + 1;
-  if (a1 > prev) return 0;
-  if (a1 == prev) return 1;
-  // prev·(w − e) < a1·w  ⇔  e ≥ w − ceil(a1·w / prev) + 1
-  const auto [q, r] = exact::MulDiv(a1, w, prev);
-  return w - (q + (r > 0 ? 1 : 0)) + 1;
+  if (allowed >= prev) return 0;
+  return w - 1 - exact::MulDiv(allowed, w, prev).quot;
 }
 
 }  // namespace
@@ -37,28 +44,25 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     }
   }
   const int64_t elapsed = (now > start ? now : start) - start;
-  const int64_t weighted = prev > 0 ? exact::MulDiv(prev, w - elapsed, w).quot : 0;
+  const int64_t weighted = Weighted(prev, elapsed, w);
 
   Step step;
   Decision& d = step.decision;
   d.limit = max;
   if (cost > max) {
     d.verdict = Verdict::kNeverFits;
-  } else if (weighted + cur + cost <= max) {
+  } else if (cost == 0 || weighted + cur + cost <= max) {  // a peek always passes
     d.verdict = Verdict::kAllowed;
     cur += cost;
     step.consumed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
-    int64_t at = -1;  // absolute time (µs) at which the request would pass
-    if (max - cur - cost >= 0) {
-      const int64_t e = FirstElapsedWithin(prev, max - cur - cost, w);
-      if (e < w) at = start + e;
-    }
-    if (at < 0) {  // in the next window cur becomes prev and the count restarts at 0
-      const int64_t e = cur > 0 ? FirstElapsedWithin(cur, max - cost, w) : 0;
-      at = e < w ? start + w + e : start + 2 * w;
-    }
+    // Within this window if cur leaves room for the cost once prev has faded enough; otherwise in
+    // the next one, where cur becomes prev and the count restarts at 0 (cost <= max, so it fits
+    // by that window's last microsecond at the latest).
+    const int64_t at = max - cur - cost >= 0
+                           ? start + FirstElapsedWithin(prev, max - cur - cost, w)
+                           : start + w + FirstElapsedWithin(cur, max - cost, w);
     d.retry_after = Micros(at - now);
   }
   const int64_t left = max - weighted - cur;

@@ -1,12 +1,16 @@
 // Sliding window counter: the two-counter approximation of a sliding window. With the current
-// aligned window's count `cur`, the previous one's `prev` and the elapsed fraction f of the
-// current window, the estimate is floor(prev·(1 − f)) + cur; allow iff estimate + cost ≤ limit.
-// Integer arithmetic throughout (the floor is exact, not a double).
+// aligned window's count `cur`, the previous one's `prev` and e = now − start of the current window
+// (0 <= e < W, in µs), the previous window still has W − 1 − e of its microseconds inside the true
+// window (now − W, now]; assuming its requests were spread evenly, the estimate is
+//   ceil(prev·(W − 1 − e) / W) + cur,   allow iff estimate + cost <= limit.
+// Integer arithmetic throughout (the ceiling is exact, not a double).
 //
-// Error bound: it assumes the previous window's requests were spread evenly. Under steady or
-// random traffic the count in any true sliding window stays within a few percent of `limit`;
-// adversarially (the whole previous window spent at its very end) a true window of length W can
-// hold up to just under 2·limit. `caudal simulate` measures both.
+// Error bound: any true window of length W holds at most 2·limit − 1 admitted units, and an
+// adversary reaches that (the previous window's whole limit in its last µs, the current one's in
+// its second-to-last). Rounding the estimate down instead would allow exactly 2·limit.
+// Under random traffic the overshoot is a few percent of `limit`; properties_test measures both.
+// A client that keeps asking gets exactly `limit` per window: the previous window's weight
+// reaches 0 at e = W − 1.
 //
 // State words: w[0] = start of the current window (µs), w[1] = cur, w[2] = prev.
 #pragma once

@@ -1,0 +1,189 @@
+// The contract every algorithm shares (see decision.h and compact_state.h), run against all five:
+// peeks, costs that never fit, exact retry_after and reset_after, drift, extreme parameters.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "algorithms/replayer.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using testing::Replayer;
+
+constexpr Micros kT0 = minutes(28'333'334);  // a whole minute (and second, ms) since the epoch
+constexpr Micros kYear = hours(24 * 365);
+
+// "count per period" as the algorithm's own kind of limit: a window of `period` holding `count`,
+// or a bucket of burst `count` refilled at count/period.
+Limit Make(Algorithm a, int64_t count, Micros period) {
+  const LimitSpec spec = IsWindowAlgorithm(a) ? LimitSpec::Window(a, count, period)
+                                              : LimitSpec::Bucket(a, count, {count, period});
+  auto l = Limit::Create(spec);
+  EXPECT_TRUE(l.ok()) << l.status().ToString();
+  return *l;
+}
+
+class Contract : public ::testing::TestWithParam<Algorithm> {};
+
+std::string Name(const ::testing::TestParamInfo<Algorithm>& info) {
+  return std::string(AlgorithmName(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Contract, ::testing::ValuesIn(kAllAlgorithms), Name);
+
+TEST_P(Contract, APeekReportsAndConsumesNothing) {
+  Replayer r(Make(GetParam(), 10, seconds(1)));
+  const Decision fresh = r.Decide(kT0, 0);
+  EXPECT_EQ(fresh.verdict, Verdict::kAllowed);
+  EXPECT_EQ(fresh.remaining, 10);
+  EXPECT_EQ(fresh.reset_after, Micros(0));
+  EXPECT_FALSE(r.compact().has_value());
+  EXPECT_TRUE(r.log().entries.empty());
+
+  ASSERT_TRUE(r.Decide(kT0, 10).allowed());
+  const Decision empty = r.Decide(kT0, 0);
+  EXPECT_EQ(empty.verdict, Verdict::kAllowed);  // 0 fits even when nothing is left
+  EXPECT_EQ(empty.remaining, 0);
+  EXPECT_EQ(empty.retry_after, Micros(0));
+  EXPECT_GT(empty.reset_after, Micros(0));
+  EXPECT_EQ(r.Decide(kT0, 1).verdict, Verdict::kDenied);  // the peek left the state as it was
+}
+
+TEST_P(Contract, ACostAboveCapacityNeverFitsAndConsumesNothing) {
+  Replayer r(Make(GetParam(), 10, seconds(1)));
+  for (int64_t cost : {int64_t{11}, kMaxCapacity}) {  // the largest cost a store accepts
+    const Decision d = r.Decide(kT0, cost);
+    EXPECT_EQ(d.verdict, Verdict::kNeverFits) << cost;
+    EXPECT_EQ(d.retry_after, Micros(0));
+    EXPECT_EQ(d.remaining, 10);
+  }
+  EXPECT_FALSE(r.compact().has_value());
+  ASSERT_TRUE(r.Decide(kT0, 4).allowed());
+  const Decision d = r.Decide(kT0, 11);
+  EXPECT_EQ(d.verdict, Verdict::kNeverFits);
+  EXPECT_EQ(d.remaining, 6);
+  EXPECT_EQ(r.Decide(kT0, 6).remaining, 0);  // the refused cost took nothing
+}
+
+TEST_P(Contract, YearsOfIdlenessLeaveAFreshState) {
+  for (int64_t count : {int64_t{1}, int64_t{1000}, kMaxCapacity}) {
+    const Micros period = IsWindowAlgorithm(GetParam()) ? kYear : hours(24);
+    if (GetParam() == Algorithm::kSlidingWindowLog && count > kMaxLogLimit) continue;
+    Replayer r(Make(GetParam(), count, period));
+    ASSERT_TRUE(r.Decide(kT0, count).allowed());
+    for (Micros later : {kYear * 3, kYear * 100}) {
+      EXPECT_EQ(r.Peek(kT0 + later, count), r.DecideFresh(kT0 + later, count))
+          << count << " after " << later.count() << "us";
+    }
+  }
+}
+
+TEST_P(Contract, HandlesTheExtremesOfTheDocumentedRange) {
+  const Algorithm a = GetParam();
+  const int64_t big = a == Algorithm::kSlidingWindowLog ? kMaxLogLimit : kMaxCapacity;
+  for (Micros period : {Micros(milliseconds(1)), Micros(hours(1)), kYear}) {
+    Replayer r(Make(a, big, period));
+    const Decision first = r.Decide(kT0, big - 1);
+    ASSERT_TRUE(first.allowed()) << period.count();
+    EXPECT_EQ(first.remaining, 1);
+    EXPECT_LE(first.reset_after, period * 2);
+    EXPECT_TRUE(r.Decide(kT0, 1).allowed());
+    const Decision denied = r.Decide(kT0, big);
+    ASSERT_EQ(denied.verdict, Verdict::kDenied);
+    EXPECT_GT(denied.retry_after, Micros(0));
+    EXPECT_LE(denied.retry_after, period * 2);
+    EXPECT_TRUE(r.Peek(kT0 + denied.retry_after, big).allowed());
+    EXPECT_FALSE(r.Peek(kT0 + denied.retry_after - Micros(1), big).allowed());
+  }
+}
+
+// A client that asks for `cost` and, when refused, asks again exactly retry_after later. Between
+// t0 + P and t0 + (k+1)·P it gets exactly count·k: no drift, even after a million periods.
+void ExpectNoDrift(Algorithm a, int64_t count, Micros period, int64_t cost, int64_t periods) {
+  Replayer r(Make(a, count, period));
+  Micros now = kT0;
+  int64_t admitted_by_first_period = -1;
+  int64_t admitted = 0;
+  for (int64_t k = 1; k <= periods;) {
+    const Decision d = r.Decide(now, cost);
+    if (d.allowed()) {
+      admitted += cost;
+      continue;
+    }
+    ASSERT_EQ(d.verdict, Verdict::kDenied);
+    ASSERT_GT(d.retry_after, Micros(0));
+    const Micros next = now + d.retry_after;
+    // Crossing t0 + k·P: everything admitted so far happened at or before it.
+    while (k <= periods && next > kT0 + period * k) {
+      if (k == 1) admitted_by_first_period = admitted;
+      if (k > 1 && admitted - admitted_by_first_period != count * (k - 1)) {
+        FAIL() << AlgorithmName(a) << " " << count << "/" << period.count() << "us: "
+               << admitted - admitted_by_first_period << " admitted in " << k - 1
+               << " periods, expected " << count * (k - 1);
+      }
+      ++k;
+    }
+    now = next;
+  }
+}
+
+TEST_P(Contract, HundredPerMinuteHasNoDriftOverAMillionPeriods) {
+  ExpectNoDrift(GetParam(), 100, minutes(1), 100, 1'000'000);
+}
+
+TEST_P(Contract, UnitRequestsHaveNoDriftAtAwkwardRates) {
+  ExpectNoDrift(GetParam(), 100, minutes(1), 1, 2'000);
+  ExpectNoDrift(GetParam(), 7, seconds(1), 1, 20'000);          // 1/7 s is no whole µs
+  ExpectNoDrift(GetParam(), 3, milliseconds(1), 1, 50'000);     // three per millisecond
+}
+
+// On random traces (random costs, inter-arrival times, a few backward steps): retrying exactly
+// retry_after later passes and one µs earlier does not; reset_after later, the state decides as
+// a fresh one does.
+TEST_P(Contract, RetryAfterAndResetAfterAreExactOnRandomTraces) {
+  std::mt19937_64 rng(20'240'601 + static_cast<int>(GetParam()));
+  int64_t denials = 0;
+  for (int trace = 0; trace < 40; ++trace) {
+    const int64_t count = 1 + static_cast<int64_t>(rng() % 50);
+    const Micros period = milliseconds(1 + static_cast<int64_t>(rng() % 5'000));
+    Replayer r(Make(GetParam(), count, period));
+    Micros now = kT0 + Micros(static_cast<int64_t>(rng() % 10'000'000));
+    for (int i = 0; i < 1'000; ++i) {
+      const int64_t gap_kind = static_cast<int64_t>(rng() % 10);
+      const int64_t span = period.count() / count + 1;
+      if (gap_kind < 6) {
+        now += Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(span * 2)));
+      } else if (gap_kind < 9) {
+        now += Micros(static_cast<int64_t>(rng() % 3));
+      } else {
+        now -= Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(span)));  // backwards
+      }
+      const int64_t cost = static_cast<int64_t>(rng() % static_cast<uint64_t>(count + 1));
+      const Decision d = r.Decide(now, cost);
+      ASSERT_GE(d.remaining, 0);
+      ASSERT_LE(d.remaining, count);
+      ASSERT_GE(d.reset_after, Micros(0));
+      EXPECT_EQ(r.Peek(now + d.reset_after, cost), r.DecideFresh(now + d.reset_after, cost))
+          << "trace " << trace << " step " << i;
+      if (d.verdict != Verdict::kDenied) {
+        ASSERT_EQ(d.retry_after, Micros(0));
+        continue;
+      }
+      ++denials;
+      ASSERT_GT(d.retry_after, Micros(0));
+      EXPECT_TRUE(r.Peek(now + d.retry_after, cost).allowed()) << "trace " << trace << " step " << i;
+      EXPECT_FALSE(r.Peek(now + d.retry_after - Micros(1), cost).allowed())
+          << "trace " << trace << " step " << i;
+    }
+  }
+  EXPECT_GT(denials, 1'000);  // the traces did exercise refusals
+}
+
+}  // namespace
+}  // namespace caudal

@@ -1,0 +1,53 @@
+// Replayer: one key's state driven through any of the five algorithms, the way a store drives it.
+// For tests, property checks and fuzzers (header-only, not part of the library).
+//
+// Decide() applies a decision (writes the state back when something was consumed); Peek() answers
+// the same question on a copy and changes nothing. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "caudal/algorithms/algorithm.h"
+#include "caudal/algorithms/sliding_window_log.h"
+#include "caudal/decision.h"
+#include "caudal/limit.h"
+
+namespace caudal::testing {
+
+class Replayer {
+ public:
+  explicit Replayer(const Limit& limit) : limit_(limit) {}
+
+  Decision Decide(Micros now, int64_t cost) {
+    if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
+      const Decision d = sliding_window_log::Evaluate(limit_, log_, now, cost);
+      if (d.allowed()) sliding_window_log::Commit(log_, now, cost);
+      return d;
+    }
+    const Step step = DecideCompact(limit_, compact_ ? &*compact_ : nullptr, now, cost);
+    if (step.consumed) compact_ = step.next;
+    return step.decision;
+  }
+
+  Decision Peek(Micros now, int64_t cost) const {
+    Replayer copy = *this;
+    return copy.Decide(now, cost);
+  }
+
+  // What a fresh state (never seen) would decide.
+  Decision DecideFresh(Micros now, int64_t cost) const {
+    return Replayer(limit_).Decide(now, cost);
+  }
+
+  const Limit& limit() const { return limit_; }
+  const std::optional<CompactState>& compact() const { return compact_; }
+  const sliding_window_log::LogState& log() const { return log_; }
+
+ private:
+  Limit limit_;
+  std::optional<CompactState> compact_;
+  sliding_window_log::LogState log_;
+};
+
+}  // namespace caudal::testing

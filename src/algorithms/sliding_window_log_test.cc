@@ -1,0 +1,105 @@
+#include "caudal/algorithms/sliding_window_log.h"
+
+#include <gtest/gtest.h>
+
+namespace caudal {
+namespace {
+
+using sliding_window_log::Commit;
+using sliding_window_log::Entry;
+using sliding_window_log::Evaluate;
+using sliding_window_log::LogState;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr Micros kT0 = seconds(1'700'000'000) + Micros(123);  // windows here are not aligned
+
+Limit Log(int64_t limit, Micros w) {
+  return *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, limit, w));
+}
+
+Decision DecideAndCommit(const Limit& l, LogState& s, Micros now, int64_t cost) {
+  const Decision d = Evaluate(l, s, now, cost);
+  if (d.allowed()) Commit(s, now, cost);
+  return d;
+}
+
+TEST(SlidingWindowLog, CountsExactlyTheLastWindow) {
+  const Limit l = Log(3, seconds(1));
+  LogState s;
+  for (Micros at : {Micros(0), Micros(milliseconds(100)), Micros(milliseconds(200))}) {
+    ASSERT_TRUE(DecideAndCommit(l, s, kT0 + at, 1).allowed());
+  }
+  const Decision full = DecideAndCommit(l, s, kT0 + seconds(1) - Micros(1), 1);
+  EXPECT_EQ(full.verdict, Verdict::kDenied);
+  EXPECT_EQ(full.retry_after, Micros(1));  // the request at t0 leaves the window (now − 1 s, now]
+  EXPECT_EQ(full.reset_after, milliseconds(200) + Micros(1));
+  const Decision next = DecideAndCommit(l, s, kT0 + seconds(1), 1);
+  EXPECT_TRUE(next.allowed());
+  EXPECT_EQ(next.remaining, 0);
+  EXPECT_EQ(s.entries.size(), 3u);  // the expired entry was pruned
+  EXPECT_EQ(s.entries.front().at_us, (kT0 + milliseconds(100)).count());
+}
+
+TEST(SlidingWindowLog, RetryAfterWaitsForEnoughOfTheOldestUnitsToLeave) {
+  const Limit l = Log(5, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 2).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(100), 2).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(200), 1).allowed());
+  const Decision d = Evaluate(l, s, kT0 + milliseconds(300), 4);
+  EXPECT_EQ(d.verdict, Verdict::kDenied);
+  EXPECT_EQ(d.retry_after, milliseconds(800));  // 4 must leave: the 2 at t0 and the 2 at +100 ms
+  EXPECT_EQ(d.remaining, 0);
+}
+
+TEST(SlidingWindowLog, MergesArrivalsAtTheSameMicrosecond) {
+  const Limit l = Log(kMaxLogLimit, seconds(1));
+  LogState s;
+  for (int i = 0; i < 1'000; ++i) ASSERT_TRUE(DecideAndCommit(l, s, kT0, 3).allowed());
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 3'000}}));
+}
+
+TEST(SlidingWindowLog, MemoryStaysBelowTheLimitHoweverTheRequestsArrive) {
+  const Limit l = Log(1'000, seconds(1));
+  LogState s;
+  size_t most = 0;
+  for (int64_t i = 0; i < 4'000; ++i) {
+    (void)DecideAndCommit(l, s, kT0 + Micros(i * 997), 1 + i % 2);
+    most = std::max(most, s.entries.size());
+  }
+  EXPECT_LE(most, 1'000u);
+  EXPECT_GT(most, 500u);
+}
+
+TEST(SlidingWindowLog, TimeGoingBackwardsIsJudgedAndRecordedAtTheNewestEntry) {
+  const Limit l = Log(3, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 1).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(900), 1).allowed());
+  const Decision back = DecideAndCommit(l, s, kT0 + milliseconds(500), 1);
+  EXPECT_TRUE(back.allowed());
+  EXPECT_EQ(back.reset_after, milliseconds(1'400));  // newest + 1 s, from the caller's now
+  // Recorded at the newest time, so the log stays in order.
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 1},
+                                           {.at_us = (kT0 + milliseconds(900)).count(), .cost = 2}}));
+  // At t0 + 1.2 s the entry at t0 would have left; judged at t0 + 900 ms it has not.
+  const Decision full = DecideAndCommit(l, s, kT0 + milliseconds(200), 1);
+  EXPECT_EQ(full.verdict, Verdict::kDenied);
+  EXPECT_EQ(full.retry_after, milliseconds(800));  // t0 + 1 s
+}
+
+TEST(SlidingWindowLog, APeekOrARefusalRecordsNothing) {
+  const Limit l = Log(2, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 2).allowed());
+  EXPECT_TRUE(DecideAndCommit(l, s, kT0 + Micros(5), 0).allowed());
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + Micros(6), 3).verdict, Verdict::kNeverFits);
+  EXPECT_FALSE(DecideAndCommit(l, s, kT0 + Micros(7), 1).allowed());
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 2}}));
+  Commit(s, kT0 + Micros(8), 0);
+  EXPECT_EQ(s.entries.size(), 1u);
+}
+
+}  // namespace
+}  // namespace caudal
