@@ -1,0 +1,341 @@
+#include "caudal/envoy/rls_handler.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+
+#include "test_store.h"
+
+namespace caudal::envoy {
+namespace {
+
+using ::testing::HasSubstr;
+using Entries = std::vector<std::pair<std::string, std::string>>;
+constexpr auto kOk = RateLimitResponse::OK;
+constexpr auto kOver = RateLimitResponse::OVER_LIMIT;
+
+constexpr std::string_view kConfig = R"(
+domain: test
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: remote_address
+    value: 50.0.0.5
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: one
+    rate_limit: {unit: minute, requests_per_unit: 1, name: one}
+  - key: five
+    rate_limit: {unit: minute, requests_per_unit: 5, name: five}
+  - key: bucket
+    rate_limit: {unit: second, requests_per_unit: 1, algorithm: token_bucket, capacity: 5}
+  - key: shadow
+    rate_limit: {unit: minute, requests_per_unit: 1}
+    shadow_mode: true
+  - key: ldap
+    rate_limit: {unlimited: true}
+  - key: specific
+    rate_limit: {unit: minute, requests_per_unit: 2, name: specific, replaces: [{name: general}]}
+  - key: general
+    rate_limit: {unit: minute, requests_per_unit: 100, name: general}
+)";
+
+class RlsHandlerTest : public ::testing::Test {
+ public:
+  static RateLimitRequest Request(std::vector<Entries> descriptors, std::string domain = "test") {
+    RateLimitRequest r;
+    r.set_domain(std::move(domain));
+    for (const auto& entries : descriptors) {
+      auto* d = r.add_descriptors();
+      for (const auto& [k, v] : entries) {
+        auto* e = d->add_entries();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    }
+    return r;
+  }
+
+ protected:
+  explicit RlsHandlerTest(RlsOptions options = {}) : options_(options) {}
+
+  RlsHandler& Handler() {
+    if (!handler_) {
+      auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+      EXPECT_TRUE(config.ok()) << config.status().ToString();
+      handler_ = std::make_unique<RlsHandler>(
+          store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)), options_);
+    }
+    return *handler_;
+  }
+
+  RateLimitResponse Ask(const RateLimitRequest& r) {
+    auto resp = Handler().ShouldRateLimit(r);
+    EXPECT_TRUE(resp.ok()) << resp.status().ToString();
+    return resp.ok() ? *resp : RateLimitResponse{};
+  }
+
+  Status AskError(const RateLimitRequest& r) { return Handler().ShouldRateLimit(r).status(); }
+
+  static std::map<std::string, std::string> Headers(const RateLimitResponse& r) {
+    std::map<std::string, std::string> h;
+    for (const auto& kv : r.response_headers_to_add()) h[kv.key()] = kv.value();
+    return h;
+  }
+
+  ManualClock clock_{std::chrono::seconds(1'699'999'980)};  // on a minute boundary
+  testing::LockedMapStore store_{clock_};
+  RlsOptions options_;
+  std::unique_ptr<RlsHandler> handler_;
+};
+
+TEST_F(RlsHandlerTest, FixedWindowByDefaultLikeTheReference) {
+  const auto req = Request({{{"remote_address", "10.0.0.1"}}});
+  for (int i = 0; i < 10; ++i) {
+    const auto r = Ask(req);
+    ASSERT_EQ(r.overall_code(), kOk) << i;
+    ASSERT_EQ(r.statuses_size(), 1);
+    EXPECT_EQ(r.statuses(0).limit_remaining(), static_cast<uint32_t>(9 - i));
+    EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 10u);
+    EXPECT_EQ(r.statuses(0).current_limit().unit(), RateLimitResponse::RateLimit::SECOND);
+  }
+  const auto over = Ask(req);
+  EXPECT_EQ(over.overall_code(), kOver);
+  EXPECT_EQ(over.statuses(0).code(), kOver);
+  EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(over.statuses(0).duration_until_reset().seconds(), 1);  // the window ends in 1 s
+  // Another value of the same key has its own counter.
+  EXPECT_EQ(Ask(Request({{{"remote_address", "10.0.0.2"}}})).overall_code(), kOk);
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_EQ(Ask(req).overall_code(), kOk);
+}
+
+TEST_F(RlsHandlerTest, TokenBucketAdmitsExactlyItsBound) {
+  const auto req = Request({{{"bucket", "client"}}});
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Ask(req).overall_code(), kOk) << i;  // the burst
+  EXPECT_EQ(Ask(req).overall_code(), kOver);
+  clock_.Advance(std::chrono::milliseconds(999));
+  EXPECT_EQ(Ask(req).overall_code(), kOver);
+  clock_.Advance(std::chrono::milliseconds(1));  // one token after exactly 1 s
+  EXPECT_EQ(Ask(req).overall_code(), kOk);
+  EXPECT_EQ(Ask(req).overall_code(), kOver);
+  clock_.Advance(std::chrono::seconds(3600));  // refills to the capacity, not beyond
+  int admitted = 0;
+  for (int i = 0; i < 20; ++i) admitted += Ask(req).overall_code() == kOk ? 1 : 0;
+  EXPECT_EQ(admitted, 5);
+}
+
+TEST_F(RlsHandlerTest, AllOrNothingConsumesNothingWhenOneDescriptorRefuses) {
+  const auto both = Request({{{"one", "x"}}, {{"five", "x"}}});
+  auto r = Ask(both);
+  ASSERT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(1).limit_remaining(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    r = Ask(both);
+    EXPECT_EQ(r.overall_code(), kOver);
+    EXPECT_EQ(r.statuses(0).code(), kOver);
+    EXPECT_EQ(r.statuses(1).code(), kOk);             // "five" would have passed...
+    EXPECT_EQ(r.statuses(1).limit_remaining(), 4u);   // ...and was not consumed
+  }
+  EXPECT_EQ(Ask(Request({{{"five", "x"}}})).statuses(0).limit_remaining(), 3u);
+}
+
+class RlsConsumeEachTest : public RlsHandlerTest {
+ protected:
+  RlsConsumeEachTest() : RlsHandlerTest({.descriptor_mode = DescriptorMode::kConsumeEach}) {}
+};
+
+TEST_F(RlsConsumeEachTest, TheCompatibilitySwitchCountsEveryDescriptorLikeTheReference) {
+  const auto both = Request({{{"one", "x"}}, {{"five", "x"}}});
+  EXPECT_EQ(Ask(both).overall_code(), kOk);
+  auto r = Ask(both);
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(r.statuses(1).code(), kOk);
+  EXPECT_EQ(r.statuses(1).limit_remaining(), 3u);  // consumed although the request was refused
+  EXPECT_EQ(Ask(both).statuses(1).limit_remaining(), 2u);
+}
+
+TEST_F(RlsHandlerTest, ShadowModeNeverRefusesAndCountsOnlyPassingRequests) {
+  const auto shadow = Request({{{"shadow", "x"}}});
+  EXPECT_EQ(Ask(shadow).statuses(0).limit_remaining(), 0u);
+  auto r = Ask(shadow);  // over its limit, but in shadow mode
+  EXPECT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).code(), kOk);
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 1u);
+
+  // Beside an enforced descriptor that refuses, the shadow one is only looked at.
+  const auto other = Request({{{"shadow", "y"}}, {{"one", "y"}}});
+  EXPECT_EQ(Ask(other).overall_code(), kOk);
+  clock_.Advance(std::chrono::minutes(1));
+  EXPECT_EQ(Ask(Request({{{"one", "y"}}})).overall_code(), kOk);
+  r = Ask(other);  // "one" refuses: the shadow limit must not be consumed
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(r.statuses(0).code(), kOk);
+  EXPECT_EQ(Ask(Request({{{"shadow", "y"}}})).statuses(0).limit_remaining(), 0u);
+}
+
+TEST_F(RlsHandlerTest, UnlimitedAndUnmatchedDescriptorsNeverReachTheStore) {
+  auto r = Ask(Request({{{"ldap", "x"}}, {{"nothing", "configured"}}}));
+  EXPECT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), std::numeric_limits<uint32_t>::max());
+  EXPECT_FALSE(r.statuses(0).has_current_limit());
+  EXPECT_EQ(r.statuses(1).code(), kOk);
+  EXPECT_FALSE(r.statuses(1).has_current_limit());
+  EXPECT_EQ(store_.requests(), 0u);
+}
+
+TEST_F(RlsHandlerTest, ZeroRequestsPerUnitBlocksAndConsumesNothingElse) {
+  auto r = Ask(Request({{{"remote_address", "50.0.0.5"}}, {{"five", "z"}}}));
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(r.statuses(0).code(), kOver);
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 0u);
+  EXPECT_EQ(r.statuses(1).code(), kOk);
+  EXPECT_EQ(Ask(Request({{{"five", "z"}}})).statuses(0).limit_remaining(), 4u);
+}
+
+TEST_F(RlsHandlerTest, ReplacesDropsTheReplacedLimit) {
+  const auto req = Request({{{"specific", "a"}}, {{"general", "a"}}});
+  Ask(req);
+  auto r = Ask(req);
+  EXPECT_EQ(r.statuses(0).current_limit().name(), "specific");
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0u);
+  EXPECT_FALSE(r.statuses(1).has_current_limit());  // replaced: no limit applies
+  EXPECT_EQ(Ask(Request({{{"general", "a"}}})).statuses(0).limit_remaining(), 99u);
+}
+
+TEST_F(RlsHandlerTest, HitsAddendAtRequestAndDescriptorLevel) {
+  auto req = Request({{{"five", "h"}}});
+  req.set_hits_addend(3);
+  EXPECT_EQ(Ask(req).statuses(0).limit_remaining(), 2u);
+  EXPECT_EQ(Ask(req).overall_code(), kOver);  // 3 more do not fit in 2
+  req.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);  // check only
+  auto r = Ask(req);
+  EXPECT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 2u);
+  req.mutable_descriptors(0)->mutable_hits_addend()->set_value(2);  // overrides the request's 3
+  EXPECT_EQ(Ask(req).statuses(0).limit_remaining(), 0u);
+}
+
+TEST_F(RlsHandlerTest, DuplicateDescriptorsCountTwice) {
+  auto r = Ask(Request({{{"five", "d"}}, {{"five", "d"}}}));
+  EXPECT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 3u);
+  EXPECT_EQ(r.statuses(1).limit_remaining(), 3u);
+}
+
+TEST_F(RlsHandlerTest, LimitOverrideReplacesTheConfiguredLimit) {
+  auto req = Request({{{"remote_address", "10.9.9.9"}}});
+  auto* o = req.mutable_descriptors(0)->mutable_limit();
+  o->set_requests_per_unit(2);
+  o->set_unit(::envoy::type::v3::HOUR);
+  auto r = Ask(req);
+  EXPECT_EQ(r.statuses(0).current_limit().requests_per_unit(), 2u);
+  EXPECT_EQ(r.statuses(0).current_limit().unit(), RateLimitResponse::RateLimit::HOUR);
+  EXPECT_EQ(Ask(req).overall_code(), kOk);
+  EXPECT_EQ(Ask(req).overall_code(), kOver);
+  // Even without a configured rule (in a known domain).
+  auto unmatched = Request({{{"unconfigured", "v"}}});
+  *unmatched.mutable_descriptors(0)->mutable_limit() = *o;
+  EXPECT_EQ(Ask(unmatched).statuses(0).limit_remaining(), 1u);
+  o->set_unit(::envoy::type::v3::UNKNOWN);
+  EXPECT_THAT(AskError(req).message(), HasSubstr("descriptor 0: limit override has no valid unit"));
+}
+
+TEST_F(RlsHandlerTest, BadRequestsAreInvalidArgumentWithAMessage) {
+  const auto expect = [this](const RateLimitRequest& r, std::string_view message) {
+    const Status s = AskError(r);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(), HasSubstr(std::string(message)));
+  };
+  expect(Request({{{"one", "x"}}}, ""), "domain must not be empty");
+  expect(Request({{{"one", "x"}}}, "nope"), "unknown domain 'nope'");
+  expect(Request({}), "at least one descriptor");
+  expect(Request({{}}), "descriptor 0: has no entries");
+  expect(Request({{{"one", "x"}}, {{"one", ""}}}), "descriptor 1: entry 0 (one) has an empty value");
+  expect(Request({{{"", "x"}}}), "descriptor 0: entry 0 has an empty key");
+  expect(Request({{{"one", std::string(70'000, 'v')}}}), "bytes exceeds 65536");
+  expect(Request({{{"one", std::string(600, 'v')}}}), "exceed 512 bytes");
+  expect(Request(std::vector<Entries>(65, Entries{{"one", "x"}})), "at most 64 descriptors");
+  auto refund = Request({{{"five", "r"}}});
+  refund.mutable_descriptors(0)->set_is_negative_hits(true);
+  expect(refund, "is_negative_hits (a refund) is not supported");
+  auto huge = Request({{{"five", "r"}}});
+  huge.mutable_descriptors(0)->mutable_hits_addend()->set_value(uint64_t{1} << 41);
+  expect(huge, "exceeds 2^40");
+  EXPECT_EQ(store_.requests(), 0u);
+}
+
+TEST_F(RlsHandlerTest, IetfHeadersDescribeEveryLimit) {
+  auto r = Ask(Request({{{"one", "h"}}, {{"five", "h"}}, {{"ldap", "h"}}}));
+  auto h = Headers(r);
+  EXPECT_EQ(h["RateLimit-Policy"], "\"one\";q=1;w=60, \"five\";q=5;w=60");
+  EXPECT_EQ(h["RateLimit"], "\"one\";r=0;t=60, \"five\";r=4;t=60");
+  EXPECT_EQ(h.count("x-ratelimit-limit"), 0u);
+  r = Ask(Request({{{"bucket", "h"}}}));
+  EXPECT_EQ(Headers(r)["RateLimit-Policy"], "\"descriptor-0\";q=5;w=5");
+  EXPECT_EQ(Headers(r)["RateLimit"], "\"descriptor-0\";r=4;t=1");
+}
+
+class RlsXHeadersTest : public RlsHandlerTest {
+ protected:
+  RlsXHeadersTest() : RlsHandlerTest({.headers = HeaderMode::kIetfAndXRateLimit}) {}
+};
+
+TEST_F(RlsXHeadersTest, XRateLimitHeadersFollowTheLimitClosestToRefusing) {
+  auto h = Headers(Ask(Request({{{"five", "x"}}, {{"remote_address", "1.2.3.4"}}})));
+  EXPECT_EQ(h["x-ratelimit-limit"], "5, 5;w=60");
+  EXPECT_EQ(h["x-ratelimit-remaining"], "4");
+  EXPECT_EQ(h["x-ratelimit-reset"], "60");
+}
+
+class RlsFailureTest : public ::testing::Test {
+ protected:
+  Result<RateLimitResponse> AskFailing(FailureMode mode) {
+    auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+    RlsHandler handler(store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)),
+                       {.failure_mode = mode});
+    auto req = RlsHandlerTest::Request({{{"one", "f"}}, {{"ldap", "f"}}});
+    return handler.ShouldRateLimit(req);
+  }
+  ManualClock clock_;
+  testing::FailingStore store_{Status::Unavailable("connection refused")};
+};
+
+TEST_F(RlsFailureTest, AllowAnswersOkAndSaysItIsDegraded) {
+  auto r = AskFailing(FailureMode::kAllow);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->overall_code(), kOk);
+  EXPECT_EQ(r->statuses(0).code(), kOk);
+  ASSERT_EQ(r->response_headers_to_add_size(), 1);
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
+  EXPECT_EQ(r->response_headers_to_add(0).value(), "store unavailable");
+}
+
+TEST_F(RlsFailureTest, DenyAnswersOverLimit) {
+  auto r = AskFailing(FailureMode::kDenyOverLimit);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->overall_code(), kOver);
+  EXPECT_EQ(r->statuses(0).code(), kOver);
+  EXPECT_EQ(r->statuses(1).code(), kOk);  // unlimited stays unlimited
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
+}
+
+TEST_F(RlsFailureTest, DenyUnavailableFailsTheCall) {
+  auto r = AskFailing(FailureMode::kDenyUnavailable);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(), HasSubstr("connection refused"));
+}
+
+TEST(RlsOptionsParse, SpellingsRoundTripAndBadOnesAreRefused) {
+  EXPECT_EQ(*ParseDescriptorMode("consume_each"), DescriptorMode::kConsumeEach);
+  EXPECT_EQ(*ParseFailureMode("deny_unavailable"), FailureMode::kDenyUnavailable);
+  EXPECT_EQ(*ParseHeaderMode("ietf_and_x_ratelimit"), HeaderMode::kIetfAndXRateLimit);
+  EXPECT_FALSE(ParseDescriptorMode("sometimes").ok());
+  EXPECT_FALSE(ParseFailureMode("maybe").ok());
+  EXPECT_FALSE(ParseHeaderMode("all").ok());
+}
+
+}  // namespace
+}  // namespace caudal::envoy

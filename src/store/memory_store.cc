@@ -1,0 +1,249 @@
+#include "caudal/memory_store.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <mutex>
+#include <new>
+#include <type_traits>
+#include <string>
+
+#include "caudal/algorithms/algorithm.h"
+#include "caudal/algorithms/sliding_window_log.h"
+#include "store/shard_table.h"
+#include "store/siphash.h"
+
+namespace caudal {
+namespace {
+
+constexpr size_t kMaxShards = size_t{1} << 12;
+// Small tables use fewer shards, so that a shard's share of max_keys stays large enough for
+// keys to spread evenly (the bound is per shard; see memory_store.h).
+constexpr size_t kMinKeysPerShard = 1024;
+constexpr int64_t kMicrosPerTick = 1'000'000;
+
+// Padded to a cache line so that two cores locking neighbouring shards do not share one.
+struct alignas(64) Shard {
+  std::mutex mu;
+  ShardTable table{1};  // guarded by mu
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+// Per entry of a request: where its state lives and what the algorithm said.
+struct Pending {
+  uint64_t fp = 0;
+  uint32_t shard = 0;
+  bool is_log = false;
+  bool writes = false;    // allowed and consuming: must be stored if the request passes
+  bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
+  Step step;              // for logs, only step.decision is used
+};
+
+// Room for a request's Pending entries without constructing all kMaxEntriesPerRequest of them
+// on every call: only the first n are built.
+union PendingArray {
+  PendingArray() {}  // NOLINT: deliberately leaves the entries unconstructed
+  Pending items[kMaxEntriesPerRequest];
+};
+static_assert(std::is_trivially_destructible_v<Pending>);
+
+}  // namespace
+
+struct MemoryStore::Impl {
+  Impl(const Clock& c, MemoryStoreOptions options);
+
+  Shard& ShardOf(const Pending& p) { return shards[p.shard]; }
+  FreshTick TickAtOrBefore(int64_t us) const { return FloorDiv(us - epoch_us, kMicrosPerTick); }
+  FreshTick TickAtOrAfter(int64_t us) const {
+    const int64_t d = us - epoch_us;
+    return d <= 0 ? 0 : std::min<int64_t>(kNeverFresh, (d - 1) / kMicrosPerTick + 1);
+  }
+
+  void Fingerprint(const EntryRef& e, Pending& p) const;
+  void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
+  Decision Peek(const EntryRef& e, const Pending& p, Micros now);
+  void Commit(const EntryRef& e, const Pending& p, Micros now);
+
+  const Clock& clock;
+  const int64_t epoch_us;
+  const SipKey sip_key = RandomSipKey();
+  unsigned shard_bits = 0;
+  size_t shard_count = 0;
+  std::unique_ptr<Shard[]> shards;
+};
+
+MemoryStore::Impl::Impl(const Clock& c, MemoryStoreOptions options)
+    : clock(c), epoch_us(FloorDiv(c.Now().count(), 1000)) {
+  const size_t max_keys = std::max<size_t>(options.max_keys, 1);
+  size_t n = std::bit_ceil(std::clamp<size_t>(options.shards, 1, kMaxShards));
+  while (n > 1 && max_keys / n < kMinKeysPerShard) n /= 2;
+  shard_bits = static_cast<unsigned>(std::countr_zero(n));
+  const size_t per_shard = (max_keys + n - 1) / n;
+  shard_count = n;
+  shards = std::make_unique<Shard[]>(n);
+  for (size_t i = 0; i < n; ++i) shards[i].table = ShardTable(per_shard);
+}
+
+void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
+  // One PRF key per algorithm, so a key reused with another algorithm gets its own state
+  // instead of misreading the other's words.
+  const auto a = static_cast<uint64_t>(e.limit->algorithm()) + 1;
+  const SipKey k{.k0 = sip_key.k0 ^ (a * 0x9e3779b97f4a7c15ULL), .k1 = sip_key.k1};
+  p.is_log = e.limit->algorithm() == Algorithm::kSlidingWindowLog;
+  p.fp = (SipHash24(k, e.key) & ~uint64_t{1}) | (p.is_log ? 1 : 0);
+  if (p.fp == 0) p.fp = 2;  // 0 marks an empty slot
+  p.shard = shard_bits == 0 ? 0 : static_cast<uint32_t>(p.fp >> (64 - shard_bits));
+}
+
+void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick) {
+  ShardTable& table = ShardOf(p).table;
+  ShardTable::Slot* slot = table.Find(p.fp);
+  if (p.is_log) {
+    sliding_window_log::LogState empty;
+    auto& log = slot != nullptr ? table.Log(*slot) : empty;
+    p.step.decision = sliding_window_log::Evaluate(*e.limit, log, now, e.cost);
+    p.writes = p.step.decision.allowed() && e.cost > 0;
+  } else {
+    CompactState state;
+    if (slot != nullptr) state = slot->State();
+    p.step = DecideCompact(*e.limit, slot != nullptr ? &state : nullptr, now, e.cost);
+    p.writes = p.step.consumed;
+  }
+  p.new_slot = p.writes && (slot == nullptr || ShardTable::IsFresh(*slot, tick));
+}
+
+Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now) {
+  ShardTable& table = ShardOf(p).table;
+  ShardTable::Slot* slot = table.Find(p.fp);
+  if (p.is_log) {
+    sliding_window_log::LogState empty;
+    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : empty,
+                                        now, 0);
+  }
+  CompactState state;
+  if (slot != nullptr) state = slot->State();
+  return DecideCompact(*e.limit, slot != nullptr ? &state : nullptr, now, 0).decision;
+}
+
+void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) {
+  ShardTable& table = ShardOf(p).table;
+  ShardTable::Slot* slot = table.Find(p.fp);
+  if (slot == nullptr) slot = table.Insert(p.fp);
+  if (p.is_log) {
+    // The list Evaluate pruned, or a new empty one if a rebuild reclaimed it as fresh (then it
+    // had no entry left in the window either).
+    sliding_window_log::Commit(table.Log(*slot), now, e.cost);
+  } else {
+    slot->SetState(p.step.next);
+  }
+  table.SetFreshAt(*slot, TickAtOrAfter((now + p.step.decision.reset_after).count()));
+}
+
+MemoryStore::MemoryStore(const Clock& clock, MemoryStoreOptions options)
+    : impl_(std::make_unique<Impl>(clock, options)) {}
+
+MemoryStore::~MemoryStore() = default;
+
+void MemoryStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  done(Decide(entries));
+}
+
+namespace {
+
+// Locks the distinct shards of a request in ascending index order, so that two requests
+// sharing shards can never wait on each other in a cycle.
+class ShardLocks {
+ public:
+  ShardLocks(Shard* shards, std::span<const Pending> pending) : shards_(shards) {
+    for (const Pending& p : pending) ids_[n_++] = p.shard;
+    std::sort(ids_.begin(), ids_.begin() + n_);
+    n_ = static_cast<size_t>(std::unique(ids_.begin(), ids_.begin() + n_) - ids_.begin());
+    for (size_t i = 0; i < n_; ++i) shards_[ids_[i]].mu.lock();
+  }
+  ~ShardLocks() {
+    for (size_t i = n_; i > 0; --i) shards_[ids_[i - 1]].mu.unlock();
+  }
+  ShardLocks(const ShardLocks&) = delete;
+  ShardLocks& operator=(const ShardLocks&) = delete;
+
+  std::span<const uint32_t> ids() const { return {ids_.data(), n_}; }
+
+ private:
+  Shard* shards_;
+  std::array<uint32_t, kMaxEntriesPerRequest> ids_;
+  size_t n_ = 0;
+};
+
+}  // namespace
+
+Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
+  if (Status s = ValidateEntries(entries); !s.ok()) return s;
+  const size_t n = entries.size();
+  PendingArray storage;
+  Pending* pending = storage.items;
+  for (size_t i = 0; i < n; ++i) {
+    new (&pending[i]) Pending{};
+    impl_->Fingerprint(entries[i], pending[i]);
+  }
+
+  StoreResponse response;
+  {
+    ShardLocks locks(impl_->shards.get(), {pending, n});
+    // Read the clock under the locks: each shard then sees its requests in time order.
+    const int64_t now_us = FloorDiv(impl_->clock.Now().count(), 1000);
+    const Micros now(now_us);
+    const FreshTick tick = impl_->TickAtOrBefore(now_us);
+    response.allowed = true;
+    for (size_t i = 0; i < n; ++i) {
+      impl_->Evaluate(entries[i], pending[i], now, tick);
+      response.allowed = response.allowed && pending[i].step.decision.allowed();
+    }
+    if (!response.allowed) {
+      // Nothing is consumed; entries that would have passed report their unchanged state.
+      for (size_t i = 0; i < n; ++i) {
+        if (pending[i].step.decision.allowed()) {
+          pending[i].step.decision = impl_->Peek(entries[i], pending[i], now);
+        }
+      }
+    } else {
+      // Make room for every new entry before writing any, so a full shard fails the whole
+      // request and consumes nothing.
+      for (uint32_t id : locks.ids()) {
+        size_t needed = 0;
+        for (size_t i = 0; i < n; ++i) needed += pending[i].shard == id && pending[i].new_slot;
+        if (needed > 0 && !impl_->shards[id].table.MakeRoom(needed, tick)) {
+          return Status::ResourceExhausted(
+              "memory store is full: every key in the shard is live (not yet reset); raise "
+              "max_keys (" + std::to_string(impl_->shards[id].table.size()) + " keys in the shard)");
+        }
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (pending[i].writes) impl_->Commit(entries[i], pending[i], now);
+      }
+    }
+  }
+  response.decisions.reserve(n);
+  for (size_t i = 0; i < n; ++i) response.decisions.push_back(pending[i].step.decision);
+  return response;
+}
+
+size_t MemoryStore::Size() const {
+  size_t total = 0;
+  for (size_t i = 0; i < impl_->shard_count; ++i) {
+    std::lock_guard<std::mutex> lock(impl_->shards[i].mu);
+    total += impl_->shards[i].table.size();
+  }
+  return total;
+}
+
+size_t MemoryStore::MemoryUsage() const {
+  size_t total = sizeof(Impl) + impl_->shard_count * sizeof(Shard);
+  for (size_t i = 0; i < impl_->shard_count; ++i) {
+    std::lock_guard<std::mutex> lock(impl_->shards[i].mu);
+    total += impl_->shards[i].table.MemoryUsage();
+  }
+  return total;
+}
+
+}  // namespace caudal

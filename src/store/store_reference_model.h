@@ -1,0 +1,32 @@
+// ReferenceModel: the simplest possible single-threaded store, built straight from the pure
+// algorithms, that the conformance suite compares real stores against decision for decision.
+//
+// It keeps every key forever in a std::map and decides a request exactly as the Store contract
+// says: evaluate every entry at `now`; if all are allowed, commit all; otherwise commit nothing
+// and report the entries that would have passed as a peek (cost 0).
+//
+// Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
+#pragma once
+
+#include <map>
+#include <span>
+#include <string>
+
+#include "caudal/algorithms/compact_state.h"
+#include "caudal/algorithms/sliding_window_log.h"
+#include "caudal/store.h"
+
+namespace caudal {
+
+class ReferenceModel {
+ public:
+  StoreResponse Decide(std::span<const EntryRef> entries, Micros now);
+
+ private:
+  Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, Step* step);
+
+  std::map<std::string, CompactState, std::less<>> compact_;
+  std::map<std::string, sliding_window_log::LogState, std::less<>> logs_;
+};
+
+}  // namespace caudal
