@@ -39,18 +39,19 @@ std::string HumanSpan(Micros d) {
 class SimulateCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
-    app.add_option("--limit", limit_, "N/W: the window algorithms' limit per window W, and the "
-                                      "buckets' refill rate (e.g. 100/1m)")
+    app.add_option("--limit", limit_,
+                   "N/W: the window algorithms' limit per window W, and the "
+                   "buckets' refill rate (e.g. 100/1m)")
         ->type_name("N/W")
         ->required();
     app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)")
         ->type_name("B");
     auto* pattern = app.add_option("--pattern", pattern_,
                                    "synthetic traffic: boundary-burst, steady, poisson or on-off")
-                       ->type_name("NAME");
+                        ->type_name("NAME");
     auto* trace = app.add_option("--trace", trace_,
                                  "replay a CSV file of timestamp_ms[,key[,cost]] rows instead")
-                     ->type_name("FILE");
+                      ->type_name("FILE");
     trace->excludes(pattern);
     app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
         ->type_name("N/W")
@@ -136,8 +137,7 @@ class SimulateCommand final : public Command {
     return Status::InvalidArgument(std::string(flag) + ": " + s.message());
   }
 
-  int WriteSvg(Env& env, const simulate::Simulation& sim, const std::string& title,
-               bool announce) {
+  int WriteSvg(Env& env, const simulate::Simulation& sim, const std::string& title, bool announce) {
     std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
     file << simulate::RenderSvg(sim, {.title = title});
     file.close();
