@@ -1,4 +1,5 @@
 // `caudal simulate`: every algorithm over the same traffic, side by side (see README, "CLI").
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -96,7 +97,13 @@ class SimulateCommand final : public Command {
               << " refilled at " << FormatRate(*limit) << " (token_bucket, gcra)\n\n"
               << simulate::RenderTable(*sim);
     }
-    if (svg_) return WriteSvg(env, *sim, described + "; " + settings, format_ == "table");
+    if (svg_) {
+      const bool unit_costs = std::all_of(traffic->requests.begin(), traffic->requests.end(),
+                                          [](const simulate::Request& r) { return r.cost == 1; });
+      const simulate::ChartText text{.title = described + "; " + settings,
+                                     .y_unit = unit_costs ? "requests" : "units of cost"};
+      return WriteSvg(env, *sim, text, format_ == "table");
+    }
     return kExitOk;
   }
 
@@ -137,9 +144,10 @@ class SimulateCommand final : public Command {
     return Status::InvalidArgument(std::string(flag) + ": " + s.message());
   }
 
-  int WriteSvg(Env& env, const simulate::Simulation& sim, const std::string& title, bool announce) {
+  int WriteSvg(Env& env, const simulate::Simulation& sim, const simulate::ChartText& text,
+               bool announce) {
     std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
-    file << simulate::RenderSvg(sim, {.title = title});
+    file << simulate::RenderSvg(sim, text);
     file.close();
     if (!file) {
       env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";

@@ -144,6 +144,12 @@ TEST(Simulate, TraceWithKeysAndCosts) {
   EXPECT_LE(Field(runs["token_bucket"], "max_in_window"), 30);
   EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), 20);
   EXPECT_EQ(Field(runs["token_bucket"], "admitted"), Field(runs["gcra"], "admitted"));
+
+  const std::string svg = TempPath("trace.svg");
+  const Outcome o = RunCaudal({"simulate", "--limit", "20/1s", "--trace", path, "--svg", svg});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("400 requests over 14.8 s (2 keys)"));
+  EXPECT_THAT(ReadFile(svg), HasSubstr("admitted in the trailing 1s (units of cost)"));
 }
 
 TEST(Simulate, SeedMakesPoissonReproducible) {

@@ -117,7 +117,9 @@ void Bound(std::string& out, const Scale& sc, int64_t value, std::string_view la
   Line(out, kLeft, sc.Y(value), kRight, sc.Y(value),
        "class=\"bound\" stroke=\"#444444\" stroke-width=\"1.5\" stroke-dasharray=\"" +
            std::string(dash) + "\"");
-  Text(out, kRight - 4, sc.Y(value) - 5, "end", label, " fill=\"#444444\"");
+  // Drawn after the series, with a white halo, so the data never hides the label.
+  Text(out, kRight - 4, sc.Y(value) - 6, "end", label,
+       " fill=\"#222222\" stroke=\"#ffffff\" stroke-width=\"4\" paint-order=\"stroke\"");
 }
 
 void Series(std::string& out, const Scale& sc, const Simulation& sim, const AlgorithmRun& run) {
@@ -205,11 +207,11 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text) {
        " fill=\"#555555\"");
   Axes(out, sc, UnitFor(static_cast<int64_t>(sc.x_span_us)),
        "admitted in the trailing " + w + " (" + text.y_unit + ")");
+  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
   if (limit > 0) Bound(out, sc, limit, "limit " + std::to_string(limit) + " (windows)", "4 4");
   if (bucket_bound > 0) {
     Bound(out, sc, bucket_bound, "B + r·W = " + std::to_string(bucket_bound) + " (buckets)", "1 3");
   }
-  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
   Legend(out, sim);
   out += "</svg>\n";
   return out;
