@@ -102,7 +102,9 @@ class CheckCommand final : public Command {
 };
 
 }  // namespace
-}  // namespace caudal::cli
 
 CAUDAL_REGISTER_COMMAND(CheckCommand, "check",
                         "Make one decision against a config and print it as JSON");
+
+}  // namespace caudal::cli
+

@@ -140,6 +140,8 @@ class ServeCommand final : public Command {
 };
 
 }  // namespace
-}  // namespace caudal::cli
 
 CAUDAL_REGISTER_COMMAND(ServeCommand, "serve", "Serve rate-limit decisions over HTTP");
+
+}  // namespace caudal::cli
+

@@ -36,6 +36,8 @@ class ValidateCommand final : public Command {
 };
 
 }  // namespace
-}  // namespace caudal::cli
 
 CAUDAL_REGISTER_COMMAND(ValidateCommand, "validate", "Check a config file without serving");
+
+}  // namespace caudal::cli
+
