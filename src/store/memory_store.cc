@@ -188,6 +188,7 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   for (size_t i = 0; i < n; ++i) {
     new (&pending[i]) Pending;  // default-initialized: no zeroing pass on the hot path
     impl_->Fingerprint(entries[i], pending[i]);
+    impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
   }
 
   StoreResponse response;
