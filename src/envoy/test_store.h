@@ -5,6 +5,8 @@
 // fixed error, as a store that is down does.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <string>
@@ -90,6 +92,42 @@ class LockedMapStore final : public Store {
   mutable std::mutex mu_;
   std::map<std::string, State> states_;  // guarded by mu_
   size_t requests_ = 0;                  // guarded by mu_
+};
+
+// Holds every request until told to answer, so calls stay in flight as long as a test needs.
+class ParkingStore final : public Store {
+ public:
+  void DecideAsync(std::span<const EntryRef>, DecideCallback done) override {
+    std::lock_guard lock(mu_);
+    parked_.push_back(std::move(done));
+    cv_.notify_all();
+  }
+  Status Ping() override { return Status::Ok(); }
+  std::string_view Name() const override { return "parking"; }
+
+  size_t parked() const {
+    std::lock_guard lock(mu_);
+    return parked_.size();
+  }
+  // True once `n` requests are parked; false after `timeout` without.
+  bool WaitForParked(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return parked_.size() >= n; });
+  }
+  // Answers every parked request with `status`.
+  void ReleaseAll(const Status& status) {
+    std::vector<DecideCallback> parked;
+    {
+      std::lock_guard lock(mu_);
+      parked.swap(parked_);
+    }
+    for (auto& done : parked) done(status);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<DecideCallback> parked_;  // guarded by mu_
 };
 
 class FailingStore final : public Store {

@@ -4,6 +4,14 @@
 // Every algorithm is a pure function (state, limit, now, cost) -> Step: no clock, no I/O, no
 // locks. A missing state (nullptr) means "fresh": never seen, or idle long enough that dropping
 // it changes no decision. Each algorithm documents what its three words mean.
+//
+// Shared by all five algorithms (sliding_window_log included):
+// - cost 0 is a peek: always kAllowed, consumes nothing, reports remaining and reset_after.
+// - cost > capacity is kNeverFits with retry_after 0, and consumes nothing.
+// - a kDenied request retried exactly retry_after later passes (if nothing else was consumed in
+//   between), and 1 µs earlier it does not.
+// - reset_after later the state decides exactly as a fresh one (nullptr) does.
+// - timestamps are µs since the epoch in [0, 2^52), so every value stays below 2^53.
 #pragma once
 
 #include <array>

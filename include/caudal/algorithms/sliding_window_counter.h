@@ -8,9 +8,15 @@
 // Error bound: any true window of length W holds at most 2·limit − 1 admitted units, and an
 // adversary reaches that (the previous window's whole limit in its last µs, the current one's in
 // its second-to-last). Rounding the estimate down instead would allow exactly 2·limit.
-// Under random traffic the overshoot is a few percent of `limit`; properties_test measures both.
+// Once traffic is steady, random arrivals overshoot `limit` by a few percent at most. The estimate
+// is worst right after a key starts or a burst: a window whose whole limit went in at its end
+// counts as spread evenly, so the next true window can again approach 2·limit. properties_test
+// measures all three.
 // A client that keeps asking gets exactly `limit` per window: the previous window's weight
 // reaches 0 at e = W − 1.
+//
+// Time going backwards is judged in the stored window, at e = 0 when before its start.
+// reset_after: the end of the window after the one holding the last admitted unit.
 //
 // State words: w[0] = start of the current window (µs), w[1] = cur, w[2] = prev.
 #pragma once

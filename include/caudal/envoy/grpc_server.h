@@ -1,0 +1,55 @@
+// RlsGrpcServer: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC.
+//
+// A thin transport over RlsHandler using gRPC's callback API: a call is decided as the store
+// answers, with no thread held while it waits. Bounded: at most `max_concurrent_calls` in flight
+// (more are refused with RESOURCE_EXHAUSTED at once), messages above `max_receive_bytes` are
+// refused by gRPC itself (RESOURCE_EXHAUSTED), and requests above the handler's
+// max_request_bytes get INVALID_ARGUMENT. Handler errors map to gRPC codes: kInvalidArgument ->
+// INVALID_ARGUMENT, kUnavailable -> UNAVAILABLE, kResourceExhausted -> RESOURCE_EXHAUSTED.
+//
+// Thread-safety: Start, port and Shutdown from one thread; calls are served on gRPC's threads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "caudal/envoy/rls_handler.h"
+#include "caudal/status.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace caudal::envoy {
+
+struct GrpcServerOptions {
+  std::string address = "127.0.0.1:8081";  // host:port; port 0 picks a free one
+  size_t max_concurrent_calls = 10'000;
+  size_t max_receive_bytes = 1 << 20;
+};
+
+class RlsGrpcServer {
+ public:
+  // Listens and serves; kUnavailable when the address cannot be bound. `handler` must outlive
+  // the server.
+  static Result<std::unique_ptr<RlsGrpcServer>> Start(RlsHandler& handler,
+                                                      const GrpcServerOptions& options);
+  ~RlsGrpcServer();
+
+  int port() const { return port_; }
+  // Stops accepting calls and waits (up to 5 s) for those in flight. Idempotent.
+  void Shutdown();
+
+  class Service;  // the generated service's implementation, in grpc_server.cc
+
+ private:
+  RlsGrpcServer() = default;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace caudal::envoy

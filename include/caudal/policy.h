@@ -1,0 +1,111 @@
+// Policies: which limits apply to which requests, and how their state is keyed.
+//
+// A policy names descriptor fields (its `identity`); it applies to a request when every one of
+// them is present, and its limits are kept per distinct identity value. A PolicySet is the
+// validated, immutable collection the limiter decides against; reloading a config builds a new
+// PolicySet and swaps it in whole, so a request never sees half of one.
+//
+// Thread-safety: a PolicySet is immutable once created; share it by shared_ptr.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "caudal/limit.h"
+#include "caudal/status.h"
+
+namespace caudal {
+
+// What a policy does when the store errors or exceeds its timeout.
+enum class FailureMode : uint8_t {
+  kAllow,  // fail open: admit, mark degraded
+  kDeny,   // fail closed: 503, the client did nothing wrong
+  kLocal,  // decide in this instance's memory with the limits divided by the instance count
+};
+std::string_view FailureModeName(FailureMode m);
+Result<FailureMode> ParseFailureMode(std::string_view text);
+
+enum class Enforcement : uint8_t {
+  kEnforce,
+  kShadow,  // decide, count and report, but never refuse (dark launch)
+};
+
+enum class RejectedCounting : uint8_t {
+  kNotCounted,  // all-or-nothing: a refused request consumes nothing here
+  kCounted,     // a refused request is still charged here, when this policy has room for it
+};
+
+// How many leading bits of an `ip` descriptor form the key (IPv6 clients often own a /64).
+struct IpPrefix {
+  int v4 = 32;
+  int v6 = 128;
+  friend bool operator==(const IpPrefix&, const IpPrefix&) = default;
+};
+
+inline constexpr size_t kMaxPolicies = 256;
+inline constexpr size_t kMaxLimitsPerPolicy = 8;
+inline constexpr size_t kMaxIdentityFields = 8;
+inline constexpr size_t kMaxNameLength = 64;  // policy and descriptor names
+inline constexpr int64_t kMaxInstances = 1024;
+
+struct PolicySpec {
+  std::string name;                   // [A-Za-z0-9_.-]{1,64}, unique in a set
+  std::vector<std::string> identity;  // descriptor names, 1..kMaxIdentityFields, no repeats
+  IpPrefix ip_prefix{};
+  std::vector<Limit> limits;  // 1..kMaxLimitsPerPolicy
+  int64_t cost = 1;           // used when the request names no cost; ≤ every limit's capacity
+  Enforcement enforcement = Enforcement::kEnforce;
+  RejectedCounting count_rejected = RejectedCounting::kNotCounted;
+  std::optional<FailureMode> on_failure;  // unset: the set's default
+};
+
+struct PolicySetOptions {
+  FailureMode on_failure = FailureMode::kDeny;
+  int64_t instances = 1;  // divides the limits of `local` failure mode, 1..kMaxInstances
+};
+
+// A policy's field that failed validation ("name", "identity[1]", "limits[0]", "cost", ...).
+struct PolicyError {
+  std::string field;
+  Status status;
+};
+
+// Checks one policy on its own (not the uniqueness of its name). Returns the field at fault.
+std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options);
+// True for names made of [A-Za-z0-9_.-], 1..kMaxNameLength long.
+bool IsValidName(std::string_view name);
+// The limit one of `instances` instances applies on its own in `local` failure mode: capacity
+// divided (rounded down, at least 1) and the rate divided exactly.
+Result<Limit> LocalLimit(const Limit& global, int64_t instances);
+
+class PolicySet {
+ public:
+  struct Policy {
+    PolicySpec spec;
+    FailureMode on_failure = FailureMode::kDeny;  // resolved
+    std::vector<Limit> local_limits;              // one per spec.limits entry
+    std::vector<std::string> key_prefixes;        // store key prefix per limit
+    std::vector<std::string> local_key_prefixes;  // the same for the local fallback
+
+    bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
+  };
+
+  // kInvalidArgument naming the policy and field when a spec is invalid or a name repeats.
+  static Result<std::shared_ptr<const PolicySet>> Create(std::vector<PolicySpec> specs,
+                                                         PolicySetOptions options);
+
+  std::span<const Policy> policies() const { return policies_; }
+  const PolicySetOptions& options() const { return options_; }
+
+ private:
+  PolicySet() = default;
+  std::vector<Policy> policies_;
+  PolicySetOptions options_;
+};
+
+}  // namespace caudal

@@ -1,0 +1,160 @@
+#include "caudal/config.h"
+
+#include <gtest/gtest.h>
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+
+TEST(Config, ReadsTheExamples) {
+  for (const char* name : {"caudal.yaml", "caudal-redis.yaml"}) {
+    auto c = LoadConfigFile(std::string(CAUDAL_SOURCE_DIR) + "/examples/" + name);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_FALSE(c->policies->policies().empty());
+  }
+}
+
+TEST(Config, ParsesEveryField) {
+  auto c = ParseConfig(R"(
+store:
+  url: redis://10.0.0.1:6379
+  timeout: 20ms
+  on_failure: local
+  instances: 4
+  max_keys: 5000
+server:
+  http: "[::1]:9000"
+  trusted_proxies: [10.0.0.0/8, "::1"]
+  descriptor_headers: {api_key: X-Key, user: X-User}
+  max_connections: 50
+  header_timeout: 2s
+  body_timeout: 3s
+  idle_timeout: 30s
+  threads: 2
+policies:
+  - name: p1
+    identity: [api_key, ip]
+    ip_prefix: {v4: 24, v6: 56}
+    cost: 2
+    shadow: true
+    count_rejected: true
+    on_failure: allow
+    limits:
+      - {algorithm: token_bucket, capacity: 100, refill: 100/1m}
+      - {algorithm: sliding_window_log, limit: 10, window: 1s}
+)",
+                       "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->store.url, "redis://10.0.0.1:6379");
+  EXPECT_EQ(c->store.timeout, milliseconds(20));
+  EXPECT_EQ(c->store.on_failure, FailureMode::kLocal);
+  EXPECT_EQ(c->store.instances, 4);
+  EXPECT_EQ(c->store.max_keys, 5000);
+  EXPECT_EQ(c->server.http, "[::1]:9000");
+  ASSERT_EQ(c->server.trusted_proxies.size(), 2u);
+  EXPECT_EQ(c->server.trusted_proxies[1].ToString(), "::1/128");
+  ASSERT_EQ(c->server.descriptor_headers.size(), 2u);
+  EXPECT_EQ(c->server.descriptor_headers[1].descriptor, "user");
+  EXPECT_EQ(c->server.descriptor_headers[1].header, "X-User");
+  EXPECT_EQ(c->server.max_connections, 50);
+  EXPECT_EQ(c->server.header_timeout, std::chrono::seconds(2));
+  EXPECT_EQ(c->server.threads, 2);
+  const auto& p = c->policies->policies()[0];
+  EXPECT_EQ(p.spec.identity, (std::vector<std::string>{"api_key", "ip"}));
+  EXPECT_EQ(p.spec.ip_prefix, (IpPrefix{.v4 = 24, .v6 = 56}));
+  EXPECT_EQ(p.spec.cost, 2);
+  EXPECT_TRUE(p.shadow());
+  EXPECT_EQ(p.spec.count_rejected, RejectedCounting::kCounted);
+  EXPECT_EQ(p.on_failure, FailureMode::kAllow);
+  ASSERT_EQ(p.spec.limits.size(), 2u);
+  EXPECT_EQ(p.spec.limits[0].rate(), (Rate{100, minutes(1)}));
+  EXPECT_EQ(p.spec.limits[1].algorithm(), Algorithm::kSlidingWindowLog);
+  EXPECT_EQ(p.local_limits[0].capacity(), 25);
+}
+
+TEST(Config, DefaultsWhenSectionsAreOmitted) {
+  auto c = ParseConfig("policies: []\n", "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->store.url, "memory://");
+  EXPECT_EQ(c->store.on_failure, FailureMode::kDeny);
+  EXPECT_EQ(c->server.http, "127.0.0.1:8080");
+  EXPECT_TRUE(c->server.trusted_proxies.empty());
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* error;  // the exact prefix: file:line:column: field
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameFileLineColumnAndField) {
+  auto c = ParseConfig(GetParam().yaml, "bad.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message().rfind(GetParam().error, 0), 0u) << c.status().message();
+}
+
+constexpr const char* kPolicyHead = "policies:\n  - name: p\n    identity: [api_key]\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    All, ConfigErrors,
+    ::testing::Values(
+        BadCase{"policies: [\n", "bad.yaml:2:1: not valid YAML"},
+        BadCase{"store: {}\n", "bad.yaml:1:1: policies: missing"},
+        BadCase{"polices: []\n", "bad.yaml:1:1: polices: unknown field (expected one of: store"},
+        BadCase{"store: {url: http://x}\npolicies: []\n", "bad.yaml:1:14: store.url: expected"},
+        BadCase{"store: {timeout: fast}\npolicies: []\n", "bad.yaml:1:18: store.timeout: expected a duration"},
+        BadCase{"store: {on_failure: open}\npolicies: []\n",
+                "bad.yaml:1:21: store.on_failure: expected allow, deny or local"},
+        BadCase{"store: {instances: 0}\npolicies: []\n", "bad.yaml:1:20: store.instances: expected an integer from 1"},
+        BadCase{"server: {http: 'localhost'}\npolicies: []\n", "bad.yaml:1:16: server.http: expected host:port"},
+        BadCase{"server: {trusted_proxies: [10.0.0.1/8]}\npolicies: []\n",
+                "bad.yaml:1:28: server.trusted_proxies[0]: \"10.0.0.1/8\" has host bits set"},
+        BadCase{"server: {descriptor_headers: {ip: X-Real-IP}}\npolicies: []\n",
+                "bad.yaml:1:31: server.descriptor_headers.ip: expected a descriptor name"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n",
+                "bad.yaml:2:5: policies[0]: missing limits"},
+        BadCase{"policies:\n  - name: p\n    identity: []\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:3:15: policies[0].identity: expected 1 to 8"},
+        BadCase{"policies:\n  - name: p q\n    identity: [a]\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:2:11: policies[0].name: expected 1 to 64 characters"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: leaky, capacity: 1}\n",
+                "bad.yaml:5:21: policies[0].limits[0].algorithm: unknown algorithm \"leaky\""},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, capacity: 1, refill: fast}\n",
+                "bad.yaml:5:56: policies[0].limits[0].refill: expected \"<count>/<duration>\""},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, capacity: x, refill: 1/s}\n",
+                "bad.yaml:5:45: policies[0].limits[0].capacity: expected an integer from 1"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, limit: 1, window: 1s}\n",
+                "bad.yaml:5:35: policies[0].limits[0].limit: unknown field (expected one of: algorithm, capacity, refill)"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    cost: 5\n    limits:\n      - {algorithm: fixed_window, limit: 2, window: 1s}\n",
+                "bad.yaml:4:11: policies[0].cost: the default cost must be between 1 and the smallest capacity"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    shadow: yes\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:13: policies[0].shadow: expected true or false"},
+        BadCase{"policies:\n  - {name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]}\n"
+                "  - {name: p, identity: [b], limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]}\n",
+                "bad.yaml:3:12: policies[1].name: \"p\" is already the name of policies[0]"},
+        BadCase{"store: {on_failure: local, instances: 2}\npolicies:\n  - {name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, refill: 1/365d}]}\n",
+                "bad.yaml:3:39: policies[0].limits[0]: divided among 2 instances"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    identity: [ip]\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:5: policies[0].identity: given twice"}));
+
+TEST(ConfigFile, MissingFileIsNotFound) {
+  auto c = LoadConfigFile("/nonexistent/caudal.yaml");
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+}
+
+TEST(HostPort, ParsesAndRefuses) {
+  EXPECT_EQ(ParseHostPort("127.0.0.1:8080")->second, 8080);
+  EXPECT_EQ(ParseHostPort("[::1]:0")->first, "::1");
+  EXPECT_EQ(ParseHostPort("localhost:80")->first, "localhost");
+  for (const char* bad : {"", ":80", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "example.com:80",
+                          "[1.2.3.4]:80", "::1:80"}) {
+    EXPECT_FALSE(ParseHostPort(bad).ok()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace caudal

@@ -1,0 +1,81 @@
+#include "caudal/envoy/grpc_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+
+namespace caudal::envoy {
+namespace {
+
+grpc::Status ToGrpc(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kInvalidArgument:
+      return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded: return {grpc::StatusCode::UNAVAILABLE, s.message()};
+    case StatusCode::kResourceExhausted:
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, s.message()};
+    case StatusCode::kNotFound:
+    case StatusCode::kInternal: break;
+  }
+  return {grpc::StatusCode::INTERNAL, s.message()};
+}
+
+}  // namespace
+
+class RlsGrpcServer::Service final
+    : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+ public:
+  Service(RlsHandler& handler, size_t max_calls) : handler_(handler), max_calls_(max_calls) {}
+
+  grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
+                                            const RateLimitRequest* request,
+                                            RateLimitResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= max_calls_) {
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      reactor->Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                       "more than " + std::to_string(max_calls_) + " calls in flight"});
+      return reactor;
+    }
+    handler_.ShouldRateLimit(*request, response, [this, reactor](Status s) {
+      in_flight_.fetch_sub(1, std::memory_order_relaxed);
+      reactor->Finish(ToGrpc(s));
+    });
+    return reactor;
+  }
+
+ private:
+  RlsHandler& handler_;
+  const size_t max_calls_;
+  std::atomic<size_t> in_flight_{0};
+};
+
+Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
+                                                            const GrpcServerOptions& options) {
+  std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
+  server->service_ = std::make_unique<Service>(handler, options.max_concurrent_calls);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
+  builder.RegisterService(server->service_.get());
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return Status::Unavailable("gRPC: cannot listen on " + options.address);
+  }
+  return server;
+}
+
+void RlsGrpcServer::Shutdown() {
+  if (shut_down_ || server_ == nullptr) return;
+  shut_down_ = true;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server_->Wait();
+}
+
+RlsGrpcServer::~RlsGrpcServer() { Shutdown(); }
+
+}  // namespace caudal::envoy

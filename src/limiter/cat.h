@@ -1,0 +1,31 @@
+// Cat: builds a message from pieces by appending (strings, string_views, literals, integers).
+// It avoids `"literal" + std::string` chains, which also trip GCC 12's -Wrestrict at -O3.
+#pragma once
+
+#include <concepts>
+#include <string>
+#include <string_view>
+
+namespace caudal {
+
+namespace cat_internal {
+inline void Append(std::string& out, std::string_view s) { out.append(s); }
+inline void Append(std::string& out, char c) { out.push_back(c); }
+template <std::integral T>
+  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
+void Append(std::string& out, T v) {
+  out.append(std::to_string(v));
+}
+}  // namespace cat_internal
+
+template <typename... Parts>
+std::string Cat(const Parts&... parts) {
+  std::string out;
+  (cat_internal::Append(out, parts), ...);
+  return out;
+}
+
+// "\"text\"", for quoting user input in messages.
+inline std::string Quoted(std::string_view s) { return Cat('"', s, '"'); }
+
+}  // namespace caudal

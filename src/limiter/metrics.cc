@@ -1,0 +1,150 @@
+#include "caudal/metrics.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace caudal {
+namespace {
+
+void AppendSeconds(std::string& out, uint64_t us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llu.%06llu", static_cast<unsigned long long>(us / 1'000'000),
+                static_cast<unsigned long long>(us % 1'000'000));
+  out += buf;
+}
+
+void AppendHeader(std::string& out, std::string_view name, std::string_view type,
+                  std::string_view help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+// Policy names are [A-Za-z0-9_.-] (validated), so they need no escaping in a label value.
+void AppendPolicyCounter(std::string& out, std::string_view name, std::string_view policy,
+                         std::string_view extra, uint64_t v) {
+  out.append(name).append("{policy=\"").append(policy).append("\"");
+  if (!extra.empty()) out.append(",").append(extra);
+  out.append("} ").append(std::to_string(v)).append("\n");
+}
+
+}  // namespace
+
+void LatencyHistogram::Observe(Micros d) {
+  const int64_t us = d.count() < 0 ? 0 : d.count();
+  size_t i = 0;
+  while (i < kBoundsUs.size() && us > kBoundsUs[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_us_.fetch_add(static_cast<uint64_t>(us), std::memory_order_relaxed);
+}
+
+void LatencyHistogram::Render(std::string& out, std::string_view name) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kBoundsUs.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    out.append(name).append("_bucket{le=\"");
+    if (i < kBoundsUs.size()) {
+      AppendSeconds(out, static_cast<uint64_t>(kBoundsUs[i]));
+    } else {
+      out.append("+Inf");
+    }
+    out.append("\"} ").append(std::to_string(cumulative)).append("\n");
+  }
+  out.append(name).append("_sum ");
+  AppendSeconds(out, sum_us_.load(std::memory_order_relaxed));
+  out.append("\n").append(name).append("_count ").append(std::to_string(cumulative)).append("\n");
+}
+
+PolicyCounters& Metrics::ForPolicy(std::string_view policy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = policies_.find(policy);
+  if (it == policies_.end()) {
+    it = policies_.emplace(std::string(policy), std::make_unique<PolicyCounters>()).first;
+  }
+  return *it->second;
+}
+
+void Metrics::CountStoreError(StatusCode code) {
+  const auto i = static_cast<size_t>(code);
+  if (i < store_errors_.size()) store_errors_[i].fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::CountHttpResponse(int status) {
+  if (status >= 100 && status < 600) {
+    http_[static_cast<size_t>(status)].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+std::string Metrics::RenderPrometheus() const {
+  std::string out;
+  out.reserve(4096);
+  struct Row {
+    std::string name;
+    const PolicyCounters* c;
+  };
+  std::vector<Row> rows;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [name, c] : policies_) rows.push_back({name, c.get()});
+  }
+  AppendHeader(out, "caudal_decisions_total", "counter",
+               "Decisions by policy and outcome (shadow policies: what they decided).");
+  for (const Row& r : rows) {
+    AppendPolicyCounter(out, "caudal_decisions_total", r.name, "outcome=\"allowed\"",
+                        r.c->allowed.load());
+    AppendPolicyCounter(out, "caudal_decisions_total", r.name, "outcome=\"denied\"",
+                        r.c->denied.load());
+  }
+  AppendHeader(out, "caudal_shadow_denials_total", "counter",
+               "Requests a shadow policy would have refused (they were allowed).");
+  for (const Row& r : rows) {
+    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.name, "", r.c->shadow_denied.load());
+  }
+  AppendHeader(out, "caudal_failure_mode_decisions_total", "counter",
+               "Decisions made by a failure mode because the store failed.");
+  for (const Row& r : rows) {
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"allow\"",
+                        r.c->fail_open.load());
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"deny\"",
+                        r.c->fail_closed.load());
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"local\"",
+                        r.c->local.load());
+  }
+  AppendHeader(out, "caudal_decision_duration_seconds", "histogram",
+               "Time to decide one request, store included.");
+  decision_latency_.Render(out, "caudal_decision_duration_seconds");
+  AppendHeader(out, "caudal_store_duration_seconds", "histogram", "Store round-trip time.");
+  store_latency_.Render(out, "caudal_store_duration_seconds");
+  AppendHeader(out, "caudal_store_errors_total", "counter", "Store calls that failed, by code.");
+  for (size_t i = 1; i < store_errors_.size(); ++i) {
+    const uint64_t v = store_errors_[i].load();
+    if (v == 0) continue;
+    out.append("caudal_store_errors_total{code=\"")
+        .append(StatusCodeName(static_cast<StatusCode>(i)))
+        .append("\"} ")
+        .append(std::to_string(v))
+        .append("\n");
+  }
+  AppendHeader(out, "caudal_store_degraded", "gauge", "1 while the store is failing.");
+  out.append("caudal_store_degraded ").append(store_degraded_.load() ? "1" : "0").append("\n");
+  AppendHeader(out, "caudal_config_reloads_total", "counter", "Config reloads by result.");
+  out.append("caudal_config_reloads_total{result=\"success\"} ")
+      .append(std::to_string(reloads_ok_.load()))
+      .append("\ncaudal_config_reloads_total{result=\"failure\"} ")
+      .append(std::to_string(reloads_failed_.load()))
+      .append("\n");
+  AppendHeader(out, "caudal_http_responses_total", "counter", "HTTP responses by status code.");
+  for (size_t i = 100; i < http_.size(); ++i) {
+    const uint64_t v = http_[i].load(std::memory_order_relaxed);
+    if (v != 0) {
+      out.append("caudal_http_responses_total{code=\"")
+          .append(std::to_string(i))
+          .append("\"} ")
+          .append(std::to_string(v))
+          .append("\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace caudal

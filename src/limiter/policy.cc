@@ -1,0 +1,164 @@
+#include "caudal/policy.h"
+
+#include <algorithm>
+
+#include "limiter/cat.h"
+
+namespace caudal {
+namespace {
+
+// A short, stable spelling of a limit, part of every key: a changed limit gets fresh state.
+std::string Fingerprint(const Limit& l) {
+  std::string s;
+  switch (l.algorithm()) {
+    case Algorithm::kFixedWindow: s = "fw"; break;
+    case Algorithm::kSlidingWindowLog: s = "swl"; break;
+    case Algorithm::kSlidingWindowCounter: s = "swc"; break;
+    case Algorithm::kTokenBucket: s = "tb"; break;
+    case Algorithm::kGcra: s = "gcra"; break;
+  }
+  s += std::to_string(l.capacity());
+  s += ',';
+  s += std::to_string(l.refill_count());
+  s += '/';
+  s += std::to_string(l.refill_period_us());
+  return s;
+}
+
+PolicyError Err(std::string field, std::string message) {
+  return {std::move(field), Status::InvalidArgument(std::move(message))};
+}
+
+}  // namespace
+
+std::string_view FailureModeName(FailureMode m) {
+  switch (m) {
+    case FailureMode::kAllow: return "allow";
+    case FailureMode::kDeny: return "deny";
+    case FailureMode::kLocal: return "local";
+  }
+  return "unknown";
+}
+
+Result<FailureMode> ParseFailureMode(std::string_view text) {
+  for (FailureMode m : {FailureMode::kAllow, FailureMode::kDeny, FailureMode::kLocal}) {
+    if (FailureModeName(m) == text) return m;
+  }
+  return Status::InvalidArgument("expected allow, deny or local (got \"" + std::string(text) +
+                                 "\")");
+}
+
+bool IsValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.';
+  });
+}
+
+Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
+  if (instances == 1) return global;
+  const int64_t capacity = std::max<int64_t>(1, global.capacity() / instances);
+  if (IsWindowAlgorithm(global.algorithm())) {
+    return Limit::Create(LimitSpec::Window(global.algorithm(), capacity, global.window()));
+  }
+  Rate r = global.rate();
+  if (r.count % instances == 0) {
+    r.count /= instances;
+  } else {
+    r.period *= instances;
+  }
+  auto local = Limit::Create(LimitSpec::Bucket(global.algorithm(), capacity, r));
+  if (!local.ok()) {
+    return Status::InvalidArgument("divided among " + std::to_string(instances) +
+                                   " instances for the local failure mode: " +
+                                   local.status().message());
+  }
+  return local;
+}
+
+std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec,
+                                          const PolicySetOptions& options) {
+  if (!IsValidName(spec.name)) {
+    return Err("name", "expected 1 to 64 characters of [A-Za-z0-9_.-] (got \"" + spec.name + "\")");
+  }
+  if (spec.identity.empty() || spec.identity.size() > kMaxIdentityFields) {
+    return Err("identity", "expected 1 to " + std::to_string(kMaxIdentityFields) +
+                               " descriptor names");
+  }
+  for (size_t i = 0; i < spec.identity.size(); ++i) {
+    const std::string field = "identity[" + std::to_string(i) + "]";
+    if (!IsValidName(spec.identity[i])) {
+      return Err(field, "expected a descriptor name of [A-Za-z0-9_.-] (got \"" +
+                            spec.identity[i] + "\")");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (spec.identity[j] == spec.identity[i]) {
+        return Err(field, Cat(Quoted(spec.identity[i]), " is listed twice"));
+      }
+    }
+  }
+  if (spec.ip_prefix.v4 < 0 || spec.ip_prefix.v4 > 32) {
+    return Err("ip_prefix.v4", "expected 0..32");
+  }
+  if (spec.ip_prefix.v6 < 0 || spec.ip_prefix.v6 > 128) {
+    return Err("ip_prefix.v6", "expected 0..128");
+  }
+  if (spec.limits.empty() || spec.limits.size() > kMaxLimitsPerPolicy) {
+    return Err("limits", "expected 1 to " + std::to_string(kMaxLimitsPerPolicy) + " limits");
+  }
+  if (options.instances < 1 || options.instances > kMaxInstances) {
+    return Err("instances", "expected 1.." + std::to_string(kMaxInstances));
+  }
+  const FailureMode mode = spec.on_failure.value_or(options.on_failure);
+  for (size_t i = 0; i < spec.limits.size(); ++i) {
+    const Limit& l = spec.limits[i];
+    if (spec.cost < 1 || spec.cost > l.capacity()) {
+      return Err("cost", "the default cost must be between 1 and the smallest capacity (" +
+                             std::to_string(l.capacity()) + "), got " + std::to_string(spec.cost));
+    }
+    if (mode == FailureMode::kLocal) {
+      auto local = LocalLimit(l, options.instances);
+      if (!local.ok()) return Err("limits[" + std::to_string(i) + "]", local.status().message());
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpec> specs,
+                                                           PolicySetOptions options) {
+  if (specs.size() > kMaxPolicies) {
+    return Status::InvalidArgument("at most " + std::to_string(kMaxPolicies) + " policies");
+  }
+  std::shared_ptr<PolicySet> set(new PolicySet());
+  set->options_ = options;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    PolicySpec& spec = specs[i];
+    const std::string where = "policies[" + std::to_string(i) + "]";
+    if (auto e = ValidatePolicy(spec, options)) {
+      return Status::InvalidArgument(where + "." + e->field + ": " + e->status.message());
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (set->policies_[j].spec.name == spec.name) {
+        return Status::InvalidArgument(where + ".name: \"" + spec.name + "\" is already used by " +
+                                       "policies[" + std::to_string(j) + "]");
+      }
+    }
+    Policy p;
+    p.on_failure = spec.on_failure.value_or(options.on_failure);
+    for (size_t k = 0; k < spec.limits.size(); ++k) {
+      const Limit& l = spec.limits[k];
+      // Validated above whenever the local fallback can be used; otherwise only reported.
+      auto local = LocalLimit(l, options.instances);
+      p.local_limits.push_back(local.ok() ? *local : l);
+      const std::string tag = spec.name + ":" + std::to_string(k) + ":";
+      p.key_prefixes.push_back("caudal:" + tag + Fingerprint(l) + ":");
+      p.local_key_prefixes.push_back("local:" + tag + Fingerprint(p.local_limits.back()) + ":");
+    }
+    p.spec = std::move(spec);
+    set->policies_.push_back(std::move(p));
+  }
+  return std::shared_ptr<const PolicySet>(std::move(set));
+}
+
+}  // namespace caudal

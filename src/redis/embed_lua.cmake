@@ -1,0 +1,18 @@
+# cmake -DIN=<file.lua> -DOUT=<file.cc> -DNAME=<Identifier> -P embed_lua.cmake
+# Writes a .cc defining caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the
+# name Redis gives it in SCRIPT LOAD / EVALSHA).
+file(READ ${IN} text)
+file(SHA1 ${IN} sha)
+string(FIND "${text}" ")caudal_lua\"" clash)
+if(NOT clash EQUAL -1)
+  message(FATAL_ERROR "${IN} contains the raw-string delimiter")
+endif()
+file(WRITE ${OUT}.tmp
+  "// Generated from ${IN} by embed_lua.cmake. Do not edit.\n"
+  "#include \"redis/script.h\"\n\n"
+  "namespace caudal::redis {\n\n"
+  "const std::string_view k${NAME}Script = R\"caudal_lua(${text})caudal_lua\";\n"
+  "const std::string_view k${NAME}Sha1 = \"${sha}\";\n\n"
+  "}  // namespace caudal::redis\n")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
+file(REMOVE ${OUT}.tmp)

@@ -1,0 +1,112 @@
+#include "redis/lua_protocol.h"
+
+#include <charconv>
+
+namespace caudal::redis {
+namespace {
+
+std::string Decimal(int64_t v) {
+  char buf[24];
+  const auto res = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, res.ptr);
+}
+
+}  // namespace
+
+bool HasHashTag(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open == std::string_view::npos) return false;
+  const size_t close = key.find('}', open + 1);
+  return close != std::string_view::npos && close > open + 1;
+}
+
+std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm) {
+  std::string out;
+  out.reserve(prefix.size() + key.size() + 6);
+  out += prefix;
+  if (HasHashTag(key)) {
+    out += key;
+  } else {
+    out += '{';
+    out += key;
+    out += '}';
+  }
+  if (algorithm == Algorithm::kSlidingWindowLog) out += ":log";
+  return out;
+}
+
+EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix) {
+  EncodedRequest r;
+  r.keys.reserve(entries.size());
+  r.args.reserve(1 + 5 * entries.size());
+  r.limits.reserve(entries.size());
+  r.args.push_back(Decimal(static_cast<int64_t>(entries.size())));
+  for (const EntryRef& e : entries) {
+    const Limit& l = *e.limit;
+    r.keys.push_back(StateKey(prefix, e.key, l.algorithm()));
+    r.args.push_back(Decimal(static_cast<int64_t>(l.algorithm())));
+    r.args.push_back(Decimal(l.capacity()));
+    if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
+      r.args.push_back(Decimal(l.capacity()));
+      r.args.push_back(Decimal(l.window().count()));
+    } else {  // the reduced refill rate
+      r.args.push_back(Decimal(l.refill_count()));
+      r.args.push_back(Decimal(l.refill_period_us()));
+    }
+    r.args.push_back(Decimal(e.cost));
+    r.limits.push_back(l.capacity());
+  }
+  return r;
+}
+
+void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
+               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out) {
+  size_t keys = 0;
+  size_t args = 0;
+  for (const EncodedRequest* r : requests) {
+    keys += r->keys.size();
+    args += r->args.size();
+  }
+  out.numkeys = Decimal(static_cast<int64_t>(keys));
+  out.now = source == TimeSource::kGiven ? Decimal(now_us) : std::string();
+  out.slack = source == TimeSource::kGiven ? Decimal(kGivenTimeTtlSlackMs) : "0";
+  out.argv.clear();
+  out.argv.reserve(5 + keys + args);
+  out.argv.push_back(verb);
+  out.argv.push_back(script_or_sha);
+  out.argv.push_back(out.numkeys);
+  for (const EncodedRequest* r : requests) {
+    for (const std::string& k : r->keys) out.argv.push_back(k);
+  }
+  out.argv.push_back(out.now);
+  out.argv.push_back(out.slack);
+  for (const EncodedRequest* r : requests) {
+    for (const std::string& a : r->args) out.argv.push_back(a);
+  }
+}
+
+Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos,
+                                     const EncodedRequest& request) {
+  const size_t n = request.limits.size();
+  if (pos > reply.size() || reply.size() - pos < 1 + 4 * n) {
+    return Status::Internal("redis script reply too short");
+  }
+  StoreResponse resp;
+  resp.allowed = reply[pos++] == 1;
+  resp.decisions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t verdict = reply[pos++];
+    if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
+      return Status::Internal("redis script returned verdict " + std::to_string(verdict));
+    }
+    Decision& d = resp.decisions[i];
+    d.verdict = static_cast<Verdict>(verdict);
+    d.limit = request.limits[i];
+    d.remaining = reply[pos++];
+    d.reset_after = Micros(reply[pos++]);
+    d.retry_after = Micros(reply[pos++]);
+  }
+  return resp;
+}
+
+}  // namespace caudal::redis

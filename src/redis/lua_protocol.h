@@ -1,0 +1,60 @@
+// The wire format between the store and decide.lua, as pure functions: request -> script
+// arguments, reply integers -> decisions. No I/O, so it is tested without a server.
+//
+// One script call carries several independent requests (each decided all-or-nothing within
+// itself, in order), which is how a batch pays Redis's per-call Lua overhead once.
+//
+// Keys: a store key becomes "<prefix>{<key>}" so each key is its own Redis Cluster hash tag.
+// A key that already holds a hash tag ("user:{42}:minute") is kept as "<prefix><key>", so a
+// caller can put every key of one identity in the same slot. The sliding window log keeps a
+// list under "<...>:log", so a key reused with a compact algorithm never meets a wrong type.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "caudal/limit.h"
+#include "caudal/status.h"
+#include "caudal/store.h"
+
+namespace caudal::redis {
+
+// True when `key` contains a Redis hash tag: a '{' followed later by '}' with something between.
+bool HasHashTag(std::string_view key);
+// The Redis key holding the state of store key `key` under `algorithm`.
+std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm);
+
+// One request's share of a script call.
+struct EncodedRequest {
+  std::vector<std::string> keys;  // one per entry
+  std::vector<std::string> args;  // entry count, then 5 per entry
+  std::vector<int64_t> limits;    // each entry's Decision::limit
+};
+
+// Preconditions: ValidateEntries(entries) is ok.
+EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix);
+
+// Where `now` comes from. kRedisTime in production; kGiven is for tests driving a ManualClock,
+// whose time runs apart from Redis's expiry clock, so writes then get `kGivenTimeTtlSlack` of
+// extra TTL to keep keys from expiring (in Redis's time) before they are fresh (in the test's).
+enum class TimeSource : uint8_t { kRedisTime, kGiven };
+inline constexpr int64_t kGivenTimeTtlSlackMs = 3'600'000;
+
+// The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
+// "EVAL <script> ..."). The views point into `requests` and `storage`.
+struct CallArgv {
+  std::vector<std::string_view> argv;
+  std::string numkeys, now, slack;  // storage the argv points into
+};
+void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
+               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out);
+
+// Decodes one request's decisions from `reply` (the script's integers) starting at `pos`;
+// advances `pos`. kInternal when the reply is too short or holds impossible values.
+Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos,
+                                     const EncodedRequest& request);
+
+}  // namespace caudal::redis

@@ -1,0 +1,84 @@
+#include "redis/lua_protocol.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace caudal::redis {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+TEST(LuaProtocol, NamespacesKeysWithOneHashTagEach) {
+  EXPECT_EQ(StateKey("caudal:", "user:42", Algorithm::kGcra), "caudal:{user:42}");
+  EXPECT_EQ(StateKey("p:", "ip", Algorithm::kSlidingWindowLog), "p:{ip}:log");
+  // A caller-chosen hash tag is kept, so keys of one identity share a cluster slot.
+  EXPECT_EQ(StateKey("caudal:", "u:{42}:min", Algorithm::kFixedWindow), "caudal:u:{42}:min");
+  EXPECT_TRUE(HasHashTag("{a}"));
+  EXPECT_FALSE(HasHashTag("{}"));
+  EXPECT_FALSE(HasHashTag("}a{"));
+  EXPECT_FALSE(HasHashTag("a{b"));
+}
+
+TEST(LuaProtocol, EncodesReducedBucketRatesAndRawWindows) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
+  const Limit window =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
+  const EntryRef entries[] = {{.key = "a", .limit = &bucket, .cost = 3},
+                              {.key = "b", .limit = &window, .cost = 0}};
+  const EncodedRequest r = EncodeRequest(entries, "c:");
+  EXPECT_EQ(r.keys, (std::vector<std::string>{"c:{a}", "c:{b}"}));
+  EXPECT_EQ(r.args, (std::vector<std::string>{"2", "3", "100", "1", "600000", "3",  //
+                                              "0", "10", "10", "2000000", "0"}));
+  EXPECT_EQ(r.limits, (std::vector<int64_t>{100, 10}));
+}
+
+TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};
+  const EntryRef e2[] = {{.key = "y", .limit = &l, .cost = 2}, {.key = "z", .limit = &l}};
+  const EncodedRequest r1 = EncodeRequest(e1, "");
+  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest* batch[] = {&r1, &r2};
+  CallArgv call;
+  BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call);
+  const std::vector<std::string_view> expected = {
+      "EVALSHA", "abc", "3", "{x}", "{y}", "{z}", "", "0",  //
+      "1", "0", "5", "5", "1000000", "1",                  //
+      "2", "0", "5", "5", "1000000", "2", "0", "5", "5", "1000000", "1"};
+  EXPECT_EQ(call.argv, expected);
+  BuildCall("EVAL", "body", TimeSource::kGiven, 123, batch, call);
+  EXPECT_EQ(call.argv[6], "123");
+  EXPECT_EQ(call.argv[7], std::to_string(kGivenTimeTtlSlackMs));
+}
+
+TEST(LuaProtocol, DecodesEachRequestInTurn) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e1[] = {{.key = "x", .limit = &l}};
+  const EntryRef e2[] = {{.key = "y", .limit = &l}, {.key = "z", .limit = &l}};
+  const EncodedRequest r1 = EncodeRequest(e1, "");
+  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const std::vector<int64_t> reply = {1, 0, 4, 900, 0,  //
+                                      0, 0, 5, 0, 0, 1, 0, 300, 250};
+  size_t pos = 0;
+  Result<StoreResponse> a = DecodeResponse(reply, pos, r1);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->allowed);
+  EXPECT_EQ(a->decisions[0], (Decision{.verdict = Verdict::kAllowed, .limit = 5, .remaining = 4,
+                                       .reset_after = Micros(900)}));
+  Result<StoreResponse> b = DecodeResponse(reply, pos, r2);
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->allowed);
+  EXPECT_EQ(b->decisions[1].verdict, Verdict::kDenied);
+  EXPECT_EQ(b->decisions[1].retry_after, Micros(250));
+  EXPECT_EQ(pos, reply.size());
+  EXPECT_EQ(DecodeResponse(reply, pos, r1).status().code(), StatusCode::kInternal);
+  const std::vector<int64_t> bad = {1, 9, 0, 0, 0};
+  pos = 0;
+  EXPECT_EQ(DecodeResponse(bad, pos, r1).status().code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace caudal::redis

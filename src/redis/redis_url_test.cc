@@ -1,0 +1,89 @@
+#include "redis/redis_url.h"
+
+#include <gtest/gtest.h>
+
+namespace caudal::redis {
+namespace {
+
+RedisUrl Parse(std::string_view s) {
+  Result<RedisUrl> r = ParseRedisUrl(s);
+  EXPECT_TRUE(r.ok()) << s << ": " << r.status().ToString();
+  return r.ok() ? *r : RedisUrl{};
+}
+
+std::string Error(std::string_view s) {
+  Result<RedisUrl> r = ParseRedisUrl(s);
+  EXPECT_FALSE(r.ok()) << s;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << s;
+  return r.status().message();
+}
+
+TEST(RedisUrl, ParsesEveryPart) {
+  EXPECT_EQ(Parse("redis://app:pw@cache.local:6380/3"),
+            (RedisUrl{.transport = Transport::kPlain, .user = "app", .password = "pw",
+                      .host = "cache.local", .port = 6380, .db = 3}));
+  EXPECT_EQ(Parse("rediss://10.0.0.7:7000"),
+            (RedisUrl{.transport = Transport::kTls, .host = "10.0.0.7", .port = 7000}));
+}
+
+TEST(RedisUrl, DefaultsPortDbAndUser) {
+  const RedisUrl u = Parse("redis://:s3cret@localhost");
+  EXPECT_EQ(u.user, "");
+  EXPECT_EQ(u.password, "s3cret");
+  EXPECT_EQ(u.port, 6379);
+  EXPECT_EQ(u.db, 0);
+  EXPECT_EQ(Parse("redis://h/").db, 0);
+  EXPECT_EQ(Parse("redis://h:1/1000000").db, kMaxDbIndex);
+}
+
+TEST(RedisUrl, AcceptsBracketedIpv6) {
+  const RedisUrl u = Parse("redis://[::1]:6390/1");
+  EXPECT_EQ(u.host, "::1");
+  EXPECT_EQ(u.port, 6390);
+  EXPECT_EQ(Parse("redis://[fe80::2]").port, 6379);
+}
+
+TEST(RedisUrl, DecodesPercentEncodedCredentialsAndAllowsSpecialCharacters) {
+  const RedisUrl u = Parse("redis://us%3Aer:p%40ss/w@h:1");
+  EXPECT_EQ(u.user, "us:er");
+  EXPECT_EQ(u.password, "p@ss/w");
+  EXPECT_EQ(u.host, "h");
+}
+
+TEST(RedisUrl, RedactsThePassword) {
+  EXPECT_EQ(Parse("redis://app:hunter2@h:1/2").Redacted(), "redis://app:***@h:1/2");
+  EXPECT_EQ(Parse("rediss://[::1]").Redacted(), "rediss://[::1]:6379/0");
+}
+
+TEST(RedisUrl, RefusesMalformedUrlsNamingThePart) {
+  EXPECT_NE(Error("").find("expected redis://"), std::string::npos);
+  EXPECT_NE(Error("localhost:6379").find("expected redis://"), std::string::npos);
+  EXPECT_NE(Error("http://h:1").find("unknown scheme \"http\""), std::string::npos);
+  EXPECT_NE(Error("redis://").find("missing host"), std::string::npos);
+  EXPECT_NE(Error("redis://:1").find("missing host"), std::string::npos);
+  EXPECT_NE(Error("redis://h:").find("empty port"), std::string::npos);
+  EXPECT_NE(Error("redis://h:0").find("port"), std::string::npos);
+  EXPECT_NE(Error("redis://h:65536").find("port"), std::string::npos);
+  EXPECT_NE(Error("redis://h:12ab").find("\"12ab\""), std::string::npos);
+  EXPECT_NE(Error("redis://h:1/x").find("database"), std::string::npos);
+  EXPECT_NE(Error("redis://h:1/-1").find("database"), std::string::npos);
+  EXPECT_NE(Error("redis://h:1/1000001").find("database"), std::string::npos);
+  EXPECT_NE(Error("redis://h:1/0?timeout=1").find("query"), std::string::npos);
+  EXPECT_NE(Error("redis://h h:1").find("invalid character"), std::string::npos);
+  EXPECT_NE(Error("redis://[::1:1").find("unterminated"), std::string::npos);
+  EXPECT_NE(Error("redis://[::1]x").find("after \"]\""), std::string::npos);
+  EXPECT_NE(Error("redis://[]:1").find("empty host"), std::string::npos);
+  EXPECT_NE(Error("redis://bob@h").find("no password"), std::string::npos);
+  EXPECT_NE(Error("redis://bob:@h").find("empty password"), std::string::npos);
+  EXPECT_NE(Error("redis://:pw%4@h").find("percent"), std::string::npos);
+}
+
+TEST(RedisUrl, ErrorsNeverRepeatThePassword) {
+  for (const char* url : {"redis://u:topsecret@h:99999", "redis://u:topsecret@h:1/x",
+                          "redis://u:topsecret@h h"}) {
+    EXPECT_EQ(Error(url).find("topsecret"), std::string::npos) << url;
+  }
+}
+
+}  // namespace
+}  // namespace caudal::redis

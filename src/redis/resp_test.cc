@@ -1,0 +1,51 @@
+#include "redis/resp.h"
+
+#include <hiredis/hiredis.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace caudal::redis {
+namespace {
+
+TEST(Resp, FormatsCommandsAsRespArrays) {
+  std::string out;
+  const std::vector<std::string_view> argv = {"SET", "k", std::string_view("a\0b", 3)};
+  AppendCommand(argv, out);
+  EXPECT_EQ(out, std::string("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na\0b\r\n", 29));
+  AppendCommand(std::vector<std::string_view>{"PING"}, out);
+  EXPECT_EQ(out.substr(29), "*1\r\n$4\r\nPING\r\n");
+}
+
+TEST(Resp, ParsesRepliesSplitAcrossReads) {
+  ReplyParser p;
+  const std::string stream = "+OK\r\n:42\r\n*2\r\n:-7\r\n$3\r\nabc\r\n-ERR boom\r\n";
+  std::vector<Reply> replies;
+  for (char c : stream) {  // one byte at a time: the worst split
+    p.Feed(&c, 1);
+    for (;;) {
+      Result<std::optional<Reply>> r = p.Next();
+      ASSERT_TRUE(r.ok());
+      if (!r->has_value()) break;
+      replies.push_back(std::move(**r));
+    }
+  }
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(Text(*replies[0]), "OK");
+  EXPECT_EQ(replies[1]->integer, 42);
+  ASSERT_EQ(replies[2]->elements, 2u);
+  EXPECT_EQ(replies[2]->element[0]->integer, -7);
+  EXPECT_EQ(Text(*replies[2]->element[1]), "abc");
+  EXPECT_TRUE(IsError(*replies[3]));
+  EXPECT_FALSE(IsError(*replies[0]));
+  EXPECT_EQ(Text(*replies[3]), "ERR boom");
+}
+
+TEST(Resp, ReportsAStreamThatIsNotResp) {
+  ReplyParser p;
+  p.Feed("HTTP/1.1 400\r\n", 14);
+  EXPECT_EQ(p.Next().status().code(), StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace caudal::redis

@@ -1,0 +1,13 @@
+// The Lua script that decides batches of requests inside Redis (src/redis/lua/decide.lua),
+// embedded at build time. The SHA1 is computed at build time too, so EVALSHA can be sent
+// before SCRIPT LOAD's reply arrives.
+#pragma once
+
+#include <string_view>
+
+namespace caudal::redis {
+
+extern const std::string_view kDecideScript;
+extern const std::string_view kDecideSha1;  // 40 lowercase hex digits
+
+}  // namespace caudal::redis
