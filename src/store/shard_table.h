@@ -75,7 +75,10 @@ class ShardTable {
   void Prefetch(uint64_t fp) const {
     const uintptr_t base = hint_base_.load(std::memory_order_relaxed);
     const size_t n = hint_slots_.load(std::memory_order_relaxed);
-    __builtin_prefetch(reinterpret_cast<const void*>(base + HomeIn(fp, n) * sizeof(Slot)));
+    const uintptr_t home = base + HomeIn(fp, n) * sizeof(Slot);
+    // A successful probe reads about three 36-byte slots: usually two cache lines.
+    __builtin_prefetch(reinterpret_cast<const void*>(home));
+    __builtin_prefetch(reinterpret_cast<const void*>(home + 64));
   }
   // Whether the entry's reset time has passed at `now` (see FreshTick).
   static bool IsFresh(const Slot& slot, FreshTick now) { return slot.FreshAt() <= now; }
