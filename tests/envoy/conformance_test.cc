@@ -112,7 +112,7 @@ TEST_P(Conformance, Cases) {
     if (o["headers"]) options.headers = *ParseHeaderMode(o["headers"].as<std::string>());
   }
   ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
-  testing::LockedMapStore store(clock);
+  testing::CountingMemoryStore store(clock);
   RlsHandler handler(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
                      options);
   auto server = RlsGrpcServer::Start(handler, {.address = "127.0.0.1:0"});

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
   auto config = RateLimitConfig::LoadPath(config_path);
   if (!config.ok()) return Fail(config.status());
   ManualClock clock(std::chrono::seconds(1'699'920'000));
-  testing::LockedMapStore memory(clock);
+  testing::CountingMemoryStore memory(clock);
   testing::FailingStore down(Status::Unavailable("store stopped"));
   Store& store = store_down ? static_cast<Store&>(down) : memory;
   RlsHandler handler(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), options);
