@@ -131,6 +131,9 @@ class SimulateCommand final : public Command {
     }
     const Result<Micros> duration = ParseDuration(duration_);
     if (!duration.ok()) return Flag("--duration", duration.status());
+    if (Status s = simulate::ValidateDuration(*pattern, limit, *duration); !s.ok()) {
+      return Flag("--duration", s);
+    }
     Result<Traffic> t = simulate::Generate(
         {.pattern = *pattern, .limit = limit, .rate = rate, .duration = *duration, .seed = seed_});
     if (t.ok()) {

@@ -83,7 +83,9 @@ TEST(Simulate, BadFlagsNameTheFlagAndExit2) {
       {{"--limit", "100/1m", "--trace", "t.csv", "--rate", "5/1s"}, "--rate"},
       {{"--limit", "100/1m", "--pattern", "steady", "--frobnicate"}, "--frobnicate"},
       {{"--limit", "100/1m", "--pattern", "boundary-burst", "--duration", "30s"},
-       "at least the limit's window (1m)"},
+       "--duration: boundary-burst needs a duration of at least the limit's window (1m)"},
+      {{"--limit", "100/1m", "--pattern", "steady", "--duration", "0s"},
+       "--duration: the duration must be positive"},
       {{"--limit", "100/1m", "--pattern", "steady", "--rate", "100000/1s", "--duration", "2m"},
        "at most 10000000"},
   };

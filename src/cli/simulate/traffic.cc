@@ -91,21 +91,7 @@ Status Validate(const PatternOptions& o) {
   if (o.limit.count <= 0 || o.limit.period.count() <= 0) {
     return Status::InvalidArgument("the limit must be a positive count per positive period");
   }
-  if (o.duration.count() <= 0) return Status::InvalidArgument("the duration must be positive");
-  if (o.duration > kMaxDuration) {
-    return Status::InvalidArgument("the duration must be at most " + FormatDuration(kMaxDuration) +
-                                   ", got " + FormatDuration(o.duration));
-  }
-  if (o.pattern == Pattern::kOnOff && o.duration.count() / o.limit.period.count() > kMaxRequests) {
-    return Status::InvalidArgument("on-off would run more than " + std::to_string(kMaxRequests) +
-                                   " windows of " + FormatDuration(o.limit.period) +
-                                   "; shorten the duration");
-  }
-  if (o.pattern == Pattern::kBoundaryBurst && o.duration < o.limit.period) {
-    return Status::InvalidArgument(
-        "boundary-burst needs a duration of at least the limit's window (" +
-        FormatDuration(o.limit.period) + "), got " + FormatDuration(o.duration));
-  }
+  if (Status s = ValidateDuration(o.pattern, o.limit, o.duration); !s.ok()) return s;
   // The exact count for the deterministic patterns, the expectation for poisson (which also
   // stops at the bound while drawing).
   const Int128 expected = SteadyCount(0, o.duration.count(), o.rate);
@@ -135,6 +121,25 @@ Result<Pattern> ParsePattern(std::string_view name) {
   }
   return Status::InvalidArgument("unknown pattern \"" + std::string(name) + "\" (expected " +
                                  std::string(kPatternList) + ")");
+}
+
+Status ValidateDuration(Pattern pattern, const Rate& limit, Micros duration) {
+  if (duration.count() <= 0) return Status::InvalidArgument("the duration must be positive");
+  if (duration > kMaxDuration) {
+    return Status::InvalidArgument("the duration must be at most " + FormatDuration(kMaxDuration) +
+                                   ", got " + FormatDuration(duration));
+  }
+  if (pattern == Pattern::kOnOff && duration.count() / limit.period.count() > kMaxRequests) {
+    return Status::InvalidArgument("on-off would run more than " + std::to_string(kMaxRequests) +
+                                   " windows of " + FormatDuration(limit.period) +
+                                   "; shorten the duration");
+  }
+  if (pattern == Pattern::kBoundaryBurst && duration < limit.period) {
+    return Status::InvalidArgument(
+        "boundary-burst needs a duration of at least the limit's window (" +
+        FormatDuration(limit.period) + "), got " + FormatDuration(duration));
+  }
+  return Status::Ok();
 }
 
 Result<Traffic> Generate(const PatternOptions& o) {

@@ -63,6 +63,11 @@ struct PatternOptions {
   uint64_t seed = 1;
 };
 
+// The duration errors of Generate alone (non-positive, above kMaxDuration, too short for
+// boundary-burst, too many on-off windows), so a caller can attribute them to its flag.
+// Preconditions: limit has a positive period.
+Status ValidateDuration(Pattern pattern, const Rate& limit, Micros duration);
+
 // One key ("client"), cost 1 per request. Traffic spans [0, duration), except boundary-burst,
 // which spans [W/2, W/2 + duration) so that a quiet half window precedes the boundary at W.
 // Errors (kInvalidArgument): a non-positive rate count, period or duration; a duration above
