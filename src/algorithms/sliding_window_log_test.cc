@@ -37,8 +37,29 @@ TEST(SlidingWindowLog, CountsExactlyTheLastWindow) {
   const Decision next = DecideAndCommit(l, s, kT0 + seconds(1), 1);
   EXPECT_TRUE(next.allowed());
   EXPECT_EQ(next.remaining, 0);
-  EXPECT_EQ(s.entries.size(), 3u);  // the expired entry was pruned
+  // An entry is dropped once it is a window older than the newest one.
+  EXPECT_EQ(Evaluate(l, s, kT0 + seconds(1), 0).remaining, 0);
+  EXPECT_EQ(s.entries.size(), 3u);
   EXPECT_EQ(s.entries.front().at_us, (kT0 + milliseconds(100)).count());
+}
+
+// Regression: Evaluate used to prune everything that had left (now − W, now], so a request at a
+// later time emptied the log, and when the clock then stepped back the log had forgotten its
+// newest entry and admitted a second full limit within one window of recorded time.
+TEST(SlidingWindowLog, APeekAtALaterTimeDoesNotMakeTheLogForgetWhenTheClockStepsBack) {
+  const Limit l = Log(3, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 1).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(500), 2).allowed());
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + seconds(2), 0).remaining, 3);  // all of it left the window
+  const Decision back = DecideAndCommit(l, s, kT0 + milliseconds(400), 1);
+  EXPECT_EQ(back.verdict, Verdict::kDenied);  // judged at t0 + 500 ms, where the log is full
+  EXPECT_EQ(back.retry_after, milliseconds(600));
+  EXPECT_EQ(back.remaining, 0);
+  // Time moving on past the newest entry's window lets it all go.
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + milliseconds(1'500), 3).remaining, 0);
+  EXPECT_EQ(Evaluate(l, s, kT0 + milliseconds(1'500), 0).remaining, 0);
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = (kT0 + milliseconds(1'500)).count(), .cost = 3}}));
 }
 
 TEST(SlidingWindowLog, RetryAfterWaitsForEnoughOfTheOldestUnitsToLeave) {
