@@ -1,0 +1,69 @@
+// The `caudal` subcommands: one file each, registered with one line.
+//
+// To add `caudal foo`: write foo_command.cc with a class implementing Command and, at namespace
+// scope in that file,
+//
+//   CAUDAL_REGISTER_COMMAND(FooCommand, "foo", "One line for `caudal --help`");
+//
+// then add foo_command.cc to the `caudal` executable's sources in src/cli/CMakeLists.txt.
+// Registration runs during static initialisation, which is why command files are compiled into
+// the executable itself: a static library would drop a file nothing references.
+//
+// main() parses the command line with CLI11, then calls Run on the chosen command. Commands
+// write to the streams they are given (never to std::cout directly), so tests can capture them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "caudal/clock.h"
+
+namespace caudal::cli {
+
+// Exit codes shared by every command.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the command ran and failed (I/O, unreachable store)
+inline constexpr int kExitUsage = 2;    // bad flags or bad input files
+
+struct Env {
+  std::ostream& out;
+  std::ostream& err;
+  const Clock& clock;  // the process's one SystemClock, made by main()
+};
+
+class Command {
+ public:
+  virtual ~Command() = default;
+  // Declares the command's flags on its CLI11 subcommand; the values land in members.
+  virtual void AddOptions(CLI::App& app) = 0;
+  // Runs after a successful parse. Returns an exit code; for kExitUsage it has already written
+  // a message naming the offending flag or input to env.err.
+  virtual int Run(Env& env) = 0;
+};
+
+struct CommandInfo {
+  std::string_view name;
+  std::string_view summary;
+  std::function<std::unique_ptr<Command>()> make;
+};
+
+// Adds a command to the registry; returns true so it can initialise a namespace-scope constant.
+bool RegisterCommand(CommandInfo info);
+// Every registered command, sorted by name.
+std::span<const CommandInfo> RegisteredCommands();
+
+// Writes "caudal <command>: <message>" and a pointer to --help to env.err; returns kExitUsage.
+int UsageError(Env& env, std::string_view command, std::string_view message);
+
+}  // namespace caudal::cli
+
+#define CAUDAL_REGISTER_COMMAND(Type, name, summary)                            \
+  namespace {                                                                   \
+  [[maybe_unused]] const bool caudal_registered_##Type = ::caudal::cli::RegisterCommand( \
+      {name, summary, [] { return std::unique_ptr<::caudal::cli::Command>(new Type()); }}); \
+  }

@@ -1,0 +1,70 @@
+// The simulator: replays one Traffic through every algorithm, each with its own per-key state,
+// and measures what each admitted.
+//
+// The algorithms are the pure functions of include/caudal/algorithms/, called exactly as a store
+// calls them, with the requests' timestamps as `now`. The limit "N/W" is the window algorithms'
+// limit per window and the buckets' refill rate r; `burst` is the buckets' capacity B.
+//
+// Counts (offered, admitted, rejected) are requests; max_in_window and bound are units of cost
+// (the same thing when every cost is 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "caudal/limit.h"
+#include "caudal/rate.h"
+#include "caudal/status.h"
+#include "cli/simulate/traffic.h"
+
+namespace caudal::simulate {
+
+// The most points a chart series holds.
+inline constexpr size_t kMaxChartPoints = 2000;
+
+struct SimulationOptions {
+  Rate limit{};             // N per W
+  int64_t burst = 0;        // B
+  size_t chart_points = 0;  // 0: no series; otherwise 1..kMaxChartPoints
+};
+
+struct AlgorithmRun {
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  int64_t offered = 0;
+  int64_t admitted = 0;
+  int64_t rejected = 0;
+  // The most cost one key had admitted within any window of length W, (t − W, t] over every t.
+  int64_t max_in_window = 0;
+  // What that maximum should not exceed: N for the window algorithms (fixed_window and
+  // sliding_window_counter can exceed it; that is the point), B + r·W = B + N for the buckets.
+  int64_t bound = 0;
+  // series[j]: the most one key had admitted within a window ending in
+  // (series_times[j−1], series_times[j]] (the first interval starts at Simulation::start).
+  std::vector<int64_t> series;
+
+  bool within_bound() const { return max_in_window <= bound; }
+};
+
+struct Simulation {
+  Micros window{0};  // W
+  Micros start{0};   // the traffic's span
+  Micros end{0};
+  std::vector<Micros> series_times;  // chart_points evenly spaced times, the last one `end`
+  std::vector<AlgorithmRun> runs;    // kAllAlgorithms order, minus the skipped ones
+  // Algorithms that cannot run with these options, each "<algorithm>: <reason>" (today only
+  // sliding_window_log, whose limit is capped at kMaxLogLimit).
+  std::vector<std::string> skipped;
+};
+
+// kInvalidArgument when N/W is not a valid window limit (e.g. a window that is not whole
+// milliseconds) — the message comes from Limit::Create.
+Status ValidateLimit(const Rate& limit);
+// kInvalidArgument when B with refill N/W is not a valid bucket.
+Status ValidateBurst(int64_t burst, const Rate& limit);
+
+// Errors: those of ValidateLimit/ValidateBurst; chart_points above kMaxChartPoints.
+// Preconditions: traffic's requests are in time order and their keys index traffic.keys.
+Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& options);
+
+}  // namespace caudal::simulate

@@ -1,0 +1,203 @@
+#include "cli/simulate/svg_chart.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <string_view>
+
+namespace caudal::simulate {
+namespace {
+
+constexpr int kWidth = 960;
+constexpr int kHeight = 540;
+constexpr double kLeft = 80, kRight = 730, kTop = 70, kBottom = 470;  // the plot area
+
+// Lines are drawn in table order, each narrower than the one before, so lines that coincide
+// (gcra always equals token_bucket) show as nested stripes instead of hiding each other.
+struct Style {
+  const char* color;
+  const char* width;
+  const char* dash;  // stroke-dasharray, "" for solid
+};
+
+Style StyleFor(Algorithm a) {
+  switch (a) {
+    case Algorithm::kFixedWindow: return {"#d62728", "7", ""};
+    case Algorithm::kSlidingWindowLog: return {"#1f77b4", "5.5", ""};
+    case Algorithm::kSlidingWindowCounter: return {"#9467bd", "4", ""};
+    case Algorithm::kTokenBucket: return {"#2ca02c", "2.5", ""};
+    case Algorithm::kGcra: return {"#ff7f0e", "1.5", "6 4"};
+  }
+  return {"#000000", "1", ""};
+}
+
+std::string StrokeAttrs(const Style& st) {
+  std::string a = std::string("stroke=\"") + st.color + "\" stroke-width=\"" + st.width + "\"";
+  if (*st.dash != '\0') a += std::string(" stroke-dasharray=\"") + st.dash + "\"";
+  return a;
+}
+
+std::string Num(double v) {
+  std::array<char, 32> buf{};
+  std::snprintf(buf.data(), buf.size(), "%.3f", v);
+  std::string s = buf.data();
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s == "-0" ? "0" : s;
+}
+
+// The smallest of 1, 2, 5 times a power of ten that is >= raw.
+double NiceStep(double raw) {
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (const double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw * (1 - 1e-9)) return m * p;
+  }
+  return 10 * p;
+}
+
+struct TimeUnit {
+  const char* name;
+  double us;
+};
+
+TimeUnit UnitFor(int64_t span_us) {
+  if (span_us <= 2'000'000) return {"ms", 1e3};
+  if (span_us <= 180'000'000) return {"s", 1e6};
+  if (span_us <= 3 * 3'600'000'000LL) return {"min", 60e6};
+  return {"h", 3600e6};
+}
+
+struct Scale {
+  double x_min_us, x_span_us, y_max;
+  double X(double us) const { return kLeft + (us - x_min_us) / x_span_us * (kRight - kLeft); }
+  double Y(double v) const { return kBottom - v / y_max * (kBottom - kTop); }
+};
+
+void Text(std::string& out, double x, double y, std::string_view anchor, std::string_view s,
+          std::string_view extra = "") {
+  out += "<text x=\"" + Num(x) + "\" y=\"" + Num(y) + "\" text-anchor=\"" + std::string(anchor) +
+         "\"" + std::string(extra) + ">" + XmlEscape(s) + "</text>\n";
+}
+
+void Line(std::string& out, double x1, double y1, double x2, double y2, std::string_view attrs) {
+  out += "<line x1=\"" + Num(x1) + "\" y1=\"" + Num(y1) + "\" x2=\"" + Num(x2) + "\" y2=\"" +
+         Num(y2) + "\" " + std::string(attrs) + "/>\n";
+}
+
+void Axes(std::string& out, const Scale& sc, const TimeUnit& unit, const std::string& y_label) {
+  const double y_step = NiceStep(sc.y_max / 6);
+  for (double v = 0; v <= sc.y_max * (1 + 1e-9); v += y_step) {
+    Line(out, kLeft, sc.Y(v), kRight, sc.Y(v), "stroke=\"#e5e5e5\"");
+    Text(out, kLeft - 8, sc.Y(v) + 4, "end", Num(v));
+  }
+  const double span = sc.x_span_us / unit.us;
+  const double x_step = NiceStep(span / 8);
+  for (double v = 0; v <= span * (1 + 1e-9); v += x_step) {
+    const double x = sc.X(sc.x_min_us + v * unit.us);
+    Line(out, x, kBottom, x, kBottom + 5, "stroke=\"#333333\"");
+    Text(out, x, kBottom + 20, "middle", Num(v));
+  }
+  Line(out, kLeft, kBottom, kRight, kBottom, "stroke=\"#333333\"");
+  Line(out, kLeft, kTop, kLeft, kBottom, "stroke=\"#333333\"");
+  Text(out, (kLeft + kRight) / 2, kBottom + 45, "middle",
+       std::string("time since start (") + unit.name + ")", " class=\"axis-label\"");
+  const std::string rotate = " class=\"axis-label\" transform=\"rotate(-90 " + Num(22) + " " +
+                             Num((kTop + kBottom) / 2) + ")\"";
+  Text(out, 22, (kTop + kBottom) / 2, "middle", y_label, rotate);
+}
+
+void Bound(std::string& out, const Scale& sc, int64_t value, std::string_view label,
+           std::string_view dash) {
+  Line(out, kLeft, sc.Y(value), kRight, sc.Y(value),
+       "class=\"bound\" stroke=\"#444444\" stroke-width=\"1.5\" stroke-dasharray=\"" +
+           std::string(dash) + "\"");
+  Text(out, kRight - 4, sc.Y(value) - 5, "end", label, " fill=\"#444444\"");
+}
+
+void Series(std::string& out, const Scale& sc, const Simulation& sim, const AlgorithmRun& run) {
+  const Style st = StyleFor(run.algorithm);
+  std::string points;
+  double prev_x = sc.X(static_cast<double>(sim.start.count()));
+  for (size_t j = 0; j < run.series.size(); ++j) {
+    const double x = sc.X(static_cast<double>(sim.series_times[j].count()));
+    const double y = sc.Y(static_cast<double>(run.series[j]));
+    points += Num(prev_x) + "," + Num(y) + " " + Num(x) + "," + Num(y) + " ";
+    prev_x = x;
+  }
+  if (!points.empty()) points.pop_back();
+  out += "<polyline class=\"series\" data-algorithm=\"" + std::string(AlgorithmName(run.algorithm)) +
+         "\" fill=\"none\" stroke-linejoin=\"round\" " + StrokeAttrs(st) + " points=\"" + points +
+         "\"/>\n";
+}
+
+void Legend(std::string& out, const Simulation& sim) {
+  double y = kTop + 10;
+  Text(out, kRight + 20, y, "start", "most in any " + FormatDuration(sim.window) + " window",
+       " font-weight=\"bold\"");
+  for (const AlgorithmRun& run : sim.runs) {
+    y += 24;
+    const Style st = StyleFor(run.algorithm);
+    Line(out, kRight + 20, y - 4, kRight + 48, y - 4, StrokeAttrs(st));
+    Text(out, kRight + 56, y, "start",
+         std::string(AlgorithmName(run.algorithm)) + "  " + std::to_string(run.max_in_window));
+  }
+}
+
+}  // namespace
+
+std::string XmlEscape(std::string_view s) {
+  std::string out;
+  for (const char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderSvg(const Simulation& sim, const ChartText& text) {
+  int64_t top = 1;
+  int64_t limit = 0;
+  int64_t bucket_bound = 0;
+  for (const AlgorithmRun& r : sim.runs) {
+    for (const int64_t v : r.series) top = std::max(top, v);
+    top = std::max(top, r.bound);
+    (IsWindowAlgorithm(r.algorithm) ? limit : bucket_bound) = r.bound;
+  }
+  const double y_step = NiceStep(static_cast<double>(top) * 1.1 / 6);
+  const Scale sc{.x_min_us = static_cast<double>(sim.start.count()),
+                 .x_span_us = static_cast<double>(std::max<int64_t>(
+                     sim.end.count() - sim.start.count(), 1)),
+                 .y_max = std::ceil(static_cast<double>(top) * 1.1 / y_step) * y_step};
+  const std::string w = FormatDuration(sim.window);
+
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kWidth) +
+         "\" height=\"" + std::to_string(kHeight) + "\" viewBox=\"0 0 " +
+         std::to_string(kWidth) + " " + std::to_string(kHeight) +
+         "\" font-family=\"sans-serif\" font-size=\"13\">\n";
+  out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
+  Text(out, kLeft, 28, "start", text.title, " class=\"title\" font-size=\"17\" font-weight=\"bold\"");
+  Text(out, kLeft, 50, "start",
+       "Most admitted for one key within the trailing " + w + " window, per algorithm",
+       " fill=\"#555555\"");
+  Axes(out, sc, UnitFor(static_cast<int64_t>(sc.x_span_us)),
+       "admitted in the trailing " + w + " (" + text.y_unit + ")");
+  if (limit > 0) Bound(out, sc, limit, "limit " + std::to_string(limit) + " (windows)", "4 4");
+  if (bucket_bound > 0) {
+    Bound(out, sc, bucket_bound, "B + r·W = " + std::to_string(bucket_bound) + " (buckets)",
+          "1 3");
+  }
+  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
+  Legend(out, sim);
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace caudal::simulate

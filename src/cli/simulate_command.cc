@@ -1,0 +1,168 @@
+// `caudal simulate`: every algorithm over the same traffic, side by side (see README, "CLI").
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/simulate/report.h"
+#include "cli/simulate/simulator.h"
+#include "cli/simulate/svg_chart.h"
+#include "cli/simulate/trace_csv.h"
+#include "cli/simulate/traffic.h"
+
+namespace caudal::cli {
+namespace {
+
+using simulate::Traffic;
+
+constexpr std::string_view kName = "simulate";
+constexpr size_t kChartPoints = 600;
+
+// "1.5 s", "12.0 min": a span for people, not for parsing back.
+std::string HumanSpan(Micros d) {
+  const double us = static_cast<double>(d.count());
+  std::array<char, 32> buf{};
+  if (us < 1e6) {
+    std::snprintf(buf.data(), buf.size(), "%.0f ms", us / 1e3);
+  } else if (us < 120e6) {
+    std::snprintf(buf.data(), buf.size(), "%.1f s", us / 1e6);
+  } else if (us < 2 * 3600e6) {
+    std::snprintf(buf.data(), buf.size(), "%.1f min", us / 60e6);
+  } else {
+    std::snprintf(buf.data(), buf.size(), "%.1f h", us / 3600e6);
+  }
+  return buf.data();
+}
+
+class SimulateCommand final : public Command {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_option("--limit", limit_, "N/W: the window algorithms' limit per window W, and the "
+                                      "buckets' refill rate (e.g. 100/1m)")
+        ->type_name("N/W")
+        ->required();
+    app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)")
+        ->type_name("B");
+    auto* pattern = app.add_option("--pattern", pattern_,
+                                   "synthetic traffic: boundary-burst, steady, poisson or on-off")
+                       ->type_name("NAME");
+    auto* trace = app.add_option("--trace", trace_,
+                                 "replay a CSV file of timestamp_ms[,key[,cost]] rows instead")
+                     ->type_name("FILE");
+    trace->excludes(pattern);
+    app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
+        ->type_name("N/W")
+        ->needs(pattern);
+    app.add_option("--duration", duration_, "how long --pattern runs (default: 10m)")
+        ->type_name("DURATION")
+        ->needs(pattern);
+    app.add_option("--seed", seed_, "random seed for poisson (default: 1)")
+        ->type_name("N")
+        ->needs(pattern);
+    app.add_option("--svg", svg_, "also write a chart of the run to this SVG file")
+        ->type_name("FILE");
+    app.add_option("--format", format_, "table or json (default: table)")->type_name("FORMAT");
+  }
+
+  int Run(Env& env) override {
+    Result<Rate> limit = ParseRate(limit_);
+    if (!limit.ok()) return UsageError(env, kName, "--limit: " + limit.status().message());
+    if (Status s = simulate::ValidateLimit(*limit); !s.ok()) {
+      return UsageError(env, kName, "--limit: " + s.message());
+    }
+    const int64_t burst = burst_.value_or(limit->count);
+    if (Status s = simulate::ValidateBurst(burst, *limit); !s.ok()) {
+      return UsageError(env, kName, (burst_ ? "--burst: " : "--limit: ") + s.message());
+    }
+    if (format_ != "table" && format_ != "json") {
+      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+    }
+    std::string described;
+    const Result<Traffic> traffic = LoadTraffic(*limit, &described);
+    if (!traffic.ok()) return UsageError(env, kName, traffic.status().message());
+
+    const auto sim = simulate::Simulate(
+        *traffic, {.limit = *limit, .burst = burst, .chart_points = svg_ ? kChartPoints : 0});
+    if (!sim.ok()) return UsageError(env, kName, sim.status().message());
+    const std::string settings = "limit " + FormatRate(*limit) + ", burst " + std::to_string(burst);
+    if (format_ == "json") {
+      env.out << simulate::RenderJson(*sim);
+    } else {
+      env.out << "traffic: " << described << "\n"
+              << "limit:   " << FormatRate(*limit) << " (windows); burst " << burst
+              << " refilled at " << FormatRate(*limit) << " (token_bucket, gcra)\n\n"
+              << simulate::RenderTable(*sim);
+    }
+    if (svg_) return WriteSvg(env, *sim, described + "; " + settings, format_ == "table");
+    return kExitOk;
+  }
+
+ private:
+  // The traffic and a one-line description of it. Errors carry a message that names the flag
+  // or the file and line.
+  Result<Traffic> LoadTraffic(const Rate& limit, std::string* described) {
+    if (trace_) {
+      Result<Traffic> t = simulate::ReadTraceCsv(*trace_);
+      if (t.ok()) {
+        *described = *trace_ + ", " + std::to_string(t->requests.size()) + " requests over " +
+                     HumanSpan(t->end - t->start) + " (" + std::to_string(t->keys.size()) +
+                     (t->keys.size() == 1 ? " key)" : " keys)");
+      }
+      return t;
+    }
+    if (!pattern_) return Status::InvalidArgument("one of --pattern or --trace is required");
+    const Result<simulate::Pattern> pattern = simulate::ParsePattern(*pattern_);
+    if (!pattern.ok()) return Flag("--pattern", pattern.status());
+    Rate rate{.count = 2 * limit.count, .period = limit.period};
+    if (rate_) {
+      const Result<Rate> r = ParseRate(*rate_);
+      if (!r.ok()) return Flag("--rate", r.status());
+      rate = *r;
+    }
+    const Result<Micros> duration = ParseDuration(duration_);
+    if (!duration.ok()) return Flag("--duration", duration.status());
+    Result<Traffic> t = simulate::Generate(
+        {.pattern = *pattern, .limit = limit, .rate = rate, .duration = *duration, .seed = seed_});
+    if (t.ok()) {
+      *described = *pattern_ + ", " + std::to_string(t->requests.size()) + " requests over " +
+                   FormatDuration(*duration) + " at " + FormatRate(rate);
+    }
+    return t;
+  }
+
+  static Status Flag(std::string_view flag, const Status& s) {
+    return Status::InvalidArgument(std::string(flag) + ": " + s.message());
+  }
+
+  int WriteSvg(Env& env, const simulate::Simulation& sim, const std::string& title,
+               bool announce) {
+    std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
+    file << simulate::RenderSvg(sim, {.title = title});
+    file.close();
+    if (!file) {
+      env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";
+      return kExitFailure;
+    }
+    if (announce) env.out << "\nchart: " << *svg_ << "\n";
+    return kExitOk;
+  }
+
+  std::string limit_;
+  std::optional<int64_t> burst_;
+  std::optional<std::string> pattern_;
+  std::optional<std::string> trace_;
+  std::optional<std::string> rate_;
+  std::string duration_ = "10m";
+  uint64_t seed_ = 1;
+  std::optional<std::string> svg_;
+  std::string format_ = "table";
+};
+
+}  // namespace
+
+CAUDAL_REGISTER_COMMAND(SimulateCommand, "simulate",
+                        "Run every algorithm over the same traffic and compare what they admit")
+
+}  // namespace caudal::cli

@@ -1,0 +1,188 @@
+// `caudal` and `caudal simulate` as a user runs them.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <map>
+
+#include "cli/run_caudal.h"
+
+namespace caudal::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr int kUsage = 2;
+
+// `caudal simulate <args> --format json`, parsed into algorithm -> object.
+std::map<std::string, boost::json::object> SimulateJson(std::vector<std::string> args) {
+  args.insert(args.begin(), "simulate");
+  args.insert(args.end(), {"--format", "json"});
+  const Outcome o = RunCaudal(args);
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  std::map<std::string, boost::json::object> by_algorithm;
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(o.out, ec);
+  EXPECT_FALSE(ec) << o.out;
+  if (ec || !v.is_array()) return by_algorithm;
+  for (const auto& item : v.as_array()) {
+    const auto& obj = item.as_object();
+    by_algorithm[std::string(obj.at("algorithm").as_string())] = obj;
+  }
+  return by_algorithm;
+}
+
+int64_t Field(const boost::json::object& o, const char* name) { return o.at(name).as_int64(); }
+
+TEST(Caudal, NoCommandPrintsUsageAndExits2) {
+  const Outcome o = RunCaudal({});
+  EXPECT_EQ(o.exit_code, kUsage);
+  EXPECT_THAT(o.err, HasSubstr("caudal: missing command"));
+  EXPECT_THAT(o.err, HasSubstr("Usage: caudal <command>"));
+  EXPECT_THAT(o.err, HasSubstr("simulate"));
+}
+
+TEST(Caudal, UnknownCommandPrintsUsageAndExits2) {
+  const Outcome o = RunCaudal({"frobnicate", "--limit", "1/1s"});
+  EXPECT_EQ(o.exit_code, kUsage);
+  EXPECT_THAT(o.err, HasSubstr("unknown command \"frobnicate\""));
+  EXPECT_THAT(o.err, HasSubstr("Usage: caudal <command>"));
+}
+
+TEST(Caudal, HelpListsTheCommands) {
+  const Outcome o = RunCaudal({"--help"});
+  EXPECT_EQ(o.exit_code, 0);
+  EXPECT_THAT(o.out, HasSubstr("simulate"));
+  const Outcome sub = RunCaudal({"simulate", "--help"});
+  EXPECT_EQ(sub.exit_code, 0);
+  EXPECT_THAT(sub.out, HasSubstr("--limit"));
+  EXPECT_THAT(sub.out, HasSubstr("--pattern"));
+  EXPECT_THAT(sub.out, HasSubstr("--trace"));
+}
+
+struct BadFlags {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+TEST(Simulate, BadFlagsNameTheFlagAndExit2) {
+  const std::vector<BadFlags> cases = {
+      {{"--pattern", "steady"}, "--limit"},
+      {{"--limit", "abc", "--pattern", "steady"}, "--limit: rate \"abc\""},
+      {{"--limit", "100/1500us", "--pattern", "steady"}, "--limit: window must be a whole number"},
+      {{"--limit", "100/1m", "--burst", "0", "--pattern", "steady"}, "--burst: capacity must be"},
+      {{"--limit", "100/1m", "--burst", "many", "--pattern", "steady"}, "--burst"},
+      {{"--limit", "100/1m", "--pattern", "zigzag"}, "--pattern: unknown pattern \"zigzag\""},
+      {{"--limit", "100/1m", "--pattern", "steady", "--rate", "fast"}, "--rate: rate \"fast\""},
+      {{"--limit", "100/1m", "--pattern", "steady", "--duration", "10"}, "--duration: duration \"10\""},
+      {{"--limit", "100/1m", "--pattern", "steady", "--format", "xml"}, "--format: \"xml\""},
+      {{"--limit", "100/1m"}, "one of --pattern or --trace is required"},
+      {{"--limit", "100/1m", "--trace", "t.csv", "--pattern", "steady"}, "--trace"},
+      {{"--limit", "100/1m", "--trace", "t.csv", "--rate", "5/1s"}, "--rate"},
+      {{"--limit", "100/1m", "--pattern", "steady", "--frobnicate"}, "--frobnicate"},
+      {{"--limit", "100/1m", "--pattern", "boundary-burst", "--duration", "30s"},
+       "at least the limit's window (1m)"},
+      {{"--limit", "100/1m", "--pattern", "steady", "--rate", "100000/1s", "--duration", "2m"},
+       "at most 10000000"},
+  };
+  for (const BadFlags& c : cases) {
+    std::vector<std::string> args = {"simulate"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const Outcome o = RunCaudal(args);
+    EXPECT_EQ(o.exit_code, kUsage) << ::testing::PrintToString(c.args) << "\n" << o.err;
+    EXPECT_THAT(o.err, HasSubstr(c.message)) << ::testing::PrintToString(c.args);
+    EXPECT_THAT(o.err, StartsWith("caudal simulate: ")) << ::testing::PrintToString(c.args);
+    EXPECT_EQ(o.out, "") << ::testing::PrintToString(c.args);
+  }
+}
+
+TEST(Simulate, MalformedCsvNamesTheFileAndLine) {
+  const std::string path = TempPath("bad.csv");
+  WriteFile(path, "timestamp_ms,key,cost\n1000,a,1\n1001,a,one\n");
+  const Outcome o = RunCaudal({"simulate", "--limit", "10/1s", "--trace", path});
+  EXPECT_EQ(o.exit_code, kUsage);
+  EXPECT_THAT(o.err, HasSubstr(path + ":3: cost \"one\""));
+}
+
+TEST(Simulate, MissingTraceFileExits2) {
+  const Outcome o = RunCaudal({"simulate", "--limit", "10/1s", "--trace", "/nonexistent.csv"});
+  EXPECT_EQ(o.exit_code, kUsage);
+  EXPECT_THAT(o.err, HasSubstr("/nonexistent.csv: cannot open"));
+}
+
+TEST(Simulate, BoundaryBurstShowsTheFixedWindowFlawAndTheBucketBound) {
+  constexpr int64_t kLimit = 100;
+  auto runs = SimulateJson({"--limit", "100/1m", "--burst", "100", "--pattern", "boundary-burst"});
+  ASSERT_EQ(runs.size(), 5u);
+  EXPECT_GE(Field(runs["fixed_window"], "max_in_window"), 19 * kLimit / 10);
+  EXPECT_EQ(Field(runs["fixed_window"], "bound"), kLimit);
+  EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), kLimit);
+  for (const char* bucket : {"token_bucket", "gcra"}) {
+    EXPECT_EQ(Field(runs[bucket], "bound"), 100 + kLimit) << bucket;
+    EXPECT_LE(Field(runs[bucket], "max_in_window"), Field(runs[bucket], "bound")) << bucket;
+  }
+  for (const auto& [name, r] : runs) {
+    EXPECT_EQ(Field(r, "admitted") + Field(r, "rejected"), Field(r, "offered")) << name;
+    EXPECT_EQ(r.at("within_bound").as_bool(),
+              Field(r, "max_in_window") <= Field(r, "bound")) << name;
+  }
+}
+
+TEST(Simulate, TraceWithKeysAndCosts) {
+  const std::string path = TempPath("trace.csv");
+  std::string csv = "timestamp_ms,key,cost\n";
+  for (int i = 0; i < 400; ++i) {
+    csv += std::to_string(1'700'000'000'000 + i * 37) + "," + (i % 3 ? "alice" : "bob") + "," +
+           std::to_string(1 + i % 4) + "\n";
+  }
+  WriteFile(path, csv);
+  auto runs = SimulateJson({"--limit", "20/1s", "--burst", "10", "--trace", path});
+  ASSERT_EQ(runs.size(), 5u);
+  for (const auto& [name, r] : runs) EXPECT_EQ(Field(r, "offered"), 400) << name;
+  EXPECT_LE(Field(runs["token_bucket"], "max_in_window"), 30);
+  EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), 20);
+  EXPECT_EQ(Field(runs["token_bucket"], "admitted"), Field(runs["gcra"], "admitted"));
+}
+
+TEST(Simulate, SeedMakesPoissonReproducible) {
+  const std::vector<std::string> base = {"--limit", "50/10s", "--pattern", "poisson",
+                                         "--rate", "9/1s", "--duration", "5m"};
+  auto with_seed = [&](const char* seed) {
+    std::vector<std::string> args = {"simulate"};
+    args.insert(args.end(), base.begin(), base.end());
+    args.insert(args.end(), {"--seed", seed, "--format", "json"});
+    return RunCaudal(args).out;
+  };
+  EXPECT_EQ(with_seed("7"), with_seed("7"));
+  EXPECT_NE(with_seed("7"), with_seed("8"));
+}
+
+TEST(Simulate, TableAndSvg) {
+  const std::string svg = TempPath("chart.svg");
+  const Outcome o = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "boundary-burst",
+                               "--duration", "3m", "--svg", svg});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("algorithm"));
+  EXPECT_THAT(o.out, HasSubstr("max in 1m"));
+  EXPECT_THAT(o.out, HasSubstr("fixed_window"));
+  EXPECT_THAT(o.out, HasSubstr("chart: " + svg));
+  const std::string chart = ReadFile(svg);
+  EXPECT_THAT(chart, StartsWith("<?xml"));
+  EXPECT_THAT(chart, HasSubstr("</svg>"));
+  size_t lines = 0;
+  for (size_t p = chart.find("<polyline"); p != std::string::npos; p = chart.find("<polyline", p + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5u);
+}
+
+TEST(Simulate, UnwritableSvgIsAFailure) {
+  const Outcome o = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "steady",
+                               "--svg", "/nonexistent/dir/chart.svg"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_THAT(o.err, HasSubstr("--svg: cannot write /nonexistent/dir/chart.svg"));
+}
+
+}  // namespace
+}  // namespace caudal::testing
