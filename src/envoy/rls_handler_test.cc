@@ -85,7 +85,7 @@ class RlsHandlerTest : public ::testing::Test {
   }
 
   ManualClock clock_{std::chrono::seconds(1'699'999'980)};  // on a minute boundary
-  testing::LockedMapStore store_{clock_};
+  testing::CountingMemoryStore store_{clock_};
   RlsOptions options_;
   std::unique_ptr<RlsHandler> handler_;
 };

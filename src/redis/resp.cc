@@ -50,3 +50,17 @@ std::string_view Text(const redisReply& r) {
 }
 
 }  // namespace caudal::redis
+
+namespace caudal::redis {
+
+bool ToIntegers(const redisReply& r, std::vector<int64_t>& out) {
+  if (r.type != REDIS_REPLY_ARRAY) return false;
+  out.resize(r.elements);
+  for (size_t i = 0; i < r.elements; ++i) {
+    if (r.element[i]->type != REDIS_REPLY_INTEGER) return false;
+    out[i] = r.element[i]->integer;
+  }
+  return true;
+}
+
+}  // namespace caudal::redis

@@ -4,11 +4,13 @@
 // Thread-safety: FormatCommand is reentrant; a ReplyParser belongs to one connection.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "caudal/status.h"
 
@@ -46,5 +48,7 @@ class ReplyParser {
 bool IsError(const redisReply& r);
 // Status/string/error text; empty for other types.
 std::string_view Text(const redisReply& r);
+// An array of integers into `out` (replacing its contents); false for anything else.
+bool ToIntegers(const redisReply& r, std::vector<int64_t>& out);
 
 }  // namespace caudal::redis

@@ -66,7 +66,7 @@ class GrpcServiceTest : public ::testing::Test {
   }
 
   ManualClock clock_{std::chrono::seconds(1'699'920'000)};  // midnight UTC
-  testing::LockedMapStore store_{clock_};
+  testing::CountingMemoryStore store_{clock_};
   std::unique_ptr<RlsHandler> handler_;
   std::unique_ptr<RlsGrpcServer> server_;
   std::unique_ptr<testing::RlsClient> client_;

@@ -1,5 +1,7 @@
 // decide.lua against the C++ algorithms: the same seeded random traces through both, with `now`
-// passed in, must give identical decisions (verdict, remaining, reset_after, retry_after).
+// passed in, must give identical decisions (verdict, remaining, reset_after, retry_after). The C++
+// side is the conformance suite's ReferenceModel (the pure algorithms under the Store contract:
+// all-or-nothing, refused entries reported as peeks), so Lua, MemoryStore and the model agree.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,14 +15,13 @@
 #include "algorithms/exact_math.h"
 #include "redis/lua_protocol.h"
 #include "redis/script.h"
-#include "redis/reference_store.h"  // tests/redis
+#include "store/store_reference_model.h"
 #include "support/redis_server.h"
 
 namespace caudal::redis {
 namespace {
 
 using testing::RedisServer;
-using testing::ReferenceStore;
 
 constexpr int64_t kDay = int64_t{86'400'000'000};
 constexpr int64_t kYear = 365 * kDay;
@@ -160,7 +161,7 @@ class LuaEquivalence : public ::testing::Test {
   void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
               int64_t min_decisions) {
     Tracer t(seed);
-    ReferenceStore reference;
+    ReferenceModel reference;  // the conformance suite's model of the Store contract
     int64_t compared = 0;
     std::map<Verdict, int64_t> verdicts;
     int64_t refused_with_passing_entry = 0;

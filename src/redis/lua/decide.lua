@@ -12,8 +12,9 @@
 --   then per request: entry count E, then per entry: algorithm, capacity, rate count,
 --   rate period (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining, reset_after µs,
---   retry_after µs. A refused request writes nothing; entries that would have passed report
---   their state without the consumption (decided again with cost 0).
+--   retry_after µs. A refused request consumes nothing and sets no TTL (it only drops log
+--   entries that left their window); entries that would have passed report their state
+--   without the consumption (decided again with cost 0).
 
 local floor, tonumber, fmt, match = math.floor, tonumber, string.format, string.match
 
@@ -301,11 +302,25 @@ local function ttl_ms(reset, slack)
   return ms + slack
 end
 
-local function log_commit(key, st, first, eff, cost, ttl)
+-- Drops the entries before `first` (they left the window), in Redis and in `st`. Like the C++
+-- Evaluate, this happens on every evaluation, refusals and peeks included: it consumes nothing
+-- and leaves the TTL alone, and doing it always keeps the two deciding alike when time goes
+-- backwards (a pruned entry stays pruned).
+local function log_prune(key, st, first)
   local ats, costs = st[1], st[2]
   local n = #ats
-  if first > 1 then redis.call('LTRIM', key, first - 1, -1) end
-  if first <= n and ats[n] == eff then
+  redis.call('LTRIM', key, first - 1, -1)
+  local live_ats, live_costs = {}, {}
+  for i = first, n do
+    live_ats[i - first + 1], live_costs[i - first + 1] = ats[i], costs[i]
+  end
+  return {live_ats, live_costs}
+end
+
+local function log_commit(key, st, eff, cost, ttl)
+  local ats, costs = st[1], st[2]
+  local n = #ats
+  if n > 0 and ats[n] == eff then
     redis.call('LSET', key, -1, fmt('%d:%d', eff, costs[n] + cost))
   else
     redis.call('RPUSH', key, fmt('%d:%d', eff, cost))
@@ -349,6 +364,9 @@ while a <= nargs do
     end
     verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
       decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
+    if alg == SLIDING_WINDOW_LOG and x1[i] > 1 then
+      states[i] = log_prune(keys[i], states[i], x1[i])
+    end
     if verdicts[i] ~= ALLOWED then all = false end
   end
   o = o + 1
@@ -357,7 +375,7 @@ while a <= nargs do
     if all and consumeds[i] then
       local ttl = ttl_ms(resets[i], slack)
       if algs[i] == SLIDING_WINDOW_LOG then
-        log_commit(keys[i], states[i], x1[i], x2[i], costs[i], ttl)
+        log_commit(keys[i], states[i], x2[i], costs[i], ttl)
       else
         redis.call('SET', keys[i], fmt('%d %d %d', x1[i], x2[i], x3[i]), 'PX', ttl)
       end

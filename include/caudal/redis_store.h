@@ -1,0 +1,92 @@
+// RedisStore: the Store shared by any number of caudal instances, kept in Redis.
+//
+// Every decision runs inside Redis as one Lua script call (src/redis/lua/decide.lua): read,
+// refill, check and consume happen without interleaving, all entries of a request are decided
+// all-or-nothing, and time is Redis's own TIME, so instances whose clocks disagree decide alike.
+// Each key written gets a TTL equal to its time until fresh, so idle identities cost nothing.
+//
+// I/O: one io thread owned by the store, a few pipelined connections (Boost.Asio; hiredis only
+// encodes commands and parses replies). Concurrent decisions are batched: while calls are in
+// flight, new requests queue and leave together in one script call, so Redis's per-call Lua
+// overhead is paid once per batch. No lock is held across a round trip.
+//
+// Failures: a decision that gets no answer within `deadline` completes with kDeadlineExceeded;
+// when no connection is up it fails at once with kUnavailable naming the cause. Lost
+// connections are re-established in the background with exponential backoff; AUTH, SELECT and
+// SCRIPT LOAD are sent on every new connection, and a script flushed from Redis (SCRIPT FLUSH,
+// restart) is reloaded transparently.
+//
+// Thread-safety: every member is safe to call from any thread. Callbacks run on the store's io
+// thread and must not block (nor call the blocking Decide()).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "caudal/clock.h"
+#include "caudal/store.h"
+
+namespace caudal {
+
+struct RedisStoreOptions {
+  // redis://[[user]:password@]host[:port][/db] or rediss://... (TLS).
+  std::string url = "redis://127.0.0.1:6379";
+  // Prepended to every key; each store key is also wrapped in a hash tag ("caudal:{key}").
+  std::string key_prefix = "caudal:";
+  // Per decision, from DecideAsync to its callback.
+  std::chrono::microseconds deadline = std::chrono::milliseconds(5);
+  // For connecting (resolve, TCP, TLS, AUTH, SELECT, SCRIPT LOAD), and for Ping().
+  std::chrono::milliseconds connect_timeout = std::chrono::seconds(2);
+  // A connection whose oldest command has waited this long is dropped and reconnected.
+  std::chrono::milliseconds stall_timeout = std::chrono::seconds(2);
+  // Backoff between reconnection attempts: doubles from min to max.
+  std::chrono::milliseconds reconnect_min = std::chrono::milliseconds(10);
+  std::chrono::milliseconds reconnect_max = std::chrono::milliseconds(500);
+  size_t connections = 2;
+  // Script calls in flight per connection; requests beyond wait and are batched.
+  size_t max_calls_in_flight = 4;
+  // Requests carried by one script call.
+  size_t max_batch = 128;
+  // Decisions waiting or in flight; beyond it DecideAsync fails with kResourceExhausted.
+  size_t max_outstanding = 100'000;
+  // rediss://: the CA certificates (PEM) that sign the server's certificate; empty uses the
+  // system's trust store. The server's name (or IP) is always verified.
+  std::string tls_ca_file{};
+  // Tests only: take `now` from this clock instead of Redis's TIME (keys then get an hour of
+  // extra TTL, since Redis expires them on its own clock). Must outlive the store.
+  const Clock* test_clock = nullptr;
+};
+
+struct RedisStoreStats {
+  uint64_t calls = 0;           // script calls sent (batches), retries included
+  uint64_t requests = 0;        // requests decided by Redis
+  uint64_t script_reloads = 0;  // NOSCRIPT replies answered by reloading the script
+  uint64_t reconnects = 0;      // connections re-established after a loss
+  uint64_t timeouts = 0;        // decisions completed with kDeadlineExceeded
+};
+
+class RedisStore final : public Store {
+ public:
+  // Parses the URL and connects every connection before returning. kInvalidArgument for a bad
+  // URL or option, kUnavailable when Redis cannot be reached or refuses the handshake (wrong
+  // password, wrong database index...), with a message naming the cause.
+  static Result<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
+  ~RedisStore() override;
+
+  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
+  // PING through the store's own connections.
+  Status Ping() override;
+  std::string_view Name() const override { return "redis"; }
+
+  RedisStoreStats Stats() const;
+
+ private:
+  struct Impl;
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace caudal

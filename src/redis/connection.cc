@@ -1,0 +1,233 @@
+#include "redis/connection.h"
+
+#include "redis/script.h"
+
+#include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/write.hpp>
+#include <cassert>
+#include <vector>
+
+namespace caudal::redis {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+Connection::Connection(asio::io_context& io, const RedisUrl& url, asio::ssl::context* tls)
+    : io_(io), url_(url), resolver_(io), socket_(io), connect_timer_(io) {
+  if (url_.transport == Transport::kTls) {
+    assert(tls != nullptr);
+    tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls);
+  }
+}
+
+Connection::~Connection() = default;
+
+std::string Connection::Where() const {
+  const bool ipv6 = url_.host.find(':') != std::string::npos;
+  return "redis at " + (ipv6 ? "[" + url_.host + "]" : url_.host) + ":" + std::to_string(url_.port);
+}
+
+void Connection::Start(std::chrono::milliseconds timeout, std::function<void(Status)> done,
+                       std::function<void(Status)> on_closed) {
+  on_started_ = std::move(done);
+  on_closed_ = std::move(on_closed);
+  connect_timer_.expires_after(timeout);
+  connect_timer_.async_wait([self = shared_from_this(), timeout](const boost::system::error_code& ec) {
+    if (ec || self->state_ != State::kConnecting) return;
+    self->Fail(Status::Unavailable(self->Where() + " did not complete the connection within " +
+                                   std::to_string(timeout.count()) + "ms"));
+  });
+  resolver_.async_resolve(
+      url_.host, std::to_string(url_.port),
+      [self = shared_from_this()](const boost::system::error_code& ec,
+                                  const tcp::resolver::results_type& endpoints) {
+        self->OnResolved(ec, endpoints);
+      });
+}
+
+void Connection::OnResolved(const boost::system::error_code& ec,
+                            const tcp::resolver::results_type& endpoints) {
+  if (state_ != State::kConnecting) return;
+  if (ec) {
+    Fail(Status::Unavailable("cannot resolve redis host \"" + url_.host + "\": " + ec.message()));
+    return;
+  }
+  asio::async_connect(socket_, endpoints,
+                      [self = shared_from_this()](const boost::system::error_code& e,
+                                                  const tcp::endpoint&) { self->OnConnected(e); });
+}
+
+void Connection::OnConnected(const boost::system::error_code& ec) {
+  if (state_ != State::kConnecting) return;
+  if (ec) {
+    Fail(Status::Unavailable("cannot connect to " + Where() + ": " + ec.message() +
+                             (ec == asio::error::connection_refused ? " (is redis running?)" : "")));
+    return;
+  }
+  boost::system::error_code ignored;
+  socket_.set_option(tcp::no_delay(true), ignored);
+  if (!tls_) {
+    Handshake();
+    return;
+  }
+  boost::system::error_code not_ip;
+  asio::ip::make_address(url_.host, not_ip);
+  if (not_ip) {  // SNI (SSL_set_tlsext_host_name, without the macro's C cast)
+    SSL_ctrl(tls_->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+             const_cast<char*>(url_.host.c_str()));
+  }
+  tls_->set_verify_callback(asio::ssl::host_name_verification(url_.host));
+  tls_->async_handshake(asio::ssl::stream_base::client,
+                        [self = shared_from_this()](const boost::system::error_code& e) {
+                          if (self->state_ != State::kConnecting) return;
+                          if (e) {
+                            self->Fail(Status::Unavailable("TLS handshake with " + self->Where() +
+                                                           " failed: " + e.message()));
+                            return;
+                          }
+                          self->Handshake();
+                        });
+}
+
+// AUTH, SELECT and SCRIPT LOAD, pipelined. The first error reply names the cause; the replies
+// after it (NOAUTH...) add nothing.
+void Connection::Handshake() {
+  StartRead();
+  auto check = [self = shared_from_this()](std::string what) {
+    return [self, what = std::move(what)](Result<Reply> r) {
+      if (!r.ok() || !IsError(**r)) return;
+      const std::string_view text = Text(**r);
+      std::string hint;
+      if (text.starts_with("NOAUTH")) {
+        hint = " (redis requires a password: redis://[user]:password@host:port)";
+      }
+      self->Fail(Status::Unavailable(self->Where() + " refused " + what + ": " +
+                                     std::string(text) + hint));
+    };
+  };
+  std::string cmd;
+  if (!url_.password.empty()) {
+    std::vector<std::string_view> auth = {"AUTH"};
+    if (!url_.user.empty()) auth.push_back(url_.user);
+    auth.push_back(url_.password);
+    AppendCommand(auth, cmd);
+    const std::string who = url_.user.empty() ? "default" : url_.user;
+    SendRaw(cmd, check("the credentials of user \"" + who + "\""));
+    cmd.clear();
+  }
+  const std::string db = std::to_string(url_.db);
+  AppendCommand(std::vector<std::string_view>{"SELECT", db}, cmd);
+  SendRaw(cmd, check("database " + db));
+  cmd.clear();
+  AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, cmd);
+  SendRaw(cmd, [self = shared_from_this(), check](Result<Reply> r) {
+    if (!r.ok() || self->state_ != State::kConnecting) return;
+    if (IsError(**r)) {
+      check("SCRIPT LOAD")(std::move(r));
+      return;
+    }
+    if (Text(**r) != kDecideSha1) {
+      self->Fail(Status::Internal(self->Where() + " named the script " + std::string(Text(**r)) +
+                                  ", expected " + std::string(kDecideSha1)));
+      return;
+    }
+    self->state_ = State::kReady;
+    self->connect_timer_.cancel();
+    self->on_started_(Status::Ok());
+  });
+}
+
+void Connection::Send(std::string_view command, ReplyHandler handler) {
+  assert(state_ == State::kReady);
+  SendRaw(command, std::move(handler));
+}
+
+void Connection::SendRaw(std::string_view command, ReplyHandler handler) {
+  handlers_.push_back({.handler = std::move(handler), .sent = std::chrono::steady_clock::now()});
+  queued_.append(command);
+  if (!write_in_progress_) StartWrite();
+}
+
+void Connection::StartWrite() {
+  writing_.swap(queued_);
+  queued_.clear();
+  write_in_progress_ = true;
+  WithStream([this](auto& stream) {
+    asio::async_write(stream, asio::buffer(writing_),
+                      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                        self->write_in_progress_ = false;
+                        self->writing_.clear();
+                        if (self->state_ == State::kClosed) return;
+                        if (ec) {
+                          self->Fail(Status::Unavailable("writing to " + self->Where() +
+                                                         " failed: " + ec.message()));
+                          return;
+                        }
+                        if (!self->queued_.empty()) self->StartWrite();
+                      });
+  });
+}
+
+void Connection::StartRead() {
+  WithStream([this](auto& stream) {
+    stream.async_read_some(asio::buffer(read_buf_),
+                           [self = shared_from_this()](const boost::system::error_code& ec,
+                                                       size_t n) { self->OnRead(ec, n); });
+  });
+}
+
+void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
+  if (state_ == State::kClosed) return;
+  if (ec) {
+    const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
+    Fail(Status::Unavailable("connection to " + Where() + " lost: " +
+                             (eof ? std::string("closed by the server") : ec.message())));
+    return;
+  }
+  parser_.Feed(read_buf_.data(), n);
+  for (;;) {
+    Result<std::optional<Reply>> next = parser_.Next();
+    if (!next.ok()) {
+      Fail(Status::Unavailable(Where() + ": " + next.status().message() +
+                               (tls_ ? "" : " (a TLS port? use rediss://)")));
+      return;
+    }
+    if (!next->has_value()) break;
+    if (handlers_.empty()) {
+      Fail(Status::Unavailable(Where() + " sent a reply nobody asked for"));
+      return;
+    }
+    ReplyHandler handler = std::move(handlers_.front().handler);
+    handlers_.pop_front();
+    handler(std::move(**next));
+    if (state_ == State::kClosed) return;
+  }
+  StartRead();
+}
+
+void Connection::Close(const Status& why) { Fail(why); }
+
+void Connection::Fail(const Status& why) {
+  if (state_ == State::kClosed) return;
+  const State was = state_;
+  state_ = State::kClosed;
+  boost::system::error_code ignored;
+  connect_timer_.cancel();
+  resolver_.cancel();
+  socket_.close(ignored);
+  std::deque<Pending> failed;
+  failed.swap(handlers_);
+  for (Pending& p : failed) p.handler(why);
+  if (was == State::kConnecting) {
+    if (on_started_) on_started_(why);
+  } else if (on_closed_) {
+    on_closed_(why);
+  }
+}
+
+}  // namespace caudal::redis

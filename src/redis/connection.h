@@ -1,0 +1,100 @@
+// Connection: one pipelined connection to Redis (TCP or TLS), driven by the store's io_context.
+//
+// Commands are queued with Send() and written back to back; replies come back in order and go to
+// each command's handler. On connect it authenticates (AUTH), selects the database (SELECT) and
+// loads the script (SCRIPT LOAD), all pipelined; only then is it ready.
+//
+// Thread-safety: none. Every member function must run on the io_context's thread. A Connection
+// is shared-owned: pending asynchronous operations keep it alive after the store drops it.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "caudal/status.h"
+#include "redis/redis_url.h"
+#include "redis/resp.h"
+
+namespace caudal::redis {
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  // The reply (which may be a Redis error reply), or the connection's failure.
+  using ReplyHandler = std::function<void(Result<Reply>)>;
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // `tls` must outlive the connection when the URL is rediss://.
+  Connection(boost::asio::io_context& io, const RedisUrl& url, boost::asio::ssl::context* tls);
+  ~Connection();
+
+  // Resolves, connects, does the TLS handshake and the Redis handshake. `done` runs once: Ok when
+  // ready, or kUnavailable naming the cause (refused, timeout, wrong password, bad database...).
+  // `on_closed` runs once if the connection is lost after being ready.
+  void Start(std::chrono::milliseconds timeout, std::function<void(Status)> done,
+             std::function<void(Status)> on_closed);
+
+  // Queues one RESP-encoded command. Precondition: ready().
+  void Send(std::string_view command, ReplyHandler handler);
+
+  // Fails every waiting handler with `why` and closes the socket. Idempotent.
+  void Close(const Status& why);
+
+  bool ready() const { return state_ == State::kReady; }
+  size_t in_flight() const { return handlers_.size(); }
+  // When the oldest unanswered command was sent (meaningful when in_flight() > 0).
+  SteadyTime oldest_sent() const { return handlers_.front().sent; }
+
+ private:
+  enum class State : uint8_t { kConnecting, kReady, kClosed };
+  struct Pending {
+    ReplyHandler handler;
+    SteadyTime sent;
+  };
+
+  void OnResolved(const boost::system::error_code& ec,
+                  const boost::asio::ip::tcp::resolver::results_type& endpoints);
+  void OnConnected(const boost::system::error_code& ec);
+  void Handshake();
+  void SendRaw(std::string_view command, ReplyHandler handler);
+  void StartWrite();
+  void StartRead();
+  void OnRead(const boost::system::error_code& ec, size_t n);
+  void Fail(const Status& why);
+  std::string Where() const;
+
+  template <typename F>
+  void WithStream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(socket_);
+    }
+  }
+
+  boost::asio::io_context& io_;
+  const RedisUrl url_;
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::ip::tcp::socket socket_;
+  std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
+  boost::asio::steady_timer connect_timer_;
+  State state_ = State::kConnecting;
+  std::function<void(Status)> on_started_;
+  std::function<void(Status)> on_closed_;
+
+  std::deque<Pending> handlers_;
+  std::string writing_;  // bytes handed to async_write
+  std::string queued_;   // bytes queued while a write is in progress
+  bool write_in_progress_ = false;
+  ReplyParser parser_;
+  std::array<char, 64 * 1024> read_buf_{};
+};
+
+}  // namespace caudal::redis

@@ -1,0 +1,46 @@
+// The Store conformance suite against RedisStore, with `now` from the suite's ManualClock.
+#include <gtest/gtest.h>
+
+#include "caudal/redis_store.h"
+#include "store/store_conformance.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using testing::RedisServer;
+
+// One redis-server for the whole binary: the suite tags every key per test.
+RedisServer& Server() {
+  static RedisServer* server = [] {
+    Result<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+    if (!s.ok()) {
+      ADD_FAILURE() << s.status().ToString();
+      return static_cast<RedisServer*>(nullptr);
+    }
+    return s->release();
+  }();
+  return *server;
+}
+
+class ServerEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { Server().Stop(); }
+};
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
+
+std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
+  // A generous deadline: the suite checks decisions, not latency (and runs under sanitizers).
+  Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(
+      {.url = Server().url(), .deadline = std::chrono::seconds(5), .test_clock = &clock});
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+INSTANTIATE_TEST_SUITE_P(Redis, StoreConformanceTest,
+                         ::testing::Values(StoreConformanceParam{.name = "redis",
+                                                                 .make = MakeRedisStore}),
+                         StoreConformanceParamName);
+
+}  // namespace
+}  // namespace caudal
