@@ -11,8 +11,10 @@
 // while time has never gone backwards:
 // - gcra decides exactly as token_bucket does;
 // - token_bucket admits at most B + r·t in every interval between two decisions;
-// - sliding_window_log never holds more than its limit in a window, fixed_window never more than
-//   its limit in an aligned window, sliding_window_counter never 2·limit in a window.
+// - fixed_window never more than its limit in an aligned window, sliding_window_counter never
+//   2·limit in a window;
+// and whichever way the clock moves, sliding_window_log never holds more than its limit in a
+// window of the times it recorded, until it is fresh (every entry out of the window).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
@@ -187,6 +189,12 @@ void Run(FuzzedDataProvider& in) {
         std::optional<Decision> token_bucket;
         for (Lane& lane : lanes) {
           const Algorithm a = lane.replayer.limit().algorithm();
+          if (a == Algorithm::kSlidingWindowLog && lane.log_newest > 0 && lane.log_newest <= now - w) {
+            // Every entry has left the window: the log is fresh and gets emptied, so a clock
+            // stepping back from here is judged as for a fresh key.
+            lane.log_newest = 0;
+            lane.window.emplace(w);
+          }
           const Replayer before = lane.replayer;
           const Decision d = lane.replayer.Decide(Micros(now), cost);
           CheckDecision(before, lane.replayer, d, now, cost);

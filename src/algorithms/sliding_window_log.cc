@@ -18,11 +18,12 @@ Decision Evaluate(const Limit& limit, LogState& state, Micros now_us, int64_t co
   const int64_t eff = EffectiveNow(state, now);
   auto& entries = state.entries;
 
-  // Judged at eff, which never falls below the newest entry: entries at or before newest − W can
-  // never count again, so they go. Entries that merely left (eff − W, eff] stay, so that a clock
-  // stepping back after a later request still sees them (pruning them would admit a second limit).
+  // Once the newest entry has left the window the log is fresh (reset_after has passed), and it
+  // is emptied, as a store may drop it. Otherwise the judging time never falls below the newest
+  // entry, so only entries at or before newest − W can never count again. Entries that merely
+  // left (now − W, now] stay: a clock stepping back must still see them.
   if (!entries.empty()) {
-    const int64_t horizon = entries.back().at_us - w;
+    const int64_t horizon = entries.back().at_us <= now - w ? now : entries.back().at_us - w;
     entries.erase(entries.begin(),
                   std::partition_point(entries.begin(), entries.end(),
                                        [&](const Entry& e) { return e.at_us <= horizon; }));

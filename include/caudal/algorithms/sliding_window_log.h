@@ -30,8 +30,9 @@ struct LogState {
 
 // Decides a request of `cost` on the units admitted in the window (eff − W, eff], where
 // eff = max(now, newest entry): time going backwards is judged at the newest entry's time.
-// Drops the entries no later decision can count (at or before newest − W); this changes no
-// decision, whichever way the clock moves. Preconditions: cost >= 0.
+// Drops the entries no later decision can count (at or before newest − W), and all of them
+// once the newest has left the window: then the log is fresh, as if a store had dropped it, and
+// a clock stepping back is judged as for a fresh key. Preconditions: cost >= 0.
 Decision Evaluate(const Limit& limit, LogState& state, Micros now, int64_t cost);
 
 // Records an admitted request; call only after Evaluate allowed it at the same `now`.
