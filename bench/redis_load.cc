@@ -1,7 +1,7 @@
 // Decisions per second and latency through RedisStore, closed loop: `threads` caller threads
 // each keep in_flight/threads decisions outstanding (DecideAsync; the callback frees a slot).
 //
-//   redis_bench --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
+//   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
 //               [--keys 10000] [--connections 2] [--calls-in-flight N]
 //
 // Every decision is a token_bucket request that passes (capacity and rate 10^9/s over `keys`
@@ -88,7 +88,7 @@ int Run(const Args& a) {
   if (a.calls_in_flight > 0) options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
   Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(options);
   if (!store.ok()) {
-    std::fprintf(stderr, "redis_bench: %s\n", store.status().ToString().c_str());
+    std::fprintf(stderr, "redis_load: %s\n", store.status().ToString().c_str());
     return 1;
   }
 
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
   caudal::Args args;
   if (!caudal::Parse(argc, argv, args)) {
     std::fprintf(stderr,
-                 "usage: redis_bench --url URL [--seconds S] [--in-flight N] [--threads T] "
+                 "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
                  "[--keys K] [--connections C] [--calls-in-flight N]\n");
     return 2;
   }
