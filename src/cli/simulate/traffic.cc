@@ -29,8 +29,8 @@ void AppendSteady(int64_t from, int64_t to, const Rate& rate, std::vector<Reques
 }
 
 Status TooMany(Int128 n) {
-  const std::string count = n > Int128{1} << 62 ? "more than 2^62"
-                                                : std::to_string(static_cast<int64_t>(n));
+  const std::string count =
+      n > Int128{1} << 62 ? "more than 2^62" : std::to_string(static_cast<int64_t>(n));
   return Status::InvalidArgument("the traffic would hold " + count + " requests; at most " +
                                  std::to_string(kMaxRequests) +
                                  " are simulated (lower --rate or --duration)");
@@ -108,10 +108,14 @@ Status Validate(const PatternOptions& o) {
 
 std::string_view PatternName(Pattern p) {
   switch (p) {
-    case Pattern::kBoundaryBurst: return "boundary-burst";
-    case Pattern::kSteady: return "steady";
-    case Pattern::kPoisson: return "poisson";
-    case Pattern::kOnOff: return "on-off";
+    case Pattern::kBoundaryBurst:
+      return "boundary-burst";
+    case Pattern::kSteady:
+      return "steady";
+    case Pattern::kPoisson:
+      return "poisson";
+    case Pattern::kOnOff:
+      return "on-off";
   }
   return "unknown";
 }
