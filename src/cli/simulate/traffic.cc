@@ -92,6 +92,15 @@ Status Validate(const PatternOptions& o) {
     return Status::InvalidArgument("the limit must be a positive count per positive period");
   }
   if (o.duration.count() <= 0) return Status::InvalidArgument("the duration must be positive");
+  if (o.duration > kMaxDuration) {
+    return Status::InvalidArgument("the duration must be at most " + FormatDuration(kMaxDuration) +
+                                   ", got " + FormatDuration(o.duration));
+  }
+  if (o.pattern == Pattern::kOnOff && o.duration.count() / o.limit.period.count() > kMaxRequests) {
+    return Status::InvalidArgument("on-off would run more than " + std::to_string(kMaxRequests) +
+                                   " windows of " + FormatDuration(o.limit.period) +
+                                   "; shorten the duration");
+  }
   if (o.pattern == Pattern::kBoundaryBurst && o.duration < o.limit.period) {
     return Status::InvalidArgument(
         "boundary-burst needs a duration of at least the limit's window (" +

@@ -127,6 +127,21 @@ TEST(Traffic, RefusesMoreThanTheBound) {
   EXPECT_THAT(huge.status().message(), HasSubstr("at most 10000000"));
 }
 
+TEST(Traffic, RefusesDurationsThatWouldLoopForever) {
+  auto t = Generate({.pattern = Pattern::kOnOff,
+                     .limit = {1, std::chrono::milliseconds(1)},
+                     .rate = {1, std::chrono::hours(24 * 365)},
+                     .duration = std::chrono::hours(24 * 365 * 50)});
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("on-off would run more than 10000000 windows"));
+  auto long_run = Generate({.pattern = Pattern::kSteady,
+                            .limit = kLimit,
+                            .rate = {1, seconds(1)},
+                            .duration = kMaxDuration + Micros(1)});
+  ASSERT_FALSE(long_run.ok());
+  EXPECT_THAT(long_run.status().message(), HasSubstr("duration must be at most 100y"));
+}
+
 TEST(Traffic, RefusesNonPositiveDuration) {
   auto t = Generate({.pattern = Pattern::kSteady,
                      .limit = kLimit,
