@@ -308,8 +308,8 @@ TEST_F(RlsFailureTest, AllowAnswersOkAndSaysItIsDegraded) {
   EXPECT_EQ(r->overall_code(), kOk);
   EXPECT_EQ(r->statuses(0).code(), kOk);
   ASSERT_EQ(r->response_headers_to_add_size(), 1);
-  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
-  EXPECT_EQ(r->response_headers_to_add(0).value(), "store unavailable");
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "Caudal-Degraded");
+  EXPECT_EQ(r->response_headers_to_add(0).value(), "store_unavailable");
 }
 
 TEST_F(RlsFailureTest, DenyAnswersOverLimit) {
@@ -318,7 +318,7 @@ TEST_F(RlsFailureTest, DenyAnswersOverLimit) {
   EXPECT_EQ(r->overall_code(), kOver);
   EXPECT_EQ(r->statuses(0).code(), kOver);
   EXPECT_EQ(r->statuses(1).code(), kOk);  // unlimited stays unlimited
-  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "Caudal-Degraded");
 }
 
 TEST_F(RlsFailureTest, DenyUnavailableFailsTheCall) {

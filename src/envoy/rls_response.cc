@@ -134,10 +134,8 @@ void BuildResponse(const Plan& plan, const RlsOptions& options, Nanos now,
   }
   response->set_overall_code(overall);
   if (!store_failure.ok()) {
-    std::string reason(StatusCodeName(store_failure.code()));
-    std::transform(reason.begin(), reason.end(), reason.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    AddHeader(response, "caudal-degraded", "store " + reason);
+    // The header and value `caudal serve` sends over HTTP for the same situation.
+    AddHeader(response, "Caudal-Degraded", "store_unavailable");
     return;
   }
   if (options.headers != HeaderMode::kNone) AddRateLimitHeaders(plan, options.headers, now, response);

@@ -17,10 +17,10 @@
 //  - Refunds (is_negative_hits with a positive hit count) are refused with kInvalidArgument:
 //    no Store can return units to a limit today.
 //  - The store failing (kUnavailable, kDeadlineExceeded, kResourceExhausted, kInternal) gives the
-//    configured FailureMode: kAllow answers OK, kDenyOverLimit answers OVER_LIMIT (both add a
-//    `caudal-degraded` header naming the failure), kDenyUnavailable fails the call with
-//    kUnavailable so Envoy applies its own failure_mode_deny. The store's own deadline bounds
-//    how long that takes.
+//    configured FailureMode: kAllow answers OK, kDenyOverLimit answers OVER_LIMIT (both add the
+//    header `Caudal-Degraded: store_unavailable`, as `caudal serve` does over HTTP),
+//    kDenyUnavailable fails the call with kUnavailable so Envoy applies its own
+//    failure_mode_deny. The store's own deadline bounds how long that takes.
 //
 // Thread-safety: ShouldRateLimit may be called from any number of threads; SetConfig may run
 // concurrently with it (a call uses the config it started with).
@@ -48,8 +48,8 @@ enum class DescriptorMode : uint8_t {
 };
 
 enum class FailureMode : uint8_t {
-  kAllow,             // OK, with a caudal-degraded header
-  kDenyOverLimit,     // OVER_LIMIT, with a caudal-degraded header
+  kAllow,             // OK, with a Caudal-Degraded header
+  kDenyOverLimit,     // OVER_LIMIT, with a Caudal-Degraded header
   kDenyUnavailable,   // the RPC fails with UNAVAILABLE
 };
 
