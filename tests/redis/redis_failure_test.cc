@@ -1,0 +1,167 @@
+// RedisStore when Redis misbehaves: SCRIPT FLUSH and a restart mid-run, a Redis that stops
+// answering (DEBUG SLEEP). These tests run against real time, the only clock Redis has.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "caudal/redis_store.h"
+#include "redis/redis_test_util.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+// Threads deciding as fast as they can, recording when each failure happened.
+class Hammer {
+ public:
+  Hammer(Store& store, int threads) : limit_(Bucket(Algorithm::kTokenBucket, 1'000'000,
+                                                    {1'000'000, seconds(1)})) {
+    for (int t = 0; t < threads; ++t) {
+      threads_.emplace_back([this, &store, t] {
+        for (int i = 0; !stop_.load(); ++i) {
+          const std::string key = std::string("hammer:") + std::to_string(t) + ":" +
+                                  std::to_string(i % 20);
+          const EntryRef e{.key = key, .limit = &limit_, .cost = 1};
+          Result<StoreResponse> r = store.Decide({&e, 1});
+          std::lock_guard lock(mu_);
+          if (r.ok()) {
+            ok_.push_back(SteadyClock::now());
+          } else {
+            failed_.push_back({SteadyClock::now(), r.status()});
+          }
+        }
+      });
+    }
+  }
+  ~Hammer() { Stop(); }
+  void Stop() {
+    stop_.store(true);
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::vector<SteadyClock::time_point> ok_;
+  std::vector<std::pair<SteadyClock::time_point, Status>> failed_;
+
+ private:
+  Limit limit_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .deadline = seconds(1)});
+  Hammer hammer(*store, 4);
+  for (int i = 0; i < 10; ++i) {
+    std::this_thread::sleep_for(milliseconds(30));
+    ASSERT_EQ(*server->Command({"SCRIPT", "FLUSH"}), "OK");
+  }
+  std::this_thread::sleep_for(milliseconds(30));
+  hammer.Stop();
+  for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
+  EXPECT_GT(hammer.ok_.size(), 100u);
+  EXPECT_GE(store->Stats().script_reloads, 1u) << "the flush was noticed and the script reloaded";
+  ExpectEveryKeyHasATtl(*server, seconds(1));
+}
+
+TEST(RedisFailure, RestartMidRunFailsOnlyWithinTheRestartWindow) {
+  auto server = StartServer();
+  const RedisStoreOptions options{.url = server->url(), .deadline = milliseconds(500),
+                                  .reconnect_min = milliseconds(10),
+                                  .reconnect_max = milliseconds(200)};
+  auto store = MustOpen(options);
+  Hammer hammer(*store, 4);
+  std::this_thread::sleep_for(milliseconds(200));
+  const auto down = SteadyClock::now();
+  server->Kill();  // no goodbye: connections just break
+  std::this_thread::sleep_for(milliseconds(150));
+  ASSERT_TRUE(server->Restart().ok());
+  const auto up = SteadyClock::now();
+  std::this_thread::sleep_for(milliseconds(1500));
+  hammer.Stop();
+
+  // Failures only between the kill and the restart plus one backoff step and a deadline.
+  const auto window_end = up + options.reconnect_max + options.deadline + milliseconds(200);
+  size_t in_window = 0;
+  for (const auto& [at, status] : hammer.failed_) {
+    EXPECT_GE(at, down) << status.ToString();
+    EXPECT_LE(at, window_end) << status.ToString();
+    EXPECT_TRUE(status.code() == StatusCode::kUnavailable ||
+                status.code() == StatusCode::kDeadlineExceeded)
+        << status.ToString();
+    ++in_window;
+  }
+  EXPECT_GT(in_window, 0u) << "the restart was noticed";
+  size_t after = 0;
+  for (const auto& at : hammer.ok_) after += at > window_end;
+  EXPECT_GT(after, 10u) << "decisions continue after the restart";
+  EXPECT_GE(store->Stats().reconnects, 1u);
+  EXPECT_TRUE(store->Ping().ok());
+}
+
+TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
+  auto server = StartServer();
+  constexpr auto kDeadline = milliseconds(20);
+  auto store = MustOpen({.url = server->url(), .deadline = kDeadline});
+  const Limit limit = Bucket(Algorithm::kGcra, 100, {100, seconds(1)});
+  ASSERT_TRUE(DecideOne(*store, "warm", limit, 1).allowed());
+
+  std::thread sleeper([&] { (void)server->Command({"DEBUG", "SLEEP", "0.6"}); });
+  // Wait until Redis is asleep: a decision times out.
+  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const auto give_up = SteadyClock::now() + seconds(5);
+  while (store->Decide({&e, 1}).ok() && SteadyClock::now() < give_up) {
+  }
+  for (int i = 0; i < 5; ++i) {
+    const auto start = SteadyClock::now();
+    Result<StoreResponse> r = store->Decide({&e, 1});
+    const auto took = SteadyClock::now() - start;
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("20ms"), std::string::npos) << r.status().message();
+    EXPECT_GE(took, kDeadline);
+    EXPECT_LT(took, kDeadline + milliseconds(150)) << "it never hangs";
+  }
+  sleeper.join();
+  // Redis is awake again: the late replies are dropped and decisions succeed.
+  Result<StoreResponse> after = store->Decide({&e, 1});
+  for (int i = 0; i < 50 && !after.ok(); ++i) after = store->Decide({&e, 1});
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_GE(store->Stats().timeouts, 5u);
+}
+
+TEST(RedisFailure, DecisionsFailFastWhileRedisIsDown) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .deadline = seconds(1),
+                         .reconnect_min = milliseconds(50), .reconnect_max = seconds(5)});
+  server->Stop();
+  const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(1));
+  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  // Once the loss is noticed, every decision fails at once, naming the cause.
+  Result<StoreResponse> r = store->Decide({&e, 1});
+  for (int i = 0; i < 100 && (r.ok() || r.status().message().find("no connection") ==
+                                            std::string::npos); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    r = store->Decide({&e, 1});
+  }
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("no connection to redis://127.0.0.1:"), std::string::npos)
+      << r.status().message();
+  const auto start = SteadyClock::now();
+  EXPECT_FALSE(store->Decide({&e, 1}).ok());
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(100));
+  EXPECT_FALSE(store->Ping().ok());
+}
+
+}  // namespace
+}  // namespace caudal

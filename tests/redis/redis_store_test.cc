@@ -1,0 +1,245 @@
+// RedisStore against a real redis-server: time from Redis, handshake errors, TLS, TTLs.
+// (Failure behaviour — restarts, SCRIPT FLUSH, DEBUG SLEEP — is in redis_failure_test.cc.)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "caudal/redis_store.h"
+#include "redis/redis_test_util.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+using testing::RedisServer;
+
+TEST(RedisStore, DecidesOnRedisTimeAndAnswersPing) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url()});
+  EXPECT_EQ(store->Name(), "redis");
+  EXPECT_TRUE(store->Ping().ok());
+  const Limit limit = Window(Algorithm::kFixedWindow, 3, hours(1));
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = DecideOne(*store, "user:1", limit, 1);
+    EXPECT_TRUE(d.allowed());
+    EXPECT_EQ(d.remaining, 2 - i);
+    EXPECT_GT(d.reset_after, Micros(0));
+    EXPECT_LE(d.reset_after, hours(1));
+  }
+  const Decision denied = DecideOne(*store, "user:1", limit, 1);
+  EXPECT_EQ(denied.verdict, Verdict::kDenied);
+  EXPECT_EQ(denied.retry_after, denied.reset_after);
+  EXPECT_EQ(*server->Keys(), std::vector<std::string>{"caudal:{user:1}"});
+}
+
+TEST(RedisStore, BatchesConcurrentRequestsIntoFewerScriptCalls) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .deadline = seconds(5),
+                         .connections = 1, .max_calls_in_flight = 1});
+  const Limit limit = Bucket(Algorithm::kGcra, 1'000'000, {1'000'000, seconds(1)});
+  constexpr int kRequests = 2000;
+  std::atomic<int> ok{0};
+  std::vector<std::string> keys;
+  for (int i = 0; i < kRequests; ++i) keys.push_back(std::string("k") + std::to_string(i % 50));
+  std::promise<void> all_done;
+  std::atomic<int> left{kRequests};
+  for (int i = 0; i < kRequests; ++i) {
+    const EntryRef e{.key = keys[i], .limit = &limit, .cost = 1};
+    store->DecideAsync({&e, 1}, [&](Result<StoreResponse> r) {
+      if (r.ok() && r->allowed) ok.fetch_add(1);
+      if (left.fetch_sub(1) == 1) all_done.set_value();
+    });
+  }
+  all_done.get_future().wait();
+  EXPECT_EQ(ok.load(), kRequests);
+  const RedisStoreStats stats = store->Stats();
+  EXPECT_EQ(stats.requests, uint64_t{kRequests});
+  EXPECT_LT(stats.calls, uint64_t{kRequests} / 4) << "requests waiting behind a call travel together";
+}
+
+TEST(RedisStore, KeysUseThePrefixAndTheCallersHashTag) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .key_prefix = "rl:"});
+  const Limit log = Window(Algorithm::kSlidingWindowLog, 5, minutes(1));
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 5, {1, seconds(1)});
+  const EntryRef entries[] = {{.key = "tenant:{7}:a", .limit = &log, .cost = 1},
+                              {.key = "b", .limit = &bucket, .cost = 1}};
+  ASSERT_TRUE(store->Decide(entries)->allowed);
+  std::vector<std::string> keys = *server->Keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(keys, (std::vector<std::string>{"rl:tenant:{7}:a:log", "rl:{b}"}));
+}
+
+TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
+  Result<std::unique_ptr<RedisStore>> bad = RedisStore::Open({.url = "redis://host:99999"});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("port"), std::string::npos);
+  EXPECT_EQ(RedisStore::Open({.url = "http://x"}).status().code(), StatusCode::kInvalidArgument);
+
+  uint16_t port = 0;
+  {
+    auto server = StartServer();
+    port = server->port();
+  }  // stopped: nothing listens there now
+  Result<std::unique_ptr<RedisStore>> down =
+      RedisStore::Open({.url = std::string("redis://127.0.0.1:") + std::to_string(port)});
+  EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(down.status().message().find("cannot connect to redis at 127.0.0.1:" +
+                                         std::to_string(port)),
+            std::string::npos)
+      << down.status().message();
+  EXPECT_NE(down.status().message().find("refused"), std::string::npos);
+
+  Result<std::unique_ptr<RedisStore>> unknown =
+      RedisStore::Open({.url = "redis://no-such-host.invalid:6379"});
+  EXPECT_EQ(unknown.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(unknown.status().message().find("cannot resolve redis host \"no-such-host.invalid\""),
+            std::string::npos)
+      << unknown.status().message();
+}
+
+TEST(RedisStore, AuthenticatesWithPasswordOrAclUserAndNamesWrongCredentials) {
+  auto server = StartServer({.password = "s3cret", .acl_users = {"app on >apppw ~caudal:* +@all"}});
+  const std::string hostport = std::string("127.0.0.1:") + std::to_string(server->port());
+  const Limit limit = Window(Algorithm::kFixedWindow, 10, minutes(1));
+
+  auto as_default = MustOpen({.url = "redis://:s3cret@" + hostport});
+  EXPECT_TRUE(DecideOne(*as_default, "a", limit, 1).allowed());
+  auto as_app = MustOpen({.url = "redis://app:apppw@" + hostport});
+  EXPECT_TRUE(DecideOne(*as_app, "a", limit, 1).allowed());
+
+  const Status wrong = RedisStore::Open({.url = "redis://:nope@" + hostport}).status();
+  EXPECT_EQ(wrong.code(), StatusCode::kUnavailable);
+  EXPECT_NE(wrong.message().find("refused the credentials of user \"default\""),
+            std::string::npos) << wrong.message();
+  EXPECT_EQ(wrong.message().find("nope"), std::string::npos) << "never repeat a password";
+  const Status wrong_user = RedisStore::Open({.url = "redis://app:nope@" + hostport}).status();
+  EXPECT_NE(wrong_user.message().find("user \"app\""), std::string::npos) << wrong_user.message();
+  const Status none = RedisStore::Open({.url = "redis://" + hostport}).status();
+  EXPECT_EQ(none.code(), StatusCode::kUnavailable);
+  EXPECT_NE(none.message().find("requires a password"), std::string::npos) << none.message();
+}
+
+TEST(RedisStore, SelectsTheDatabaseAndNamesAWrongIndex) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url() + "/3"});
+  ASSERT_TRUE(DecideOne(*store, "k", Window(Algorithm::kFixedWindow, 2, minutes(1)), 1).allowed());
+  EXPECT_NE(server->Command({"INFO", "keyspace"})->find("db3:keys=1"), std::string::npos);
+  EXPECT_TRUE(server->Keys()->empty()) << "nothing in db 0";
+
+  const Status wrong = RedisStore::Open({.url = server->url() + "/99"}).status();
+  EXPECT_EQ(wrong.code(), StatusCode::kUnavailable);
+  EXPECT_NE(wrong.message().find("refused database 99"), std::string::npos) << wrong.message();
+  EXPECT_NE(wrong.message().find("out of range"), std::string::npos) << wrong.message();
+}
+
+TEST(RedisStore, SpeaksTlsAndVerifiesTheServer) {
+  auto server = StartServer({.tls = true});
+  auto store = MustOpen({.url = server->url(), .tls_ca_file = server->tls_ca_file()});
+  EXPECT_TRUE(store->Ping().ok());
+  EXPECT_TRUE(DecideOne(*store, "k", Bucket(Algorithm::kGcra, 5, {5, seconds(1)}), 1).allowed());
+
+  // Without the test CA the certificate does not verify against the system's trust store.
+  const Status untrusted = RedisStore::Open({.url = server->url()}).status();
+  EXPECT_EQ(untrusted.code(), StatusCode::kUnavailable);
+  EXPECT_NE(untrusted.message().find("TLS handshake"), std::string::npos) << untrusted.message();
+  EXPECT_NE(untrusted.message().find("certificate verify failed"), std::string::npos)
+      << untrusted.message();
+
+  // Plain text to a TLS port fails rather than hangs.
+  const Status plain = RedisStore::Open({.url = "redis://127.0.0.1:" +
+                                                std::to_string(server->port()),
+                                         .connect_timeout = seconds(2)})
+                           .status();
+  EXPECT_EQ(plain.code(), StatusCode::kUnavailable);
+
+  const Status no_ca =
+      RedisStore::Open({.url = server->url(), .tls_ca_file = "/nonexistent/ca.pem"}).status();
+  EXPECT_EQ(no_ca.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_ca.message().find("/nonexistent/ca.pem"), std::string::npos);
+}
+
+// Instances whose local clocks disagree by minutes make the same decisions, because time comes
+// from Redis. The contrast first: stores that used their own (skewed) clocks double the quota.
+TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
+  auto server = StartServer();
+  const Limit limit = Window(Algorithm::kFixedWindow, 10, minutes(1));
+  {
+    ManualClock a_clock(seconds(1'800'000'000));
+    ManualClock b_clock(seconds(1'800'000'000) + minutes(5));  // five minutes ahead
+    auto a = MustOpen({.url = server->url(), .test_clock = &a_clock});
+    auto b = MustOpen({.url = server->url(), .test_clock = &b_clock});
+    int admitted = 0;
+    for (int i = 0; i < 10; ++i) admitted += DecideOne(*a, "skewed", limit, 1).allowed();
+    for (int i = 0; i < 10; ++i) admitted += DecideOne(*b, "skewed", limit, 1).allowed();
+    EXPECT_EQ(admitted, 20) << "local clocks: B sees a new window and admits 10 more";
+  }
+  // Production mode: the store has no clock input; both read Redis's TIME inside the script.
+  auto a = MustOpen({.url = server->url()});
+  auto b = MustOpen({.url = server->url()});
+  for (int i = 0; i < 10; ++i) {
+    RedisStore& s = i % 2 == 0 ? *a : *b;
+    const Decision d = DecideOne(s, "shared", limit, 1);
+    ASSERT_TRUE(d.allowed());
+    EXPECT_EQ(d.remaining, 9 - i) << "each store sees the other's consumption";
+  }
+  const Decision da = DecideOne(*a, "shared", limit, 1);
+  const Decision db = DecideOne(*b, "shared", limit, 1);
+  EXPECT_EQ(da.verdict, Verdict::kDenied);
+  EXPECT_EQ(db.verdict, Verdict::kDenied);
+  // Same window end on Redis's clock: b asked a little later, so it waits a little less.
+  EXPECT_LE(db.retry_after, da.retry_after);
+  EXPECT_GE(db.retry_after, da.retry_after - milliseconds(500));
+}
+
+TEST(RedisStore, KeysExpireOnceFreshAndRefusalsWriteNothing) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .deadline = seconds(2)});
+  std::vector<Limit> limits;
+  for (Algorithm a : kAllAlgorithms) {
+    limits.push_back(IsWindowAlgorithm(a) ? Window(a, 5, milliseconds(100))
+                                          : Bucket(a, 5, {5, milliseconds(100)}));
+  }
+  Micros longest{0};
+  for (int id = 0; id < 3; ++id) {
+    for (const Limit& l : limits) {
+      std::string key = std::string("id") + std::to_string(id) + ":";
+      key += AlgorithmName(l.algorithm());
+      const Decision d = DecideOne(*store, key, l, 2);
+      ASSERT_TRUE(d.allowed());
+      longest = std::max(longest, d.reset_after);
+    }
+  }
+  EXPECT_EQ(server->Keys()->size(), 15u);
+  ExpectEveryKeyHasATtl(*server, longest);
+
+  // A refused request creates nothing: "fresh" would pass, "full" refuses.
+  const Limit one = Window(Algorithm::kFixedWindow, 1, minutes(1));
+  ASSERT_TRUE(DecideOne(*store, "full", one, 1).allowed());
+  const EntryRef both[] = {{.key = "fresh", .limit = &one, .cost = 1},
+                           {.key = "full", .limit = &one, .cost = 1}};
+  EXPECT_FALSE(store->Decide(both)->allowed);
+  EXPECT_EQ(*server->Command({"EXISTS", "caudal:{fresh}"}), "0");
+  const std::string ttl_before = *server->Command({"PTTL", "caudal:{full}"});
+  EXPECT_FALSE(DecideOne(*store, "full", one, 1).allowed());
+  EXPECT_LE(std::stoll(*server->Command({"PTTL", "caudal:{full}"})), std::stoll(ttl_before))
+      << "a refusal does not extend the TTL";
+  ASSERT_EQ(*server->Command({"DEL", "caudal:{full}"}), "1");
+
+  // The identities stop: every key is gone once fresh (Redis expires them on its own clock).
+  const auto until = std::chrono::steady_clock::now() + longest + seconds(2);
+  while (!server->Keys()->empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_TRUE(server->Keys()->empty());
+}
+
+}  // namespace
+}  // namespace caudal
