@@ -1,0 +1,86 @@
+// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over a Limiter.
+//
+//   POST /v1/check   {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
+//   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
+//   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store answers)
+//
+// Every connection is bounded: the whole request header must arrive within header_timeout
+// (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
+// next keep-alive request within idle_timeout; headers are capped at 16 KiB, bodies at 64 KiB
+// (413); past max_connections new connections are closed at once.
+//
+// Thread-safety: Start() runs `threads` I/O threads; SetForwardAuth() may be called from any
+// thread (a config reload) and takes effect for the next request.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "caudal/config.h"
+#include "caudal/limiter.h"
+#include "caudal/log.h"
+#include "caudal/metrics.h"
+
+namespace caudal {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
+  int64_t max_connections = 10'000;
+  Micros header_timeout = std::chrono::seconds(10);
+  Micros body_timeout = std::chrono::seconds(10);
+  Micros idle_timeout = std::chrono::seconds(60);
+  int64_t threads = 0;  // 0: one per core
+};
+
+// The part of the server's behaviour a config reload may change.
+struct ForwardAuthOptions {
+  std::vector<CidrBlock> trusted_proxies;
+  std::vector<HeaderDescriptor> descriptor_headers;
+};
+
+// A reply to a test-only /debug/ request (see `caudal serve --test-hooks`).
+struct DebugReply {
+  int status = 200;
+  std::string body;
+};
+using DebugHandler = std::function<DebugReply(std::string_view target, std::string_view body)>;
+
+class HttpServer {
+ public:
+  struct Deps {
+    Limiter& limiter;
+    Metrics& metrics;
+    const Logger& log;
+    DebugHandler debug;  // empty: /debug/ is 404 like any unknown path
+  };
+
+  // Binds and starts serving. kUnavailable when the address cannot be bound.
+  static Result<std::unique_ptr<HttpServer>> Start(Deps deps, HttpServerOptions options,
+                                                   ForwardAuthOptions auth);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  uint16_t port() const;
+  void SetForwardAuth(ForwardAuthOptions auth);
+  // Stops accepting, lets in-flight decisions finish (up to 2 s), then stops the I/O threads.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Server options from a config's server section (host:port parsed; the config is valid).
+HttpServerOptions ServerOptionsFrom(const ServerConfig& c);
+ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c);
+
+}  // namespace caudal

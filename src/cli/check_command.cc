@@ -1,0 +1,110 @@
+// `caudal check`: one decision from a shell, printed as JSON.
+// Exit 0 allowed, 1 refused, 2 usage or config error, 3 store unavailable.
+#include <string>
+#include <vector>
+
+#include "caudal/config.h"
+#include "caudal/limiter.h"
+#include "caudal/store_factory.h"
+#include "cli/command.h"
+#include "server/http_api.h"
+
+namespace caudal::cli {
+namespace {
+
+constexpr std::string_view kName = "check";
+constexpr int kExitRefused = 1;
+constexpr int kExitStoreUnavailable = 3;
+
+class CheckCommand final : public Command {
+ public:
+  void AddOptions(CLI::App& app) override {
+    app.add_option("--config", config_, "the YAML config file")->type_name("FILE")->required();
+    app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
+    app.add_option("--descriptor", descriptors_, "a descriptor of the request (repeatable)")
+        ->type_name("KEY=VALUE")
+        ->required();
+    app.add_option("--cost", cost_, "units this request costs (default: each policy's cost)")
+        ->type_name("N");
+  }
+
+  int Run(Env& env) override {
+    auto config = LoadConfigFile(config_);
+    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (!store_.empty()) config->store.url = store_;
+    CheckRequest request;
+    for (const std::string& d : descriptors_) {
+      const size_t eq = d.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return UsageError(env, kName, "--descriptor " + d + ": expected KEY=VALUE");
+      }
+      request.descriptors.push_back({d.substr(0, eq), d.substr(eq + 1)});
+    }
+    request.cost = cost_;
+    auto store = OpenStore(config->store, env.clock, {});
+    if (!store.ok()) {
+      if (store.status().code() == StatusCode::kInvalidArgument) {
+        return UsageError(env, kName, store.status().message());
+      }
+      return Unavailable(env, store.status());
+    }
+    if (Status s = (*store)->Ping(); !s.ok()) return Unavailable(env, s);
+    Limiter limiter(**store, env.clock, {});
+    if (Status s = limiter.SetPolicies(StrictCopy(*config)); !s.ok()) {
+      return UsageError(env, kName, s.message());
+    }
+    auto result = limiter.Check(std::move(request));
+    if (!result.ok()) return UsageError(env, kName, result.status().message());
+    const http_api::Reply reply = http_api::DecisionReply(*result, http_api::Endpoint::kCheck);
+    env.out << reply.body << "\n";
+    switch (result->outcome) {
+      case Outcome::kAllowed: return kExitOk;
+      case Outcome::kDenied: return kExitRefused;
+      case Outcome::kUnavailable: return kExitStoreUnavailable;
+    }
+    return kExitFailure;
+  }
+
+ private:
+  // A one-shot check reports a failing store instead of applying failure modes (no local store).
+  static std::shared_ptr<const PolicySet> StrictCopy(const Config& config) {
+    std::vector<PolicySpec> specs;
+    for (const PolicySet::Policy& p : config.policies->policies()) {
+      PolicySpec s = p.spec;
+      s.on_failure = FailureMode::kDeny;
+      specs.push_back(std::move(s));
+    }
+    auto set = PolicySet::Create(std::move(specs), config.policies->options());
+    return set.ok() ? *set : config.policies;
+  }
+
+  static int Unavailable(Env& env, const Status& s) {
+    env.out << R"({"error":{"code":"store_unavailable","message":")" << JsonEscape(s.ToString())
+            << "\"}}\n";
+    env.err << "caudal check: store unavailable: " << s.ToString() << "\n";
+    return kExitStoreUnavailable;
+  }
+
+  static std::string JsonEscape(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) continue;
+      out += c;
+    }
+    return out;
+  }
+
+  std::string config_;
+  std::string store_;
+  std::vector<std::string> descriptors_;
+  std::optional<int64_t> cost_;
+};
+
+}  // namespace
+
+CAUDAL_REGISTER_COMMAND(CheckCommand, "check",
+                        "Make one decision against a config and print it as JSON");
+
+}  // namespace caudal::cli
+

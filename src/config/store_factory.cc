@@ -1,0 +1,24 @@
+#include "caudal/store_factory.h"
+
+#include "caudal/memory_store.h"
+#include "limiter/cat.h"
+
+namespace caudal {
+
+Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock& clock,
+                                         OpenStoreOptions options) {
+  const Clock& c = options.test_clock != nullptr ? *options.test_clock : clock;
+  if (config.url == "memory://") {
+    return std::unique_ptr<Store>(std::make_unique<MemoryStore>(
+        c, MemoryStoreOptions{.max_keys = static_cast<size_t>(config.max_keys), .shards = 64}));
+  }
+  return Status::InvalidArgument(
+      Cat("store.url: ", Quoted(config.url), " is not a store this build can open (memory://)"));
+}
+
+std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {
+  return std::make_unique<MemoryStore>(
+      clock, MemoryStoreOptions{.max_keys = static_cast<size_t>(config.max_keys), .shards = 64});
+}
+
+}  // namespace caudal

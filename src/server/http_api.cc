@@ -1,0 +1,266 @@
+#include "server/http_api.h"
+
+#include <boost/json.hpp>
+
+#include "limiter/cat.h"
+
+namespace caudal::http_api {
+namespace json = boost::json;
+namespace {
+
+__extension__ typedef __int128 Wide;
+
+constexpr std::string_view kProblemJson = "application/problem+json";
+constexpr std::string_view kJson = "application/json";
+
+int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up: never earlier
+
+std::string_view TypeName(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null: return "null";
+    case json::kind::bool_: return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64: return "an integer";
+    case json::kind::double_: return "a number with a fraction";
+    case json::kind::string: return "a string";
+    case json::kind::array: return "an array";
+    case json::kind::object: return "an object";
+  }
+  return "?";
+}
+
+ApiError Bad(std::string code, std::string message) {
+  return {.status = 400, .code = std::move(code), .message = std::move(message)};
+}
+
+std::optional<ApiError> ReadCost(const json::value& v, CheckRequest& out) {
+  int64_t cost = 0;
+  if (v.is_int64()) {
+    cost = v.get_int64();
+  } else if (v.is_uint64()) {
+    cost = kMaxCost + 1;  // beyond int64: certainly too large
+  } else {
+    return Bad("invalid_cost", Cat("cost: expected a positive integer (got ", TypeName(v), ')'));
+  }
+  if (cost < 1 || cost > kMaxCost) {
+    return Bad("invalid_cost",
+               Cat("cost: expected a positive integer up to 2^40 (got ", json::serialize(v), ')'));
+  }
+  out.cost = cost;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out) {
+  if (!v.is_object()) {
+    return Bad("invalid_descriptors",
+               Cat("descriptors: expected an object of strings (got ", TypeName(v), ')'));
+  }
+  const json::object& o = v.get_object();
+  if (o.empty()) return Bad("invalid_descriptors", "descriptors: expected at least one descriptor");
+  if (o.size() > kMaxDescriptors) {
+    return Bad("invalid_descriptors", Cat("descriptors: at most ", kMaxDescriptors, " (got ",
+                                          o.size(), ')'));
+  }
+  for (const auto& kv : o) {
+    const std::string_view name(kv.key().data(), std::min<size_t>(kv.key().size(), 64));
+    if (!kv.value().is_string()) {
+      return Bad("invalid_descriptors", Cat("descriptors.", name, ": expected a string (got ",
+                                            TypeName(kv.value()), ')'));
+    }
+    const json::string& s = kv.value().get_string();
+    out.descriptors.push_back({std::string(kv.key()), std::string(s.data(), s.size())});
+  }
+  return std::nullopt;
+}
+
+json::object PolicyJson(const PolicyResult& r) {
+  json::object p;
+  p["name"] = r.policy->spec.name;
+  p["allowed"] = r.allowed;
+  p["shadow"] = r.policy->shadow();
+  p["decided_by"] = DecidedByName(r.decided_by);
+  p["cost"] = r.cost;
+  const int t = r.Tightest();
+  if (t >= 0) {
+    const Decision& d = r.limits[static_cast<size_t>(t)];
+    p["limit"] = d.limit;
+    p["remaining"] = d.remaining;
+    p["reset_after_ms"] = Ms(d.reset_after);
+    p["retry_after_ms"] = Ms(d.retry_after);
+  }
+  json::array limits;
+  for (size_t i = 0; i < r.limits.size(); ++i) {
+    const Decision& d = r.limits[i];
+    const Limit& l = r.decided_by == DecidedBy::kLocal ? r.policy->local_limits[i]
+                                                       : r.policy->spec.limits[i];
+    limits.push_back(json::object{{"limit", l.ToString()},
+                                  {"allowed", d.allowed()},
+                                  {"remaining", d.remaining},
+                                  {"reset_after_ms", Ms(d.reset_after)},
+                                  {"retry_after_ms", Ms(d.retry_after)}});
+  }
+  p["limits"] = std::move(limits);
+  return p;
+}
+
+// The window of a limit as the draft's `w`: the window, or the time a bucket takes to refill.
+int64_t WindowSeconds(const Limit& l) {
+  if (IsWindowAlgorithm(l.algorithm())) return CeilSeconds(l.window());
+  const Wide us = static_cast<Wide>(l.capacity()) * l.refill_period_us() / l.refill_count();
+  return CeilSeconds(Micros(static_cast<int64_t>(us)));
+}
+
+}  // namespace
+
+int64_t CeilSeconds(Micros d) {
+  if (d.count() <= 0) return 0;
+  return (d.count() + 999'999) / 1'000'000;
+}
+
+Reply ErrorReply(const ApiError& e) {
+  Reply r;
+  r.status = e.status;
+  r.content_type = kJson;
+  r.body = json::serialize(
+      json::object{{"error", json::object{{"code", e.code}, {"message", e.message}}}});
+  return r;
+}
+
+ParsedCheck ParseCheckBody(std::string_view body) {
+  ParsedCheck out;
+  json::error_code ec;
+  json::parse_options opts;
+  opts.max_depth = 8;
+  json::value v = json::parse(body, ec, {}, opts);
+  if (ec) {
+    out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
+    return out;
+  }
+  if (!v.is_object()) {
+    out.error = Bad("invalid_body", Cat("body: expected a JSON object (got ", TypeName(v), ')'));
+    return out;
+  }
+  const json::object& o = v.get_object();
+  for (const auto& kv : o) {
+    if (kv.key() != "descriptors" && kv.key() != "cost") {
+      const std::string_view key(kv.key().data(), std::min<size_t>(kv.key().size(), 64));
+      out.error = Bad("unknown_field",
+                      Cat(Quoted(key), ": unknown field (expected descriptors and cost)"));
+      return out;
+    }
+  }
+  const json::value* d = o.if_contains("descriptors");
+  if (d == nullptr) {
+    out.error = Bad("missing_descriptors", "descriptors: required");
+    return out;
+  }
+  if (auto e = ReadDescriptors(*d, out.request)) {
+    out.error = std::move(e);
+    return out;
+  }
+  if (const json::value* c = o.if_contains("cost")) {
+    if (auto e = ReadCost(*c, out.request)) out.error = std::move(e);
+  }
+  return out;
+}
+
+ApiError FromLimiterError(const Status& s) {
+  const std::string& m = s.message();
+  const std::string code = m.rfind("cost", 0) == 0 ? "invalid_cost" : "invalid_descriptors";
+  return Bad(code, m);
+}
+
+IpAddress ClientAddress(const IpAddress& peer, std::string_view forwarded_for,
+                        const std::vector<CidrBlock>& trusted) {
+  const auto is_trusted = [&](const IpAddress& a) {
+    for (const CidrBlock& b : trusted) {
+      if (b.Contains(a)) return true;
+    }
+    return false;
+  };
+  IpAddress client = peer;
+  if (!is_trusted(peer)) return client;
+  std::string_view rest = forwarded_for;
+  while (!rest.empty()) {
+    const size_t comma = rest.rfind(',');
+    std::string_view hop = comma == std::string_view::npos ? rest : rest.substr(comma + 1);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(0, comma);
+    while (!hop.empty() && (hop.front() == ' ' || hop.front() == '\t')) hop.remove_prefix(1);
+    while (!hop.empty() && (hop.back() == ' ' || hop.back() == '\t')) hop.remove_suffix(1);
+    auto a = IpAddress::Parse(hop);
+    if (!a.ok()) return client;  // garbage: trust no further than the last good hop
+    client = *a;
+    if (!is_trusted(client)) return client;
+  }
+  return client;
+}
+
+std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result) {
+  int index = -1;
+  const PolicyResult* p = result.ClosestToLimit(&index);
+  if (p == nullptr) return std::nullopt;
+  const size_t i = static_cast<size_t>(index);
+  const Limit& l = p->decided_by == DecidedBy::kLocal ? p->policy->local_limits[i]
+                                                       : p->policy->spec.limits[i];
+  const Decision& d = p->limits[i];
+  const std::string name = Quoted(p->policy->spec.name);  // [A-Za-z0-9_.-]: nothing to escape
+  return RateLimitHeaders{
+      .policy = Cat(name, ";q=", l.capacity(), ";w=", WindowSeconds(l)),
+      .state = Cat(name, ";r=", d.remaining, ";t=", CeilSeconds(d.reset_after)),
+  };
+}
+
+Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
+  Reply r;
+  if (auto h = RateLimitFields(result)) {
+    r.headers.emplace_back("RateLimit-Policy", std::move(h->policy));
+    r.headers.emplace_back("RateLimit", std::move(h->state));
+  }
+  if (result.degraded) r.headers.emplace_back("Caudal-Degraded", "store_unavailable");
+  json::array violated;
+  for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->policy->spec.name));
+  json::object body;
+  switch (result.outcome) {
+    case Outcome::kAllowed:
+      r.status = 200;
+      break;
+    case Outcome::kDenied: {
+      r.status = 429;
+      const int64_t secs = std::max<int64_t>(1, CeilSeconds(result.retry_after));
+      r.headers.emplace_back("Retry-After", std::to_string(secs));
+      body["type"] = "urn:caudal:problem:quota-exceeded";
+      body["title"] = "Quota exceeded";
+      body["status"] = 429;
+      body["detail"] = Cat("refused by ", json::serialize(violated), "; retry after ", secs, " s");
+      body["violated_policies"] = violated;
+      body["retry_after_ms"] = Ms(result.retry_after);
+      break;
+    }
+    case Outcome::kUnavailable:
+      r.status = 503;
+      r.headers.emplace_back("Retry-After", "1");
+      body["type"] = "urn:caudal:problem:store-unavailable";
+      body["title"] = "Rate-limit store unavailable";
+      body["status"] = 503;
+      body["reason"] = "store_unavailable";
+      body["detail"] = "the rate-limit store cannot answer and a policy fails closed; the client "
+                       "did nothing wrong";
+      body["violated_policies"] = violated;
+      break;
+  }
+  if (endpoint == Endpoint::kAuth && r.status == 200) return r;  // headers carry everything
+  if (endpoint == Endpoint::kCheck) {
+    body["allowed"] = result.allowed();
+    body["outcome"] = OutcomeName(result.outcome);
+    body["degraded"] = result.degraded;
+    json::array policies;
+    for (const PolicyResult& p : result.results) policies.push_back(PolicyJson(p));
+    body["policies"] = std::move(policies);
+    body["refused_by"] = violated;
+  }
+  r.content_type = r.status == 200 ? kJson : kProblemJson;
+  r.body = json::serialize(body);
+  return r;
+}
+
+}  // namespace caudal::http_api

@@ -1,0 +1,66 @@
+// The HTTP API as pure translation: request pieces → CheckRequest, CheckResult → reply.
+// No sockets here (the transport is http_server.cc), so every case is unit-tested directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "caudal/config.h"
+#include "caudal/ip.h"
+#include "caudal/limiter.h"
+
+namespace caudal::http_api {
+
+inline constexpr size_t kMaxBodyBytes = 64 * 1024;
+
+struct Reply {
+  int status = 200;
+  std::string content_type;  // empty: no body
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A client mistake: 400 (or 404/405/413/431) with {"error": {"code", "message"}}.
+struct ApiError {
+  int status = 400;
+  std::string code;     // "invalid_json", "unknown_field", "invalid_cost", ...
+  std::string message;  // names the field
+};
+Reply ErrorReply(const ApiError& e);
+
+// Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N}. Every key and type is
+// checked; nothing is consumed for a bad body because the limiter is never asked.
+struct ParsedCheck {
+  CheckRequest request;
+  std::optional<ApiError> error;
+};
+ParsedCheck ParseCheckBody(std::string_view body);
+// Maps a limiter kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
+ApiError FromLimiterError(const Status& s);
+
+// The client address for forward-auth: the peer itself, unless the peer is a trusted proxy, in
+// which case X-Forwarded-For is walked from the right and the first untrusted address wins (the
+// left-most when every hop is trusted). A malformed entry stops the walk at the last good hop.
+IpAddress ClientAddress(const IpAddress& peer, std::string_view forwarded_for,
+                        const std::vector<CidrBlock>& trusted);
+
+enum class Endpoint : uint8_t { kCheck, kAuth };
+// 200 / 429 / 503 with RateLimit-Policy and RateLimit for the policy closest to its limit;
+// Retry-After in whole seconds rounded up on 429 (and a short one on 503).
+Reply DecisionReply(const CheckResult& result, Endpoint endpoint);
+
+// Structured-field values (draft-ietf-httpapi-ratelimit-headers-10), for the closest policy:
+//   RateLimit-Policy: "per-api-key";q=100;w=60     RateLimit: "per-api-key";r=37;t=12
+struct RateLimitHeaders {
+  std::string policy;
+  std::string state;
+};
+std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result);
+
+// Seconds, rounded up; at least 1 for a positive duration.
+int64_t CeilSeconds(Micros d);
+
+}  // namespace caudal::http_api

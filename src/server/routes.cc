@@ -1,0 +1,91 @@
+#include "server/routes.h"
+
+#include "limiter/cat.h"
+
+namespace caudal::routes {
+namespace {
+
+using http_api::ApiError;
+using http_api::Reply;
+
+Reply Text(int status, std::string body, std::string_view type = "text/plain; charset=utf-8") {
+  Reply r;
+  r.status = status;
+  r.content_type = type;
+  r.body = std::move(body);
+  return r;
+}
+
+Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
+  Reply r = http_api::ErrorReply({.status = 405, .code = "method_not_allowed",
+                                  .message = Cat("method ", method, " is not allowed here (use ",
+                                                 allow, ')')});
+  r.headers.emplace_back("Allow", std::string(allow));
+  return r;
+}
+
+void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
+            ReplyCallback done) {
+  ctx.limiter.CheckAsync(std::move(request),
+                         [endpoint, done = std::move(done)](Result<CheckResult> r) {
+                           if (!r.ok()) {
+                             done(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
+                             return;
+                           }
+                           done(http_api::DecisionReply(*r, endpoint));
+                         });
+}
+
+bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
+
+}  // namespace
+
+Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r) {
+  Descriptors d;
+  const IpAddress client = http_api::ClientAddress(r.peer, r.forwarded_for, auth.trusted_proxies);
+  d.push_back({"ip", client.ToString()});
+  for (const HeaderDescriptor& h : auth.descriptor_headers) {
+    const std::string_view v = r.header(h.header);
+    if (!v.empty()) d.push_back({h.descriptor, std::string(v)});
+  }
+  return d;
+}
+
+void Dispatch(const Context& ctx, const Request& r, ReplyCallback done) {
+  std::string_view path = r.target;
+  if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+
+  if (path == "/v1/auth") {
+    Decide(ctx, {.descriptors = ForwardAuthDescriptors(ctx.auth, r), .cost = std::nullopt},
+           http_api::Endpoint::kAuth, std::move(done));
+    return;
+  }
+  if (path == "/v1/check") {
+    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
+    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
+    Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, std::move(done));
+    return;
+  }
+  if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
+    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
+    if (path == "/metrics") {
+      return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
+    }
+    if (path == "/healthz") return done(Text(200, "ok\n"));
+    const Status s = ctx.limiter.store().Ping();
+    if (s.ok()) return done(Text(200, "ready\n"));
+    return done(Text(503, Cat("not ready: store ", ctx.limiter.store().Name(), ": ",
+                              s.ToString(), '\n')));
+  }
+  if (ctx.debug && path.rfind("/debug/", 0) == 0) {
+    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    DebugReply d = ctx.debug(r.target, r.body);
+    return done(Text(d.status, std::move(d.body)));
+  }
+  done(http_api::ErrorReply({.status = 404, .code = "not_found",
+                             .message = Cat("path ", Quoted(path.substr(0, 200)),
+                                            ": not found (try POST /v1/check or /v1/auth)")}));
+}
+
+}  // namespace caudal::routes
