@@ -47,7 +47,9 @@ inline constexpr size_t kMaxDescriptors = 32;
 inline constexpr size_t kMaxDescriptorValueLength = 256;
 
 struct CheckRequest {
-  Descriptors descriptors;      // 1..kMaxDescriptors, unique names
+  // 1..kMaxDescriptors, unique names; values 1..kMaxDescriptorValueLength bytes; `ip`, when
+  // present, must be an IPv4 or IPv6 address.
+  Descriptors descriptors;
   std::optional<int64_t> cost;  // unset: each policy's default cost
 };
 

@@ -1,7 +1,8 @@
 // OpenStore: the Store a config's `store.url` names.
 //
 //   memory://             the embedded MemoryStore (one process; state lost on exit)
-//   redis://host:port/db  a RedisStore shared by every instance pointing at it
+//   redis://host:port/db  a RedisStore shared by every instance pointing at it (rediss:// for
+//                         TLS); store.timeout is its per-decision deadline
 //
 // Thread-safety: the returned store is thread-safe (see store.h).
 #pragma once

@@ -157,7 +157,7 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
   if (n["url"]) {
     auto url = r.String(n["url"], "store.url");
     if (!url.ok()) return url.status();
-    if (*url != "memory://" && url->rfind("redis://", 0) != 0) {
+    if (*url != "memory://" && url->rfind("redis://", 0) != 0 && url->rfind("rediss://", 0) != 0) {
       return r.Error(n["url"], "store.url",
                      Cat("expected memory:// or redis://host:port (got ", Quoted(*url), ')'));
     }

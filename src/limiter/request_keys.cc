@@ -30,6 +30,11 @@ Status ValidateDescriptors(const Descriptors& descriptors) {
         return Status::InvalidArgument(field + ": given twice");
       }
     }
+    if (d.name == "ip") {  // well-known: an address whether or not a policy keys by it
+      if (auto ip = IpAddress::Parse(d.value); !ip.ok()) {
+        return Status::InvalidArgument(field + ": " + ip.status().message());
+      }
+    }
   }
   return Status::Ok();
 }

@@ -1,0 +1,77 @@
+#include "server/http_api.h"
+
+#include <gtest/gtest.h>
+
+namespace caudal::http_api {
+namespace {
+
+IpAddress Ip(const char* s) { return *IpAddress::Parse(s); }
+
+TEST(ClientAddress, TrustsForwardedForOnlyFromTrustedPeers) {
+  const std::vector<CidrBlock> trusted = {*CidrBlock::Parse("10.0.0.0/8")};
+  EXPECT_EQ(ClientAddress(Ip("192.0.2.1"), "198.51.100.1", trusted).ToString(), "192.0.2.1");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "198.51.100.1", trusted).ToString(), "198.51.100.1");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "6.6.6.6, 198.51.100.1 , 10.2.2.2", trusted).ToString(),
+            "198.51.100.1");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "10.3.3.3,10.2.2.2", trusted).ToString(), "10.3.3.3");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "junk, 10.2.2.2", trusted).ToString(), "10.2.2.2");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "", trusted).ToString(), "10.1.1.1");
+  EXPECT_EQ(ClientAddress(Ip("10.1.1.1"), "2001:db8::5", trusted).ToString(), "2001:db8::5");
+}
+
+TEST(CeilSeconds, RoundsUpAndNeverToZeroForAWait) {
+  EXPECT_EQ(CeilSeconds(Micros(0)), 0);
+  EXPECT_EQ(CeilSeconds(Micros(1)), 1);
+  EXPECT_EQ(CeilSeconds(Micros(1'000'000)), 1);
+  EXPECT_EQ(CeilSeconds(Micros(1'000'001)), 2);
+}
+
+TEST(ParseCheckBody, ReadsDescriptorsAndCost) {
+  ParsedCheck p = ParseCheckBody(R"({"descriptors": {"api_key": "k1", "ip": "::1"}, "cost": 3})");
+  ASSERT_FALSE(p.error.has_value()) << p.error->message;
+  ASSERT_EQ(p.request.descriptors.size(), 2u);
+  EXPECT_EQ(p.request.descriptors[1].name, "ip");
+  EXPECT_EQ(p.request.cost, 3);
+  p = ParseCheckBody(R"({"descriptors": {"a": "b"}})");
+  EXPECT_FALSE(p.request.cost.has_value());
+  p = ParseCheckBody(R"({"descriptors": {"a": "b"}, "cost": 1e3})");
+  ASSERT_TRUE(p.error.has_value());
+  EXPECT_EQ(p.error->code, "invalid_cost");
+  p = ParseCheckBody(std::string(40, '[') + std::string(40, ']'));
+  ASSERT_TRUE(p.error.has_value());
+  EXPECT_EQ(p.error->code, "invalid_json");
+}
+
+TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
+  PolicySpec spec;
+  spec.name = "per-key";
+  spec.identity = {"api_key"};
+  spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
+  auto set = *PolicySet::Create({spec}, {});
+  CheckResult r;
+  r.policies = set;
+  r.outcome = Outcome::kDenied;
+  r.retry_after = Micros(200'001);
+  PolicyResult p;
+  p.policy = &set->policies()[0];
+  p.allowed = false;
+  p.limits = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
+                       .reset_after = Micros(2'000'000), .retry_after = Micros(200'001)}};
+  r.results.push_back(p);
+  const Reply reply = DecisionReply(r, Endpoint::kAuth);
+  EXPECT_EQ(reply.status, 429);
+  EXPECT_EQ(reply.content_type, "application/problem+json");
+  auto header = [&](const std::string& name) {
+    for (const auto& [n, v] : reply.headers) {
+      if (n == name) return v;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(header("RateLimit-Policy"), "\"per-key\";q=10;w=2");
+  EXPECT_EQ(header("RateLimit"), "\"per-key\";r=0;t=2");
+  EXPECT_EQ(header("Retry-After"), "1");
+  EXPECT_NE(reply.body.find("\"violated_policies\":[\"per-key\"]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace caudal::http_api

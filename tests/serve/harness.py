@@ -1,0 +1,148 @@
+"""Process-level test support: a real `caudal serve` (and, when asked, a real redis-server) on
+free loopback ports, each in its own temporary directory, stopped when the test ends."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+CAUDAL = os.environ.get("CAUDAL_BIN", "build/caudal")
+READY_TIMEOUT_S = 15
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(predicate, what, timeout_s=READY_TIMEOUT_S):
+    """Polls for readiness (a process up, a log line written); never for rate-limit time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+class Redis:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="caudal-redis-")
+        self.port = free_port()
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(self._answers, "redis-server")
+
+    def _answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    @property
+    def url(self):
+        return "redis://127.0.0.1:%d" % self.port
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Serve:
+    """`caudal serve` with `config` (YAML text) on a free port."""
+
+    def __init__(self, config, test_hooks=True, store=None):
+        self.dir = tempfile.mkdtemp(prefix="caudal-serve-")
+        self.config_path = os.path.join(self.dir, "caudal.yaml")
+        self.write_config(config)
+        self.stderr_path = os.path.join(self.dir, "stderr.log")
+        args = [CAUDAL, "serve", "--config", self.config_path, "--http", "127.0.0.1:0"]
+        if test_hooks:
+            args.append("--test-hooks")
+        if store:
+            args += ["--store", store]
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr)
+        line = self.proc.stdout.readline().decode()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.close()
+            raise AssertionError("caudal serve did not start: %r\n%s" % (line, self.log()))
+        self.port = int(m.group(1))
+        self.base = "http://127.0.0.1:%d" % self.port
+
+    def write_config(self, text):
+        tmp = self.config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config_path)  # atomically, as a deploy tool would
+
+    def log(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def request(self, method, path, body=None, headers=None):
+        """(status, headers dict (lower-case names), body bytes) without raising on 4xx/5xx."""
+        data = body.encode() if isinstance(body, str) else body
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+    def check(self, descriptors, cost=None):
+        payload = {"descriptors": descriptors}
+        if cost is not None:
+            payload["cost"] = cost
+        status, headers, body = self.request("POST", "/v1/check", json.dumps(payload),
+                                             {"Content-Type": "application/json"})
+        return status, headers, json.loads(body) if body else None
+
+    def advance_ms(self, ms):
+        status, _, body = self.request("POST", "/debug/clock/advance?ms=%d" % ms)
+        assert status == 200, body
+        return int(body)  # the server's time, µs since the epoch
+
+    def metric(self, name_and_labels):
+        _, _, body = self.request("GET", "/metrics")
+        for line in body.decode().splitlines():
+            if line.startswith(name_and_labels + " "):
+                return float(line.split()[-1])
+        return 0.0
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self._stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,106 @@
+"""Failure modes with the store gone: allow (200, degraded), deny (503 store_unavailable, not 429),
+local (this instance alone, limits divided by the instance count). The switch in and out is
+logged once. Run against a real redis-server that is killed and restarted, and against the
+memory store failing on demand (--test-hooks)."""
+import json
+import unittest
+
+from harness import Redis, Serve, wait_until
+
+POLICIES = """
+policies:
+  - name: open
+    identity: [api_key]
+    on_failure: allow
+    limits: [{algorithm: gcra, capacity: 10, refill: 10/1h}]
+  - name: closed
+    identity: [tenant]
+    on_failure: deny
+    limits: [{algorithm: gcra, capacity: 10, refill: 10/1h}]
+  - name: alone
+    identity: [account]
+    on_failure: local
+    limits: [{algorithm: token_bucket, capacity: 10, refill: 10/1h}]
+"""
+
+
+class FailureModes:
+    """Mixed into a TestCase providing self.s, self.fail_store() and self.heal_store()."""
+
+    def assert_modes_while_down(self):
+        self.assertEqual(self.s.check({"api_key": "k"})[0], 200)
+        self.fail_store()
+        status, h, body = self.s.check({"api_key": "k"})
+        self.assertEqual(status, 200)
+        self.assertEqual(h["caudal-degraded"], "store_unavailable")
+        self.assertEqual(body["policies"][0]["decided_by"], "fail_open")
+
+        status, h, raw = self.s.request("GET", "/v1/auth", headers={"X-Tenant": "t"})
+        self.assertEqual(status, 503)
+        self.assertEqual(h["retry-after"], "1")
+        self.assertEqual(h["content-type"], "application/problem+json")
+        self.assertEqual(json.loads(raw)["reason"], "store_unavailable")
+
+        # local: 10 divided among 5 instances is 2 here.
+        results = [self.s.check({"account": "a"})[0] for _ in range(3)]
+        self.assertEqual(results, [200, 200, 429])
+        self.assertEqual(self.s.request("GET", "/readyz")[0], 503)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="open",mode="allow"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="closed",mode="deny"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="alone",mode="local"}'), 3)
+        self.assertEqual(self.s.metric("caudal_store_degraded"), 1)
+
+        self.heal_store()
+        wait_until(lambda: self.s.check({"tenant": "t"})[0] == 200, "the store to answer again")
+        status, h, body = self.s.check({"api_key": "k"})
+        self.assertNotIn("caudal-degraded", h)
+        # The fail-open request cost nothing (a killed Redis without persistence forgot the first).
+        self.assertEqual(body["policies"][0]["remaining"], self.remaining_after_recovery)
+        log = self.s.log()
+        self.assertEqual(log.count("deciding by failure mode: open=allow, closed=deny, alone=local"), 1, log)
+        self.assertEqual(log.count("answers again"), 1, log)
+
+
+class WithRedis(unittest.TestCase, FailureModes):
+    def setUp(self):
+        self.redis = Redis()
+        self.s = Serve("store: {url: %s, timeout: 50ms, instances: 5}\n" % self.redis.url + POLICIES,
+                       test_hooks=False)
+
+    def tearDown(self):
+        self.s.close()
+        self.redis.close()
+
+    remaining_after_recovery = 9
+
+    def fail_store(self):
+        self.redis.stop()
+
+    def heal_store(self):
+        self.redis.start()
+
+    def test_modes_with_redis_killed_and_restarted(self):
+        self.assert_modes_while_down()
+
+
+class WithFailingMemoryStore(unittest.TestCase, FailureModes):
+    def setUp(self):
+        self.s = Serve("store: {instances: 5}\n" + POLICIES)
+
+    def tearDown(self):
+        self.s.close()
+
+    remaining_after_recovery = 8
+
+    def fail_store(self):
+        self.assertEqual(self.s.request("POST", "/debug/store/fail")[0], 200)
+
+    def heal_store(self):
+        self.assertEqual(self.s.request("POST", "/debug/store/recover")[0], 200)
+
+    def test_modes_with_the_store_failing_on_demand(self):
+        self.assert_modes_while_down()
+
+
+if __name__ == "__main__":
+    unittest.main()
