@@ -217,6 +217,7 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
     r.headers.emplace_back("RateLimit", std::move(h->state));
   }
   if (result.degraded) r.headers.emplace_back("Caudal-Degraded", "store_unavailable");
+  if (endpoint == Endpoint::kAuth && result.outcome == Outcome::kAllowed) return r;  // hot path
   json::array violated;
   for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->policy->spec.name));
   json::object body;
@@ -248,7 +249,6 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
       body["violated_policies"] = violated;
       break;
   }
-  if (endpoint == Endpoint::kAuth && r.status == 200) return r;  // headers carry everything
   if (endpoint == Endpoint::kCheck) {
     body["allowed"] = result.allowed();
     body["outcome"] = OutcomeName(result.outcome);
