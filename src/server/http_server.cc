@@ -149,6 +149,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Handle() {
     const auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
+    http10_ = req.version() == 10;
+    head_ = req.method() == http::verb::head;
     routes::Request r{.method = Sv(req.method_string()),
                       .target = Sv(req.target()),
                       .body = req.body(),
@@ -190,24 +192,37 @@ class Session : public std::enable_shared_from_this<Session> {
     Send(std::move(reply), !keep_alive_);
   }
 
+  // The response is small and fully known, so it is written as one buffer, skipping Beast's
+  // general serializer (its buffer machinery cost more than the rest of a decision).
   void Send(http_api::Reply reply, bool close) {
     if (closed_) return;
     server_.deps.metrics.CountHttpResponse(reply.status);
-    res_ = {};
-    res_.version(11);
-    res_.result(static_cast<unsigned>(reply.status));
-    for (auto& [name, value] : reply.headers) res_.set(name, value);
-    if (!reply.content_type.empty()) res_.set(http::field::content_type, reply.content_type);
-    res_.body() = std::move(reply.body);
-    res_.keep_alive(!close);
-    res_.prepare_payload();
+    const auto status = static_cast<http::status>(reply.status);
+    out_.clear();
+    out_.append(http10_ ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(reply.status));
+    out_.append(" ").append(Sv(http::obsolete_reason(status))).append("\r\n");
+    for (const auto& [name, value] : reply.headers) {
+      out_.append(name).append(": ").append(value).append("\r\n");
+    }
+    if (!reply.content_type.empty()) {
+      out_.append("Content-Type: ").append(reply.content_type).append("\r\n");
+    }
+    out_.append("Content-Length: ").append(std::to_string(reply.body.size())).append("\r\n");
+    if (close) {
+      out_.append("Connection: close\r\n");
+    } else if (http10_) {
+      out_.append("Connection: keep-alive\r\n");
+    }
+    out_.append("\r\n");
+    if (!head_) out_.append(reply.body);
     close_after_write_ = close;
     SetDeadline(server_.options.body_timeout);
-    http::async_write(socket_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec || self->close_after_write_) return self->Close();
-      self->first_ = false;
-      self->ReadHeader();
-    });
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec || self->close_after_write_) return self->Close();
+                       self->first_ = false;
+                       self->ReadHeader();
+                     });
   }
 
   void Close() {
@@ -225,10 +240,12 @@ class Session : public std::enable_shared_from_this<Session> {
   SteadyTime deadline_ = SteadyTime::max();
   beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
   std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> res_;
+  std::string out_;  // the response being written
   IpAddress peer_;
   bool first_ = true;
   bool keep_alive_ = true;
+  bool http10_ = false;
+  bool head_ = false;
   bool close_after_write_ = false;
   bool closed_ = false;
 };
