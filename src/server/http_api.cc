@@ -212,6 +212,7 @@ std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result) {
 
 Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
   Reply r;
+  r.headers.reserve(5);
   if (auto h = RateLimitFields(result)) {
     r.headers.emplace_back("RateLimit-Policy", std::move(h->policy));
     r.headers.emplace_back("RateLimit", std::move(h->state));
