@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build run test test-asan bench fuzz format clean
+.PHONY: deps build run simulate test test-asan bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -16,6 +16,10 @@ build: deps
 
 run: build
 	./scripts/run-demo $(BUILD_DIR)/caudal
+
+# Every algorithm against the fixed window's worst case: a table, and a chart in build/.
+simulate: build
+	./scripts/simulate-demo $(BUILD_DIR)/caudal
 
 test: build
 	ctest --test-dir $(BUILD_DIR) -j $(JOBS) --output-on-failure --timeout 300

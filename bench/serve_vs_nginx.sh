@@ -7,9 +7,12 @@
 # empty_gif behind limit_req (a `return` would answer before limit_req runs); the script first
 # checks that nginx really answers 429 on a low rate, and that caudal does too.
 #
-# Usage: bench/serve_vs_nginx.sh [build/caudal] [seconds per round=5] [connections=64] [rounds=5]
+# Usage: bench/serve_vs_nginx.sh [build/caudal | build] [seconds per round=5] [connections=64]
+#                                [rounds=5]      (bench/run-all runs it as bench/serve-bench)
 set -euo pipefail
-bin="$(realpath "${1:-build/caudal}")"
+bin="${1:-build/caudal}"
+[ -d "$bin" ] && bin="$bin/caudal"  # a build directory (as bench/run-all passes) or the binary
+bin="$(realpath "$bin")"
 secs="${2:-5}"
 conns="${3:-64}"
 rounds="${4:-5}"

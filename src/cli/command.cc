@@ -17,9 +17,9 @@ std::vector<CommandInfo>& Registry() {
 
 bool RegisterCommand(CommandInfo info) {
   auto& commands = Registry();
-  const auto at = std::lower_bound(
-      commands.begin(), commands.end(), info.name,
-      [](const CommandInfo& c, std::string_view name) { return c.name < name; });
+  const auto at =
+      std::lower_bound(commands.begin(), commands.end(), info.name,
+                       [](const CommandInfo& c, std::string_view name) { return c.name < name; });
   commands.insert(at, std::move(info));
   return true;
 }

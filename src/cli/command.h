@@ -13,13 +13,12 @@
 // write to the streams they are given (never to std::cout directly), so tests can capture them.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <span>
 #include <string_view>
-
-#include <CLI/CLI.hpp>
 
 #include "caudal/clock.h"
 
@@ -62,8 +61,8 @@ int UsageError(Env& env, std::string_view command, std::string_view message);
 
 }  // namespace caudal::cli
 
-#define CAUDAL_REGISTER_COMMAND(Type, name, summary)                            \
-  namespace {                                                                   \
-  [[maybe_unused]] const bool caudal_registered_##Type = ::caudal::cli::RegisterCommand( \
+#define CAUDAL_REGISTER_COMMAND(Type, name, summary)                                        \
+  namespace {                                                                               \
+  [[maybe_unused]] const bool caudal_registered_##Type = ::caudal::cli::RegisterCommand(    \
       {name, summary, [] { return std::unique_ptr<::caudal::cli::Command>(new Type()); }}); \
   }

@@ -1,11 +1,10 @@
 // caudal: the command-line entry point. A dispatcher only: each subcommand lives in its own
 // *_command.cc and registers itself (see command.h).
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <string_view>
-
-#include <CLI/CLI.hpp>
 
 #include "cli/command.h"
 
@@ -15,8 +14,9 @@ namespace {
 std::string Usage() {
   std::string u = "Usage: caudal <command> [flags]\n\nCommands:\n";
   for (const CommandInfo& c : RegisteredCommands()) {
-    u += "  " + std::string(c.name) + std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') +
-         std::string(c.summary) + "\n";
+    u += "  " + std::string(c.name) +
+         std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') + std::string(c.summary) +
+         "\n";
   }
   u += "\nRun 'caudal <command> --help' for a command's flags.\n";
   return u;

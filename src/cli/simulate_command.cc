@@ -1,4 +1,5 @@
 // `caudal simulate`: every algorithm over the same traffic, side by side (see README, "CLI").
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -39,18 +40,19 @@ std::string HumanSpan(Micros d) {
 class SimulateCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
-    app.add_option("--limit", limit_, "N/W: the window algorithms' limit per window W, and the "
-                                      "buckets' refill rate (e.g. 100/1m)")
+    app.add_option("--limit", limit_,
+                   "N/W: the window algorithms' limit per window W, and the "
+                   "buckets' refill rate (e.g. 100/1m)")
         ->type_name("N/W")
         ->required();
     app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)")
         ->type_name("B");
     auto* pattern = app.add_option("--pattern", pattern_,
                                    "synthetic traffic: boundary-burst, steady, poisson or on-off")
-                       ->type_name("NAME");
+                        ->type_name("NAME");
     auto* trace = app.add_option("--trace", trace_,
                                  "replay a CSV file of timestamp_ms[,key[,cost]] rows instead")
-                     ->type_name("FILE");
+                      ->type_name("FILE");
     trace->excludes(pattern);
     app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
         ->type_name("N/W")
@@ -95,7 +97,13 @@ class SimulateCommand final : public Command {
               << " refilled at " << FormatRate(*limit) << " (token_bucket, gcra)\n\n"
               << simulate::RenderTable(*sim);
     }
-    if (svg_) return WriteSvg(env, *sim, described + "; " + settings, format_ == "table");
+    if (svg_) {
+      const bool unit_costs = std::all_of(traffic->requests.begin(), traffic->requests.end(),
+                                          [](const simulate::Request& r) { return r.cost == 1; });
+      const simulate::ChartText text{.title = described + "; " + settings,
+                                     .y_unit = unit_costs ? "requests" : "units of cost"};
+      return WriteSvg(env, *sim, text, format_ == "table");
+    }
     return kExitOk;
   }
 
@@ -136,10 +144,10 @@ class SimulateCommand final : public Command {
     return Status::InvalidArgument(std::string(flag) + ": " + s.message());
   }
 
-  int WriteSvg(Env& env, const simulate::Simulation& sim, const std::string& title,
+  int WriteSvg(Env& env, const simulate::Simulation& sim, const simulate::ChartText& text,
                bool announce) {
     std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
-    file << simulate::RenderSvg(sim, {.title = title});
+    file << simulate::RenderSvg(sim, text);
     file.close();
     if (!file) {
       env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";

@@ -157,7 +157,10 @@ class ShardLocks {
  public:
   ShardLocks(Shard* shards, std::span<const Pending> pending) : shards_(shards) {
     for (const Pending& p : pending) ids_[n_++] = p.shard;
-    std::sort(ids_.begin(), ids_.begin() + n_);
+    // Insertion sort: n_ is tiny (usually 1) and at most kMaxEntriesPerRequest.
+    for (size_t i = 1; i < n_; ++i) {
+      for (size_t j = i; j > 0 && ids_[j - 1] > ids_[j]; --j) std::swap(ids_[j - 1], ids_[j]);
+    }
     n_ = static_cast<size_t>(std::unique(ids_.begin(), ids_.begin() + n_) - ids_.begin());
     for (size_t i = 0; i < n_; ++i) shards_[ids_[i]].mu.lock();
   }
@@ -183,8 +186,9 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   PendingArray storage;
   Pending* pending = storage.items;
   for (size_t i = 0; i < n; ++i) {
-    new (&pending[i]) Pending{};
+    new (&pending[i]) Pending;  // default-initialized: no zeroing pass on the hot path
     impl_->Fingerprint(entries[i], pending[i]);
+    impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
   }
 
   StoreResponse response;

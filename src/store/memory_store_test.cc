@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <barrier>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +132,58 @@ TEST_F(MemoryStoreTest, BytesPerKeyStayCompact) {
   // A slot is 36 bytes (fingerprint, state, fresh time) at a load of at most 7/8.
   EXPECT_GE(bytes_per_key, 36.0);
   EXPECT_LE(bytes_per_key, 48.0);
+}
+
+TEST_F(MemoryStoreTest, OutOfRangeOptionsAreClamped) {
+  MemoryStore none(clock_, {.max_keys = 0, .shards = 0});  // at least one key, one shard
+  const Limit limit = Bucket(2, {1, hours(1)});
+  EXPECT_TRUE(DecideOne(none, "a", limit, 1).ok());
+  EXPECT_EQ(DecideOne(none, "b", limit, 1).status().code(), StatusCode::kResourceExhausted);
+  MemoryStore many(clock_, {.max_keys = 100, .shards = size_t{1} << 40});
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(DecideOne(many, Name("k", i), limit, 1).ok()) << i;
+  EXPECT_EQ(many.Size(), 100u);  // small tables use one shard: the bound is exact
+  EXPECT_EQ(DecideOne(many, "one-more", limit, 1).status().code(), StatusCode::kResourceExhausted);
+}
+
+// Keys come and go while time moves: each round brings 3000 new keys, more than the table could
+// hold over two rounds, so it must keep reclaiming the previous round's (now fresh) entries,
+// while both threads insert at once. It never refuses, never exceeds its bound, and every
+// key stays exact.
+TEST_F(MemoryStoreTest, ChurnUnderConcurrencyStaysBoundedAndExact) {
+  constexpr size_t kMaxKeys = 4096;
+  constexpr int kRounds = 20;
+  MemoryStore store(clock_, {.max_keys = kMaxKeys, .shards = 4});
+  const Limit limit = Window(Algorithm::kFixedWindow, 2, seconds(1));
+  std::atomic<int> exhausted{0};
+  std::atomic<int> wrong{0};
+  std::atomic<size_t> largest{0};
+  // Between rounds, time moves past every window of the round.
+  std::barrier round_done(2, [&]() noexcept {
+    largest = std::max(largest.load(), store.Size());
+    clock_.Advance(std::chrono::milliseconds(1500));
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        for (int k = 0; k < 1500; ++k) {
+          const std::string key = Name("r", round) + Name("/t", t) + Name("/", k);
+          const Result<StoreResponse> r = DecideOne(store, key, limit, 1);
+          if (!r.ok()) {
+            exhausted.fetch_add(1);
+          } else if (r->decisions[0].remaining != 1) {
+            wrong.fetch_add(1);  // a new key's first request leaves exactly one
+          }
+        }
+        round_done.arrive_and_wait();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(exhausted.load(), 0);
+  EXPECT_LE(largest.load(), kMaxKeys);
+  EXPECT_GE(largest.load(), 3000u);
 }
 
 TEST_F(MemoryStoreTest, AKeyUsedWithAnotherAlgorithmGetsItsOwnState) {

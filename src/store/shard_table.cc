@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 namespace caudal {
 namespace {
@@ -15,11 +16,22 @@ ShardTable::ShardTable(size_t max_keys) : max_keys_(std::max<size_t>(max_keys, 1
   while (MaxLoad(max_slots_) < max_keys_) ++max_slots_;
 }
 
-size_t ShardTable::Home(uint64_t fp) const {
-  // Lemire's multiply-shift maps 32 uniform bits onto [0, slots) without a division, so the
-  // table can have any size, not only powers of two.
-  return static_cast<size_t>((static_cast<uint64_t>(static_cast<uint32_t>(fp >> 1)) *
-                              slots_.size()) >> 32);
+ShardTable::ShardTable(ShardTable&& other) noexcept { *this = std::move(other); }
+
+ShardTable& ShardTable::operator=(ShardTable&& other) noexcept {
+  max_keys_ = other.max_keys_;
+  max_slots_ = other.max_slots_;
+  size_ = std::exchange(other.size_, 0);
+  earliest_fresh_ = other.earliest_fresh_;
+  slots_ = std::move(other.slots_);
+  logs_ = std::move(other.logs_);
+  free_logs_ = std::move(other.free_logs_);
+  hint_base_ = reinterpret_cast<uintptr_t>(slots_.data());
+  hint_slots_ = slots_.size();
+  other.slots_.clear();
+  other.hint_base_ = 0;
+  other.hint_slots_ = 0;
+  return *this;
 }
 
 ShardTable::Slot* ShardTable::Find(uint64_t fp) {
@@ -88,6 +100,8 @@ bool ShardTable::MakeRoom(size_t needed, FreshTick now) {
 void ShardTable::Rebuild(size_t slots, FreshTick now) {
   std::vector<Slot> old(slots, Slot{});
   old.swap(slots_);
+  hint_base_.store(reinterpret_cast<uintptr_t>(slots_.data()), std::memory_order_relaxed);
+  hint_slots_.store(slots_.size(), std::memory_order_relaxed);
   size_ = 0;
   earliest_fresh_ = kNeverFresh;
   for (const Slot& s : old) {

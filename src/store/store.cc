@@ -19,22 +19,23 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                    std::to_string(kMaxEntriesPerRequest) + " entries (got " +
                                    std::to_string(entries.size()) + ")");
   }
+  // The messages are built only on failure: this runs on every decision.
+  auto where = [](size_t i) { return "entry " + std::to_string(i) + ": "; };
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
-    const std::string where = "entry " + std::to_string(i) + ": ";
-    if (e.key.empty()) return Status::InvalidArgument(where + "empty key");
+    if (e.key.empty()) return Status::InvalidArgument(where(i) + "empty key");
     if (e.key.size() > kMaxKeyLength) {
-      return Status::InvalidArgument(where + "key longer than " + std::to_string(kMaxKeyLength) +
-                                     " bytes");
+      return Status::InvalidArgument(where(i) + "key longer than " +
+                                     std::to_string(kMaxKeyLength) + " bytes");
     }
-    if (e.limit == nullptr) return Status::InvalidArgument(where + "no limit");
+    if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
     if (e.cost < 0 || e.cost > kMaxCost) {
-      return Status::InvalidArgument(where + "cost must be between 0 and 2^40 (got " +
+      return Status::InvalidArgument(where(i) + "cost must be between 0 and 2^40 (got " +
                                      std::to_string(e.cost) + ")");
     }
     for (size_t j = 0; j < i; ++j) {
       if (entries[j].key == e.key) {
-        return Status::InvalidArgument(where + "duplicate key \"" + std::string(e.key) + "\"");
+        return Status::InvalidArgument(where(i) + "duplicate key \"" + std::string(e.key) + "\"");
       }
     }
   }

@@ -75,7 +75,8 @@ TEST(Simulate, BadFlagsNameTheFlagAndExit2) {
       {{"--limit", "100/1m", "--burst", "many", "--pattern", "steady"}, "--burst"},
       {{"--limit", "100/1m", "--pattern", "zigzag"}, "--pattern: unknown pattern \"zigzag\""},
       {{"--limit", "100/1m", "--pattern", "steady", "--rate", "fast"}, "--rate: rate \"fast\""},
-      {{"--limit", "100/1m", "--pattern", "steady", "--duration", "10"}, "--duration: duration \"10\""},
+      {{"--limit", "100/1m", "--pattern", "steady", "--duration", "10"},
+       "--duration: duration \"10\""},
       {{"--limit", "100/1m", "--pattern", "steady", "--format", "xml"}, "--format: \"xml\""},
       {{"--limit", "100/1m"}, "one of --pattern or --trace is required"},
       {{"--limit", "100/1m", "--trace", "t.csv", "--pattern", "steady"}, "--trace"},
@@ -124,8 +125,8 @@ TEST(Simulate, BoundaryBurstShowsTheFixedWindowFlawAndTheBucketBound) {
   }
   for (const auto& [name, r] : runs) {
     EXPECT_EQ(Field(r, "admitted") + Field(r, "rejected"), Field(r, "offered")) << name;
-    EXPECT_EQ(r.at("within_bound").as_bool(),
-              Field(r, "max_in_window") <= Field(r, "bound")) << name;
+    EXPECT_EQ(r.at("within_bound").as_bool(), Field(r, "max_in_window") <= Field(r, "bound"))
+        << name;
   }
 }
 
@@ -143,11 +144,17 @@ TEST(Simulate, TraceWithKeysAndCosts) {
   EXPECT_LE(Field(runs["token_bucket"], "max_in_window"), 30);
   EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), 20);
   EXPECT_EQ(Field(runs["token_bucket"], "admitted"), Field(runs["gcra"], "admitted"));
+
+  const std::string svg = TempPath("trace.svg");
+  const Outcome o = RunCaudal({"simulate", "--limit", "20/1s", "--trace", path, "--svg", svg});
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("400 requests over 14.8 s (2 keys)"));
+  EXPECT_THAT(ReadFile(svg), HasSubstr("admitted in the trailing 1s (units of cost)"));
 }
 
 TEST(Simulate, SeedMakesPoissonReproducible) {
-  const std::vector<std::string> base = {"--limit", "50/10s", "--pattern", "poisson",
-                                         "--rate", "9/1s", "--duration", "5m"};
+  const std::vector<std::string> base = {"--limit", "50/10s", "--pattern",  "poisson",
+                                         "--rate",  "9/1s",   "--duration", "5m"};
   auto with_seed = [&](const char* seed) {
     std::vector<std::string> args = {"simulate"};
     args.insert(args.end(), base.begin(), base.end());
@@ -171,15 +178,16 @@ TEST(Simulate, TableAndSvg) {
   EXPECT_THAT(chart, StartsWith("<?xml"));
   EXPECT_THAT(chart, HasSubstr("</svg>"));
   size_t lines = 0;
-  for (size_t p = chart.find("<polyline"); p != std::string::npos; p = chart.find("<polyline", p + 1)) {
+  for (size_t p = chart.find("<polyline"); p != std::string::npos;
+       p = chart.find("<polyline", p + 1)) {
     ++lines;
   }
   EXPECT_EQ(lines, 5u);
 }
 
 TEST(Simulate, UnwritableSvgIsAFailure) {
-  const Outcome o = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "steady",
-                               "--svg", "/nonexistent/dir/chart.svg"});
+  const Outcome o = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "steady", "--svg",
+                               "/nonexistent/dir/chart.svg"});
   EXPECT_EQ(o.exit_code, 1);
   EXPECT_THAT(o.err, HasSubstr("--svg: cannot write /nonexistent/dir/chart.svg"));
 }

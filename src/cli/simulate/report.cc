@@ -8,9 +8,13 @@
 namespace caudal::simulate {
 namespace {
 
-std::string Ratio(int64_t num, int64_t den) {
+// How far above its bound a maximum went: "OVER 2.00x", or "OVER by 1" when the ratio would
+// print as 1.00.
+std::string Excess(int64_t max, int64_t bound) {
+  const double r = static_cast<double>(max) / static_cast<double>(bound);
+  if (r < 1.005) return "OVER by " + std::to_string(max - bound);
   std::array<char, 32> buf{};
-  std::snprintf(buf.data(), buf.size(), "%.2f", static_cast<double>(num) / static_cast<double>(den));
+  std::snprintf(buf.data(), buf.size(), "OVER %.2fx", r);
   return buf.data();
 }
 
@@ -27,15 +31,19 @@ void AppendCell(std::string& out, const std::string& text, size_t width, bool le
 }  // namespace
 
 std::string RenderTable(const Simulation& sim) {
-  const std::vector<Column> columns = {
-      {"algorithm", true}, {"offered"}, {"admitted"}, {"rejected"},
-      {"max in " + FormatDuration(sim.window)}, {"bound"}, {"", true}};
+  const std::vector<Column> columns = {{"algorithm", true},
+                                       {"offered"},
+                                       {"admitted"},
+                                       {"rejected"},
+                                       {"max in " + FormatDuration(sim.window)},
+                                       {"bound"},
+                                       {"", true}};
   std::vector<std::vector<std::string>> rows;
   for (const AlgorithmRun& r : sim.runs) {
     rows.push_back({std::string(AlgorithmName(r.algorithm)), std::to_string(r.offered),
                     std::to_string(r.admitted), std::to_string(r.rejected),
                     std::to_string(r.max_in_window), std::to_string(r.bound),
-                    r.within_bound() ? "ok" : "OVER " + Ratio(r.max_in_window, r.bound) + "x"});
+                    r.within_bound() ? "ok" : Excess(r.max_in_window, r.bound)});
   }
   std::vector<size_t> widths;
   for (const Column& c : columns) widths.push_back(c.header.size());
@@ -86,11 +94,21 @@ std::string JsonQuote(std::string_view s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           std::array<char, 8> buf{};

@@ -11,7 +11,8 @@ namespace caudal::simulate {
 
 // A fixed-width table, one row per algorithm, then one line per skipped algorithm and a short
 // legend. Columns: algorithm, offered, admitted, rejected, "max in <W>", bound, and whether the
-// maximum stayed within the bound ("ok", or "OVER 2.00x").
+// maximum stayed within the bound ("ok", "OVER 2.00x", or "OVER by 1" when the ratio rounds
+// to 1.00).
 std::string RenderTable(const Simulation& sim);
 
 // A JSON array, one object per algorithm run, in table order:

@@ -16,10 +16,20 @@ Simulation Sample() {
   Simulation sim;
   sim.window = minutes(1);
   sim.runs = {
-      {.algorithm = Algorithm::kFixedWindow, .offered = 2200, .admitted = 1100, .rejected = 1100,
-       .max_in_window = 200, .bound = 100, .series = {}},
-      {.algorithm = Algorithm::kTokenBucket, .offered = 2200, .admitted = 1050, .rejected = 1150,
-       .max_in_window = 199, .bound = 200, .series = {}},
+      {.algorithm = Algorithm::kFixedWindow,
+       .offered = 2200,
+       .admitted = 1100,
+       .rejected = 1100,
+       .max_in_window = 200,
+       .bound = 100,
+       .series = {}},
+      {.algorithm = Algorithm::kTokenBucket,
+       .offered = 2200,
+       .admitted = 1050,
+       .rejected = 1150,
+       .max_in_window = 199,
+       .bound = 200,
+       .series = {}},
   };
   sim.skipped = {"sliding_window_log: too big"};
   return sim;
@@ -35,6 +45,19 @@ TEST(Report, TableHasOneAlignedRowPerAlgorithm) {
   const size_t header_end = table.find("bound") + 5;
   const size_t row = table.find("fixed_window");
   EXPECT_EQ(table.substr(row + header_end - 3, 3), "100");
+}
+
+TEST(Report, ASlightExcessIsNotPrintedAsOneTimesTheBound) {
+  Simulation sim = Sample();
+  sim.runs[0].max_in_window = 1001;
+  sim.runs[0].bound = 1000;
+  EXPECT_THAT(RenderTable(sim), HasSubstr("OVER by 1\n"));
+  sim.runs[0].max_in_window = 100001;
+  sim.runs[0].bound = 100000;
+  EXPECT_THAT(RenderTable(sim), HasSubstr("OVER by 1\n"));
+  sim.runs[0].max_in_window = 101;
+  sim.runs[0].bound = 100;
+  EXPECT_THAT(RenderTable(sim), HasSubstr("OVER 1.01x\n"));
 }
 
 TEST(Report, JsonIsAnArrayOfOneObjectPerAlgorithm) {

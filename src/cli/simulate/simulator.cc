@@ -85,8 +85,8 @@ class SeriesRecorder {
 AlgorithmRun Run(const Limit& limit, const Traffic& traffic, const Simulation& sim) {
   AlgorithmRun run;
   run.algorithm = limit.algorithm();
-  run.bound = IsWindowAlgorithm(run.algorithm) ? limit.capacity()
-                                               : limit.capacity() + limit.rate().count;
+  run.bound =
+      IsWindowAlgorithm(run.algorithm) ? limit.capacity() : limit.capacity() + limit.rate().count;
   Decider decider(limit, traffic.keys.size());
   WindowTracker tracker(sim.window, traffic.keys.size());
   SeriesRecorder series(sim.series_times, run.series);
@@ -126,8 +126,7 @@ Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& opt
   if (Status s = ValidateLimit(options.limit); !s.ok()) return s;
   if (Status s = ValidateBurst(options.burst, options.limit); !s.ok()) return s;
   if (options.chart_points > kMaxChartPoints) {
-    return Status::InvalidArgument("at most " + std::to_string(kMaxChartPoints) +
-                                   " chart points");
+    return Status::InvalidArgument("at most " + std::to_string(kMaxChartPoints) + " chart points");
   }
   Simulation sim;
   sim.window = options.limit.period;

@@ -28,8 +28,10 @@ Simulation Sim(const Traffic& t, SimulationOptions o) {
 }
 
 Traffic BoundaryBurst() {
-  return *Generate({.pattern = Pattern::kBoundaryBurst, .limit = kLimit,
-                    .rate = {200, minutes(1)}, .duration = minutes(10)});
+  return *Generate({.pattern = Pattern::kBoundaryBurst,
+                    .limit = kLimit,
+                    .rate = {200, minutes(1)},
+                    .duration = minutes(10)});
 }
 
 TEST(Simulator, BoundaryBurstDoublesTheFixedWindowAndKeepsTheBucketsBounded) {
@@ -55,8 +57,11 @@ TEST(Simulator, BoundaryBurstDoublesTheFixedWindowAndKeepsTheBucketsBounded) {
 
 TEST(Simulator, TokenBucketAndGcraAgreeOnEveryPattern) {
   for (Pattern p : kAllPatterns) {
-    const Traffic t = *Generate({.pattern = p, .limit = kLimit, .rate = {170, minutes(1)},
-                                 .duration = minutes(7), .seed = 5});
+    const Traffic t = *Generate({.pattern = p,
+                                 .limit = kLimit,
+                                 .rate = {170, minutes(1)},
+                                 .duration = minutes(7),
+                                 .seed = 5});
     const Simulation sim = Sim(t, {.limit = kLimit, .burst = 30, .chart_points = 50});
     const AlgorithmRun& tb = RunOf(sim, Algorithm::kTokenBucket);
     const AlgorithmRun& gcra = RunOf(sim, Algorithm::kGcra);
@@ -70,8 +75,11 @@ TEST(Simulator, TokenBucketAndGcraAgreeOnEveryPattern) {
 }
 
 TEST(Simulator, SeriesPeakIsTheMaxInWindow) {
-  const Traffic t = *Generate({.pattern = Pattern::kPoisson, .limit = kLimit,
-                               .rate = {300, minutes(1)}, .duration = minutes(10), .seed = 3});
+  const Traffic t = *Generate({.pattern = Pattern::kPoisson,
+                               .limit = kLimit,
+                               .rate = {300, minutes(1)},
+                               .duration = minutes(10),
+                               .seed = 3});
   const Simulation sim = Sim(t, {.limit = kLimit, .burst = 100, .chart_points = 120});
   ASSERT_EQ(sim.series_times.size(), 120u);
   EXPECT_EQ(sim.series_times.back(), sim.end);
@@ -98,7 +106,8 @@ TEST(Simulator, SeriesShowsTheFixedWindowJumpAtTheBoundary) {
 TEST(Simulator, KeysHaveTheirOwnState) {
   Traffic t;
   t.keys = {"a", "b"};
-  for (int i = 0; i < 20; ++i) t.requests.push_back({.at_us = i, .key = static_cast<uint32_t>(i % 2)});
+  for (int i = 0; i < 20; ++i)
+    t.requests.push_back({.at_us = i, .key = static_cast<uint32_t>(i % 2)});
   t.end = Micros(19);
   const Simulation sim = Sim(t, {.limit = {10, seconds(1)}, .burst = 10});
   for (const AlgorithmRun& r : sim.runs) {
@@ -110,8 +119,10 @@ TEST(Simulator, KeysHaveTheirOwnState) {
 TEST(Simulator, CostsCountInUnitsAndOversizedRequestsNeverPass) {
   Traffic t;
   t.keys = {"k"};
-  t.requests = {{.at_us = 0, .key = 0, .cost = 4}, {.at_us = 1, .key = 0, .cost = 11},
-                {.at_us = 2, .key = 0, .cost = 0}, {.at_us = 3, .key = 0, .cost = 6}};
+  t.requests = {{.at_us = 0, .key = 0, .cost = 4},
+                {.at_us = 1, .key = 0, .cost = 11},
+                {.at_us = 2, .key = 0, .cost = 0},
+                {.at_us = 3, .key = 0, .cost = 6}};
   t.end = Micros(3);
   const Simulation sim = Sim(t, {.limit = {10, seconds(1)}, .burst = 10});
   for (const AlgorithmRun& r : sim.runs) {
@@ -123,8 +134,10 @@ TEST(Simulator, CostsCountInUnitsAndOversizedRequestsNeverPass) {
 
 TEST(Simulator, SkipsTheLogAboveItsCap) {
   const Rate big{kMaxLogLimit + 1, seconds(1)};
-  const Traffic t = *Generate({.pattern = Pattern::kSteady, .limit = big,
-                               .rate = {100, seconds(1)}, .duration = seconds(2)});
+  const Traffic t = *Generate({.pattern = Pattern::kSteady,
+                               .limit = big,
+                               .rate = {100, seconds(1)},
+                               .duration = seconds(2)});
   const Simulation sim = Sim(t, {.limit = big, .burst = 5});
   EXPECT_EQ(sim.runs.size(), 4u);
   ASSERT_EQ(sim.skipped.size(), 1u);
@@ -139,7 +152,8 @@ TEST(Simulator, RefusesInvalidLimits) {
   t.keys = {"k"};
   t.requests = {{.at_us = 0}};
   EXPECT_FALSE(Simulate(t, {.limit = kLimit, .burst = 0}).ok());
-  EXPECT_FALSE(Simulate(t, {.limit = kLimit, .burst = 1, .chart_points = kMaxChartPoints + 1}).ok());
+  EXPECT_FALSE(
+      Simulate(t, {.limit = kLimit, .burst = 1, .chart_points = kMaxChartPoints + 1}).ok());
 }
 
 }  // namespace

@@ -23,11 +23,16 @@ struct Style {
 
 Style StyleFor(Algorithm a) {
   switch (a) {
-    case Algorithm::kFixedWindow: return {"#d62728", "7", ""};
-    case Algorithm::kSlidingWindowLog: return {"#1f77b4", "5.5", ""};
-    case Algorithm::kSlidingWindowCounter: return {"#9467bd", "4", ""};
-    case Algorithm::kTokenBucket: return {"#2ca02c", "2.5", ""};
-    case Algorithm::kGcra: return {"#ff7f0e", "1.5", "6 4"};
+    case Algorithm::kFixedWindow:
+      return {"#d62728", "7", ""};
+    case Algorithm::kSlidingWindowLog:
+      return {"#1f77b4", "5.5", ""};
+    case Algorithm::kSlidingWindowCounter:
+      return {"#9467bd", "4", ""};
+    case Algorithm::kTokenBucket:
+      return {"#2ca02c", "2.5", ""};
+    case Algorithm::kGcra:
+      return {"#ff7f0e", "1.5", "6 4"};
   }
   return {"#000000", "1", ""};
 }
@@ -112,7 +117,9 @@ void Bound(std::string& out, const Scale& sc, int64_t value, std::string_view la
   Line(out, kLeft, sc.Y(value), kRight, sc.Y(value),
        "class=\"bound\" stroke=\"#444444\" stroke-width=\"1.5\" stroke-dasharray=\"" +
            std::string(dash) + "\"");
-  Text(out, kRight - 4, sc.Y(value) - 5, "end", label, " fill=\"#444444\"");
+  // Drawn after the series, with a white halo, so the data never hides the label.
+  Text(out, kRight - 4, sc.Y(value) - 6, "end", label,
+       " fill=\"#222222\" stroke=\"#ffffff\" stroke-width=\"4\" paint-order=\"stroke\"");
 }
 
 void Series(std::string& out, const Scale& sc, const Simulation& sim, const AlgorithmRun& run) {
@@ -126,9 +133,9 @@ void Series(std::string& out, const Scale& sc, const Simulation& sim, const Algo
     prev_x = x;
   }
   if (!points.empty()) points.pop_back();
-  out += "<polyline class=\"series\" data-algorithm=\"" + std::string(AlgorithmName(run.algorithm)) +
-         "\" fill=\"none\" stroke-linejoin=\"round\" " + StrokeAttrs(st) + " points=\"" + points +
-         "\"/>\n";
+  out += "<polyline class=\"series\" data-algorithm=\"" +
+         std::string(AlgorithmName(run.algorithm)) + "\" fill=\"none\" stroke-linejoin=\"round\" " +
+         StrokeAttrs(st) + " points=\"" + points + "\"/>\n";
 }
 
 void Legend(std::string& out, const Simulation& sim) {
@@ -150,12 +157,23 @@ std::string XmlEscape(std::string_view s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -171,30 +189,29 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text) {
     (IsWindowAlgorithm(r.algorithm) ? limit : bucket_bound) = r.bound;
   }
   const double y_step = NiceStep(static_cast<double>(top) * 1.1 / 6);
-  const Scale sc{.x_min_us = static_cast<double>(sim.start.count()),
-                 .x_span_us = static_cast<double>(std::max<int64_t>(
-                     sim.end.count() - sim.start.count(), 1)),
-                 .y_max = std::ceil(static_cast<double>(top) * 1.1 / y_step) * y_step};
+  const Scale sc{
+      .x_min_us = static_cast<double>(sim.start.count()),
+      .x_span_us = static_cast<double>(std::max<int64_t>(sim.end.count() - sim.start.count(), 1)),
+      .y_max = std::ceil(static_cast<double>(top) * 1.1 / y_step) * y_step};
   const std::string w = FormatDuration(sim.window);
 
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kWidth) +
-         "\" height=\"" + std::to_string(kHeight) + "\" viewBox=\"0 0 " +
-         std::to_string(kWidth) + " " + std::to_string(kHeight) +
-         "\" font-family=\"sans-serif\" font-size=\"13\">\n";
+         "\" height=\"" + std::to_string(kHeight) + "\" viewBox=\"0 0 " + std::to_string(kWidth) +
+         " " + std::to_string(kHeight) + "\" font-family=\"sans-serif\" font-size=\"13\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  Text(out, kLeft, 28, "start", text.title, " class=\"title\" font-size=\"17\" font-weight=\"bold\"");
+  Text(out, kLeft, 28, "start", text.title,
+       " class=\"title\" font-size=\"17\" font-weight=\"bold\"");
   Text(out, kLeft, 50, "start",
        "Most admitted for one key within the trailing " + w + " window, per algorithm",
        " fill=\"#555555\"");
   Axes(out, sc, UnitFor(static_cast<int64_t>(sc.x_span_us)),
        "admitted in the trailing " + w + " (" + text.y_unit + ")");
+  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
   if (limit > 0) Bound(out, sc, limit, "limit " + std::to_string(limit) + " (windows)", "4 4");
   if (bucket_bound > 0) {
-    Bound(out, sc, bucket_bound, "B + r·W = " + std::to_string(bucket_bound) + " (buckets)",
-          "1 3");
+    Bound(out, sc, bucket_bound, "B + r·W = " + std::to_string(bucket_bound) + " (buckets)", "1 3");
   }
-  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
   Legend(out, sim);
   out += "</svg>\n";
   return out;

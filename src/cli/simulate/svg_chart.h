@@ -11,7 +11,7 @@
 namespace caudal::simulate {
 
 struct ChartText {
-  std::string title;               // e.g. "boundary-burst, limit 100/1m, burst 100"
+  std::string title;                // e.g. "boundary-burst, limit 100/1m, burst 100"
   std::string y_unit = "requests";  // what the y values count
 };
 

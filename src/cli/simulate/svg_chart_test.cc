@@ -75,10 +75,20 @@ Simulation Sample() {
   sim.end = minutes(10);
   for (int j = 1; j <= 10; ++j) sim.series_times.push_back(minutes(j));
   sim.runs = {
-      {.algorithm = Algorithm::kFixedWindow, .offered = 1, .admitted = 1, .rejected = 0,
-       .max_in_window = 200, .bound = 100, .series = {0, 200, 100, 100, 100, 100, 100, 100, 100, 100}},
-      {.algorithm = Algorithm::kGcra, .offered = 1, .admitted = 1, .rejected = 0,
-       .max_in_window = 150, .bound = 200, .series = {0, 100, 150, 100, 100, 100, 100, 100, 100, 100}},
+      {.algorithm = Algorithm::kFixedWindow,
+       .offered = 1,
+       .admitted = 1,
+       .rejected = 0,
+       .max_in_window = 200,
+       .bound = 100,
+       .series = {0, 200, 100, 100, 100, 100, 100, 100, 100, 100}},
+      {.algorithm = Algorithm::kGcra,
+       .offered = 1,
+       .admitted = 1,
+       .rejected = 0,
+       .max_in_window = 150,
+       .bound = 200,
+       .series = {0, 100, 150, 100, 100, 100, 100, 100, 100, 100}},
   };
   return sim;
 }
@@ -142,9 +152,7 @@ TEST(SvgChart, HigherValuesAreDrawnHigher) {
   }
 }
 
-TEST(SvgChart, XmlEscape) {
-  EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;");
-}
+TEST(SvgChart, XmlEscape) { EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;"); }
 
 }  // namespace
 }  // namespace caudal::simulate

@@ -15,7 +15,8 @@ namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -113,8 +114,8 @@ Result<Traffic> ParseTraceCsv(std::istream& in, std::string_view name) {
     if (in.bad()) return Status::InvalidArgument(std::string(name) + ": read error");
     const size_t len = in.eof() ? got : got - 1;  // gcount includes the extracted '\n'
     if ((in.fail() && !in.eof()) || len > kMaxTraceLineLength) {  // no newline within the buffer
-      return p.LineError(line, "line longer than " + std::to_string(kMaxTraceLineLength) +
-                                   " bytes");
+      return p.LineError(line,
+                         "line longer than " + std::to_string(kMaxTraceLineLength) + " bytes");
     }
     if (got == 0 && in.eof()) break;
     const std::string_view text = Trim(std::string_view(buf.data(), len));

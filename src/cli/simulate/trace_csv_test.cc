@@ -71,7 +71,8 @@ TEST(TraceCsv, MalformedLinesNameTheFileAndLine) {
   EXPECT_THAT(ErrorOf("1.2345\n"), StartsWith("t.csv:1: timestamp \"1.2345\""));
   EXPECT_THAT(ErrorOf("1.\n"), StartsWith("t.csv:1: timestamp"));
   EXPECT_THAT(ErrorOf("99999999999999999999\n"), StartsWith("t.csv:1: timestamp"));
-  EXPECT_THAT(ErrorOf("# c\n\n1,a,1,extra\n"), StartsWith("t.csv:3: expected timestamp_ms[,key[,cost]]"));
+  EXPECT_THAT(ErrorOf("# c\n\n1,a,1,extra\n"),
+              StartsWith("t.csv:3: expected timestamp_ms[,key[,cost]]"));
   EXPECT_THAT(ErrorOf("1,a,x\n"), StartsWith("t.csv:1: cost \"x\""));
   EXPECT_THAT(ErrorOf("1,a,-1\n"), StartsWith("t.csv:1: cost \"-1\""));
   EXPECT_THAT(ErrorOf("1,a,2000000000000\n"), StartsWith("t.csv:1: cost"));

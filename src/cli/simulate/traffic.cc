@@ -29,8 +29,8 @@ void AppendSteady(int64_t from, int64_t to, const Rate& rate, std::vector<Reques
 }
 
 Status TooMany(Int128 n) {
-  const std::string count = n > Int128{1} << 62 ? "more than 2^62"
-                                                : std::to_string(static_cast<int64_t>(n));
+  const std::string count =
+      n > Int128{1} << 62 ? "more than 2^62" : std::to_string(static_cast<int64_t>(n));
   return Status::InvalidArgument("the traffic would hold " + count + " requests; at most " +
                                  std::to_string(kMaxRequests) +
                                  " are simulated (lower --rate or --duration)");
@@ -92,6 +92,15 @@ Status Validate(const PatternOptions& o) {
     return Status::InvalidArgument("the limit must be a positive count per positive period");
   }
   if (o.duration.count() <= 0) return Status::InvalidArgument("the duration must be positive");
+  if (o.duration > kMaxDuration) {
+    return Status::InvalidArgument("the duration must be at most " + FormatDuration(kMaxDuration) +
+                                   ", got " + FormatDuration(o.duration));
+  }
+  if (o.pattern == Pattern::kOnOff && o.duration.count() / o.limit.period.count() > kMaxRequests) {
+    return Status::InvalidArgument("on-off would run more than " + std::to_string(kMaxRequests) +
+                                   " windows of " + FormatDuration(o.limit.period) +
+                                   "; shorten the duration");
+  }
   if (o.pattern == Pattern::kBoundaryBurst && o.duration < o.limit.period) {
     return Status::InvalidArgument(
         "boundary-burst needs a duration of at least the limit's window (" +
@@ -108,10 +117,14 @@ Status Validate(const PatternOptions& o) {
 
 std::string_view PatternName(Pattern p) {
   switch (p) {
-    case Pattern::kBoundaryBurst: return "boundary-burst";
-    case Pattern::kSteady: return "steady";
-    case Pattern::kPoisson: return "poisson";
-    case Pattern::kOnOff: return "on-off";
+    case Pattern::kBoundaryBurst:
+      return "boundary-burst";
+    case Pattern::kSteady:
+      return "steady";
+    case Pattern::kPoisson:
+      return "poisson";
+    case Pattern::kOnOff:
+      return "on-off";
   }
   return "unknown";
 }

@@ -21,6 +21,9 @@ namespace caudal::simulate {
 // this bounds the traffic to about 240 MB.
 inline constexpr int64_t kMaxRequests = 10'000'000;
 
+// The longest pattern duration (100 years), which keeps every timestamp far from overflow.
+inline constexpr Micros kMaxDuration = std::chrono::hours(24 * 365 * 100);
+
 struct Request {
   int64_t at_us = 0;
   uint32_t key = 0;  // index into Traffic::keys
@@ -62,8 +65,9 @@ struct PatternOptions {
 
 // One key ("client"), cost 1 per request. Traffic spans [0, duration), except boundary-burst,
 // which spans [W/2, W/2 + duration) so that a quiet half window precedes the boundary at W.
-// Errors (kInvalidArgument): a non-positive rate count, period or duration; boundary-burst with
-// a duration shorter than W; more than kMaxRequests requests.
+// Errors (kInvalidArgument): a non-positive rate count, period or duration; a duration above
+// kMaxDuration; boundary-burst with a duration shorter than W; on-off with more than
+// kMaxRequests windows; more than kMaxRequests requests.
 Result<Traffic> Generate(const PatternOptions& options);
 
 }  // namespace caudal::simulate

@@ -15,7 +15,8 @@ using ::testing::HasSubstr;
 constexpr Rate kLimit{.count = 100, .period = minutes(1)};
 
 Traffic Make(Pattern p, Rate rate, Micros duration, uint64_t seed = 1) {
-  auto t = Generate({.pattern = p, .limit = kLimit, .rate = rate, .duration = duration, .seed = seed});
+  auto t =
+      Generate({.pattern = p, .limit = kLimit, .rate = rate, .duration = duration, .seed = seed});
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(*t) : Traffic{};
 }
@@ -91,8 +92,10 @@ TEST(Traffic, BoundaryBurstStraddlesTheFirstWindowBoundary) {
 }
 
 TEST(Traffic, BoundaryBurstNeedsAtLeastOneWindow) {
-  auto t = Generate({.pattern = Pattern::kBoundaryBurst, .limit = kLimit,
-                     .rate = {200, minutes(1)}, .duration = seconds(30)});
+  auto t = Generate({.pattern = Pattern::kBoundaryBurst,
+                     .limit = kLimit,
+                     .rate = {200, minutes(1)},
+                     .duration = seconds(30)});
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("at least the limit's window (1m)"));
 }
@@ -105,22 +108,44 @@ TEST(Traffic, OnOffIsSilentInTheSecondHalfOfEveryWindow) {
 }
 
 TEST(Traffic, RefusesMoreThanTheBound) {
-  auto t = Generate({.pattern = Pattern::kSteady, .limit = kLimit,
-                     .rate = {kMaxRequests + 1, seconds(1)}, .duration = seconds(1)});
+  auto t = Generate({.pattern = Pattern::kSteady,
+                     .limit = kLimit,
+                     .rate = {kMaxRequests + 1, seconds(1)},
+                     .duration = seconds(1)});
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("10000001 requests; at most 10000000"));
-  auto p = Generate({.pattern = Pattern::kPoisson, .limit = kLimit,
-                     .rate = {1'000'000, seconds(1)}, .duration = seconds(11)});
+  auto p = Generate({.pattern = Pattern::kPoisson,
+                     .limit = kLimit,
+                     .rate = {1'000'000, seconds(1)},
+                     .duration = seconds(11)});
   ASSERT_FALSE(p.ok());
   auto huge = Generate({.pattern = Pattern::kBoundaryBurst,
                         .limit = {int64_t{1} << 40, minutes(1)},
-                        .rate = {1, minutes(1)}, .duration = minutes(1)});
+                        .rate = {1, minutes(1)},
+                        .duration = minutes(1)});
   ASSERT_FALSE(huge.ok());
   EXPECT_THAT(huge.status().message(), HasSubstr("at most 10000000"));
 }
 
+TEST(Traffic, RefusesDurationsThatWouldLoopForever) {
+  auto t = Generate({.pattern = Pattern::kOnOff,
+                     .limit = {1, std::chrono::milliseconds(1)},
+                     .rate = {1, std::chrono::hours(24 * 365)},
+                     .duration = std::chrono::hours(24 * 365 * 50)});
+  ASSERT_FALSE(t.ok());
+  EXPECT_THAT(t.status().message(), HasSubstr("on-off would run more than 10000000 windows"));
+  auto long_run = Generate({.pattern = Pattern::kSteady,
+                            .limit = kLimit,
+                            .rate = {1, seconds(1)},
+                            .duration = kMaxDuration + Micros(1)});
+  ASSERT_FALSE(long_run.ok());
+  EXPECT_THAT(long_run.status().message(), HasSubstr("duration must be at most 100y"));
+}
+
 TEST(Traffic, RefusesNonPositiveDuration) {
-  auto t = Generate({.pattern = Pattern::kSteady, .limit = kLimit, .rate = {1, seconds(1)},
+  auto t = Generate({.pattern = Pattern::kSteady,
+                     .limit = kLimit,
+                     .rate = {1, seconds(1)},
                      .duration = Micros(0)});
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("duration must be positive"));

@@ -44,9 +44,9 @@ class WindowTracker {
     int64_t cost;
   };
   int64_t window_us_;
-  std::deque<Admission> live_;  // admissions inside the window, oldest first
-  std::vector<int64_t> sums_;   // per key: cost inside the window
-  std::vector<uint32_t> active_;     // keys whose sum may be non-zero (CurrentMax scans these)
+  std::deque<Admission> live_;      // admissions inside the window, oldest first
+  std::vector<int64_t> sums_;       // per key: cost inside the window
+  std::vector<uint32_t> active_;    // keys whose sum may be non-zero (CurrentMax scans these)
   std::vector<uint8_t> is_active_;  // per key: listed in active_
   int64_t max_ = 0;
 };

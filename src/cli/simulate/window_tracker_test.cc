@@ -16,7 +16,8 @@ struct Event {
 
 // The definition, directly: the cost of `key`'s events in (t − w, t], maximised over every t at
 // which an event happens (the only places a maximum can be).
-int64_t BruteInWindow(const std::vector<Event>& ev, size_t upto, uint32_t key, int64_t t, int64_t w) {
+int64_t BruteInWindow(const std::vector<Event>& ev, size_t upto, uint32_t key, int64_t t,
+                      int64_t w) {
   int64_t sum = 0;
   for (size_t j = 0; j < upto; ++j) {
     if (ev[j].key == key && ev[j].at_us > t - w && ev[j].at_us <= t) sum += ev[j].cost;
