@@ -16,18 +16,26 @@ Decision Evaluate(const Limit& limit, LogState& state, Micros now_us, int64_t co
   const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
   const int64_t eff = EffectiveNow(state, now);
-
-  // The window is (eff − w, eff]: an entry at t has left it once t <= eff − w.
   auto& entries = state.entries;
-  const auto first_live = std::find_if(entries.begin(), entries.end(),
-                                       [&](const Entry& e) { return e.at_us > eff - w; });
-  entries.erase(entries.begin(), first_live);
+
+  // Once the newest entry has left the window the log is fresh (reset_after has passed), and it
+  // is emptied, as a store may drop it. Otherwise the judging time never falls below the newest
+  // entry, so only entries at or before newest − W can never count again. Entries that merely
+  // left (now − W, now] stay: a clock stepping back must still see them.
+  if (!entries.empty()) {
+    const int64_t horizon = entries.back().at_us <= now - w ? now : entries.back().at_us - w;
+    entries.erase(entries.begin(),
+                  std::partition_point(entries.begin(), entries.end(),
+                                       [&](const Entry& e) { return e.at_us <= horizon; }));
+  }
+  const auto live = std::partition_point(entries.begin(), entries.end(),
+                                         [&](const Entry& e) { return e.at_us <= eff - w; });
   int64_t used = 0;
-  for (const Entry& e : entries) used += e.cost;
+  for (auto it = live; it != entries.end(); ++it) used += it->cost;
 
   Decision d;
   d.limit = max;
-  int64_t newest = entries.empty() ? -1 : entries.back().at_us;
+  int64_t newest = live != entries.end() ? entries.back().at_us : -1;  // newest entry in window
   if (cost > max) {
     d.verdict = Verdict::kNeverFits;
   } else if (used + cost <= max) {
@@ -36,12 +44,13 @@ Decision Evaluate(const Limit& limit, LogState& state, Micros now_us, int64_t co
     if (cost > 0) newest = eff;
   } else {
     d.verdict = Verdict::kDenied;
+    // The oldest units leave first: wait until enough of them have.
     const int64_t must_leave = used + cost - max;
     int64_t left = 0;
-    for (const Entry& e : entries) {
-      left += e.cost;
+    for (auto it = live; it != entries.end(); ++it) {
+      left += it->cost;
       if (left >= must_leave) {
-        d.retry_after = Micros(e.at_us + w - now);
+        d.retry_after = Micros(it->at_us + w - now);
         break;
       }
     }

@@ -37,20 +37,40 @@ TEST(SlidingWindowLog, CountsExactlyTheLastWindow) {
   const Decision next = DecideAndCommit(l, s, kT0 + seconds(1), 1);
   EXPECT_TRUE(next.allowed());
   EXPECT_EQ(next.remaining, 0);
-  EXPECT_EQ(s.entries.size(), 3u);  // the expired entry was pruned
+  // An entry is dropped once it is a window older than the newest one.
+  EXPECT_EQ(Evaluate(l, s, kT0 + seconds(1), 0).remaining, 0);
+  EXPECT_EQ(s.entries.size(), 3u);
   EXPECT_EQ(s.entries.front().at_us, (kT0 + milliseconds(100)).count());
 }
 
-TEST(SlidingWindowLog, RetryAfterWaitsForEnoughOfTheOldestUnitsToLeave) {
-  const Limit l = Log(5, seconds(1));
+// Regression: Evaluate used to drop every entry that had left (now − W, now], even while newer
+// ones were still in the window; when the clock then stepped back, the dropped units no longer
+// counted and the log admitted more than its limit within one window of recorded time.
+TEST(SlidingWindowLog, ARequestAtALaterTimeDoesNotMakeTheLogForgetWhenTheClockStepsBack) {
+  const Limit l = Log(3, seconds(1));
   LogState s;
-  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 2).allowed());
-  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(100), 2).allowed());
-  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(200), 1).allowed());
-  const Decision d = Evaluate(l, s, kT0 + milliseconds(300), 4);
-  EXPECT_EQ(d.verdict, Verdict::kDenied);
-  EXPECT_EQ(d.retry_after, milliseconds(800));  // 4 must leave: the 2 at t0 and the 2 at +100 ms
-  EXPECT_EQ(d.remaining, 0);
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 1).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(500), 2).allowed());
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + milliseconds(1'200), 0).remaining, 1);  // t0 has left
+  const Decision back = DecideAndCommit(l, s, kT0 + milliseconds(600), 1);
+  EXPECT_EQ(back.verdict, Verdict::kDenied);  // judged at t0 + 600 ms, where the log is full
+  EXPECT_EQ(back.retry_after, milliseconds(400));
+  EXPECT_EQ(back.remaining, 0);
+}
+
+TEST(SlidingWindowLog, OnceEveryEntryHasLeftTheWindowTheLogIsFresh) {
+  const Limit l = Log(3, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 3).allowed());
+  const Decision later = DecideAndCommit(l, s, kT0 + seconds(1), 0);
+  EXPECT_EQ(later.remaining, 3);
+  EXPECT_EQ(later.reset_after, Micros(0));
+  EXPECT_TRUE(s.entries.empty());  // as a store that dropped the key at reset_after would have it
+  EXPECT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(100), 3).allowed());
+  // Entries a window older than the newest go at the next decision.
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(1'150), 3).allowed());
+  EXPECT_EQ(Evaluate(l, s, kT0 + milliseconds(1'150), 0).remaining, 0);
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = (kT0 + milliseconds(1'150)).count(), .cost = 3}}));
 }
 
 TEST(SlidingWindowLog, MergesArrivalsAtTheSameMicrosecond) {

@@ -46,6 +46,30 @@ TEST(ParseRate, RefusesMalformedRates) {
   }
 }
 
+TEST(ParseRate, AllowsBlanksAroundThePartsOnly) {
+  EXPECT_EQ(*ParseRate(" 5 / 1s "), (Rate{5, seconds(1)}));
+  EXPECT_EQ(*ParseRate("\t5/\t1s"), (Rate{5, seconds(1)}));
+  for (const char* bad : {"+5/1s", "5/+1s", "5/1 s", "5/1s junk", "5/1h30m", "5//1s", "5/1s/2",
+                          "0x10/1s", "5/-1s", "99999999999999999999/1s"}) {
+    const auto r = ParseRate(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
+        << r.status().message();
+  }
+}
+
+TEST(ParseDuration, ReadsTheLargestValuesExactly) {
+  EXPECT_EQ(*ParseDuration("9223372036854775807us"), Micros(INT64_MAX));
+  EXPECT_EQ(*ParseDuration("292471y"), hours(24 * 365) * 292'471);
+  EXPECT_FALSE(ParseDuration("292472y").ok());  // 2^63 µs is about 292,471 years
+  EXPECT_EQ(*ParseDuration("0000000000000000000000001s"), seconds(1));
+  for (const char* text : {"9223372036854775807us", "292471y", "1w", "3600s"}) {
+    const Micros d = *ParseDuration(text);
+    EXPECT_EQ(*ParseDuration(FormatDuration(d)), d) << text;
+  }
+}
+
 TEST(FormatDuration, RoundTrips) {
   for (const char* text : {"1ms", "90s", "1m", "1d", "1500ms", "7us"}) {
     const Micros d = *ParseDuration(text);

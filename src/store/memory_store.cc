@@ -5,8 +5,8 @@
 #include <bit>
 #include <mutex>
 #include <new>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/algorithms/sliding_window_log.h"
@@ -48,6 +48,33 @@ union PendingArray {
 };
 static_assert(std::is_trivially_destructible_v<Pending>);
 
+// Locks the distinct shards of a request in ascending index order, so that two requests
+// sharing shards can never wait on each other in a cycle.
+class ShardLocks {
+ public:
+  ShardLocks(Shard* shards, std::span<const Pending> pending) : shards_(shards) {
+    for (const Pending& p : pending) ids_[n_++] = p.shard;
+    // Insertion sort: n_ is tiny (usually 1) and at most kMaxEntriesPerRequest.
+    for (size_t i = 1; i < n_; ++i) {
+      for (size_t j = i; j > 0 && ids_[j - 1] > ids_[j]; --j) std::swap(ids_[j - 1], ids_[j]);
+    }
+    n_ = static_cast<size_t>(std::unique(ids_.begin(), ids_.begin() + n_) - ids_.begin());
+    for (size_t i = 0; i < n_; ++i) shards_[ids_[i]].mu.lock();
+  }
+  ~ShardLocks() {
+    for (size_t i = n_; i > 0; --i) shards_[ids_[i - 1]].mu.unlock();
+  }
+  ShardLocks(const ShardLocks&) = delete;
+  ShardLocks& operator=(const ShardLocks&) = delete;
+
+  std::span<const uint32_t> ids() const { return {ids_.data(), n_}; }
+
+ private:
+  Shard* shards_;
+  std::array<uint32_t, kMaxEntriesPerRequest> ids_;
+  size_t n_ = 0;
+};
+
 }  // namespace
 
 struct MemoryStore::Impl {
@@ -64,6 +91,12 @@ struct MemoryStore::Impl {
   void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
   void Commit(const EntryRef& e, const Pending& p, Micros now);
+  // Decides a validated request whose shards are locked: whether it was allowed (and then
+  // committed), or kResourceExhausted.
+  Result<bool> DecideLocked(std::span<const EntryRef> entries, std::span<Pending> pending,
+                            std::span<const uint32_t> shard_ids);
+  Status ReserveNewSlots(std::span<const Pending> pending, std::span<const uint32_t> shard_ids,
+                         FreshTick tick);
 
   const Clock& clock;
   const int64_t epoch_us;
@@ -118,8 +151,8 @@ Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now
   ShardTable::Slot* slot = table.Find(p.fp);
   if (p.is_log) {
     sliding_window_log::LogState empty;
-    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : empty,
-                                        now, 0);
+    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : empty, now,
+                                        0);
   }
   CompactState state;
   if (slot != nullptr) state = slot->State();
@@ -149,36 +182,48 @@ void MemoryStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback 
   done(Decide(entries));
 }
 
-namespace {
-
-// Locks the distinct shards of a request in ascending index order, so that two requests
-// sharing shards can never wait on each other in a cycle.
-class ShardLocks {
- public:
-  ShardLocks(Shard* shards, std::span<const Pending> pending) : shards_(shards) {
-    for (const Pending& p : pending) ids_[n_++] = p.shard;
-    // Insertion sort: n_ is tiny (usually 1) and at most kMaxEntriesPerRequest.
-    for (size_t i = 1; i < n_; ++i) {
-      for (size_t j = i; j > 0 && ids_[j - 1] > ids_[j]; --j) std::swap(ids_[j - 1], ids_[j]);
+Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
+                                          std::span<const uint32_t> shard_ids, FreshTick tick) {
+  for (uint32_t id : shard_ids) {
+    size_t needed = 0;
+    for (const Pending& p : pending) needed += p.shard == id && p.new_slot;
+    if (needed > 0 && !shards[id].table.MakeRoom(needed, tick)) {
+      return Status::ResourceExhausted(
+          "memory store is full: every key in the shard is live (not yet reset); raise max_keys (" +
+          std::to_string(shards[id].table.size()) + " keys in the shard)");
     }
-    n_ = static_cast<size_t>(std::unique(ids_.begin(), ids_.begin() + n_) - ids_.begin());
-    for (size_t i = 0; i < n_; ++i) shards_[ids_[i]].mu.lock();
   }
-  ~ShardLocks() {
-    for (size_t i = n_; i > 0; --i) shards_[ids_[i - 1]].mu.unlock();
+  return Status::Ok();
+}
+
+Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
+                                             std::span<Pending> pending,
+                                             std::span<const uint32_t> shard_ids) {
+  // Read the clock under the locks: each shard then sees its requests in time order.
+  const int64_t now_us = FloorDiv(clock.Now().count(), 1000);
+  const Micros now(now_us);
+  const FreshTick tick = TickAtOrBefore(now_us);
+  bool allowed = true;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    Evaluate(entries[i], pending[i], now, tick);
+    allowed = allowed && pending[i].step.decision.allowed();
   }
-  ShardLocks(const ShardLocks&) = delete;
-  ShardLocks& operator=(const ShardLocks&) = delete;
-
-  std::span<const uint32_t> ids() const { return {ids_.data(), n_}; }
-
- private:
-  Shard* shards_;
-  std::array<uint32_t, kMaxEntriesPerRequest> ids_;
-  size_t n_ = 0;
-};
-
-}  // namespace
+  if (!allowed) {
+    // Nothing is consumed; entries that would have passed report their unchanged state.
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (pending[i].step.decision.allowed())
+        pending[i].step.decision = Peek(entries[i], pending[i], now);
+    }
+    return false;
+  }
+  // Room for every new entry first, so that a full shard fails the whole request before
+  // anything is written.
+  if (Status s = ReserveNewSlots(pending, shard_ids, tick); !s.ok()) return s;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (pending[i].writes) Commit(entries[i], pending[i], now);
+  }
+  return true;
+}
 
 Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   if (Status s = ValidateEntries(entries); !s.ok()) return s;
@@ -190,43 +235,14 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
     impl_->Fingerprint(entries[i], pending[i]);
     impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
   }
-
-  StoreResponse response;
+  Result<bool> allowed = false;
   {
     ShardLocks locks(impl_->shards.get(), {pending, n});
-    // Read the clock under the locks: each shard then sees its requests in time order.
-    const int64_t now_us = FloorDiv(impl_->clock.Now().count(), 1000);
-    const Micros now(now_us);
-    const FreshTick tick = impl_->TickAtOrBefore(now_us);
-    response.allowed = true;
-    for (size_t i = 0; i < n; ++i) {
-      impl_->Evaluate(entries[i], pending[i], now, tick);
-      response.allowed = response.allowed && pending[i].step.decision.allowed();
-    }
-    if (!response.allowed) {
-      // Nothing is consumed; entries that would have passed report their unchanged state.
-      for (size_t i = 0; i < n; ++i) {
-        if (pending[i].step.decision.allowed()) {
-          pending[i].step.decision = impl_->Peek(entries[i], pending[i], now);
-        }
-      }
-    } else {
-      // Make room for every new entry before writing any, so a full shard fails the whole
-      // request and consumes nothing.
-      for (uint32_t id : locks.ids()) {
-        size_t needed = 0;
-        for (size_t i = 0; i < n; ++i) needed += pending[i].shard == id && pending[i].new_slot;
-        if (needed > 0 && !impl_->shards[id].table.MakeRoom(needed, tick)) {
-          return Status::ResourceExhausted(
-              "memory store is full: every key in the shard is live (not yet reset); raise "
-              "max_keys (" + std::to_string(impl_->shards[id].table.size()) + " keys in the shard)");
-        }
-      }
-      for (size_t i = 0; i < n; ++i) {
-        if (pending[i].writes) impl_->Commit(entries[i], pending[i], now);
-      }
-    }
+    allowed = impl_->DecideLocked(entries, {pending, n}, locks.ids());
   }
+  if (!allowed.ok()) return allowed.status();
+  StoreResponse response;
+  response.allowed = *allowed;
   response.decisions.reserve(n);
   for (size_t i = 0; i < n; ++i) response.decisions.push_back(pending[i].step.decision);
   return response;

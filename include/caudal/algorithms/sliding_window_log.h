@@ -22,12 +22,17 @@ struct Entry {
 };
 
 struct LogState {
-  std::vector<Entry> entries;  // ascending at_us; every entry inside the window after Evaluate
+  // Ascending at_us. After Evaluate every entry lies within one window of the newest one,
+  // (newest − W, newest], so there are at most `limit` of them (`limit` + 1 after a Commit).
+  std::vector<Entry> entries;
   friend bool operator==(const LogState&, const LogState&) = default;
 };
 
-// Drops entries that left the window (now − W, now] and decides a request of `cost`.
-// Time going backwards is judged at the newest entry's time. Preconditions: cost >= 0.
+// Decides a request of `cost` on the units admitted in the window (eff − W, eff], where
+// eff = max(now, newest entry): time going backwards is judged at the newest entry's time.
+// Drops the entries no later decision can count (at or before newest − W), and all of them
+// once the newest has left the window: then the log is fresh, as if a store had dropped it, and
+// a clock stepping back is judged as for a fresh key. Preconditions: cost >= 0.
 Decision Evaluate(const Limit& limit, LogState& state, Micros now, int64_t cost);
 
 // Records an admitted request; call only after Evaluate allowed it at the same `now`.

@@ -255,7 +255,7 @@ local function log_read(key)
   return {ats, costs}
 end
 
--- Returns verdict, remaining, reset_after, retry_after, consumed, first live index, eff.
+-- Returns verdict, remaining, reset_after, retry_after, consumed, first index to keep, eff.
 local function log_evaluate(st, max, _, w, now, cost)
   local ats, costs = st[1], st[2]
   local n = #ats
@@ -293,7 +293,21 @@ local function log_evaluate(st, max, _, w, now, cost)
   end
   local reset = 0
   if newest >= 0 then reset = newest + w - now end
-  return verdict, max - used, reset, retry, consumed, first, eff
+  -- What no later decision can count: all of it once the newest entry has left the window (the
+  -- log is fresh), else the entries at or before newest - W (eff never falls below the newest).
+  -- Entries that merely left (now - W, now] stay, for a clock that steps back.
+  local keep = n + 1
+  if n > 0 then
+    local horizon = ats[n] - w
+    if ats[n] <= now - w then horizon = now end
+    for i = 1, n do
+      if ats[i] > horizon then
+        keep = i
+        break
+      end
+    end
+  end
+  return verdict, max - used, reset, retry, consumed, keep, eff
 end
 
 local function ttl_ms(reset, slack)
@@ -302,10 +316,10 @@ local function ttl_ms(reset, slack)
   return ms + slack
 end
 
--- Drops the entries before `first` (they left the window), in Redis and in `st`. Like the C++
--- Evaluate, this happens on every evaluation, refusals and peeks included: it consumes nothing
--- and leaves the TTL alone, and doing it always keeps the two deciding alike when time goes
--- backwards (a pruned entry stays pruned).
+-- Drops the entries before `first` (no later decision can count them), in Redis and in `st`.
+-- Like the C++ Evaluate, this happens on every evaluation, refusals and peeks included: it
+-- consumes nothing and leaves the TTL alone, and doing it always keeps the two deciding alike
+-- when time goes backwards.
 local function log_prune(key, st, first)
   local ats, costs = st[1], st[2]
   local n = #ats
