@@ -47,7 +47,7 @@ struct RedisStoreOptions {
   std::chrono::milliseconds reconnect_max = std::chrono::milliseconds(500);
   size_t connections = 2;
   // Script calls in flight per connection; requests beyond wait and are batched.
-  size_t max_calls_in_flight = 4;
+  size_t max_calls_in_flight = 2;
   // Requests carried by one script call.
   size_t max_batch = 128;
   // Decisions waiting or in flight; beyond it DecideAsync fails with kResourceExhausted.

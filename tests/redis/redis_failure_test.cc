@@ -129,7 +129,7 @@ TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
     EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
     EXPECT_NE(r.status().message().find("20ms"), std::string::npos) << r.status().message();
     EXPECT_GE(took, kDeadline);
-    EXPECT_LT(took, kDeadline + milliseconds(150)) << "it never hangs";
+    EXPECT_LT(took, kDeadline + milliseconds(250)) << "it never hangs (slack for a busy machine)";
   }
   sleeper.join();
   // Redis is awake again: the late replies are dropped and decisions succeed.

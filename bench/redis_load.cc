@@ -1,0 +1,152 @@
+// Decisions per second and latency through RedisStore, closed loop: `threads` caller threads
+// each keep in_flight/threads decisions outstanding (DecideAsync; the callback frees a slot).
+//
+//   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
+//               [--keys 10000] [--connections 2] [--calls-in-flight N]
+//
+// Every decision is a token_bucket request that passes (capacity and rate 10^9/s over `keys`
+// keys), the same call bench/redis-bench gives redis-benchmark for the ceiling. Prints one line:
+//   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
+//   requests_per_call=... errors=...
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <semaphore>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "caudal/redis_store.h"
+
+namespace caudal {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+struct Args {
+  std::string url = "redis://127.0.0.1:6379";
+  double seconds = 5;
+  int in_flight = 64;
+  int threads = 2;
+  int keys = 10'000;
+  int connections = 2;
+  int calls_in_flight = 0;  // 0: the store's default
+};
+
+bool Parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const char* v = argv[i + 1];
+    if (flag == "--url") a.url = v;
+    else if (flag == "--seconds") a.seconds = std::atof(v);
+    else if (flag == "--in-flight") a.in_flight = std::atoi(v);
+    else if (flag == "--threads") a.threads = std::atoi(v);
+    else if (flag == "--keys") a.keys = std::atoi(v);
+    else if (flag == "--connections") a.connections = std::atoi(v);
+    else if (flag == "--calls-in-flight") a.calls_in_flight = std::atoi(v);
+    else return false;
+  }
+  return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
+         a.keys > 0 && a.connections > 0;
+}
+
+double Percentile(std::vector<int64_t>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return static_cast<double>(v[i]) / 1000.0;  // µs -> ms
+}
+
+int Run(const Args& a) {
+  const Limit limit = *Limit::Create(LimitSpec::Bucket(
+      Algorithm::kTokenBucket, 1'000'000'000, {1'000'000'000, std::chrono::seconds(1)}));
+  std::vector<std::string> keys;
+  for (int i = 0; i < a.keys; ++i) keys.push_back("bench:" + std::to_string(i));
+
+  std::atomic<bool> measuring{false};
+  std::atomic<int64_t> errors{0};
+  std::vector<std::vector<int64_t>> latencies(a.threads);  // written by callbacks (io thread)
+  const auto warmup = std::chrono::milliseconds(500);
+  const auto measure = std::chrono::duration_cast<SteadyClock::duration>(
+      std::chrono::duration<double>(a.seconds));
+  const auto start = SteadyClock::now();
+  const auto measure_from = start + warmup;
+  const auto until = measure_from + measure;
+  std::atomic<uint64_t> calls_at_start{0}, requests_at_start{0};
+  // Declared before the store, so they outlive it: its destructor joins the callback thread.
+  std::vector<std::unique_ptr<std::counting_semaphore<1 << 20>>> slots;
+  for (int t = 0; t < a.threads; ++t) {
+    const int window = a.in_flight / a.threads + (t < a.in_flight % a.threads ? 1 : 0);
+    slots.push_back(std::make_unique<std::counting_semaphore<1 << 20>>(window));
+  }
+  RedisStoreOptions options{.url = a.url, .deadline = std::chrono::seconds(1),
+                            .connections = static_cast<size_t>(a.connections)};
+  if (a.calls_in_flight > 0) options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
+  Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(options);
+  if (!store.ok()) {
+    std::fprintf(stderr, "redis_load: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < a.threads; ++t) {
+    threads.emplace_back([&, t] {
+      const int window = a.in_flight / a.threads + (t < a.in_flight % a.threads ? 1 : 0);
+      std::counting_semaphore<1 << 20>& free_slots = *slots[t];
+      uint64_t i = static_cast<uint64_t>(t) * 7919;
+      while (SteadyClock::now() < until) {
+        free_slots.acquire();
+        const EntryRef e{.key = keys[i++ % keys.size()], .limit = &limit, .cost = 1};
+        const auto issued = SteadyClock::now();
+        (*store)->DecideAsync({&e, 1}, [&, t, issued](Result<StoreResponse> r) {
+          if (issued >= measure_from && issued < until) {
+            if (!r.ok() || !r->allowed) errors.fetch_add(1);
+            latencies[t].push_back(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       SteadyClock::now() - issued).count());
+          }
+          free_slots.release();
+        });
+        if (!measuring.load() && SteadyClock::now() >= measure_from && t == 0) {
+          measuring.store(true);
+          const RedisStoreStats s = (*store)->Stats();
+          calls_at_start.store(s.calls);
+          requests_at_start.store(s.requests);
+        }
+      }
+      for (int k = 0; k < window; ++k) free_slots.acquire();  // drain: every callback has run
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const RedisStoreStats s = (*store)->Stats();
+
+  std::vector<int64_t> all;
+  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  const double secs = std::chrono::duration<double>(measure).count();
+  const double calls = static_cast<double>(s.calls - calls_at_start.load());
+  const double requests = static_cast<double>(s.requests - requests_at_start.load());
+  std::printf(
+      "in_flight=%d threads=%d decisions_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
+      "requests_per_call=%.1f errors=%lld\n",
+      a.in_flight, a.threads, static_cast<double>(all.size()) / secs, Percentile(all, 0.50),
+      Percentile(all, 0.99), Percentile(all, 0.999), calls > 0 ? requests / calls : 0.0,
+      static_cast<long long>(errors.load()));
+  return errors.load() == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace caudal
+
+int main(int argc, char** argv) {
+  caudal::Args args;
+  if (!caudal::Parse(argc, argv, args)) {
+    std::fprintf(stderr,
+                 "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
+                 "[--keys K] [--connections C] [--calls-in-flight N]\n");
+    return 2;
+  }
+  return caudal::Run(args);
+}
