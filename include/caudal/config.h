@@ -48,12 +48,27 @@ struct ServerConfig {
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);  // keep-alive between requests
   int64_t threads = 0;                             // 0: one per core
+  // Envoy's rate limit service (gRPC) listens here; empty: not served. Needs envoy_config.
+  std::string grpc;
+};
+
+// The Envoy rate limit service (see README, "Envoy"). Spellings are checked here; the envoy layer
+// gives them meaning.
+struct EnvoyConfig {
+  // envoy_config: an envoyproxy/ratelimit YAML file or a directory of them; relative paths are
+  // relative to the config file's directory. Empty: none.
+  std::string config;
+  std::string descriptor_mode = "all_or_nothing";  // or consume_each (the reference's behaviour)
+  std::string deny_as = "over_limit";  // store.on_failure: deny answers OVER_LIMIT, or unavailable
+  std::string headers = "ietf";        // none, ietf, ietf_and_x_ratelimit
+  int64_t max_concurrent_calls = 10'000;
 };
 
 struct Config {
   std::string path;
   StoreConfig store;
   ServerConfig server;
+  EnvoyConfig envoy;
   std::shared_ptr<const PolicySet> policies;
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "caudal/config.h"
+#include "caudal/envoy/grpc_server.h"
 #include "caudal/limiter.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
@@ -31,6 +32,12 @@ class ServeCommand final : public Command {
     app.add_option("--http", http_, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
     app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
+    app.add_option("--grpc", grpc_, "Envoy rate limit service (gRPC) address, overriding "
+                                    "server.grpc")
+        ->type_name("HOST:PORT");
+    app.add_option("--envoy-config", envoy_config_,
+                   "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
+        ->type_name("PATH");
     app.add_flag("--test-hooks", test_hooks_,
                  "TESTS ONLY: a manual clock and a failing store driven over POST /debug/");
   }
@@ -64,6 +71,15 @@ class ServeCommand final : public Command {
     if (Status s = limiter.SetPolicies(config->policies); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
+    std::unique_ptr<envoy::RlsHandler> rls;
+    if (!config->server.grpc.empty()) {
+      auto envoy_config = LoadEnvoyConfig(*config);
+      if (!envoy_config.ok()) return UsageError(env, kName, envoy_config.status().message());
+      auto options = RlsOptionsFrom(*config, local.get());
+      if (!options.ok()) return UsageError(env, kName, options.status().message());
+      rls = std::make_unique<envoy::RlsHandler>(*faulty, *clock, std::move(*envoy_config),
+                                                *options);
+    }
     DebugHandler debug;
     if (test_hooks_) {
       debug = MakeDebugHandler(*manual, *faulty);
@@ -84,13 +100,35 @@ class ServeCommand final : public Command {
             << " (store " << config->store.url << ", "
             << config->policies->policies().size() << " policies)" << std::endl;
 
+    // Envoy's rate limit service, on the same store, clock and failure mode as the HTTP API.
+    std::unique_ptr<envoy::RlsGrpcServer> grpc;
+    if (rls != nullptr) {
+      auto started = envoy::RlsGrpcServer::Start(
+          *rls, {.address = config->server.grpc,
+                 .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls)});
+      if (!started.ok()) {
+        env.err << "caudal serve: " << started.status().message() << "\n";
+        (*server)->Stop();
+        return kExitFailure;
+      }
+      grpc = std::move(*started);
+      const auto hp = ParseHostPort(config->server.grpc);
+      const std::string grpc_host =
+          hp->first.find(':') != std::string::npos ? "[" + hp->first + "]" : hp->first;
+      env.out << "caudal serve: Envoy rate limit service (gRPC) on " << grpc_host << ':'
+              << grpc->port() << " (" << rls->config()->DomainCount() << " domains from "
+              << config->envoy.config << ")" << std::endl;
+    }
+
     for (;;) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
       Reload(*config, limiter, **server, metrics, log);
+      if (rls != nullptr) ReloadEnvoy(*config, *rls, log);
     }
     log.Info("stopping");
+    if (grpc != nullptr) grpc->Shutdown();
     (*server)->Stop();
     return kExitOk;
   }
@@ -106,7 +144,72 @@ class ServeCommand final : public Command {
       config->server.http = http_;
     }
     if (!store_.empty()) config->store.url = store_;
+    if (!grpc_.empty()) {
+      if (auto hp = ParseHostPort(grpc_); !hp.ok()) {
+        return Status::InvalidArgument(Cat("--grpc: ", hp.status().message()));
+      }
+      config->server.grpc = grpc_;
+    }
+    if (!envoy_config_.empty()) {
+      config->envoy.config = envoy_config_;
+    } else if (!config->envoy.config.empty() && config->envoy.config.front() != '/') {
+      // envoy_config in the file is relative to the file's directory.
+      const auto slash = config_path_.rfind('/');
+      if (slash != std::string::npos) {
+        config->envoy.config = config_path_.substr(0, slash + 1) + config->envoy.config;
+      }
+    }
+    if (config->server.grpc.empty() != config->envoy.config.empty()) {
+      return Status::InvalidArgument(
+          config->server.grpc.empty()
+              ? "envoy_config (--envoy-config) needs server.grpc (--grpc) to be served"
+              : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
+    }
     return config;
+  }
+
+  static Result<std::shared_ptr<const envoy::RateLimitConfig>> LoadEnvoyConfig(
+      const Config& config) {
+    auto loaded = envoy::RateLimitConfig::LoadPath(config.envoy.config);
+    if (!loaded.ok()) return Status::InvalidArgument(Cat("envoy_config: ", loaded.status().message()));
+    return std::shared_ptr<const envoy::RateLimitConfig>(
+        std::make_shared<envoy::RateLimitConfig>(std::move(*loaded)));
+  }
+
+  // store.on_failure applies to the gRPC service as to HTTP: allow, deny (as envoy.deny_as
+  // says), local (the same local fallback store).
+  static Result<envoy::RlsOptions> RlsOptionsFrom(const Config& config, Store* local) {
+    envoy::RlsOptions o;
+    auto mode = envoy::ParseDescriptorMode(config.envoy.descriptor_mode);
+    if (!mode.ok()) return mode.status();
+    o.descriptor_mode = *mode;
+    auto headers = envoy::ParseHeaderMode(config.envoy.headers);
+    if (!headers.ok()) return headers.status();
+    o.headers = *headers;
+    switch (config.store.on_failure) {
+      case FailureMode::kAllow: o.failure_mode = envoy::FailureMode::kAllow; break;
+      case FailureMode::kDeny:
+        o.failure_mode = config.envoy.deny_as == "unavailable"
+                             ? envoy::FailureMode::kDenyUnavailable
+                             : envoy::FailureMode::kDenyOverLimit;
+        break;
+      case FailureMode::kLocal: o.failure_mode = envoy::FailureMode::kLocal; break;
+    }
+    o.local_store = local;
+    o.instances = config.store.instances;
+    return o;
+  }
+
+  // SIGHUP: the Envoy files are read again; a bad one is refused and the old ones keep serving.
+  void ReloadEnvoy(const Config& current, envoy::RlsHandler& rls, const Logger& log) const {
+    auto next = LoadEnvoyConfig(current);
+    if (!next.ok()) {
+      log.Error(Cat("envoy reload refused, the previous domains keep serving: ",
+                    next.status().message()));
+      return;
+    }
+    log.Info(Cat("reloaded ", current.envoy.config, ": ", (*next)->DomainCount(), " domains"));
+    rls.SetConfig(std::move(*next));
   }
 
   void Reload(Config& current, Limiter& limiter, HttpServer& server, Metrics& metrics,
@@ -136,12 +239,15 @@ class ServeCommand final : public Command {
   std::string config_path_;
   std::string http_;
   std::string store_;
+  std::string grpc_;
+  std::string envoy_config_;
   bool test_hooks_ = false;
 };
 
 }  // namespace
 
-CAUDAL_REGISTER_COMMAND(ServeCommand, "serve", "Serve rate-limit decisions over HTTP");
+CAUDAL_REGISTER_COMMAND(ServeCommand, "serve",
+                        "Serve rate-limit decisions over HTTP (and Envoy's RLS over gRPC)");
 
 }  // namespace caudal::cli
 

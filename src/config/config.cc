@@ -1,8 +1,10 @@
 #include "caudal/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "caudal/rate.h"
 #include "config/yaml_reader.h"
@@ -229,9 +231,16 @@ Status ParseHeaders(const YamlReader& r, const YAML::Node& n, ServerConfig& out)
 Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) {
   if (Status s = r.ExpectMap(n, "server", {"http", "trusted_proxies", "descriptor_headers",
                                            "max_connections", "header_timeout", "body_timeout",
-                                           "idle_timeout", "threads"});
+                                           "idle_timeout", "threads", "grpc"});
       !s.ok()) {
     return s;
+  }
+  if (n["grpc"]) {
+    auto text = r.String(n["grpc"], "server.grpc");
+    if (!text.ok()) return text.status();
+    auto hp = ParseHostPort(*text);
+    if (!hp.ok()) return r.Error(n["grpc"], "server.grpc", hp.status().message());
+    out.grpc = *text;
   }
   if (n["http"]) {
     auto text = r.String(n["http"], "server.http");
@@ -283,9 +292,56 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
   return Status::Ok();
 }
 
+// The `envoy:` options; each must be one of the spellings the envoy layer parses.
+Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
+  if (Status s = r.ExpectMap(n, "envoy", {"descriptor_mode", "deny_as", "headers",
+                                          "max_concurrent_calls"});
+      !s.ok()) {
+    return s;
+  }
+  struct Choice {
+    const char* name;
+    std::string* value;
+    std::vector<std::string_view> allowed;
+  };
+  for (const Choice& c :
+       {Choice{"descriptor_mode", &out.descriptor_mode, {"all_or_nothing", "consume_each"}},
+        Choice{"deny_as", &out.deny_as, {"over_limit", "unavailable"}},
+        Choice{"headers", &out.headers, {"none", "ietf", "ietf_and_x_ratelimit"}}}) {
+    if (!n[c.name]) continue;
+    const std::string field = Cat("envoy.", c.name);
+    auto text = r.String(n[c.name], field);
+    if (!text.ok()) return text.status();
+    if (std::find(c.allowed.begin(), c.allowed.end(), *text) == c.allowed.end()) {
+      std::string expected;
+      for (std::string_view a : c.allowed) expected += Cat(expected.empty() ? "" : " or ", a);
+      return r.Error(n[c.name], field, Cat("expected ", expected, " (got ", Quoted(*text), ")"));
+    }
+    *c.value = *text;
+  }
+  if (n["max_concurrent_calls"]) {
+    auto v = r.Integer(n["max_concurrent_calls"], "envoy.max_concurrent_calls", 1, 1'000'000);
+    if (!v.ok()) return v.status();
+    out.max_concurrent_calls = *v;
+  }
+  return Status::Ok();
+}
+
 Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
-  if (Status s = r.ExpectMap(root, "", {"store", "server", "policies"}); !s.ok()) return s;
+  if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "envoy_config", "envoy"});
+      !s.ok()) {
+    return s;
+  }
   Config config;
+  if (root["envoy_config"]) {
+    auto text = r.String(root["envoy_config"], "envoy_config");
+    if (!text.ok()) return text.status();
+    if (text->empty()) return r.Error(root["envoy_config"], "envoy_config", "empty path");
+    config.envoy.config = *text;
+  }
+  if (root["envoy"]) {
+    if (Status s = ParseEnvoy(r, root["envoy"], config.envoy); !s.ok()) return s;
+  }
   if (root["store"]) {
     if (Status s = ParseStore(r, root["store"], config.store); !s.ok()) return s;
   }

@@ -83,6 +83,25 @@ TEST(Config, DefaultsWhenSectionsAreOmitted) {
   EXPECT_TRUE(c->server.trusted_proxies.empty());
 }
 
+TEST(Config, ReadsTheEnvoyService) {
+  auto c = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
+                       "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
+                       "headers: none, max_concurrent_calls: 64}\npolicies: []\n",
+                       "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server.grpc, "127.0.0.1:8081");
+  EXPECT_EQ(c->envoy.config, "ratelimit/");
+  EXPECT_EQ(c->envoy.descriptor_mode, "consume_each");
+  EXPECT_EQ(c->envoy.deny_as, "unavailable");
+  EXPECT_EQ(c->envoy.headers, "none");
+  EXPECT_EQ(c->envoy.max_concurrent_calls, 64);
+  auto d = ParseConfig("policies: []\n", "t.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
+  EXPECT_EQ(d->envoy.descriptor_mode, "all_or_nothing");
+  EXPECT_EQ(d->envoy.deny_as, "over_limit");
+}
+
 struct BadCase {
   const char* yaml;
   const char* error;  // the exact prefix: file:line:column: field
@@ -103,6 +122,10 @@ INSTANTIATE_TEST_SUITE_P(
     All, ConfigErrors,
     ::testing::Values(
         BadCase{"policies: [\n", "bad.yaml:2:1: not valid YAML"},
+        BadCase{"server: {grpc: nowhere}\npolicies: []\n", "bad.yaml:1:16: server.grpc: expected"},
+        BadCase{"envoy: {descriptor_mode: some}\npolicies: []\n",
+                "bad.yaml:1:26: envoy.descriptor_mode: expected all_or_nothing or consume_each"},
+        BadCase{"envoy: {refunds: true}\npolicies: []\n", "bad.yaml:1:9: envoy.refunds: unknown field"},
         BadCase{"store: {}\n", "bad.yaml:1:1: policies: missing"},
         BadCase{"polices: []\n", "bad.yaml:1:1: polices: unknown field (expected one of: store"},
         BadCase{"store: {url: http://x}\npolicies: []\n", "bad.yaml:1:14: store.url: expected"},

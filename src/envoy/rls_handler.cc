@@ -18,9 +18,10 @@ using internal::SlotKind;
 struct Call {
   Call(Store& st, const Clock& c, const RlsOptions& o, Plan p, RateLimitResponse* r,
        RlsHandler::Done d)
-      : store(st), clock(c), options(o), plan(std::move(p)), response(r), done(std::move(d)) {}
+      : store(&st), clock(c), options(o), plan(std::move(p)), response(r), done(std::move(d)) {}
 
-  Store& store;
+  Store* store;  // the shared store, or the local fallback once it failed (kLocal)
+  bool local = false;
   const Clock& clock;
   const RlsOptions options;
   Plan plan;
@@ -29,26 +30,62 @@ struct Call {
   std::atomic<size_t> pending{0};
   std::mutex mu;
   Status failure;  // guarded by mu: the first store error
+  std::weak_ptr<Call> self;
 
   void Fail(const Status& s) {
     std::lock_guard lock(mu);
     if (failure.ok()) failure = s;
   }
 
-  void Finish() {
-    Status f;
-    {
-      std::lock_guard lock(mu);
-      f = failure;
-    }
-    if (f.code() == StatusCode::kInvalidArgument) return done(f);
-    if (!f.ok() && options.failure_mode == FailureMode::kDenyUnavailable) {
-      return done(Status::Unavailable("rate limit store failed: " + f.ToString()));
-    }
-    internal::BuildResponse(plan, options, clock.Now(), f, response);
-    done(Status::Ok());
-  }
+  void Finish();
 };
+
+void DecideAllOrNothing(const std::shared_ptr<Call>& call);
+void DecideEach(const std::shared_ptr<Call>& call, std::vector<size_t> slots, bool consume);
+
+// Starts deciding the plan's slots on call->store.
+void Decide(const std::shared_ptr<Call>& call) {
+  if (call->options.descriptor_mode == DescriptorMode::kAllOrNothing) {
+    return DecideAllOrNothing(call);
+  }
+  std::vector<size_t> limited;
+  for (size_t i = 0; i < call->plan.slots.size(); ++i) {
+    if (call->plan.slots[i].kind == SlotKind::kLimited) limited.push_back(i);
+  }
+  DecideEach(call, std::move(limited), /*consume=*/true);
+}
+
+// Decides the call again on the local store (FailureMode::kLocal). False when it cannot.
+bool RetryLocally(Call& call) {
+  if (call.local || call.options.failure_mode != FailureMode::kLocal ||
+      call.options.local_store == nullptr) {
+    return false;
+  }
+  if (!internal::MakeLocal(call.plan, call.options.instances).ok()) return false;
+  call.local = true;
+  call.store = call.options.local_store;
+  std::lock_guard lock(call.mu);
+  call.failure = Status::Ok();
+  return true;
+}
+
+void Call::Finish() {
+  Status f;
+  {
+    std::lock_guard lock(mu);
+    f = failure;
+  }
+  if (f.code() == StatusCode::kInvalidArgument) return done(f);
+  if (!f.ok() && RetryLocally(*this)) {
+    // The callbacks hold the call alive; Decide needs a shared_ptr of it.
+    return Decide(self.lock());
+  }
+  if (!f.ok() && options.failure_mode == FailureMode::kDenyUnavailable) {
+    return done(Status::Unavailable("rate limit store failed: " + f.ToString()));
+  }
+  internal::BuildResponse(plan, options, clock.Now(), f, local, response);
+  done(Status::Ok());
+}
 
 // Decides each of `slots` in a store request of its own (cost 0 unless `consume`); the last
 // answer finishes the call.
@@ -58,7 +95,7 @@ void DecideEach(const std::shared_ptr<Call>& call, std::vector<size_t> slots, bo
   for (size_t i : slots) {
     Slot& s = call->plan.slots[i];
     const EntryRef entry{.key = s.key, .limit = &*s.limit, .cost = consume ? s.cost : 0};
-    call->store.DecideAsync(std::span(&entry, 1), [call, &s](Result<StoreResponse> r) {
+    call->store->DecideAsync(std::span(&entry, 1), [call, &s](Result<StoreResponse> r) {
       if (r.ok()) {
         s.decision = r->decisions.at(0);
       } else {
@@ -95,7 +132,7 @@ void DecideAllOrNothing(const std::shared_ptr<Call>& call) {
     if (blocked) e.cost = 0;  // the request is refused anyway: look, do not consume
     e.cost = std::min(e.cost, kMaxCost);
   }
-  call->store.DecideAsync(entries, [call, entry_of = std::move(entry_of),
+  call->store->DecideAsync(entries, [call, entry_of = std::move(entry_of),
                                     shadows = std::move(shadows),
                                     blocked](Result<StoreResponse> r) mutable {
     if (!r.ok()) {
@@ -123,7 +160,8 @@ Result<FailureMode> ParseFailureMode(std::string_view s) {
   if (s == "allow") return FailureMode::kAllow;
   if (s == "deny") return FailureMode::kDenyOverLimit;
   if (s == "deny_unavailable") return FailureMode::kDenyUnavailable;
-  return Status::InvalidArgument("failure mode must be allow, deny or deny_unavailable, not '" +
+  if (s == "local") return FailureMode::kLocal;
+  return Status::InvalidArgument("failure mode must be allow, deny, deny_unavailable or local, not '" +
                                  std::string(s) + "'");
 }
 
@@ -156,12 +194,8 @@ void RlsHandler::ShouldRateLimit(const RateLimitRequest& request, RateLimitRespo
   if (!plan.ok()) return done(plan.status());
   auto call = std::make_shared<Call>(store_, clock_, options_, std::move(*plan), response,
                                      std::move(done));
-  if (options_.descriptor_mode == DescriptorMode::kAllOrNothing) return DecideAllOrNothing(call);
-  std::vector<size_t> limited;
-  for (size_t i = 0; i < call->plan.slots.size(); ++i) {
-    if (call->plan.slots[i].kind == SlotKind::kLimited) limited.push_back(i);
-  }
-  DecideEach(call, std::move(limited), /*consume=*/true);
+  call->self = call;
+  Decide(call);
 }
 
 Result<RateLimitResponse> RlsHandler::ShouldRateLimit(const RateLimitRequest& request) {

@@ -308,8 +308,8 @@ TEST_F(RlsFailureTest, AllowAnswersOkAndSaysItIsDegraded) {
   EXPECT_EQ(r->overall_code(), kOk);
   EXPECT_EQ(r->statuses(0).code(), kOk);
   ASSERT_EQ(r->response_headers_to_add_size(), 1);
-  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
-  EXPECT_EQ(r->response_headers_to_add(0).value(), "store unavailable");
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "Caudal-Degraded");
+  EXPECT_EQ(r->response_headers_to_add(0).value(), "store_unavailable");
 }
 
 TEST_F(RlsFailureTest, DenyAnswersOverLimit) {
@@ -318,7 +318,7 @@ TEST_F(RlsFailureTest, DenyAnswersOverLimit) {
   EXPECT_EQ(r->overall_code(), kOver);
   EXPECT_EQ(r->statuses(0).code(), kOver);
   EXPECT_EQ(r->statuses(1).code(), kOk);  // unlimited stays unlimited
-  EXPECT_EQ(r->response_headers_to_add(0).key(), "caudal-degraded");
+  EXPECT_EQ(r->response_headers_to_add(0).key(), "Caudal-Degraded");
 }
 
 TEST_F(RlsFailureTest, DenyUnavailableFailsTheCall) {
@@ -326,6 +326,25 @@ TEST_F(RlsFailureTest, DenyUnavailableFailsTheCall) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("connection refused"));
+}
+
+TEST_F(RlsFailureTest, LocalDecidesInTheLocalStoreWithTheLimitsDivided) {
+  auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+  testing::CountingMemoryStore local(clock_);
+  RlsHandler handler(store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)),
+                     {.failure_mode = FailureMode::kLocal, .local_store = &local, .instances = 2});
+  const auto req = RlsHandlerTest::Request({{{"five", "l"}}});
+  for (int i = 0; i < 2; ++i) {  // 5 per minute shared by 2 instances: 2 here
+    auto r = handler.ShouldRateLimit(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->overall_code(), kOk) << i;
+    EXPECT_EQ(r->statuses(0).limit_remaining(), static_cast<uint32_t>(1 - i));
+    EXPECT_EQ(r->statuses(0).current_limit().requests_per_unit(), 5u);  // the configured limit
+    EXPECT_EQ(r->response_headers_to_add(r->response_headers_to_add_size() - 1).key(),
+              "Caudal-Degraded");
+  }
+  EXPECT_EQ(handler.ShouldRateLimit(req)->overall_code(), kOver);
+  EXPECT_EQ(local.requests(), 3u);
 }
 
 TEST(RlsOptionsParse, SpellingsRoundTripAndBadOnesAreRefused) {

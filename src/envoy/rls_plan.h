@@ -41,7 +41,12 @@ Result<Plan> BuildPlan(const RateLimitRequest& request, const RateLimitConfig& c
                        const RlsOptions& options);
 
 // `store_failure` is Ok when every slot was decided; otherwise the failure mode answers.
+// `degraded`: the decisions came from the local fallback store.
 void BuildResponse(const Plan& plan, const RlsOptions& options, Nanos now,
-                   const Status& store_failure, RateLimitResponse* response);
+                   const Status& store_failure, bool degraded, RateLimitResponse* response);
+
+// Divides every limit among `instances` for the local fallback store; kInvalidArgument when a
+// limit cannot be divided exactly.
+Status MakeLocal(Plan& plan, int64_t instances);
 
 }  // namespace caudal::envoy::internal

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "algorithms/exact_math.h"
+#include "caudal/policy.h"
 #include "rls_plan.h"
 
 namespace caudal::envoy::internal {
@@ -98,6 +99,7 @@ Code SlotCode(const Slot& s, const RlsOptions& options, const Status& failure) {
     return RateLimitResponse::OK;
   }
   if (!failure.ok()) {
+    // kLocal reaches here only when the local store could not decide either: deny.
     return options.failure_mode == FailureMode::kAllow ? RateLimitResponse::OK
                                                        : RateLimitResponse::OVER_LIMIT;
   }
@@ -107,8 +109,18 @@ Code SlotCode(const Slot& s, const RlsOptions& options, const Status& failure) {
 
 }  // namespace
 
+Status MakeLocal(Plan& plan, int64_t instances) {
+  for (Slot& s : plan.slots) {
+    if (s.kind != SlotKind::kLimited) continue;
+    auto local = LocalLimit(*s.limit, instances);
+    if (!local.ok()) return local.status();
+    s.limit = *local;
+  }
+  return Status::Ok();
+}
+
 void BuildResponse(const Plan& plan, const RlsOptions& options, Nanos now,
-                   const Status& store_failure, RateLimitResponse* response) {
+                   const Status& store_failure, bool degraded, RateLimitResponse* response) {
   response->Clear();
   Code overall = RateLimitResponse::OK;
   for (const Slot& s : plan.slots) {
@@ -134,13 +146,12 @@ void BuildResponse(const Plan& plan, const RlsOptions& options, Nanos now,
   }
   response->set_overall_code(overall);
   if (!store_failure.ok()) {
-    std::string reason(StatusCodeName(store_failure.code()));
-    std::transform(reason.begin(), reason.end(), reason.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    AddHeader(response, "caudal-degraded", "store " + reason);
+    // The header and value `caudal serve` sends over HTTP for the same situation.
+    AddHeader(response, "Caudal-Degraded", "store_unavailable");
     return;
   }
   if (options.headers != HeaderMode::kNone) AddRateLimitHeaders(plan, options.headers, now, response);
+  if (degraded) AddHeader(response, "Caudal-Degraded", "store_unavailable");
 }
 
 }  // namespace caudal::envoy::internal

@@ -123,8 +123,8 @@ TEST_F(GrpcServiceTest, StoreDownWithAllowAnswersOkMarkedDegraded) {
   const auto r = Ask(Request({{"to_number", "1"}}));
   EXPECT_EQ(r.overall_code(), kOk);
   ASSERT_EQ(r.response_headers_to_add_size(), 1);
-  EXPECT_EQ(r.response_headers_to_add(0).key(), "caudal-degraded");
-  EXPECT_EQ(r.response_headers_to_add(0).value(), "store deadline_exceeded");
+  EXPECT_EQ(r.response_headers_to_add(0).key(), "Caudal-Degraded");
+  EXPECT_EQ(r.response_headers_to_add(0).value(), "store_unavailable");
 }
 
 TEST_F(GrpcServiceTest, CallsBeyondTheConcurrencyBoundAreRefusedAtOnce) {

@@ -191,7 +191,7 @@ class CompatibilityAndFailureTest(unittest.TestCase):
             try:
                 r = s.ask(d("to_number=1"))
                 self.assertEqual(r.overall_code, expect, mode)
-                self.assertEqual(r.response_headers_to_add[0].key, "caudal-degraded")
+                self.assertEqual(r.response_headers_to_add[0].key, "Caudal-Degraded")
             finally:
                 s.stop()
         s = Server("--store-down", "--failure-mode", "deny_unavailable")

@@ -17,10 +17,12 @@
 //  - Refunds (is_negative_hits with a positive hit count) are refused with kInvalidArgument:
 //    no Store can return units to a limit today.
 //  - The store failing (kUnavailable, kDeadlineExceeded, kResourceExhausted, kInternal) gives the
-//    configured FailureMode: kAllow answers OK, kDenyOverLimit answers OVER_LIMIT (both add a
-//    `caudal-degraded` header naming the failure), kDenyUnavailable fails the call with
-//    kUnavailable so Envoy applies its own failure_mode_deny. The store's own deadline bounds
-//    how long that takes.
+//    configured FailureMode: kAllow answers OK, kDenyOverLimit answers OVER_LIMIT (both add the
+//    header `Caudal-Degraded: store_unavailable`, as `caudal serve` does over HTTP),
+//    kDenyUnavailable fails the call with kUnavailable so Envoy applies its own
+//    failure_mode_deny, kLocal decides again in this instance's local store with each limit
+//    divided among the instances (as `caudal serve`'s `local` failure mode). The store's own
+//    deadline bounds how long that takes.
 //
 // Thread-safety: ShouldRateLimit may be called from any number of threads; SetConfig may run
 // concurrently with it (a call uses the config it started with).
@@ -48,9 +50,11 @@ enum class DescriptorMode : uint8_t {
 };
 
 enum class FailureMode : uint8_t {
-  kAllow,             // OK, with a caudal-degraded header
-  kDenyOverLimit,     // OVER_LIMIT, with a caudal-degraded header
+  kAllow,             // OK, with a Caudal-Degraded header
+  kDenyOverLimit,     // OVER_LIMIT, with a Caudal-Degraded header
   kDenyUnavailable,   // the RPC fails with UNAVAILABLE
+  kLocal,             // decided in RlsOptions::local_store, limits divided among the instances,
+                      // with a Caudal-Degraded header (OVER_LIMIT when that is impossible)
 };
 
 enum class HeaderMode : uint8_t {
@@ -64,11 +68,14 @@ struct RlsOptions {
   FailureMode failure_mode = FailureMode::kAllow;
   HeaderMode headers = HeaderMode::kIetf;
   size_t max_request_bytes = 64 * 1024;  // larger requests are kInvalidArgument
+  // FailureMode::kLocal: this instance's own store, and how many instances share the limits.
+  Store* local_store = nullptr;
+  int64_t instances = 1;
 };
 
 // Parse the spellings used on the command line and in config files.
 Result<DescriptorMode> ParseDescriptorMode(std::string_view s);  // all_or_nothing|consume_each
-Result<FailureMode> ParseFailureMode(std::string_view s);  // allow|deny|deny_unavailable
+Result<FailureMode> ParseFailureMode(std::string_view s);  // allow|deny|deny_unavailable|local
 Result<HeaderMode> ParseHeaderMode(std::string_view s);    // none|ietf|ietf_and_x_ratelimit
 
 class RlsHandler {
