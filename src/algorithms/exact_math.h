@@ -20,6 +20,12 @@ struct QuotRem {
 // Preconditions: a, b >= 0; m > 0; the quotient fits in 53 bits.
 inline QuotRem MulDiv(int64_t a, int64_t b, int64_t m) {
   assert(a >= 0 && b >= 0 && m > 0);
+  // Most products fit in 64 bits; a 128-bit division costs several times a 64-bit one.
+  if (int64_t p64; !__builtin_mul_overflow(a, b, &p64)) {
+    const QuotRem r{p64 / m, p64 % m};
+    assert(r.quot < (int64_t{1} << 53));
+    return r;
+  }
   const Int128 p = static_cast<Int128>(a) * b;
   const QuotRem r{static_cast<int64_t>(p / m), static_cast<int64_t>(p % m)};
   assert(r.quot < (int64_t{1} << 53));
