@@ -85,8 +85,8 @@ struct RedisStore::Impl {
 
   // Shared with the callers of DecideAsync.
   std::mutex mu;
-  std::vector<PendingPtr> incoming;  // guarded by mu
-  bool flush_posted = false;         // guarded by mu
+  std::vector<PendingPtr> incoming;              // guarded by mu
+  bool flush_posted = false;                     // guarded by mu
   std::string last_error = "not connected yet";  // guarded by mu
   std::atomic<size_t> outstanding{0};
   std::atomic<int> ready{0};
@@ -283,17 +283,16 @@ void RedisStore::Impl::Sweep() {
     if (!p.resolved) {
       if (p.deadline > now) break;
       timeouts.fetch_add(1, std::memory_order_relaxed);
-      Resolve(p, Status::DeadlineExceeded("redis did not answer within " +
-                                          Millis(options.deadline)));
+      Resolve(p,
+              Status::DeadlineExceeded("redis did not answer within " + Millis(options.deadline)));
     }
     watch.pop_front();
   }
   for (const auto& slot : slots) {
     const auto& c = slot->conn;
-    if (c && c->ready() && c->in_flight() > 0 &&
-        now - c->oldest_sent() >= options.stall_timeout) {
-      c->Close(Status::Unavailable("redis stopped answering for " +
-                                   Millis(options.stall_timeout) + "; reconnecting"));
+    if (c && c->ready() && c->in_flight() > 0 && now - c->oldest_sent() >= options.stall_timeout) {
+      c->Close(Status::Unavailable("redis stopped answering for " + Millis(options.stall_timeout) +
+                                   "; reconnecting"));
     }
   }
   ArmSweep();

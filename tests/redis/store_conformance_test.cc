@@ -1,8 +1,9 @@
 // The Store conformance suite against RedisStore, with `now` from the suite's ManualClock.
+#include "store/store_conformance.h"
+
 #include <gtest/gtest.h>
 
 #include "caudal/redis_store.h"
-#include "store/store_conformance.h"
 #include "support/redis_server.h"
 
 namespace caudal {
