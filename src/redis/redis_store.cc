@@ -254,12 +254,13 @@ void RedisStore::Impl::OnBatchReply(const std::weak_ptr<Connection>& weak,
     Dispatch();
     return;
   }
+  // Counted before the callbacks run, so a caller that saw its answer sees it in Stats().
+  requests.fetch_add(batch->items.size(), std::memory_order_relaxed);
   size_t pos = 0;
   for (const PendingPtr& p : batch->items) {
     Result<StoreResponse> resp = redis::DecodeResponse(ints, pos, p->request);
     Resolve(*p, std::move(resp));
   }
-  requests.fetch_add(batch->items.size(), std::memory_order_relaxed);
   Dispatch();
 }
 
