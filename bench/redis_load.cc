@@ -41,14 +41,22 @@ bool Parse(int argc, char** argv, Args& a) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const char* v = argv[i + 1];
-    if (flag == "--url") a.url = v;
-    else if (flag == "--seconds") a.seconds = std::atof(v);
-    else if (flag == "--in-flight") a.in_flight = std::atoi(v);
-    else if (flag == "--threads") a.threads = std::atoi(v);
-    else if (flag == "--keys") a.keys = std::atoi(v);
-    else if (flag == "--connections") a.connections = std::atoi(v);
-    else if (flag == "--calls-in-flight") a.calls_in_flight = std::atoi(v);
-    else return false;
+    if (flag == "--url")
+      a.url = v;
+    else if (flag == "--seconds")
+      a.seconds = std::atof(v);
+    else if (flag == "--in-flight")
+      a.in_flight = std::atoi(v);
+    else if (flag == "--threads")
+      a.threads = std::atoi(v);
+    else if (flag == "--keys")
+      a.keys = std::atoi(v);
+    else if (flag == "--connections")
+      a.connections = std::atoi(v);
+    else if (flag == "--calls-in-flight")
+      a.calls_in_flight = std::atoi(v);
+    else
+      return false;
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
          a.keys > 0 && a.connections > 0;
@@ -62,8 +70,8 @@ double Percentile(std::vector<int64_t>& v, double p) {
 }
 
 int Run(const Args& a) {
-  const Limit limit = *Limit::Create(LimitSpec::Bucket(
-      Algorithm::kTokenBucket, 1'000'000'000, {1'000'000'000, std::chrono::seconds(1)}));
+  const Limit limit = *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
+                                                       {1'000'000'000, std::chrono::seconds(1)}));
   std::vector<std::string> keys;
   for (int i = 0; i < a.keys; ++i) keys.push_back("bench:" + std::to_string(i));
 
@@ -71,8 +79,8 @@ int Run(const Args& a) {
   std::atomic<int64_t> errors{0};
   std::vector<std::vector<int64_t>> latencies(a.threads);  // written by callbacks (io thread)
   const auto warmup = std::chrono::milliseconds(500);
-  const auto measure = std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(a.seconds));
+  const auto measure =
+      std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(a.seconds));
   const auto start = SteadyClock::now();
   const auto measure_from = start + warmup;
   const auto until = measure_from + measure;
@@ -83,7 +91,8 @@ int Run(const Args& a) {
     const int window = a.in_flight / a.threads + (t < a.in_flight % a.threads ? 1 : 0);
     slots.push_back(std::make_unique<std::counting_semaphore<1 << 20>>(window));
   }
-  RedisStoreOptions options{.url = a.url, .deadline = std::chrono::seconds(1),
+  RedisStoreOptions options{.url = a.url,
+                            .deadline = std::chrono::seconds(1),
                             .connections = static_cast<size_t>(a.connections)};
   if (a.calls_in_flight > 0) options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
   Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(options);
@@ -105,8 +114,9 @@ int Run(const Args& a) {
         (*store)->DecideAsync({&e, 1}, [&, t, issued](Result<StoreResponse> r) {
           if (issued >= measure_from && issued < until) {
             if (!r.ok() || !r->allowed) errors.fetch_add(1);
-            latencies[t].push_back(std::chrono::duration_cast<std::chrono::microseconds>(
-                                       SteadyClock::now() - issued).count());
+            latencies[t].push_back(
+                std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - issued)
+                    .count());
           }
           free_slots.release();
         });

@@ -56,6 +56,15 @@ IpAddress IpAddress::Masked(int prefix) const {
 }
 
 std::string IpAddress::ToString() const {
+  if (family == IpFamily::kV4) {  // on every forward-auth request: skip inet_ntop's sprintf
+    std::string out;
+    out.reserve(15);
+    for (size_t i = 0; i < 4; ++i) {
+      if (i > 0) out += '.';
+      out += std::to_string(bytes[i]);
+    }
+    return out;
+  }
   char buf[64];
   const int af = family == IpFamily::kV4 ? AF_INET : AF_INET6;
   if (inet_ntop(af, bytes.data(), buf, sizeof buf) == nullptr) return "?";

@@ -108,16 +108,17 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
       return;
     }
     std::vector<EntryRef> entries;
-    std::vector<size_t> owners;  // entry → item
+    entries.reserve(items_.size() * 2);
+    enforced_owners_.reserve(items_.size() * 2);
     for (size_t i = 0; i < items_.size(); ++i) {
       if (items_[i].policy->shadow()) continue;
-      AppendEntries(i, /*local=*/false, items_[i].cost, entries, owners);
+      AppendEntries(i, /*local=*/false, items_[i].cost, entries, enforced_owners_);
     }
-    const Nanos sent = limiter_.clock_.Now();
-    limiter_.store_.DecideAsync(entries, [self = shared_from_this(), owners = std::move(owners),
-                                          sent](Result<StoreResponse> r) {
-      self->ObserveStore(sent, r.status());
-      self->OnEnforced(std::move(r), owners);
+    sent_ = limiter_.clock_.Now();
+    // Captures fit std::function's inline storage: no allocation for the common path.
+    limiter_.store_.DecideAsync(entries, [self = shared_from_this()](Result<StoreResponse> r) {
+      self->ObserveStore(self->sent_, r.status());
+      self->OnEnforced(std::move(r), self->enforced_owners_);
     });
   }
 
@@ -326,6 +327,8 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
   CheckCallback done_;
   Nanos start_;
   std::vector<ApplicableItem> items_;
+  std::vector<size_t> enforced_owners_;  // store entry → item, for the enforced request
+  Nanos sent_{0};
   std::atomic<size_t> pending_{0};
 };
 

@@ -1,7 +1,5 @@
 #include "redis/connection.h"
 
-#include "redis/script.h"
-
 #include <hiredis/hiredis.h>
 #include <openssl/ssl.h>
 
@@ -11,6 +9,8 @@
 #include <boost/asio/write.hpp>
 #include <cassert>
 #include <vector>
+
+#include "redis/script.h"
 
 namespace caudal::redis {
 
@@ -37,11 +37,12 @@ void Connection::Start(std::chrono::milliseconds timeout, std::function<void(Sta
   on_started_ = std::move(done);
   on_closed_ = std::move(on_closed);
   connect_timer_.expires_after(timeout);
-  connect_timer_.async_wait([self = shared_from_this(), timeout](const boost::system::error_code& ec) {
-    if (ec || self->state_ != State::kConnecting) return;
-    self->Fail(Status::Unavailable(self->Where() + " did not complete the connection within " +
-                                   std::to_string(timeout.count()) + "ms"));
-  });
+  connect_timer_.async_wait(
+      [self = shared_from_this(), timeout](const boost::system::error_code& ec) {
+        if (ec || self->state_ != State::kConnecting) return;
+        self->Fail(Status::Unavailable(self->Where() + " did not complete the connection within " +
+                                       std::to_string(timeout.count()) + "ms"));
+      });
   resolver_.async_resolve(
       url_.host, std::to_string(url_.port),
       [self = shared_from_this()](const boost::system::error_code& ec,
@@ -65,8 +66,9 @@ void Connection::OnResolved(const boost::system::error_code& ec,
 void Connection::OnConnected(const boost::system::error_code& ec) {
   if (state_ != State::kConnecting) return;
   if (ec) {
-    Fail(Status::Unavailable("cannot connect to " + Where() + ": " + ec.message() +
-                             (ec == asio::error::connection_refused ? " (is redis running?)" : "")));
+    Fail(
+        Status::Unavailable("cannot connect to " + Where() + ": " + ec.message() +
+                            (ec == asio::error::connection_refused ? " (is redis running?)" : "")));
     return;
   }
   boost::system::error_code ignored;
@@ -106,8 +108,8 @@ void Connection::Handshake() {
       if (text.starts_with("NOAUTH")) {
         hint = " (redis requires a password: redis://[user]:password@host:port)";
       }
-      self->Fail(Status::Unavailable(self->Where() + " refused " + what + ": " +
-                                     std::string(text) + hint));
+      self->Fail(Status::Unavailable(self->Where() + " refused " + what + ": " + std::string(text) +
+                                     hint));
     };
   };
   std::string cmd;

@@ -24,8 +24,7 @@ TEST(LuaProtocol, NamespacesKeysWithOneHashTagEach) {
 TEST(LuaProtocol, EncodesReducedBucketRatesAndRawWindows) {
   const Limit bucket =
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
-  const Limit window =
-      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
   const EntryRef entries[] = {{.key = "a", .limit = &bucket, .cost = 3},
                               {.key = "b", .limit = &window, .cost = 0}};
   const EncodedRequest r = EncodeRequest(entries, "c:");
@@ -45,9 +44,9 @@ TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   CallArgv call;
   BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call);
   const std::vector<std::string_view> expected = {
-      "EVALSHA", "abc", "3", "{x}", "{y}", "{z}", "", "0",  //
-      "1", "0", "5", "5", "1000000", "1",                  //
-      "2", "0", "5", "5", "1000000", "2", "0", "5", "5", "1000000", "1"};
+      "EVALSHA", "abc", "3", "{x}", "{y}",     "{z}", "",  "0",  //
+      "1",       "0",   "5", "5",   "1000000", "1",              //
+      "2",       "0",   "5", "5",   "1000000", "2",   "0", "5", "5", "1000000", "1"};
   EXPECT_EQ(call.argv, expected);
   BuildCall("EVAL", "body", TimeSource::kGiven, 123, batch, call);
   EXPECT_EQ(call.argv[6], "123");
@@ -61,13 +60,15 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
   const EncodedRequest r1 = EncodeRequest(e1, "");
   const EncodedRequest r2 = EncodeRequest(e2, "");
   const std::vector<int64_t> reply = {1, 0, 4, 900, 0,  //
-                                      0, 0, 5, 0, 0, 1, 0, 300, 250};
+                                      0, 0, 5, 0,   0, 1, 0, 300, 250};
   size_t pos = 0;
   Result<StoreResponse> a = DecodeResponse(reply, pos, r1);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->allowed);
-  EXPECT_EQ(a->decisions[0], (Decision{.verdict = Verdict::kAllowed, .limit = 5, .remaining = 4,
-                                       .reset_after = Micros(900)}));
+  EXPECT_EQ(
+      a->decisions[0],
+      (Decision{
+          .verdict = Verdict::kAllowed, .limit = 5, .remaining = 4, .reset_after = Micros(900)}));
   Result<StoreResponse> b = DecodeResponse(reply, pos, r2);
   ASSERT_TRUE(b.ok());
   EXPECT_FALSE(b->allowed);

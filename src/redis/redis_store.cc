@@ -85,8 +85,8 @@ struct RedisStore::Impl {
 
   // Shared with the callers of DecideAsync.
   std::mutex mu;
-  std::vector<PendingPtr> incoming;  // guarded by mu
-  bool flush_posted = false;         // guarded by mu
+  std::vector<PendingPtr> incoming;              // guarded by mu
+  bool flush_posted = false;                     // guarded by mu
   std::string last_error = "not connected yet";  // guarded by mu
   std::atomic<size_t> outstanding{0};
   std::atomic<int> ready{0};
@@ -254,12 +254,13 @@ void RedisStore::Impl::OnBatchReply(const std::weak_ptr<Connection>& weak,
     Dispatch();
     return;
   }
+  // Counted before the callbacks run, so a caller that saw its answer sees it in Stats().
+  requests.fetch_add(batch->items.size(), std::memory_order_relaxed);
   size_t pos = 0;
   for (const PendingPtr& p : batch->items) {
     Result<StoreResponse> resp = redis::DecodeResponse(ints, pos, p->request);
     Resolve(*p, std::move(resp));
   }
-  requests.fetch_add(batch->items.size(), std::memory_order_relaxed);
   Dispatch();
 }
 
@@ -283,17 +284,16 @@ void RedisStore::Impl::Sweep() {
     if (!p.resolved) {
       if (p.deadline > now) break;
       timeouts.fetch_add(1, std::memory_order_relaxed);
-      Resolve(p, Status::DeadlineExceeded("redis did not answer within " +
-                                          Millis(options.deadline)));
+      Resolve(p,
+              Status::DeadlineExceeded("redis did not answer within " + Millis(options.deadline)));
     }
     watch.pop_front();
   }
   for (const auto& slot : slots) {
     const auto& c = slot->conn;
-    if (c && c->ready() && c->in_flight() > 0 &&
-        now - c->oldest_sent() >= options.stall_timeout) {
-      c->Close(Status::Unavailable("redis stopped answering for " +
-                                   Millis(options.stall_timeout) + "; reconnecting"));
+    if (c && c->ready() && c->in_flight() > 0 && now - c->oldest_sent() >= options.stall_timeout) {
+      c->Close(Status::Unavailable("redis stopped answering for " + Millis(options.stall_timeout) +
+                                   "; reconnecting"));
     }
   }
   ArmSweep();

@@ -5,7 +5,9 @@
 namespace caudal::redis {
 namespace {
 
-Status Bad(std::string_view what) { return Status::InvalidArgument("redis URL: " + std::string(what)); }
+Status Bad(std::string_view what) {
+  return Status::InvalidArgument("redis URL: " + std::string(what));
+}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

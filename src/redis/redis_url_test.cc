@@ -19,9 +19,12 @@ std::string Error(std::string_view s) {
 }
 
 TEST(RedisUrl, ParsesEveryPart) {
-  EXPECT_EQ(Parse("redis://app:pw@cache.local:6380/3"),
-            (RedisUrl{.transport = Transport::kPlain, .user = "app", .password = "pw",
-                      .host = "cache.local", .port = 6380, .db = 3}));
+  EXPECT_EQ(Parse("redis://app:pw@cache.local:6380/3"), (RedisUrl{.transport = Transport::kPlain,
+                                                                  .user = "app",
+                                                                  .password = "pw",
+                                                                  .host = "cache.local",
+                                                                  .port = 6380,
+                                                                  .db = 3}));
   EXPECT_EQ(Parse("rediss://10.0.0.7:7000"),
             (RedisUrl{.transport = Transport::kTls, .host = "10.0.0.7", .port = 7000}));
 }
@@ -79,8 +82,8 @@ TEST(RedisUrl, RefusesMalformedUrlsNamingThePart) {
 }
 
 TEST(RedisUrl, ErrorsNeverRepeatThePassword) {
-  for (const char* url : {"redis://u:topsecret@h:99999", "redis://u:topsecret@h:1/x",
-                          "redis://u:topsecret@h h"}) {
+  for (const char* url :
+       {"redis://u:topsecret@h:99999", "redis://u:topsecret@h:1/x", "redis://u:topsecret@h h"}) {
     EXPECT_EQ(Error(url).find("topsecret"), std::string::npos) << url;
   }
 }

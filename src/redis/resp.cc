@@ -17,8 +17,8 @@ void AppendCommand(std::span<const std::string_view> argv, std::string& out) {
     lens[i] = argv[i].size();
   }
   char* cmd = nullptr;
-  const int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(),
-                                       lens.data());
+  const int n =
+      redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), ptrs.data(), lens.data());
   assert(n >= 0 && "redisFormatCommandArgv failed (out of memory)");
   if (n > 0) out.append(cmd, static_cast<size_t>(n));
   redisFreeCommand(cmd);
@@ -42,8 +42,7 @@ Result<std::optional<Reply>> ReplyParser::Next() {
 bool IsError(const redisReply& r) { return r.type == REDIS_REPLY_ERROR; }
 
 std::string_view Text(const redisReply& r) {
-  if (r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_STRING ||
-      r.type == REDIS_REPLY_ERROR) {
+  if (r.type == REDIS_REPLY_STATUS || r.type == REDIS_REPLY_STRING || r.type == REDIS_REPLY_ERROR) {
     return {r.str, r.len};
   }
   return {};

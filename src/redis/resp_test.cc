@@ -1,7 +1,7 @@
 #include "redis/resp.h"
 
-#include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <vector>
 

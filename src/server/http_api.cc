@@ -212,11 +212,13 @@ std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result) {
 
 Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
   Reply r;
+  r.headers.reserve(5);
   if (auto h = RateLimitFields(result)) {
     r.headers.emplace_back("RateLimit-Policy", std::move(h->policy));
     r.headers.emplace_back("RateLimit", std::move(h->state));
   }
   if (result.degraded) r.headers.emplace_back("Caudal-Degraded", "store_unavailable");
+  if (endpoint == Endpoint::kAuth && result.outcome == Outcome::kAllowed) return r;  // hot path
   json::array violated;
   for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->policy->spec.name));
   json::object body;
@@ -248,7 +250,6 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
       body["violated_policies"] = violated;
       break;
   }
-  if (endpoint == Endpoint::kAuth && r.status == 200) return r;  // headers carry everything
   if (endpoint == Endpoint::kCheck) {
     body["allowed"] = result.allowed();
     body["outcome"] = OutcomeName(result.outcome);

@@ -19,37 +19,50 @@ using tcp = net::ip::tcp;
 
 namespace {
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
-using Strand = net::strand<net::io_context::executor_type>;
+using SteadyTime = std::chrono::steady_clock::time_point;
 std::string_view Sv(beast::string_view s) { return {s.data(), s.size()}; }
 }  // namespace
 
+// One io_context per I/O thread, each run by that thread alone: a connection lives on one of
+// them for its whole life, so its handlers never run concurrently and need no strand.
 struct HttpServer::Impl {
   Deps deps;
   HttpServerOptions options;
+  std::chrono::steady_clock::duration tick;  // how often a connection checks its deadline
   std::atomic<std::shared_ptr<const ForwardAuthOptions>> auth;
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopped{false};
   bool cap_logged = false;  // only touched by the accept loop, which never runs concurrently
-  // Declared last so they go first: sessions still queued in `ioc` die before the counters.
-  net::io_context ioc;
-  tcp::acceptor acceptor{ioc};
+  size_t next_context = 0;  // likewise
+  // Declared last so they go first: sessions still queued in a context die before the counters.
+  std::vector<std::unique_ptr<net::io_context>> contexts;
+  std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
 
-  Impl(Deps d, HttpServerOptions o) : deps(std::move(d)), options(std::move(o)) {}
+  Impl(Deps d, HttpServerOptions o) : deps(std::move(d)), options(std::move(o)) {
+    const Micros shortest =
+        std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
+    tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
+  }
   void Accept();
 };
 
 namespace {
 
 // One connection: reads one request at a time, answers it, and loops while keep-alive.
+//
+// Timeouts cost nothing per request: each phase (header, body, write, keep-alive wait) only
+// records its deadline, and a timer that ticks every `tick` closes the connection once the
+// deadline has passed. A deadline is a total for its phase, so a client that trickles a header
+// byte by byte is cut off at header_timeout (plus at most one tick) all the same.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
-      : stream_(std::move(socket)), server_(server) {
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
     beast::error_code ec;
-    const auto ep = stream_.socket().remote_endpoint(ec);
+    const auto ep = socket_.remote_endpoint(ec);
     if (!ec) {
       auto a = IpAddress::Parse(ep.address().to_string());
       if (a.ok()) peer_ = *a;
@@ -58,16 +71,39 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() { server_.connections.fetch_sub(1, std::memory_order_relaxed); }
 
   void Start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+      self->Tick();
+      self->ReadHeader();
+    });
   }
 
  private:
+  void SetDeadline(Micros d) { deadline_ = std::chrono::steady_clock::now() + d; }
+
+  void Tick() {
+    timer_.expires_after(server_.tick);
+    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->closed_) return;
+      if (std::chrono::steady_clock::now() >= self->deadline_) return self->Close();
+      self->Tick();
+    });
+  }
+
   void ReadHeader() {
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(http_api::kMaxBodyBytes);
-    stream_.expires_after(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
+    SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
+    if (buffer_.size() > 0) return ReadHeaderNow();  // a pipelined request is already here
+    // Wait for readability first: reading at once would mostly cost a recv() that finds nothing.
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (ec) return self->Close();
+      self->ReadHeaderNow();
+    });
+  }
+
+  void ReadHeaderNow() {
+    http::async_read_header(socket_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               self->OnHeader(ec);
                             });
@@ -78,8 +114,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (parser_->is_done()) return Handle();
     const auto length = parser_->content_length();
     if (length && *length > http_api::kMaxBodyBytes) return TooLarge();
-    stream_.expires_after(server_.options.body_timeout);
-    http::async_read(stream_, buffer_, *parser_,
+    SetDeadline(server_.options.body_timeout);
+    http::async_read(socket_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code e, size_t) {
                        if (e) return self->OnReadError(e);
                        self->Handle();
@@ -87,17 +123,15 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnReadError(beast::error_code ec) {
+    if (closed_) return;
     if (ec == http::error::body_limit) return TooLarge();
     if (ec == http::error::header_limit) {
       return Send(http_api::ErrorReply({.status = 431, .code = "header_too_large",
                                         .message = "request header: larger than 16 KiB"}),
                   /*close=*/true);
     }
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == net::error::connection_reset || ec == net::error::eof) {
-      return Close();
-    }
-    if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message) {
       return Send(http_api::ErrorReply({.status = 400, .code = "bad_request",
                                         .message = Cat("request: malformed HTTP (", ec.message(),
                                                        ')')}),
@@ -115,6 +149,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void Handle() {
     const auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
+    http10_ = req.version() == 10;
+    head_ = req.method() == http::verb::head;
     routes::Request r{.method = Sv(req.method_string()),
                       .target = Sv(req.target()),
                       .body = req.body(),
@@ -125,15 +161,16 @@ class Session : public std::enable_shared_from_this<Session> {
                       },
                       .forwarded_for = ForwardedFor(req)};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
+    deadline_ = SteadyTime::max();  // the store's own deadline bounds the decision
     routes::Context ctx{.limiter = server_.deps.limiter,
                         .metrics = server_.deps.metrics,
                         .auth = *server_.auth.load(std::memory_order_acquire),
                         .debug = server_.deps.debug};
     routes::Dispatch(ctx, r, [self = shared_from_this()](http_api::Reply reply) {
-      // Decisions may complete on a store thread: get back onto this connection's strand.
-      auto ex = self->stream_.get_executor();
-      const Strand* strand = ex.target<Strand>();
-      if (strand != nullptr && strand->running_in_this_thread()) {
+      // Decisions may complete on a store thread: get back onto this connection's context.
+      const auto ex = self->socket_.get_executor();
+      const auto* io = ex.target<net::io_context::executor_type>();
+      if (io != nullptr && io->running_in_this_thread()) {
         self->Finish(std::move(reply));
       } else {
         net::post(ex, [self, reply = std::move(reply)]() mutable { self->Finish(std::move(reply)); });
@@ -155,51 +192,75 @@ class Session : public std::enable_shared_from_this<Session> {
     Send(std::move(reply), !keep_alive_);
   }
 
+  // The response is small and fully known, so it is written as one buffer, skipping Beast's
+  // general serializer (its buffer machinery cost more than the rest of a decision).
   void Send(http_api::Reply reply, bool close) {
+    if (closed_) return;
     server_.deps.metrics.CountHttpResponse(reply.status);
-    res_ = {};
-    res_.version(11);
-    res_.result(static_cast<unsigned>(reply.status));
-    for (auto& [name, value] : reply.headers) res_.set(name, value);
-    if (!reply.content_type.empty()) res_.set(http::field::content_type, reply.content_type);
-    res_.body() = std::move(reply.body);
-    res_.keep_alive(!close);
-    res_.prepare_payload();
+    const auto status = static_cast<http::status>(reply.status);
+    out_.clear();
+    out_.append(http10_ ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(reply.status));
+    out_.append(" ").append(Sv(http::obsolete_reason(status))).append("\r\n");
+    for (const auto& [name, value] : reply.headers) {
+      out_.append(name).append(": ").append(value).append("\r\n");
+    }
+    if (!reply.content_type.empty()) {
+      out_.append("Content-Type: ").append(reply.content_type).append("\r\n");
+    }
+    out_.append("Content-Length: ").append(std::to_string(reply.body.size())).append("\r\n");
+    if (close) {
+      out_.append("Connection: close\r\n");
+    } else if (http10_) {
+      out_.append("Connection: keep-alive\r\n");
+    }
+    out_.append("\r\n");
+    if (!head_) out_.append(reply.body);
     close_after_write_ = close;
-    stream_.expires_after(server_.options.body_timeout);
-    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec || self->close_after_write_) return self->Close();
-      self->first_ = false;
-      self->ReadHeader();
-    });
+    SetDeadline(server_.options.body_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec || self->close_after_write_) return self->Close();
+                       self->first_ = false;
+                       self->ReadHeader();
+                     });
   }
 
   void Close() {
+    if (closed_) return;
+    closed_ = true;
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-    stream_.socket().close(ec);
+    socket_.shutdown(tcp::socket::shutdown_send, ec);
+    socket_.close(ec);
+    timer_.cancel();
   }
 
-  beast::tcp_stream stream_;
+  tcp::socket socket_;
+  net::steady_timer timer_;
   HttpServer::Impl& server_;
+  SteadyTime deadline_ = SteadyTime::max();
   beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
   std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> res_;
+  std::string out_;  // the response being written
   IpAddress peer_;
   bool first_ = true;
   bool keep_alive_ = true;
+  bool http10_ = false;
+  bool head_ = false;
   bool close_after_write_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+  net::io_context& target = *contexts[next_context];
+  next_context = (next_context + 1) % contexts.size();
+  acceptor->async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
     if (stopped.load()) return;
     if (ec) {
       // Out of descriptors or similar: log, pause briefly so the loop does not spin, go on.
       deps.log.Warning(Cat("accept failed: ", ec.message()));
-      auto timer = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(50));
+      auto timer = std::make_shared<net::steady_timer>(*contexts[0], std::chrono::milliseconds(50));
       timer->async_wait([this, timer](beast::error_code) { Accept(); });
       return;
     }
@@ -228,32 +289,38 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
                                                       ForwardAuthOptions auth) {
   auto impl = std::make_unique<Impl>(std::move(deps), options);
   impl->auth.store(std::make_shared<const ForwardAuthOptions>(std::move(auth)));
+  int64_t n = options.threads > 0 ? options.threads
+                                  : static_cast<int64_t>(std::thread::hardware_concurrency());
+  if (n < 1) n = 1;
+  for (int64_t i = 0; i < n; ++i) impl->contexts.push_back(std::make_unique<net::io_context>(1));
+  impl->acceptor = std::make_unique<tcp::acceptor>(*impl->contexts[0]);
   beast::error_code ec;
   const std::string host = options.host == "localhost" ? "127.0.0.1" : options.host;
   const auto address = net::ip::make_address(host, ec);
   if (ec) return Status::InvalidArgument(Cat("http: bad address ", Quoted(options.host)));
   const tcp::endpoint ep(address, options.port);
-  impl->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(ep, ec);
-  if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  tcp::acceptor& acceptor = *impl->acceptor;
+  acceptor.open(ep.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(ep, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status::Unavailable(Cat("cannot listen on ", host, ':', options.port, ": ",
                                    ec.message()));
   }
   impl->Accept();
-  int64_t n = options.threads > 0 ? options.threads
-                                  : static_cast<int64_t>(std::thread::hardware_concurrency());
-  if (n < 1) n = 1;
-  for (int64_t i = 0; i < n; ++i) {
-    impl->threads.emplace_back([io = &impl->ioc] { io->run(); });
+  for (auto& io : impl->contexts) {
+    impl->threads.emplace_back([io = io.get()] {
+      auto work = net::make_work_guard(*io);  // idle contexts keep running until Stop()
+      io->run();
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
 uint16_t HttpServer::port() const {
   beast::error_code ec;
-  return impl_->acceptor.local_endpoint(ec).port();
+  return impl_->acceptor->local_endpoint(ec).port();
 }
 
 void HttpServer::SetForwardAuth(ForwardAuthOptions auth) {
@@ -262,15 +329,15 @@ void HttpServer::SetForwardAuth(ForwardAuthOptions auth) {
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  net::post(impl_->acceptor.get_executor(), [this] {
+  net::post(impl_->acceptor->get_executor(), [this] {
     beast::error_code ec;
-    impl_->acceptor.close(ec);
+    impl_->acceptor->close(ec);
   });
   // Decisions still at the store hold sessions bound to this io_context: let them land first.
   for (int i = 0; i < 200 && impl_->in_flight.load() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  impl_->ioc.stop();
+  for (auto& io : impl_->contexts) io->stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
 }

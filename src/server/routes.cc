@@ -26,14 +26,16 @@ Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
 
 void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
             ReplyCallback done) {
-  ctx.limiter.CheckAsync(std::move(request),
-                         [endpoint, done = std::move(done)](Result<CheckResult> r) {
-                           if (!r.ok()) {
-                             done(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
-                             return;
-                           }
-                           done(http_api::DecisionReply(*r, endpoint));
-                         });
+  // One allocation for the callback's state, shared by reference (std::function copies).
+  auto state = std::make_shared<std::pair<http_api::Endpoint, ReplyCallback>>(endpoint,
+                                                                                std::move(done));
+  ctx.limiter.CheckAsync(std::move(request), [state](Result<CheckResult> r) {
+    if (!r.ok()) {
+      state->second(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
+      return;
+    }
+    state->second(http_api::DecisionReply(*r, state->first));
+  });
 }
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
@@ -42,6 +44,7 @@ bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
 
 Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r) {
   Descriptors d;
+  d.reserve(1 + auth.descriptor_headers.size());
   const IpAddress client = http_api::ClientAddress(r.peer, r.forwarded_for, auth.trusted_proxies);
   d.push_back({"ip", client.ToString()});
   for (const HeaderDescriptor& h : auth.descriptor_headers) {

@@ -2,8 +2,8 @@
 // same keys. Over the run the total admitted stays within what the limits allow. Next to it a
 // deliberately non-atomic GET-then-SET limiter (test only) breaks the same check — the double
 // spend the atomic script exists to prevent — so the check demonstrably detects it.
-#include <hiredis/hiredis.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,8 +55,9 @@ struct Tally {
     ++admitted[name];
     if (name == "fixed_window") {
       const int64_t w = l.window().count();
-      const int64_t now = std::chrono::duration_cast<Micros>(
-                              std::chrono::system_clock::now().time_since_epoch()).count();
+      const int64_t now =
+          std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
       ++fixed_per_window[(now + d.reset_after.count() + w / 2) / w];
     }
   }
@@ -89,7 +90,8 @@ struct Tally {
 };
 
 // Every way the tally exceeds the limits over a run of `elapsed`.
-std::vector<std::string> Violations(const Tally& t, const Limits& l, SteadyClock::duration elapsed) {
+std::vector<std::string> Violations(const Tally& t, const Limits& l,
+                                    SteadyClock::duration elapsed) {
   std::vector<std::string> out;
   const double secs = std::chrono::duration<double>(elapsed).count();
   auto check = [&](const std::string& name, int64_t bound) {
@@ -135,7 +137,8 @@ Tally RunProcesses(const std::function<void(Tally&)>& work) {
   for (const auto& [pid, fd] : children) {
     std::string text;
     char buf[4096];
-    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) text.append(buf, static_cast<size_t>(n));
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+      text.append(buf, static_cast<size_t>(n));
     ::close(fd);
     int status = 0;
     ::waitpid(pid, &status, 0);
@@ -146,12 +149,14 @@ Tally RunProcesses(const std::function<void(Tally&)>& work) {
 }
 
 // kThreads threads calling `decide(key, limit)` for every limit in turn until kRunFor is over.
-void Hammer(Tally& tally, const Limits& l,
-            const std::function<Result<Decision>(int thread, const std::string&, const Limit&)>&
-                decide) {
-  const std::pair<std::string, const Limit*> all[] = {
-      {"token_bucket", &l.token_bucket}, {"gcra", &l.gcra}, {"sliding_window_log", &l.log},
-      {"sliding_window_counter", &l.counter}, {"fixed_window", &l.fixed}};
+void Hammer(
+    Tally& tally, const Limits& l,
+    const std::function<Result<Decision>(int thread, const std::string&, const Limit&)>& decide) {
+  const std::pair<std::string, const Limit*> all[] = {{"token_bucket", &l.token_bucket},
+                                                      {"gcra", &l.gcra},
+                                                      {"sliding_window_log", &l.log},
+                                                      {"sliding_window_counter", &l.counter},
+                                                      {"fixed_window", &l.fixed}};
   std::mutex mu;
   std::vector<std::thread> threads;
   const auto until = SteadyClock::now() + kRunFor;
@@ -184,12 +189,13 @@ TEST(DoubleSpend, AtomicScriptNeverAdmitsMoreThanTheLimits) {
       tally.errors = 1'000'000;
       return;
     }
-    Hammer(tally, limits, [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
-      const EntryRef e{.key = name, .limit = &limit, .cost = 1};
-      Result<StoreResponse> r = (*store)->Decide({&e, 1});
-      if (!r.ok()) return r.status();
-      return r->decisions[0];
-    });
+    Hammer(tally, limits,
+           [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
+             const EntryRef e{.key = name, .limit = &limit, .cost = 1};
+             Result<StoreResponse> r = (*store)->Decide({&e, 1});
+             if (!r.ok()) return r.status();
+             return r->decisions[0];
+           });
   });
   const auto elapsed = SteadyClock::now() - start;
   EXPECT_EQ(total.errors, 0);
@@ -211,35 +217,35 @@ TEST(DoubleSpend, NonAtomicGetThenSetDoubleSpendsAndTheCheckCatchesIt) {
   const Tally total = RunProcesses([&](Tally& tally) {
     std::vector<redisContext*> conns;
     for (int t = 0; t < kThreads; ++t) conns.push_back(redisConnect("127.0.0.1", port));
-    Hammer(tally, limits, [&](int t, const std::string& name, const Limit& limit)
-                              -> Result<Decision> {
-      if (limit.algorithm() == Algorithm::kSlidingWindowLog) {  // list state: not shown here
-        return Decision{.verdict = Verdict::kDenied};
-      }
-      redisContext* c = conns[t];
-      const std::string key = "naive:" + name;
-      auto* got = static_cast<redisReply*>(redisCommand(c, "GET %s", key.c_str()));
-      if (got == nullptr) return Status::Unavailable("GET failed");
-      CompactState state;
-      const bool had = got->type == REDIS_REPLY_STRING;
-      if (had) {
-        std::istringstream in(std::string(got->str, got->len));
-        in >> state.w[0] >> state.w[1] >> state.w[2];
-      }
-      freeReplyObject(got);
-      const Micros now = std::chrono::duration_cast<Micros>(
-          std::chrono::system_clock::now().time_since_epoch());
-      const Step step = DecideCompact(limit, had ? &state : nullptr, now, 1);
-      if (step.consumed) {
-        std::ostringstream v;
-        v << step.next.w[0] << " " << step.next.w[1] << " " << step.next.w[2];
-        auto* set = static_cast<redisReply*>(redisCommand(c, "SET %s %s", key.c_str(),
-                                                          v.str().c_str()));
-        if (set == nullptr) return Status::Unavailable("SET failed");
-        freeReplyObject(set);
-      }
-      return step.decision;
-    });
+    Hammer(tally, limits,
+           [&](int t, const std::string& name, const Limit& limit) -> Result<Decision> {
+             if (limit.algorithm() == Algorithm::kSlidingWindowLog) {  // list state: not shown here
+               return Decision{.verdict = Verdict::kDenied};
+             }
+             redisContext* c = conns[t];
+             const std::string key = "naive:" + name;
+             auto* got = static_cast<redisReply*>(redisCommand(c, "GET %s", key.c_str()));
+             if (got == nullptr) return Status::Unavailable("GET failed");
+             CompactState state;
+             const bool had = got->type == REDIS_REPLY_STRING;
+             if (had) {
+               std::istringstream in(std::string(got->str, got->len));
+               in >> state.w[0] >> state.w[1] >> state.w[2];
+             }
+             freeReplyObject(got);
+             const Micros now = std::chrono::duration_cast<Micros>(
+                 std::chrono::system_clock::now().time_since_epoch());
+             const Step step = DecideCompact(limit, had ? &state : nullptr, now, 1);
+             if (step.consumed) {
+               std::ostringstream v;
+               v << step.next.w[0] << " " << step.next.w[1] << " " << step.next.w[2];
+               auto* set = static_cast<redisReply*>(
+                   redisCommand(c, "SET %s %s", key.c_str(), v.str().c_str()));
+               if (set == nullptr) return Status::Unavailable("SET failed");
+               freeReplyObject(set);
+             }
+             return step.decision;
+           });
     for (redisContext* c : conns) redisFree(c);
   });
   const auto elapsed = SteadyClock::now() - start;

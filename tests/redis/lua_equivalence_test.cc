@@ -30,29 +30,43 @@ class Tracer {
  public:
   explicit Tracer(uint64_t seed) : rng_(seed) {}
 
-  int64_t Uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng_); }
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
   bool Chance(int percent) { return Uniform(1, 100) <= percent; }
 
   int64_t Capacity(Algorithm a) {
     const int64_t max = a == Algorithm::kSlidingWindowLog ? kMaxLogLimit : kMaxCapacity;
     switch (Uniform(0, 4)) {
-      case 0: return 1;
-      case 1: return Uniform(2, 10);
-      case 2: return Uniform(11, 1000);
-      case 3: return max - Uniform(0, 5);
-      default: return Uniform(1, max);
+      case 0:
+        return 1;
+      case 1:
+        return Uniform(2, 10);
+      case 2:
+        return Uniform(11, 1000);
+      case 3:
+        return max - Uniform(0, 5);
+      default:
+        return Uniform(1, max);
     }
   }
 
   int64_t Period() {  // µs
     switch (Uniform(0, 6)) {
-      case 0: return 1000;
-      case 1: return Uniform(1000, 1'000'000);
-      case 2: return 60'000'000;
-      case 3: return Uniform(1, 24) * 3'600'000'000;
-      case 4: return kYear - Uniform(0, 3) * 1000;
-      case 5: return kYear;
-      default: return Uniform(1000, kYear);
+      case 0:
+        return 1000;
+      case 1:
+        return Uniform(1000, 1'000'000);
+      case 2:
+        return 60'000'000;
+      case 3:
+        return Uniform(1, 24) * 3'600'000'000;
+      case 4:
+        return kYear - Uniform(0, 3) * 1000;
+      case 5:
+        return kYear;
+      default:
+        return Uniform(1000, kYear);
     }
   }
 
@@ -62,8 +76,8 @@ class Tracer {
       if (IsWindowAlgorithm(a)) {
         spec = LimitSpec::Window(a, Capacity(a), Micros(Period() / 1000 * 1000));
       } else {
-        const int64_t n = Chance(30) ? Uniform(1, 10) : (Chance(50) ? Uniform(1, kMaxRateCount)
-                                                                      : kMaxRateCount);
+        const int64_t n =
+            Chance(30) ? Uniform(1, 10) : (Chance(50) ? Uniform(1, kMaxRateCount) : kMaxRateCount);
         spec = LimitSpec::Bucket(a, Capacity(a), {.count = n, .period = Micros(Period())});
       }
       Result<Limit> l = Limit::Create(spec);
@@ -74,34 +88,70 @@ class Tracer {
   int64_t Cost(const Limit& l) {
     const int64_t cap = l.capacity();
     switch (Uniform(0, 19)) {
-      case 0: case 1: return 0;
-      case 2: case 3: case 4: case 5: case 6: return 1;
-      case 7: case 8: case 9: return Uniform(1, std::min<int64_t>(cap, 10));
-      case 10: case 11: case 12: case 13: return Uniform(1, cap);
-      case 14: return cap;
-      case 15: return std::min(kMaxCost, cap + Uniform(1, kMaxCost));
-      case 16: return cap + 1 <= kMaxCost ? cap + 1 : cap;
-      default: return Uniform(cap / 2, cap);
+      case 0:
+      case 1:
+        return 0;
+      case 2:
+      case 3:
+      case 4:
+      case 5:
+      case 6:
+        return 1;
+      case 7:
+      case 8:
+      case 9:
+        return Uniform(1, std::min<int64_t>(cap, 10));
+      case 10:
+      case 11:
+      case 12:
+      case 13:
+        return Uniform(1, cap);
+      case 14:
+        return cap;
+      case 15:
+        return std::min(kMaxCost, cap + Uniform(1, kMaxCost));
+      case 16:
+        return cap + 1 <= kMaxCost ? cap + 1 : cap;
+      default:
+        return Uniform(cap / 2, cap);
     }
   }
 
   // The time a limit "lives" on: its window, or the time its bucket takes to fill.
   static int64_t Scale(const Limit& l) {
     if (IsWindowAlgorithm(l.algorithm())) return l.window().count();
-    const exact::Int128 fill = static_cast<exact::Int128>(l.capacity()) *
-                               l.refill_period_us() / l.refill_count();
+    const exact::Int128 fill =
+        static_cast<exact::Int128>(l.capacity()) * l.refill_period_us() / l.refill_count();
     return static_cast<int64_t>(std::clamp<exact::Int128>(fill, 1, kYear));
   }
 
   int64_t Gap(int64_t scale, int64_t now) {
     switch (Uniform(0, 19)) {
-      case 0: case 1: case 2: case 3: case 4: return 0;
-      case 5: case 6: case 7: return Uniform(1, 1000);
-      case 8: case 9: case 10: case 11: return Uniform(1, scale);
-      case 12: case 13: return Uniform(1, scale / 100 + 1);
-      case 14: case 15: return Uniform(scale, 3 * scale);
-      case 16: return -Uniform(1, scale / 10 + 1);  // time going backwards
-      case 17: return Uniform(kDay, kYear);
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+        return 0;
+      case 5:
+      case 6:
+      case 7:
+        return Uniform(1, 1000);
+      case 8:
+      case 9:
+      case 10:
+      case 11:
+        return Uniform(1, scale);
+      case 12:
+      case 13:
+        return Uniform(1, scale / 100 + 1);
+      case 14:
+      case 15:
+        return Uniform(scale, 3 * scale);
+      case 16:
+        return -Uniform(1, scale / 10 + 1);  // time going backwards
+      case 17:
+        return Uniform(kDay, kYear);
       default: {  // right at (or one µs around) a window boundary
         const int64_t next = (now / scale + 1) * scale;
         return next - now + Uniform(-1, 1);
@@ -132,8 +182,7 @@ class LuaEquivalence : public ::testing::Test {
   }
 
   // Runs one script call carrying `requests` at `now`; returns each request's response.
-  std::vector<StoreResponse> Call(const std::vector<std::vector<EntryRef>>& requests,
-                                  int64_t now) {
+  std::vector<StoreResponse> Call(const std::vector<std::vector<EntryRef>>& requests, int64_t now) {
     std::vector<EncodedRequest> encoded;
     for (const auto& r : requests) encoded.push_back(EncodeRequest(r, "caudal:"));
     std::vector<const EncodedRequest*> ptrs;
@@ -158,8 +207,7 @@ class LuaEquivalence : public ::testing::Test {
 
   // Replays traces of keys bound to limits drawn by `pick` until `min_decisions` entry
   // decisions have been compared. Each call carries 1..6 requests of 1..3 distinct keys.
-  void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
-              int64_t min_decisions) {
+  void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick, int64_t min_decisions) {
     Tracer t(seed);
     ReferenceModel reference;  // the conformance suite's model of the Store contract
     int64_t compared = 0;
@@ -231,27 +279,33 @@ class LuaEquivalence : public ::testing::Test {
 constexpr int64_t kDecisionsPerAlgorithm = 10'000;
 
 TEST_F(LuaEquivalence, FixedWindow) {
-  Replay(1, [](Tracer&) { return Algorithm::kFixedWindow; }, kDecisionsPerAlgorithm);
+  Replay(
+      1, [](Tracer&) { return Algorithm::kFixedWindow; }, kDecisionsPerAlgorithm);
 }
 
 TEST_F(LuaEquivalence, SlidingWindowLog) {
-  Replay(2, [](Tracer&) { return Algorithm::kSlidingWindowLog; }, kDecisionsPerAlgorithm);
+  Replay(
+      2, [](Tracer&) { return Algorithm::kSlidingWindowLog; }, kDecisionsPerAlgorithm);
 }
 
 TEST_F(LuaEquivalence, SlidingWindowCounter) {
-  Replay(3, [](Tracer&) { return Algorithm::kSlidingWindowCounter; }, kDecisionsPerAlgorithm);
+  Replay(
+      3, [](Tracer&) { return Algorithm::kSlidingWindowCounter; }, kDecisionsPerAlgorithm);
 }
 
 TEST_F(LuaEquivalence, TokenBucket) {
-  Replay(4, [](Tracer&) { return Algorithm::kTokenBucket; }, kDecisionsPerAlgorithm);
+  Replay(
+      4, [](Tracer&) { return Algorithm::kTokenBucket; }, kDecisionsPerAlgorithm);
 }
 
 TEST_F(LuaEquivalence, Gcra) {
-  Replay(5, [](Tracer&) { return Algorithm::kGcra; }, kDecisionsPerAlgorithm);
+  Replay(
+      5, [](Tracer&) { return Algorithm::kGcra; }, kDecisionsPerAlgorithm);
 }
 
 TEST_F(LuaEquivalence, RequestsMixingAlgorithms) {
-  Replay(6, [](Tracer& t) { return kAllAlgorithms[t.Uniform(0, 4)]; }, kDecisionsPerAlgorithm);
+  Replay(
+      6, [](Tracer& t) { return kAllAlgorithms[t.Uniform(0, 4)]; }, kDecisionsPerAlgorithm);
 }
 
 }  // namespace

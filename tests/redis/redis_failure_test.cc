@@ -21,13 +21,13 @@ using SteadyClock = std::chrono::steady_clock;
 // Threads deciding as fast as they can, recording when each failure happened.
 class Hammer {
  public:
-  Hammer(Store& store, int threads) : limit_(Bucket(Algorithm::kTokenBucket, 1'000'000,
-                                                    {1'000'000, seconds(1)})) {
+  Hammer(Store& store, int threads)
+      : limit_(Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, seconds(1)})) {
     for (int t = 0; t < threads; ++t) {
       threads_.emplace_back([this, &store, t] {
         for (int i = 0; !stop_.load(); ++i) {
-          const std::string key = std::string("hammer:") + std::to_string(t) + ":" +
-                                  std::to_string(i % 20);
+          const std::string key =
+              std::string("hammer:") + std::to_string(t) + ":" + std::to_string(i % 20);
           const EntryRef e{.key = key, .limit = &limit_, .cost = 1};
           Result<StoreResponse> r = store.Decide({&e, 1});
           std::lock_guard lock(mu_);
@@ -75,7 +75,8 @@ TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
 
 TEST(RedisFailure, RestartMidRunFailsOnlyWithinTheRestartWindow) {
   auto server = StartServer();
-  const RedisStoreOptions options{.url = server->url(), .deadline = milliseconds(500),
+  const RedisStoreOptions options{.url = server->url(),
+                                  .deadline = milliseconds(500),
                                   .reconnect_min = milliseconds(10),
                                   .reconnect_max = milliseconds(200)};
   auto store = MustOpen(options);
@@ -141,15 +142,18 @@ TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
 
 TEST(RedisFailure, DecisionsFailFastWhileRedisIsDown) {
   auto server = StartServer();
-  auto store = MustOpen({.url = server->url(), .deadline = seconds(1),
-                         .reconnect_min = milliseconds(50), .reconnect_max = seconds(5)});
+  auto store = MustOpen({.url = server->url(),
+                         .deadline = seconds(1),
+                         .reconnect_min = milliseconds(50),
+                         .reconnect_max = seconds(5)});
   server->Stop();
   const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(1));
   const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
   // Once the loss is noticed, every decision fails at once, naming the cause.
   Result<StoreResponse> r = store->Decide({&e, 1});
-  for (int i = 0; i < 100 && (r.ok() || r.status().message().find("no connection") ==
-                                            std::string::npos); ++i) {
+  for (int i = 0;
+       i < 100 && (r.ok() || r.status().message().find("no connection") == std::string::npos);
+       ++i) {
     std::this_thread::sleep_for(milliseconds(10));
     r = store->Decide({&e, 1});
   }

@@ -1,5 +1,7 @@
 // RedisStore against a real redis-server: time from Redis, handshake errors, TLS, TTLs.
 // (Failure behaviour — restarts, SCRIPT FLUSH, DEBUG SLEEP — is in redis_failure_test.cc.)
+#include "caudal/redis_store.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <future>
 #include <thread>
 
-#include "caudal/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 
@@ -41,11 +42,13 @@ TEST(RedisStore, DecidesOnRedisTimeAndAnswersPing) {
 
 TEST(RedisStore, BatchesConcurrentRequestsIntoFewerScriptCalls) {
   auto server = StartServer();
-  auto store = MustOpen({.url = server->url(), .deadline = seconds(5),
-                         .connections = 1, .max_calls_in_flight = 1});
+  auto store = MustOpen(
+      {.url = server->url(), .deadline = seconds(5), .connections = 1, .max_calls_in_flight = 1});
   const Limit limit = Bucket(Algorithm::kGcra, 1'000'000, {1'000'000, seconds(1)});
   constexpr int kRequests = 2000;
   std::atomic<int> ok{0};
+  std::atomic<bool> first_error{false};
+  std::string error_text;  // written once, read after all callbacks ran
   std::vector<std::string> keys;
   for (int i = 0; i < kRequests; ++i) keys.push_back(std::string("k") + std::to_string(i % 50));
   std::promise<void> all_done;
@@ -53,15 +56,20 @@ TEST(RedisStore, BatchesConcurrentRequestsIntoFewerScriptCalls) {
   for (int i = 0; i < kRequests; ++i) {
     const EntryRef e{.key = keys[i], .limit = &limit, .cost = 1};
     store->DecideAsync({&e, 1}, [&](Result<StoreResponse> r) {
-      if (r.ok() && r->allowed) ok.fetch_add(1);
+      if (r.ok() && r->allowed) {
+        ok.fetch_add(1);
+      } else if (!first_error.exchange(true)) {
+        error_text = r.ok() ? "refused" : r.status().ToString();
+      }
       if (left.fetch_sub(1) == 1) all_done.set_value();
     });
   }
   all_done.get_future().wait();
-  EXPECT_EQ(ok.load(), kRequests);
+  EXPECT_EQ(ok.load(), kRequests) << error_text;
   const RedisStoreStats stats = store->Stats();
   EXPECT_EQ(stats.requests, uint64_t{kRequests});
-  EXPECT_LT(stats.calls, uint64_t{kRequests} / 4) << "requests waiting behind a call travel together";
+  EXPECT_LT(stats.calls, uint64_t{kRequests} / 4)
+      << "requests waiting behind a call travel together";
 }
 
 TEST(RedisStore, KeysUseThePrefixAndTheCallersHashTag) {
@@ -91,9 +99,9 @@ TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
   Result<std::unique_ptr<RedisStore>> down =
       RedisStore::Open({.url = std::string("redis://127.0.0.1:") + std::to_string(port)});
   EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(down.status().message().find("cannot connect to redis at 127.0.0.1:" +
-                                         std::to_string(port)),
-            std::string::npos)
+  EXPECT_NE(
+      down.status().message().find("cannot connect to redis at 127.0.0.1:" + std::to_string(port)),
+      std::string::npos)
       << down.status().message();
   EXPECT_NE(down.status().message().find("refused"), std::string::npos);
 
@@ -117,8 +125,8 @@ TEST(RedisStore, AuthenticatesWithPasswordOrAclUserAndNamesWrongCredentials) {
 
   const Status wrong = RedisStore::Open({.url = "redis://:nope@" + hostport}).status();
   EXPECT_EQ(wrong.code(), StatusCode::kUnavailable);
-  EXPECT_NE(wrong.message().find("refused the credentials of user \"default\""),
-            std::string::npos) << wrong.message();
+  EXPECT_NE(wrong.message().find("refused the credentials of user \"default\""), std::string::npos)
+      << wrong.message();
   EXPECT_EQ(wrong.message().find("nope"), std::string::npos) << "never repeat a password";
   const Status wrong_user = RedisStore::Open({.url = "redis://app:nope@" + hostport}).status();
   EXPECT_NE(wrong_user.message().find("user \"app\""), std::string::npos) << wrong_user.message();
@@ -154,10 +162,10 @@ TEST(RedisStore, SpeaksTlsAndVerifiesTheServer) {
       << untrusted.message();
 
   // Plain text to a TLS port fails rather than hangs.
-  const Status plain = RedisStore::Open({.url = "redis://127.0.0.1:" +
-                                                std::to_string(server->port()),
-                                         .connect_timeout = seconds(2)})
-                           .status();
+  const Status plain =
+      RedisStore::Open({.url = "redis://127.0.0.1:" + std::to_string(server->port()),
+                        .connect_timeout = seconds(2)})
+          .status();
   EXPECT_EQ(plain.code(), StatusCode::kUnavailable);
 
   const Status no_ca =

@@ -118,7 +118,8 @@ std::string RedisServer::url() const {
 Status RedisServer::WriteTlsFiles() {
   // A throwaway CA and a server certificate for 127.0.0.1, valid for two days.
   const std::string cmd =
-      "cd '" + dir_ + "' && "
+      "cd '" + dir_ +
+      "' && "
       "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
       "-keyout ca.key -out ca.crt -days 2 -subj /CN=caudal-test-ca && "
       "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
@@ -136,10 +137,21 @@ Status RedisServer::WriteTlsFiles() {
 
 Status RedisServer::Launch() {
   const std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"redis-server", "--bind", "127.0.0.1", "--dir", dir_,
-                                   "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                   "--logfile", dir_ + "/redis.log",
-                                   "--enable-debug-command", "local"};
+  std::vector<std::string> args = {"redis-server",
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--logfile",
+                                   dir_ + "/redis.log",
+                                   "--enable-debug-command",
+                                   "local"};
   if (options_.tls) {
     for (const char* a : {"--port", "0", "--tls-port"}) args.emplace_back(a);
     args.push_back(port);
@@ -187,9 +199,8 @@ Status RedisServer::WaitReady(std::chrono::milliseconds timeout) {
     int wstatus = 0;
     if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
       pid_ = -1;
-      return Status::Unavailable(
-          "redis-server exited at start (is it installed and on PATH?): " +
-          ReadTail(dir_ + "/redis.log"));
+      return Status::Unavailable("redis-server exited at start (is it installed and on PATH?): " +
+                                 ReadTail(dir_ + "/redis.log"));
     }
     const bool ready = options_.tls ? TcpAccepts(port_) : Command({"PING"}).ok();
     if (ready) return Status::Ok();
@@ -197,8 +208,8 @@ Status RedisServer::WaitReady(std::chrono::milliseconds timeout) {
   }
   Kill();
   return Status::Unavailable("redis-server did not answer within " +
-                             std::to_string(timeout.count()) + "ms: " +
-                             ReadTail(dir_ + "/redis.log"));
+                             std::to_string(timeout.count()) +
+                             "ms: " + ReadTail(dir_ + "/redis.log"));
 }
 
 void RedisServer::Stop() {
