@@ -4,6 +4,7 @@
 // fails with kInvalidArgument and a message that quotes the text. Never a crash, an overflow or
 // an exception. Parsed rates are also handed to Limit::Create, which must accept or refuse them
 // cleanly.
+#include "fuzz_check.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,14 +16,6 @@
 
 namespace caudal {
 namespace {
-
-#define FUZZ_CHECK(cond)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                               \
-    }                                                                             \
-  } while (0)
 
 void CheckRefusal(const Status& s, std::string_view text) {
   FUZZ_CHECK(s.code() == StatusCode::kInvalidArgument);

@@ -15,6 +15,7 @@
 //   2·limit in a window;
 // and whichever way the clock moves, sliding_window_log never holds more than its limit in a
 // window of the times it recorded, until it is fresh (every entry out of the window).
+#include "fuzz_check.h"
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
@@ -35,14 +36,6 @@ using testing::Replayer;
 constexpr int64_t kTwo53 = int64_t{1} << 53;
 constexpr int64_t kLatest = int64_t{1} << 52;  // the contract's time bound
 constexpr int64_t kYear = int64_t{365} * 24 * 3'600'000'000;
-
-#define FUZZ_CHECK(cond)                                                          \
-  do {                                                                            \
-    if (!(cond)) {                                                                \
-      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                               \
-    }                                                                             \
-  } while (0)
 
 // The most admitted in any window (t − w, t], maintained as admissions arrive in time order.
 class WindowSum {
