@@ -207,15 +207,35 @@ TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
   EXPECT_GE(db.retry_after, da.retry_after - milliseconds(500));
 }
 
+// Redis's clock, in microseconds since the epoch.
+Micros RedisNow(const RedisServer& server) {
+  const Result<std::string> time = server.Command({"TIME"});
+  EXPECT_TRUE(time.ok()) << time.status().ToString();
+  if (!time.ok()) return Micros{0};
+  const size_t newline = time->find('\n');
+  return seconds(std::stoll(time->substr(0, newline))) +
+         Micros{std::stoll(time->substr(newline + 1))};
+}
+
+// Returns just after a window of length `w` starts on Redis's clock, so that keys of
+// epoch-aligned windows written next live for almost a whole window, whatever the moment the
+// test happens to run.
+void WaitForWindowStart(const RedisServer& server, Micros w) {
+  const Micros into = RedisNow(server) % w;
+  if (into < w / 10) return;
+  std::this_thread::sleep_for(w - into + milliseconds(1));
+}
+
 TEST(RedisStore, KeysExpireOnceFreshAndRefusalsWriteNothing) {
   auto server = StartServer();
   auto store = MustOpen({.url = server->url(), .deadline = seconds(2)});
+  const Micros window = milliseconds(1500);
   std::vector<Limit> limits;
   for (Algorithm a : kAllAlgorithms) {
     // Fresh again within a few seconds, long enough to look at every key first on a busy machine.
-    limits.push_back(IsWindowAlgorithm(a) ? Window(a, 5, milliseconds(1500))
-                                          : Bucket(a, 5, {5, milliseconds(1500)}));
+    limits.push_back(IsWindowAlgorithm(a) ? Window(a, 5, window) : Bucket(a, 5, {5, window}));
   }
+  WaitForWindowStart(*server, window);
   Micros longest{0};
   for (int id = 0; id < 3; ++id) {
     for (const Limit& l : limits) {
@@ -230,7 +250,8 @@ TEST(RedisStore, KeysExpireOnceFreshAndRefusalsWriteNothing) {
   ExpectEveryKeyHasATtl(*server, longest);
 
   // A refused request creates nothing: "fresh" would pass, "full" refuses.
-  const Limit one = Window(Algorithm::kFixedWindow, 1, minutes(1));
+  // (A bucket, not a window: no boundary can fall between the two calls.)
+  const Limit one = Bucket(Algorithm::kTokenBucket, 1, {1, minutes(1)});
   ASSERT_TRUE(DecideOne(*store, "full", one, 1).allowed());
   const EntryRef both[] = {{.key = "fresh", .limit = &one, .cost = 1},
                            {.key = "full", .limit = &one, .cost = 1}};
