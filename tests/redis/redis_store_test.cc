@@ -190,19 +190,21 @@ TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
     EXPECT_EQ(admitted, 20) << "local clocks: B sees a new window and admits 10 more";
   }
   // Production mode: the store has no clock input; both read Redis's TIME inside the script.
+  // (A bucket here, so that no window boundary can fall inside the loop.)
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 10, {10, hours(1)});
   auto a = MustOpen({.url = server->url()});
   auto b = MustOpen({.url = server->url()});
   for (int i = 0; i < 10; ++i) {
     RedisStore& s = i % 2 == 0 ? *a : *b;
-    const Decision d = DecideOne(s, "shared", limit, 1);
+    const Decision d = DecideOne(s, "shared", bucket, 1);
     ASSERT_TRUE(d.allowed());
     EXPECT_EQ(d.remaining, 9 - i) << "each store sees the other's consumption";
   }
-  const Decision da = DecideOne(*a, "shared", limit, 1);
-  const Decision db = DecideOne(*b, "shared", limit, 1);
+  const Decision da = DecideOne(*a, "shared", bucket, 1);
+  const Decision db = DecideOne(*b, "shared", bucket, 1);
   EXPECT_EQ(da.verdict, Verdict::kDenied);
   EXPECT_EQ(db.verdict, Verdict::kDenied);
-  // Same window end on Redis's clock: b asked a little later, so it waits a little less.
+  // Same refill schedule on Redis's clock: b asked a little later, so it waits a little less.
   EXPECT_LE(db.retry_after, da.retry_after);
   EXPECT_GE(db.retry_after, da.retry_after - milliseconds(500));
 }
