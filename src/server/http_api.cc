@@ -195,29 +195,37 @@ IpAddress ClientAddress(const IpAddress& peer, std::string_view forwarded_for,
   return client;
 }
 
-std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result) {
+std::optional<std::string_view> HeaderList::Get(std::string_view name) const {
+  std::string_view rest = lines_;
+  while (!rest.empty()) {
+    const size_t eol = rest.find("\r\n");
+    const std::string_view line = rest.substr(0, eol);
+    rest.remove_prefix(eol + 2);
+    if (line.size() >= name.size() + 2 && line.starts_with(name) &&
+        line.substr(name.size(), 2) == ": ") {
+      return line.substr(name.size() + 2);
+    }
+  }
+  return std::nullopt;
+}
+
+void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
   int index = -1;
   const PolicyResult* p = result.ClosestToLimit(&index);
-  if (p == nullptr) return std::nullopt;
+  if (p == nullptr) return;
   const size_t i = static_cast<size_t>(index);
   const Limit& l = p->decided_by == DecidedBy::kLocal ? p->policy->local_limits[i]
                                                        : p->policy->spec.limits[i];
   const Decision& d = p->limits[i];
-  const std::string name = Quoted(p->policy->spec.name);  // [A-Za-z0-9_.-]: nothing to escape
-  return RateLimitHeaders{
-      .policy = Cat(name, ";q=", l.capacity(), ";w=", WindowSeconds(l)),
-      .state = Cat(name, ";r=", d.remaining, ";t=", CeilSeconds(d.reset_after)),
-  };
+  const std::string& name = p->policy->spec.name;  // [A-Za-z0-9_.-]: nothing to escape
+  out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
+  out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
 }
 
 Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
   Reply r;
-  r.headers.reserve(5);
-  if (auto h = RateLimitFields(result)) {
-    r.headers.emplace_back("RateLimit-Policy", std::move(h->policy));
-    r.headers.emplace_back("RateLimit", std::move(h->state));
-  }
-  if (result.degraded) r.headers.emplace_back("Caudal-Degraded", "store_unavailable");
+  AddRateLimitFields(result, r.headers);
+  if (result.degraded) r.headers.Add("Caudal-Degraded", "store_unavailable");
   if (endpoint == Endpoint::kAuth && result.outcome == Outcome::kAllowed) return r;  // hot path
   json::array violated;
   for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->policy->spec.name));
@@ -229,7 +237,7 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
     case Outcome::kDenied: {
       r.status = 429;
       const int64_t secs = std::max<int64_t>(1, CeilSeconds(result.retry_after));
-      r.headers.emplace_back("Retry-After", std::to_string(secs));
+      r.headers.Add("Retry-After", secs);
       body["type"] = "urn:caudal:problem:quota-exceeded";
       body["title"] = "Quota exceeded";
       body["status"] = 429;
@@ -240,7 +248,7 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
     }
     case Outcome::kUnavailable:
       r.status = 503;
-      r.headers.emplace_back("Retry-After", "1");
+      r.headers.Add("Retry-After", 1);
       body["type"] = "urn:caudal:problem:store-unavailable";
       body["title"] = "Rate-limit store unavailable";
       body["status"] = 503;

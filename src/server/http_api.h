@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -11,16 +12,40 @@
 #include "caudal/config.h"
 #include "caudal/ip.h"
 #include "caudal/limiter.h"
+#include "limiter/cat.h"
 
 namespace caudal::http_api {
 
 inline constexpr size_t kMaxBodyBytes = 64 * 1024;
 
+// A reply's header fields, kept as their "Name: value\r\n" lines in one string: one allocation
+// for all of them, and the transport copies them as they are. Names and values must not contain
+// CR or LF (every caller passes literals, validated names and numbers).
+class HeaderList {
+ public:
+  // Appends a field whose value is `parts` concatenated (strings, characters, integers).
+  template <typename... Parts>
+  void Add(std::string_view name, const Parts&... parts) {
+    if (lines_.empty()) lines_.reserve(kTypicalBytes);
+    lines_.append(name).append(": ");
+    (cat_internal::Append(lines_, parts), ...);
+    lines_.append("\r\n");
+  }
+  // The value of the first field named `name` (exact case), or nullopt.
+  std::optional<std::string_view> Get(std::string_view name) const;
+  std::string_view lines() const { return lines_; }
+  bool empty() const { return lines_.empty(); }
+
+ private:
+  static constexpr size_t kTypicalBytes = 128;  // RateLimit-Policy, RateLimit, Retry-After
+  std::string lines_;
+};
+
 struct Reply {
   int status = 200;
   std::string content_type;  // empty: no body
   std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
+  HeaderList headers;
 };
 
 // A client mistake: 400 (or 404/405/413/431) with {"error": {"code", "message"}}.
@@ -54,11 +79,8 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint);
 
 // Structured-field values (draft-ietf-httpapi-ratelimit-headers-10), for the closest policy:
 //   RateLimit-Policy: "per-api-key";q=100;w=60     RateLimit: "per-api-key";r=37;t=12
-struct RateLimitHeaders {
-  std::string policy;
-  std::string state;
-};
-std::optional<RateLimitHeaders> RateLimitFields(const CheckResult& result);
+// Added to `out`; nothing when no enforced policy reported a limit.
+void AddRateLimitFields(const CheckResult& result, HeaderList& out);
 
 // Seconds, rounded up; at least 1 for a positive duration.
 int64_t CeilSeconds(Micros d);

@@ -61,12 +61,7 @@ TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
   const Reply reply = DecisionReply(r, Endpoint::kAuth);
   EXPECT_EQ(reply.status, 429);
   EXPECT_EQ(reply.content_type, "application/problem+json");
-  auto header = [&](const std::string& name) {
-    for (const auto& [n, v] : reply.headers) {
-      if (n == name) return v;
-    }
-    return std::string();
-  };
+  auto header = [&](std::string_view name) { return reply.headers.Get(name).value_or(""); };
   EXPECT_EQ(header("RateLimit-Policy"), "\"per-key\";q=10;w=2");
   EXPECT_EQ(header("RateLimit"), "\"per-key\";r=0;t=2");
   EXPECT_EQ(header("Retry-After"), "1");

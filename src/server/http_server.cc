@@ -8,6 +8,8 @@
 
 #include "limiter/cat.h"
 #include "server/http_api.h"
+#include "server/request_parser.h"
+#include "server/response_writer.h"
 #include "server/routes.h"
 
 namespace caudal {
@@ -19,8 +21,12 @@ using tcp = net::ip::tcp;
 
 namespace {
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
+constexpr size_t kReadBytes = 16 * 1024;  // per read: far above a typical request, so a read
+                                          // that fills less tells Asio the socket is drained
 using SteadyTime = std::chrono::steady_clock::time_point;
-std::string_view Sv(beast::string_view s) { return {s.data(), s.size()}; }
+using http_server::Connection;
+using http_server::ResponseFraming;
+using http_server::WriteResponse;
 }  // namespace
 
 // One io_context per I/O thread, each run by that thread alone: a connection lives on one of
@@ -56,6 +62,11 @@ namespace {
 // records its deadline, and a timer that ticks every `tick` closes the connection once the
 // deadline has passed. A deadline is a total for its phase, so a client that trickles a header
 // byte by byte is cut off at header_timeout (plus at most one tick) all the same.
+//
+// Reading goes straight to async_read_some: when the previous read drained the socket, Asio
+// queues the read without a recv() and without touching epoll (an async_wait would re-arm the
+// descriptor with epoll_ctl on every request). The request is parsed into storage the session
+// keeps, and the response is built into one reused buffer and written with one call.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
@@ -73,7 +84,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() {
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
       self->Tick();
-      self->ReadHeader();
+      self->NextRequest();
     });
   }
 
@@ -89,37 +100,56 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  void ReadHeader() {
-    parser_.emplace();
+  void NextRequest() {
+    parser_.emplace(request_);
     parser_->header_limit(kMaxHeaderBytes);
     parser_->body_limit(http_api::kMaxBodyBytes);
+    parser_->eager(true);
+    in_body_ = false;
     SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
-    if (buffer_.size() > 0) return ReadHeaderNow();  // a pipelined request is already here
-    // Wait for readability first: reading at once would mostly cost a recv() that finds nothing.
-    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-      if (ec) return self->Close();
-      self->ReadHeaderNow();
-    });
+    if (buffer_.size() > 0) return Parse();  // a pipelined request is already here
+    Read();
   }
 
-  void ReadHeaderNow() {
-    http::async_read_header(socket_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
+  void Read() {
+    if (buffer_.size() >= buffer_.max_size()) return OnReadError(http::error::buffer_overflow);
+    const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
+    socket_.async_read_some(buffer_.prepare(room),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->OnRead(ec, n);
                             });
   }
 
-  void OnHeader(beast::error_code ec) {
+  void OnRead(beast::error_code ec, size_t n) {
+    if (ec == net::error::eof && parser_->got_some()) {
+      parser_->put_eof(ec);  // the peer ended mid-request (or a body that runs to EOF)
+      if (!ec) return Handle();
+      return OnReadError(ec);
+    }
+    if (ec == net::error::eof) return OnReadError(http::error::end_of_stream);
     if (ec) return OnReadError(ec);
+    buffer_.commit(n);
+    Parse();
+  }
+
+  // Feeds what is buffered to the parser; reads more until the request is complete.
+  void Parse() {
+    beast::error_code ec;
+    while (buffer_.size() > 0 && !parser_->is_done()) {
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return OnReadError(ec);
+      if (used == 0) break;
+    }
     if (parser_->is_done()) return Handle();
-    const auto length = parser_->content_length();
-    if (length && *length > http_api::kMaxBodyBytes) return TooLarge();
-    SetDeadline(server_.options.body_timeout);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code e, size_t) {
-                       if (e) return self->OnReadError(e);
-                       self->Handle();
-                     });
+    if (parser_->is_header_done() && !in_body_) {
+      in_body_ = true;
+      const auto length = parser_->content_length();
+      if (length && *length > http_api::kMaxBodyBytes) return TooLarge();
+      SetDeadline(server_.options.body_timeout);
+    }
+    Read();
   }
 
   void OnReadError(beast::error_code ec) {
@@ -128,14 +158,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == http::error::header_limit) {
       return Send(http_api::ErrorReply({.status = 431, .code = "header_too_large",
                                         .message = "request header: larger than 16 KiB"}),
-                  /*close=*/true);
+                  Connection::kClose);
     }
     if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
         ec != http::error::end_of_stream && ec != http::error::partial_message) {
       return Send(http_api::ErrorReply({.status = 400, .code = "bad_request",
                                         .message = Cat("request: malformed HTTP (", ec.message(),
                                                        ')')}),
-                  /*close=*/true);
+                  Connection::kClose);
     }
     Close();
   }
@@ -143,23 +173,20 @@ class Session : public std::enable_shared_from_this<Session> {
   void TooLarge() {
     Send(http_api::ErrorReply({.status = 413, .code = "body_too_large",
                                .message = "body: larger than 64 KiB"}),
-         /*close=*/true);
+         Connection::kClose);
   }
 
   void Handle() {
-    const auto& req = parser_->get();
-    keep_alive_ = req.keep_alive();
-    http10_ = req.version() == 10;
-    head_ = req.method() == http::verb::head;
-    routes::Request r{.method = Sv(req.method_string()),
-                      .target = Sv(req.target()),
-                      .body = req.body(),
+    keep_alive_ = parser_->keep_alive();
+    framing_ = {.version = request_.version() == 10 ? 10 : 11,
+                .head = request_.verb() == http::verb::head};
+    request_.JoinFields("X-Forwarded-For", forwarded_for_);
+    routes::Request r{.method = request_.method(),
+                      .target = request_.target(),
+                      .body = request_.body(),
                       .peer = peer_,
-                      .header = [&req](std::string_view name) -> std::string_view {
-                        auto it = req.find(name);
-                        return it == req.end() ? std::string_view() : Sv(it->value());
-                      },
-                      .forwarded_for = ForwardedFor(req)};
+                      .header = [this](std::string_view name) { return request_.Field(name); },
+                      .forwarded_for = forwarded_for_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     deadline_ = SteadyTime::max();  // the store's own deadline bounds the decision
     routes::Context ctx{.limiter = server_.deps.limiter,
@@ -178,50 +205,24 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  static std::string ForwardedFor(const http::request<http::string_body>& req) {
-    std::string out;
-    for (auto [it, end] = req.equal_range("X-Forwarded-For"); it != end; ++it) {
-      if (!out.empty()) out += ',';
-      out.append(it->value().data(), it->value().size());
-    }
-    return out;
-  }
-
   void Finish(http_api::Reply reply) {
     server_.in_flight.fetch_sub(1, std::memory_order_relaxed);
-    Send(std::move(reply), !keep_alive_);
+    Send(std::move(reply), keep_alive_ ? Connection::kKeepAlive : Connection::kClose);
   }
 
-  // The response is small and fully known, so it is written as one buffer, skipping Beast's
-  // general serializer (its buffer machinery cost more than the rest of a decision).
-  void Send(http_api::Reply reply, bool close) {
+  void Send(const http_api::Reply& reply, Connection connection) {
     if (closed_) return;
     server_.deps.metrics.CountHttpResponse(reply.status);
-    const auto status = static_cast<http::status>(reply.status);
-    out_.clear();
-    out_.append(http10_ ? "HTTP/1.0 " : "HTTP/1.1 ").append(std::to_string(reply.status));
-    out_.append(" ").append(Sv(http::obsolete_reason(status))).append("\r\n");
-    for (const auto& [name, value] : reply.headers) {
-      out_.append(name).append(": ").append(value).append("\r\n");
-    }
-    if (!reply.content_type.empty()) {
-      out_.append("Content-Type: ").append(reply.content_type).append("\r\n");
-    }
-    out_.append("Content-Length: ").append(std::to_string(reply.body.size())).append("\r\n");
-    if (close) {
-      out_.append("Connection: close\r\n");
-    } else if (http10_) {
-      out_.append("Connection: keep-alive\r\n");
-    }
-    out_.append("\r\n");
-    if (!head_) out_.append(reply.body);
-    close_after_write_ = close;
+    framing_.connection = connection;
+    WriteResponse(reply, framing_, out_);
     SetDeadline(server_.options.body_timeout);
     net::async_write(socket_, net::buffer(out_),
                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (ec || self->close_after_write_) return self->Close();
+                       if (ec || self->framing_.connection == Connection::kClose) {
+                         return self->Close();
+                       }
                        self->first_ = false;
-                       self->ReadHeader();
+                       self->NextRequest();
                      });
   }
 
@@ -239,14 +240,15 @@ class Session : public std::enable_shared_from_this<Session> {
   HttpServer::Impl& server_;
   SteadyTime deadline_ = SteadyTime::max();
   beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
-  std::optional<http::request_parser<http::string_body>> parser_;
+  http_server::ParsedRequest request_;  // reused: its storage outlives each request
+  std::optional<http_server::RequestParser> parser_;
+  std::string forwarded_for_;
   std::string out_;  // the response being written
   IpAddress peer_;
+  ResponseFraming framing_;
   bool first_ = true;
   bool keep_alive_ = true;
-  bool http10_ = false;
-  bool head_ = false;
-  bool close_after_write_ = false;
+  bool in_body_ = false;
   bool closed_ = false;
 };
 

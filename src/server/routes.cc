@@ -20,7 +20,7 @@ Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
   Reply r = http_api::ErrorReply({.status = 405, .code = "method_not_allowed",
                                   .message = Cat("method ", method, " is not allowed here (use ",
                                                  allow, ')')});
-  r.headers.emplace_back("Allow", std::string(allow));
+  r.headers.Add("Allow", allow);
   return r;
 }
 

@@ -19,7 +19,7 @@ struct Request {
   std::string_view body;
   IpAddress peer;
   std::function<std::string_view(std::string_view)> header;  // "" when absent
-  std::string forwarded_for;  // every X-Forwarded-For value, comma-joined, in order
+  std::string_view forwarded_for;  // every X-Forwarded-For value, comma-joined, in order
 };
 
 struct Context {

@@ -1,0 +1,88 @@
+// RequestParser: one HTTP/1.x request, framed by Beast's basic_parser (request line, fields,
+// Content-Length and chunked bodies, header and body limits, keep-alive), stored in a
+// ParsedRequest that the connection keeps from request to request. Storage is cleared, never
+// freed, so once a connection has seen its largest request, parsing allocates nothing (Beast's
+// own request_parser allocates every field on its own).
+//
+//   ParsedRequest req;                    // one per connection
+//   RequestParser parser(req);            // one per request
+//   parser.header_limit(16 * 1024);
+//   size_t used = parser.put(net::buffer(data, n), ec);   // error::need_more: feed more bytes
+//
+// Does no I/O. Thread-safety: none; a connection's parser and request are its own.
+#pragma once
+
+#include <boost/beast/http/basic_parser.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace caudal::http_server {
+
+namespace http = boost::beast::http;
+using BeastStringView = boost::beast::string_view;
+
+class ParsedRequest {
+ public:
+  std::string_view method() const { return Slice(method_); }
+  http::verb verb() const { return verb_; }
+  std::string_view target() const { return Slice(target_); }
+  int version() const { return version_; }  // 10 or 11
+  const std::string& body() const { return body_; }
+
+  // The first field named `name` (ASCII case-insensitive), or "" when absent.
+  std::string_view Field(std::string_view name) const;
+  // Every value of the fields named `name`, comma-joined in order (RFC 9110 §5.3), into `out`.
+  void JoinFields(std::string_view name, std::string& out) const;
+  size_t field_count() const { return fields_.size(); }
+
+  // Forgets the request, keeping the capacity.
+  void Clear();
+
+ private:
+  friend class RequestParser;
+  struct Span {
+    uint32_t pos = 0;
+    uint32_t len = 0;
+  };
+  struct FieldSpans {
+    Span name;
+    Span value;
+  };
+  std::string_view Slice(Span s) const { return {text_.data() + s.pos, s.len}; }
+  Span Append(std::string_view s);
+
+  std::string text_;  // the method, the target, and every field name and value, back to back
+  Span method_;
+  Span target_;
+  std::vector<FieldSpans> fields_;
+  std::string body_;
+  http::verb verb_ = http::verb::unknown;
+  int version_ = 11;
+};
+
+class RequestParser final : public http::basic_parser<true> {
+ public:
+  // Clears `out` and fills it as the request arrives; `out` must outlive the parser.
+  explicit RequestParser(ParsedRequest& out) : out_(out) { out_.Clear(); }
+
+ private:
+  void on_request_impl(http::verb method, BeastStringView method_str, BeastStringView target,
+                       int version, boost::beast::error_code& ec) override;
+  void on_response_impl(int, BeastStringView, int, boost::beast::error_code& ec) override;
+  void on_field_impl(http::field, BeastStringView name, BeastStringView value,
+                     boost::beast::error_code& ec) override;
+  void on_header_impl(boost::beast::error_code&) override {}
+  void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
+                         boost::beast::error_code& ec) override;
+  size_t on_body_impl(BeastStringView body, boost::beast::error_code& ec) override;
+  void on_chunk_header_impl(std::uint64_t, BeastStringView, boost::beast::error_code&) override {}
+  size_t on_chunk_body_impl(std::uint64_t, BeastStringView body,
+                            boost::beast::error_code& ec) override;
+  void on_finish_impl(boost::beast::error_code&) override {}
+
+  ParsedRequest& out_;
+};
+
+}  // namespace caudal::http_server
