@@ -12,7 +12,8 @@
 // at (cost 0). When the store fails, each enforced policy follows its failure mode: allow
 // (admitted, degraded), deny (Outcome::kUnavailable), local (decided in `local_store` with the
 // limits divided by the instance count, all local policies together, all-or-nothing). The switch
-// into and out of failure is logged once, not per request.
+// into and out of failure is logged once, not per request; shadow refusals are logged at most
+// once per policy per second, with the count of lines held back.
 //
 // Errors (Result) are the caller's fault only — bad descriptors, bad cost — and consume nothing.
 // Store failures are never errors here: they become decisions by failure mode.
@@ -102,6 +103,8 @@ struct LimiterOptions {
   const Logger* log = nullptr;   // optional
 };
 
+class LogThrottle;
+
 class Limiter {
  public:
   Limiter(Store& store, const Clock& clock, LimiterOptions options);
@@ -134,6 +137,7 @@ class Limiter {
   LimiterOptions options_;
   std::atomic<std::shared_ptr<const Snapshot>> snapshot_;
   std::atomic<bool> degraded_{false};
+  std::unique_ptr<LogThrottle> shadow_log_;  // one shadow-refusal line per policy per second
 };
 
 }  // namespace caudal

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "caudal/ip.h"
+#include "limiter/log_throttle.h"
 #include "limiter/request_keys.h"
 
 namespace caudal {
@@ -316,8 +317,15 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
   void LogShadowDenials(const CheckResult& r) {
     for (const PolicyResult& p : r.results) {
       if (p.policy->shadow() && !p.allowed && p.decided_by == DecidedBy::kStore) {
-        limiter_.options_.log->Info("shadow policy \"" + p.policy->spec.name +
-                                    "\" would have refused a request (allowed: shadow)");
+        const std::string& name = p.policy->spec.name;
+        const std::optional<uint64_t> held_back = limiter_.shadow_log_->Admit(name);
+        if (!held_back) continue;
+        std::string line = "shadow policy \"" + name +
+                           "\" would have refused a request (allowed: shadow)";
+        if (*held_back > 0) {
+          line += "; " + std::to_string(*held_back) + " such lines held back since the last one";
+        }
+        limiter_.options_.log->Info(line);
       }
     }
   }
@@ -333,7 +341,8 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
 };
 
 Limiter::Limiter(Store& store, const Clock& clock, LimiterOptions options)
-    : store_(store), clock_(clock), options_(options) {
+    : store_(store), clock_(clock), options_(options),
+      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})) {
   auto empty = PolicySet::Create({}, {});
   snapshot_.store(std::make_shared<const Snapshot>(Snapshot{.set = *empty, .counters = {}}));
 }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "limiter/testing_store.h"
 
 namespace caudal {
@@ -125,6 +127,30 @@ TEST_F(LimiterTest, ShadowPolicyCountsButNeverRefuses) {
   EXPECT_EQ(metrics_.ForPolicy("real").allowed.load(), 2u);
   ASSERT_FALSE(lines_.empty());
   EXPECT_NE(lines_.back().find("shadow policy \"dark\""), std::string::npos);
+}
+
+TEST_F(LimiterTest, ShadowRefusalsLogOneLinePerPolicyPerSecond) {
+  Install({[] {
+    PolicySpec s = Spec("dark", {"api_key"}, {Bucket(1, {1, minutes(10)})});
+    s.enforcement = Enforcement::kShadow;
+    return s;
+  }()});
+  const auto shadow_lines = [&] {
+    return std::count_if(lines_.begin(), lines_.end(), [](const std::string& l) {
+      return l.find("shadow policy \"dark\"") != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
+  EXPECT_EQ(shadow_lines(), 1);  // 50 refusals, one line
+  EXPECT_EQ(metrics_.ForPolicy("dark").shadow_denied.load(), 50u);  // every one still counted
+  clock_.Advance(std::chrono::milliseconds(999));
+  EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
+  EXPECT_EQ(shadow_lines(), 1);
+  clock_.Advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
+  EXPECT_EQ(shadow_lines(), 2);
+  EXPECT_NE(lines_.back().find("; 50 such lines held back"), std::string::npos) << lines_.back();
 }
 
 TEST_F(LimiterTest, ShadowPolicyIsNotChargedWhenTheRequestIsRefused) {

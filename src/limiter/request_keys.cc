@@ -20,19 +20,20 @@ Status ValidateDescriptors(const Descriptors& descriptors) {
                                      "\" is not a descriptor name (expected 1 to 64 characters "
                                      "of [A-Za-z0-9_.-])");
     }
-    const std::string field = "descriptors." + d.name;
+    // Built only for an error: this runs for every descriptor of every request.
+    const auto field = [&d] { return "descriptors." + d.name; };
     if (d.value.empty() || d.value.size() > kMaxDescriptorValueLength) {
-      return Status::InvalidArgument(field + ": expected a string of 1 to " +
+      return Status::InvalidArgument(field() + ": expected a string of 1 to " +
                                      std::to_string(kMaxDescriptorValueLength) + " bytes");
     }
     for (size_t j = 0; j < i; ++j) {
       if (descriptors[j].name == d.name) {
-        return Status::InvalidArgument(field + ": given twice");
+        return Status::InvalidArgument(field() + ": given twice");
       }
     }
     if (d.name == "ip") {  // well-known: an address whether or not a policy keys by it
       if (auto ip = IpAddress::Parse(d.value); !ip.ok()) {
-        return Status::InvalidArgument(field + ": " + ip.status().message());
+        return Status::InvalidArgument(field() + ": " + ip.status().message());
       }
     }
   }
@@ -51,13 +52,15 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
       }
     }
     if (found == nullptr) return std::optional<std::string>();
-    std::string value = found->value;
+    std::string masked;  // only for ip
+    std::string_view value = found->value;
     if (field == "ip") {
       auto ip = IpAddress::Parse(found->value);
       if (!ip.ok()) return Status::InvalidArgument("descriptors.ip: " + ip.status().message());
       const int prefix = ip->family == IpFamily::kV4 ? policy.spec.ip_prefix.v4
                                                      : policy.spec.ip_prefix.v6;
-      value = ip->Masked(prefix).ToString() + "/" + std::to_string(prefix);
+      masked = ip->Masked(prefix).ToString() + "/" + std::to_string(prefix);
+      value = masked;
     }
     out += std::to_string(value.size());
     out += ':';
