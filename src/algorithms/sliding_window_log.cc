@@ -67,6 +67,7 @@ void Commit(const Limit& limit, LogState& state, Micros now_us, int64_t cost) {
 }
 
 Decision Refund(const Limit& limit, LogState& state, Micros now_us, int64_t units) {
+  if (units <= 0) return Evaluate(limit, state, now_us, 0);  // a refund of nothing is a peek
   const int64_t horizon = EffectiveNow(state, now_us.count()) - limit.window().count();
   auto& entries = state.entries;
   while (units > 0 && !entries.empty() && entries.back().at_us > horizon) {
