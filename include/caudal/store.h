@@ -5,6 +5,11 @@
 // applies them all-or-nothing: if any entry is refused, no entry consumes anything. The response
 // reports every entry's decision, so a caller can say which limit refused.
 //
+// An entry may instead be a refund (EntryOp::kRefund): it gives back up to `cost` units a past
+// request consumed, never past a fresh state. A refund is never refused and is applied whatever
+// the request's other entries decide: tying it to an unrelated limit's refusal would lose units
+// that were really returned.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the limiter layer)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -31,17 +36,23 @@ inline constexpr size_t kMaxKeyLength = 512;
 // Costs above the largest capacity can never pass anything; refusing them keeps sums exact.
 inline constexpr int64_t kMaxCost = kMaxCapacity;
 
+enum class EntryOp : uint8_t {
+  kConsume,  // decide; consume `cost` if the whole request is allowed
+  kRefund,   // give back up to `cost` units (see above)
+};
+
 struct EntryRef {
   std::string_view key;
   const Limit* limit = nullptr;
   int64_t cost = 1;  // 0 is a peek: report, consume nothing
+  EntryOp op = EntryOp::kConsume;
 };
 
 struct StoreResponse {
-  bool allowed = false;             // every entry allowed, and all of them consumed
+  bool allowed = false;             // every consuming entry allowed, and all of them consumed
   std::vector<Decision> decisions;  // one per entry, in request order
   // When the request was refused, entries that would have passed report their state without the
-  // consumption (remaining as before the request).
+  // consumption (remaining as before the request). A refund reports the state after it.
 };
 
 using DecideCallback = std::function<void(Result<StoreResponse>)>;

@@ -26,4 +26,21 @@ Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, in
   return {};
 }
 
+Step RefundCompact(const Limit& limit, const CompactState* state, Micros now, int64_t units) {
+  switch (limit.algorithm()) {
+    case Algorithm::kFixedWindow:
+      return fixed_window::Refund(limit, state, now, units);
+    case Algorithm::kSlidingWindowCounter:
+      return sliding_window_counter::Refund(limit, state, now, units);
+    case Algorithm::kTokenBucket:
+      return token_bucket::Refund(limit, state, now, units);
+    case Algorithm::kGcra:
+      return gcra::Refund(limit, state, now, units);
+    case Algorithm::kSlidingWindowLog:
+      break;
+  }
+  assert(false && "RefundCompact called for an algorithm without compact state");
+  return {};
+}
+
 }  // namespace caudal

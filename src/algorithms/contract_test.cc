@@ -143,6 +143,63 @@ TEST_P(Contract, UnitRequestsHaveNoDriftAtAwkwardRates) {
   ExpectNoDrift(GetParam(), 3, milliseconds(1), 1, 50'000);     // three per millisecond
 }
 
+TEST_P(Contract, ARefundOnAFreshStateHasNothingToGiveBackAndWritesNothing) {
+  Replayer r(Make(GetParam(), 10, seconds(1)));
+  const Decision d = r.Refund(kT0, 5);
+  EXPECT_EQ(d.verdict, Verdict::kAllowed);
+  EXPECT_EQ(d.remaining, 10);
+  EXPECT_EQ(d.reset_after, Micros(0));
+  EXPECT_FALSE(r.compact().has_value());
+  EXPECT_TRUE(r.log().entries.empty());
+}
+
+TEST_P(Contract, ARefundGivesUnitsBackButNeverPastAFreshState) {
+  Replayer r(Make(GetParam(), 10, seconds(1)));
+  ASSERT_TRUE(r.Decide(kT0, 7).allowed());
+  const Decision some = r.Refund(kT0 + Micros(1), 3);
+  EXPECT_EQ(some.verdict, Verdict::kAllowed);
+  EXPECT_EQ(some.retry_after, Micros(0));
+  EXPECT_EQ(some.remaining, 6);
+  EXPECT_GT(some.reset_after, Micros(0));
+  EXPECT_TRUE(r.Decide(kT0 + Micros(2), 6).allowed());
+  EXPECT_FALSE(r.Decide(kT0 + Micros(3), 1).allowed()) << "the refund gave back exactly 3";
+
+  const Decision all = r.Refund(kT0 + Micros(4), kMaxCapacity);  // far more than was consumed
+  EXPECT_EQ(all.remaining, 10);
+  EXPECT_EQ(all.reset_after, Micros(0));
+  EXPECT_TRUE(r.Decide(kT0 + Micros(5), 10).allowed());
+  EXPECT_FALSE(r.Decide(kT0 + Micros(6), 1).allowed()) << "never more than the capacity";
+}
+
+// Refunding a request's cost right after admitting it leaves every later decision as if the
+// request had never come, on random states reached by random traffic.
+TEST_P(Contract, RefundingWhatWasJustConsumedUndoesTheRequest) {
+  std::mt19937_64 rng(7'000 + static_cast<int>(GetParam()));
+  int64_t undone = 0;
+  for (int trace = 0; trace < 40; ++trace) {
+    const int64_t count = 1 + static_cast<int64_t>(rng() % 50);
+    const Micros period = milliseconds(1 + static_cast<int64_t>(rng() % 5'000));
+    Replayer r(Make(GetParam(), count, period));
+    Micros now = kT0 + Micros(static_cast<int64_t>(rng() % 10'000'000));
+    for (int i = 0; i < 300; ++i) {
+      now += Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(period.count() / count + 1)));
+      const int64_t cost = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(count));
+      const Replayer before = r;
+      if (!r.Decide(now, cost).allowed()) continue;
+      if (rng() % 2 == 0) continue;  // keep some, so that states fill up
+      (void)r.Refund(now, cost);
+      ++undone;
+      for (Micros later : {Micros(0), Micros(1), period / 3, period, period * 2}) {
+        for (int64_t probe : {int64_t{0}, int64_t{1}, cost, count}) {
+          ASSERT_EQ(r.Peek(now + later, probe), before.Peek(now + later, probe))
+              << "trace " << trace << " step " << i << " +" << later.count() << "us cost " << probe;
+        }
+      }
+    }
+  }
+  EXPECT_GT(undone, 1'000);
+}
+
 // On random traces (random costs, inter-arrival times, a few backward steps): retrying exactly
 // retry_after later passes and one µs earlier does not; reset_after later, the state decides as
 // a fresh one does.
@@ -165,6 +222,15 @@ TEST_P(Contract, RetryAfterAndResetAfterAreExactOnRandomTraces) {
         now -= Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(span)));  // backwards
       }
       const int64_t cost = static_cast<int64_t>(rng() % static_cast<uint64_t>(count + 1));
+      if (rng() % 10 == 0) {  // now and then a refund, which must keep every promise too
+        const Decision back = r.Refund(now, cost);
+        ASSERT_EQ(back.verdict, Verdict::kAllowed);
+        ASSERT_EQ(back.retry_after, Micros(0));
+        ASSERT_LE(back.remaining, count);
+        EXPECT_EQ(r.Peek(now + back.reset_after, cost), r.DecideFresh(now + back.reset_after, cost))
+            << "trace " << trace << " refund at step " << i;
+        continue;
+      }
       const Decision d = r.Decide(now, cost);
       ASSERT_GE(d.remaining, 0);
       ASSERT_LE(d.remaining, count);

@@ -1,8 +1,38 @@
 #include "caudal/algorithms/gcra.h"
 
+#include <algorithm>
+
 #include "algorithms/exact_math.h"
 
 namespace caudal::gcra {
+namespace {
+
+// True when a stored TAT is after `now`: the state holds debt, it is not fresh.
+bool InDebt(const CompactState* state, int64_t now) {
+  return state != nullptr && (state->w[0] > now || (state->w[0] == now && state->w[1] > 0));
+}
+
+// Tokens left are B − (TAT − now)/e, rounded down; the state is fresh once TAT ≤ now.
+void Report(Decision& d, int64_t tw, int64_t tf, int64_t now, const Limit& limit,
+            exact::QuotRem tau) {
+  const int64_t cap = limit.capacity();
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  d.limit = cap;
+  const int64_t dw = tw - now;
+  if (dw > tau.quot) {
+    d.remaining = 0;  // only when time went backwards past the whole burst tolerance
+  } else {
+    const auto [q, r] = exact::MulDiv(dw, n, p);
+    const int64_t whole = q + (r + tf) / p;
+    const int64_t rem = (r + tf) % p;
+    d.remaining = cap - whole - (rem > 0 ? 1 : 0);
+    if (d.remaining < 0) d.remaining = 0;
+  }
+  d.reset_after = Micros(dw + (tf > 0 ? 1 : 0));
+}
+
+}  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
   const int64_t cap = limit.capacity();
@@ -13,15 +43,16 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   // base = max(TAT, now), as whole µs plus a fraction over n.
   int64_t bw = now;
   int64_t bf = 0;
-  if (state != nullptr && (state->w[0] > now || (state->w[0] == now && state->w[1] > 0))) {
+  if (InDebt(state, now)) {
     bw = state->w[0];
     bf = state->w[1];
   }
-  const auto [tau_w, tau_f] = exact::MulDiv(cap, p, n);  // τ = B·e = B·p/n
+  const exact::QuotRem tau = exact::MulDiv(cap, p, n);  // τ = B·e = B·p/n
+  const int64_t tau_w = tau.quot;
+  const int64_t tau_f = tau.rem;
 
   Step step;
   Decision& d = step.decision;
-  d.limit = cap;
   int64_t tw = bw;  // the TAT after this decision
   int64_t tf = bf;
   if (cost > cap) {
@@ -47,18 +78,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     }
   }
 
-  // Tokens left are B − (TAT − now)/e, rounded down; the state is fresh once TAT ≤ now.
-  const int64_t dw = tw - now;
-  if (dw > tau_w) {
-    d.remaining = 0;  // only when time went backwards past the whole burst tolerance
-  } else {
-    const auto [q, r] = exact::MulDiv(dw, n, p);
-    const int64_t whole = q + (r + tf) / p;
-    const int64_t rem = (r + tf) % p;
-    d.remaining = cap - whole - (rem > 0 ? 1 : 0);
-    if (d.remaining < 0) d.remaining = 0;
-  }
-  d.reset_after = Micros(dw + (tf > 0 ? 1 : 0));
+  Report(d, tw, tf, now, limit, tau);
   if (step.consumed) {
     step.next.w = {tw, tf, 0};
   } else if (state != nullptr) {
@@ -66,6 +86,39 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   } else {
     step.next.w = {now, 0, 0};
   }
+  return step;
+}
+
+Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  Step step;
+  int64_t tw = now;  // max(TAT, now)
+  int64_t tf = 0;
+  if (InDebt(state, now)) {
+    tw = state->w[0];
+    tf = state->w[1];
+    if (units > 0) {
+      // TAT − units·e, never before now (a full bucket holds no more). Capping units at B keeps
+      // the product within the limit's fill time.
+      const auto [uw, uf] = exact::MulDiv(std::min(units, limit.capacity()), p, n);
+      tw -= uw;
+      tf -= uf;
+      if (tf < 0) {
+        tf += n;
+        --tw;
+      }
+      if (tw < now || (tw == now && tf == 0)) {
+        tw = now;
+        tf = 0;
+      }
+      step.consumed = true;
+    }
+  }
+  Report(step.decision, tw, tf, now, limit, exact::MulDiv(limit.capacity(), p, n));
+  step.next.w = {tw, tf, 0};
+  if (!step.consumed && state != nullptr) step.next = *state;
   return step;
 }
 

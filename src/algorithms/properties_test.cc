@@ -145,9 +145,11 @@ TEST(Properties, TokenBucketAndGcraNeverExceedBurstPlusRateTimesTime) {
   EXPECT_GT(admitted, decisions / 4);  // the traces were not all refusals
 }
 
+// Refunds included: one request in eight gives units back instead of asking.
 TEST(Properties, GcraDecidesExactlyAsTheTokenBucketOnEveryMonotoneTrace) {
   Random r(2);
   int64_t decisions = 0;
+  int64_t refunds = 0;
   for (int trace = 0; decisions < kDecisionsPerProperty; ++trace) {
     const Limit tb = RandomBucket(r, Algorithm::kTokenBucket);
     const Limit gcra = *Limit::Create(
@@ -158,15 +160,19 @@ TEST(Properties, GcraDecidesExactlyAsTheTokenBucketOnEveryMonotoneTrace) {
     for (int i = 0; i < 5'000; ++i, ++decisions) {
       now += RandomGap(r, UnitInterval(tb));
       const int64_t cost = RandomCost(r, tb.capacity());
-      const Decision dt = t.Decide(Micros(now), cost);
-      const Decision dg = g.Decide(Micros(now), cost);
+      const bool refund = r.In(0, 7) == 0;
+      refunds += refund ? 1 : 0;
+      const Decision dt = refund ? t.Refund(Micros(now), cost) : t.Decide(Micros(now), cost);
+      const Decision dg = refund ? g.Refund(Micros(now), cost) : g.Decide(Micros(now), cost);
       ASSERT_EQ(dt, dg) << "trace " << trace << " step " << i << " " << tb.ToString() << " cost "
                         << cost << ": token_bucket remaining " << dt.remaining << " retry "
                         << dt.retry_after.count() << " reset " << dt.reset_after.count()
                         << ", gcra remaining " << dg.remaining << " retry "
-                        << dg.retry_after.count() << " reset " << dg.reset_after.count();
+                        << dg.retry_after.count() << " reset " << dg.reset_after.count()
+                        << (refund ? " (refund)" : "");
     }
   }
+  EXPECT_GT(refunds, decisions / 10);
 }
 
 TEST(Properties, SlidingWindowLogNeverAdmitsMoreThanItsLimitInAnyWindow) {

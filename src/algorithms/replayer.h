@@ -1,8 +1,8 @@
 // Replayer: one key's state driven through any of the five algorithms, the way a store drives it.
 // For tests, property checks and fuzzers (header-only, not part of the library).
 //
-// Decide() applies a decision (writes the state back when something was consumed); Peek() answers
-// the same question on a copy and changes nothing. Not thread-safe.
+// Decide() applies a decision (writes the state back when something was consumed), Refund() gives
+// units back; Peek() answers the same question on a copy and changes nothing. Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +22,20 @@ class Replayer {
   Decision Decide(Micros now, int64_t cost) {
     if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
       const Decision d = sliding_window_log::Evaluate(limit_, log_, now, cost);
-      if (d.allowed()) sliding_window_log::Commit(log_, now, cost);
+      if (d.allowed()) sliding_window_log::Commit(limit_, log_, now, cost);
       return d;
     }
     const Step step = DecideCompact(limit_, compact_ ? &*compact_ : nullptr, now, cost);
+    if (step.consumed) compact_ = step.next;
+    return step.decision;
+  }
+
+  // Gives back up to `units` (see compact_state.h), writing the state when it changed.
+  Decision Refund(Micros now, int64_t units) {
+    if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
+      return sliding_window_log::Refund(limit_, log_, now, units);
+    }
+    const Step step = RefundCompact(limit_, compact_ ? &*compact_ : nullptr, now, units);
     if (step.consumed) compact_ = step.next;
     return step.decision;
   }

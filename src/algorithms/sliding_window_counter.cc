@@ -1,5 +1,7 @@
 #include "caudal/algorithms/sliding_window_counter.h"
 
+#include <algorithm>
+
 #include "algorithms/exact_math.h"
 
 namespace caudal::sliding_window_counter {
@@ -23,32 +25,55 @@ int64_t FirstElapsedWithin(int64_t prev, int64_t allowed, int64_t w) {
   return w - 1 - exact::MulDiv(allowed, w, prev).quot;
 }
 
+struct Counts {
+  int64_t start = 0;
+  int64_t cur = 0;
+  int64_t prev = 0;
+};
+
+Counts Load(const CompactState* state, int64_t now, int64_t w) {
+  Counts c{.start = exact::WindowStart(now, w)};
+  // Both counts at 0 (all refunded) is a fresh state.
+  if (state != nullptr && (state->w[1] > 0 || state->w[2] > 0)) {
+    const int64_t s = state->w[0];
+    if (s >= c.start) {  // the same window, or time went backwards: judge in the stored one
+      c = {.start = s, .cur = state->w[1], .prev = state->w[2]};
+    } else if (s == c.start - w) {  // the stored window is now the previous one
+      c.prev = state->w[1];
+    }
+  }
+  return c;
+}
+
+int64_t WeightedPrev(const Counts& c, int64_t now, int64_t w) {
+  const int64_t elapsed = (now > c.start ? now : c.start) - c.start;
+  return Weighted(c.prev, elapsed, w);
+}
+
+void Report(Step& step, int64_t max, const Counts& c, int64_t weighted, int64_t w, int64_t now) {
+  Decision& d = step.decision;
+  d.limit = max;
+  const int64_t left = max - weighted - c.cur;
+  d.remaining = left > 0 ? left : 0;
+  d.reset_after =
+      Micros(c.cur > 0 ? c.start + 2 * w - now : (c.prev > 0 ? c.start + w - now : 0));
+  step.next.w = {c.start, c.cur, c.prev};
+}
+
 }  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
   const int64_t max = limit.capacity();
   const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
-
-  int64_t start = exact::WindowStart(now, w);
-  int64_t cur = 0;
-  int64_t prev = 0;
-  if (state != nullptr) {
-    const int64_t s = state->w[0];
-    if (s >= start) {  // the same window, or time went backwards: judge in the stored one
-      start = s;
-      cur = state->w[1];
-      prev = state->w[2];
-    } else if (s == start - w) {  // the stored window is now the previous one
-      prev = state->w[1];
-    }
-  }
-  const int64_t elapsed = (now > start ? now : start) - start;
-  const int64_t weighted = Weighted(prev, elapsed, w);
+  Counts c = Load(state, now, w);
+  const int64_t start = c.start;
+  const int64_t prev = c.prev;
+  int64_t& cur = c.cur;
+  const int64_t weighted = WeightedPrev(c, now, w);
 
   Step step;
   Decision& d = step.decision;
-  d.limit = max;
   if (cost > max) {
     d.verdict = Verdict::kNeverFits;
   } else if (cost == 0 || weighted + cur + cost <= max) {  // a peek always passes
@@ -65,10 +90,21 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
                            : start + w + FirstElapsedWithin(cur, max - cost, w);
     d.retry_after = Micros(at - now);
   }
-  const int64_t left = max - weighted - cur;
-  d.remaining = left > 0 ? left : 0;
-  d.reset_after = Micros(cur > 0 ? start + 2 * w - now : (prev > 0 ? start + w - now : 0));
-  step.next.w = {start, cur, prev};
+  Report(step, max, c, weighted, w, now);
+  return step;
+}
+
+Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
+  const int64_t w = limit.window().count();
+  const int64_t now = now_us.count();
+  Counts c = Load(state, now, w);
+  const int64_t from_cur = std::min(c.cur, units);
+  const int64_t from_prev = std::min(c.prev, units - from_cur);
+  c.cur -= from_cur;
+  c.prev -= from_prev;
+  Step step;
+  step.consumed = from_cur + from_prev > 0;
+  Report(step, limit.capacity(), c, WeightedPrev(c, now, w), w, now);
   return step;
 }
 

@@ -11,23 +11,13 @@ int64_t EffectiveNow(const LogState& state, int64_t now) {
 
 }  // namespace
 
-Decision Evaluate(const Limit& limit, LogState& state, Micros now_us, int64_t cost) {
+Decision Evaluate(const Limit& limit, const LogState& state, Micros now_us, int64_t cost) {
   const int64_t max = limit.capacity();
   const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
   const int64_t eff = EffectiveNow(state, now);
-  auto& entries = state.entries;
+  const auto& entries = state.entries;
 
-  // Once the newest entry has left the window the log is fresh (reset_after has passed), and it
-  // is emptied, as a store may drop it. Otherwise the judging time never falls below the newest
-  // entry, so only entries at or before newest − W can never count again. Entries that merely
-  // left (now − W, now] stay: a clock stepping back must still see them.
-  if (!entries.empty()) {
-    const int64_t horizon = entries.back().at_us <= now - w ? now : entries.back().at_us - w;
-    entries.erase(entries.begin(),
-                  std::partition_point(entries.begin(), entries.end(),
-                                       [&](const Entry& e) { return e.at_us <= horizon; }));
-  }
   const auto live = std::partition_point(entries.begin(), entries.end(),
                                          [&](const Entry& e) { return e.at_us <= eff - w; });
   int64_t used = 0;
@@ -60,14 +50,34 @@ Decision Evaluate(const Limit& limit, LogState& state, Micros now_us, int64_t co
   return d;
 }
 
-void Commit(LogState& state, Micros now_us, int64_t cost) {
+void Commit(const Limit& limit, LogState& state, Micros now_us, int64_t cost) {
   if (cost <= 0) return;
   const int64_t eff = EffectiveNow(state, now_us.count());
-  if (!state.entries.empty() && state.entries.back().at_us == eff) {
-    state.entries.back().cost += cost;
+  auto& entries = state.entries;
+  if (!entries.empty() && entries.back().at_us == eff) {
+    entries.back().cost += cost;
   } else {
-    state.entries.push_back({.at_us = eff, .cost = cost});
+    entries.push_back({.at_us = eff, .cost = cost});
   }
+  // Every later decision judges at eff or after, so what lies at or before eff − W never counts.
+  const int64_t horizon = eff - limit.window().count();
+  entries.erase(entries.begin(),
+                std::partition_point(entries.begin(), entries.end(),
+                                     [&](const Entry& e) { return e.at_us <= horizon; }));
+}
+
+Decision Refund(const Limit& limit, LogState& state, Micros now_us, int64_t units) {
+  if (units <= 0) return Evaluate(limit, state, now_us, 0);  // a refund of nothing is a peek
+  const int64_t horizon = EffectiveNow(state, now_us.count()) - limit.window().count();
+  auto& entries = state.entries;
+  while (units > 0 && !entries.empty() && entries.back().at_us > horizon) {
+    const int64_t back = std::min(units, entries.back().cost);
+    entries.back().cost -= back;
+    units -= back;
+    if (entries.back().cost == 0) entries.pop_back();
+  }
+  if (!entries.empty() && entries.back().at_us <= horizon) entries.clear();
+  return Evaluate(limit, state, now_us, 0);
 }
 
 }  // namespace caudal::sliding_window_log

@@ -9,6 +9,7 @@ using sliding_window_log::Commit;
 using sliding_window_log::Entry;
 using sliding_window_log::Evaluate;
 using sliding_window_log::LogState;
+using sliding_window_log::Refund;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -20,7 +21,7 @@ Limit Log(int64_t limit, Micros w) {
 
 Decision DecideAndCommit(const Limit& l, LogState& s, Micros now, int64_t cost) {
   const Decision d = Evaluate(l, s, now, cost);
-  if (d.allowed()) Commit(s, now, cost);
+  if (d.allowed()) Commit(l, s, now, cost);
   return d;
 }
 
@@ -37,7 +38,7 @@ TEST(SlidingWindowLog, CountsExactlyTheLastWindow) {
   const Decision next = DecideAndCommit(l, s, kT0 + seconds(1), 1);
   EXPECT_TRUE(next.allowed());
   EXPECT_EQ(next.remaining, 0);
-  // An entry is dropped once it is a window older than the newest one.
+  // The commit dropped the entry a window older than the newest one.
   EXPECT_EQ(Evaluate(l, s, kT0 + seconds(1), 0).remaining, 0);
   EXPECT_EQ(s.entries.size(), 3u);
   EXPECT_EQ(s.entries.front().at_us, (kT0 + milliseconds(100)).count());
@@ -58,19 +59,45 @@ TEST(SlidingWindowLog, ARequestAtALaterTimeDoesNotMakeTheLogForgetWhenTheClockSt
   EXPECT_EQ(back.remaining, 0);
 }
 
-TEST(SlidingWindowLog, OnceEveryEntryHasLeftTheWindowTheLogIsFresh) {
+TEST(SlidingWindowLog, OnceEveryEntryHasLeftTheWindowTheLogDecidesAsAFreshOne) {
   const Limit l = Log(3, seconds(1));
   LogState s;
   ASSERT_TRUE(DecideAndCommit(l, s, kT0, 3).allowed());
   const Decision later = DecideAndCommit(l, s, kT0 + seconds(1), 0);
   EXPECT_EQ(later.remaining, 3);
   EXPECT_EQ(later.reset_after, Micros(0));
-  EXPECT_TRUE(s.entries.empty());  // as a store that dropped the key at reset_after would have it
-  EXPECT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(100), 3).allowed());
-  // Entries a window older than the newest go at the next decision.
+  EXPECT_EQ(s.entries.size(), 1u) << "a peek writes nothing";
+  // The clock steps back: the entry is inside the window again, and counts.
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + milliseconds(100), 3).verdict, Verdict::kDenied);
+  // The next commit drops what no later decision can count.
   ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(1'150), 3).allowed());
   EXPECT_EQ(Evaluate(l, s, kT0 + milliseconds(1'150), 0).remaining, 0);
   EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = (kT0 + milliseconds(1'150)).count(), .cost = 3}}));
+}
+
+TEST(SlidingWindowLog, ARefundTakesBackTheNewestUnitsFirst) {
+  const Limit l = Log(5, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 2).allowed());
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(300), 3).allowed());
+  const Decision back = Refund(l, s, kT0 + milliseconds(400), 4);
+  EXPECT_EQ(back.verdict, Verdict::kAllowed);
+  EXPECT_EQ(back.remaining, 4);
+  EXPECT_EQ(back.reset_after, milliseconds(600));  // only the entry at t0 is left
+  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 1}}));
+  // The unit left at t0 leaves the window at t0 + 1 s: from then the log is fresh.
+  EXPECT_EQ(DecideAndCommit(l, s, kT0 + seconds(1) - Micros(1), 5).verdict, Verdict::kDenied);
+  EXPECT_TRUE(DecideAndCommit(l, s, kT0 + seconds(1), 5).allowed());
+}
+
+TEST(SlidingWindowLog, ARefundOfUnitsThatNoLongerCountEmptiesTheLog) {
+  const Limit l = Log(5, seconds(1));
+  LogState s;
+  ASSERT_TRUE(DecideAndCommit(l, s, kT0, 2).allowed());
+  const Decision back = Refund(l, s, kT0 + seconds(2), 1);
+  EXPECT_EQ(back.remaining, 5);
+  EXPECT_EQ(back.reset_after, Micros(0));
+  EXPECT_TRUE(s.entries.empty()) << "nothing in the window: the log is fresh and can go";
 }
 
 TEST(SlidingWindowLog, MergesArrivalsAtTheSameMicrosecond) {
@@ -117,7 +144,7 @@ TEST(SlidingWindowLog, APeekOrARefusalRecordsNothing) {
   EXPECT_EQ(DecideAndCommit(l, s, kT0 + Micros(6), 3).verdict, Verdict::kNeverFits);
   EXPECT_FALSE(DecideAndCommit(l, s, kT0 + Micros(7), 1).allowed());
   EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 2}}));
-  Commit(s, kT0 + Micros(8), 0);
+  Commit(l, s, kT0 + Micros(8), 0);
   EXPECT_EQ(s.entries.size(), 1u);
 }
 

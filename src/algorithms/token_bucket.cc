@@ -13,6 +13,42 @@ int64_t TimeToReach(int64_t target, int64_t tokens, int64_t frac, int64_t n, int
   return q + exact::CeilDiv(r - frac, n);
 }
 
+struct Level {
+  int64_t tokens = 0;
+  int64_t frac = 0;  // over p
+  int64_t last = 0;
+};
+
+// The bucket at `now`: T = min(B, T + r·Δt) with Δt = max(0, now − last).
+Level Refill(const CompactState* state, int64_t now, int64_t cap, int64_t n, int64_t p) {
+  if (state == nullptr) return {.tokens = cap, .frac = 0, .last = now};
+  Level l{.tokens = state->w[0], .frac = state->w[1], .last = state->w[2]};
+  if (now > l.last) {
+    const int64_t dt = now - l.last;
+    if (dt >= TimeToReach(cap, l.tokens, l.frac, n, p)) {
+      l.tokens = cap;
+      l.frac = 0;
+    } else {
+      const auto [q, r] = exact::MulDiv(dt, n, p);
+      l.tokens += q;
+      l.frac += r;
+      if (l.frac >= p) {
+        l.frac -= p;
+        ++l.tokens;
+      }
+    }
+    l.last = now;
+  }
+  return l;
+}
+
+void Report(Step& step, const Level& l, int64_t now, int64_t cap, int64_t n, int64_t p) {
+  step.decision.limit = cap;
+  step.decision.remaining = l.tokens;
+  step.decision.reset_after = Micros((l.last - now) + TimeToReach(cap, l.tokens, l.frac, n, p));
+  step.next.w = {l.tokens, l.frac, l.last};
+}
+
 }  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
@@ -20,35 +56,11 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   const int64_t n = limit.refill_count();
   const int64_t p = limit.refill_period_us();
   const int64_t now = now_us.count();
-
-  int64_t tokens = cap;
-  int64_t frac = 0;
-  int64_t last = now;
-  if (state != nullptr) {
-    tokens = state->w[0];
-    frac = state->w[1];
-    last = state->w[2];
-    if (now > last) {  // Δt = max(0, now − last)
-      const int64_t dt = now - last;
-      if (dt >= TimeToReach(cap, tokens, frac, n, p)) {  // T = min(B, T + r·Δt)
-        tokens = cap;
-        frac = 0;
-      } else {
-        const auto [q, r] = exact::MulDiv(dt, n, p);
-        tokens += q;
-        frac += r;
-        if (frac >= p) {
-          frac -= p;
-          ++tokens;
-        }
-      }
-      last = now;
-    }
-  }
+  Level level = Refill(state, now, cap, n, p);
+  int64_t& tokens = level.tokens;
 
   Step step;
   Decision& d = step.decision;
-  d.limit = cap;
   if (cost > cap) {
     d.verdict = Verdict::kNeverFits;
   } else if (tokens >= cost) {  // T ≥ c, and c is whole, so whole tokens decide
@@ -57,11 +69,30 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     step.consumed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
-    d.retry_after = Micros((last - now) + TimeToReach(cost, tokens, frac, n, p));
+    d.retry_after =
+        Micros((level.last - now) + TimeToReach(cost, tokens, level.frac, n, p));
   }
-  d.remaining = tokens;
-  d.reset_after = Micros((last - now) + TimeToReach(cap, tokens, frac, n, p));
-  step.next.w = {tokens, frac, last};
+  Report(step, level, now, cap, n, p);
+  return step;
+}
+
+Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
+  const int64_t cap = limit.capacity();
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  Level level = Refill(state, now, cap, n, p);
+  Step step;
+  if (level.tokens < cap && units > 0) {
+    step.consumed = true;
+    if (units >= cap - level.tokens) {  // T = min(B, T + units); whole units, so T ≥ B is full
+      level.tokens = cap;
+      level.frac = 0;
+    } else {
+      level.tokens += units;
+    }
+  }
+  Report(step, level, now, cap, n, p);
   return step;
 }
 

@@ -87,14 +87,17 @@ void Call::Finish() {
   done(Status::Ok());
 }
 
-// Decides each of `slots` in a store request of its own (cost 0 unless `consume`); the last
-// answer finishes the call.
+// Decides each of `slots` in a store request of its own (cost 0 unless `consume`; refunds apply
+// in any case); the last answer finishes the call.
 void DecideEach(const std::shared_ptr<Call>& call, std::vector<size_t> slots, bool consume) {
   if (slots.empty()) return call->Finish();
   call->pending.store(slots.size());
   for (size_t i : slots) {
     Slot& s = call->plan.slots[i];
-    const EntryRef entry{.key = s.key, .limit = &*s.limit, .cost = consume ? s.cost : 0};
+    const EntryRef entry{.key = s.key,
+                         .limit = &*s.limit,
+                         .cost = consume || s.refund ? s.cost : 0,
+                         .op = s.refund ? EntryOp::kRefund : EntryOp::kConsume};
     call->store->DecideAsync(std::span(&entry, 1), [call, &s](Result<StoreResponse> r) {
       if (r.ok()) {
         s.decision = r->decisions.at(0);
@@ -107,10 +110,12 @@ void DecideEach(const std::shared_ptr<Call>& call, std::vector<size_t> slots, bo
 }
 
 // kAllOrNothing: the enforced slots in one store request (duplicates merged, since a store
-// request holds each key once), then the shadow slots, which count only if the request passed.
+// request holds each key once: hits and refunds on one key net out), then the shadow slots,
+// which count only if the request passed. Refunds apply whatever the other descriptors decide.
 void DecideAllOrNothing(const std::shared_ptr<Call>& call) {
   std::vector<size_t> shadows;
   std::vector<EntryRef> entries;
+  std::vector<int64_t> net;  // per entry: hits minus refunds
   std::vector<size_t> entry_of(call->plan.slots.size(), 0);
   std::unordered_map<std::string_view, size_t> by_key;
   bool blocked = false;
@@ -123,14 +128,20 @@ void DecideAllOrNothing(const std::shared_ptr<Call>& call) {
       continue;
     }
     auto [it, fresh] = by_key.emplace(s.key, entries.size());
-    if (fresh) entries.push_back({.key = s.key, .limit = &*s.limit, .cost = 0});
-    entries[it->second].cost += s.cost;
+    if (fresh) {
+      entries.push_back({.key = s.key, .limit = &*s.limit, .cost = 0});
+      net.push_back(0);
+    }
+    net[it->second] += s.refund ? -s.cost : s.cost;
     entry_of[i] = it->second;
   }
   if (entries.empty()) return DecideEach(call, std::move(shadows), !blocked);
-  for (EntryRef& e : entries) {
-    if (blocked) e.cost = 0;  // the request is refused anyway: look, do not consume
-    e.cost = std::min(e.cost, kMaxCost);
+  for (size_t j = 0; j < entries.size(); ++j) {
+    EntryRef& e = entries[j];
+    e.op = net[j] < 0 ? EntryOp::kRefund : EntryOp::kConsume;
+    e.cost = std::min(net[j] < 0 ? -net[j] : net[j], kMaxCost);
+    // The request is refused anyway: look, do not consume (a refund still applies).
+    if (blocked && e.op == EntryOp::kConsume) e.cost = 0;
   }
   call->store->DecideAsync(entries, [call, entry_of = std::move(entry_of),
                                     shadows = std::move(shadows),

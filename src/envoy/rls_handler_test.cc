@@ -257,13 +257,47 @@ TEST_F(RlsHandlerTest, BadRequestsAreInvalidArgumentWithAMessage) {
   expect(Request({{{"one", std::string(70'000, 'v')}}}), "bytes exceeds 65536");
   expect(Request({{{"one", std::string(600, 'v')}}}), "exceed 512 bytes");
   expect(Request(std::vector<Entries>(65, Entries{{"one", "x"}})), "at most 64 descriptors");
-  auto refund = Request({{{"five", "r"}}});
-  refund.mutable_descriptors(0)->set_is_negative_hits(true);
-  expect(refund, "is_negative_hits (a refund) is not supported");
   auto huge = Request({{{"five", "r"}}});
   huge.mutable_descriptors(0)->mutable_hits_addend()->set_value(uint64_t{1} << 41);
   expect(huge, "exceeds 2^40");
   EXPECT_EQ(store_.requests(), 0u);
+}
+
+RateLimitRequest WithHits(RateLimitRequest r, int descriptor, uint64_t hits, bool refund) {
+  auto* d = r.mutable_descriptors(descriptor);
+  d->mutable_hits_addend()->set_value(hits);
+  d->set_is_negative_hits(refund);
+  return r;
+}
+
+TEST_F(RlsHandlerTest, NegativeHitsGiveUnitsBackWhateverTheOtherDescriptorsDecide) {
+  const auto five = Request({{{"five", "r"}}});
+  ASSERT_EQ(Ask(WithHits(five, 0, 4, false)).statuses(0).limit_remaining(), 1u);
+  const auto back = Ask(WithHits(five, 0, 3, true));
+  EXPECT_EQ(back.overall_code(), kOk);
+  EXPECT_EQ(back.statuses(0).code(), kOk);
+  EXPECT_EQ(back.statuses(0).limit_remaining(), 4u);
+  EXPECT_EQ(Ask(WithHits(five, 0, 4, false)).overall_code(), kOk);
+  EXPECT_EQ(Ask(five).overall_code(), kOver);
+
+  // A refund beside a descriptor over its limit: the request is refused, the refund applies.
+  ASSERT_EQ(Ask(Request({{{"one", "r"}}})).overall_code(), kOk);
+  const auto mixed = Ask(WithHits(Request({{{"one", "r"}}, {{"five", "r"}}}), 1, 2, true));
+  EXPECT_EQ(mixed.overall_code(), kOver);
+  EXPECT_EQ(mixed.statuses(0).code(), kOver);
+  EXPECT_EQ(mixed.statuses(1).code(), kOk);
+  EXPECT_EQ(mixed.statuses(1).limit_remaining(), 2u);
+
+  // Hits and a refund on the same descriptor net out: +1 −3 is a refund of 2.
+  auto both = WithHits(Request({{{"five", "r"}}, {{"five", "r"}}}), 1, 3, true);
+  const auto net = Ask(both);
+  EXPECT_EQ(net.overall_code(), kOk);
+  EXPECT_EQ(net.statuses(1).limit_remaining(), 4u);
+
+  // Never past the limit; is_negative_hits with 0 hits only looks.
+  EXPECT_EQ(Ask(WithHits(five, 0, 1'000, true)).statuses(0).limit_remaining(), 5u);
+  EXPECT_EQ(Ask(WithHits(five, 0, 0, true)).statuses(0).limit_remaining(), 5u);
+  EXPECT_EQ(Ask(WithHits(five, 0, 5, false)).statuses(0).limit_remaining(), 0u);
 }
 
 TEST_F(RlsHandlerTest, IetfHeadersDescribeEveryLimit) {

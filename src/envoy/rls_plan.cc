@@ -60,10 +60,6 @@ Result<int64_t> Hits(const RateLimitRequest& request, size_t i) {
   if (hits > static_cast<uint64_t>(kMaxCost)) {
     return Bad(i, "hits_addend " + std::to_string(hits) + " exceeds 2^40");
   }
-  if (d.is_negative_hits() && hits > 0) {
-    return Bad(i, "is_negative_hits (a refund) is not supported: caudal's stores cannot return "
-                  "units to a limit");
-  }
   return static_cast<int64_t>(hits);
 }
 
@@ -128,6 +124,7 @@ Result<Plan> BuildPlan(const RateLimitRequest& request, const RateLimitConfig& c
     auto hits = Hits(request, i);
     if (!hits.ok()) return hits.status();
     slot.cost = *hits;
+    slot.refund = request.descriptors(static_cast<int>(i)).is_negative_hits() && slot.cost > 0;
     if (Status s = Resolve(request, i, config, &rules[i], slot); !s.ok()) return s;
     if (rules[i] != nullptr) replaced.insert(rules[i]->replaces.begin(), rules[i]->replaces.end());
     if (slot.kind != SlotKind::kLimited) continue;

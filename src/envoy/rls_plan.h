@@ -28,7 +28,8 @@ struct Slot {
   bool shadow = false;
   std::optional<Limit> limit;   // kLimited
   std::string key;              // kLimited: the store key
-  int64_t cost = 0;             // kLimited: hits to add
+  int64_t cost = 0;             // kLimited: hits to add (or to give back, for a refund)
+  bool refund = false;          // is_negative_hits with hits: give `cost` back
   Decision decision{};          // kLimited: filled from the store
 };
 

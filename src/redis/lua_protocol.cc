@@ -53,7 +53,8 @@ EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view
       r.args.push_back(Decimal(l.refill_count()));
       r.args.push_back(Decimal(l.refill_period_us()));
     }
-    r.args.push_back(Decimal(e.cost));
+    // A refund travels as a negative cost (a refund of 0 is a peek either way).
+    r.args.push_back(Decimal(e.op == EntryOp::kRefund ? -e.cost : e.cost));
     r.limits.push_back(l.capacity());
   }
   return r;

@@ -35,7 +35,8 @@ struct Pending {
   uint64_t fp = 0;
   uint32_t shard = 0;
   bool is_log = false;
-  bool writes = false;    // allowed and consuming: must be stored if the request passes
+  bool refund = false;
+  bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
   Step step;              // for logs, only step.decision is used
 };
@@ -91,6 +92,7 @@ struct MemoryStore::Impl {
   void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
   void Commit(const EntryRef& e, const Pending& p, Micros now);
+  void ApplyRefund(const EntryRef& e, Pending& p, Micros now);
   // Decides a validated request whose shards are locked: whether it was allowed (and then
   // committed), or kResourceExhausted.
   Result<bool> DecideLocked(std::span<const EntryRef> entries, std::span<Pending> pending,
@@ -132,27 +134,33 @@ void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
 void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
+  p.refund = e.op == EntryOp::kRefund;
   if (p.is_log) {
-    sliding_window_log::LogState empty;
-    auto& log = slot != nullptr ? table.Log(*slot) : empty;
-    p.step.decision = sliding_window_log::Evaluate(*e.limit, log, now, e.cost);
-    p.writes = p.step.decision.allowed() && e.cost > 0;
+    static const sliding_window_log::LogState kEmpty;
+    const auto& log = slot != nullptr ? table.Log(*slot) : kEmpty;
+    // A refund's own decision comes from ApplyRefund; until then it reports a peek.
+    p.step.decision = sliding_window_log::Evaluate(*e.limit, log, now, p.refund ? 0 : e.cost);
+    p.writes = p.refund ? slot != nullptr && e.cost > 0 && !log.entries.empty()
+                        : p.step.decision.allowed() && e.cost > 0;
   } else {
     CompactState state;
     if (slot != nullptr) state = slot->State();
-    p.step = DecideCompact(*e.limit, slot != nullptr ? &state : nullptr, now, e.cost);
+    const CompactState* s = slot != nullptr ? &state : nullptr;
+    p.step = p.refund ? RefundCompact(*e.limit, s, now, e.cost)
+                      : DecideCompact(*e.limit, s, now, e.cost);
     p.writes = p.step.consumed;
   }
-  p.new_slot = p.writes && (slot == nullptr || ShardTable::IsFresh(*slot, tick));
+  // A refund never needs a slot: with none there was nothing to give back.
+  p.new_slot = p.writes && !p.refund && (slot == nullptr || ShardTable::IsFresh(*slot, tick));
 }
 
 Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
   if (p.is_log) {
-    sliding_window_log::LogState empty;
-    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : empty, now,
-                                        0);
+    static const sliding_window_log::LogState kEmpty;
+    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : kEmpty,
+                                        now, 0);
   }
   CompactState state;
   if (slot != nullptr) state = slot->State();
@@ -166,7 +174,21 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) 
   if (p.is_log) {
     // The list Evaluate pruned, or a new empty one if a rebuild reclaimed it as fresh (then it
     // had no entry left in the window either).
-    sliding_window_log::Commit(table.Log(*slot), now, e.cost);
+    sliding_window_log::Commit(*e.limit, table.Log(*slot), now, e.cost);
+  } else {
+    slot->SetState(p.step.next);
+  }
+  table.SetFreshAt(*slot, TickAtOrAfter((now + p.step.decision.reset_after).count()));
+}
+
+void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now) {
+  ShardTable& table = ShardOf(p).table;
+  ShardTable::Slot* slot = table.Find(p.fp);
+  // Evaluate found the slot, but making room for new keys may since have reclaimed it as fresh:
+  // then nothing was left to give back.
+  if (slot == nullptr) return;
+  if (p.is_log) {
+    p.step.decision = sliding_window_log::Refund(*e.limit, table.Log(*slot), now, e.cost);
   } else {
     slot->SetState(p.step.next);
   }
@@ -206,13 +228,17 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   bool allowed = true;
   for (size_t i = 0; i < entries.size(); ++i) {
     Evaluate(entries[i], pending[i], now, tick);
-    allowed = allowed && pending[i].step.decision.allowed();
+    allowed = allowed && (pending[i].refund || pending[i].step.decision.allowed());
   }
   if (!allowed) {
-    // Nothing is consumed; entries that would have passed report their unchanged state.
+    // Nothing is consumed; entries that would have passed report their unchanged state, and
+    // refunds apply all the same.
     for (size_t i = 0; i < entries.size(); ++i) {
-      if (pending[i].step.decision.allowed())
+      if (pending[i].refund) {
+        if (pending[i].writes) ApplyRefund(entries[i], pending[i], now);
+      } else if (pending[i].step.decision.allowed()) {
         pending[i].step.decision = Peek(entries[i], pending[i], now);
+      }
     }
     return false;
   }
@@ -220,7 +246,12 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   // anything is written.
   if (Status s = ReserveNewSlots(pending, shard_ids, tick); !s.ok()) return s;
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (pending[i].writes) Commit(entries[i], pending[i], now);
+    if (!pending[i].writes) continue;
+    if (pending[i].refund) {
+      ApplyRefund(entries[i], pending[i], now);
+    } else {
+      Commit(entries[i], pending[i], now);
+    }
   }
   return true;
 }

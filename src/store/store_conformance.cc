@@ -332,6 +332,44 @@ TEST_P(StoreConformanceTest, ConcurrentRequestsNeverAdmitMoreThanTheBound) {
 }
 
 // Random multi-key requests over a small pool of keys of every algorithm, against the model.
+TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
+  for (Algorithm a : kAllAlgorithms) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key(std::string(AlgorithmName(a)));
+    ASSERT_TRUE(MustDecideOne(key, limit, 10).allowed());
+    const EntryRef refund{.key = key, .limit = &limit, .cost = 4, .op = EntryOp::kRefund};
+    const StoreResponse back = MustDecide({&refund, 1});
+    EXPECT_TRUE(back.allowed);
+    EXPECT_EQ(back.decisions[0].verdict, Verdict::kAllowed);
+    EXPECT_EQ(back.decisions[0].remaining, 4);
+    EXPECT_TRUE(MustDecideOne(key, limit, 4).allowed());
+    EXPECT_EQ(MustDecideOne(key, limit, 1).verdict, Verdict::kDenied);
+
+    // Beside an entry that refuses, the refund still applies; the consumption does not.
+    const std::string other = Key(std::string(AlgorithmName(a)) + ":other");
+    const EntryRef mixed[] = {{.key = key, .limit = &limit, .cost = 3, .op = EntryOp::kRefund},
+                              {.key = other, .limit = &limit, .cost = 11}};
+    const StoreResponse refused = MustDecide(mixed);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.decisions[0].remaining, 3);
+    EXPECT_EQ(refused.decisions[1].verdict, Verdict::kNeverFits);
+    EXPECT_TRUE(MustDecideOne(key, limit, 3).allowed());
+    EXPECT_EQ(MustDecideOne(key, limit, 1).verdict, Verdict::kDenied);
+
+    // Never past a fresh state, and nothing to give back on a key never seen.
+    const EntryRef all{.key = key, .limit = &limit, .cost = kMaxCost, .op = EntryOp::kRefund};
+    EXPECT_EQ(MustDecide({&all, 1}).decisions[0].remaining, 10);
+    const EntryRef unseen{.key = Key("unseen"), .limit = &limit, .cost = 5,
+                          .op = EntryOp::kRefund};
+    const StoreResponse nothing = MustDecide({&unseen, 1});
+    EXPECT_EQ(nothing.decisions[0].remaining, 10);
+    EXPECT_EQ(nothing.decisions[0].reset_after, Micros(0));
+    EXPECT_TRUE(MustDecideOne(key, limit, 10).allowed());
+    EXPECT_EQ(MustDecideOne(key, limit, 1).verdict, Verdict::kDenied);
+  }
+}
+
 TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
   std::mt19937_64 rng(7);
   std::vector<Limit> limits;
@@ -354,7 +392,8 @@ TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
       if (used[k]) continue;
       used[k] = true;
       entries.push_back({.key = keys[k], .limit = &limits[k],
-                         .cost = static_cast<int64_t>(rng() % 4)});
+                         .cost = static_cast<int64_t>(rng() % 4),
+                         .op = rng() % 8 == 0 ? EntryOp::kRefund : EntryOp::kConsume});
     }
     const StoreResponse got = MustDecide(entries);
     const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));

@@ -13,21 +13,36 @@ Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, S
   return step->decision;
 }
 
+Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
+  if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
+    return sliding_window_log::Refund(*e.limit, logs_[std::string(e.key)], now, e.cost);
+  }
+  const auto it = compact_.find(e.key);
+  const Step step =
+      RefundCompact(*e.limit, it == compact_.end() ? nullptr : &it->second, now, e.cost);
+  if (step.consumed) compact_[std::string(e.key)] = step.next;
+  return step.decision;
+}
+
 StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros now) {
   StoreResponse response;
   response.allowed = true;
+  response.decisions.resize(entries.size());
   std::vector<Step> steps(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    response.decisions.push_back(Evaluate(entries[i], now, entries[i].cost, &steps[i]));
-    response.allowed = response.allowed && response.decisions.back().allowed();
+    if (entries[i].op == EntryOp::kRefund) continue;
+    response.decisions[i] = Evaluate(entries[i], now, entries[i].cost, &steps[i]);
+    response.allowed = response.allowed && response.decisions[i].allowed();
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
-    if (!response.allowed) {
+    if (e.op == EntryOp::kRefund) {
+      response.decisions[i] = Refund(e, now);  // whatever the other entries decided
+    } else if (!response.allowed) {
       // Would-have-passed entries report their unchanged state; refusals keep their verdict.
       if (response.decisions[i].allowed()) response.decisions[i] = Evaluate(e, now, 0, &steps[i]);
     } else if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
-      sliding_window_log::Commit(logs_[std::string(e.key)], now, e.cost);
+      sliding_window_log::Commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
     } else if (steps[i].consumed) {
       compact_[std::string(e.key)] = steps[i].next;
     }

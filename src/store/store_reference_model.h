@@ -2,8 +2,9 @@
 // algorithms, that the conformance suite compares real stores against decision for decision.
 //
 // It keeps every key forever in a std::map and decides a request exactly as the Store contract
-// says: evaluate every entry at `now`; if all are allowed, commit all; otherwise commit nothing
-// and report the entries that would have passed as a peek (cost 0).
+// says: evaluate every consuming entry at `now`; if all are allowed, commit all; otherwise commit
+// nothing and report the entries that would have passed as a peek (cost 0). Refunds are applied
+// in either case.
 //
 // Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
 #pragma once
@@ -24,6 +25,7 @@ class ReferenceModel {
 
  private:
   Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, Step* step);
+  Decision Refund(const EntryRef& e, Micros now);
 
   std::map<std::string, CompactState, std::less<>> compact_;
   std::map<std::string, sliding_window_log::LogState, std::less<>> logs_;

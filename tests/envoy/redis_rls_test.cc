@@ -99,6 +99,17 @@ TEST_F(RedisRlsTest, DecidesTheTokenBucketBoundAndAllOrNothingInRedis) {
   // A second caudal instance on the same Redis sees the same counters.
   Service other(*store_, clock_, {});
   EXPECT_EQ(Ask(other, Request({"five", "x"})).statuses(0).limit_remaining(), 2u);
+
+  // is_negative_hits gives hits back in Redis: the bucket, empty, holds 2 again.
+  auto refund = bucket;
+  refund.mutable_descriptors(0)->mutable_hits_addend()->set_value(2);
+  refund.mutable_descriptors(0)->set_is_negative_hits(true);
+  const auto back = Ask(other, refund);
+  EXPECT_EQ(back.overall_code(), kOk);
+  EXPECT_EQ(back.statuses(0).limit_remaining(), 2u);
+  EXPECT_EQ(Ask(s, bucket).overall_code(), kOk);
+  EXPECT_EQ(Ask(s, bucket).overall_code(), kOk);
+  EXPECT_EQ(Ask(s, bucket).overall_code(), kOver);
 }
 
 TEST_F(RedisRlsTest, RedisStoppedAnswersByFailureModeWithinTheDeadline) {

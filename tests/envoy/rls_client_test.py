@@ -90,6 +90,7 @@ class Server:
                 desc.entries.add(key=k, value=v)
             if "hits" in d:
                 desc.hits_addend.value = d["hits"]
+            desc.is_negative_hits = d.get("refund", False)
         return self.call(req, timeout=10)
 
     def stop(self):
@@ -155,6 +156,16 @@ class RlsClientTest(unittest.TestCase):
         self.assertEqual(s.ask(d("to_number=9", hits=0)).statuses[0].limit_remaining, 6)
         self.assertEqual(s.ask(d("to_number=9", hits=6), hits=1).statuses[0].limit_remaining, 0)
         self.assertEqual(s.ask(d("to_number=9")).overall_code, OVER)
+
+    def test_refund(self):
+        s = self.server
+        self.assertEqual(s.ask(d("to_number=8"), hits=7).statuses[0].limit_remaining, 3)
+        r = s.ask(d("to_number=8", hits=5, refund=True))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 8))
+        self.assertEqual(s.ask(d("to_number=8", hits=8)).statuses[0].limit_remaining, 0)
+        self.assertEqual(s.ask(d("to_number=8")).overall_code, OVER)
+        r = s.ask(d("to_number=8", hits=100, refund=True))
+        self.assertEqual(r.statuses[0].limit_remaining, 10)  # never past the limit
 
     def test_headers(self):
         r = self.server.ask(d("general=h"))

@@ -1,7 +1,8 @@
 // decide.lua against the C++ algorithms: the same seeded random traces through both, with `now`
 // passed in, must give identical decisions (verdict, remaining, reset_after, retry_after). The C++
 // side is the conformance suite's ReferenceModel (the pure algorithms under the Store contract:
-// all-or-nothing, refused entries reported as peeks), so Lua, MemoryStore and the model agree.
+// all-or-nothing, refused entries reported as peeks, refunds applied in any case), so Lua,
+// MemoryStore and the model agree.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -213,6 +214,8 @@ class LuaEquivalence : public ::testing::Test {
     int64_t compared = 0;
     std::map<Verdict, int64_t> verdicts;
     int64_t refused_with_passing_entry = 0;
+    int64_t refunds = 0;
+    int64_t refunds_in_refused_requests = 0;
     for (int trace = 0; compared < min_decisions; ++trace) {
       constexpr int kKeys = 8;
       std::vector<Limit> limits;
@@ -235,7 +238,9 @@ class LuaEquivalence : public ::testing::Test {
           std::shuffle(order.begin(), order.end(), std::mt19937(t.Uniform(0, 1 << 30)));
           for (int j = 0, n = static_cast<int>(t.Uniform(1, 3)); j < n; ++j) {
             const int k = order[j];
-            r.push_back({.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k])});
+            const EntryOp op = t.Chance(12) ? EntryOp::kRefund : EntryOp::kConsume;
+            r.push_back(
+                {.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k]), .op = op});
           }
         }
         const std::vector<StoreResponse> got = Call(requests, now);
@@ -248,6 +253,7 @@ class LuaEquivalence : public ::testing::Test {
             const Decision& g = got[i].decisions[j];
             const Decision& w = want.decisions[j];
             ASSERT_EQ(g, w) << e.limit->ToString() << " key " << e.key << " cost " << e.cost
+                            << (e.op == EntryOp::kRefund ? " (refund)" : "")
                             << " now " << now << " (trace " << trace << " step " << step
                             << ")\n  lua: " << VerdictName(g.verdict) << " rem " << g.remaining
                             << " reset " << g.reset_after.count() << " retry "
@@ -255,6 +261,11 @@ class LuaEquivalence : public ::testing::Test {
                             << " rem " << w.remaining << " reset " << w.reset_after.count()
                             << " retry " << w.retry_after.count();
             ++compared;
+            if (e.op == EntryOp::kRefund) {
+              ++refunds;
+              if (!got[i].allowed) ++refunds_in_refused_requests;
+              continue;
+            }
             ++verdicts[g.verdict];
             if (!got[i].allowed && g.allowed() && e.cost > 0) ++refused_with_passing_entry;
           }
@@ -267,10 +278,13 @@ class LuaEquivalence : public ::testing::Test {
     EXPECT_GE(verdicts[Verdict::kDenied], compared / 20);
     EXPECT_GE(verdicts[Verdict::kNeverFits], compared / 100);
     EXPECT_GE(refused_with_passing_entry, compared / 100);
+    EXPECT_GE(refunds, compared / 20);
+    EXPECT_GE(refunds_in_refused_requests, compared / 200);
     std::cout << "compared " << compared << ": allowed " << verdicts[Verdict::kAllowed]
               << ", denied " << verdicts[Verdict::kDenied] << ", never_fits "
               << verdicts[Verdict::kNeverFits] << "; entries passing in refused requests "
-              << refused_with_passing_entry << "\n";
+              << refused_with_passing_entry << "; refunds " << refunds << " ("
+              << refunds_in_refused_requests << " in refused requests)\n";
   }
 
   std::unique_ptr<RedisServer> server_;

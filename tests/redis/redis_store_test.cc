@@ -209,6 +209,30 @@ TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
   EXPECT_GE(db.retry_after, da.retry_after - milliseconds(500));
 }
 
+// Only a commit trims a sliding log: a refusal leaves the list (and its TTL) as it was, even
+// when entries in it have left the window.
+TEST(RedisStore, ARefusedSlidingLogRequestWritesNothing) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .test_clock = &clock});
+  const Limit log = Window(Algorithm::kSlidingWindowLog, 2, seconds(1));
+  const std::string key = "caudal:{k}:log";
+  ASSERT_TRUE(DecideOne(*store, "k", log, 1).allowed());
+  clock.Advance(milliseconds(900));
+  ASSERT_TRUE(DecideOne(*store, "k", log, 1).allowed());
+  clock.Advance(milliseconds(600));  // the first entry has left the window, the second has not
+  const std::string list = *server->Command({"LRANGE", key, "0", "-1"});
+  const int64_t ttl = std::stoll(*server->Command({"PTTL", key}));
+  ASSERT_EQ(std::count(list.begin(), list.end(), '\n'), 1) << list;  // two entries
+
+  EXPECT_EQ(DecideOne(*store, "k", log, 2).verdict, Verdict::kDenied);
+  EXPECT_EQ(*server->Command({"LRANGE", key, "0", "-1"}), list) << "nothing trimmed";
+  EXPECT_LE(std::stoll(*server->Command({"PTTL", key})), ttl) << "nor the TTL extended";
+
+  ASSERT_TRUE(DecideOne(*store, "k", log, 1).allowed());
+  EXPECT_EQ(*server->Command({"LLEN", key}), "2") << "the commit dropped the entry that left";
+}
+
 // Redis's clock, in microseconds since the epoch.
 Micros RedisNow(const RedisServer& server) {
   const Result<std::string> time = server.Command({"TIME"});

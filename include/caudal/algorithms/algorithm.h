@@ -10,4 +10,7 @@ namespace caudal {
 // kSlidingWindowLog (see sliding_window_log.h); cost >= 0.
 Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
+// Returns up to `units` to the limit (see compact_state.h). Same preconditions; units >= 0.
+Step RefundCompact(const Limit& limit, const CompactState* state, Micros now, int64_t units);
+
 }  // namespace caudal

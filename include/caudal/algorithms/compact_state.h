@@ -12,6 +12,10 @@
 //   between), and 1 µs earlier it does not.
 // - reset_after later the state decides exactly as a fresh one (nullptr) does.
 // - timestamps are µs since the epoch in [0, 2^52), so every value stays below 2^53.
+// - Refund(units) gives back up to `units` units already admitted, never past a fresh state:
+//   always kAllowed with retry_after 0, and it reports the state after the refund. A fresh state
+//   has nothing to give back and needs no write. Refunding what a request of cost c consumed,
+//   right after it, leaves the state deciding exactly as before the request.
 #pragma once
 
 #include <array>
@@ -31,7 +35,7 @@ struct Step {
   // The state to persist. Equal to the input (or fresh) when nothing was consumed: a denied
   // request or a peek (cost 0) needs no write.
   CompactState next;
-  // True when `next` must be written back (something was consumed).
+  // True when `next` must be written back (something was consumed, or refunded).
   bool consumed = false;
 };
 

@@ -2,7 +2,8 @@
 // the Unix epoch. Cheap and simple, with the seed's flaw: a client can spend a whole window's
 // limit just before a boundary and another just after, close to 2·limit in a moment.
 //
-// State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0).
+// State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0). A count
+// of 0 (everything refunded) is a fresh state.
 // Time going backwards into an earlier window is judged in the stored (later) window.
 #pragma once
 
@@ -13,5 +14,8 @@ namespace caudal::fixed_window {
 
 // Preconditions: cost >= 0. limit.capacity() is the per-window limit, limit.window() is W.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+// Takes the units back from the current window only: a past window no longer counts. Preconditions: as Decide; units >= 0.
+Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::fixed_window

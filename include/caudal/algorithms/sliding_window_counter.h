@@ -18,7 +18,8 @@
 // Time going backwards is judged in the stored window, at e = 0 when before its start.
 // reset_after: the end of the window after the one holding the last admitted unit.
 //
-// State words: w[0] = start of the current window (µs), w[1] = cur, w[2] = prev.
+// State words: w[0] = start of the current window (µs), w[1] = cur, w[2] = prev. Both counts
+// at 0 (everything refunded) is a fresh state.
 #pragma once
 
 #include "caudal/algorithms/compact_state.h"
@@ -28,5 +29,8 @@ namespace caudal::sliding_window_counter {
 
 // Preconditions: cost >= 0.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+// Takes the units back from the current window first, then from the previous one. Preconditions: as Decide; units >= 0.
+Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::sliding_window_counter

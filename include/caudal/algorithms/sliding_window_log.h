@@ -2,9 +2,10 @@
 // it remembers when each admitted unit arrived. Memory grows with the limit (one entry per
 // admitted request, merged when timestamps coincide), so limits above kMaxLogLimit are refused.
 //
-// Unlike the compact algorithms the state is a list; deciding is split into Evaluate (prunes
-// expired entries in place, which changes no decision, and decides) and Commit (records the
-// admitted cost), so a store can decide several limits first and commit all or none.
+// Unlike the compact algorithms the state is a list; deciding is split into Evaluate (reads the
+// log and decides, changing nothing) and Commit (records the admitted cost and drops what no
+// later decision can count), so a store can decide several limits first and commit all or none,
+// and a refused request or a peek writes nothing.
 #pragma once
 
 #include <cstdint>
@@ -22,20 +23,25 @@ struct Entry {
 };
 
 struct LogState {
-  // Ascending at_us. After Evaluate every entry lies within one window of the newest one,
-  // (newest − W, newest], so there are at most `limit` of them (`limit` + 1 after a Commit).
+  // Ascending at_us. After a Commit every entry lies within one window of the newest one,
+  // (newest − W, newest], so there are at most `limit` of them.
   std::vector<Entry> entries;
   friend bool operator==(const LogState&, const LogState&) = default;
 };
 
 // Decides a request of `cost` on the units admitted in the window (eff − W, eff], where
-// eff = max(now, newest entry): time going backwards is judged at the newest entry's time.
-// Drops the entries no later decision can count (at or before newest − W), and all of them
-// once the newest has left the window: then the log is fresh, as if a store had dropped it, and
-// a clock stepping back is judged as for a fresh key. Preconditions: cost >= 0.
-Decision Evaluate(const Limit& limit, LogState& state, Micros now, int64_t cost);
+// eff = max(now, newest entry): time going backwards is judged at the newest entry's time. Once
+// the newest entry has left the window nothing counts: the log decides as a fresh one.
+// Preconditions: cost >= 0.
+Decision Evaluate(const Limit& limit, const LogState& state, Micros now, int64_t cost);
 
-// Records an admitted request; call only after Evaluate allowed it at the same `now`.
-void Commit(LogState& state, Micros now, int64_t cost);
+// Records an admitted request at eff and drops the entries at or before eff − W; call only
+// after Evaluate allowed it at the same `now`.
+void Commit(const Limit& limit, LogState& state, Micros now, int64_t cost);
+
+// Gives back up to `units` of the units counted in the window, newest first (the refund undoes
+// the latest admissions), and empties the log when nothing in it counts any more. Returns the
+// decision of a peek after the refund (kAllowed). Preconditions: units >= 0.
+Decision Refund(const Limit& limit, LogState& state, Micros now, int64_t units);
 
 }  // namespace caudal::sliding_window_log

@@ -15,4 +15,7 @@ namespace caudal::token_bucket {
 // Preconditions: limit.algorithm() is a bucket algorithm; cost >= 0.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
+// Adds the units back after the refill, up to the capacity. Preconditions: as Decide; units >= 0.
+Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
+
 }  // namespace caudal::token_bucket

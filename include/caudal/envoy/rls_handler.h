@@ -14,8 +14,10 @@
 //  - unlimited: OK with limit_remaining UINT32_MAX and no store access; requests_per_unit 0:
 //    always OVER_LIMIT; `replaces`: a matched rule named in another matched rule's replaces
 //    list is dropped from the request, as in the reference.
-//  - Refunds (is_negative_hits with a positive hit count) are refused with kInvalidArgument:
-//    no Store can return units to a limit today.
+//  - Refunds: is_negative_hits gives the descriptor's hits back to its limit (never past a
+//    fresh state; see EntryOp::kRefund), whatever the other descriptors decide; the status is
+//    OK with the limit_remaining after the refund. Hits and refunds on the same descriptor in one
+//    request net out. A refund on a shadow-mode descriptor applies too.
 //  - The store failing (kUnavailable, kDeadlineExceeded, kResourceExhausted, kInternal) gives the
 //    configured FailureMode: kAllow answers OK, kDenyOverLimit answers OVER_LIMIT (both add the
 //    header `Caudal-Degraded: store_unavailable`, as `caudal serve` does over HTTP),

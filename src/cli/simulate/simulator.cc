@@ -36,7 +36,7 @@ class Decider {
     if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
       auto& log = logs_[r.key];
       const Decision d = sliding_window_log::Evaluate(limit_, log, now, r.cost);
-      if (d.allowed() && r.cost > 0) sliding_window_log::Commit(log, now, r.cost);
+      if (d.allowed() && r.cost > 0) sliding_window_log::Commit(limit_, log, now, r.cost);
       return d.allowed();
     }
     const CompactState* state = seen_[r.key] ? &states_[r.key] : nullptr;

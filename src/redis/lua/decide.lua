@@ -11,10 +11,11 @@
 --   ARGV[2]: extra TTL in ms added to every write (0 in production; see lua_protocol.h).
 --   then per request: entry count E, then per entry: algorithm, capacity, rate count,
 --   rate period (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
+--   A negative cost -u is a refund of u units.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining, reset_after µs,
---   retry_after µs. A refused request consumes nothing and sets no TTL (it only drops log
---   entries that left their window); entries that would have passed report their state
---   without the consumption (decided again with cost 0).
+--   retry_after µs. A refused request consumes nothing and writes nothing; entries that would
+--   have passed report their state without the consumption (decided again with cost 0).
+--   Refunds apply whatever the request's other entries decide, and report the state after.
 
 local floor, tonumber, fmt, match = math.floor, tonumber, string.format, string.match
 
@@ -77,7 +78,7 @@ end
 local function fixed_window(st, max, _, w, now, cost)
   local start = idiv(now, w) * w
   local count = 0
-  if st and st[1] >= start then
+  if st and st[1] >= start and st[2] > 0 then  -- an empty window (all refunded) is fresh
     start, count = st[1], st[2]
   end
   local verdict, retry, consumed = ALLOWED, 0, false
@@ -95,6 +96,19 @@ local function fixed_window(st, max, _, w, now, cost)
   return verdict, max - count, reset, retry, consumed, start, count, 0
 end
 
+local function fixed_window_refund(st, max, _, w, now, units)
+  local start = idiv(now, w) * w
+  local count = 0
+  if st and st[1] >= start and st[2] > 0 then
+    start, count = st[1], st[2]
+  end
+  local back = units < count and units or count
+  count = count - back
+  local reset = 0
+  if count > 0 then reset = start + w - now end
+  return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
+end
+
 -- The previous window's share of the true window (now - W, now] at elapsed e, rounded up.
 local function weighted_prev(prev, elapsed, w)
   if prev == 0 then return 0 end
@@ -109,10 +123,10 @@ local function first_elapsed_within(prev, allowed, w)
   return w - 1 - muldiv(allowed, w, prev)
 end
 
-local function sliding_window_counter(st, max, _, w, now, cost)
+local function counter_load(st, w, now)
   local start = idiv(now, w) * w
   local cur, prev = 0, 0
-  if st then
+  if st and (st[2] > 0 or st[3] > 0) then  -- both counts at 0 (all refunded) is fresh
     local s = st[1]
     if s >= start then
       start, cur, prev = s, st[2], st[3]
@@ -121,7 +135,24 @@ local function sliding_window_counter(st, max, _, w, now, cost)
     end
   end
   local elapsed = (now > start and now or start) - start
-  local weighted = weighted_prev(prev, elapsed, w)
+  return start, cur, prev, weighted_prev(prev, elapsed, w)
+end
+
+-- remaining, reset_after
+local function counter_report(max, start, cur, prev, weighted, w, now)
+  local left = max - weighted - cur
+  if left < 0 then left = 0 end
+  local reset = 0
+  if cur > 0 then
+    reset = start + 2 * w - now
+  elseif prev > 0 then
+    reset = start + w - now
+  end
+  return left, reset
+end
+
+local function sliding_window_counter(st, max, _, w, now, cost)
+  local start, cur, prev, weighted = counter_load(st, w, now)
 
   local verdict, retry, consumed = ALLOWED, 0, false
   if cost > max then
@@ -139,15 +170,19 @@ local function sliding_window_counter(st, max, _, w, now, cost)
     end
     retry = at - now
   end
-  local left = max - weighted - cur
-  if left < 0 then left = 0 end
-  local reset = 0
-  if cur > 0 then
-    reset = start + 2 * w - now
-  elseif prev > 0 then
-    reset = start + w - now
-  end
+  local left, reset = counter_report(max, start, cur, prev, weighted, w, now)
   return verdict, left, reset, retry, consumed, start, cur, prev
+end
+
+local function sliding_window_counter_refund(st, max, _, w, now, units)
+  local start, cur, prev = counter_load(st, w, now)
+  local from_cur = units < cur and units or cur
+  local from_prev = units - from_cur
+  if from_prev > prev then from_prev = prev end
+  cur, prev = cur - from_cur, prev - from_prev
+  local elapsed = (now > start and now or start) - start
+  local left, reset = counter_report(max, start, cur, prev, weighted_prev(prev, elapsed, w), w, now)
+  return ALLOWED, left, reset, 0, from_cur + from_prev > 0, start, cur, prev
 end
 
 local function time_to_reach(target, tokens, frac, n, p)
@@ -156,7 +191,7 @@ local function time_to_reach(target, tokens, frac, n, p)
   return q + ceildiv(r - frac, n)
 end
 
-local function token_bucket(st, cap, n, p, now, cost)
+local function bucket_refill(st, cap, n, p, now)
   local tokens, frac, last = cap, 0, now
   if st then
     tokens, frac, last = st[1], st[2], st[3]
@@ -174,6 +209,11 @@ local function token_bucket(st, cap, n, p, now, cost)
       last = now
     end
   end
+  return tokens, frac, last
+end
+
+local function token_bucket(st, cap, n, p, now, cost)
+  local tokens, frac, last = bucket_refill(st, cap, n, p, now)
   local verdict, retry, consumed = ALLOWED, 0, false
   if cost > cap then
     verdict = NEVER_FITS
@@ -186,6 +226,37 @@ local function token_bucket(st, cap, n, p, now, cost)
   end
   local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
   return verdict, tokens, reset, retry, consumed, tokens, frac, last
+end
+
+local function token_bucket_refund(st, cap, n, p, now, units)
+  local tokens, frac, last = bucket_refill(st, cap, n, p, now)
+  local changed = false
+  if tokens < cap and units > 0 then
+    changed = true
+    if units >= cap - tokens then
+      tokens, frac = cap, 0
+    else
+      tokens = tokens + units
+    end
+  end
+  local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
+  return ALLOWED, tokens, reset, 0, changed, tokens, frac, last
+end
+
+-- remaining, reset_after for a TAT of tw + tf/n.
+local function gcra_report(tw, tf, now, cap, n, p, tau_w)
+  local remaining = 0
+  local dw = tw - now
+  if dw <= tau_w then
+    local q, r = muldiv(dw, n, p)
+    local whole = q + idiv(r + tf, p)
+    remaining = cap - whole
+    if imod(r + tf, p) > 0 then remaining = remaining - 1 end
+    if remaining < 0 then remaining = 0 end
+  end
+  local reset = dw
+  if tf > 0 then reset = reset + 1 end
+  return remaining, reset
 end
 
 local function gcra(st, cap, n, p, now, cost)
@@ -214,18 +285,29 @@ local function gcra(st, cap, n, p, now, cost)
       retry = (dw - tau_w) + ceildiv(nf - tau_f, n)
     end
   end
-  local remaining = 0
-  local dw = tw - now
-  if dw <= tau_w then
-    local q, r = muldiv(dw, n, p)
-    local whole = q + idiv(r + tf, p)
-    remaining = cap - whole
-    if imod(r + tf, p) > 0 then remaining = remaining - 1 end
-    if remaining < 0 then remaining = 0 end
-  end
-  local reset = dw
-  if tf > 0 then reset = reset + 1 end
+  local remaining, reset = gcra_report(tw, tf, now, cap, n, p, tau_w)
   return verdict, remaining, reset, retry, consumed, tw, tf, 0
+end
+
+local function gcra_refund(st, cap, n, p, now, units)
+  local tw, tf, changed = now, 0, false
+  if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
+    tw, tf = st[1], st[2]
+    if units > 0 then
+      local uw, uf = muldiv(units < cap and units or cap, p, n)
+      tw, tf = tw - uw, tf - uf
+      if tf < 0 then
+        tf, tw = tf + n, tw - 1
+      end
+      if tw < now or (tw == now and tf == 0) then
+        tw, tf = now, 0
+      end
+      changed = true
+    end
+  end
+  local tau_w = muldiv(cap, p, n)
+  local remaining, reset = gcra_report(tw, tf, now, cap, n, p, tau_w)
+  return ALLOWED, remaining, reset, 0, changed, tw, tf, 0
 end
 
 local COMPACT = {
@@ -233,6 +315,13 @@ local COMPACT = {
   [SLIDING_WINDOW_COUNTER] = sliding_window_counter,
   [TOKEN_BUCKET] = token_bucket,
   [GCRA] = gcra,
+}
+
+local COMPACT_REFUND = {
+  [FIXED_WINDOW] = fixed_window_refund,
+  [SLIDING_WINDOW_COUNTER] = sliding_window_counter_refund,
+  [TOKEN_BUCKET] = token_bucket_refund,
+  [GCRA] = gcra_refund,
 }
 
 -- Compact state: one string "w0 w1 w2"; nil when the key is absent (fresh).
@@ -255,7 +344,7 @@ local function log_read(key)
   return {ats, costs}
 end
 
--- Returns verdict, remaining, reset_after, retry_after, consumed, first index to keep, eff.
+-- Returns verdict, remaining, reset_after, retry_after, consumed, eff. Changes nothing.
 local function log_evaluate(st, max, _, w, now, cost)
   local ats, costs = st[1], st[2]
   local n = #ats
@@ -293,21 +382,7 @@ local function log_evaluate(st, max, _, w, now, cost)
   end
   local reset = 0
   if newest >= 0 then reset = newest + w - now end
-  -- What no later decision can count: all of it once the newest entry has left the window (the
-  -- log is fresh), else the entries at or before newest - W (eff never falls below the newest).
-  -- Entries that merely left (now - W, now] stay, for a clock that steps back.
-  local keep = n + 1
-  if n > 0 then
-    local horizon = ats[n] - w
-    if ats[n] <= now - w then horizon = now end
-    for i = 1, n do
-      if ats[i] > horizon then
-        keep = i
-        break
-      end
-    end
-  end
-  return verdict, max - used, reset, retry, consumed, keep, eff
+  return verdict, max - used, reset, retry, consumed, eff
 end
 
 local function ttl_ms(reset, slack)
@@ -316,35 +391,70 @@ local function ttl_ms(reset, slack)
   return ms + slack
 end
 
--- Drops the entries before `first` (no later decision can count them), in Redis and in `st`.
--- Like the C++ Evaluate, this happens on every evaluation, refusals and peeks included: it
--- consumes nothing and leaves the TTL alone, and doing it always keeps the two deciding alike
--- when time goes backwards.
-local function log_prune(key, st, first)
+-- Records an admitted request at eff and drops the entries at or before eff - W, which no
+-- later decision can count (every later one judges at eff or after).
+local function log_commit(key, st, eff, cost, w, ttl)
   local ats, costs = st[1], st[2]
   local n = #ats
-  redis.call('LTRIM', key, first - 1, -1)
-  local live_ats, live_costs = {}, {}
-  for i = first, n do
-    live_ats[i - first + 1], live_costs[i - first + 1] = ats[i], costs[i]
+  local keep = n + 1
+  for i = 1, n do
+    if ats[i] > eff - w then
+      keep = i
+      break
+    end
   end
-  return {live_ats, live_costs}
-end
-
-local function log_commit(key, st, eff, cost, ttl)
-  local ats, costs = st[1], st[2]
-  local n = #ats
   if n > 0 and ats[n] == eff then
     redis.call('LSET', key, -1, fmt('%d:%d', eff, costs[n] + cost))
   else
     redis.call('RPUSH', key, fmt('%d:%d', eff, cost))
   end
+  if keep > 1 then redis.call('LTRIM', key, keep - 1, -1) end
   redis.call('PEXPIRE', key, ttl)
+end
+
+-- Gives back up to `units` of the units counted in the window, newest first; drops the log
+-- when nothing in it counts any more. Returns a peek's verdict, remaining, reset, retry.
+local function log_refund(key, max, w, now, units, slack)
+  local st = log_read(key)
+  local ats, costs = st[1], st[2]
+  local n = #ats
+  local eff = now
+  if n > 0 and ats[n] > now then eff = ats[n] end
+  local horizon = eff - w
+  local changed = false
+  while units > 0 and n > 0 and ats[n] > horizon do
+    local back = units < costs[n] and units or costs[n]
+    costs[n], units, changed = costs[n] - back, units - back, true
+    if costs[n] == 0 then
+      redis.call('RPOP', key)
+      ats[n], costs[n], n = nil, nil, n - 1
+    else
+      redis.call('LSET', key, -1, fmt('%d:%d', ats[n], costs[n]))
+    end
+  end
+  if n > 0 and ats[n] <= horizon then
+    redis.call('DEL', key)
+    st, n, changed = {{}, {}}, 0, false
+  end
+  local verdict, remaining, reset, retry = log_evaluate(st, max, 0, w, now, 0)
+  if changed and n > 0 then redis.call('PEXPIRE', key, ttl_ms(reset, slack)) end
+  return verdict, remaining, reset, retry
 end
 
 local function decide(alg, st, cap, rn, rp, now, cost)
   if alg == SLIDING_WINDOW_LOG then return log_evaluate(st, cap, rn, rp, now, cost) end
   return COMPACT[alg](st, cap, rn, rp, now, cost)
+end
+
+-- Applies a refund of `units` and returns verdict, remaining, reset_after, retry_after.
+local function refund(alg, key, cap, rn, rp, now, units, slack)
+  if alg == SLIDING_WINDOW_LOG then return log_refund(key, cap, rp, now, units, slack) end
+  local verdict, remaining, reset, retry, changed, w0, w1, w2 =
+    COMPACT_REFUND[alg](compact_read(key), cap, rn, rp, now, units)
+  if changed then
+    redis.call('SET', key, fmt('%d %d %d', w0, w1, w2), 'PX', ttl_ms(reset, slack))
+  end
+  return verdict, remaining, reset, retry
 end
 
 local now
@@ -371,25 +481,27 @@ while a <= nargs do
       KEYS[k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
       tonumber(ARGV[a + 4])
     a, k = a + 5, k + 1
-    if alg == SLIDING_WINDOW_LOG then
-      states[i] = log_read(keys[i])
-    else
-      states[i] = compact_read(keys[i])
+    if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
+      if alg == SLIDING_WINDOW_LOG then
+        states[i] = log_read(keys[i])
+      else
+        states[i] = compact_read(keys[i])
+      end
+      verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+        decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
+      if verdicts[i] ~= ALLOWED then all = false end
     end
-    verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-      decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
-    if alg == SLIDING_WINDOW_LOG and x1[i] > 1 then
-      states[i] = log_prune(keys[i], states[i], x1[i])
-    end
-    if verdicts[i] ~= ALLOWED then all = false end
   end
   o = o + 1
   out[o] = all and 1 or 0
   for i = 1, count do
-    if all and consumeds[i] then
+    if costs[i] < 0 then
+      verdicts[i], remainings[i], resets[i], retries[i] =
+        refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
+    elseif all and consumeds[i] then
       local ttl = ttl_ms(resets[i], slack)
       if algs[i] == SLIDING_WINDOW_LOG then
-        log_commit(keys[i], states[i], x2[i], costs[i], ttl)
+        log_commit(keys[i], states[i], x1[i], costs[i], rps[i], ttl)
       else
         redis.call('SET', keys[i], fmt('%d %d %d', x1[i], x2[i], x3[i]), 'PX', ttl)
       end
