@@ -71,8 +71,9 @@ struct RedisStoreStats {
 class RedisStore final : public Store {
  public:
   // Parses the URL and connects every connection before returning. kInvalidArgument for a bad
-  // URL or option, kUnavailable when Redis cannot be reached or refuses the handshake (wrong
-  // password, wrong database index...), with a message naming the cause.
+  // URL or option, or when Redis refuses the URL's credentials or database (a mistake no retry
+  // fixes); kUnavailable when Redis cannot be reached or fails otherwise; each with a message
+  // naming the cause.
   static Result<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
   ~RedisStore() override;
 

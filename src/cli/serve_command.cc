@@ -16,12 +16,15 @@
 #include "caudal/store_factory.h"
 #include "cli/command.h"
 #include "cli/serve_test_hooks.h"
+#include "limiter/background_store.h"
 #include "limiter/cat.h"
 
 namespace caudal::cli {
 namespace {
 
 constexpr std::string_view kName = "serve";
+
+bool IsRemote(const StoreConfig& store) { return store.url.rfind("redis", 0) == 0; }
 
 class ServeCommand final : public Command {
  public:
@@ -55,17 +58,28 @@ class ServeCommand final : public Command {
     const Clock* clock = &env.clock;
     std::optional<ManualClock> manual;
     if (test_hooks_) clock = &manual.emplace(env.clock.Now());
+    Logger log;
     auto opened = OpenStore(config->store, env.clock, {.test_clock = manual ? &*manual : nullptr});
     if (!opened.ok()) {
+      // A bad URL, password or database is a mistake to fix: refuse to start. An unreachable
+      // store is an outage: serve by failure mode, not ready, and connect once it is back.
       if (opened.status().code() == StatusCode::kInvalidArgument) {
         return UsageError(env, kName, opened.status().message());
       }
-      env.err << "caudal serve: cannot open the store: " << opened.status().ToString() << "\n";
-      return kExitFailure;
+      if (!IsRemote(config->store)) {
+        env.err << "caudal serve: cannot open the store: " << opened.status().ToString() << "\n";
+        return kExitFailure;
+      }
+      log.Warning(Cat("store unreachable at start (", opened.status().message(),
+                      "): serving by failure mode, not ready, connecting in the background"));
+      opened = std::unique_ptr<Store>(std::make_unique<BackgroundStore>(
+          [store = config->store, &clock = env.clock, test_clock = manual ? &*manual : nullptr] {
+            return OpenStore(store, clock, {.test_clock = test_clock});
+          },
+          BackgroundStoreOptions{.name = "redis", .log = &log}));
     }
     auto faulty = std::make_unique<FaultInjectingStore>(std::move(opened).value());
     const std::unique_ptr<Store> local = OpenLocalFallback(config->store, *clock);
-    Logger log;
     Metrics metrics;
     Limiter limiter(*faulty, *clock, {.local_store = local.get(), .metrics = &metrics, .log = &log});
     if (Status s = limiter.SetPolicies(config->policies); !s.ok()) {

@@ -100,16 +100,17 @@ void Connection::OnConnected(const boost::system::error_code& ec) {
 // after it (NOAUTH...) add nothing.
 void Connection::Handshake() {
   StartRead();
-  auto check = [self = shared_from_this()](std::string what) {
-    return [self, what = std::move(what)](Result<Reply> r) {
+  // AUTH or SELECT refused: the URL's credentials or database are wrong, which no retry fixes
+  // (kInvalidArgument, so that callers fail fast at start rather than wait for an outage to end).
+  auto check = [self = shared_from_this()](std::string what, StatusCode code) {
+    return [self, what = std::move(what), code](Result<Reply> r) {
       if (!r.ok() || !IsError(**r)) return;
       const std::string_view text = Text(**r);
       std::string hint;
       if (text.starts_with("NOAUTH")) {
         hint = " (redis requires a password: redis://[user]:password@host:port)";
       }
-      self->Fail(Status::Unavailable(self->Where() + " refused " + what + ": " + std::string(text) +
-                                     hint));
+      self->Fail(Status(code, self->Where() + " refused " + what + ": " + std::string(text) + hint));
     };
   };
   std::string cmd;
@@ -119,18 +120,18 @@ void Connection::Handshake() {
     auth.push_back(url_.password);
     AppendCommand(auth, cmd);
     const std::string who = url_.user.empty() ? "default" : url_.user;
-    SendRaw(cmd, check("the credentials of user \"" + who + "\""));
+    SendRaw(cmd, check("the credentials of user \"" + who + "\"", StatusCode::kInvalidArgument));
     cmd.clear();
   }
   const std::string db = std::to_string(url_.db);
   AppendCommand(std::vector<std::string_view>{"SELECT", db}, cmd);
-  SendRaw(cmd, check("database " + db));
+  SendRaw(cmd, check("database " + db, StatusCode::kInvalidArgument));
   cmd.clear();
   AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, cmd);
   SendRaw(cmd, [self = shared_from_this(), check](Result<Reply> r) {
     if (!r.ok() || self->state_ != State::kConnecting) return;
     if (IsError(**r)) {
-      check("SCRIPT LOAD")(std::move(r));
+      check("SCRIPT LOAD", StatusCode::kUnavailable)(std::move(r));
       return;
     }
     if (Text(**r) != kDecideSha1) {

@@ -124,14 +124,14 @@ TEST(RedisStore, AuthenticatesWithPasswordOrAclUserAndNamesWrongCredentials) {
   EXPECT_TRUE(DecideOne(*as_app, "a", limit, 1).allowed());
 
   const Status wrong = RedisStore::Open({.url = "redis://:nope@" + hostport}).status();
-  EXPECT_EQ(wrong.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);  // a mistake in the URL, not an outage
   EXPECT_NE(wrong.message().find("refused the credentials of user \"default\""), std::string::npos)
       << wrong.message();
   EXPECT_EQ(wrong.message().find("nope"), std::string::npos) << "never repeat a password";
   const Status wrong_user = RedisStore::Open({.url = "redis://app:nope@" + hostport}).status();
   EXPECT_NE(wrong_user.message().find("user \"app\""), std::string::npos) << wrong_user.message();
   const Status none = RedisStore::Open({.url = "redis://" + hostport}).status();
-  EXPECT_EQ(none.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(none.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(none.message().find("requires a password"), std::string::npos) << none.message();
 }
 
@@ -143,7 +143,7 @@ TEST(RedisStore, SelectsTheDatabaseAndNamesAWrongIndex) {
   EXPECT_TRUE(server->Keys()->empty()) << "nothing in db 0";
 
   const Status wrong = RedisStore::Open({.url = server->url() + "/99"}).status();
-  EXPECT_EQ(wrong.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.message().find("refused database 99"), std::string::npos) << wrong.message();
   EXPECT_NE(wrong.message().find("out of range"), std::string::npos) << wrong.message();
 }

@@ -32,24 +32,31 @@ def wait_until(predicate, what, timeout_s=READY_TIMEOUT_S):
 
 
 class Redis:
-    def __init__(self):
+    """A redis-server on a free port; started at once unless started=False (start() later).
+    `password` sets requirepass."""
+
+    def __init__(self, started=True, password=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-redis-")
         self.port = free_port()
+        self.password = password
         self.proc = None
-        self.start()
+        if started:
+            self.start()
 
     def start(self):
-        self.proc = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                "--appendonly", "no", "--dir", self.dir]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(self._answers, "redis-server")
 
     def _answers(self):
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
                 s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
+                reply = s.recv(64)
+                return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")
         except OSError:
             return False
 

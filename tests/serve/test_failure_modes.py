@@ -3,9 +3,12 @@ local (this instance alone, limits divided by the instance count). The switch in
 logged once. Run against a real redis-server that is killed and restarted, and against the
 memory store failing on demand (--test-hooks)."""
 import json
+import os
+import subprocess
+import tempfile
 import unittest
 
-from harness import Redis, Serve, wait_until
+from harness import CAUDAL, Redis, Serve, wait_until
 
 POLICIES = """
 policies:
@@ -100,6 +103,73 @@ class WithFailingMemoryStore(unittest.TestCase, FailureModes):
 
     def test_modes_with_the_store_failing_on_demand(self):
         self.assert_modes_while_down()
+
+
+class RedisDownAtStart(unittest.TestCase):
+    """Redis unreachable when caudal starts: it serves by failure mode, reports not ready, and
+    connects in the background once Redis is up."""
+
+    def setUp(self):
+        self.redis = Redis(started=False)
+        self.s = Serve("store: {url: %s, timeout: 50ms, instances: 5}\n" % self.redis.url + POLICIES,
+                       test_hooks=False)
+
+    def tearDown(self):
+        self.s.close()
+        self.redis.close()
+
+    def test_starts_decides_by_failure_mode_then_connects(self):
+        status, _, body = self.s.request("GET", "/readyz")
+        self.assertEqual(status, 503)
+        self.assertIn(b"not connected yet", body)
+        status, h, body = self.s.check({"api_key": "k"})
+        self.assertEqual(status, 200)
+        self.assertEqual(h["caudal-degraded"], "store_unavailable")
+        self.assertEqual(body["policies"][0]["decided_by"], "fail_open")
+        self.assertEqual(self.s.request("GET", "/v1/auth", headers={"X-Tenant": "t"})[0], 503)
+        self.assertEqual([self.s.check({"account": "a"})[0] for _ in range(3)], [200, 200, 429])
+
+        self.redis.start()
+        wait_until(lambda: self.s.request("GET", "/readyz")[0] == 200, "caudal to connect to redis")
+        status, h, body = self.s.check({"tenant": "t"})
+        self.assertEqual(status, 200)
+        self.assertNotIn("caudal-degraded", h)
+        self.assertEqual(body["policies"][0]["decided_by"], "store")
+        self.assertEqual(body["policies"][0]["remaining"], 9)
+        log = self.s.log()
+        self.assertEqual(log.count("store unreachable at start"), 1, log)
+        self.assertIn('store "redis" connected after', log)
+        self.assertEqual(log.count("answers again"), 1, log)
+
+
+class StoreConfigErrorsFailFast(unittest.TestCase):
+    """A wrong password or database is a mistake to fix, not an outage: caudal refuses to start."""
+
+    def setUp(self):
+        self.redis = Redis(password="s3cret")
+        self.dir = tempfile.TemporaryDirectory(prefix="caudal-serve-")
+
+    def tearDown(self):
+        self.redis.close()
+        self.dir.cleanup()
+
+    def serve(self, url):
+        path = os.path.join(self.dir.name, "caudal.yaml")
+        with open(path, "w") as f:
+            f.write("store: {url: \"%s\"}\n" % url + POLICIES)
+        return subprocess.run([CAUDAL, "serve", "--config", path, "--http", "127.0.0.1:0"],
+                              capture_output=True, timeout=30, text=True)
+
+    def test_wrong_password_or_database_exits_with_the_cause(self):
+        r = self.serve("redis://:nope@127.0.0.1:%d" % self.redis.port)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('refused the credentials of user "default"', r.stderr)
+        self.assertNotIn("nope", r.stderr)
+        r = self.serve("redis://:s3cret@127.0.0.1:%d/99" % self.redis.port)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("refused database 99", r.stderr)
+        r = self.serve("redis://127.0.0.1:%d/x" % self.redis.port)
+        self.assertEqual(r.returncode, 2, r.stderr)
 
 
 if __name__ == "__main__":
