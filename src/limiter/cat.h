@@ -2,6 +2,7 @@
 // It avoids `"literal" + std::string` chains, which also trip GCC 12's -Wrestrict at -O3.
 #pragma once
 
+#include <charconv>
 #include <concepts>
 #include <string>
 #include <string_view>
@@ -14,7 +15,9 @@ inline void Append(std::string& out, char c) { out.push_back(c); }
 template <std::integral T>
   requires(!std::same_as<T, char> && !std::same_as<T, bool>)
 void Append(std::string& out, T v) {
-  out.append(std::to_string(v));
+  char digits[24];  // any 64-bit integer with its sign
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  out.append(digits, end);
 }
 }  // namespace cat_internal
 

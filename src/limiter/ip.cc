@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 
-#include <charconv>
 #include <cstring>
 
 #include "limiter/cat.h"
@@ -57,11 +56,13 @@ IpAddress IpAddress::Masked(int prefix) const {
 
 std::string IpAddress::ToString() const {
   if (family == IpFamily::kV4) {  // on every forward-auth request: skip inet_ntop's sprintf
-    std::string out;
-    out.reserve(15);
+    std::string out;  // at most 15 characters: no allocation
     for (size_t i = 0; i < 4; ++i) {
       if (i > 0) out += '.';
-      out += std::to_string(bytes[i]);
+      const unsigned b = bytes[i];
+      if (b >= 100) out += static_cast<char>('0' + b / 100);
+      if (b >= 10) out += static_cast<char>('0' + b / 10 % 10);
+      out += static_cast<char>('0' + b % 10);
     }
     return out;
   }
