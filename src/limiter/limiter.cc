@@ -116,10 +116,13 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
       AppendEntries(i, /*local=*/false, items_[i].cost, entries, enforced_owners_);
     }
     sent_ = limiter_.clock_.Now();
-    // Captures fit std::function's inline storage: no allocation for the common path.
-    limiter_.store_.DecideAsync(entries, [self = shared_from_this()](Result<StoreResponse> r) {
-      self->ObserveStore(self->sent_, r.status());
-      self->OnEnforced(std::move(r), self->enforced_owners_);
+    // The callback captures `this` alone, which std::function stores inline (a shared_ptr would
+    // cost an allocation); the operation keeps itself alive until the store answers.
+    self_ = shared_from_this();
+    limiter_.store_.DecideAsync(entries, [this](Result<StoreResponse> r) {
+      const std::shared_ptr<Operation> self = std::move(self_);
+      ObserveStore(sent_, r.status());
+      OnEnforced(std::move(r), enforced_owners_);
     });
   }
 
@@ -338,6 +341,7 @@ class Limiter::Operation : public std::enable_shared_from_this<Operation> {
   std::vector<size_t> enforced_owners_;  // store entry → item, for the enforced request
   Nanos sent_{0};
   std::atomic<size_t> pending_{0};
+  std::shared_ptr<Operation> self_;  // while the enforced request is at the store
 };
 
 Limiter::Limiter(Store& store, const Clock& clock, LimiterOptions options)

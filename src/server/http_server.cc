@@ -77,7 +77,7 @@ namespace {
 // queues the read without a recv() and without touching epoll (an async_wait would re-arm the
 // descriptor with epoll_ctl on every request). The request is parsed into storage the session
 // keeps, and the response is built into one reused buffer and written with one call.
-class Session : public std::enable_shared_from_this<Session> {
+class Session final : public std::enable_shared_from_this<Session>, public routes::Responder {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server) {
@@ -206,15 +206,21 @@ class Session : public std::enable_shared_from_this<Session> {
                         .metrics = server_.deps.metrics,
                         .auth = *server_.auth.load(std::memory_order_acquire),
                         .debug = server_.deps.debug};
-    routes::Dispatch(ctx, r, [self = shared_from_this()](http_api::Reply reply) {
-      // Decisions may complete on a store thread: get back onto this connection's context.
-      const auto ex = self->socket_.get_executor();
-      const auto* io = ex.target<net::io_context::executor_type>();
-      if (io != nullptr && io->running_in_this_thread()) {
-        self->Finish(std::move(reply));
-      } else {
-        net::post(ex, [self, reply = std::move(reply)]() mutable { self->Finish(std::move(reply)); });
-      }
+    in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
+    routes::Dispatch(ctx, r, *this);
+  }
+
+  // The decision's reply, exactly once per request; possibly on a store thread (which may touch
+  // in_flight_self_: the I/O thread leaves it alone until Finish).
+  void Reply(http_api::Reply reply) override {
+    std::shared_ptr<Session> self = std::move(in_flight_self_);
+    const auto ex = socket_.get_executor();
+    const auto* io = ex.target<net::io_context::executor_type>();
+    if (io != nullptr && io->running_in_this_thread()) return Finish(std::move(reply));
+    // Back onto this connection's context. The handler alone keeps the session now, so a
+    // context destroyed before running it frees the session too.
+    net::post(ex, [self = std::move(self), reply = std::move(reply)]() mutable {
+      self->Finish(std::move(reply));
     });
   }
 
@@ -276,6 +282,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http_server::RequestParser> parser_;
   std::string forwarded_for_;
   std::string out_;  // the response being written
+  std::shared_ptr<Session> in_flight_self_;  // from Dispatch to Reply: the routes hold *this
   IpAddress peer_;
   ResponseFraming framing_;
   bool first_ = true;

@@ -25,16 +25,14 @@ Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
 }
 
 void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
-            ReplyCallback done) {
-  // One allocation for the callback's state, shared by reference (std::function copies).
-  auto state = std::make_shared<std::pair<http_api::Endpoint, ReplyCallback>>(endpoint,
-                                                                                std::move(done));
-  ctx.limiter.CheckAsync(std::move(request), [state](Result<CheckResult> r) {
+            Responder& responder) {
+  // Two trivially copyable captures: std::function keeps them inline, without an allocation.
+  ctx.limiter.CheckAsync(std::move(request), [&responder, endpoint](Result<CheckResult> r) {
     if (!r.ok()) {
-      state->second(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
+      responder.Reply(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
       return;
     }
-    state->second(http_api::DecisionReply(*r, state->first));
+    responder.Reply(http_api::DecisionReply(*r, endpoint));
   });
 }
 
@@ -54,20 +52,21 @@ Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
   return d;
 }
 
-void Dispatch(const Context& ctx, const Request& r, ReplyCallback done) {
+void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
+  const auto done = [&responder](Reply reply) { responder.Reply(std::move(reply)); };
   std::string_view path = r.target;
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
 
   if (path == "/v1/auth") {
     Decide(ctx, {.descriptors = ForwardAuthDescriptors(ctx.auth, r), .cost = std::nullopt},
-           http_api::Endpoint::kAuth, std::move(done));
+           http_api::Endpoint::kAuth, responder);
     return;
   }
   if (path == "/v1/check") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
     http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, std::move(done));
+    Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
     return;
   }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {

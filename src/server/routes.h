@@ -29,10 +29,18 @@ struct Context {
   const DebugHandler& debug;
 };
 
-using ReplyCallback = std::function<void(http_api::Reply)>;
+// Takes the reply to one request. The transport implements it and keeps it alive until Reply()
+// has run; routes hold it by reference, so answering allocates no callback.
+class Responder {
+ public:
+  virtual void Reply(http_api::Reply reply) = 0;
 
-// Answers `r`; `done` runs exactly once (inline, or on a store thread for decisions).
-void Dispatch(const Context& ctx, const Request& r, ReplyCallback done);
+ protected:
+  ~Responder() = default;
+};
+
+// Answers `r`: `responder.Reply()` runs exactly once (inline, or on a store thread for decisions).
+void Dispatch(const Context& ctx, const Request& r, Responder& responder);
 
 // The descriptors forward-auth derives from a request: ip, then each configured header present.
 Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r);
