@@ -37,8 +37,8 @@ void BackgroundStore::Run() {
     if (s.code() == StatusCode::kInvalidArgument) {
       gave_up_ = true;
       if (options_.log != nullptr) {
-        options_.log->Error("store \"" + options_.name + "\" cannot be opened, no more retries: " +
-                            s.message());
+        options_.log->Error("store \"" + options_.name +
+                            "\" cannot be opened, no more retries: " + s.message());
       }
       return;
     }
@@ -60,7 +60,8 @@ Status BackgroundStore::NotOpen() const {
 }
 
 void BackgroundStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
-  if (Store* s = store_.load(std::memory_order_acquire)) return s->DecideAsync(entries, std::move(done));
+  if (Store* s = store_.load(std::memory_order_acquire))
+    return s->DecideAsync(entries, std::move(done));
   if (Status v = ValidateEntries(entries); !v.ok()) return done(std::move(v));  // as any store
   done(NotOpen());
 }

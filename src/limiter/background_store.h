@@ -65,7 +65,7 @@ class BackgroundStore final : public Store {
   std::atomic<uint64_t> attempts_{0};
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;                        // guarded by mu_
+  bool stopping_ = false;                         // guarded by mu_
   std::string last_error_ = "not connected yet";  // guarded by mu_
   bool gave_up_ = false;                          // guarded by mu_
   std::unique_ptr<Store> owned_;                  // written once by the thread, before store_

@@ -40,8 +40,8 @@ class BackgroundStoreTest : public ::testing::Test {
   }
 
   ManualClock clock_;
-  const Limit limit_ = *Limit::Create(
-      LimitSpec::Bucket(Algorithm::kTokenBucket, 2, {2, std::chrono::minutes(1)}));
+  const Limit limit_ =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 2, {2, std::chrono::minutes(1)}));
   std::mutex mu_;
   std::vector<std::string> lines_;  // guarded by mu_
   Logger log_;
@@ -57,7 +57,9 @@ TEST_F(BackgroundStoreTest, UnavailableUntilTheOpenSucceedsThenDecidesThroughThe
         }
         return std::unique_ptr<Store>(std::make_unique<testing::MapStore>(clock_));
       },
-      {.name = "redis", .backoff_min = milliseconds(1), .backoff_max = milliseconds(2),
+      {.name = "redis",
+       .backoff_min = milliseconds(1),
+       .backoff_max = milliseconds(2),
        .log = &log_});
   ASSERT_TRUE(Eventually([&] { return store.attempts() >= 2; }));
   auto r = DecideOne(store, limit_);
@@ -82,8 +84,8 @@ TEST_F(BackgroundStoreTest, UnavailableUntilTheOpenSucceedsThenDecidesThroughThe
   ASSERT_EQ(lines.size(), 2u) << "one warning for a cause however often it repeats";
   EXPECT_NE(lines[0].find("warning store \"redis\" not connected (cannot connect"),
             std::string::npos);
-  EXPECT_EQ(lines[1], "info store \"map\" connected after " + std::to_string(attempts) +
-                          " attempts");
+  EXPECT_EQ(lines[1],
+            "info store \"map\" connected after " + std::to_string(attempts) + " attempts");
 }
 
 TEST_F(BackgroundStoreTest, AConfigurationErrorStopsTheRetries) {
@@ -104,8 +106,9 @@ TEST_F(BackgroundStoreTest, AConfigurationErrorStopsTheRetries) {
 }
 
 TEST_F(BackgroundStoreTest, BadRequestsAreRefusedAsByAnyStoreEvenBeforeOpening) {
-  BackgroundStore store([]() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); },
-                        {.backoff_min = std::chrono::hours(1)});
+  BackgroundStore store(
+      []() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); },
+      {.backoff_min = std::chrono::hours(1)});
   const EntryRef empty_key{.key = "", .limit = &limit_, .cost = 1};
   auto r = store.Decide({&empty_key, 1});
   ASSERT_FALSE(r.ok());

@@ -110,7 +110,8 @@ void Connection::Handshake() {
       if (text.starts_with("NOAUTH")) {
         hint = " (redis requires a password: redis://[user]:password@host:port)";
       }
-      self->Fail(Status(code, self->Where() + " refused " + what + ": " + std::string(text) + hint));
+      self->Fail(
+          Status(code, self->Where() + " refused " + what + ": " + std::string(text) + hint));
     };
   };
   std::string cmd;

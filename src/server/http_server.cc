@@ -259,7 +259,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     // A pipelined request is parsed from a fresh handler, so that a long pipeline does not
     // nest one request's handling inside the previous one's.
     if (buffer_.size() > 0) {
-      return net::post(socket_.get_executor(), [self = shared_from_this()] { self->NextRequest(); });
+      return net::post(socket_.get_executor(),
+                       [self = shared_from_this()] { self->NextRequest(); });
     }
     NextRequest();
   }

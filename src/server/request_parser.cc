@@ -12,7 +12,8 @@ std::string_view Sv(BeastStringView s) { return {s.data(), s.size()}; }
 
 ParsedRequest::Span ParsedRequest::Append(std::string_view s) {
   // The header limit (at most a few tens of KiB) keeps every offset far below 2^32.
-  const Span span{.pos = static_cast<uint32_t>(text_.size()), .len = static_cast<uint32_t>(s.size())};
+  const Span span{.pos = static_cast<uint32_t>(text_.size()),
+                  .len = static_cast<uint32_t>(s.size())};
   text_.append(s);
   return span;
 }

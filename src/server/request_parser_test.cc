@@ -78,8 +78,9 @@ TEST(RequestParser, SameResultWhenBytesArriveOneAtATime) {
 
 TEST(RequestParser, JoinsRepeatedFieldsInOrder) {
   ParsedRequest req;
-  ASSERT_TRUE(Feed(req, "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nHost: h\r\n"
-                        "x-forwarded-for: 2.2.2.2, 3.3.3.3\r\n\r\n")
+  ASSERT_TRUE(Feed(req,
+                   "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nHost: h\r\n"
+                   "x-forwarded-for: 2.2.2.2, 3.3.3.3\r\n\r\n")
                   .done);
   std::string joined = "stale";
   req.JoinFields("X-Forwarded-For", joined);

@@ -14,8 +14,7 @@ void AppendNumber(std::string& out, uint64_t n) {
 
 }  // namespace
 
-void WriteResponse(const http_api::Reply& reply, const ResponseFraming& framing,
-                   std::string& out) {
+void WriteResponse(const http_api::Reply& reply, const ResponseFraming& framing, std::string& out) {
   namespace http = boost::beast::http;
   const auto reason = http::obsolete_reason(static_cast<http::status>(reply.status));
   out.clear();

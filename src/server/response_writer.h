@@ -16,13 +16,12 @@ enum class Connection : uint8_t {
 };
 
 struct ResponseFraming {
-  int version = 11;  // the request's: 10 or 11
+  int version = 11;   // the request's: 10 or 11
   bool head = false;  // a HEAD request: every field, Content-Length of the body, no body
   Connection connection = Connection::kKeepAlive;
 };
 
 // Replaces `out` with the response; keeps its capacity.
-void WriteResponse(const http_api::Reply& reply, const ResponseFraming& framing,
-                   std::string& out);
+void WriteResponse(const http_api::Reply& reply, const ResponseFraming& framing, std::string& out);
 
 }  // namespace caudal::http_server

@@ -33,7 +33,8 @@ TEST(WriteResponse, AnEmptyAllowedReplyHasNoContentType) {
   r.headers.Add("RateLimit-Policy", "\"p\";q=1000;w=1");
   std::string out;
   WriteResponse(r, {}, out);
-  EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nRateLimit-Policy: \"p\";q=1000;w=1\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nRateLimit-Policy: \"p\";q=1000;w=1\r\nContent-Length: 0\r\n\r\n");
 }
 
 TEST(WriteResponse, HeadKeepsTheLengthButSendsNoBody) {
