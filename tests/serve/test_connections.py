@@ -1,22 +1,25 @@
 """Connection limits: a slow-drip (slowloris) header is cut off at header_timeout however it is
 paced, a silent body at body_timeout, and past max_connections new connections are closed."""
 import socket
+import threading
 import time
 import unittest
 
-from harness import Serve
+from harness import Serve, wait_until
 
+POLICY = """
+policies:
+  - name: p
+    identity: [api_key]
+    limits: [{algorithm: gcra, capacity: 5, refill: 5/1h}]
+"""
 CONFIG = """
 server:
   max_connections: 4
   header_timeout: 300ms
   body_timeout: 300ms
   idle_timeout: 1s
-policies:
-  - name: p
-    identity: [api_key]
-    limits: [{algorithm: gcra, capacity: 5, refill: 5/1h}]
-"""
+""" + POLICY
 
 
 def closed_by_peer(c, within_s):
@@ -90,6 +93,56 @@ class Connections(unittest.TestCase):
                 c.sendall(b"GET /v1/auth HTTP/1.1\r\nHost: x\r\nX-API-Key: k\r\n\r\n")
                 head = c.recv(4096).split(b"\r\n")[0]
                 self.assertEqual(head, b"HTTP/1.1 200 OK" if i < 5 else b"HTTP/1.1 429 Too Many Requests")
+
+
+class Pipelining(unittest.TestCase):
+    def setUp(self):  # default timeouts: the client below is slow to read on purpose
+        self.s = Serve(POLICY)
+
+    def tearDown(self):
+        self.s.close()
+
+    def decided(self):
+        return sum(self.s.metric('caudal_decisions_total{policy="p",outcome="%s"}' % o)
+                   for o in ("allowed", "denied"))
+
+    def test_pipelined_answers_beyond_the_socket_buffers_arrive_whole_and_in_order(self):
+        # The client reads nothing until the server has stopped deciding (its send buffer is
+        # full), so answers are written partly, asynchronously, and the requests still buffered
+        # wait their turn.
+        n = 60000
+        wire = b"".join(b"GET /v1/auth HTTP/1.1\r\nHost: x\r\nX-API-Key: k%d\r\n\r\n" % (i // 6)
+                        for i in range(n))
+        with socket.create_connection(("127.0.0.1", self.s.port)) as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+            sender = threading.Thread(target=c.sendall, args=(wire,))
+            sender.start()
+
+            def stalled():  # stopped deciding: blocked on its socket (or, on a huge buffer, done)
+                before = self.decided()
+                time.sleep(0.05)
+                return before > 0 and self.decided() == before
+
+            wait_until(stalled, "the server to stop on a full socket buffer")
+            received = bytearray()
+            statuses = []
+            while len(statuses) < n:
+                chunk = c.recv(1 << 16)
+                self.assertTrue(chunk, "closed after %d answers" % len(statuses))
+                received += chunk
+                while True:
+                    end = received.find(b"\r\n\r\n")
+                    if end < 0:
+                        break
+                    head = bytes(received[:end]).split(b"\r\n")
+                    length = next(int(h.split(b":")[1]) for h in head
+                                  if h.lower().startswith(b"content-length:"))
+                    if len(received) < end + 4 + length:
+                        break
+                    statuses.append(int(head[0].split()[1]))
+                    del received[:end + 4 + length]
+            sender.join()
+        self.assertEqual(statuses, [200, 200, 200, 200, 200, 429] * (n // 6))
 
 
 if __name__ == "__main__":
