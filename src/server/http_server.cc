@@ -73,10 +73,10 @@ namespace {
 // deadline has passed. A deadline is a total for its phase, so a client that trickles a header
 // byte by byte is cut off at header_timeout (plus at most one tick) all the same.
 //
-// Reading goes straight to async_read_some: when the previous read drained the socket, Asio
-// queues the read without a recv() and without touching epoll (an async_wait would re-arm the
-// descriptor with epoll_ctl on every request). The request is parsed into storage the session
-// keeps, and the response is built into one reused buffer and written with one call.
+// Reading goes straight to async_read_some (an async_wait would re-arm the descriptor with
+// epoll_ctl on every request), started a round after the response (see Written). The request
+// is parsed into storage the session keeps, and the response is built into one reused buffer
+// and written with one call.
 class Session final : public std::enable_shared_from_this<Session>, public routes::Responder {
  public:
   Session(tcp::socket socket, HttpServer::Impl& server)
@@ -256,13 +256,12 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   void Written() {
     if (framing_.connection == Connection::kClose) return Close();
     first_ = false;
-    // A pipelined request is parsed from a fresh handler, so that a long pipeline does not
-    // nest one request's handling inside the previous one's.
-    if (buffer_.size() > 0) {
-      return net::post(socket_.get_executor(),
-                       [self = shared_from_this()] { self->NextRequest(); });
-    }
-    NextRequest();
+    // The next read is started from a fresh handler, queued behind the other connections'
+    // completions of this round. Asio tries every read with a recv() first, which right after a
+    // response would nearly always find nothing (the client has not answered yet) and cost a
+    // wasted syscall; a round later the client's next request is often there already. It also
+    // keeps a long pipeline from nesting one request's handling inside the previous one's.
+    net::post(socket_.get_executor(), [self = shared_from_this()] { self->NextRequest(); });
   }
 
   void Close() {
