@@ -360,8 +360,8 @@ TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
     // Never past a fresh state, and nothing to give back on a key never seen.
     const EntryRef all{.key = key, .limit = &limit, .cost = kMaxCost, .op = EntryOp::kRefund};
     EXPECT_EQ(MustDecide({&all, 1}).decisions[0].remaining, 10);
-    const EntryRef unseen{.key = Key("unseen"), .limit = &limit, .cost = 5,
-                          .op = EntryOp::kRefund};
+    const std::string unseen_key = Key("unseen");  // outlives the EntryRef that views it
+    const EntryRef unseen{.key = unseen_key, .limit = &limit, .cost = 5, .op = EntryOp::kRefund};
     const StoreResponse nothing = MustDecide({&unseen, 1});
     EXPECT_EQ(nothing.decisions[0].remaining, 10);
     EXPECT_EQ(nothing.decisions[0].reset_after, Micros(0));
