@@ -10,8 +10,9 @@
 // flight, new requests queue and leave together in one script call, so Redis's per-call Lua
 // overhead is paid once per batch. No lock is held across a round trip.
 //
-// Failures: a decision that gets no answer within `deadline` completes with kDeadlineExceeded;
-// when no connection is up it fails at once with kUnavailable naming the cause. Lost
+// Failures: a decision that gets no answer within `deadline` completes with kUnavailable saying
+// so (counted in Stats().timeouts); when no connection is up it fails at once with kUnavailable
+// naming the cause. Lost
 // connections are re-established in the background with exponential backoff; AUTH, SELECT and
 // SCRIPT LOAD are sent on every new connection, and a script flushed from Redis (SCRIPT FLUSH,
 // restart) is reloaded transparently.
@@ -65,7 +66,7 @@ struct RedisStoreStats {
   uint64_t requests = 0;        // requests decided by Redis
   uint64_t script_reloads = 0;  // NOSCRIPT replies answered by reloading the script
   uint64_t reconnects = 0;      // connections re-established after a loss
-  uint64_t timeouts = 0;        // decisions completed with kDeadlineExceeded
+  uint64_t timeouts = 0;        // decisions completed at their deadline
 };
 
 class RedisStore final : public Store {

@@ -284,8 +284,9 @@ void RedisStore::Impl::Sweep() {
     if (!p.resolved) {
       if (p.deadline > now) break;
       timeouts.fetch_add(1, std::memory_order_relaxed);
-      Resolve(p,
-              Status::DeadlineExceeded("redis did not answer within " + Millis(options.deadline)));
+      // Unavailable, as for any store that cannot answer; the message says it was the deadline.
+      Resolve(p, Status::Unavailable("redis did not answer within the " +
+                                     Millis(options.deadline) + " deadline"));
     }
     watch.pop_front();
   }
@@ -451,8 +452,8 @@ Status RedisStore::Ping() {
     });
   });
   if (answer.wait_for(impl.options.connect_timeout) != std::future_status::ready) {
-    return Status::DeadlineExceeded("redis did not answer PING within " +
-                                    Millis(impl.options.connect_timeout));
+    return Status::Unavailable("redis did not answer PING within " +
+                               Millis(impl.options.connect_timeout));
   }
   return answer.get();
 }

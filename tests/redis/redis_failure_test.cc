@@ -96,9 +96,7 @@ TEST(RedisFailure, RestartMidRunFailsOnlyWithinTheRestartWindow) {
   for (const auto& [at, status] : hammer.failed_) {
     EXPECT_GE(at, down) << status.ToString();
     EXPECT_LE(at, window_end) << status.ToString();
-    EXPECT_TRUE(status.code() == StatusCode::kUnavailable ||
-                status.code() == StatusCode::kDeadlineExceeded)
-        << status.ToString();
+    EXPECT_EQ(status.code(), StatusCode::kUnavailable) << status.ToString();
     ++in_window;
   }
   EXPECT_GT(in_window, 0u) << "the restart was noticed";
@@ -127,8 +125,9 @@ TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
     Result<StoreResponse> r = store->Decide({&e, 1});
     const auto took = SteadyClock::now() - start;
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status().ToString();
-    EXPECT_NE(r.status().message().find("20ms"), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("within the 20ms deadline"), std::string::npos)
+        << r.status().message();
     EXPECT_GE(took, kDeadline);
     EXPECT_LT(took, kDeadline + milliseconds(250)) << "it never hangs (slack for a busy machine)";
   }
