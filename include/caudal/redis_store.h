@@ -1,8 +1,9 @@
 // RedisStore: the Store shared by any number of caudal instances, kept in Redis.
 //
-// Every decision runs inside Redis as one Lua script call (src/redis/lua/decide.lua): read,
-// refill, check and consume happen without interleaving, all entries of a request are decided
-// all-or-nothing, and time is Redis's own TIME, so instances whose clocks disagree decide alike.
+// Every decision runs inside Redis as one Lua script call (src/redis/lua/, one file per
+// algorithm, built into one script): read, refill, check and consume happen without
+// interleaving, all entries of a request are decided all-or-nothing, and time is Redis's own
+// TIME, so instances whose clocks disagree decide alike.
 // Each key written gets a TTL equal to its time until fresh, so idle identities cost nothing.
 //
 // I/O: one io thread owned by the store, a few pipelined connections (Boost.Asio; hiredis only

@@ -1,8 +1,15 @@
-# cmake -DIN=<file.lua> -DOUT=<file.cc> -DNAME=<Identifier> -P embed_lua.cmake
-# Writes a .cc defining caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the
-# name Redis gives it in SCRIPT LOAD / EVALSHA).
-file(READ ${IN} text)
-file(SHA1 ${IN} sha)
+# cmake -DIN=<a.lua|b.lua|...> -DOUT=<file.cc> -DNAME=<Identifier> -P embed_lua.cmake
+# Concatenates the .lua files in the order given (separated by '|', since a ';' list would split
+# into separate command arguments) into one script, and writes a .cc defining
+# caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the name Redis gives it in
+# SCRIPT LOAD / EVALSHA).
+string(REPLACE "|" ";" files "${IN}")
+set(text "")
+foreach(f IN LISTS files)
+  file(READ ${f} part)
+  string(APPEND text "${part}\n")
+endforeach()
+string(SHA1 sha "${text}")
 string(FIND "${text}" ")caudal_lua\"" clash)
 if(NOT clash EQUAL -1)
   message(FATAL_ERROR "${IN} contains the raw-string delimiter")

@@ -1,5 +1,6 @@
-// The wire format between the store and decide.lua, as pure functions: request -> script
-// arguments, reply integers -> decisions. No I/O, so it is tested without a server.
+// The wire format between the store and the Lua script (lua/decide.lua), as pure functions:
+// request -> script arguments, reply integers -> decisions. No I/O, so it is tested without a
+// server.
 //
 // One script call carries several independent requests (each decided all-or-nothing within
 // itself, in order), which is how a batch pays Redis's per-call Lua overhead once.

@@ -1,6 +1,6 @@
-// The Lua script that decides batches of requests inside Redis (src/redis/lua/decide.lua),
-// embedded at build time. The SHA1 is computed at build time too, so EVALSHA can be sent
-// before SCRIPT LOAD's reply arrives.
+// The Lua script that decides batches of requests inside Redis: src/redis/lua/*.lua, one file
+// per algorithm, concatenated and embedded at build time. The SHA1 is computed at build time
+// too, so EVALSHA can be sent before SCRIPT LOAD's reply arrives.
 #pragma once
 
 #include <string_view>

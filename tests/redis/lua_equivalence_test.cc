@@ -1,8 +1,8 @@
-// decide.lua against the C++ algorithms: the same seeded random traces through both, with `now`
-// passed in, must give identical decisions (verdict, remaining, reset_after, retry_after). The C++
-// side is the conformance suite's ReferenceModel (the pure algorithms under the Store contract:
-// all-or-nothing, refused entries reported as peeks, refunds applied in any case), so Lua,
-// MemoryStore and the model agree.
+// The Lua script (src/redis/lua/) against the C++ algorithms: the same seeded random traces
+// through both, with `now` passed in, must give identical decisions (verdict, remaining,
+// reset_after, retry_after). The C++ side is the conformance suite's ReferenceModel (the pure
+// algorithms under the Store contract: all-or-nothing, refused entries reported as peeks,
+// refunds applied in any case), so Lua, MemoryStore and the model agree.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,0 +1,35 @@
+-- Fixed window (src/algorithms/fixed_window.cc): at most `limit` per aligned window.
+
+local function fixed_window(st, max, _, w, now, cost)
+  local start = idiv(now, w) * w
+  local count = 0
+  if st and st[1] >= start and st[2] > 0 then  -- an empty window (all refunded) is fresh
+    start, count = st[1], st[2]
+  end
+  local verdict, retry, consumed = ALLOWED, 0, false
+  if cost > max then
+    verdict = NEVER_FITS
+  elseif count + cost <= max then
+    count = count + cost
+    consumed = cost > 0
+  else
+    verdict = DENIED
+    retry = start + w - now
+  end
+  local reset = 0
+  if count > 0 then reset = start + w - now end
+  return verdict, max - count, reset, retry, consumed, start, count, 0
+end
+
+local function fixed_window_refund(st, max, _, w, now, units)
+  local start = idiv(now, w) * w
+  local count = 0
+  if st and st[1] >= start and st[2] > 0 then
+    start, count = st[1], st[2]
+  end
+  local back = units < count and units or count
+  count = count - back
+  local reset = 0
+  if count > 0 then reset = start + w - now end
+  return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
+end

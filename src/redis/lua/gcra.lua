@@ -1,0 +1,68 @@
+-- GCRA (src/algorithms/gcra.cc): the token bucket held as one arrival time.
+
+-- remaining, reset_after for a TAT of tw + tf/n.
+local function gcra_report(tw, tf, now, cap, n, p, tau_w)
+  local remaining = 0
+  local dw = tw - now
+  if dw <= tau_w then
+    local q, r = muldiv(dw, n, p)
+    local whole = q + idiv(r + tf, p)
+    remaining = cap - whole
+    if imod(r + tf, p) > 0 then remaining = remaining - 1 end
+    if remaining < 0 then remaining = 0 end
+  end
+  local reset = dw
+  if tf > 0 then reset = reset + 1 end
+  return remaining, reset
+end
+
+local function gcra(st, cap, n, p, now, cost)
+  local bw, bf = now, 0
+  if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
+    bw, bf = st[1], st[2]
+  end
+  local tau_w, tau_f = muldiv(cap, p, n)
+  local verdict, retry, consumed = ALLOWED, 0, false
+  local tw, tf = bw, bf
+  if cost > cap then
+    verdict = NEVER_FITS
+  else
+    local cw, cf = muldiv(cost, p, n)
+    local nw, nf = bw + cw, bf + cf
+    if nf >= n then
+      nf, nw = nf - n, nw + 1
+    end
+    local dw = nw - now
+    -- a peek always passes (after time went backwards TAT - now can exceed tau)
+    if cost == 0 or dw < tau_w or (dw == tau_w and nf <= tau_f) then
+      tw, tf = nw, nf
+      consumed = cost > 0
+    else
+      verdict = DENIED
+      retry = (dw - tau_w) + ceildiv(nf - tau_f, n)
+    end
+  end
+  local remaining, reset = gcra_report(tw, tf, now, cap, n, p, tau_w)
+  return verdict, remaining, reset, retry, consumed, tw, tf, 0
+end
+
+local function gcra_refund(st, cap, n, p, now, units)
+  local tw, tf, changed = now, 0, false
+  if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
+    tw, tf = st[1], st[2]
+    if units > 0 then
+      local uw, uf = muldiv(units < cap and units or cap, p, n)
+      tw, tf = tw - uw, tf - uf
+      if tf < 0 then
+        tf, tw = tf + n, tw - 1
+      end
+      if tw < now or (tw == now and tf == 0) then
+        tw, tf = now, 0
+      end
+      changed = true
+    end
+  end
+  local tau_w = muldiv(cap, p, n)
+  local remaining, reset = gcra_report(tw, tf, now, cap, n, p, tau_w)
+  return ALLOWED, remaining, reset, 0, changed, tw, tf, 0
+end

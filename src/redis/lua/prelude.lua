@@ -1,0 +1,74 @@
+-- caudal's Lua prelude: integer arithmetic on Lua doubles, exact below 2^53.
+--
+-- The scripts under this folder are concatenated at build time, in the order prelude,
+-- fixed_window, sliding_window_counter, token_bucket, gcra, sliding_window_log, decide, into
+-- the one script Redis runs (src/redis/CMakeLists.txt): one file per algorithm, one atomic
+-- call per batch, so a request's limits of different algorithms are decided all-or-nothing.
+-- Each algorithm mirrors its C++ twin in src/algorithms/ line by line; the C++/Lua equivalence
+-- test replays random traces through both and requires identical decisions. Every integer here
+-- stays below 2^53 (Limit::Create's bounds guarantee it), and the one product that could
+-- exceed it, a*b/m, goes through the exact muldiv below.
+
+local floor, tonumber, fmt, match = math.floor, tonumber, string.format, string.match
+
+local FIXED_WINDOW, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, TOKEN_BUCKET, GCRA = 0, 1, 2, 3, 4
+local ALLOWED, DENIED, NEVER_FITS = 0, 1, 2
+local TWO_52 = 4503599627370496
+
+-- floor(x / y) for any sign of x, y > 0, |x| < 2^53. The double quotient is within one of
+-- the true one; the exact remainder settles it.
+local function idiv(x, y)
+  local q = floor(x / y)
+  local r = x - q * y
+  if r < 0 then
+    q = q - 1
+  elseif r >= y then
+    q = q + 1
+  end
+  return q
+end
+
+local function imod(x, y) return x - idiv(x, y) * y end
+local function ceildiv(x, y) return -idiv(-x, y) end
+
+local P64 = {}
+do
+  local v = 1
+  for i = 0, 8 do
+    P64[i] = v
+    v = v * 64
+  end
+end
+
+-- a*b = q*m + r with 0 <= r < m, exactly. Preconditions: 0 <= a < 2^53; 0 <= b, 0 < m, both
+-- < 2^45; q < 2^53. Horner's scheme over the 6-bit digits of a keeps x < m, so
+-- x*64 + digit*b < 2^52 and every step is exact.
+local function muldiv(a, b, m)
+  local p = a * b
+  if p < TWO_52 then  -- the double product is exact
+    local q = idiv(p, m)
+    return q, p - q * m
+  end
+  local q, x = 0, 0
+  for i = 8, 0, -1 do
+    x = x * 64 + (floor(a / P64[i]) % 64) * b
+    local qi = floor(x / m)
+    local r = x - qi * m
+    if r < 0 then
+      qi, r = qi - 1, r + m
+    elseif r >= m then
+      qi, r = qi + 1, r - m
+    end
+    q, x = q * 64 + qi, r
+  end
+  return q, x
+end
+
+local function ttl_ms(reset, slack)
+  local ms = ceildiv(reset, 1000)
+  if ms < 1 then ms = 1 end
+  return ms + slack
+end
+
+-- Compact algorithms: (state or nil, capacity, rate count, rate period, now, cost) ->
+-- verdict, remaining, reset_after, retry_after, consumed, next state words w0, w1, w2.

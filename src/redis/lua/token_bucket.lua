@@ -1,0 +1,59 @@
+-- Token bucket (src/algorithms/token_bucket.cc): exact rational tokens.
+
+local function time_to_reach(target, tokens, frac, n, p)
+  if target <= tokens then return 0 end
+  local q, r = muldiv(target - tokens, p, n)
+  return q + ceildiv(r - frac, n)
+end
+
+local function bucket_refill(st, cap, n, p, now)
+  local tokens, frac, last = cap, 0, now
+  if st then
+    tokens, frac, last = st[1], st[2], st[3]
+    if now > last then
+      local dt = now - last
+      if dt >= time_to_reach(cap, tokens, frac, n, p) then
+        tokens, frac = cap, 0
+      else
+        local q, r = muldiv(dt, n, p)
+        tokens, frac = tokens + q, frac + r
+        if frac >= p then
+          frac, tokens = frac - p, tokens + 1
+        end
+      end
+      last = now
+    end
+  end
+  return tokens, frac, last
+end
+
+local function token_bucket(st, cap, n, p, now, cost)
+  local tokens, frac, last = bucket_refill(st, cap, n, p, now)
+  local verdict, retry, consumed = ALLOWED, 0, false
+  if cost > cap then
+    verdict = NEVER_FITS
+  elseif tokens >= cost then
+    tokens = tokens - cost
+    consumed = cost > 0
+  else
+    verdict = DENIED
+    retry = (last - now) + time_to_reach(cost, tokens, frac, n, p)
+  end
+  local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
+  return verdict, tokens, reset, retry, consumed, tokens, frac, last
+end
+
+local function token_bucket_refund(st, cap, n, p, now, units)
+  local tokens, frac, last = bucket_refill(st, cap, n, p, now)
+  local changed = false
+  if tokens < cap and units > 0 then
+    changed = true
+    if units >= cap - tokens then
+      tokens, frac = cap, 0
+    else
+      tokens = tokens + units
+    end
+  end
+  local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
+  return ALLOWED, tokens, reset, 0, changed, tokens, frac, last
+end
