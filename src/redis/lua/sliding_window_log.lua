@@ -11,19 +11,21 @@ local function log_read(key)
   return {ats, costs}
 end
 
+-- The index of the first entry after time t (ascending ats), or #ats + 1.
+local function first_after(ats, t)
+  for i = 1, #ats do
+    if ats[i] > t then return i end
+  end
+  return #ats + 1
+end
+
 -- Returns verdict, remaining, reset_after, retry_after, consumed, eff. Changes nothing.
 local function log_evaluate(st, max, _, w, now, cost)
   local ats, costs = st[1], st[2]
   local n = #ats
   local eff = now
   if n > 0 and ats[n] > now then eff = ats[n] end
-  local first = n + 1
-  for i = 1, n do
-    if ats[i] > eff - w then
-      first = i
-      break
-    end
-  end
+  local first = first_after(ats, eff - w)
   local used = 0
   for i = first, n do used = used + costs[i] end
   local newest = -1
@@ -57,13 +59,7 @@ end
 local function log_commit(key, st, eff, cost, w, ttl)
   local ats, costs = st[1], st[2]
   local n = #ats
-  local keep = n + 1
-  for i = 1, n do
-    if ats[i] > eff - w then
-      keep = i
-      break
-    end
-  end
+  local keep = first_after(ats, eff - w)
   if n > 0 and ats[n] == eff then
     redis.call('LSET', key, -1, fmt('%d:%d', eff, costs[n] + cost))
   else
