@@ -2,10 +2,16 @@
 # caudal serve (/v1/auth, memory store) against nginx limit_req, keyed the same way, in one run.
 #
 # Both servers: one worker thread, loopback, keep-alive; the identity is the X-API-Key header,
-# drawn uniformly from 100k distinct keys by a wrk Lua script; each key may pass 1000 per second
-# with a burst of 1000 (so both mostly admit, and both must look every key up). nginx serves
-# empty_gif behind limit_req (a `return` would answer before limit_req runs); the script first
-# checks that nginx really answers 429 on a low rate, and that caudal does too.
+# every one of 100k distinct keys once per cycle in a shuffled order (the wrk Lua script builds
+# the requests once, in init, so that wrk spends its core sending and reading, not formatting);
+# each key may pass 1000 per second with a burst of 1000 (so both mostly admit, and both must
+# look every key up). nginx serves empty_gif behind limit_req (a `return` would answer before
+# limit_req runs); the script first checks that nginx really answers 429 on a low rate, and that
+# caudal does too.
+#
+# On a machine with two or more cores, wrk is pinned to the first and each server to the second
+# (taskset), so that neither shares a core with the load and a round measures the server, not
+# the scheduler's placement of the two.
 #
 # Usage: bench/serve_vs_nginx.sh [build/caudal | build] [seconds per round=5] [connections=64]
 #                                [rounds=5]      (bench/run-all runs it as bench/serve-bench)
@@ -18,7 +24,7 @@ conns="${3:-64}"
 rounds="${4:-5}"
 keys=100000
 
-for tool in wrk nginx curl; do
+for tool in wrk nginx curl taskset; do
   command -v "$tool" >/dev/null || { echo "serve_vs_nginx: $tool is not installed" >&2; exit 2; }
 done
 
@@ -31,6 +37,18 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+
+if [ "$(nproc)" -ge 2 ]; then
+  load_cpu=0; server_cpu=1
+  pin_load=(taskset -c "$load_cpu")
+else
+  pin_load=()
+fi
+pin_server() {  # pid → every thread of it on server_cpu
+  [ -n "${server_cpu:-}" ] || return 0
+  local t
+  for t in /proc/"$1"/task/*; do taskset -pc "$server_cpu" "${t##*/}" >/dev/null; done
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -61,6 +79,7 @@ YAML
 pids+=($!)
 caudal_pid=$!
 wait_http "http://127.0.0.1:$cport/healthz"
+pin_server "$caudal_pid"
 
 # --- nginx ------------------------------------------------------------------------------------
 nport="$(free_port)"
@@ -100,6 +119,7 @@ pids+=($!)
 nginx_master=$!
 wait_http "http://127.0.0.1:$nport/up"
 nginx_worker="$(pgrep -P "$nginx_master" | head -1)"
+pin_server "$nginx_worker"
 
 # --- both really limit ------------------------------------------------------------------------
 status() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
@@ -117,8 +137,22 @@ echo "sanity: nginx low rate $n1 then $n2; caudal $c2 then $c3"
 # --- load -------------------------------------------------------------------------------------
 cat >"$dir/keys.lua" <<LUA
 local keys = $keys
+local requests = {}
+local sent = 0
+init = function(args)
+  local order = {}
+  for i = 1, keys do order[i] = i end
+  for i = keys, 2, -1 do  -- Fisher-Yates
+    local j = math.random(1, i)
+    order[i], order[j] = order[j], order[i]
+  end
+  for i = 1, keys do
+    requests[i] = wrk.format("GET", nil, { ["X-API-Key"] = "key" .. order[i] })
+  end
+end
 request = function()
-  return wrk.format("GET", nil, { ["X-API-Key"] = "key" .. math.random(1, keys) })
+  sent = sent % keys + 1
+  return requests[sent]
 end
 LUA
 
@@ -126,7 +160,7 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # user + system, in 
 run_wrk() {  # name url pid → "rps p99_ms non2xx cpu_us_per_request"
   local out before after
   before="$(cpu_ticks "$3")"
-  out="$(wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$dir/keys.lua" "$2")"
+  out="$("${pin_load[@]}" wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$dir/keys.lua" "$2")"
   after="$(cpu_ticks "$3")"
   local rps p99 non2xx total
   rps="$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")"
@@ -146,8 +180,8 @@ to_ms() {  # wrk prints 1.23ms / 456.00us / 1.02s
 
 # Warm both (key tables, caches); then alternate short rounds, nginx then caudal, and take each
 # one's median round, so a neighbour's burst of CPU use on a shared machine hits both alike.
-wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$nport/auth" >/dev/null
-wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$cport/v1/auth" >/dev/null
+"${pin_load[@]}" wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$nport/auth" >/dev/null
+"${pin_load[@]}" wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$cport/v1/auth" >/dev/null
 : >"$dir/nginx.rounds"
 : >"$dir/caudal.rounds"
 for _ in $(seq 1 "$rounds"); do
@@ -166,7 +200,7 @@ echo "rounds (requests/s, p99 ms, non-2xx, server CPU µs per request):"
 paste -d' ' <(sed 's/^/  nginx  /' "$dir/nginx.rounds") <(sed 's/^/ | caudal /' "$dir/caudal.rounds")
 
 echo
-echo "wrk -t1 -c$conns -d${secs}s x $rounds rounds (medians), keep-alive, X-API-Key from $keys keys, one server thread each"
+echo "wrk -t1 -c$conns -d${secs}s x $rounds rounds (medians), keep-alive, X-API-Key from $keys keys, one server thread each${server_cpu:+, wrk on cpu $load_cpu and the server on cpu $server_cpu}"
 printf '%-28s %12s %10s %10s %14s\n' "" "requests/s" "p99 ms" "non-2xx" "CPU µs/req"
 printf '%-28s %12s %10s %10s %14s\n' "nginx limit_req + empty_gif" "$n_rps" "$n_p99" "$n_bad" "$n_cpu"
 printf '%-28s %12s %10s %10s %14s\n' "caudal serve /v1/auth" "$c_rps" "$c_p99" "$c_bad" "$c_cpu"
