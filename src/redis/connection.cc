@@ -18,7 +18,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 Connection::Connection(asio::io_context& io, const RedisUrl& url, asio::ssl::context* tls)
-    : io_(io), url_(url), resolver_(io), socket_(io), connect_timer_(io) {
+    : url_(url), resolver_(io), socket_(io), connect_timer_(io) {
   if (url_.transport == Transport::kTls) {
     assert(tls != nullptr);
     tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls);

@@ -79,7 +79,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  boost::asio::io_context& io_;
   const RedisUrl url_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
