@@ -14,8 +14,9 @@ constexpr std::array<uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 
 }  // namespace
 
 Result<IpAddress> IpAddress::Parse(std::string_view text) {
-  // INET6_ADDRSTRLEN is 46; anything longer is not an address.
-  if (text.empty() || text.size() >= 46) {
+  // INET6_ADDRSTRLEN is 46; anything longer is not an address. inet_pton reads up to a NUL, so
+  // one inside the text would hide what follows it.
+  if (text.empty() || text.size() >= 46 || text.find('\0') != std::string_view::npos) {
     return Status::InvalidArgument(Cat(Quoted(text.substr(0, 64)), " is not an IP address"));
   }
   char buf[46];

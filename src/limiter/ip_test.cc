@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 namespace caudal {
 namespace {
 
@@ -14,6 +16,16 @@ TEST(IpAddress, ParsesAndPrintsBothFamilies) {
                           "1.2.3.4/8", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
     EXPECT_FALSE(IpAddress::Parse(bad).ok()) << bad;
   }
+}
+
+TEST(IpAddress, RefusesTextHiddenAfterANul) {
+  // inet_pton stops at a NUL: without a check, "1.2.3.4\0anything" would pass as 1.2.3.4.
+  using namespace std::string_view_literals;
+  for (std::string_view bad : {"1.2.3.4\0"sv, "1.2.3.4\0junk"sv, "::1\0:2"sv, "\0"sv}) {
+    EXPECT_FALSE(IpAddress::Parse(bad).ok()) << bad.size();
+    EXPECT_FALSE(CidrBlock::Parse(bad).ok()) << bad.size();
+  }
+  EXPECT_FALSE(CidrBlock::Parse("10.0.0.0/8\0"sv).ok());
 }
 
 TEST(IpAddress, MasksToThePrefix) {
