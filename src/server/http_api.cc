@@ -29,6 +29,48 @@ std::string_view TypeName(const json::value& v) {
   return "?";
 }
 
+// The first `max` bytes of `s`, or fewer so as not to split a UTF-8 sequence.
+std::string_view Utf8Prefix(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut);
+}
+
+// Length of the well-formed UTF-8 sequence (RFC 3629 §4) at the start of `s`, or 0.
+size_t Utf8SequenceLength(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  if (c >= 0xC2 && c <= 0xDF) len = 2;
+  if (c >= 0xE0 && c <= 0xEF) len = 3;
+  if (c >= 0xF0 && c <= 0xF4) len = 4;
+  if (len == 0 || s.size() < len) return 0;
+  for (size_t i = 1; i < len; ++i) {
+    if ((b(i) & 0xC0) != 0x80) return 0;
+  }
+  // The second byte's narrower ranges: no overlong forms, no surrogates, nothing past U+10FFFF.
+  if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
+      (c == 0xF4 && b(1) > 0x8F)) {
+    return 0;
+  }
+  return len;
+}
+
+// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: a
+// message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
+std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n));
+    s.remove_prefix(n == 0 ? 1 : n);
+  }
+  return out;
+}
+
 ApiError Bad(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
@@ -62,7 +104,7 @@ std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out)
                                           o.size(), ')'));
   }
   for (const auto& kv : o) {
-    const std::string_view name(kv.key().data(), std::min<size_t>(kv.key().size(), 64));
+    const std::string_view name = Utf8Prefix(kv.key(), 64);
     if (!kv.value().is_string()) {
       return Bad("invalid_descriptors", Cat("descriptors.", name, ": expected a string (got ",
                                             TypeName(kv.value()), ')'));
@@ -122,7 +164,7 @@ Reply ErrorReply(const ApiError& e) {
   r.status = e.status;
   r.content_type = kJson;
   r.body = json::serialize(
-      json::object{{"error", json::object{{"code", e.code}, {"message", e.message}}}});
+      json::object{{"error", json::object{{"code", e.code}, {"message", ValidUtf8(e.message)}}}});
   return r;
 }
 
@@ -143,7 +185,7 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   const json::object& o = v.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "descriptors" && kv.key() != "cost") {
-      const std::string_view key(kv.key().data(), std::min<size_t>(kv.key().size(), 64));
+      const std::string_view key = Utf8Prefix(kv.key(), 64);
       out.error = Bad("unknown_field",
                       Cat(Quoted(key), ": unknown field (expected descriptors and cost)"));
       return out;

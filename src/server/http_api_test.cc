@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
+#include <string>
+#include <string_view>
+
 namespace caudal::http_api {
 namespace {
 
@@ -40,6 +44,38 @@ TEST(ParseCheckBody, ReadsDescriptorsAndCost) {
   p = ParseCheckBody(std::string(40, '[') + std::string(40, ']'));
   ASSERT_TRUE(p.error.has_value());
   EXPECT_EQ(p.error->code, "invalid_json");
+}
+
+// Error messages quote what the client sent; the reply must stay valid JSON (RFC 8259 §8.1: UTF-8)
+// whatever bytes that was.
+bool ParsesAsJson(const std::string& text) {
+  boost::json::error_code ec;
+  boost::json::parse(text, ec);
+  return !ec;
+}
+
+TEST(ErrorReply, StaysValidJsonWhateverBytesTheMessageQuotes) {
+  for (std::string_view bad : {"path \"/\xff\xfe\"", "\xc3", "\xe0\x80\x80", "\xed\xa0\x80",
+                               "\xf4\x90\x80\x80", "ok \xc3\xa9 then \x80"}) {
+    const Reply r = ErrorReply({.status = 404, .code = "not_found", .message = std::string(bad)});
+    EXPECT_TRUE(ParsesAsJson(r.body)) << r.body;
+    EXPECT_NE(r.body.find("\xef\xbf\xbd"), std::string::npos) << r.body;  // U+FFFD
+  }
+  const Reply fine = ErrorReply({.code = "x", .message = "caf\xc3\xa9 \xf0\x9f\x98\x80"});
+  EXPECT_NE(fine.body.find("caf\xc3\xa9 \xf0\x9f\x98\x80"), std::string::npos) << fine.body;
+}
+
+TEST(ParseCheckBody, CutsLongNamesBetweenCharacters) {
+  // 63 ASCII bytes, then "é" across bytes 64 and 65: a cut at 64 bytes would split it.
+  const std::string name = std::string(63, 'e') + "\xc3\xa9" + "tail";
+  for (const std::string& body :
+       {R"({"descriptors": {")" + name + R"(": 1}})", R"({")" + name + R"(": 1})"}) {
+    const ParsedCheck p = ParseCheckBody(body);
+    ASSERT_TRUE(p.error.has_value()) << body;
+    EXPECT_NE(p.error->message.find(std::string(63, 'e')), std::string::npos);
+    EXPECT_EQ(p.error->message.find("\xc3"), std::string::npos) << p.error->message;
+    EXPECT_TRUE(ParsesAsJson(ErrorReply(*p.error).body));
+  }
 }
 
 TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
