@@ -1,0 +1,51 @@
+// Fuzzer for the POST /v1/check body parser (a client's JSON, untrusted).
+//
+// Any body either parses into a request the limiter can be asked (1 or more descriptors, a cost,
+// if given, of at least 1) or is refused with a 400 whose code is one of the documented ones and
+// whose error reply is itself valid JSON naming that code, whatever bytes the body quoted back.
+// Never a crash, an overflow or an exception.
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_check.h"
+#include "server/http_api.h"
+
+namespace caudal {
+namespace {
+
+bool KnownCode(std::string_view code) {
+  for (std::string_view c : {"invalid_json", "invalid_body", "unknown_field", "missing_descriptors",
+                             "invalid_descriptors", "invalid_cost"}) {
+    if (code == c) return true;
+  }
+  return false;
+}
+
+void Run(std::string_view body) {
+  const http_api::ParsedCheck parsed = http_api::ParseCheckBody(body);
+  if (!parsed.error) {
+    FUZZ_CHECK(!parsed.request.descriptors.empty());
+    FUZZ_CHECK(!parsed.request.cost || *parsed.request.cost >= 1);
+    return;
+  }
+  const http_api::ApiError& e = *parsed.error;
+  FUZZ_CHECK(e.status == 400);
+  FUZZ_CHECK(KnownCode(e.code));
+  FUZZ_CHECK(!e.message.empty());
+  const http_api::Reply reply = http_api::ErrorReply(e);
+  boost::json::error_code ec;
+  const boost::json::value v = boost::json::parse(reply.body, ec);
+  FUZZ_CHECK(!ec);
+  const boost::json::value* code = v.as_object().at("error").as_object().if_contains("code");
+  FUZZ_CHECK(code != nullptr && code->is_string() && code->as_string() == e.code);
+}
+
+}  // namespace
+}  // namespace caudal
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  caudal::Run(std::string_view(reinterpret_cast<const char*>(data), size));
+  return 0;
+}

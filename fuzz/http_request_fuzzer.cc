@@ -1,0 +1,123 @@
+// Fuzzer for the HTTP/1.x request framing the server runs on every connection (RequestParser on
+// Beast's basic_parser), with the server's limits, and for the X-Forwarded-For walk.
+//
+// The first input byte picks a chunk size; the rest is the bytes a client sends. They are parsed
+// twice, once whole and once in chunks, the way the server feeds a parser as reads arrive: both
+// yield a request or neither does, and then the same one (method, target, version, fields,
+// body). A parsed request's X-Forwarded-For, behind a trusted peer, must resolve to the peer or
+// to an address one of its hops spells. Never a crash, an overflow or an exception.
+#include <boost/asio/buffer.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "caudal/ip.h"
+#include "fuzz_check.h"
+#include "server/http_api.h"
+#include "server/request_parser.h"
+
+namespace caudal {
+namespace {
+
+constexpr size_t kHeaderLimit = 16 * 1024;  // as http_server.cc
+
+struct Outcome {
+  bool done = false;
+  boost::beast::error_code ec;
+};
+
+// Feeds `bytes` in pieces of `chunk`, keeping what the parser did not take, as the server does.
+Outcome Feed(std::string_view bytes, size_t chunk, http_server::ParsedRequest& req) {
+  http_server::RequestParser parser(req);
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(http_api::kMaxBodyBytes);
+  parser.eager(true);
+  std::string pending;
+  Outcome out;
+  for (size_t at = 0; at < bytes.size() && !parser.is_done();) {
+    const size_t n = std::min(chunk, bytes.size() - at);
+    pending.append(bytes.substr(at, n));
+    at += n;
+    while (!pending.empty() && !parser.is_done()) {
+      boost::beast::error_code ec;
+      const size_t used = parser.put(boost::asio::buffer(pending.data(), pending.size()), ec);
+      FUZZ_CHECK(used <= pending.size());
+      pending.erase(0, used);
+      if (ec == boost::beast::http::error::need_more) break;
+      if (ec) {
+        out.ec = ec;
+        return out;
+      }
+      if (used == 0) break;
+    }
+  }
+  out.done = parser.is_done();
+  return out;
+}
+
+bool SameRequest(const http_server::ParsedRequest& a, const http_server::ParsedRequest& b) {
+  if (a.method() != b.method() || a.verb() != b.verb() || a.target() != b.target() ||
+      a.version() != b.version() || a.body() != b.body() || a.field_count() != b.field_count()) {
+    return false;
+  }
+  for (std::string_view name : {"host", "x-api-key", "x-forwarded-for", "content-length"}) {
+    if (a.Field(name) != b.Field(name)) return false;
+  }
+  std::string ja, jb;
+  a.JoinFields("X-Forwarded-For", ja);
+  b.JoinFields("X-Forwarded-For", jb);
+  return ja == jb;
+}
+
+// The resolved client is the peer or an address that one comma-separated hop spells.
+void CheckForwardedFor(std::string_view xff) {
+  const IpAddress peer = *IpAddress::Parse("127.0.0.1");
+  const std::vector<CidrBlock> trusted = {*CidrBlock::Parse("127.0.0.0/8"),
+                                          *CidrBlock::Parse("10.0.0.0/8"),
+                                          *CidrBlock::Parse("fd00::/8")};
+  const IpAddress client = http_api::ClientAddress(peer, xff, trusted);
+  if (client == peer) return;
+  bool spelled = false;
+  std::string_view rest = xff;
+  while (!spelled) {
+    const size_t comma = rest.find(',');
+    std::string_view hop = rest.substr(0, comma);
+    while (!hop.empty() && (hop.front() == ' ' || hop.front() == '\t')) hop.remove_prefix(1);
+    while (!hop.empty() && (hop.back() == ' ' || hop.back() == '\t')) hop.remove_suffix(1);
+    const Result<IpAddress> a = IpAddress::Parse(hop);
+    spelled = a.ok() && *a == client;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  FUZZ_CHECK(spelled);
+}
+
+void Run(const uint8_t* data, size_t size) {
+  if (size == 0) return;
+  const size_t chunk = 1 + data[0] % 64;
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+
+  http_server::ParsedRequest whole_req, chunked_req;
+  const Outcome whole = Feed(bytes, bytes.size() + 1, whole_req);
+  const Outcome chunked = Feed(bytes, chunk, chunked_req);
+  // Beast parses the fields of a header it holds whole as they come, so a bad field in a header
+  // that has not ended yet is an error at once when the bytes arrive together, and a wait for
+  // the end of the header when they trickle in. Either way no request comes out of it.
+  FUZZ_CHECK(whole.done == chunked.done);
+  if (!whole.done) return;
+  FUZZ_CHECK(SameRequest(whole_req, chunked_req));
+  FUZZ_CHECK(whole_req.body().size() <= http_api::kMaxBodyBytes);
+
+  std::string xff;
+  whole_req.JoinFields("X-Forwarded-For", xff);
+  CheckForwardedFor(xff);
+}
+
+}  // namespace
+}  // namespace caudal
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  caudal::Run(data, size);
+  return 0;
+}
