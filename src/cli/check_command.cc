@@ -79,20 +79,11 @@ class CheckCommand final : public Command {
   }
 
   static int Unavailable(Env& env, const Status& s) {
-    env.out << R"({"error":{"code":"store_unavailable","message":")" << JsonEscape(s.ToString())
-            << "\"}}\n";
+    const http_api::Reply reply = http_api::ErrorReply(
+        {.status = 503, .code = "store_unavailable", .message = s.ToString()});
+    env.out << reply.body << "\n";
     env.err << "caudal check: store unavailable: " << s.ToString() << "\n";
     return kExitStoreUnavailable;
-  }
-
-  static std::string JsonEscape(std::string_view s) {
-    std::string out;
-    for (char c : s) {
-      if (c == '"' || c == '\\') out += '\\';
-      if (static_cast<unsigned char>(c) < 0x20) continue;
-      out += c;
-    }
-    return out;
   }
 
   std::string config_;
