@@ -92,9 +92,14 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
   if (pos > reply.size() || reply.size() - pos < 1 + 4 * n) {
     return Status::Internal("redis script reply too short");
   }
+  const int64_t allowed = reply[pos++];
+  if (allowed != 0 && allowed != 1) {
+    return Status::Internal("redis script returned allowed=" + std::to_string(allowed));
+  }
   StoreResponse resp;
-  resp.allowed = reply[pos++] == 1;
+  resp.allowed = allowed == 1;
   resp.decisions.resize(n);
+  bool every_entry_allowed = true;
   for (size_t i = 0; i < n; ++i) {
     const int64_t verdict = reply[pos++];
     if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
@@ -106,6 +111,24 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
     d.remaining = reply[pos++];
     d.reset_after = Micros(reply[pos++]);
     d.retry_after = Micros(reply[pos++]);
+    // The contract every store keeps (decision.h); anything else came from a script or a hop
+    // that is not ours, and must not reach a client as a negative remaining or Retry-After.
+    const bool denied = d.verdict == Verdict::kDenied;
+    if (d.remaining < 0 || d.remaining > d.limit || d.reset_after.count() < 0 ||
+        d.retry_after.count() < 0 || (denied && d.retry_after.count() == 0) ||
+        (d.allowed() && d.retry_after.count() != 0)) {
+      return Status::Internal(
+          "redis script returned an impossible decision for entry " + std::to_string(i) +
+          ": verdict " + std::to_string(verdict) + ", remaining " + std::to_string(d.remaining) +
+          " of " + std::to_string(d.limit) + ", reset_after " +
+          std::to_string(d.reset_after.count()) + "us, retry_after " +
+          std::to_string(d.retry_after.count()) + "us");
+    }
+    every_entry_allowed = every_entry_allowed && d.allowed();
+  }
+  if (resp.allowed != every_entry_allowed) {
+    return Status::Internal(resp.allowed ? "redis script allowed a request it refused an entry of"
+                                         : "redis script refused a request whose entries passed");
   }
   return resp;
 }

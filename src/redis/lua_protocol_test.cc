@@ -81,5 +81,32 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
   EXPECT_EQ(DecodeResponse(bad, pos, r1).status().code(), StatusCode::kInternal);
 }
 
+// A reply that breaks the decision contract is the store's fault (a wrong script version, a proxy
+// that mangles replies): kInternal, never a header with a negative remaining or Retry-After.
+TEST(LuaProtocol, RefusesRepliesThatBreakTheDecisionContract) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e[] = {{.key = "x", .limit = &l}, {.key = "y", .limit = &l}};
+  const EncodedRequest r = EncodeRequest(e, "");
+  const std::vector<int64_t> good = {0, 0, 5, 0, 0, 1, 0, 300, 250};
+  size_t pos = 0;
+  ASSERT_TRUE(DecodeResponse(good, pos, r).ok());
+  const std::vector<std::vector<int64_t>> bad = {
+      {2, 0, 5, 0, 0, 0, 4, 0, 0},      // allowed is 0 or 1
+      {1, 0, 5, 0, 0, 1, 0, 300, 250},  // allowed, yet an entry was denied
+      {0, 0, 5, 0, 0, 0, 4, 0, 0},      // refused, yet every entry was allowed
+      {1, 0, -1, 0, 0, 0, 4, 0, 0},     // remaining below 0
+      {1, 0, 6, 0, 0, 0, 4, 0, 0},      // remaining above the limit
+      {1, 0, 4, -1, 0, 0, 4, 0, 0},     // reset_after below 0
+      {1, 0, 4, 0, 7, 0, 4, 0, 0},      // retry_after on an allowed entry
+      {0, 0, 5, 0, 0, 1, 0, 300, 0},    // denied with no wait
+      {0, 0, 5, 0, 0, 1, 0, 300, -5},   // denied with a negative wait
+  };
+  for (const auto& reply : bad) {
+    pos = 0;
+    const Result<StoreResponse> d = DecodeResponse(reply, pos, r);
+    EXPECT_EQ(d.status().code(), StatusCode::kInternal) << ::testing::PrintToString(reply);
+  }
+}
+
 }  // namespace
 }  // namespace caudal::redis
