@@ -47,5 +47,38 @@ TEST(Resp, ReportsAStreamThatIsNotResp) {
   EXPECT_EQ(p.Next().status().code(), StatusCode::kInternal);
 }
 
+// What Redis (or a hop between) sends is untrusted: an array header alone would make hiredis
+// allocate a pointer per declared element, and a bulk string header makes it buffer that much.
+TEST(Resp, RefusesAnArrayLongerThanTheBound) {
+  ReplyParser p({.max_elements = 8});
+  const std::string ok = "*8\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n";
+  p.Feed(ok.data(), ok.size());
+  auto reply = p.Next();
+  ASSERT_TRUE(reply.ok() && reply->has_value());
+  EXPECT_EQ((**reply)->elements, 8u);
+  const std::string huge = "*533333333\r\n";  // 4 GB of pointers, from 13 bytes
+  p.Feed(huge.data(), huge.size());
+  reply = p.Next();
+  ASSERT_EQ(reply.status().code(), StatusCode::kInternal);
+  EXPECT_NE(reply.status().message().find("533333333 elements"), std::string::npos)
+      << reply.status().message();
+}
+
+TEST(Resp, RefusesAReplyThatOutgrowsTheBufferBound) {
+  ReplyParser p({.max_pending_bytes = 1024});
+  const std::string head = "$100000\r\n";
+  p.Feed(head.data(), head.size());
+  const std::string chunk(512, 'x');
+  Result<std::optional<Reply>> reply = p.Next();
+  for (int i = 0; i < 4 && reply.ok(); ++i) {
+    EXPECT_FALSE(reply->has_value());
+    p.Feed(chunk.data(), chunk.size());
+    reply = p.Next();
+  }
+  ASSERT_EQ(reply.status().code(), StatusCode::kInternal);
+  EXPECT_NE(reply.status().message().find("1024 bytes"), std::string::npos)
+      << reply.status().message();
+}
+
 }  // namespace
 }  // namespace caudal::redis
