@@ -44,7 +44,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   } else if (count + cost <= max) {
     d.verdict = Verdict::kAllowed;
     count += cost;
-    step.consumed = cost > 0;
+    step.changed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
     d.retry_after = Micros(win.start + w - now);  // the next window starts empty
@@ -60,7 +60,7 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   const int64_t back = std::min(win.count, units);
   win.count -= back;
   Step step;
-  step.consumed = back > 0;
+  step.changed = back > 0;
   Report(step, limit.capacity(), win, w, now);
   return step;
 }

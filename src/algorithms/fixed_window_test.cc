@@ -28,7 +28,7 @@ TEST(FixedWindow, AdmitsTheLimitPerAlignedWindowThenWaitsForTheNextOne) {
   }
   const Step denied = fixed_window::Decide(l, &s, now, 1);
   EXPECT_EQ(denied.decision.verdict, Verdict::kDenied);
-  EXPECT_FALSE(denied.consumed);
+  EXPECT_FALSE(denied.changed);
   EXPECT_EQ(denied.decision.retry_after, seconds(50));
   EXPECT_FALSE(fixed_window::Decide(l, &s, kStart + minutes(1) - Micros(1), 1).decision.allowed());
   const Step next = fixed_window::Decide(l, &s, kStart + minutes(1), 100);

@@ -71,7 +71,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
       d.verdict = Verdict::kAllowed;
       tw = nw;
       tf = nf;
-      step.consumed = cost > 0;
+      step.changed = cost > 0;
     } else {
       d.verdict = Verdict::kDenied;
       d.retry_after = Micros((dw - tau_w) + exact::CeilDiv(nf - tau_f, n));
@@ -79,7 +79,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   }
 
   Report(d, tw, tf, now, limit, tau);
-  if (step.consumed) {
+  if (step.changed) {
     step.next.w = {tw, tf, 0};
   } else if (state != nullptr) {
     step.next = *state;
@@ -113,12 +113,12 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
         tw = now;
         tf = 0;
       }
-      step.consumed = true;
+      step.changed = true;
     }
   }
   Report(step.decision, tw, tf, now, limit, exact::MulDiv(limit.capacity(), p, n));
   step.next.w = {tw, tf, 0};
-  if (!step.consumed && state != nullptr) step.next = *state;
+  if (!step.changed && state != nullptr) step.next = *state;
   return step;
 }
 

@@ -66,7 +66,7 @@ TEST(Gcra, TimeGoingBackwardsJudgesAtTheEarlierTimeAndNeverAdmitsMore) {
   const Step peek = gcra::Decide(l, &g.next, kT0 - seconds(5), 0);
   EXPECT_EQ(peek.decision.verdict, Verdict::kAllowed);
   EXPECT_EQ(peek.decision.remaining, 0);
-  EXPECT_FALSE(peek.consumed);
+  EXPECT_FALSE(peek.changed);
   const Step one = gcra::Decide(l, &g.next, kT0 - seconds(5), 1);
   EXPECT_EQ(one.decision.verdict, Verdict::kDenied);
   EXPECT_EQ(one.decision.retry_after, seconds(5) - milliseconds(400));
@@ -84,9 +84,9 @@ TEST(Gcra, AgreesWithTheTokenBucketOnAHandTrace) {
     const Step gd = gcra::Decide(g, &gs, kT0 + Micros(at), cost);
     const Step td = token_bucket::Decide(t, &ts, kT0 + Micros(at), cost);
     EXPECT_EQ(gd.decision, td.decision) << "at " << at << " cost " << cost;
-    EXPECT_EQ(gd.consumed, td.consumed);
-    if (gd.consumed) gs = gd.next;
-    if (td.consumed) ts = td.next;
+    EXPECT_EQ(gd.changed, td.changed);
+    if (gd.changed) gs = gd.next;
+    if (td.changed) ts = td.next;
   }
 }
 

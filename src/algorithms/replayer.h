@@ -26,7 +26,7 @@ class Replayer {
       return d;
     }
     const Step step = DecideCompact(limit_, compact_ ? &*compact_ : nullptr, now, cost);
-    if (step.consumed) compact_ = step.next;
+    if (step.changed) compact_ = step.next;
     return step.decision;
   }
 
@@ -36,7 +36,7 @@ class Replayer {
       return sliding_window_log::Refund(limit_, log_, now, units);
     }
     const Step step = RefundCompact(limit_, compact_ ? &*compact_ : nullptr, now, units);
-    if (step.consumed) compact_ = step.next;
+    if (step.changed) compact_ = step.next;
     return step.decision;
   }
 

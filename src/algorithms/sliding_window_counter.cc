@@ -79,7 +79,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   } else if (cost == 0 || weighted + cur + cost <= max) {  // a peek always passes
     d.verdict = Verdict::kAllowed;
     cur += cost;
-    step.consumed = cost > 0;
+    step.changed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
     // Within this window if cur leaves room for the cost once prev has faded enough; otherwise in
@@ -103,7 +103,7 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   c.cur -= from_cur;
   c.prev -= from_prev;
   Step step;
-  step.consumed = from_cur + from_prev > 0;
+  step.changed = from_cur + from_prev > 0;
   Report(step, limit.capacity(), c, WeightedPrev(c, now, w), w, now);
   return step;
 }

@@ -66,7 +66,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   } else if (tokens >= cost) {  // T ≥ c, and c is whole, so whole tokens decide
     d.verdict = Verdict::kAllowed;
     tokens -= cost;
-    step.consumed = cost > 0;
+    step.changed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
     d.retry_after =
@@ -84,7 +84,7 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   Level level = Refill(state, now, cap, n, p);
   Step step;
   if (level.tokens < cap && units > 0) {
-    step.consumed = true;
+    step.changed = true;
     if (units >= cap - level.tokens) {  // T = min(B, T + units); whole units, so T ≥ B is full
       level.tokens = cap;
       level.frac = 0;

@@ -29,7 +29,7 @@ TEST(TokenBucket, FreshBucketIsFullAndAdmitsTheBurst) {
   }
   const Step denied = token_bucket::Decide(l, st, kT0, 1);
   EXPECT_EQ(denied.decision.verdict, Verdict::kDenied);
-  EXPECT_FALSE(denied.consumed);
+  EXPECT_FALSE(denied.changed);
   EXPECT_EQ(denied.decision.retry_after, Micros(600'000));   // one token per 0.6 s
   EXPECT_EQ(denied.decision.reset_after, minutes(1));         // 100 tokens to full
 }

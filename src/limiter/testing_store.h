@@ -62,7 +62,7 @@ class MapStore final : public Store {
     }
     for (size_t i = 0; i < entries.size(); ++i) {
       if (resp.allowed) {
-        if (steps[i].consumed) state_[std::string(entries[i].key)] = steps[i].next;
+        if (steps[i].changed) state_[std::string(entries[i].key)] = steps[i].next;
         resp.decisions.push_back(steps[i].decision);
       } else {
         // Refused: report the entries that passed without their consumption.

@@ -148,7 +148,7 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     const CompactState* s = slot != nullptr ? &state : nullptr;
     p.step = p.refund ? RefundCompact(*e.limit, s, now, e.cost)
                       : DecideCompact(*e.limit, s, now, e.cost);
-    p.writes = p.step.consumed;
+    p.writes = p.step.changed;
   }
   // A refund never needs a slot: with none there was nothing to give back.
   p.new_slot = p.writes && !p.refund && (slot == nullptr || ShardTable::IsFresh(*slot, tick));

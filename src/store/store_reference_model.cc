@@ -20,7 +20,7 @@ Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
   const auto it = compact_.find(e.key);
   const Step step =
       RefundCompact(*e.limit, it == compact_.end() ? nullptr : &it->second, now, e.cost);
-  if (step.consumed) compact_[std::string(e.key)] = step.next;
+  if (step.changed) compact_[std::string(e.key)] = step.next;
   return step.decision;
 }
 
@@ -43,7 +43,7 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
       if (response.decisions[i].allowed()) response.decisions[i] = Evaluate(e, now, 0, &steps[i]);
     } else if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
       sliding_window_log::Commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
-    } else if (steps[i].consumed) {
+    } else if (steps[i].changed) {
       compact_[std::string(e.key)] = steps[i].next;
     }
   }

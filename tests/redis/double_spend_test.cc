@@ -236,7 +236,7 @@ TEST(DoubleSpend, NonAtomicGetThenSetDoubleSpendsAndTheCheckCatchesIt) {
              const Micros now = std::chrono::duration_cast<Micros>(
                  std::chrono::system_clock::now().time_since_epoch());
              const Step step = DecideCompact(limit, had ? &state : nullptr, now, 1);
-             if (step.consumed) {
+             if (step.changed) {
                std::ostringstream v;
                v << step.next.w[0] << " " << step.next.w[1] << " " << step.next.w[2];
                auto* set = static_cast<redisReply*>(

@@ -35,8 +35,8 @@ struct Step {
   // The state to persist. Equal to the input (or fresh) when nothing was consumed: a denied
   // request or a peek (cost 0) needs no write.
   CompactState next;
-  // True when `next` must be written back (something was consumed, or refunded).
-  bool consumed = false;
+  // The state changed (something was consumed, or refunded): `next` must be written back.
+  bool changed = false;
 };
 
 }  // namespace caudal

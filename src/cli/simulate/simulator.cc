@@ -41,7 +41,7 @@ class Decider {
     }
     const CompactState* state = seen_[r.key] ? &states_[r.key] : nullptr;
     const Step step = DecideCompact(limit_, state, now, r.cost);
-    if (step.consumed) {
+    if (step.changed) {
       states_[r.key] = step.next;
       seen_[r.key] = 1;
     }
