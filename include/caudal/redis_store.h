@@ -50,7 +50,8 @@ struct RedisStoreOptions {
   size_t connections = 2;
   // Script calls in flight per connection; requests beyond wait and are batched.
   size_t max_calls_in_flight = 2;
-  // Requests carried by one script call.
+  // Requests carried by one script call; at most 4080, so that its reply fits the reply
+  // parser's bound (ReplyLimits in resp.h).
   size_t max_batch = 128;
   // Decisions waiting or in flight; beyond it DecideAsync fails with kResourceExhausted.
   size_t max_outstanding = 100'000;

@@ -357,6 +357,14 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) 
     return Status::InvalidArgument(
         "redis store: max_batch, max_calls_in_flight and max_outstanding must be at least 1");
   }
+  // A call's reply is one array: the allowed flag and 4 integers per entry of every request.
+  const size_t max_batch = static_cast<size_t>(redis::ReplyLimits{}.max_elements) /
+                           (1 + 4 * kMaxEntriesPerRequest);
+  if (options.max_batch > max_batch) {
+    return Status::InvalidArgument("redis store: max_batch must be at most " +
+                                   std::to_string(max_batch) +
+                                   " (a call's reply must fit the reply parser's bound)");
+  }
   if (options.reconnect_min <= std::chrono::milliseconds(0) ||
       options.reconnect_max < options.reconnect_min) {
     return Status::InvalidArgument("redis store: need 0 < reconnect_min <= reconnect_max");

@@ -90,6 +90,11 @@ TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("port"), std::string::npos);
   EXPECT_EQ(RedisStore::Open({.url = "http://x"}).status().code(), StatusCode::kInvalidArgument);
+  // A batch's reply must fit the reply parser's bound on one array (2^20 integers).
+  const Result<std::unique_ptr<RedisStore>> huge_batch =
+      RedisStore::Open({.url = "redis://127.0.0.1:1", .max_batch = 5000});
+  EXPECT_EQ(huge_batch.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(huge_batch.status().message().find("max_batch"), std::string::npos);
 
   uint16_t port = 0;
   {
