@@ -66,6 +66,14 @@ class SimulateCommand final : public Command {
     app.add_option("--svg", svg_, "also write a chart of the run to this SVG file")
         ->type_name("FILE");
     app.add_option("--format", format_, "table or json (default: table)")->type_name("FORMAT");
+    app.add_option("--regions", regions_,
+                   "decide in N regions, each with its own copy of the state, requests to each "
+                   "in turn (default: 1)")
+        ->type_name("N");
+    app.add_option("--replication-lag", lag_,
+                   "how late a region's writes reach the others, last writer winning; 'never' "
+                   "for regions that do not replicate (default: 0)")
+        ->type_name("DURATION");
   }
 
   int Run(Env& env) override {
@@ -81,12 +89,26 @@ class SimulateCommand final : public Command {
     if (format_ != "table" && format_ != "json") {
       return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
     }
+    std::optional<Micros> lag;
+    if (lag_ != "never") {
+      const Result<Micros> d = ParseDuration(lag_);
+      if (!d.ok()) return UsageError(env, kName, "--replication-lag: " + d.status().message());
+      lag = *d;
+    }
+    if (regions_ < 1 || regions_ > simulate::kMaxRegions) {
+      return UsageError(env, kName,
+                        "--regions: expected 1 to " + std::to_string(simulate::kMaxRegions) +
+                            " (got " + std::to_string(regions_) + ")");
+    }
     std::string described;
     const Result<Traffic> traffic = LoadTraffic(*limit, &described);
     if (!traffic.ok()) return UsageError(env, kName, traffic.status().message());
 
-    const auto sim = simulate::Simulate(
-        *traffic, {.limit = *limit, .burst = burst, .chart_points = svg_ ? kChartPoints : 0});
+    const auto sim = simulate::Simulate(*traffic, {.limit = *limit,
+                                                   .burst = burst,
+                                                   .chart_points = svg_ ? kChartPoints : 0,
+                                                   .regions = regions_,
+                                                   .replication_lag = lag});
     if (!sim.ok()) return UsageError(env, kName, sim.status().message());
     const std::string settings = "limit " + FormatRate(*limit) + ", burst " + std::to_string(burst);
     if (format_ == "json") {
@@ -94,8 +116,13 @@ class SimulateCommand final : public Command {
     } else {
       env.out << "traffic: " << described << "\n"
               << "limit:   " << FormatRate(*limit) << " (windows); burst " << burst
-              << " refilled at " << FormatRate(*limit) << " (token_bucket, gcra)\n\n"
-              << simulate::RenderTable(*sim);
+              << " refilled at " << FormatRate(*limit) << " (token_bucket, gcra)\n";
+      if (regions_ > 1) {
+        env.out << "regions: " << regions_ << ", requests to each in turn; a region's writes reach "
+                << "the others " << (lag ? FormatDuration(*lag) + " later" : "never")
+                << " (last writer wins); max in window counts every region\n";
+      }
+      env.out << "\n" << simulate::RenderTable(*sim);
     }
     if (svg_) {
       const bool unit_costs = std::all_of(traffic->requests.begin(), traffic->requests.end(),
@@ -169,6 +196,8 @@ class SimulateCommand final : public Command {
   uint64_t seed_ = 1;
   std::optional<std::string> svg_;
   std::string format_ = "table";
+  int64_t regions_ = 1;
+  std::string lag_ = "0s";
 };
 
 }  // namespace

@@ -88,6 +88,10 @@ TEST(Simulate, BadFlagsNameTheFlagAndExit2) {
        "--duration: the duration must be positive"},
       {{"--limit", "100/1m", "--pattern", "steady", "--rate", "100000/1s", "--duration", "2m"},
        "at most 10000000"},
+      {{"--limit", "100/1m", "--pattern", "steady", "--regions", "0"},
+       "--regions: expected 1 to 64 (got 0)"},
+      {{"--limit", "100/1m", "--pattern", "steady", "--regions", "2", "--replication-lag", "soon"},
+       "--replication-lag: duration \"soon\""},
   };
   for (const BadFlags& c : cases) {
     std::vector<std::string> args = {"simulate"};
@@ -165,6 +169,33 @@ TEST(Simulate, SeedMakesPoissonReproducible) {
   };
   EXPECT_EQ(with_seed("7"), with_seed("7"));
   EXPECT_NE(with_seed("7"), with_seed("8"));
+}
+
+TEST(Simulate, RegionsShowWhatAsynchronousReplicationAdmits) {
+  const std::vector<std::string> base = {
+      "simulate",   "--limit", "100/1m",   "--pattern", "steady",    "--rate", "400/1m",
+      "--duration", "5m",      "--format", "json",      "--regions", "2",      "--replication-lag"};
+  const auto fixed_window_max = [&](const std::string& lag) {
+    std::vector<std::string> args = base;
+    args.push_back(lag);
+    const Outcome o = RunCaudal(args);
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    boost::system::error_code ec;
+    const boost::json::value v = boost::json::parse(o.out, ec);
+    EXPECT_FALSE(ec) << o.out;
+    return ec ? int64_t{-1} : v.as_array().at(0).as_object().at("max_in_window").as_int64();
+  };
+  EXPECT_EQ(fixed_window_max("0s"), 100);
+  EXPECT_EQ(fixed_window_max("100ms"), 100);
+  EXPECT_EQ(fixed_window_max("1s"), 200);
+  EXPECT_EQ(fixed_window_max("never"), 200);
+
+  const Outcome table = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "steady",
+                                   "--regions", "2", "--replication-lag", "1s"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("regions: 2, requests to each in turn; a region's writes "
+                                   "reach the others 1s later (last writer wins)"));
+  EXPECT_THAT(table.out, HasSubstr("OVER 2.00x"));
 }
 
 TEST(Simulate, TableAndSvg) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <deque>
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
@@ -18,41 +19,70 @@ Result<Limit> LimitFor(Algorithm a, const SimulationOptions& o) {
   return Limit::Create(LimitSpec::Bucket(a, o.burst, o.limit));
 }
 
-// Decides one algorithm's requests with per-key state; the window algorithms other than the
-// log and both buckets share the compact path.
+// Decides one algorithm's requests with per-key state, one copy of it per region. A region's
+// write is sent to every other region and lands there `lag` later, replacing that region's copy
+// unless the copy was written after it (last writer wins, in the order the writes happened).
 class Decider {
  public:
-  Decider(const Limit& limit, size_t keys) : limit_(limit) {
-    if (limit.algorithm() == Algorithm::kSlidingWindowLog) {
-      logs_.resize(keys);
-    } else {
-      states_.resize(keys);
-      seen_.resize(keys, 0);
-    }
-  }
+  Decider(const Limit& limit, size_t keys, int64_t regions, std::optional<Micros> lag)
+      : limit_(limit), lag_(lag), copies_(static_cast<size_t>(regions), std::vector<Copy>(keys)) {}
 
-  bool Admit(const Request& r) {
+  bool Admit(const Request& r, size_t region) {
     const Micros now(r.at_us);
+    Deliver(now);
+    Copy& copy = copies_[region][r.key];
+    bool allowed = false;
+    bool changed = false;
     if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
-      auto& log = logs_[r.key];
-      const Decision d = sliding_window_log::Evaluate(limit_, log, now, r.cost);
-      if (d.allowed() && r.cost > 0) sliding_window_log::Commit(limit_, log, now, r.cost);
-      return d.allowed();
+      allowed = sliding_window_log::Evaluate(limit_, copy.log, now, r.cost).allowed();
+      changed = allowed && r.cost > 0;
+      if (changed) sliding_window_log::Commit(limit_, copy.log, now, r.cost);
+    } else {
+      const Step step = DecideCompact(limit_, copy.seen ? &copy.state : nullptr, now, r.cost);
+      allowed = step.decision.allowed();
+      changed = step.changed;
+      if (changed) {
+        copy.state = step.next;
+        copy.seen = true;
+      }
     }
-    const CompactState* state = seen_[r.key] ? &states_[r.key] : nullptr;
-    const Step step = DecideCompact(limit_, state, now, r.cost);
-    if (step.changed) {
-      states_[r.key] = step.next;
-      seen_[r.key] = 1;
+    if (changed) {
+      copy.written = ++writes_;
+      for (size_t other = 0; lag_ && other < copies_.size(); ++other) {
+        if (other != region) in_flight_.push_back({now + *lag_, other, r.key, copy});
+      }
     }
-    return step.decision.allowed();
+    return allowed;
   }
 
  private:
+  struct Copy {
+    CompactState state;
+    bool seen = false;
+    sliding_window_log::LogState log;
+    uint64_t written = 0;  // which write made it (0: none), for last-writer-wins
+  };
+  struct Write {
+    Micros lands;
+    size_t region;
+    uint32_t key;
+    Copy copy;
+  };
+
+  void Deliver(Micros now) {
+    while (!in_flight_.empty() && in_flight_.front().lands <= now) {
+      Write& w = in_flight_.front();
+      Copy& target = copies_[w.region][w.key];
+      if (w.copy.written > target.written) target = std::move(w.copy);
+      in_flight_.pop_front();
+    }
+  }
+
   const Limit& limit_;
-  std::vector<CompactState> states_;
-  std::vector<uint8_t> seen_;
-  std::vector<sliding_window_log::LogState> logs_;
+  const std::optional<Micros> lag_;
+  std::vector<std::vector<Copy>> copies_;  // [region][key]
+  std::deque<Write> in_flight_;  // in landing order: writes happen in time order, the lag is one
+  uint64_t writes_ = 0;
 };
 
 // Fills run.series: before a request past the current interval's end, close the interval and
@@ -87,13 +117,14 @@ AlgorithmRun Run(const Limit& limit, const Traffic& traffic, const Simulation& s
   run.algorithm = limit.algorithm();
   run.bound =
       IsWindowAlgorithm(run.algorithm) ? limit.capacity() : limit.capacity() + limit.rate().count;
-  Decider decider(limit, traffic.keys.size());
+  Decider decider(limit, traffic.keys.size(), sim.regions, sim.replication_lag);
   WindowTracker tracker(sim.window, traffic.keys.size());
   SeriesRecorder series(sim.series_times, run.series);
   for (const Request& r : traffic.requests) {
     series.Before(Micros(r.at_us), tracker);
+    const auto region = static_cast<size_t>(run.offered % sim.regions);
     ++run.offered;
-    if (!decider.Admit(r)) continue;
+    if (!decider.Admit(r, region)) continue;
     ++run.admitted;
     series.Admitted(tracker.Admit(r.key, Micros(r.at_us), r.cost));
   }
@@ -128,8 +159,17 @@ Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& opt
   if (options.chart_points > kMaxChartPoints) {
     return Status::InvalidArgument("at most " + std::to_string(kMaxChartPoints) + " chart points");
   }
+  if (options.regions < 1 || options.regions > kMaxRegions) {
+    return Status::InvalidArgument("regions: expected 1 to " + std::to_string(kMaxRegions) +
+                                   " (got " + std::to_string(options.regions) + ")");
+  }
+  if (options.replication_lag && options.replication_lag->count() < 0) {
+    return Status::InvalidArgument("replication lag: must not be negative");
+  }
   Simulation sim;
   sim.window = options.limit.period;
+  sim.regions = options.regions;
+  sim.replication_lag = options.replication_lag;
   sim.start = traffic.start;
   sim.end = traffic.end;
   sim.series_times = SeriesTimes(sim.start, sim.end, options.chart_points);

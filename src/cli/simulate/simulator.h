@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,20 @@ namespace caudal::simulate {
 // The most points a chart series holds.
 inline constexpr size_t kMaxChartPoints = 2000;
 
+// The most regions a simulation splits its deciders into.
+inline constexpr int64_t kMaxRegions = 64;
+
 struct SimulationOptions {
   Rate limit{};             // N per W
   int64_t burst = 0;        // B
   size_t chart_points = 0;  // 0: no series; otherwise 1..kMaxChartPoints
+  // Regions, each deciding against its own copy of every key's state, as with one store per
+  // region replicated asynchronously. Request i goes to region i mod `regions`. A region's write
+  // reaches every other region `replication_lag` later and replaces that region's copy unless
+  // the copy was written after it (last writer wins, as replicating a key does); nullopt: never.
+  // With one region, or a lag of 0, every decision sees every earlier write: one store.
+  int64_t regions = 1;
+  std::optional<Micros> replication_lag = Micros(0);
 };
 
 struct AlgorithmRun {
@@ -50,6 +61,8 @@ struct Simulation {
   Micros window{0};  // W
   Micros start{0};   // the traffic's span
   Micros end{0};
+  int64_t regions = 1;  // as in SimulationOptions
+  std::optional<Micros> replication_lag = Micros(0);
   std::vector<Micros> series_times;  // chart_points evenly spaced times, the last one `end`
   std::vector<AlgorithmRun> runs;    // kAllAlgorithms order, minus the skipped ones
   // Algorithms that cannot run with these options, each "<algorithm>: <reason>" (today only
@@ -63,7 +76,8 @@ Status ValidateLimit(const Rate& limit);
 // kInvalidArgument when B with refill N/W is not a valid bucket.
 Status ValidateBurst(int64_t burst, const Rate& limit);
 
-// Errors: those of ValidateLimit/ValidateBurst; chart_points above kMaxChartPoints.
+// Errors: those of ValidateLimit/ValidateBurst; chart_points above kMaxChartPoints; regions
+// outside 1..kMaxRegions; a negative replication_lag.
 // Preconditions: traffic's requests are in time order and their keys index traffic.keys.
 Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& options);
 

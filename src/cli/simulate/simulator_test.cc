@@ -145,6 +145,74 @@ TEST(Simulator, SkipsTheLogAboveItsCap) {
   EXPECT_THAT(sim.skipped[0], HasSubstr("capped at 10000"));
 }
 
+// Regions replicating asynchronously, last writer wins (what replicating a store's keys does).
+
+Traffic Steady400() {  // one request every 150 ms, so each of 2 regions writes every 300 ms
+  return *Generate({.pattern = Pattern::kSteady,
+                    .limit = kLimit,
+                    .rate = {400, minutes(1)},
+                    .duration = minutes(10)});
+}
+
+TEST(Simulator, RegionsThatSeeEveryWriteAtOnceAreOneStore) {
+  const Traffic t = *Generate({.pattern = Pattern::kPoisson,
+                               .limit = kLimit,
+                               .rate = {300, minutes(1)},
+                               .duration = minutes(5),
+                               .seed = 3});
+  const Simulation one = Sim(t, {.limit = kLimit, .burst = 100});
+  for (int64_t regions : {2, 3}) {
+    const Simulation many =
+        Sim(t, {.limit = kLimit, .burst = 100, .regions = regions, .replication_lag = Micros(0)});
+    ASSERT_EQ(many.runs.size(), one.runs.size());
+    for (size_t i = 0; i < one.runs.size(); ++i) {
+      EXPECT_EQ(many.runs[i].admitted, one.runs[i].admitted) << regions;
+      EXPECT_EQ(many.runs[i].max_in_window, one.runs[i].max_in_window) << regions;
+    }
+  }
+}
+
+// Each region admits what one store alone would, from the traffic it gets: twice as much in all.
+TEST(Simulator, RegionsThatNeverReplicateEachAdmitTheWholeLimit) {
+  const Traffic t = Steady400();
+  const Simulation one = Sim(t, {.limit = kLimit, .burst = 100});
+  const Simulation two =
+      Sim(t, {.limit = kLimit, .burst = 100, .regions = 2, .replication_lag = {}});
+  for (size_t i = 0; i < one.runs.size(); ++i) {
+    EXPECT_TRUE(one.runs[i].within_bound());
+    EXPECT_EQ(two.runs[i].max_in_window, 2 * one.runs[i].max_in_window)
+        << AlgorithmName(two.runs[i].algorithm);
+    EXPECT_FALSE(two.runs[i].within_bound());
+  }
+}
+
+// Last writer wins drops a replicated write whenever the target region wrote after it was sent:
+// once the lag exceeds the time between the regions' writes of a key, replication protects
+// nothing, and the regions admit as if they never replicated.
+TEST(Simulator, LastWriterWinsProtectsNothingOnceTheLagExceedsTheGapBetweenWrites) {
+  const Traffic t = Steady400();
+  const Simulation never =
+      Sim(t, {.limit = kLimit, .burst = 100, .regions = 2, .replication_lag = {}});
+  const Simulation short_lag =
+      Sim(t, {.limit = kLimit, .burst = 100, .regions = 2, .replication_lag = Micros(140'000)});
+  const Simulation long_lag =
+      Sim(t, {.limit = kLimit, .burst = 100, .regions = 2, .replication_lag = Micros(160'000)});
+  for (size_t i = 0; i < never.runs.size(); ++i) {
+    EXPECT_TRUE(short_lag.runs[i].within_bound()) << AlgorithmName(short_lag.runs[i].algorithm);
+    EXPECT_EQ(long_lag.runs[i].max_in_window, never.runs[i].max_in_window);
+    EXPECT_EQ(long_lag.runs[i].admitted, never.runs[i].admitted);
+  }
+}
+
+TEST(Simulator, RefusesInvalidRegions) {
+  const Traffic t = Steady400();
+  EXPECT_THAT(Simulate(t, {.limit = kLimit, .burst = 1, .regions = 0}).status().message(),
+              HasSubstr("regions: expected 1 to 64"));
+  EXPECT_FALSE(Simulate(t, {.limit = kLimit, .burst = 1, .regions = kMaxRegions + 1}).ok());
+  EXPECT_FALSE(
+      Simulate(t, {.limit = kLimit, .burst = 1, .regions = 2, .replication_lag = Micros(-1)}).ok());
+}
+
 TEST(Simulator, RefusesInvalidLimits) {
   EXPECT_THAT(ValidateLimit({100, Micros(1500)}).message(), HasSubstr("whole number of milli"));
   EXPECT_THAT(ValidateBurst(0, kLimit).message(), HasSubstr("capacity must be between 1"));
