@@ -95,10 +95,8 @@ class SimulateCommand final : public Command {
       if (!d.ok()) return UsageError(env, kName, "--replication-lag: " + d.status().message());
       lag = *d;
     }
-    if (regions_ < 1 || regions_ > simulate::kMaxRegions) {
-      return UsageError(env, kName,
-                        "--regions: expected 1 to " + std::to_string(simulate::kMaxRegions) +
-                            " (got " + std::to_string(regions_) + ")");
+    if (Status s = simulate::ValidateRegions(regions_); !s.ok()) {
+      return UsageError(env, kName, "--" + s.message());
     }
     std::string described;
     const Result<Traffic> traffic = LoadTraffic(*limit, &described);

@@ -46,9 +46,9 @@ class Decider {
         copy.seen = true;
       }
     }
-    if (changed) {
-      copy.written = ++writes_;
-      for (size_t other = 0; lag_ && other < copies_.size(); ++other) {
+    if (changed) copy.written = ++writes_;
+    if (changed && lag_) {
+      for (size_t other = 0; other < copies_.size(); ++other) {
         if (other != region) in_flight_.push_back({now + *lag_, other, r.key, copy});
       }
     }
@@ -153,16 +153,19 @@ Status ValidateBurst(int64_t burst, const Rate& limit) {
   return LimitFor(Algorithm::kTokenBucket, {.limit = limit, .burst = burst}).status();
 }
 
+Status ValidateRegions(int64_t regions) {
+  if (regions >= 1 && regions <= kMaxRegions) return Status::Ok();
+  return Status::InvalidArgument("regions: expected 1 to " + std::to_string(kMaxRegions) +
+                                 " (got " + std::to_string(regions) + ")");
+}
+
 Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& options) {
   if (Status s = ValidateLimit(options.limit); !s.ok()) return s;
   if (Status s = ValidateBurst(options.burst, options.limit); !s.ok()) return s;
   if (options.chart_points > kMaxChartPoints) {
     return Status::InvalidArgument("at most " + std::to_string(kMaxChartPoints) + " chart points");
   }
-  if (options.regions < 1 || options.regions > kMaxRegions) {
-    return Status::InvalidArgument("regions: expected 1 to " + std::to_string(kMaxRegions) +
-                                   " (got " + std::to_string(options.regions) + ")");
-  }
+  if (Status s = ValidateRegions(options.regions); !s.ok()) return s;
   if (options.replication_lag && options.replication_lag->count() < 0) {
     return Status::InvalidArgument("replication lag: must not be negative");
   }

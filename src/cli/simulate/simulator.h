@@ -75,6 +75,8 @@ struct Simulation {
 Status ValidateLimit(const Rate& limit);
 // kInvalidArgument when B with refill N/W is not a valid bucket.
 Status ValidateBurst(int64_t burst, const Rate& limit);
+// kInvalidArgument when `regions` is outside 1..kMaxRegions.
+Status ValidateRegions(int64_t regions);
 
 // Errors: those of ValidateLimit/ValidateBurst; chart_points above kMaxChartPoints; regions
 // outside 1..kMaxRegions; a negative replication_lag.
