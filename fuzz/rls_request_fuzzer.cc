@@ -20,6 +20,7 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/memory_store.h"
 #include "fuzz_check.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {

@@ -1,13 +1,15 @@
-// Clock: the one way time enters caudal.
+// Clock: the one way time enters caudal, as Envoy's TimeSource does.
 //
-// Only main() creates a SystemClock; everything else receives a Clock& and tests drive a
-// ManualClock, so no test ever sleeps. The Redis store takes time from Redis itself instead
-// (see redis_store.h), so instances whose clocks disagree still decide alike.
+// Two readings: Now() is wall-clock time, which decisions use (stores persist and compare
+// timestamps, and instances must agree on them); Monotonic() never goes backwards and measures
+// latencies and deadlines. Only main() uses the SystemClock; everything else receives a Clock&,
+// and tests drive a manual clock (tests/support/manual_clock.h), so no test ever sleeps. The Redis
+// store takes decision time from Redis itself instead (see redis_store.h), so instances whose
+// clocks disagree still decide alike.
 //
-// Time is integer nanoseconds since the Unix epoch.
+// Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -19,29 +21,19 @@ using Micros = std::chrono::microseconds;
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Thread-safe.
+  // Integer nanoseconds since the Unix epoch.
   virtual Nanos Now() const = 0;
+  // Nanoseconds since an arbitrary origin; never decreases.
+  virtual Nanos Monotonic() const = 0;
 };
 
-// Wall-clock time (std::chrono::system_clock), since stores persist and compare timestamps.
+// std::chrono::system_clock and std::chrono::steady_clock.
 class SystemClock final : public Clock {
  public:
   Nanos Now() const override;
+  Nanos Monotonic() const override;
   // A process-wide instance.
   static SystemClock& Instance();
-};
-
-// Time that moves only when told to. Thread-safe.
-class ManualClock final : public Clock {
- public:
-  explicit ManualClock(Nanos start = std::chrono::seconds(1'700'000'000)) : now_(start.count()) {}
-  Nanos Now() const override { return Nanos(now_.load(std::memory_order_acquire)); }
-  void Set(Nanos t) { now_.store(t.count(), std::memory_order_release); }
-  // A negative d moves time backwards, which callers must tolerate.
-  void Advance(Nanos d) { now_.fetch_add(d.count(), std::memory_order_acq_rel); }
-
- private:
-  std::atomic<int64_t> now_;
 };
 
 }  // namespace caudal

@@ -16,8 +16,9 @@
 #include "caudal/store_factory.h"
 #include "cli/command.h"
 #include "cli/serve_test_hooks.h"
-#include "limiter/background_store.h"
-#include "limiter/cat.h"
+#include "engine/background_store.h"
+#include "common/cat.h"
+#include "support/manual_clock.h"
 
 namespace caudal::cli {
 namespace {

@@ -1,4 +1,5 @@
 #include "cli/serve_test_hooks.h"
+#include "support/manual_clock.h"
 
 #include <charconv>
 #include <string>

@@ -13,6 +13,7 @@
 #include "caudal/clock.h"
 #include "caudal/server.h"
 #include "caudal/store.h"
+#include "support/manual_clock.h"
 
 namespace caudal::cli {
 

@@ -3,8 +3,11 @@
 namespace caudal {
 
 Nanos SystemClock::Now() const {
-  return std::chrono::duration_cast<Nanos>(
-      std::chrono::system_clock::now().time_since_epoch());
+  return std::chrono::duration_cast<Nanos>(std::chrono::system_clock::now().time_since_epoch());
+}
+
+Nanos SystemClock::Monotonic() const {
+  return std::chrono::duration_cast<Nanos>(std::chrono::steady_clock::now().time_since_epoch());
 }
 
 SystemClock& SystemClock::Instance() {

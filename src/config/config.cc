@@ -8,7 +8,7 @@
 
 #include "caudal/rate.h"
 #include "config/yaml_reader.h"
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "caudal/memory_store.h"
 #include "caudal/redis_store.h"
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal {
 

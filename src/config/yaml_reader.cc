@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "caudal/rate.h"
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal::config_internal {
 namespace {

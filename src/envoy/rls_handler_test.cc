@@ -7,6 +7,7 @@
 #include <map>
 
 #include "test_store.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <boost/json.hpp>
 
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal::http_api {
 namespace json = boost::json;

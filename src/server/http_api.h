@@ -12,7 +12,7 @@
 #include "caudal/config.h"
 #include "caudal/ip.h"
 #include "caudal/limiter.h"
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal::http_api {
 

@@ -7,7 +7,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
-#include "limiter/cat.h"
+#include "common/cat.h"
 #include "server/http_api.h"
 #include "server/request_parser.h"
 #include "server/response_writer.h"

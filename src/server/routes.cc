@@ -1,6 +1,6 @@
 #include "server/routes.h"
 
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal::routes {
 namespace {

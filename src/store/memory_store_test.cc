@@ -10,6 +10,7 @@
 
 #include "caudal/algorithms/sliding_window_log.h"
 #include "store/store_conformance.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

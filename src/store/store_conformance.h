@@ -29,6 +29,7 @@
 
 #include "caudal/clock.h"
 #include "caudal/store.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 

@@ -12,6 +12,7 @@
 #include "caudal/rate.h"
 #include "envoy/rls_client.h"
 #include "envoy/test_store.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {

@@ -8,6 +8,7 @@
 #include "caudal/envoy/grpc_server.h"
 #include "envoy/rls_client.h"
 #include "envoy/test_store.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {

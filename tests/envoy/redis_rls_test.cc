@@ -8,6 +8,7 @@
 #include "caudal/redis_store.h"
 #include "envoy/rls_client.h"
 #include "support/redis_server.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {

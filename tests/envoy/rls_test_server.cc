@@ -11,6 +11,7 @@
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/rate.h"
 #include "envoy/test_store.h"
+#include "support/manual_clock.h"
 
 namespace {
 

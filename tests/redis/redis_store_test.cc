@@ -11,6 +11,7 @@
 
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "caudal/redis_store.h"
 #include "support/redis_server.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

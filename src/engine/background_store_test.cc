@@ -1,11 +1,12 @@
-#include "limiter/background_store.h"
+#include "engine/background_store.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <vector>
 
-#include "limiter/testing_store.h"
+#include "engine/testing_store.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

@@ -1,4 +1,4 @@
-#include "limiter/request_keys.h"
+#include "engine/request_keys.h"
 
 #include "caudal/ip.h"
 #include "caudal/store.h"

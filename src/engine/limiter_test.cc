@@ -4,7 +4,8 @@
 
 #include <algorithm>
 
-#include "limiter/testing_store.h"
+#include "engine/testing_store.h"
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

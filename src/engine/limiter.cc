@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "caudal/ip.h"
-#include "limiter/log_throttle.h"
-#include "limiter/request_keys.h"
+#include "engine/log_throttle.h"
+#include "engine/request_keys.h"
 
 namespace caudal {
 

@@ -1,4 +1,4 @@
-#include "limiter/log_throttle.h"
+#include "engine/log_throttle.h"
 
 namespace caudal {
 

@@ -1,4 +1,4 @@
-#include "limiter/background_store.h"
+#include "engine/background_store.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal {
 namespace {

@@ -1,4 +1,5 @@
-#include "limiter/log_throttle.h"
+#include "engine/log_throttle.h"
+#include "support/manual_clock.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "limiter/cat.h"
+#include "common/cat.h"
 
 namespace caudal {
 namespace {
