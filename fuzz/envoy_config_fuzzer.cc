@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "fuzz_check.h"
 
 namespace caudal::envoy {
@@ -43,7 +43,7 @@ void CheckRule(const RateLimitRule& rule) {
 }
 
 void Run(std::string_view text) {
-  const Result<RateLimitConfig> config = RateLimitConfig::ParseText(text, std::string(kFile));
+  const Result<RateLimitConfig> config = ParseRateLimitConfigText(text, std::string(kFile));
   if (!config.ok()) {
     FUZZ_CHECK(config.status().code() == StatusCode::kInvalidArgument);
     FUZZ_CHECK(config.status().message().rfind(kFile, 0) == 0);

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "caudal/clock.h"
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/memory_store.h"
 #include "fuzz_check.h"
@@ -53,7 +53,7 @@ descriptors:
 )";
 
 const RateLimitConfig& Config() {
-  static const RateLimitConfig config = *RateLimitConfig::ParseText(kConfig, "fuzz.yaml");
+  static const RateLimitConfig config = *ParseRateLimitConfigText(kConfig, "fuzz.yaml");
   return config;
 }
 

@@ -19,6 +19,7 @@
 #include "engine/background_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::cli {
 namespace {
@@ -185,7 +186,7 @@ class ServeCommand final : public Command {
 
   static Result<std::shared_ptr<const envoy::RateLimitConfig>> LoadEnvoyConfig(
       const Config& config) {
-    auto loaded = envoy::RateLimitConfig::LoadPath(config.envoy.config);
+    auto loaded = envoy::LoadRateLimitConfig(config.envoy.config);
     if (!loaded.ok()) return Status::InvalidArgument(Cat("envoy_config: ", loaded.status().message()));
     return std::shared_ptr<const envoy::RateLimitConfig>(
         std::make_shared<envoy::RateLimitConfig>(std::move(*loaded)));

@@ -8,6 +8,7 @@
 
 #include "test_store.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {
@@ -63,7 +64,7 @@ class RlsHandlerTest : public ::testing::Test {
 
   RlsHandler& Handler() {
     if (!handler_) {
-      auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+      auto config = ParseRateLimitConfigText(kConfig, "test.yaml");
       EXPECT_TRUE(config.ok()) << config.status().ToString();
       handler_ = std::make_unique<RlsHandler>(
           store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)), options_);
@@ -327,7 +328,7 @@ TEST_F(RlsXHeadersTest, XRateLimitHeadersFollowTheLimitClosestToRefusing) {
 class RlsFailureTest : public ::testing::Test {
  protected:
   Result<RateLimitResponse> AskFailing(FailureMode mode) {
-    auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+    auto config = ParseRateLimitConfigText(kConfig, "test.yaml");
     RlsHandler handler(store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)),
                        {.failure_mode = mode});
     auto req = RlsHandlerTest::Request({{{"one", "f"}}, {{"ldap", "f"}}});
@@ -364,7 +365,7 @@ TEST_F(RlsFailureTest, DenyUnavailableFailsTheCall) {
 }
 
 TEST_F(RlsFailureTest, LocalDecidesInTheLocalStoreWithTheLimitsDivided) {
-  auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+  auto config = ParseRateLimitConfigText(kConfig, "test.yaml");
   testing::CountingMemoryStore local(clock_);
   RlsHandler handler(store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)),
                      {.failure_mode = FailureMode::kLocal, .local_store = &local, .instances = 2});

@@ -13,6 +13,7 @@
 #include "envoy/rls_client.h"
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {
@@ -103,7 +104,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {};
 TEST_P(Conformance, Cases) {
   const YAML::Node file =
       YAML::LoadFile(std::string(CAUDAL_CONFORMANCE_DIR) + "/" + GetParam());
-  auto config = RateLimitConfig::ParseText(file["config"].as<std::string>(), GetParam());
+  auto config = ParseRateLimitConfigText(file["config"].as<std::string>(), GetParam());
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   RlsOptions options;
   if (const YAML::Node o = file["options"]) {

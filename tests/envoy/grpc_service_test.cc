@@ -9,6 +9,7 @@
 #include "envoy/rls_client.h"
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {
@@ -48,7 +49,7 @@ RateLimitRequest Request(std::vector<std::pair<std::string, std::string>> entrie
 class GrpcServiceTest : public ::testing::Test {
  protected:
   void StartWith(Store& store, RlsOptions options = {}, GrpcServerOptions grpc = {}) {
-    auto config = RateLimitConfig::ParseText(kConfig, "test.yaml");
+    auto config = ParseRateLimitConfigText(kConfig, "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     handler_ = std::make_unique<RlsHandler>(
         store, clock_, std::make_shared<RateLimitConfig>(std::move(*config)), options);

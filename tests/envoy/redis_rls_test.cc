@@ -9,6 +9,7 @@
 #include "envoy/rls_client.h"
 #include "support/redis_server.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {
@@ -41,7 +42,7 @@ RateLimitRequest Request(std::vector<std::string> values_by_key) {
 // One RLS server on the shared RedisStore.
 struct Service {
   Service(Store& store, const Clock& clock, RlsOptions options) {
-    auto config = RateLimitConfig::ParseText(kConfig, "redis.yaml");
+    auto config = ParseRateLimitConfigText(kConfig, "redis.yaml");
     EXPECT_TRUE(config.ok()) << config.status().ToString();
     handler = std::make_unique<RlsHandler>(
         store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), options);

@@ -12,6 +12,7 @@
 #include "caudal/rate.h"
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace {
 
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
       return Fail(Status::InvalidArgument("unknown argument " + arg));
     }
   }
-  auto config = RateLimitConfig::LoadPath(config_path);
+  auto config = LoadRateLimitConfig(config_path);
   if (!config.ok()) return Fail(config.status());
   ManualClock clock(std::chrono::seconds(1'699'920'000));
   testing::CountingMemoryStore memory(clock);

@@ -96,16 +96,8 @@ struct DescriptorEntry {
 
 class RateLimitConfig {
  public:
-  struct Document {
-    std::string name;  // file name, used in messages
-    std::string text;
-  };
-
-  // Loads a file, or every *.yaml / *.yml file of a directory (sorted by name, one domain each).
-  static Result<RateLimitConfig> LoadPath(const std::string& path);
-  // Loads documents already read; a domain may appear in one document only.
-  static Result<RateLimitConfig> Parse(std::span<const Document> documents);
-  static Result<RateLimitConfig> ParseText(std::string_view text, std::string name = "<config>");
+  // Adds a domain's descriptor tree; kInvalidArgument when the domain is already there.
+  Status AddDomain(std::string domain, std::shared_ptr<const DescriptorNode> root);
 
   bool HasDomain(std::string_view domain) const;
   // The rule for `entries` in `domain` by the reference's rules; nullptr when none applies.

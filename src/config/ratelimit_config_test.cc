@@ -1,4 +1,4 @@
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,13 +14,13 @@ namespace {
 using ::testing::HasSubstr;
 
 RateLimitConfig Load(std::string_view yaml) {
-  auto c = RateLimitConfig::ParseText(yaml, "test.yaml");
+  auto c = ParseRateLimitConfigText(yaml, "test.yaml");
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return std::move(c).value();
 }
 
 std::string LoadError(std::string_view yaml) {
-  auto c = RateLimitConfig::ParseText(yaml, "test.yaml");
+  auto c = ParseRateLimitConfigText(yaml, "test.yaml");
   EXPECT_FALSE(c.ok()) << "loaded: " << yaml;
   return c.ok() ? "" : c.status().message();
 }
@@ -225,23 +225,23 @@ TEST(RateLimitConfig, LoadsADirectoryOneDomainPerFileAndRefusesDuplicates) {
                                    "{unit: second, requests_per_unit: 1}\n";
   std::ofstream(dir / "b.yml") << "domain: b\n";
   std::ofstream(dir / "notes.txt") << "not yaml: [";
-  auto c = RateLimitConfig::LoadPath(dir.string());
+  auto c = LoadRateLimitConfig(dir.string());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->DomainCount(), 2u);
   EXPECT_NE(c->Match("a", std::vector<DescriptorEntry>{{"k", "v"}}), nullptr);
   EXPECT_TRUE(c->HasDomain("b"));
 
   std::ofstream(dir / "c.yaml") << "domain: a\n";
-  auto dup = RateLimitConfig::LoadPath(dir.string());
+  auto dup = LoadRateLimitConfig(dir.string());
   ASSERT_FALSE(dup.ok());
   EXPECT_THAT(dup.status().message(), HasSubstr("c.yaml:1: field 'domain': domain 'a' is "
                                                 "already defined in"));
   EXPECT_THAT(dup.status().message(), HasSubstr("a.yaml"));
 
-  auto single = RateLimitConfig::LoadPath((dir / "a.yaml").string());
+  auto single = LoadRateLimitConfig((dir / "a.yaml").string());
   ASSERT_TRUE(single.ok());
   EXPECT_EQ(single->DomainCount(), 1u);
-  EXPECT_FALSE(RateLimitConfig::LoadPath((dir / "missing.yaml").string()).ok());
+  EXPECT_FALSE(LoadRateLimitConfig((dir / "missing.yaml").string()).ok());
   fs::remove_all(dir);
 }
 

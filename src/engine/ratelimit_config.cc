@@ -93,6 +93,13 @@ Result<DescriptorNode*> DescriptorNode::AddChild(std::unique_ptr<DescriptorNode>
   return raw;
 }
 
+Status RateLimitConfig::AddDomain(std::string domain, std::shared_ptr<const DescriptorNode> root) {
+  if (!domains_.emplace(std::move(domain), std::move(root)).second) {
+    return Status::InvalidArgument("domain defined twice");
+  }
+  return Status::Ok();
+}
+
 bool RateLimitConfig::HasDomain(std::string_view domain) const {
   return domains_.find(std::string(domain)) != domains_.end();
 }

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {
@@ -226,10 +226,10 @@ Result<std::string> ReadFile(const std::filesystem::path& path) {
 
 }  // namespace
 
-Result<RateLimitConfig> RateLimitConfig::Parse(std::span<const Document> documents) {
+Result<RateLimitConfig> ParseRateLimitConfig(std::span<const RateLimitDocument> documents) {
   RateLimitConfig config;
   std::unordered_map<std::string, std::string> domain_file;
-  for (const Document& doc : documents) {
+  for (const RateLimitDocument& doc : documents) {
     YAML::Node loaded;
     try {
       loaded = YAML::Load(doc.text);
@@ -255,20 +255,20 @@ Result<RateLimitConfig> RateLimitConfig::Parse(std::span<const Document> documen
     if (root["descriptors"] && !root["descriptors"].IsNull()) {
       if (Status s = reader.ReadDescriptors(root["descriptors"], *tree, 1); !s.ok()) return s;
     }
-    config.domains_.emplace(*domain, std::move(tree));
+    if (Status s = config.AddDomain(*domain, std::move(tree)); !s.ok()) return s;
   }
   return config;
 }
 
-Result<RateLimitConfig> RateLimitConfig::ParseText(std::string_view text, std::string name) {
-  const Document doc{.name = std::move(name), .text = std::string(text)};
-  return Parse(std::span<const Document>(&doc, 1));
+Result<RateLimitConfig> ParseRateLimitConfigText(std::string_view text, std::string name) {
+  const RateLimitDocument doc{.name = std::move(name), .text = std::string(text)};
+  return ParseRateLimitConfig(std::span<const RateLimitDocument>(&doc, 1));
 }
 
-Result<RateLimitConfig> RateLimitConfig::LoadPath(const std::string& path) {
+Result<RateLimitConfig> LoadRateLimitConfig(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  std::vector<Document> docs;
+  std::vector<RateLimitDocument> docs;
   if (fs::is_directory(path, ec)) {
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(path, ec)) {
@@ -288,7 +288,7 @@ Result<RateLimitConfig> RateLimitConfig::LoadPath(const std::string& path) {
     if (!text.ok()) return text.status();
     docs.push_back({.name = path, .text = std::move(*text)});
   }
-  return Parse(docs);
+  return ParseRateLimitConfig(docs);
 }
 
 }  // namespace caudal::envoy
