@@ -255,35 +255,35 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     FailOver(std::move(failed));
   }
 
-  // The store failed for `checks`: each follows its failure mode.
-  void FailOver(std::vector<size_t> checks) {
+  // The store failed for `failed`: each follows its failure mode. A shadow check under `local`
+  // is decided locally too (after the enforced ones, as with the store); otherwise it is not
+  // decided. A refund never refuses.
+  void FailOver(std::vector<size_t> failed) {
+    if (plan_.mode == DescriptorMode::kAllOrNothing) {  // the shadow checks were never sent
+      for (size_t i = 0; i < plan_.checks.size(); ++i) {
+        if (Limited(i) && plan_.checks[i].result.shadow) failed.push_back(i);
+      }
+    }
     std::vector<size_t> local;
-    for (size_t i : checks) {
+    for (size_t i : failed) {
       PlanCheck& c = plan_.checks[i];
       PolicyResult& r = c.result;
       r.decisions.clear();
       r.decided_by = DecidedBy::kFailOpen;
       r.allowed = true;
-      // A shadow check is not decided; a refund never refuses, and is applied locally only.
-      if (r.shadow || (r.refund && c.on_failure != FailureMode::kLocal)) continue;
-      switch (c.on_failure) {
-        case FailureMode::kAllow: break;
-        case FailureMode::kDeny:
-          r.decided_by = DecidedBy::kFailClosed;
-          r.allowed = false;
-          break;
-        case FailureMode::kLocal:
-          if (engine_.options_.local_store != nullptr && engine_internal::PrepareLocal(c, plan_.instances)) {
-            local.push_back(i);
-          } else if (!r.refund) {
-            r.decided_by = DecidedBy::kFailClosed;
-            r.allowed = false;
-          }
-          break;
+      if (c.on_failure == FailureMode::kLocal && engine_.options_.local_store != nullptr &&
+          engine_internal::PrepareLocal(c, plan_.instances)) {
+        (r.shadow ? local_shadow_ : local).push_back(i);
+        continue;
       }
+      if (r.shadow || r.refund || c.on_failure == FailureMode::kAllow) continue;
+      r.decided_by = DecidedBy::kFailClosed;  // deny, or a local fallback that cannot decide
+      r.allowed = false;
     }
-    if (local.empty()) return Finish();
     if (plan_.mode == DescriptorMode::kConsumeEach) {
+      local.insert(local.end(), local_shadow_.begin(), local_shadow_.end());
+      local_shadow_.clear();
+      if (local.empty()) return Finish();
       pending_.store(local.size(), std::memory_order_release);
       for (size_t i : local) {
         Send(*engine_.options_.local_store, {i}, /*consume=*/true, /*local=*/true,
@@ -294,21 +294,43 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       }
       return;
     }
+    if (local.empty()) return LocalShadows();
     Send(*engine_.options_.local_store, std::move(local), /*consume=*/!plan_.blocked,
          /*local=*/true, [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
            op.OnLocal(std::move(r), batch);
-           op.Finish();
+           op.LocalShadows();
          });
   }
 
   void OnLocal(Result<StoreResponse> r, const Batch& batch) {
     if (r.ok()) return Distribute(*r, batch, DecidedBy::kLocal);
-    // The local table is full or the request is malformed for it: fail closed.
+    // The local table is full or the request is malformed for it: fail closed (a shadow check
+    // or a refund: not decided).
     for (size_t i : batch.checks) {
       PolicyResult& p = plan_.checks[i].result;
-      if (p.refund) continue;
+      p.decided_by = DecidedBy::kFailOpen;
+      if (p.refund || p.shadow) continue;
       p.allowed = false;
       p.decided_by = DecidedBy::kFailClosed;
+    }
+  }
+
+  // All-or-nothing, failing over: the shadow checks decided locally, each alone, charged only
+  // if the request passed.
+  void LocalShadows() {
+    if (local_shadow_.empty()) return Finish();
+    bool admitted = !plan_.blocked;
+    for (const PlanCheck& c : plan_.checks) {
+      if (!c.result.shadow && !c.result.refund && !c.result.allowed) admitted = false;
+    }
+    const std::vector<size_t> todo = std::move(local_shadow_);
+    pending_.store(todo.size(), std::memory_order_release);
+    for (size_t i : todo) {
+      Send(*engine_.options_.local_store, {i}, admitted, /*local=*/true,
+           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             op.OnLocal(std::move(r), batch);
+             if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
+           });
     }
   }
 
@@ -408,6 +430,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   Plan plan_;
   std::atomic<size_t> pending_{0};
   Status store_error_;  // written before the failover, read after it (one thread at a time)
+  std::vector<size_t> local_shadow_;  // all-or-nothing: shadow checks to decide locally
 };
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
