@@ -38,6 +38,18 @@ TEST(AlgorithmTable, ListsEveryAlgorithmOnceInEnumOrder) {
   }
 }
 
+TEST(AlgorithmTable, EachEntryHasExactlyItsStateShapesFunctions) {
+  for (const AlgorithmInfo& e : kAlgorithmTable) {
+    SCOPED_TRACE(e.name);
+    const bool compact = e.state == StateShape::kCompact;
+    EXPECT_EQ(e.compact.decide != nullptr, compact);
+    EXPECT_EQ(e.compact.refund != nullptr, compact);
+    EXPECT_EQ(e.log.evaluate != nullptr, !compact);
+    EXPECT_EQ(e.log.commit != nullptr, !compact);
+    EXPECT_EQ(e.log.refund != nullptr, !compact);
+  }
+}
+
 // The name is a config value, a file name (src/redis/lua/<name>.lua) and, upper-cased, a Lua
 // identifier: snake_case keeps it valid as all three.
 TEST(AlgorithmTable, NamesAreDistinctSnakeCase) {
