@@ -4,7 +4,7 @@
 // what was expected, e.g.
 //   caudal.yaml:14:21: policies[1].limits[0].refill: expected "<count>/<duration>" such as
 //   "100/1m" (got "fast")
-// Unknown fields are errors too (a typo must not silently change nothing). See README for the
+// Unknown fields are errors too (a typo must not silently change nothing). See docs/configuration.md for the
 // reference; examples/caudal.yaml is a complete example.
 //
 // Thread-safety: values.
