@@ -34,7 +34,7 @@ class StorePasswordOutsideTheUrl(unittest.TestCase):
             self.assertNotIn("s3cr3t", text)
 
     def test_password_file_beside_the_config(self):
-        s = Serve("store: {url: %s, password_file: redis.secret}\n" % self.redis.url + POLICIES,
+        s = Serve("store: {url: %s, password_file: redis.secret, timeout: 2s}\n" % self.redis.url + POLICIES,
                   test_hooks=False, files={"redis.secret": PASSWORD + "\n"})
         try:
             self.assert_decides_by_the_store_and_prints_no_secret(s)
@@ -42,7 +42,7 @@ class StorePasswordOutsideTheUrl(unittest.TestCase):
             s.close()
 
     def test_password_and_url_from_the_environment(self):
-        s = Serve("store: {url: memory://}\n" + POLICIES, test_hooks=False,
+        s = Serve("store: {url: memory://, timeout: 2s}\n" + POLICIES, test_hooks=False,
                   env={"CAUDAL_STORE_URL": self.redis.url, "CAUDAL_STORE_PASSWORD": PASSWORD})
         try:
             self.assertIn("store redis://127.0.0.1", s.banner)
@@ -53,7 +53,7 @@ class StorePasswordOutsideTheUrl(unittest.TestCase):
     def test_a_password_in_the_url_is_redacted_everywhere(self):
         url = "redis://:%s@127.0.0.1:%d" % (PASSWORD.replace("@", "%40").replace("/", "%2F"),
                                             self.redis.port)
-        s = Serve("store: {url: '%s'}\n" % url + POLICIES, test_hooks=False)
+        s = Serve("store: {url: '%s', timeout: 2s}\n" % url + POLICIES, test_hooks=False)
         try:
             self.assertIn("redis://:***@127.0.0.1", s.banner)
             self.assert_decides_by_the_store_and_prints_no_secret(s)
