@@ -202,7 +202,12 @@ class LuaEquivalence : public ::testing::Test {
       EXPECT_TRUE(r.ok()) << r.status().ToString();
       if (r.ok()) out.push_back(*r);
     }
-    EXPECT_EQ(pos, ints.size());
+    // The reply ends with the call's time: here the time passed in.
+    const Result<int64_t> at = DecodeCallTime(ints, pos);
+    EXPECT_TRUE(at.ok()) << at.status().ToString();
+    if (at.ok()) {
+      EXPECT_EQ(*at, now);
+    }
     return out;
   }
 
@@ -239,8 +244,7 @@ class LuaEquivalence : public ::testing::Test {
           for (int j = 0, n = static_cast<int>(t.Uniform(1, 3)); j < n; ++j) {
             const int k = order[j];
             const EntryOp op = t.Chance(12) ? EntryOp::kRefund : EntryOp::kConsume;
-            r.push_back(
-                {.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k]), .op = op});
+            r.push_back({.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k]), .op = op});
           }
         }
         const std::vector<StoreResponse> got = Call(requests, now);
@@ -253,8 +257,8 @@ class LuaEquivalence : public ::testing::Test {
             const Decision& g = got[i].decisions[j];
             const Decision& w = want.decisions[j];
             ASSERT_EQ(g, w) << e.limit->ToString() << " key " << e.key << " cost " << e.cost
-                            << (e.op == EntryOp::kRefund ? " (refund)" : "")
-                            << " now " << now << " (trace " << trace << " step " << step
+                            << (e.op == EntryOp::kRefund ? " (refund)" : "") << " now " << now
+                            << " (trace " << trace << " step " << step
                             << ")\n  lua: " << VerdictName(g.verdict) << " rem " << g.remaining
                             << " reset " << g.reset_after.count() << " retry "
                             << g.retry_after.count() << "\n  c++: " << VerdictName(w.verdict)

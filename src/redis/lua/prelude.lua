@@ -1,8 +1,8 @@
 -- caudal's Lua prelude: integer arithmetic on Lua doubles, exact below 2^53.
 --
 -- The scripts under this folder are concatenated at build time, in the order prelude,
--- fixed_window, sliding_window_counter, token_bucket, gcra, sliding_window_log, decide, into
--- the one script Redis runs (src/redis/CMakeLists.txt): one file per algorithm, one atomic
+-- fixed_window, sliding_window_counter, token_bucket, gcra, sliding_window_log, undo, decide,
+-- into the one script Redis runs (src/redis/CMakeLists.txt): one file per algorithm, one atomic
 -- call per batch, so a request's limits of different algorithms are decided all-or-nothing.
 -- Each algorithm mirrors its C++ twin in src/algorithms/ line by line; the C++/Lua equivalence
 -- test replays random traces through both and requires identical decisions. Every integer here
