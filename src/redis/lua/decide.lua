@@ -46,16 +46,16 @@ local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
   local verdict, remaining, rst, retry, changed, w0, w1, w2
   if alg == SLIDING_WINDOW_COUNTER then
     verdict, remaining, rst, retry, changed, w0, w1, w2 =
-      sliding_window_counter_undo(st, cap, rp, now, units, at)
-  else
-    local give
-    if alg == FIXED_WINDOW then
-      give = fixed_window_undo_units(st, rp, now, units, at)
-    else
-      give = bucket_undo_units(rn, rp, now, units, at, reset)
-    end
+      sliding_window_counter_undo(st, cap, rp, now, units, at, reset)
+  elseif alg == FIXED_WINDOW then
     verdict, remaining, rst, retry, changed, w0, w1, w2 =
-      COMPACT_REFUND[alg](st, cap, rn, rp, now, give)
+      fixed_window_refund(st, cap, rn, rp, now, fixed_window_undo_units(st, rp, units, at, reset))
+  elseif alg == GCRA then
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      gcra_undo(st, cap, rn, rp, now, units, at, reset)
+  else
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      token_bucket_undo(st, cap, rn, rp, now, units, at, reset)
   end
   if changed then
     redis.call('SET', key, fmt('%d %d %d', w0, w1, w2), 'PX', ttl_ms(rst, slack))
