@@ -52,9 +52,11 @@ struct RedisStoreOptions {
   std::chrono::milliseconds reconnect_max = std::chrono::milliseconds(500);
   // Per server (for a cluster: per primary).
   size_t connections = 2;
-  // Script calls in flight per connection; requests beyond wait and are batched. (In a cluster a
-  // call carries the requests of one hash slot only.)
+  // Script calls in flight per connection; requests beyond wait and are batched.
   size_t max_calls_in_flight = 2;
+  // The same for a cluster node, where a call carries the requests of one hash slot only, so
+  // that keeping many of them in flight is what keeps a node busy.
+  size_t cluster_calls_in_flight = 32;
   // Requests carried by one script call; at most 4080, so that its reply fits the reply
   // parser's bound (ReplyLimits in resp.h).
   size_t max_batch = 128;

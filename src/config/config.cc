@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "caudal/rate.h"
+#include "caudal/store_factory.h"
 #include "config/yaml_reader.h"
 #include "common/cat.h"
 
@@ -159,9 +160,12 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
   if (n["url"]) {
     auto url = r.String(n["url"], "store.url");
     if (!url.ok()) return url.status();
-    if (*url != "memory://" && url->rfind("redis://", 0) != 0 && url->rfind("rediss://", 0) != 0) {
+    if (*url != "memory://" && url->rfind("redis://", 0) != 0 && url->rfind("rediss://", 0) != 0 &&
+        !IsRedisClusterOrSentinelUrl(*url)) {
       return r.Error(n["url"], "store.url",
-                     Cat("expected memory:// or redis://host:port (got ", Quoted(*url), ')'));
+                     Cat("expected memory://, redis://host:port or redis-cluster://host:port,... "
+                         "(got ",
+                         Quoted(*url), ')'));
     }
     out.url = *url;
   }

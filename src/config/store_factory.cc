@@ -1,10 +1,31 @@
 #include "caudal/store_factory.h"
 
 #include "caudal/memory_store.h"
+#include "caudal/redis_cluster_store.h"
 #include "caudal/redis_store.h"
 #include "common/cat.h"
 
 namespace caudal {
+
+namespace {
+
+// Redis Cluster, in one place: the same options as redis://, the URL's scheme naming the store.
+Result<std::unique_ptr<Store>> OpenRedisClusterOrSentinel(const StoreConfig& config,
+                                                          const OpenStoreOptions& options) {
+  RedisStoreOptions redis;
+  redis.url = config.url;
+  redis.deadline = config.timeout;
+  redis.test_clock = options.test_clock;
+  Result<std::unique_ptr<RedisClusterStore>> cluster = RedisClusterStore::Open(std::move(redis));
+  if (!cluster.ok()) return cluster.status();
+  return std::unique_ptr<Store>(std::move(cluster).value());
+}
+
+}  // namespace
+
+bool IsRedisClusterOrSentinelUrl(std::string_view url) {
+  return url.starts_with("redis-cluster://");
+}
 
 Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock& clock,
                                          OpenStoreOptions options) {
@@ -22,8 +43,10 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock&
     if (!store.ok()) return store.status();
     return std::unique_ptr<Store>(std::move(store).value());
   }
-  return Status::InvalidArgument(Cat("store.url: ", Quoted(config.url),
-                                     " is not a store URL (memory:// or redis://host:port)"));
+  if (IsRedisClusterOrSentinelUrl(config.url)) return OpenRedisClusterOrSentinel(config, options);
+  return Status::InvalidArgument(
+      Cat("store.url: ", Quoted(config.url),
+          " is not a store URL (memory://, redis://host:port or redis-cluster://host:port,...)"));
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

@@ -59,12 +59,16 @@ void Node::Start(std::function<void(Status)> done) {
     std::function<void(Status)> done;
   };
   auto tally = std::make_shared<Tally>(Tally{links_.size(), Status::Ok(), std::move(done)});
+  starting_ = true;
   for (const auto& link : links_) {
     Link* l = link.get();
     Connect(*l, [this, l, tally](Status st) {
       if (!st.ok() && !shut_down_) Retry(*l);
       if (!st.ok() && tally->first.ok()) tally->first = st;
-      if (--tally->left == 0 && tally->done) tally->done(tally->first);
+      if (--tally->left > 0) return;
+      starting_ = false;
+      if (tally->done) tally->done(tally->first);
+      if (!shut_down_) Dispatch();
     });
   }
 }
@@ -177,6 +181,7 @@ std::vector<PartPtr> Node::NextBatch() {
 
 void Node::Dispatch() {
   while (!waiting_.empty()) {
+    if (ready_ == 0 && starting_) return;  // Start() dispatches once its attempts are over
     if (ready_ == 0) {
       std::vector<PartPtr> failed = TakeWaiting();
       failed.erase(std::remove_if(failed.begin(), failed.end(),

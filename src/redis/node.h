@@ -116,8 +116,8 @@ class Node {
 
   // Queues a part; Dispatch() sends it.
   void Enqueue(PartPtr part) { waiting_.push_back(std::move(part)); }
-  // Sends what waits, as batches, to connections with room. With no connection up, the waiting
-  // parts go back to the listener as failed.
+  // Sends what waits, as batches, to connections with room. With no connection up (once the
+  // first attempt to connect is over), the waiting parts go back to the listener as failed.
   void Dispatch();
   // Removes and returns every part not yet sent (to route them elsewhere).
   std::vector<PartPtr> TakeWaiting();
@@ -172,6 +172,7 @@ class Node {
   std::vector<std::unique_ptr<Link>> links_;
   std::deque<PartPtr> waiting_;  // null entries were taken by a batch out of order
   int ready_ = 0;
+  bool starting_ = false;  // Start()'s first attempts are not all over yet
   bool shut_down_ = false;
   std::string last_error_ = "not connected yet";
   // Outlives the node inside pending handlers, which check it before touching the node.

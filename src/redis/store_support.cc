@@ -49,9 +49,11 @@ Status ValidateStoreOptions(const RedisStoreOptions& options) {
       options.stall_timeout <= std::chrono::milliseconds(0)) {
     return Status::InvalidArgument("redis store: deadline and timeouts must be positive");
   }
-  if (options.max_batch < 1 || options.max_calls_in_flight < 1 || options.max_outstanding < 1) {
+  if (options.max_batch < 1 || options.max_calls_in_flight < 1 ||
+      options.cluster_calls_in_flight < 1 || options.max_outstanding < 1) {
     return Status::InvalidArgument(
-        "redis store: max_batch, max_calls_in_flight and max_outstanding must be at least 1");
+        "redis store: max_batch, max_calls_in_flight, cluster_calls_in_flight and "
+        "max_outstanding must be at least 1");
   }
   // A call's reply is one array: the allowed flag and 4 integers per entry of every request,
   // and the call's time.
