@@ -72,9 +72,11 @@ struct RedisStoreOptions {
   std::chrono::milliseconds topology_refresh = std::chrono::seconds(5);
   // Deadlines and latencies use its Monotonic(); null: the system clock. Must outlive the store.
   const Clock* clock = nullptr;
-  // Tests only: take `now` from this clock instead of Redis's TIME (keys then get an hour of
-  // extra TTL, since Redis expires them on its own clock). Must outlive the store.
-  const Clock* test_clock = nullptr;
+  // Decide at this clock's time instead of Redis's TIME. Null (the default) uses TIME, which
+  // every instance shares; set it only where one clock drives every instance (replaying
+  // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
+  // them on its own clock. Must outlive the store.
+  const Clock* decision_clock = nullptr;
 };
 
 struct RedisStoreStats {

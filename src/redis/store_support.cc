@@ -89,7 +89,7 @@ NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& ur
           .stall_timeout = options.stall_timeout,
           .reconnect_min = options.reconnect_min,
           .reconnect_max = options.reconnect_max,
-          .decision_clock = options.test_clock};
+          .decision_clock = options.decision_clock};
 }
 
 void FailParts(Pipeline& pipeline, std::vector<PartPtr>& parts, const Status& why) {

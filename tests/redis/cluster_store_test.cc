@@ -8,7 +8,7 @@
 
 #include "caudal/config.h"
 #include "caudal/redis_cluster_store.h"
-#include "caudal/store_factory.h"
+#include "caudal/store_registry.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
@@ -286,7 +286,7 @@ policies:
 )"),
                                       "test.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance(), {});
+  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->Name(), "redis-cluster");
   EXPECT_TRUE((*store)->Ping().ok());

@@ -46,7 +46,7 @@ std::unique_ptr<RedisClusterStore> Open(const Clock& clock, std::string key_pref
       {.url = Cluster() != nullptr ? Cluster()->url() : "redis-cluster://unavailable:1",
        .key_prefix = std::move(key_prefix),
        .deadline = std::chrono::seconds(5),
-       .test_clock = &clock});
+       .decision_clock = &clock});
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return store.ok() ? std::move(*store) : nullptr;
 }
