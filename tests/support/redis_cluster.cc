@@ -66,7 +66,8 @@ Status RedisCluster::Create(const RedisClusterOptions& options) {
         {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                         "--cluster-node-timeout", std::to_string(options.node_timeout.count()),
                         // a replica of a dead primary may take over however stale it is
-                        "--cluster-replica-validity-factor", "0"},
+                        "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage",
+                        options.require_full_coverage ? "yes" : "no"},
          .cluster_bus_port = true});
     if (!node.ok()) return node.status();
     nodes_.push_back(std::move(*node));

@@ -24,6 +24,9 @@ struct RedisClusterOptions {
   int replicas_per_primary = 0;
   // cluster-node-timeout: how long a silent primary takes to be declared failed (failover).
   std::chrono::milliseconds node_timeout{1000};
+  // cluster-require-full-coverage: Redis's default (yes) stops every slot while one is not
+  // served (a dead primary before its replica's promotion); no keeps the others serving.
+  bool require_full_coverage = true;
 };
 
 class RedisCluster {
