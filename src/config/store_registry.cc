@@ -2,6 +2,7 @@
 
 #include "caudal/memory_store.h"
 #include "caudal/redis_cluster_store.h"
+#include "caudal/redis_sentinel_store.h"
 #include "caudal/redis_store.h"
 #include "common/cat.h"
 #include "redis/redis_url.h"
@@ -56,6 +57,23 @@ Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const
   return std::unique_ptr<Store>(std::move(store).value());
 }
 
+// Redis Sentinel: the same options as redis://, the URL naming the sentinels and the primary.
+Status ValidateRedisSentinel(std::string_view url) {
+  auto parsed = redis::ParseSentinelUrl(url);
+  return parsed.ok() ? Status::Ok() : parsed.status();
+}
+
+Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, const Clock& clock,
+                                                 StoreOpenOptions options) {
+  RedisStoreOptions redis;
+  redis.url = config.url;
+  redis.deadline = config.timeout;
+  if (options.decide_on_clock) redis.decision_clock = &clock;
+  auto store = RedisSentinelStore::Open(std::move(redis));
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
 constexpr StoreKind kKinds[] = {
     {.scheme = "memory", .example = "memory://", .remote = false, .tls = false,
      .validate = ValidateMemory, .open = OpenMemory},
@@ -66,6 +84,9 @@ constexpr StoreKind kKinds[] = {
     {.scheme = "redis-cluster",
      .example = "redis-cluster://[user:password@]host:port[,host:port...][?tls=true]",
      .remote = true, .tls = false, .validate = ValidateRedisCluster, .open = OpenRedisCluster},
+    {.scheme = "redis-sentinel",
+     .example = "redis-sentinel://[user:password@]host:port[,host:port...]/master-name[/db]",
+     .remote = true, .tls = false, .validate = ValidateRedisSentinel, .open = OpenRedisSentinel},
 };
 
 }  // namespace

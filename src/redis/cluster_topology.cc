@@ -62,7 +62,7 @@ void ClusterTopology::Shutdown(const Status& why) {
   shut_down_ = true;
   refresh_timer_.cancel();
   ask_timer_.cancel();
-  if (const std::shared_ptr<Connection> seed = std::move(seed_conn_)) seed->Close(why);
+  if (const std::shared_ptr<OneShot> seed = std::move(seed_ask_)) seed->Cancel(why);
   for (auto& [address, node] : nodes_) node->Shutdown(why);
   if (on_started_) std::exchange(on_started_, nullptr)(why);
 }
@@ -139,11 +139,14 @@ void ClusterTopology::AskNext(std::shared_ptr<std::vector<Endpoint>> candidates,
   ask_timer_.expires_after(options_.connect_timeout);
   ask_timer_.async_wait([this, next, at](const boost::system::error_code& ec) {
     if (ec || shut_down_) return;
-    if (const std::shared_ptr<Connection> seed = std::move(seed_conn_)) {
-      seed->Close(Status::Unavailable("timed out"));
+    const Status late =
+        Status::Unavailable(Cat("redis at ", Address(at), " did not answer CLUSTER SLOTS within ",
+                                options_.connect_timeout.count(), "ms"));
+    if (const std::shared_ptr<OneShot> seed = std::move(seed_ask_)) {
+      seed->Cancel(late);  // answers through `next`
+    } else {
+      next(late);
     }
-    next(Status::Unavailable(Cat("redis at ", Address(at), " did not answer CLUSTER SLOTS within ",
-                                 options_.connect_timeout.count(), "ms")));
   });
   const auto node = nodes_.find(Address(at));
   if (node != nodes_.end() && node->second->ready() &&
@@ -157,33 +160,12 @@ void ClusterTopology::AskNext(std::shared_ptr<std::vector<Endpoint>> candidates,
 
 // A short-lived connection (AUTH only) that asks CLUSTER SLOTS once.
 void ClusterTopology::AskSeed(const Endpoint& seed, std::function<void(Result<SlotMap>)> done) {
-  auto conn =
-      std::make_shared<Connection>(runner_.io, url_.Node(seed), runner_.tls(), clock_,
-                                   ConnectionSetup{.select_db = false, .load_script = false});
-  seed_conn_ = conn;
-  std::weak_ptr<Connection> weak = conn;
-  conn->Start(
-      options_.connect_timeout,
-      [this, weak, seed, done](Status st) {
-        if (shut_down_) return;
-        const std::shared_ptr<Connection> c = weak.lock();
-        if (!st.ok() || c == nullptr) {
-          done(st.ok() ? Status::Unavailable("seed connection closed") : st);
-          return;
-        }
-        std::string command;
-        AppendCommand(std::vector<std::string_view>{"CLUSTER", "SLOTS"}, command);
-        c->Send(command, [this, weak, seed, done](Result<Reply> r) {
-          if (shut_down_) return;
-          Result<SlotMap> map = ParseSlots(std::move(r), seed);
-          if (const std::shared_ptr<Connection> used = weak.lock()) {
-            used->Close(Status::Unavailable("done"));
-          }
-          if (seed_conn_ == weak.lock()) seed_conn_.reset();
-          done(std::move(map));
-        });
-      },
-      [](Status) {});
+  seed_ask_ = OneShot::Ask(runner_, clock_, url_.Node(seed), {"CLUSTER", "SLOTS"},
+                           options_.connect_timeout, [this, seed, done](Result<Reply> r) {
+                             if (shut_down_) return;
+                             seed_ask_.reset();
+                             done(ParseSlots(std::move(r), seed));
+                           });
 }
 
 void ClusterTopology::FinishRefresh(Result<SlotMap> map) {

@@ -25,6 +25,7 @@
 #include "caudal/redis_store.h"
 #include "redis/hash_slot.h"
 #include "redis/node.h"
+#include "redis/one_shot.h"
 #include "redis/redis_url.h"
 #include "redis/slot_map.h"
 #include "redis/store_support.h"
@@ -109,10 +110,10 @@ class ClusterTopology final : public NodeListener {
   std::optional<Nanos> last_refresh_;
   boost::asio::steady_timer refresh_timer_;
   std::optional<Nanos> refresh_at_;
-  std::shared_ptr<Connection> seed_conn_;  // a seed being asked for the map
-  boost::asio::steady_timer ask_timer_;    // bounds each ask by connect_timeout
-  uint64_t ask_id_ = 0;                    // answers to an older ask are ignored
-  size_t rotation_ = 0;                    // which connected node to ask first
+  std::shared_ptr<OneShot> seed_ask_;    // a seed being asked for the map
+  boost::asio::steady_timer ask_timer_;  // bounds each ask by connect_timeout
+  uint64_t ask_id_ = 0;                  // answers to an older ask are ignored
+  size_t rotation_ = 0;                  // which connected node to ask first
   bool shut_down_ = false;
 
   // Start(): called once the first map is applied and its nodes have tried to connect.

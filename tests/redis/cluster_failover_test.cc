@@ -16,6 +16,7 @@
 #include "caudal/redis_cluster_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
+#include "redis/load_threads.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_cluster.h"
@@ -23,6 +24,8 @@
 namespace caudal {
 namespace {
 
+using load::Load;
+using load::Outcome;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::RedisCluster;
@@ -66,66 +69,6 @@ std::vector<std::string> Keys(const std::string& base, int count, Algorithm a,
   }
   return out;
 }
-
-struct Outcome {
-  SteadyClock::time_point sent, answered;
-  size_t key = 0;        // index of the request's first key
-  bool ok = false;       // answered (not an error)
-  bool allowed = false;  // admitted
-  StatusCode code = StatusCode::kOk;
-};
-
-// Threads sending requests round-robin over `requests` (each a list of key indexes) until
-// stopped, recording every outcome.
-class Load {
- public:
-  Load(Store& store, const std::vector<std::string>& keys, const Limit& limit,
-       std::vector<std::vector<size_t>> requests, int threads)
-      : store_(store), keys_(keys), limit_(limit), requests_(std::move(requests)) {
-    for (int t = 0; t < threads; ++t) {
-      workers_.emplace_back([this, t, threads] {
-        std::vector<Outcome> mine;
-        for (size_t i = static_cast<size_t>(t); !stop_.load(); i += static_cast<size_t>(threads)) {
-          const std::vector<size_t>& r = requests_[i % requests_.size()];
-          std::vector<EntryRef> entries;
-          for (size_t k : r) entries.push_back({.key = keys_[k], .limit = &limit_, .cost = 1});
-          Outcome o;
-          o.sent = SteadyClock::now();
-          o.key = r.front();
-          const Result<StoreResponse> got = store_.Decide(entries);
-          o.answered = SteadyClock::now();
-          o.ok = got.ok();
-          o.allowed = got.ok() && got->allowed;
-          o.code = got.ok() ? StatusCode::kOk : got.status().code();
-          mine.push_back(o);
-        }
-        std::lock_guard lock(mu_);
-        outcomes_.insert(outcomes_.end(), mine.begin(), mine.end());
-      });
-    }
-  }
-  ~Load() { Stop(); }
-
-  std::vector<Outcome> Stop() {
-    stop_.store(true);
-    for (std::thread& w : workers_) {
-      if (w.joinable()) w.join();
-    }
-    return outcomes_;
-  }
-
- private:
-  Store& store_;
-  const std::vector<std::string>& keys_;
-  const Limit& limit_;
-  const std::vector<std::vector<size_t>> requests_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::vector<Outcome> outcomes_;  // guarded by mu_
-};
-
-double Ms(SteadyClock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 // redis-cli --cluster reshard moves 300 slots from the first primary to the second while 4
 // threads decide on keys of those slots (one key, or two in different slots). Nothing fails
@@ -274,7 +217,7 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
     acked += n;
   }
   const RedisStoreStats stats = (*store)->Stats();
-  std::cout << "failover: gap " << Ms(first_back - killed_at) << " ms, " << victim_failures
+  std::cout << "failover: gap " << load::Ms(first_back - killed_at) << " ms, " << victim_failures
             << " decisions failed (kUnavailable) for the dead primary's slots, " << admitted_in_gap
             << " admitted for them meanwhile, " << bystander_errors << " failures elsewhere; lost "
             << lost << " of " << acked << " acknowledged admissions; map reads "
