@@ -19,6 +19,8 @@
 
 #include "caudal/clock.h"
 #include "caudal/ip.h"
+#include "caudal/log.h"
+#include "caudal/refusals.h"
 #include "caudal/policy.h"
 #include "caudal/status.h"
 
@@ -51,6 +53,9 @@ struct StoreConfig {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
+  // A remote store's refusals are remembered until they run out, so a flooding key costs it
+  // nothing more (see src/engine/over_limit_cache.h).
+  bool over_limit_cache = true;
 };
 
 struct HeaderDescriptor {
@@ -84,8 +89,17 @@ struct EnvoyConfig {
   int64_t max_concurrent_calls = 10'000;
 };
 
+// What caudal logs, and how (see docs/operations.md).
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+  bool refusals = true;                               // a throttled line per refused identity
+  IdentityDisplay identities = IdentityDisplay::kHash;  // in logs and /v1/top-refused
+};
+
 struct Config {
   std::string path;
+  LoggingConfig logging;
   StoreConfig store;
   ServerConfig server;
   EnvoyConfig envoy;

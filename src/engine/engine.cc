@@ -7,6 +7,8 @@
 
 #include "common/cat.h"
 #include "engine/log_throttle.h"
+#include "engine/over_limit_cache.h"
+#include "caudal/refusals.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -22,8 +24,14 @@ std::string_view DecidedByName(DecidedBy d) {
     case DecidedBy::kLocal: return "local";
     case DecidedBy::kFailOpen: return "fail_open";
     case DecidedBy::kFailClosed: return "fail_closed";
+    case DecidedBy::kOverLimitCache: return "over_limit_cache";
+    case DecidedBy::kSkipped: return "skipped";
   }
   return "unknown";
+}
+
+bool IsFailover(DecidedBy d) {
+  return d == DecidedBy::kLocal || d == DecidedBy::kFailOpen || d == DecidedBy::kFailClosed;
 }
 
 std::string_view OutcomeName(Outcome o) {
@@ -47,6 +55,8 @@ bool Tighter(const Decision& x, const Decision& y) {
 void Count(PolicyCounters& c, const PolicyResult& r) {
   if (r.kind == CheckKind::kNoLimit) return;
   switch (r.decided_by) {
+    case DecidedBy::kSkipped: return;
+    case DecidedBy::kOverLimitCache: break;
     case DecidedBy::kFailOpen:
       if (!r.shadow) c.fail_open.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -56,6 +66,42 @@ void Count(PolicyCounters& c, const PolicyResult& r) {
   }
   (r.allowed ? c.allowed : c.denied).fetch_add(1, std::memory_order_relaxed);
   if (r.shadow && !r.allowed) c.shadow_denied.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Reads one length-prefixed field ("4:demo") at `pos`; false when malformed.
+bool ReadField(std::string_view s, size_t& pos, std::string_view* out) {
+  size_t n = 0;
+  size_t i = pos;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') n = n * 10 + static_cast<size_t>(s[i++] - '0');
+  if (i == pos || i >= s.size() || s[i] != ':' || s.size() - (i + 1) < n) return false;
+  *out = s.substr(i + 1, n);
+  pos = i + 1 + n;
+  return true;
+}
+
+// The identity a check's first key was built from, as "name=value,...": a policy's identity
+// fields, or an Envoy descriptor's entries (see the key layouts in plan_*.cc).
+std::string IdentityOf(const engine_internal::Check& c) {
+  if (c.keys.empty()) return "";
+  const std::string_view key = c.keys[0];
+  size_t pos = key.find('{');
+  if (pos == std::string_view::npos) return "";
+  ++pos;
+  std::string out;
+  std::string_view a, b;
+  if (c.result.policy != nullptr) {
+    for (const std::string& name : c.result.policy->spec.identity) {
+      if (!ReadField(key, pos, &a)) break;
+      out += Cat(out.empty() ? "" : ",", name, '=', a);
+    }
+    return out;
+  }
+  if (!ReadField(key, pos, &a)) return "";  // the domain
+  while (ReadField(key, pos, &a) && ReadField(key, pos, &b)) {
+    out += Cat(out.empty() ? "" : ",", a, '=', b);
+    if (pos < key.size() && key[pos] == '}') ++pos;
+  }
+  return out;
 }
 
 }  // namespace
@@ -113,6 +159,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       if (Limited(i) && !plan_.checks[i].result.shadow) enforced.push_back(i);
     }
     if (enforced.empty()) return RunSecondary(/*admitted=*/!plan_.blocked);
+    if (!plan_.blocked && RefusedFromCache(enforced)) return RunSecondary(/*admitted=*/false);
     // A blocked check refuses the request anyway: look, do not consume (refunds still apply).
     const bool consume = !plan_.blocked;
     Send(engine_.store_, std::move(enforced), consume, /*local=*/false,
@@ -129,10 +176,58 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     std::vector<EntryRef> entries;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     std::vector<size_t> entry_of;  // per (check, limit) in order: its entry
+    Nanos sent{0};                 // monotonic
   };
   using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
 
   bool Limited(size_t i) const { return plan_.checks[i].result.kind == CheckKind::kLimited; }
+
+  // Over-limit cache: refuses `checks` (all-or-nothing) when one of them was refused by the store
+  // for this cost or less and it still would be; the others are then skipped. Refunds among
+  // them forget their keys first. False when the store must decide.
+  bool RefusedFromCache(const std::vector<size_t>& checks) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return false;
+    const Nanos now = engine_.clock_.Monotonic();
+    bool refunds = false;
+    for (size_t i : checks) {
+      const PlanCheck& c = plan_.checks[i];
+      if (!c.result.refund) continue;
+      for (const std::string& key : c.keys) cache->Forget(key);
+      refunds = true;
+    }
+    if (refunds) return false;  // a refund applies whatever else is refused: the store must see it
+    for (size_t i : checks) {
+      PlanCheck& c = plan_.checks[i];
+      if (c.result.refund || c.result.cost == 0) continue;
+      for (size_t k = 0; k < c.keys.size(); ++k) {
+        const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.cost, now);
+        if (!d) continue;
+        for (size_t j : checks) plan_.checks[j].result.decided_by = DecidedBy::kSkipped;
+        PolicyResult& r = c.result;
+        r.limits = {r.limits[k]};
+        r.decisions = {*d};
+        r.allowed = false;
+        r.decided_by = DecidedBy::kOverLimitCache;
+        if (engine_.options_.metrics != nullptr) engine_.options_.metrics->CountOverLimitCacheHit();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Remembers the refusals of a store response, for the over-limit cache.
+  void RememberRefusals(const StoreResponse& resp, const Batch& batch) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return;
+    for (size_t e = 0; e < batch.entries.size() && e < resp.decisions.size(); ++e) {
+      const EntryRef& entry = batch.entries[e];
+      if (entry.op != EntryOp::kConsume || entry.cost == 0) continue;
+      if (resp.decisions[e].verdict == Verdict::kDenied) {
+        cache->Remember(entry.key, entry.cost, batch.sent, resp.decisions[e]);
+      }
+    }
+  }
 
   void Send(Store& store, std::vector<size_t> checks, bool consume, bool local, Then then) {
     auto batch = std::make_shared<Batch>();
@@ -167,11 +262,14 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       batch->entries[e].op = net[e] < 0 ? EntryOp::kRefund : EntryOp::kConsume;
       batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
     }
-    const Nanos sent = engine_.clock_.Monotonic();
+    batch->sent = engine_.clock_.Monotonic();
     Batch* b = batch.get();
     store.DecideAsync(b->entries, [self = shared_from_this(), batch = std::move(batch), then,
-                                   sent, local](Result<StoreResponse> r) {
-      if (!local) self->ObserveStore(sent, r.status());
+                                   local](Result<StoreResponse> r) {
+      if (!local) {
+        self->ObserveStore(batch->sent, r.status());
+        if (r.ok()) self->RememberRefusals(*r, *batch);
+      }
       then(*self, std::move(r), *batch);
     });
   }
@@ -206,12 +304,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
 
   void OnEnforced(Result<StoreResponse> r, const Batch& batch) {
     if (r.ok()) {
-      engine_.NoteStoreHealth(Status::Ok());
       Distribute(*r, batch, DecidedBy::kStore);
       return RunSecondary(r->allowed && !plan_.blocked);
     }
     if (r.status().code() == StatusCode::kInvalidArgument) return Complete(r.status());
-    engine_.NoteStoreHealth(r.status());
     store_error_ = r.status();
     FailOver(batch.checks);
   }
@@ -220,7 +316,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   void DecideEach() {
     std::vector<size_t> todo;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
-      if (Limited(i)) todo.push_back(i);
+      if (Limited(i) && !RefusedFromCache({i})) todo.push_back(i);
     }
     if (todo.empty()) return Finish();
     pending_.store(todo.size(), std::memory_order_release);
@@ -229,12 +325,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
            [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
              PlanCheck& c = op.plan_.checks[batch.checks[0]];
              if (r.ok()) {
-               op.engine_.NoteStoreHealth(Status::Ok());
                op.Distribute(*r, batch, DecidedBy::kStore);
              } else {
-               if (r.status().code() != StatusCode::kInvalidArgument) {
-                 op.engine_.NoteStoreHealth(r.status());
-               }
                c.error = r.status();
              }
              if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.AfterEach();
@@ -372,7 +464,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     bool denied = false;
     for (PlanCheck& c : plan_.checks) {
       PolicyResult& r = c.result;
-      if (r.kind == CheckKind::kLimited && r.decided_by != DecidedBy::kStore) out.degraded = true;
+      if (r.kind == CheckKind::kLimited && IsFailover(r.decided_by)) out.degraded = true;
       if (r.kind == CheckKind::kBlocked) r.allowed = false;
       if (r.shadow || r.allowed) continue;
       if (r.decided_by == DecidedBy::kFailClosed) closed = true;
@@ -385,6 +477,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     out.outcome = closed ? Outcome::kUnavailable : denied ? Outcome::kDenied : Outcome::kAllowed;
     if (out.outcome == Outcome::kDenied) out.retry_after = retry;
     CountMetrics();
+    RecordRefusals();
     out.results.reserve(plan_.checks.size());
     for (PlanCheck& c : plan_.checks) out.results.push_back(std::move(c.result));
     Complete(std::move(out));
@@ -397,6 +490,24 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       PolicyCounters* counters = c.counters;
       if (!c.detailed_name.empty()) counters = &m->ForDetailed(api_, c.detailed_name);
       if (counters != nullptr) Count(*counters, c.result);
+    }
+  }
+
+  // Every enforced check a store (shared, local or its cache) refused, to the heavy hitters and
+  // the throttled log.
+  void RecordRefusals() {
+    Refusals* refusals = engine_.options_.refusals;
+    if (refusals == nullptr) return;
+    for (const PlanCheck& c : plan_.checks) {
+      const PolicyResult& r = c.result;
+      const bool by_store = r.decided_by == DecidedBy::kStore || r.decided_by == DecidedBy::kLocal ||
+                            r.decided_by == DecidedBy::kOverLimitCache;
+      if (r.allowed || r.shadow || r.kind != CheckKind::kLimited || !by_store) continue;
+      const int t = r.Tightest();
+      if (t < 0) continue;
+      const Decision& d = r.decisions[static_cast<size_t>(t)];
+      refusals->Record(api_, c.stat_name, IdentityOf(c), r.limits[static_cast<size_t>(t)]->ToString(),
+                       d.verdict == Verdict::kNeverFits ? d.reset_after : d.retry_after);
     }
   }
 
@@ -435,7 +546,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
     : store_(store), clock_(clock), options_(options),
-      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})) {
+      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})),
+      cache_(options.over_limit_cache_keys == 0
+                 ? nullptr
+                 : std::make_unique<engine_internal::OverLimitCache>(options.over_limit_cache_keys)) {
   auto snap = std::make_shared<Snapshot>();
   snap->policies = *PolicySet::Create({}, {});
   snapshot_.store(std::move(snap));
@@ -523,29 +637,5 @@ Result<CheckResult> Wait(Engine& engine, Request&& request) {
 
 Result<CheckResult> Engine::Check(CheckRequest request) { return Wait(*this, std::move(request)); }
 Result<CheckResult> Engine::Check(const DomainRequest& request) { return Wait(*this, request); }
-
-void Engine::NoteStoreHealth(const Status& s) {
-  const bool failing = !s.ok();
-  if (degraded_.exchange(failing, std::memory_order_acq_rel) == failing) return;
-  if (options_.metrics != nullptr) options_.metrics->SetStoreDegraded(failing);
-  if (options_.log == nullptr) return;
-  const std::string store = Quoted(store_.Name());
-  if (!failing) {
-    options_.log->Info(Cat("store ", store, " answers again; checks decided by the store"));
-    return;
-  }
-  const auto snap = snapshot_.load(std::memory_order_acquire);
-  std::string modes;
-  for (const PolicySet::Policy& p : snap->policies->policies()) {
-    if (p.shadow()) continue;
-    modes += Cat(modes.empty() ? "" : ", ", p.spec.name, '=', FailureModeName(p.on_failure));
-  }
-  if (snap->domains != nullptr) {
-    modes += Cat(modes.empty() ? "" : ", ", "envoy domains=",
-                 FailureModeName(snap->domain_options.on_failure));
-  }
-  options_.log->Warning(
-      Cat("store ", store, " failed (", s.ToString(), "); deciding by failure mode: ", modes));
-}
 
 }  // namespace caudal

@@ -69,16 +69,19 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
     return;
   }
+  if (path == "/v1/top-refused" && ctx.refusals != nullptr) {
+    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
+    return done(Text(200, http_api::TopRefusedJson(*ctx.refusals, r.target), "application/json"));
+  }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
     if (path == "/metrics") {
       return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
     }
     if (path == "/healthz") return done(Text(200, "ok\n"));
-    const Status s = ctx.engine.store().Ping();
+    const Status s = ctx.health.Ready();
     if (s.ok()) return done(Text(200, "ready\n"));
-    return done(Text(503, Cat("not ready: store ", ctx.engine.store().Name(), ": ",
-                              s.ToString(), '\n')));
+    return done(Text(503, Cat("not ready: ", s.message(), '\n')));
   }
   done(http_api::ErrorReply({.status = 404, .code = "not_found",
                              .message = Cat("path ", Quoted(path.substr(0, 200)),

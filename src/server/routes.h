@@ -8,6 +8,7 @@
 #include "caudal/ip.h"
 #include "caudal/engine.h"
 #include "caudal/metrics.h"
+#include "caudal/store_health.h"
 #include "caudal/server.h"
 #include "server/http_api.h"
 
@@ -25,6 +26,8 @@ struct Request {
 struct Context {
   Engine& engine;
   Metrics& metrics;
+  const StoreHealth& health;
+  const Refusals* refusals;
   const ForwardAuthOptions& auth;
 };
 
