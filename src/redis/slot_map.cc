@@ -60,11 +60,13 @@ Result<SlotMap> SlotMap::FromClusterSlots(const redisReply& reply, const Endpoin
     }
     const redisReply& host = *node.element[0];
     Endpoint primary{.host = {}, .port = static_cast<uint16_t>(node.element[1]->integer)};
-    if (host.type == REDIS_REPLY_NIL) {
-      primary.host = asked.host;  // the same host as the node asked
+    // NULL, or "" (a node that does not know its own address: alone, or not yet joined): the
+    // host of the node asked.
+    if (host.type == REDIS_REPLY_NIL || (host.type == REDIS_REPLY_STRING && Text(host).empty())) {
+      primary.host = asked.host;
     } else if (host.type == REDIS_REPLY_STRING) {
       primary.host = std::string(Text(host));
-      if (primary.host.empty() || primary.host == "?") continue;  // unknown: leave unassigned
+      if (primary.host == "?") continue;  // misconfigured announced hostname: leave unassigned
       if (primary.host.size() > kMaxHostLength) return Malformed("an endpoint is too long");
     } else {
       return Malformed("a primary's endpoint is neither a string nor NULL");

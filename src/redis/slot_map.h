@@ -20,8 +20,8 @@ namespace caudal::redis {
 
 class SlotMap {
  public:
-  // From a CLUSTER SLOTS reply, sent to `asked` (a primary whose endpoint is NULL is on that
-  // host). Ranges whose primary's endpoint is unknown ("" or "?") stay unassigned.
+  // From a CLUSTER SLOTS reply, sent to `asked` (a primary whose endpoint is NULL or "" is on
+  // that host). Ranges whose primary's endpoint is "?" (unknown) stay unassigned.
   static Result<SlotMap> FromClusterSlots(const redisReply& reply, const Endpoint& asked);
 
   // The primary serving `slot`, or nullptr when none does.

@@ -50,17 +50,17 @@ TEST(SlotMap, MapsEverySlotToItsPrimary) {
   EXPECT_EQ(At(*map, 16383), (Endpoint{"10.0.0.1", 7002}));  // the asked node's host
 }
 
-TEST(SlotMap, LeavesUnknownAndMissingRangesUnassigned) {
+TEST(SlotMap, LeavesUnknownAndMissingRangesUnassignedAndEmptyHostsOnTheAskedOne) {
   const Reply reply = Parse(Array({
       Array({Int(0), Int(99), Array({Bulk("?"), Int(7000)})}),
-      Array({Int(100), Int(199), Array({Bulk(""), Int(7000)})}),
+      Array({Int(100), Int(199), Array({Bulk(""), Int(7001)})}),  // a node alone: its own host
       Array({Int(200), Int(200), Array({Bulk("h"), Int(7000)})}),
   }));
   Result<SlotMap> map = SlotMap::FromClusterSlots(*reply, kAsked);
   ASSERT_TRUE(map.ok());
-  EXPECT_EQ(map->covered(), 1);
+  EXPECT_EQ(map->covered(), 101);
   EXPECT_EQ(map->PrimaryOf(0), nullptr);
-  EXPECT_EQ(map->PrimaryOf(150), nullptr);
+  EXPECT_EQ(At(*map, 150), (Endpoint{"10.0.0.1", 7001}));
   EXPECT_NE(map->PrimaryOf(200), nullptr);
   EXPECT_EQ(map->PrimaryOf(201), nullptr);
 }
