@@ -2,6 +2,7 @@
 // SIGHUP reloads the config (a bad file is refused and the old config keeps serving);
 // SIGINT / SIGTERM stop it.
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <pthread.h>
 #include <string>
@@ -19,7 +20,9 @@
 #include "caudal/store_health.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
+#include "cli/overrides.h"
 #include "common/cat.h"
+#include "common/redact.h"
 #include "engine/background_store.h"
 
 namespace caudal::cli {
@@ -107,7 +110,7 @@ class ServeCommand final : public Command {
     }
     const auto opts = ServerOptionsFrom(config->server);
     env.out << "caudal serve: listening on http://" << Bracketed(opts.host) << ':'
-            << (*server)->port() << " (store " << config->store.url << ", "
+            << (*server)->port() << " (store " << RedactUrl(config->store.url) << ", "
             << config->policies->policies().size() << " policies)" << std::endl;
 
     // Envoy's rate limit service, on the same engine as the HTTP API.
@@ -146,23 +149,10 @@ class ServeCommand final : public Command {
   Result<Config> Load() const {
     auto config = LoadConfigFile(config_path_);
     if (!config.ok()) return config;
-    if (!http_.empty()) {
-      if (auto hp = ParseHostPort(http_); !hp.ok()) {
-        return Status::InvalidArgument(Cat("--http: ", hp.status().message()));
-      }
-      config->server.http = http_;
-    }
-    if (!store_.empty()) {
-      if (Status s = ValidateStoreUrl(store_); !s.ok()) {
-        return Status::InvalidArgument(Cat("--store: ", s.message()));
-      }
-      config->store.url = store_;
-    }
-    if (!grpc_.empty()) {
-      if (auto hp = ParseHostPort(grpc_); !hp.ok()) {
-        return Status::InvalidArgument(Cat("--grpc: ", hp.status().message()));
-      }
-      config->server.grpc = grpc_;
+    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = http_, .grpc = grpc_},
+                                  std::getenv);
+        !s.ok()) {
+      return s;
     }
     if (!envoy_config_.empty()) {
       config->envoy.config = envoy_config_;

@@ -148,8 +148,8 @@ TEST_F(ClusterStoreTest, SplitRequestsAreAllOrNothing) {
 
 // The guarantee, counted: a refused split request holds, on the group that admitted it, exactly
 // its cost, from its reservation until the slowest group has answered plus one round trip, and
-// nothing once its answer is out. Node b is made slow (DEBUG SLEEP) so the hold lasts long enough
-// to be watched from outside.
+// nothing once its answer is out. Node b's clients are paused (CLIENT PAUSE, which has begun when
+// it returns) so the hold lasts long enough to be watched from outside.
 TEST_F(ClusterStoreTest, ARefusedSplitRequestHoldsItsCostUntilTheSlowestGroupAnswered) {
   const std::string a = KeyOn(*cluster_, 0, "held");
   const std::string b = KeyOn(*cluster_, 1, "gate");
@@ -158,24 +158,23 @@ TEST_F(ClusterStoreTest, ARefusedSplitRequestHoldsItsCostUntilTheSlowestGroupAns
   auto watcher = OpenCluster({.url = cluster_->url()});
   ASSERT_NE(watcher, nullptr);
   constexpr int kRequests = 8;
-  constexpr auto kSleep = milliseconds(400);
-  std::thread sleeper([&] { (void)cluster_->node(1).Command({"DEBUG", "SLEEP", "0.4"}); });
-  std::this_thread::sleep_for(milliseconds(50));  // the sleep has begun (no decision timing)
+  constexpr auto kPause = milliseconds(500);
+  const auto paused_at = SteadyClock::now();
+  ASSERT_TRUE(cluster_->node(1).Command({"CLIENT", "PAUSE", "500", "ALL"}).ok());
   std::atomic<int> done{0};
   std::vector<std::thread> clients;
-  std::vector<SteadyClock::duration> latency(kRequests);
+  std::vector<SteadyClock::time_point> answered(kRequests);
   for (int i = 0; i < kRequests; ++i) {
     clients.emplace_back([&, i] {
       const EntryRef request[] = {{.key = a, .limit = &bucket_, .cost = 3},
                                   {.key = b, .limit = &gate, .cost = 1}};
-      const auto start = SteadyClock::now();
       const Result<StoreResponse> r = store_->Decide(request);
-      latency[i] = SteadyClock::now() - start;
+      answered[i] = SteadyClock::now();
       EXPECT_TRUE(r.ok() && !r->allowed);
       done.fetch_add(1);
     });
   }
-  // While b sleeps every request has reserved a's share and none can be undone yet.
+  // While b is paused every request has reserved a's share and none can be undone yet.
   int64_t most_held = 0;
   while (done.load() == 0) {
     const int64_t held = 1000 - DecideOne(*watcher, a, bucket_, 0).remaining;
@@ -183,10 +182,9 @@ TEST_F(ClusterStoreTest, ARefusedSplitRequestHoldsItsCostUntilTheSlowestGroupAns
     most_held = std::max(most_held, held);
   }
   for (std::thread& t : clients) t.join();
-  sleeper.join();
   EXPECT_EQ(most_held, 3 * kRequests);
-  // Every answer came once b had refused (after its sleep) and a's share was back.
-  for (const auto& l : latency) EXPECT_GE(l, kSleep - milliseconds(60));
+  // Every answer came once b had refused (after its pause) and a's share was back.
+  for (const auto& at : answered) EXPECT_GE(at - paused_at, kPause);
   EXPECT_EQ(DecideOne(*watcher, a, bucket_, 0).remaining, 1000);
   EXPECT_EQ(store_->Stats().undos, static_cast<uint64_t>(kRequests));
 }
