@@ -348,13 +348,18 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   if (root["server"]) {
     if (Status s = ParseServer(r, root["server"], config.server); !s.ok()) return s;
   }
+  // A config that only serves Envoy (envoy_config) needs no policies.
   const YAML::Node policies = root["policies"];
-  if (!policies) return r.Error(root, "policies", "missing (expected a list of policies)");
-  if (Status s = r.ExpectSequence(policies, "policies", kMaxPolicies); !s.ok()) return s;
+  if (!policies && config.envoy.config.empty()) {
+    return r.Error(root, "policies", "missing (expected a list of policies, or envoy_config)");
+  }
+  if (policies) {
+    if (Status s = r.ExpectSequence(policies, "policies", kMaxPolicies); !s.ok()) return s;
+  }
   const PolicySetOptions options{.on_failure = config.store.on_failure,
                                  .instances = config.store.instances};
   std::vector<PolicySpec> specs;
-  for (size_t i = 0; i < policies.size(); ++i) {
+  for (size_t i = 0; policies && i < policies.size(); ++i) {
     const std::string field = Cat("policies[", i, ']');
     auto spec = ParsePolicy(r, policies[i], field, options);
     if (!spec.ok()) return spec.status();
@@ -367,7 +372,7 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
     specs.push_back(std::move(spec).value());
   }
   auto set = PolicySet::Create(std::move(specs), options);
-  if (!set.ok()) return r.Error(policies, "policies", set.status().message());
+  if (!set.ok()) return r.Error(policies ? policies : root, "policies", set.status().message());
   config.policies = *set;
   return config;
 }

@@ -98,6 +98,10 @@ TEST(Config, ReadsTheEnvoyService) {
   auto d = ParseConfig("policies: []\n", "t.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
+  // A config that serves only Envoy needs no policies.
+  auto e = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n", "t.yaml");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(e->policies->policies().empty());
   EXPECT_EQ(d->envoy.descriptor_mode, "all_or_nothing");
   EXPECT_EQ(d->envoy.deny_as, "over_limit");
 }
