@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <string>
 
+#include "common/utf8.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
 namespace caudal::envoy {
@@ -24,6 +26,24 @@ grpc::Status ToGrpc(const Status& s) {
   return {grpc::StatusCode::INTERNAL, s.message()};
 }
 
+// The request's text fields are `bytes` in caudal's schema; they must still be UTF-8 text.
+grpc::Status CheckUtf8(const RateLimitRequest& request) {
+  const auto bad = [](std::string what) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + " is not valid UTF-8");
+  };
+  if (!IsValidUtf8(request.domain())) return bad("domain");
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const auto& d = request.descriptors(i);
+    for (int j = 0; j < d.entries_size(); ++j) {
+      const std::string at = "descriptor " + std::to_string(i) + ": entry " + std::to_string(j);
+      const auto& e = d.entries(j);
+      if (!IsValidUtf8(e.key())) return bad(at + " key");
+      if (!IsValidUtf8(e.value())) return bad(at + " (" + e.key() + ") value");
+    }
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace
 
 class RlsGrpcServer::Service final
@@ -35,6 +55,10 @@ class RlsGrpcServer::Service final
                                             const RateLimitRequest* request,
                                             RateLimitResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (grpc::Status utf8 = CheckUtf8(*request); !utf8.ok()) {
+      reactor->Finish(utf8);
+      return reactor;
+    }
     if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= max_calls_) {
       in_flight_.fetch_sub(1, std::memory_order_relaxed);
       reactor->Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,

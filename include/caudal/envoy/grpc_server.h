@@ -6,6 +6,9 @@
 // refused by gRPC itself (RESOURCE_EXHAUSTED), and requests above the handler's
 // max_request_bytes get INVALID_ARGUMENT. Handler errors map to gRPC codes: kInvalidArgument ->
 // INVALID_ARGUMENT, kUnavailable -> UNAVAILABLE, kResourceExhausted -> RESOURCE_EXHAUSTED.
+// A request whose domain or descriptor entries are not valid UTF-8 gets INVALID_ARGUMENT naming
+// the field, before the handler sees it (Envoy's schema says `string`, but Envoy forwards header
+// bytes as they came; caudal's copy of the schema reads them as bytes, see proto/).
 //
 // Thread-safety: Start, port and Shutdown from one thread; calls are served on gRPC's threads.
 #pragma once
