@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/utf8.h"
+#include "envoy/health_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
 namespace caudal::envoy {
@@ -82,10 +83,15 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
                                                             const GrpcServerOptions& options) {
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
   server->service_ = std::make_unique<Service>(handler, options.max_concurrent_calls);
+  server->health_ = std::make_unique<internal::HealthService>(
+      internal::HealthService::Options{.ready = options.ready,
+                                       .poll_interval = options.health_poll_interval,
+                                       .max_watchers = options.max_health_watchers});
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return Status::Unavailable("gRPC: cannot listen on " + options.address);
@@ -93,9 +99,15 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   return server;
 }
 
+void RlsGrpcServer::NotifyReadinessChanged() {
+  if (health_ != nullptr) health_->Notify();
+}
+
 void RlsGrpcServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // The Watch streams end first, or the server would wait for them until its deadline.
+  health_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
 }
