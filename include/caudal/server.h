@@ -1,4 +1,4 @@
-// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over a Limiter.
+// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over the Engine.
 //
 //   POST /v1/check   {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
 //   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "caudal/config.h"
-#include "caudal/limiter.h"
+#include "caudal/engine.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
 
@@ -44,20 +44,12 @@ struct ForwardAuthOptions {
   std::vector<HeaderDescriptor> descriptor_headers;
 };
 
-// A reply to a test-only /debug/ request (see `caudal serve --test-hooks`).
-struct DebugReply {
-  int status = 200;
-  std::string body;
-};
-using DebugHandler = std::function<DebugReply(std::string_view target, std::string_view body)>;
-
 class HttpServer {
  public:
   struct Deps {
-    Limiter& limiter;
+    Engine& engine;
     Metrics& metrics;
     const Logger& log;
-    DebugHandler debug;  // empty: /debug/ is 404 like any unknown path
   };
 
   // Binds and starts serving. kUnavailable when the address cannot be bound.

@@ -48,9 +48,9 @@ class FailureModes:
         results = [self.s.check({"account": "a"})[0] for _ in range(3)]
         self.assertEqual(results, [200, 200, 429])
         self.assertEqual(self.s.request("GET", "/readyz")[0], 503)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="open",mode="allow"}'), 1)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="closed",mode="deny"}'), 1)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="alone",mode="local"}'), 3)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="open",mode="allow"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="closed",mode="deny"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="alone",mode="local"}'), 3)
         self.assertEqual(self.s.metric("caudal_store_degraded"), 1)
 
         self.heal_store()
@@ -96,10 +96,10 @@ class WithFailingMemoryStore(unittest.TestCase, FailureModes):
     remaining_after_recovery = 8
 
     def fail_store(self):
-        self.assertEqual(self.s.request("POST", "/debug/store/fail")[0], 200)
+        self.s.fail_store()
 
     def heal_store(self):
-        self.assertEqual(self.s.request("POST", "/debug/store/recover")[0], 200)
+        self.s.recover_store()
 
     def test_modes_with_the_store_failing_on_demand(self):
         self.assert_modes_while_down()
