@@ -9,6 +9,7 @@
 
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
+#include "envoy/rls_stack.h"
 #include "envoy/test_store.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "support/manual_clock.h"
@@ -57,11 +58,12 @@ class GrpcHealthTest : public ::testing::Test {
   void Start(GrpcServerOptions options = {}) {
     auto config = ParseRateLimitConfigText("domain: d\n", "test.yaml");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
-    handler_ = std::make_unique<RlsHandler>(store_, clock_,
-                                            std::make_shared<RateLimitConfig>(std::move(*config)));
+    stack_ = std::make_unique<testing::RlsStack>(
+        store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)));
+    ASSERT_TRUE(stack_->status().ok());
     options.address = "127.0.0.1:0";
     options.ready = [this] { return ready_.load(); };
-    auto server = RlsGrpcServer::Start(*handler_, options);
+    auto server = RlsGrpcServer::Start(stack_->handler(), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);
     stub_ = Health::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
@@ -84,7 +86,7 @@ class GrpcHealthTest : public ::testing::Test {
   std::atomic<bool> ready_{true};
   ManualClock clock_{std::chrono::seconds(1'699'920'000)};
   testing::CountingMemoryStore store_{clock_};
-  std::unique_ptr<RlsHandler> handler_;
+  std::unique_ptr<testing::RlsStack> stack_;
   std::unique_ptr<RlsGrpcServer> server_;
   std::unique_ptr<Health::Stub> stub_;
 };
