@@ -273,9 +273,10 @@ void FileWatcher::RenewWatches() {
         std::any_of(renewed.begin(), renewed.end(), [&](const auto& w) { return w.first == wd; });
     if (!seen) renewed.emplace_back(wd, dir);
   }
-  for (const auto& [wd, dir] : watches_) {
+  for (const auto& watch : watches_) {
+    const int wd = watch.first;
     const bool kept =
-        std::any_of(renewed.begin(), renewed.end(), [&](const auto& w) { return w.first == wd; });
+        std::any_of(renewed.begin(), renewed.end(), [wd](const auto& w) { return w.first == wd; });
     // A directory that is gone has lost its watch already; removing it again fails harmlessly.
     if (!kept) ::inotify_rm_watch(inotify_fd_, wd);
   }
