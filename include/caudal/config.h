@@ -51,6 +51,9 @@ struct StoreConfig {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
+  // A remote store's refusals are remembered until they run out, so a flooding key costs it
+  // nothing more (see src/engine/over_limit_cache.h).
+  bool over_limit_cache = true;
 };
 
 struct HeaderDescriptor {

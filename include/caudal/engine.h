@@ -18,8 +18,8 @@
 // and shadow checks are only looked at (cost 0). When the store fails, each enforced check follows
 // its failure mode: allow (admitted, degraded), deny (Outcome::kUnavailable), local (decided in
 // `local_store` with the limits divided by the instance count, all local checks together,
-// all-or-nothing). The switch into and out of failure is logged once, not per request; shadow
-// refusals are logged at most once per check per second, with the count of lines held back.
+// all-or-nothing). Shadow refusals are logged at most once per check per second, with the count
+// of lines held back. (A BreakerStore around the store logs its failures, once per outage.)
 //
 // Errors (Result) are the caller's fault only — bad descriptors, a bad cost — and consume
 // nothing. Store failures are never errors here: they become decisions by failure mode.
@@ -94,11 +94,15 @@ struct DomainRequest {
 
 enum class DecidedBy : uint8_t {
   kStore,
-  kLocal,       // the store failed; this instance's local fallback decided
-  kFailOpen,    // the store failed; admitted without a decision
-  kFailClosed,  // the store failed; refused
+  kLocal,           // the store failed; this instance's local fallback decided
+  kFailOpen,        // the store failed; admitted without a decision
+  kFailClosed,      // the store failed; refused
+  kOverLimitCache,  // refused from the store's earlier refusal, without asking it again
+  kSkipped,         // not decided: another check refused the request from the over-limit cache
 };
 std::string_view DecidedByName(DecidedBy d);
+// A failure mode decided (the store failed).
+bool IsFailover(DecidedBy d);
 
 enum class CheckKind : uint8_t {
   kNoLimit,    // Envoy: no rule matched (or it was replaced): nothing counted
@@ -164,9 +168,15 @@ struct EngineOptions {
   Store* local_store = nullptr;  // required when any check may fail over to `local`
   Metrics* metrics = nullptr;    // optional
   const Logger* log = nullptr;   // optional
+  // Remember this many keys' refusals and refuse their floods without asking the store again
+  // (see engine/over_limit_cache.h); 0: off. For a remote store.
+  size_t over_limit_cache_keys = 0;
 };
 
 class LogThrottle;
+namespace engine_internal {
+class OverLimitCache;
+}
 
 class Engine {
  public:
@@ -189,8 +199,6 @@ class Engine {
   Result<CheckResult> Check(CheckRequest request);
   Result<CheckResult> Check(const DomainRequest& request);
 
-  // True while the store is failing (between the logged switch in and out).
-  bool degraded() const { return degraded_.load(std::memory_order_acquire); }
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }
 
@@ -200,15 +208,14 @@ class Engine {
   class Operation;
   friend class Operation;
 
-  void NoteStoreHealth(const Status& s);
 
   Store& store_;
   const Clock& clock_;
   EngineOptions options_;
   std::mutex install_mu_;  // serialises SetPolicies and SetDomains
   std::atomic<std::shared_ptr<const Snapshot>> snapshot_;
-  std::atomic<bool> degraded_{false};
   std::unique_ptr<LogThrottle> shadow_log_;  // one shadow-refusal line per check per second
+  std::unique_ptr<engine_internal::OverLimitCache> cache_;  // null: off
 };
 
 }  // namespace caudal

@@ -67,8 +67,10 @@ class Metrics {
   void ObserveDecision(Api api, Micros d) { decision_latency_[static_cast<size_t>(api)].Observe(d); }
   void ObserveStore(Micros d) { store_latency_.Observe(d); }
   void CountStoreError(StatusCode code);
-  void SetStoreDegraded(bool degraded) { store_degraded_.store(degraded); }
+  // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).
+  void SetStoreBreaker(int state) { store_breaker_.store(state, std::memory_order_relaxed); }
   void CountReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
+  void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   // HTTP status codes 100..599; others are ignored.
   void CountHttpResponse(int status);
 
@@ -86,7 +88,8 @@ class Metrics {
   std::array<LatencyHistogram, kApiCount> decision_latency_;
   LatencyHistogram store_latency_;
   std::array<std::atomic<uint64_t>, 8> store_errors_{};  // by StatusCode
-  std::atomic<bool> store_degraded_{false};
+  std::atomic<int> store_breaker_{0};
+  std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};
   std::array<std::atomic<uint64_t>, 600> http_{};

@@ -2,7 +2,8 @@
 //
 //   POST /v1/check   {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
 //   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
-//   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store answers)
+//   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store's last
+//                    background probe succeeded: see store_health.h)
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
@@ -23,6 +24,7 @@
 
 #include "caudal/config.h"
 #include "caudal/engine.h"
+#include "caudal/store_health.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
 
@@ -50,6 +52,7 @@ class HttpServer {
     Engine& engine;
     Metrics& metrics;
     const Logger& log;
+    const StoreHealth& health;  // /readyz reads it; never waits on the store
   };
 
   // Binds and starts serving. kUnavailable when the address cannot be bound.

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <string>
 
+#include "caudal/breaker_store.h"
 #include "caudal/config.h"
 #include "caudal/engine.h"
 #include "caudal/envoy/grpc_server.h"
@@ -14,6 +15,7 @@
 #include "caudal/log.h"
 #include "caudal/metrics.h"
 #include "caudal/server.h"
+#include "caudal/store_health.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
 #include "common/cat.h"
@@ -23,6 +25,7 @@ namespace caudal::cli {
 namespace {
 
 constexpr std::string_view kName = "serve";
+constexpr size_t kOverLimitCacheKeys = 65'536;
 
 std::string Bracketed(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
@@ -65,7 +68,16 @@ class ServeCommand final : public Command {
     }
     const std::unique_ptr<Store> local = OpenLocalFallback(config->store, env.clock);
     Metrics metrics;
-    Engine engine(**store, env.clock, {.local_store = local.get(), .metrics = &metrics, .log = &log});
+    // Readiness probes the store itself; decisions go through a circuit breaker, so that a
+    // failing store costs no waiting and is logged once per outage.
+    StoreHealth health(**store, env.clock, {});
+    health.Start();
+    BreakerStore breaker(**store, env.clock, {.log = &log, .metrics = &metrics});
+    const bool remote = (*FindStoreKind(config->store.url))->remote;
+    Engine engine(breaker, env.clock,
+                  {.local_store = local.get(), .metrics = &metrics, .log = &log,
+                   .over_limit_cache_keys =
+                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0});
     if (Status s = engine.SetPolicies(config->policies); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
@@ -77,7 +89,8 @@ class ServeCommand final : public Command {
       }
     }
 
-    auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log},
+    auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
+                                     .health = health},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server));
     if (!server.ok()) {

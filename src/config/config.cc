@@ -162,7 +162,8 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
 }
 
 Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
-  if (Status s = r.ExpectMap(n, "store", {"url", "timeout", "on_failure", "instances", "max_keys"});
+  if (Status s = r.ExpectMap(n, "store", {"url", "timeout", "on_failure", "instances", "max_keys",
+                                         "over_limit_cache"});
       !s.ok()) {
     return s;
   }
@@ -194,6 +195,11 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     auto v = r.Integer(n["max_keys"], "store.max_keys", 1, int64_t{1} << 32);
     if (!v.ok()) return v.status();
     out.max_keys = *v;
+  }
+  if (n["over_limit_cache"]) {
+    auto b = r.Bool(n["over_limit_cache"], "store.over_limit_cache");
+    if (!b.ok()) return b.status();
+    out.over_limit_cache = *b;
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 
 #include "common/cat.h"
 #include "engine/log_throttle.h"
+#include "engine/over_limit_cache.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -22,8 +23,14 @@ std::string_view DecidedByName(DecidedBy d) {
     case DecidedBy::kLocal: return "local";
     case DecidedBy::kFailOpen: return "fail_open";
     case DecidedBy::kFailClosed: return "fail_closed";
+    case DecidedBy::kOverLimitCache: return "over_limit_cache";
+    case DecidedBy::kSkipped: return "skipped";
   }
   return "unknown";
+}
+
+bool IsFailover(DecidedBy d) {
+  return d == DecidedBy::kLocal || d == DecidedBy::kFailOpen || d == DecidedBy::kFailClosed;
 }
 
 std::string_view OutcomeName(Outcome o) {
@@ -47,6 +54,8 @@ bool Tighter(const Decision& x, const Decision& y) {
 void Count(PolicyCounters& c, const PolicyResult& r) {
   if (r.kind == CheckKind::kNoLimit) return;
   switch (r.decided_by) {
+    case DecidedBy::kSkipped: return;
+    case DecidedBy::kOverLimitCache: break;
     case DecidedBy::kFailOpen:
       if (!r.shadow) c.fail_open.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -113,6 +122,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       if (Limited(i) && !plan_.checks[i].result.shadow) enforced.push_back(i);
     }
     if (enforced.empty()) return RunSecondary(/*admitted=*/!plan_.blocked);
+    if (!plan_.blocked && RefusedFromCache(enforced)) return RunSecondary(/*admitted=*/false);
     // A blocked check refuses the request anyway: look, do not consume (refunds still apply).
     const bool consume = !plan_.blocked;
     Send(engine_.store_, std::move(enforced), consume, /*local=*/false,
@@ -129,10 +139,58 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     std::vector<EntryRef> entries;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     std::vector<size_t> entry_of;  // per (check, limit) in order: its entry
+    Nanos sent{0};                 // monotonic
   };
   using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
 
   bool Limited(size_t i) const { return plan_.checks[i].result.kind == CheckKind::kLimited; }
+
+  // Over-limit cache: refuses `checks` (all-or-nothing) when one of them was refused by the store
+  // for this cost or less and it still would be; the others are then skipped. Refunds among
+  // them forget their keys first. False when the store must decide.
+  bool RefusedFromCache(const std::vector<size_t>& checks) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return false;
+    const Nanos now = engine_.clock_.Monotonic();
+    bool refunds = false;
+    for (size_t i : checks) {
+      const PlanCheck& c = plan_.checks[i];
+      if (!c.result.refund) continue;
+      for (const std::string& key : c.keys) cache->Forget(key);
+      refunds = true;
+    }
+    if (refunds) return false;  // a refund applies whatever else is refused: the store must see it
+    for (size_t i : checks) {
+      PlanCheck& c = plan_.checks[i];
+      if (c.result.refund || c.result.cost == 0) continue;
+      for (size_t k = 0; k < c.keys.size(); ++k) {
+        const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.cost, now);
+        if (!d) continue;
+        for (size_t j : checks) plan_.checks[j].result.decided_by = DecidedBy::kSkipped;
+        PolicyResult& r = c.result;
+        r.limits = {r.limits[k]};
+        r.decisions = {*d};
+        r.allowed = false;
+        r.decided_by = DecidedBy::kOverLimitCache;
+        if (engine_.options_.metrics != nullptr) engine_.options_.metrics->CountOverLimitCacheHit();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Remembers the refusals of a store response, for the over-limit cache.
+  void RememberRefusals(const StoreResponse& resp, const Batch& batch) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return;
+    for (size_t e = 0; e < batch.entries.size() && e < resp.decisions.size(); ++e) {
+      const EntryRef& entry = batch.entries[e];
+      if (entry.op != EntryOp::kConsume || entry.cost == 0) continue;
+      if (resp.decisions[e].verdict == Verdict::kDenied) {
+        cache->Remember(entry.key, entry.cost, batch.sent, resp.decisions[e]);
+      }
+    }
+  }
 
   void Send(Store& store, std::vector<size_t> checks, bool consume, bool local, Then then) {
     auto batch = std::make_shared<Batch>();
@@ -167,11 +225,14 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       batch->entries[e].op = net[e] < 0 ? EntryOp::kRefund : EntryOp::kConsume;
       batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
     }
-    const Nanos sent = engine_.clock_.Monotonic();
+    batch->sent = engine_.clock_.Monotonic();
     Batch* b = batch.get();
     store.DecideAsync(b->entries, [self = shared_from_this(), batch = std::move(batch), then,
-                                   sent, local](Result<StoreResponse> r) {
-      if (!local) self->ObserveStore(sent, r.status());
+                                   local](Result<StoreResponse> r) {
+      if (!local) {
+        self->ObserveStore(batch->sent, r.status());
+        if (r.ok()) self->RememberRefusals(*r, *batch);
+      }
       then(*self, std::move(r), *batch);
     });
   }
@@ -206,12 +267,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
 
   void OnEnforced(Result<StoreResponse> r, const Batch& batch) {
     if (r.ok()) {
-      engine_.NoteStoreHealth(Status::Ok());
       Distribute(*r, batch, DecidedBy::kStore);
       return RunSecondary(r->allowed && !plan_.blocked);
     }
     if (r.status().code() == StatusCode::kInvalidArgument) return Complete(r.status());
-    engine_.NoteStoreHealth(r.status());
     store_error_ = r.status();
     FailOver(batch.checks);
   }
@@ -220,7 +279,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   void DecideEach() {
     std::vector<size_t> todo;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
-      if (Limited(i)) todo.push_back(i);
+      if (Limited(i) && !RefusedFromCache({i})) todo.push_back(i);
     }
     if (todo.empty()) return Finish();
     pending_.store(todo.size(), std::memory_order_release);
@@ -229,12 +288,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
            [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
              PlanCheck& c = op.plan_.checks[batch.checks[0]];
              if (r.ok()) {
-               op.engine_.NoteStoreHealth(Status::Ok());
                op.Distribute(*r, batch, DecidedBy::kStore);
              } else {
-               if (r.status().code() != StatusCode::kInvalidArgument) {
-                 op.engine_.NoteStoreHealth(r.status());
-               }
                c.error = r.status();
              }
              if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.AfterEach();
@@ -255,35 +310,35 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     FailOver(std::move(failed));
   }
 
-  // The store failed for `checks`: each follows its failure mode.
-  void FailOver(std::vector<size_t> checks) {
+  // The store failed for `failed`: each follows its failure mode. A shadow check under `local`
+  // is decided locally too (after the enforced ones, as with the store); otherwise it is not
+  // decided. A refund never refuses.
+  void FailOver(std::vector<size_t> failed) {
+    if (plan_.mode == DescriptorMode::kAllOrNothing) {  // the shadow checks were never sent
+      for (size_t i = 0; i < plan_.checks.size(); ++i) {
+        if (Limited(i) && plan_.checks[i].result.shadow) failed.push_back(i);
+      }
+    }
     std::vector<size_t> local;
-    for (size_t i : checks) {
+    for (size_t i : failed) {
       PlanCheck& c = plan_.checks[i];
       PolicyResult& r = c.result;
       r.decisions.clear();
       r.decided_by = DecidedBy::kFailOpen;
       r.allowed = true;
-      // A shadow check is not decided; a refund never refuses, and is applied locally only.
-      if (r.shadow || (r.refund && c.on_failure != FailureMode::kLocal)) continue;
-      switch (c.on_failure) {
-        case FailureMode::kAllow: break;
-        case FailureMode::kDeny:
-          r.decided_by = DecidedBy::kFailClosed;
-          r.allowed = false;
-          break;
-        case FailureMode::kLocal:
-          if (engine_.options_.local_store != nullptr && engine_internal::PrepareLocal(c, plan_.instances)) {
-            local.push_back(i);
-          } else if (!r.refund) {
-            r.decided_by = DecidedBy::kFailClosed;
-            r.allowed = false;
-          }
-          break;
+      if (c.on_failure == FailureMode::kLocal && engine_.options_.local_store != nullptr &&
+          engine_internal::PrepareLocal(c, plan_.instances)) {
+        (r.shadow ? local_shadow_ : local).push_back(i);
+        continue;
       }
+      if (r.shadow || r.refund || c.on_failure == FailureMode::kAllow) continue;
+      r.decided_by = DecidedBy::kFailClosed;  // deny, or a local fallback that cannot decide
+      r.allowed = false;
     }
-    if (local.empty()) return Finish();
     if (plan_.mode == DescriptorMode::kConsumeEach) {
+      local.insert(local.end(), local_shadow_.begin(), local_shadow_.end());
+      local_shadow_.clear();
+      if (local.empty()) return Finish();
       pending_.store(local.size(), std::memory_order_release);
       for (size_t i : local) {
         Send(*engine_.options_.local_store, {i}, /*consume=*/true, /*local=*/true,
@@ -294,21 +349,43 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       }
       return;
     }
+    if (local.empty()) return LocalShadows();
     Send(*engine_.options_.local_store, std::move(local), /*consume=*/!plan_.blocked,
          /*local=*/true, [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
            op.OnLocal(std::move(r), batch);
-           op.Finish();
+           op.LocalShadows();
          });
   }
 
   void OnLocal(Result<StoreResponse> r, const Batch& batch) {
     if (r.ok()) return Distribute(*r, batch, DecidedBy::kLocal);
-    // The local table is full or the request is malformed for it: fail closed.
+    // The local table is full or the request is malformed for it: fail closed (a shadow check
+    // or a refund: not decided).
     for (size_t i : batch.checks) {
       PolicyResult& p = plan_.checks[i].result;
-      if (p.refund) continue;
+      p.decided_by = DecidedBy::kFailOpen;
+      if (p.refund || p.shadow) continue;
       p.allowed = false;
       p.decided_by = DecidedBy::kFailClosed;
+    }
+  }
+
+  // All-or-nothing, failing over: the shadow checks decided locally, each alone, charged only
+  // if the request passed.
+  void LocalShadows() {
+    if (local_shadow_.empty()) return Finish();
+    bool admitted = !plan_.blocked;
+    for (const PlanCheck& c : plan_.checks) {
+      if (!c.result.shadow && !c.result.refund && !c.result.allowed) admitted = false;
+    }
+    const std::vector<size_t> todo = std::move(local_shadow_);
+    pending_.store(todo.size(), std::memory_order_release);
+    for (size_t i : todo) {
+      Send(*engine_.options_.local_store, {i}, admitted, /*local=*/true,
+           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             op.OnLocal(std::move(r), batch);
+             if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
+           });
     }
   }
 
@@ -350,7 +427,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     bool denied = false;
     for (PlanCheck& c : plan_.checks) {
       PolicyResult& r = c.result;
-      if (r.kind == CheckKind::kLimited && r.decided_by != DecidedBy::kStore) out.degraded = true;
+      if (r.kind == CheckKind::kLimited && IsFailover(r.decided_by)) out.degraded = true;
       if (r.kind == CheckKind::kBlocked) r.allowed = false;
       if (r.shadow || r.allowed) continue;
       if (r.decided_by == DecidedBy::kFailClosed) closed = true;
@@ -408,11 +485,15 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   Plan plan_;
   std::atomic<size_t> pending_{0};
   Status store_error_;  // written before the failover, read after it (one thread at a time)
+  std::vector<size_t> local_shadow_;  // all-or-nothing: shadow checks to decide locally
 };
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
     : store_(store), clock_(clock), options_(options),
-      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})) {
+      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})),
+      cache_(options.over_limit_cache_keys == 0
+                 ? nullptr
+                 : std::make_unique<engine_internal::OverLimitCache>(options.over_limit_cache_keys)) {
   auto snap = std::make_shared<Snapshot>();
   snap->policies = *PolicySet::Create({}, {});
   snapshot_.store(std::move(snap));
@@ -500,29 +581,5 @@ Result<CheckResult> Wait(Engine& engine, Request&& request) {
 
 Result<CheckResult> Engine::Check(CheckRequest request) { return Wait(*this, std::move(request)); }
 Result<CheckResult> Engine::Check(const DomainRequest& request) { return Wait(*this, request); }
-
-void Engine::NoteStoreHealth(const Status& s) {
-  const bool failing = !s.ok();
-  if (degraded_.exchange(failing, std::memory_order_acq_rel) == failing) return;
-  if (options_.metrics != nullptr) options_.metrics->SetStoreDegraded(failing);
-  if (options_.log == nullptr) return;
-  const std::string store = Quoted(store_.Name());
-  if (!failing) {
-    options_.log->Info(Cat("store ", store, " answers again; checks decided by the store"));
-    return;
-  }
-  const auto snap = snapshot_.load(std::memory_order_acquire);
-  std::string modes;
-  for (const PolicySet::Policy& p : snap->policies->policies()) {
-    if (p.shadow()) continue;
-    modes += Cat(modes.empty() ? "" : ", ", p.spec.name, '=', FailureModeName(p.on_failure));
-  }
-  if (snap->domains != nullptr) {
-    modes += Cat(modes.empty() ? "" : ", ", "envoy domains=",
-                 FailureModeName(snap->domain_options.on_failure));
-  }
-  options_.log->Warning(
-      Cat("store ", store, " failed (", s.ToString(), "); deciding by failure mode: ", modes));
-}
 
 }  // namespace caudal

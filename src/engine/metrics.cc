@@ -182,8 +182,18 @@ std::string Metrics::RenderPrometheus() const {
         .append(std::to_string(v))
         .append("\n");
   }
-  AppendHeader(out, "caudal_store_degraded", "gauge", "1 while the store is failing.");
-  out.append("caudal_store_degraded ").append(store_degraded_.load() ? "1" : "0").append("\n");
+  const int breaker = store_breaker_.load(std::memory_order_relaxed);
+  AppendHeader(out, "caudal_store_degraded", "gauge",
+               "1 while the store's circuit breaker is not closed (decisions by failure mode).");
+  out.append("caudal_store_degraded ").append(breaker != 0 ? "1" : "0").append("\n");
+  AppendHeader(out, "caudal_store_breaker_state", "gauge",
+               "The store's circuit breaker: 0 closed, 1 open, 2 half-open.");
+  out.append("caudal_store_breaker_state ").append(std::to_string(breaker)).append("\n");
+  AppendHeader(out, "caudal_over_limit_cache_hits_total", "counter",
+               "Checks refused from the store's earlier refusal, without a store call.");
+  out.append("caudal_over_limit_cache_hits_total ")
+      .append(std::to_string(cache_hits_.load(std::memory_order_relaxed)))
+      .append("\n");
   AppendHeader(out, "caudal_config_reloads_total", "counter", "Config reloads by result.");
   out.append("caudal_config_reloads_total{result=\"success\"} ")
       .append(std::to_string(reloads_ok_.load()))

@@ -142,7 +142,7 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
     } else if (p.kind == CheckKind::kBlocked) {
       SetDuration(status->mutable_duration_until_reset(),
                   std::chrono::seconds(AdvertOf(p, shown, now).t));
-    } else {
+    } else if (p.decided_by != DecidedBy::kSkipped) {
       failed = true;
     }
   }

@@ -75,10 +75,9 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
       return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
     }
     if (path == "/healthz") return done(Text(200, "ok\n"));
-    const Status s = ctx.engine.store().Ping();
+    const Status s = ctx.health.Ready();
     if (s.ok()) return done(Text(200, "ready\n"));
-    return done(Text(503, Cat("not ready: store ", ctx.engine.store().Name(), ": ",
-                              s.ToString(), '\n')));
+    return done(Text(503, Cat("not ready: ", s.message(), '\n')));
   }
   done(http_api::ErrorReply({.status = 404, .code = "not_found",
                              .message = Cat("path ", Quoted(path.substr(0, 200)),

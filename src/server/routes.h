@@ -8,6 +8,7 @@
 #include "caudal/ip.h"
 #include "caudal/engine.h"
 #include "caudal/metrics.h"
+#include "caudal/store_health.h"
 #include "caudal/server.h"
 #include "server/http_api.h"
 
@@ -25,6 +26,7 @@ struct Request {
 struct Context {
   Engine& engine;
   Metrics& metrics;
+  const StoreHealth& health;
   const ForwardAuthOptions& auth;
 };
 
