@@ -4,7 +4,7 @@
 // what was expected, e.g.
 //   caudal.yaml:14:21: policies[1].limits[0].refill: expected "<count>/<duration>" such as
 //   "100/1m" (got "fast")
-// Unknown fields are errors too (a typo must not silently change nothing). See README for the
+// Unknown fields are errors too (a typo must not silently change nothing). See docs/configuration.md for the
 // reference; examples/caudal.yaml is a complete example.
 //
 // Thread-safety: values.
@@ -19,6 +19,8 @@
 
 #include "caudal/clock.h"
 #include "caudal/ip.h"
+#include "caudal/log.h"
+#include "caudal/refusals.h"
 #include "caudal/policy.h"
 #include "caudal/status.h"
 
@@ -47,6 +49,12 @@ Result<DenyAs> ParseDenyAs(std::string_view text);  // over_limit|unavailable
 
 struct StoreConfig {
   std::string url = "memory://";  // a URL of a registered store kind (see store_registry.h)
+  // The store's password read from this file (a mounted secret), instead of the URL; relative to
+  // the config file's directory. Read when the store is opened.
+  std::string password_file;
+  // The password itself, from password_file or the CAUDAL_STORE_PASSWORD environment variable;
+  // never printed. Empty: the URL's own, if any.
+  std::string password;
   Micros timeout = std::chrono::milliseconds(5);  // per decision
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
@@ -87,8 +95,17 @@ struct EnvoyConfig {
   int64_t max_concurrent_calls = 10'000;
 };
 
+// What caudal logs, and how (see docs/operations.md).
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+  bool refusals = true;                               // a throttled line per refused identity
+  IdentityDisplay identities = IdentityDisplay::kHash;  // in logs and /v1/top-refused
+};
+
 struct Config {
   std::string path;
+  LoggingConfig logging;
   StoreConfig store;
   ServerConfig server;
   EnvoyConfig envoy;

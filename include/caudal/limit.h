@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,8 @@
 
 namespace caudal {
 
+// The rate-limit algorithms. Each has one entry in the algorithm table
+// (caudal/algorithms/algorithm.h), in this order; the values travel to the Redis script.
 enum class Algorithm : uint8_t {
   kFixedWindow,
   kSlidingWindowLog,
@@ -22,12 +25,12 @@ enum class Algorithm : uint8_t {
   kGcra,
 };
 
-inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::kFixedWindow, Algorithm::kSlidingWindowLog, Algorithm::kSlidingWindowCounter,
-    Algorithm::kTokenBucket, Algorithm::kGcra};
+// Every algorithm, in enum order (read from the algorithm table).
+extern const std::span<const Algorithm> kAllAlgorithms;
 
-// "fixed_window", "sliding_window_log", "sliding_window_counter", "token_bucket", "gcra".
+// The name configs use: "fixed_window", "sliding_window_log", "token_bucket", ...
 std::string_view AlgorithmName(Algorithm a);
+// kInvalidArgument listing the known names when `name` is none of them.
 Result<Algorithm> ParseAlgorithm(std::string_view name);
 // Window algorithms count requests per window; bucket algorithms refill continuously.
 bool IsWindowAlgorithm(Algorithm a);

@@ -45,10 +45,16 @@ Result<const StoreKind*> FindStoreKind(std::string_view url);
 // kInvalidArgument for an unknown scheme or a malformed URL.
 Status ValidateStoreUrl(std::string_view url);
 
-// The store `config.url` names. kInvalidArgument for a bad URL, or a refusal no retry can fix
-// (a wrong password or database); the store's own errors when it cannot be opened.
+// The store `config.url` names, with `config.password` (or the one in `config.password_file`).
+// kInvalidArgument for a bad URL or password file, or a refusal no retry can fix (a wrong
+// password or database); the store's own errors when it cannot be opened.
 Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock& clock,
                                          StoreOpenOptions options = {});
+
+inline constexpr size_t kMaxPasswordBytes = 4096;
+// A password file's content, without its trailing newline. kInvalidArgument when it cannot be
+// read, is empty or is longer than kMaxPasswordBytes.
+Result<std::string> ReadPasswordFile(const std::string& path);
 
 // The in-process store `local` failure mode falls back to, bounded like the memory store.
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock);

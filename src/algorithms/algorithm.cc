@@ -1,46 +1,43 @@
 #include "caudal/algorithms/algorithm.h"
 
-#include <cassert>
-
-#include "caudal/algorithms/fixed_window.h"
-#include "caudal/algorithms/gcra.h"
-#include "caudal/algorithms/sliding_window_counter.h"
-#include "caudal/algorithms/token_bucket.h"
+#include <array>
+#include <string>
 
 namespace caudal {
+namespace {
 
-Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost) {
-  switch (limit.algorithm()) {
-    case Algorithm::kFixedWindow:
-      return fixed_window::Decide(limit, state, now, cost);
-    case Algorithm::kSlidingWindowCounter:
-      return sliding_window_counter::Decide(limit, state, now, cost);
-    case Algorithm::kTokenBucket:
-      return token_bucket::Decide(limit, state, now, cost);
-    case Algorithm::kGcra:
-      return gcra::Decide(limit, state, now, cost);
-    case Algorithm::kSlidingWindowLog:
-      break;
-  }
-  assert(false && "DecideCompact called for an algorithm without compact state");
-  return {};
+constexpr auto kAllAlgorithmsArray = [] {
+  std::array<Algorithm, kAlgorithmCount> all{};
+  for (size_t i = 0; i < kAlgorithmCount; ++i) all[i] = kAlgorithmTable[i].algorithm;
+  return all;
+}();
+
+bool Known(Algorithm a) { return static_cast<size_t>(a) < kAlgorithmCount; }
+
+}  // namespace
+
+// Constant-initialized, so it is ready before any dynamic initialization (a test suite
+// instantiated over it) reads it.
+constinit const std::span<const Algorithm> kAllAlgorithms = kAllAlgorithmsArray;
+
+std::string_view AlgorithmName(Algorithm a) {
+  return Known(a) ? AlgorithmInfoOf(a).name : "unknown";
 }
 
-Step RefundCompact(const Limit& limit, const CompactState* state, Micros now, int64_t units) {
-  switch (limit.algorithm()) {
-    case Algorithm::kFixedWindow:
-      return fixed_window::Refund(limit, state, now, units);
-    case Algorithm::kSlidingWindowCounter:
-      return sliding_window_counter::Refund(limit, state, now, units);
-    case Algorithm::kTokenBucket:
-      return token_bucket::Refund(limit, state, now, units);
-    case Algorithm::kGcra:
-      return gcra::Refund(limit, state, now, units);
-    case Algorithm::kSlidingWindowLog:
-      break;
+Result<Algorithm> ParseAlgorithm(std::string_view name) {
+  std::string known;
+  for (size_t i = 0; i < kAlgorithmCount; ++i) {
+    const AlgorithmInfo& e = kAlgorithmTable[i];
+    if (e.name == name) return e.algorithm;
+    known += i == 0 ? "" : i + 1 == kAlgorithmCount ? " or " : ", ";
+    known += e.name;
   }
-  assert(false && "RefundCompact called for an algorithm without compact state");
-  return {};
+  return Status::InvalidArgument("unknown algorithm \"" + std::string(name) + "\" (expected " +
+                                 known + ")");
+}
+
+bool IsWindowAlgorithm(Algorithm a) {
+  return Known(a) && AlgorithmInfoOf(a).family == AlgorithmFamily::kWindow;
 }
 
 }  // namespace caudal

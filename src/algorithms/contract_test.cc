@@ -1,4 +1,4 @@
-// The contract every algorithm shares (see decision.h and compact_state.h), run against all five:
+// The contract every algorithm shares (see decision.h and compact_state.h), run against each:
 // peeks, costs that never fit, exact retry_after and reset_after, drift, extreme parameters.
 #include <gtest/gtest.h>
 
@@ -74,7 +74,7 @@ TEST_P(Contract, ACostAboveCapacityNeverFitsAndConsumesNothing) {
 TEST_P(Contract, YearsOfIdlenessLeaveAFreshState) {
   for (int64_t count : {int64_t{1}, int64_t{1000}, kMaxCapacity}) {
     const Micros period = IsWindowAlgorithm(GetParam()) ? kYear : hours(24);
-    if (GetParam() == Algorithm::kSlidingWindowLog && count > kMaxLogLimit) continue;
+    if (HasLogState(GetParam()) && count > kMaxLogLimit) continue;
     Replayer r(Make(GetParam(), count, period));
     ASSERT_TRUE(r.Decide(kT0, count).allowed());
     for (Micros later : {kYear * 3, kYear * 100}) {
@@ -86,7 +86,7 @@ TEST_P(Contract, YearsOfIdlenessLeaveAFreshState) {
 
 TEST_P(Contract, HandlesTheExtremesOfTheDocumentedRange) {
   const Algorithm a = GetParam();
-  const int64_t big = a == Algorithm::kSlidingWindowLog ? kMaxLogLimit : kMaxCapacity;
+  const int64_t big = HasLogState(a) ? kMaxLogLimit : kMaxCapacity;
   for (Micros period : {Micros(milliseconds(1)), Micros(hours(1)), kYear}) {
     Replayer r(Make(a, big, period));
     const Decision first = r.Decide(kT0, big - 1);

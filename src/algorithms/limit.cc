@@ -3,34 +3,10 @@
 #include <numeric>
 
 #include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
 #include "caudal/decision.h"
 
 namespace caudal {
-
-std::string_view AlgorithmName(Algorithm a) {
-  switch (a) {
-    case Algorithm::kFixedWindow: return "fixed_window";
-    case Algorithm::kSlidingWindowLog: return "sliding_window_log";
-    case Algorithm::kSlidingWindowCounter: return "sliding_window_counter";
-    case Algorithm::kTokenBucket: return "token_bucket";
-    case Algorithm::kGcra: return "gcra";
-  }
-  return "unknown";
-}
-
-Result<Algorithm> ParseAlgorithm(std::string_view name) {
-  for (Algorithm a : kAllAlgorithms) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  return Status::InvalidArgument(
-      "unknown algorithm \"" + std::string(name) +
-      "\" (expected fixed_window, sliding_window_log, sliding_window_counter, token_bucket or gcra)");
-}
-
-bool IsWindowAlgorithm(Algorithm a) {
-  return a == Algorithm::kFixedWindow || a == Algorithm::kSlidingWindowLog ||
-         a == Algorithm::kSlidingWindowCounter;
-}
 
 std::string_view VerdictName(Verdict v) {
   switch (v) {
@@ -42,6 +18,10 @@ std::string_view VerdictName(Verdict v) {
 }
 
 Result<Limit> Limit::Create(const LimitSpec& spec) {
+  if (static_cast<size_t>(spec.algorithm) >= kAlgorithmCount) {
+    return Status::InvalidArgument("unknown algorithm " +
+                                   std::to_string(static_cast<int>(spec.algorithm)));
+  }
   const bool window = IsWindowAlgorithm(spec.algorithm);
   const char* cap_name = window ? "limit" : "capacity";
   const char* period_name = window ? "window" : "refill period";
@@ -63,9 +43,10 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                                      std::to_string(spec.rate.count) + ") must equal the limit (" +
                                      std::to_string(spec.capacity) + ")");
     }
-    if (spec.algorithm == Algorithm::kSlidingWindowLog && spec.capacity > kMaxLogLimit) {
+    if (HasLogState(spec.algorithm) && spec.capacity > kMaxLogLimit) {
       return Status::InvalidArgument(
-          "sliding_window_log keeps one entry per admitted request, so its limit is capped at " +
+          std::string(AlgorithmName(spec.algorithm)) +
+          " keeps one entry per admitted request, so its limit is capped at " +
           std::to_string(kMaxLogLimit) + " (got " + std::to_string(spec.capacity) +
           "); use sliding_window_counter or token_bucket for larger limits");
     }

@@ -1,4 +1,4 @@
-// Replayer: one key's state driven through any of the five algorithms, the way a store drives it.
+// Replayer: one key's state driven through any algorithm, the way a store drives it.
 // For tests, property checks and fuzzers (header-only, not part of the library).
 //
 // Decide() applies a decision (writes the state back when something was consumed), Refund() gives
@@ -20,9 +20,10 @@ class Replayer {
   explicit Replayer(const Limit& limit) : limit_(limit) {}
 
   Decision Decide(Micros now, int64_t cost) {
-    if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
-      const Decision d = sliding_window_log::Evaluate(limit_, log_, now, cost);
-      if (d.allowed()) sliding_window_log::Commit(limit_, log_, now, cost);
+    if (HasLogState(limit_.algorithm())) {
+      const LogFunctions& log = LogFunctionsOf(limit_);
+      const Decision d = log.evaluate(limit_, log_, now, cost);
+      if (d.allowed()) log.commit(limit_, log_, now, cost);
       return d;
     }
     const Step step = DecideCompact(limit_, compact_ ? &*compact_ : nullptr, now, cost);
@@ -32,8 +33,8 @@ class Replayer {
 
   // Gives back up to `units` (see compact_state.h), writing the state when it changed.
   Decision Refund(Micros now, int64_t units) {
-    if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
-      return sliding_window_log::Refund(limit_, log_, now, units);
+    if (HasLogState(limit_.algorithm())) {
+      return LogFunctionsOf(limit_).refund(limit_, log_, now, units);
     }
     const Step step = RefundCompact(limit_, compact_ ? &*compact_ : nullptr, now, units);
     if (step.changed) compact_ = step.next;

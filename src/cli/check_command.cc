@@ -1,5 +1,6 @@
 // `caudal check`: one decision from a shell, printed as JSON.
 // Exit 0 allowed, 1 refused, 2 usage or config error, 3 store unavailable.
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "caudal/engine.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
+#include "cli/overrides.h"
 #include "server/http_api.h"
 
 namespace caudal::cli {
@@ -31,7 +33,9 @@ class CheckCommand final : public Command {
   int Run(Env& env) override {
     auto config = LoadConfigFile(config_);
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-    if (!store_.empty()) config->store.url = store_;
+    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = "", .grpc = ""}, std::getenv); !s.ok()) {
+      return UsageError(env, kName, s.message());
+    }
     CheckRequest request;
     for (const std::string& d : descriptors_) {
       const size_t eq = d.find('=');

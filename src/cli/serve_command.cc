@@ -2,6 +2,7 @@
 // SIGHUP reloads the config (a bad file is refused and the old config keeps serving);
 // SIGINT / SIGTERM stop it.
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <pthread.h>
 #include <string>
@@ -14,11 +15,14 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
+#include "caudal/refusals.h"
 #include "caudal/server.h"
 #include "caudal/store_health.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
+#include "cli/overrides.h"
 #include "common/cat.h"
+#include "common/redact.h"
 #include "engine/background_store.h"
 
 namespace caudal::cli {
@@ -46,6 +50,11 @@ class ServeCommand final : public Command {
     app.add_option("--envoy-config", envoy_config_,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
+    app.add_option("--log-level", log_level_, "debug, info, warning or error, overriding "
+                                              "logging.level")
+        ->type_name("LEVEL");
+    app.add_option("--log-format", log_format_, "text or json, overriding logging.format")
+        ->type_name("FORMAT");
   }
 
   int Run(Env& env) override {
@@ -57,7 +66,8 @@ class ServeCommand final : public Command {
 
     auto config = Load();
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-    Logger log;
+    Logger log(LoggerOptionsFrom(*config), env.clock);
+    Refusals refusals(env.clock, &log, RefusalsOptionsFrom(*config));
     auto store = OpenSharedStore(env, *config, log);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
@@ -77,7 +87,8 @@ class ServeCommand final : public Command {
     Engine engine(breaker, env.clock,
                   {.local_store = local.get(), .metrics = &metrics, .log = &log,
                    .over_limit_cache_keys =
-                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0});
+                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0,
+                   .refusals = &refusals});
     if (Status s = engine.SetPolicies(config->policies); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
@@ -90,7 +101,7 @@ class ServeCommand final : public Command {
     }
 
     auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
-                                     .health = health},
+                                     .health = health, .refusals = &refusals},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server));
     if (!server.ok()) {
@@ -99,7 +110,7 @@ class ServeCommand final : public Command {
     }
     const auto opts = ServerOptionsFrom(config->server);
     env.out << "caudal serve: listening on http://" << Bracketed(opts.host) << ':'
-            << (*server)->port() << " (store " << config->store.url << ", "
+            << (*server)->port() << " (store " << RedactUrl(config->store.url) << ", "
             << config->policies->policies().size() << " policies)" << std::endl;
 
     // Envoy's rate limit service, on the same engine as the HTTP API.
@@ -126,7 +137,7 @@ class ServeCommand final : public Command {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, engine, **server, metrics, log);
+      Reload(*config, engine, **server, metrics, log, refusals);
     }
     log.Info("stopping");
     if (grpc != nullptr) grpc->Shutdown();
@@ -138,23 +149,10 @@ class ServeCommand final : public Command {
   Result<Config> Load() const {
     auto config = LoadConfigFile(config_path_);
     if (!config.ok()) return config;
-    if (!http_.empty()) {
-      if (auto hp = ParseHostPort(http_); !hp.ok()) {
-        return Status::InvalidArgument(Cat("--http: ", hp.status().message()));
-      }
-      config->server.http = http_;
-    }
-    if (!store_.empty()) {
-      if (Status s = ValidateStoreUrl(store_); !s.ok()) {
-        return Status::InvalidArgument(Cat("--store: ", s.message()));
-      }
-      config->store.url = store_;
-    }
-    if (!grpc_.empty()) {
-      if (auto hp = ParseHostPort(grpc_); !hp.ok()) {
-        return Status::InvalidArgument(Cat("--grpc: ", hp.status().message()));
-      }
-      config->server.grpc = grpc_;
+    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = http_, .grpc = grpc_},
+                                  std::getenv);
+        !s.ok()) {
+      return s;
     }
     if (!envoy_config_.empty()) {
       config->envoy.config = envoy_config_;
@@ -165,6 +163,16 @@ class ServeCommand final : public Command {
         config->envoy.config = config_path_.substr(0, slash + 1) + config->envoy.config;
       }
     }
+    if (!log_level_.empty()) {
+      auto level = ParseLogLevel(log_level_);
+      if (!level.ok()) return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
+      config->logging.level = *level;
+    }
+    if (!log_format_.empty()) {
+      auto format = ParseLogFormat(log_format_);
+      if (!format.ok()) return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
+      config->logging.format = *format;
+    }
     if (config->server.grpc.empty() != config->envoy.config.empty()) {
       return Status::InvalidArgument(
           config->server.grpc.empty()
@@ -172,6 +180,14 @@ class ServeCommand final : public Command {
               : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
     }
     return config;
+  }
+
+  static LoggerOptions LoggerOptionsFrom(const Config& config) {
+    return {.level = config.logging.level, .format = config.logging.format};
+  }
+
+  static RefusalsOptions RefusalsOptionsFrom(const Config& config) {
+    return {.identities = config.logging.identities, .log = config.logging.refusals};
   }
 
   // The shared store. A bad URL, password or database is a mistake to fix: refuse to start. An
@@ -213,7 +229,7 @@ class ServeCommand final : public Command {
   // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
   // config keeps serving.
   void Reload(Config& current, Engine& engine, HttpServer& server, Metrics& metrics,
-              const Logger& log) const {
+              Logger& log, Refusals& refusals) const {
     auto next = Load();
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
@@ -233,6 +249,8 @@ class ServeCommand final : public Command {
       return;
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
+    log.SetOptions(LoggerOptionsFrom(*next));
+    refusals.SetOptions(RefusalsOptionsFrom(*next));
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
         next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
       log.Warning(
@@ -249,6 +267,8 @@ class ServeCommand final : public Command {
   std::string store_;
   std::string grpc_;
   std::string envoy_config_;
+  std::string log_level_;
+  std::string log_format_;
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// `caudal simulate`: every algorithm over the same traffic, side by side (see README, "CLI").
+// `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md).
 #include <algorithm>
 #include <array>
 #include <cstdio>

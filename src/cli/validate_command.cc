@@ -3,6 +3,7 @@
 
 #include "caudal/config.h"
 #include "cli/command.h"
+#include "common/redact.h"
 
 namespace caudal::cli {
 namespace {
@@ -26,7 +27,7 @@ class ValidateCommand final : public Command {
       names += (names.empty() ? "" : ", ") + p.spec.name;
     }
     env.out << config_ << ": valid (" << config->policies->policies().size() << " policies"
-            << (names.empty() ? "" : ": " + names) << "; store " << config->store.url
+            << (names.empty() ? "" : ": " + names) << "; store " << RedactUrl(config->store.url)
             << ", on_failure " << FailureModeName(config->store.on_failure) << ")\n";
     return kExitOk;
   }

@@ -162,8 +162,8 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
 }
 
 Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
-  if (Status s = r.ExpectMap(n, "store", {"url", "timeout", "on_failure", "instances", "max_keys",
-                                         "over_limit_cache"});
+  if (Status s = r.ExpectMap(n, "store", {"url", "password_file", "timeout", "on_failure",
+                                         "instances", "max_keys", "over_limit_cache"});
       !s.ok()) {
     return s;
   }
@@ -172,6 +172,12 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     if (!url.ok()) return url.status();
     if (Status s = ValidateStoreUrl(*url); !s.ok()) return r.Error(n["url"], "store.url", s.message());
     out.url = *url;
+  }
+  if (n["password_file"]) {
+    auto path = r.String(n["password_file"], "store.password_file");
+    if (!path.ok()) return path.status();
+    if (path->empty()) return r.Error(n["password_file"], "store.password_file", "empty path");
+    out.password_file = *path;
   }
   if (n["timeout"]) {
     auto t = r.Duration(n["timeout"], "store.timeout");
@@ -332,9 +338,36 @@ Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
   return Status::Ok();
 }
 
+Status ParseLogging(const YamlReader& r, const YAML::Node& n, LoggingConfig& out) {
+  if (Status s = r.ExpectMap(n, "logging", {"level", "format", "refusals", "identities"}); !s.ok()) {
+    return s;
+  }
+  if (n["level"]) {
+    auto v = Choice(r, n["level"], "logging.level", ParseLogLevel);
+    if (!v.ok()) return v.status();
+    out.level = *v;
+  }
+  if (n["format"]) {
+    auto v = Choice(r, n["format"], "logging.format", ParseLogFormat);
+    if (!v.ok()) return v.status();
+    out.format = *v;
+  }
+  if (n["refusals"]) {
+    auto b = r.Bool(n["refusals"], "logging.refusals");
+    if (!b.ok()) return b.status();
+    out.refusals = *b;
+  }
+  if (n["identities"]) {
+    auto v = Choice(r, n["identities"], "logging.identities", ParseIdentityDisplay);
+    if (!v.ok()) return v.status();
+    out.identities = *v;
+  }
+  return Status::Ok();
+}
+
 Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "descriptor_mode",
-                                        "envoy_config", "envoy"});
+                                        "envoy_config", "envoy", "logging"});
       !s.ok()) {
     return s;
   }
@@ -353,6 +386,9 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   }
   if (root["envoy"]) {
     if (Status s = ParseEnvoy(r, root["envoy"], config.envoy); !s.ok()) return s;
+  }
+  if (root["logging"]) {
+    if (Status s = ParseLogging(r, root["logging"], config.logging); !s.ok()) return s;
   }
   if (root["store"]) {
     if (Status s = ParseStore(r, root["store"], config.store); !s.ok()) return s;
@@ -481,7 +517,14 @@ Result<Config> LoadConfigFile(const std::string& path) {
   if (!in) return Status::NotFound(Cat(path, ": cannot read the file"));
   std::ostringstream text;
   text << in.rdbuf();
-  return ParseConfig(text.str(), path);
+  auto config = ParseConfig(text.str(), path);
+  // Paths in the file are relative to its directory.
+  const size_t slash = path.rfind('/');
+  if (config.ok() && slash != std::string::npos && !config->store.password_file.empty() &&
+      config->store.password_file.front() != '/') {
+    config->store.password_file = path.substr(0, slash + 1) + config->store.password_file;
+  }
+  return config;
 }
 
 }  // namespace caudal

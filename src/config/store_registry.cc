@@ -2,7 +2,11 @@
 
 #include "caudal/memory_store.h"
 #include "caudal/redis_store.h"
+#include <cctype>
+#include <fstream>
+
 #include "common/cat.h"
+#include "common/redact.h"
 #include "redis/redis_url.h"
 
 namespace caudal {
@@ -14,7 +18,8 @@ MemoryStoreOptions MemoryOptions(const StoreConfig& config) {
 
 Status ValidateMemory(std::string_view url) {
   if (url == "memory://") return Status::Ok();
-  return Status::InvalidArgument(Cat("expected memory:// with nothing after it (got ", Quoted(url), ')'));
+  return Status::InvalidArgument(
+      Cat("expected memory:// with nothing after it (got ", Quoted(RedactUrl(url)), ')'));
 }
 
 Result<std::unique_ptr<Store>> OpenMemory(const StoreConfig& config, const Clock& clock,
@@ -27,10 +32,34 @@ Status ValidateRedis(std::string_view url) {
   return parsed.ok() ? Status::Ok() : parsed.status();
 }
 
+// `url` with `password` in its user information, percent-encoded.
+std::string WithPassword(std::string_view url, std::string_view password) {
+  std::string encoded;
+  for (char c : password) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~') {
+      encoded += c;
+    } else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      encoded += '%';
+      encoded += kHex[u >> 4];
+      encoded += kHex[u & 15];
+    }
+  }
+  const size_t start = url.find("://") + 3;
+  const size_t at = url.find('@', start);
+  const size_t authority_end = url.find('/', start);
+  if (at != std::string_view::npos && at < authority_end) {  // a user name, maybe a password
+    const std::string_view user = url.substr(start, at - start);
+    return Cat(url.substr(0, start), user.substr(0, user.find(':')), ':', encoded, url.substr(at));
+  }
+  return Cat(url.substr(0, start), ':', encoded, '@', url.substr(start));
+}
+
 Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock& clock,
                                          StoreOpenOptions options) {
   RedisStoreOptions redis;
-  redis.url = config.url;
+  redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisStore::Open(std::move(redis));
@@ -60,7 +89,8 @@ Result<const StoreKind*> FindStoreKind(std::string_view url) {
   }
   std::string known;
   for (const StoreKind& k : kKinds) known += Cat(known.empty() ? "" : ", ", k.example);
-  return Status::InvalidArgument(Cat(Quoted(url.substr(0, 64)), " is not a store URL (expected ", known, ')'));
+  return Status::InvalidArgument(
+      Cat(Quoted(RedactUrl(url.substr(0, 64))), " is not a store URL (expected ", known, ')'));
 }
 
 Status ValidateStoreUrl(std::string_view url) {
@@ -73,7 +103,33 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock&
                                          StoreOpenOptions options) {
   auto kind = FindStoreKind(config.url);
   if (!kind.ok()) return Status::InvalidArgument(Cat("store.url: ", kind.status().message()));
-  return (*kind)->open(config, clock, options);
+  if (config.password_file.empty() || !config.password.empty()) {
+    return (*kind)->open(config, clock, options);
+  }
+  StoreConfig with_password = config;
+  auto password = ReadPasswordFile(config.password_file);
+  if (!password.ok()) return password.status();
+  with_password.password = std::move(*password);
+  return (*kind)->open(with_password, clock, options);
+}
+
+Result<std::string> ReadPasswordFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(Cat("store.password_file: cannot read ", Quoted(path)));
+  std::string password(kMaxPasswordBytes + 1, '\0');
+  in.read(password.data(), static_cast<std::streamsize>(password.size()));
+  password.resize(static_cast<size_t>(in.gcount()));
+  if (password.size() > kMaxPasswordBytes) {
+    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is longer than ",
+                                       kMaxPasswordBytes, " bytes"));
+  }
+  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
+    password.pop_back();
+  }
+  if (password.empty()) {
+    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is empty"));
+  }
+  return password;
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

@@ -124,10 +124,22 @@ TEST_F(RlsHandlerTest, FixedWindowByDefaultLikeTheReference) {
   EXPECT_EQ(over.statuses(0).code(), kOver);
   EXPECT_EQ(over.statuses(0).limit_remaining(), 0u);
   EXPECT_EQ(over.statuses(0).duration_until_reset().seconds(), 1);  // the window ends in 1 s
+  EXPECT_EQ(over.statuses(0).duration_until_reset().nanos(), 0);
   // Another value of the same key has its own counter.
   EXPECT_EQ(Ask(Request({{{"remote_address", "10.0.0.2"}}})).overall_code(), kOk);
   clock_.Advance(std::chrono::seconds(1));
   EXPECT_EQ(Ask(req).overall_code(), kOk);
+}
+
+TEST_F(RlsHandlerTest, DurationUntilResetIsWholeSecondsRoundedUpLikeTheReference) {
+  const auto req = Request({{{"one", "r"}}});  // 1 per minute, a window aligned to the minute
+  clock_.Advance(std::chrono::milliseconds(20'300));  // 20.3 s into the minute
+  auto r = Ask(req);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 40);  // 60 − 20, not 39.7
+  EXPECT_EQ(r.statuses(0).duration_until_reset().nanos(), 0);
+  clock_.Advance(std::chrono::milliseconds(700));  // exactly 21 s in
+  r = Ask(req);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 39);
 }
 
 TEST_F(RlsHandlerTest, TokenBucketAdmitsExactlyItsBound) {

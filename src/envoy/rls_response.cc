@@ -138,7 +138,10 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
     limit->set_name(std::string(p.name));
     if (Decided(p)) {
       status->set_limit_remaining(Clamp32(p.decisions[0].remaining));
-      SetDuration(status->mutable_duration_until_reset(), p.decisions[0].reset_after);
+      // Whole seconds, rounded up, as the reference reports a window's end (unit − now mod unit)
+      // and as Envoy reads it (x-ratelimit-reset takes the seconds).
+      SetDuration(status->mutable_duration_until_reset(),
+                  std::chrono::seconds(CeilSeconds(p.decisions[0].reset_after)));
     } else if (p.kind == CheckKind::kBlocked) {
       SetDuration(status->mutable_duration_until_reset(),
                   std::chrono::seconds(AdvertOf(p, shown, now).t));

@@ -27,6 +27,7 @@ struct Context {
   Engine& engine;
   Metrics& metrics;
   const StoreHealth& health;
+  const Refusals* refusals;
   const ForwardAuthOptions& auth;
 };
 

@@ -125,7 +125,7 @@ void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
   // instead of misreading the other's words.
   const auto a = static_cast<uint64_t>(e.limit->algorithm()) + 1;
   const SipKey k{.k0 = sip_key.k0 ^ (a * 0x9e3779b97f4a7c15ULL), .k1 = sip_key.k1};
-  p.is_log = e.limit->algorithm() == Algorithm::kSlidingWindowLog;
+  p.is_log = HasLogState(e.limit->algorithm());
   p.fp = (SipHash24(k, e.key) & ~uint64_t{1}) | (p.is_log ? 1 : 0);
   if (p.fp == 0) p.fp = 2;  // 0 marks an empty slot
   p.shard = shard_bits == 0 ? 0 : static_cast<uint32_t>(p.fp >> (64 - shard_bits));
@@ -139,7 +139,7 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     static const sliding_window_log::LogState kEmpty;
     const auto& log = slot != nullptr ? table.Log(*slot) : kEmpty;
     // A refund's own decision comes from ApplyRefund; until then it reports a peek.
-    p.step.decision = sliding_window_log::Evaluate(*e.limit, log, now, p.refund ? 0 : e.cost);
+    p.step.decision = LogFunctionsOf(*e.limit).evaluate(*e.limit, log, now, p.refund ? 0 : e.cost);
     p.writes = p.refund ? slot != nullptr && e.cost > 0 && !log.entries.empty()
                         : p.step.decision.allowed() && e.cost > 0;
   } else {
@@ -159,8 +159,8 @@ Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now
   ShardTable::Slot* slot = table.Find(p.fp);
   if (p.is_log) {
     static const sliding_window_log::LogState kEmpty;
-    return sliding_window_log::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : kEmpty,
-                                        now, 0);
+    return LogFunctionsOf(*e.limit).evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : kEmpty,
+                                             now, 0);
   }
   CompactState state;
   if (slot != nullptr) state = slot->State();
@@ -174,7 +174,7 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) 
   if (p.is_log) {
     // The list Evaluate pruned, or a new empty one if a rebuild reclaimed it as fresh (then it
     // had no entry left in the window either).
-    sliding_window_log::Commit(*e.limit, table.Log(*slot), now, e.cost);
+    LogFunctionsOf(*e.limit).commit(*e.limit, table.Log(*slot), now, e.cost);
   } else {
     slot->SetState(p.step.next);
   }
@@ -188,7 +188,7 @@ void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now) {
   // then nothing was left to give back.
   if (slot == nullptr) return;
   if (p.is_log) {
-    p.step.decision = sliding_window_log::Refund(*e.limit, table.Log(*slot), now, e.cost);
+    p.step.decision = LogFunctionsOf(*e.limit).refund(*e.limit, table.Log(*slot), now, e.cost);
   } else {
     slot->SetState(p.step.next);
   }

@@ -5,8 +5,8 @@
 namespace caudal {
 
 Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, Step* step) {
-  if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
-    return sliding_window_log::Evaluate(*e.limit, logs_[std::string(e.key)], now, cost);
+  if (HasLogState(e.limit->algorithm())) {
+    return LogFunctionsOf(*e.limit).evaluate(*e.limit, logs_[std::string(e.key)], now, cost);
   }
   const auto it = compact_.find(e.key);
   *step = DecideCompact(*e.limit, it == compact_.end() ? nullptr : &it->second, now, cost);
@@ -14,8 +14,8 @@ Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, S
 }
 
 Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
-  if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
-    return sliding_window_log::Refund(*e.limit, logs_[std::string(e.key)], now, e.cost);
+  if (HasLogState(e.limit->algorithm())) {
+    return LogFunctionsOf(*e.limit).refund(*e.limit, logs_[std::string(e.key)], now, e.cost);
   }
   const auto it = compact_.find(e.key);
   const Step step =
@@ -41,8 +41,8 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
     } else if (!response.allowed) {
       // Would-have-passed entries report their unchanged state; refusals keep their verdict.
       if (response.decisions[i].allowed()) response.decisions[i] = Evaluate(e, now, 0, &steps[i]);
-    } else if (e.limit->algorithm() == Algorithm::kSlidingWindowLog) {
-      sliding_window_log::Commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
+    } else if (HasLogState(e.limit->algorithm())) {
+      LogFunctionsOf(*e.limit).commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
     } else if (steps[i].changed) {
       compact_[std::string(e.key)] = steps[i].next;
     }

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 #include <map>
 
+#include "caudal/limit.h"
 #include "cli/run_caudal.h"
 
 namespace caudal::testing {
@@ -121,7 +122,7 @@ TEST(Simulate, MissingTraceFileExits2) {
 TEST(Simulate, BoundaryBurstShowsTheFixedWindowFlawAndTheBucketBound) {
   constexpr int64_t kLimit = 100;
   auto runs = SimulateJson({"--limit", "100/1m", "--burst", "100", "--pattern", "boundary-burst"});
-  ASSERT_EQ(runs.size(), 5u);
+  ASSERT_EQ(runs.size(), kAllAlgorithms.size());
   EXPECT_GE(Field(runs["fixed_window"], "max_in_window"), 19 * kLimit / 10);
   EXPECT_EQ(Field(runs["fixed_window"], "bound"), kLimit);
   EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), kLimit);
@@ -145,7 +146,7 @@ TEST(Simulate, TraceWithKeysAndCosts) {
   }
   WriteFile(path, csv);
   auto runs = SimulateJson({"--limit", "20/1s", "--burst", "10", "--trace", path});
-  ASSERT_EQ(runs.size(), 5u);
+  ASSERT_EQ(runs.size(), kAllAlgorithms.size());
   for (const auto& [name, r] : runs) EXPECT_EQ(Field(r, "offered"), 400) << name;
   EXPECT_LE(Field(runs["token_bucket"], "max_in_window"), 30);
   EXPECT_LE(Field(runs["sliding_window_log"], "max_in_window"), 20);
@@ -215,7 +216,7 @@ TEST(Simulate, TableAndSvg) {
        p = chart.find("<polyline", p + 1)) {
     ++lines;
   }
-  EXPECT_EQ(lines, 5u);
+  EXPECT_EQ(lines, kAllAlgorithms.size());
 }
 
 TEST(Simulate, UnwritableSvgIsAFailure) {

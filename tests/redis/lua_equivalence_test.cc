@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
 #include "redis/lua_protocol.h"
 #include "redis/script.h"
 #include "store/store_reference_model.h"
@@ -37,7 +38,7 @@ class Tracer {
   bool Chance(int percent) { return Uniform(1, 100) <= percent; }
 
   int64_t Capacity(Algorithm a) {
-    const int64_t max = a == Algorithm::kSlidingWindowLog ? kMaxLogLimit : kMaxCapacity;
+    const int64_t max = HasLogState(a) ? kMaxLogLimit : kMaxCapacity;
     switch (Uniform(0, 4)) {
       case 0:
         return 1;
@@ -292,34 +293,28 @@ class LuaEquivalence : public ::testing::Test {
 
 constexpr int64_t kDecisionsPerAlgorithm = 10'000;
 
-TEST_F(LuaEquivalence, FixedWindow) {
+// Every algorithm of the table on its own; the seed is the enum value + 1, so each one's traces
+// stay the same when another is added.
+class LuaEquivalenceOf : public LuaEquivalence, public ::testing::WithParamInterface<Algorithm> {};
+
+TEST_P(LuaEquivalenceOf, DecidesAsTheReferenceModel) {
+  const Algorithm a = GetParam();
   Replay(
-      1, [](Tracer&) { return Algorithm::kFixedWindow; }, kDecisionsPerAlgorithm);
+      static_cast<uint64_t>(a) + 1, [a](Tracer&) { return a; }, kDecisionsPerAlgorithm);
 }
 
-TEST_F(LuaEquivalence, SlidingWindowLog) {
-  Replay(
-      2, [](Tracer&) { return Algorithm::kSlidingWindowLog; }, kDecisionsPerAlgorithm);
-}
-
-TEST_F(LuaEquivalence, SlidingWindowCounter) {
-  Replay(
-      3, [](Tracer&) { return Algorithm::kSlidingWindowCounter; }, kDecisionsPerAlgorithm);
-}
-
-TEST_F(LuaEquivalence, TokenBucket) {
-  Replay(
-      4, [](Tracer&) { return Algorithm::kTokenBucket; }, kDecisionsPerAlgorithm);
-}
-
-TEST_F(LuaEquivalence, Gcra) {
-  Replay(
-      5, [](Tracer&) { return Algorithm::kGcra; }, kDecisionsPerAlgorithm);
-}
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, LuaEquivalenceOf, ::testing::ValuesIn(kAllAlgorithms),
+                         [](const ::testing::TestParamInfo<Algorithm>& param) {
+                           return std::string(AlgorithmName(param.param));
+                         });
 
 TEST_F(LuaEquivalence, RequestsMixingAlgorithms) {
   Replay(
-      6, [](Tracer& t) { return kAllAlgorithms[t.Uniform(0, 4)]; }, kDecisionsPerAlgorithm);
+      6,
+      [](Tracer& t) {
+        return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))];
+      },
+      kDecisionsPerAlgorithm);
 }
 
 }  // namespace

@@ -82,9 +82,12 @@ class Serve:
     """`caudal serve` with `config` (YAML text) on a free port. With test_hooks (the default) it is
     caudal-testing's: advance_ms() moves its clock, fail_store() / recover_store() its store."""
 
-    def __init__(self, config, test_hooks=True, store=None):
+    def __init__(self, config, test_hooks=True, store=None, env=None, files=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-serve-")
         self.config_path = os.path.join(self.dir, "caudal.yaml")
+        for name, content in (files or {}).items():  # beside the config, e.g. a password file
+            with open(os.path.join(self.dir, name), "w") as f:
+                f.write(content)
         self.write_config(config)
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         binary = CAUDAL_TESTING if test_hooks else CAUDAL
@@ -93,8 +96,9 @@ class Serve:
             args += ["--store", store]
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr)
+                                     stderr=self._stderr, env=dict(os.environ, **(env or {})))
         line = self.proc.stdout.readline().decode()
+        self.banner = line
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if not m:
             self.close()

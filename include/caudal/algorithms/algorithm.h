@@ -1,16 +1,149 @@
-// Dispatch over the compact algorithms by Limit::algorithm().
+// The algorithm table: one entry per algorithm, the one place that lists them.
+//
+// Everything that varies by algorithm reads its entry: config names (ParseAlgorithm), the window
+// or bucket reading of a LimitSpec (IsWindowAlgorithm), the stores' dispatch (DecideCompact and
+// the log functions below), the Redis script (its Lua constants are generated from this table at
+// build time, and each entry's Lua part is src/redis/lua/<name>.lua), and the colours of
+// `caudal simulate --svg`. docs/contributing.md says how to add an algorithm.
 #pragma once
 
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <string_view>
+
 #include "caudal/algorithms/compact_state.h"
+#include "caudal/algorithms/fixed_window.h"
+#include "caudal/algorithms/gcra.h"
+#include "caudal/algorithms/sliding_window_counter.h"
+#include "caudal/algorithms/sliding_window_log.h"
+#include "caudal/algorithms/token_bucket.h"
+#include "caudal/decision.h"
 #include "caudal/limit.h"
 
 namespace caudal {
 
-// Decides with the algorithm `limit` names. Preconditions: the algorithm is not
-// kSlidingWindowLog (see sliding_window_log.h); cost >= 0.
-Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+// Window algorithms count `limit` per window (LimitSpec::Window); bucket algorithms refill
+// continuously (LimitSpec::Bucket).
+enum class AlgorithmFamily : uint8_t { kWindow, kBucket };
 
-// Returns up to `units` to the limit (see compact_state.h). Same preconditions; units >= 0.
-Step RefundCompact(const Limit& limit, const CompactState* state, Micros now, int64_t units);
+// What a key's state is, and so which of the functions below decide it.
+enum class StateShape : uint8_t {
+  kCompact,  // three integers (CompactState): one fixed-size slot in a store
+  kLog,      // a list of arrivals (sliding_window_log::LogState), kept out of line
+};
+
+// The pure functions of a compact algorithm (see compact_state.h for their contract).
+struct CompactFunctions {
+  Step (*decide)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
+  Step (*refund)(const Limit&, const CompactState*, Micros now, int64_t units) = nullptr;
+};
+
+// The pure functions of a log algorithm (see sliding_window_log.h for their contract).
+struct LogFunctions {
+  using LogState = sliding_window_log::LogState;
+  Decision (*evaluate)(const Limit&, const LogState&, Micros now, int64_t cost) = nullptr;
+  void (*commit)(const Limit&, LogState&, Micros now, int64_t cost) = nullptr;
+  Decision (*refund)(const Limit&, LogState&, Micros now, int64_t units) = nullptr;
+};
+
+// How `caudal simulate --svg` draws the algorithm's line.
+struct ChartStyle {
+  std::string_view colour;     // an SVG colour, "#rrggbb"
+  std::string_view dash = {};  // stroke-dasharray, empty for a solid line
+};
+
+struct AlgorithmInfo {
+  Algorithm algorithm;
+  // In config files, JSON and metrics; in upper case, its constant in the Redis script. Its Lua
+  // part is src/redis/lua/<name>.lua.
+  std::string_view name;
+  AlgorithmFamily family;
+  StateShape state;
+  CompactFunctions compact = {};  // set iff state == kCompact
+  LogFunctions log = {};          // set iff state == kLog
+  ChartStyle chart;
+};
+
+// Entry i is the enumerator of value i (checked at compile time below). An enumerator without an
+// entry is refused by Limit::Create as an unknown algorithm.
+inline constexpr AlgorithmInfo kAlgorithmTable[] = {
+    {.algorithm = Algorithm::kFixedWindow,
+     .name = "fixed_window",
+     .family = AlgorithmFamily::kWindow,
+     .state = StateShape::kCompact,
+     .compact = {fixed_window::Decide, fixed_window::Refund},
+     .chart = {.colour = "#d62728"}},
+    {.algorithm = Algorithm::kSlidingWindowLog,
+     .name = "sliding_window_log",
+     .family = AlgorithmFamily::kWindow,
+     .state = StateShape::kLog,
+     .log = {sliding_window_log::Evaluate, sliding_window_log::Commit, sliding_window_log::Refund},
+     .chart = {.colour = "#1f77b4"}},
+    {.algorithm = Algorithm::kSlidingWindowCounter,
+     .name = "sliding_window_counter",
+     .family = AlgorithmFamily::kWindow,
+     .state = StateShape::kCompact,
+     .compact = {sliding_window_counter::Decide, sliding_window_counter::Refund},
+     .chart = {.colour = "#9467bd"}},
+    {.algorithm = Algorithm::kTokenBucket,
+     .name = "token_bucket",
+     .family = AlgorithmFamily::kBucket,
+     .state = StateShape::kCompact,
+     .compact = {token_bucket::Decide, token_bucket::Refund},
+     .chart = {.colour = "#2ca02c"}},
+    {.algorithm = Algorithm::kGcra,
+     .name = "gcra",
+     .family = AlgorithmFamily::kBucket,
+     .state = StateShape::kCompact,
+     .compact = {gcra::Decide, gcra::Refund},
+     .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
+};
+
+inline constexpr size_t kAlgorithmCount = std::size(kAlgorithmTable);
+
+namespace algorithm_table_internal {
+
+// Entry i is enumerator i. (That each entry has its state shape's functions is checked by
+// algorithm_test.cc: GCC does not fold a function's address against nullptr under sanitizers.)
+constexpr bool InEnumOrder() {
+  for (size_t i = 0; i < kAlgorithmCount; ++i) {
+    if (static_cast<size_t>(kAlgorithmTable[i].algorithm) != i) return false;
+  }
+  return true;
+}
+
+}  // namespace algorithm_table_internal
+
+static_assert(algorithm_table_internal::InEnumOrder(),
+              "kAlgorithmTable: one entry per Algorithm, in enum order");
+
+// The entry of `a`. Precondition: `a` is an enumerator (as every Limit's algorithm is).
+constexpr const AlgorithmInfo& AlgorithmInfoOf(Algorithm a) {
+  return kAlgorithmTable[static_cast<size_t>(a)];
+}
+
+// Whether the algorithm keeps a log (LogFunctions) rather than a CompactState.
+constexpr bool HasLogState(Algorithm a) { return AlgorithmInfoOf(a).state == StateShape::kLog; }
+
+// Decides with the compact algorithm `limit` names. Preconditions: !HasLogState; cost >= 0.
+inline Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost) {
+  assert(!HasLogState(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).compact.decide(limit, state, now, cost);
+}
+
+// Returns up to `units` to the limit (see compact_state.h). Preconditions: as DecideCompact.
+inline Step RefundCompact(const Limit& limit, const CompactState* state, Micros now,
+                          int64_t units) {
+  assert(!HasLogState(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).compact.refund(limit, state, now, units);
+}
+
+// The log algorithm `limit` names, as sliding_window_log.h describes. Precondition: HasLogState.
+inline const LogFunctions& LogFunctionsOf(const Limit& limit) {
+  assert(HasLogState(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).log;
+}
 
 }  // namespace caudal

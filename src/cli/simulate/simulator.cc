@@ -33,10 +33,11 @@ class Decider {
     Copy& copy = copies_[region][r.key];
     bool allowed = false;
     bool changed = false;
-    if (limit_.algorithm() == Algorithm::kSlidingWindowLog) {
-      allowed = sliding_window_log::Evaluate(limit_, copy.log, now, r.cost).allowed();
+    if (HasLogState(limit_.algorithm())) {
+      const LogFunctions& log = LogFunctionsOf(limit_);
+      allowed = log.evaluate(limit_, copy.log, now, r.cost).allowed();
       changed = allowed && r.cost > 0;
-      if (changed) sliding_window_log::Commit(limit_, copy.log, now, r.cost);
+      if (changed) log.commit(limit_, copy.log, now, r.cost);
     } else {
       const Step step = DecideCompact(limit_, copy.seen ? &copy.state : nullptr, now, r.cost);
       allowed = step.decision.allowed();
@@ -180,7 +181,7 @@ Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& opt
     Result<Limit> limit = LimitFor(a, options);
     if (!limit.ok()) {
       // Only the log's own cap can fail once the two validations above passed.
-      assert(a == Algorithm::kSlidingWindowLog);
+      assert(HasLogState(a));
       sim.skipped.push_back(std::string(AlgorithmName(a)) + ": " + limit.status().message());
       continue;
     }

@@ -4,7 +4,10 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <string_view>
+
+#include "caudal/algorithms/algorithm.h"
 
 namespace caudal::simulate {
 namespace {
@@ -13,36 +16,6 @@ constexpr int kWidth = 960;
 constexpr int kHeight = 540;
 constexpr double kLeft = 80, kRight = 730, kTop = 70, kBottom = 470;  // the plot area
 
-// Lines are drawn in table order, each narrower than the one before, so lines that coincide
-// (gcra always equals token_bucket) show as nested stripes instead of hiding each other.
-struct Style {
-  const char* color;
-  const char* width;
-  const char* dash;  // stroke-dasharray, "" for solid
-};
-
-Style StyleFor(Algorithm a) {
-  switch (a) {
-    case Algorithm::kFixedWindow:
-      return {"#d62728", "7", ""};
-    case Algorithm::kSlidingWindowLog:
-      return {"#1f77b4", "5.5", ""};
-    case Algorithm::kSlidingWindowCounter:
-      return {"#9467bd", "4", ""};
-    case Algorithm::kTokenBucket:
-      return {"#2ca02c", "2.5", ""};
-    case Algorithm::kGcra:
-      return {"#ff7f0e", "1.5", "6 4"};
-  }
-  return {"#000000", "1", ""};
-}
-
-std::string StrokeAttrs(const Style& st) {
-  std::string a = std::string("stroke=\"") + st.color + "\" stroke-width=\"" + st.width + "\"";
-  if (*st.dash != '\0') a += std::string(" stroke-dasharray=\"") + st.dash + "\"";
-  return a;
-}
-
 std::string Num(double v) {
   std::array<char, 32> buf{};
   std::snprintf(buf.data(), buf.size(), "%.3f", v);
@@ -50,6 +23,29 @@ std::string Num(double v) {
   while (s.back() == '0') s.pop_back();
   if (s.back() == '.') s.pop_back();
   return s == "-0" ? "0" : s;
+}
+
+// Lines are drawn in the algorithm table's order, each narrower than the one before, so lines
+// that coincide (gcra always equals token_bucket) show as nested stripes instead of hiding each
+// other. Colour and dash come from the table.
+struct Style {
+  std::string_view color;
+  std::string width;
+  std::string_view dash;  // stroke-dasharray, "" for solid
+};
+
+Style StyleFor(Algorithm a) {
+  constexpr double kWidest = 7, kNarrowest = 1.5;
+  const auto i = static_cast<double>(a);
+  const double n = std::max<double>(kAlgorithmCount - 1, 1);
+  const AlgorithmInfo& info = AlgorithmInfoOf(a);
+  return {info.chart.colour, Num(kWidest - (kWidest - kNarrowest) * i / n), info.chart.dash};
+}
+
+std::string StrokeAttrs(const Style& st) {
+  std::string a = "stroke=\"" + std::string(st.color) + "\" stroke-width=\"" + st.width + "\"";
+  if (!st.dash.empty()) a += " stroke-dasharray=\"" + std::string(st.dash) + "\"";
+  return a;
 }
 
 // The smallest of 1, 2, 5 times a power of ten that is >= raw.

@@ -1,5 +1,6 @@
 -- caudal: decides a batch of rate-limit requests in one atomic call. The last part of the
--- script: the algorithms and the arithmetic come before it (see prelude.lua).
+-- script: the algorithms and the arithmetic come before it (see prelude.lua), and each compact
+-- algorithm has registered itself in COMPACT and COMPACT_REFUND.
 --
 -- Wire format (built by src/redis/lua_protocol.cc):
 --   KEYS: one per entry, every request's entries in order.
@@ -12,20 +13,6 @@
 --   retry_after µs. A refused request consumes nothing and writes nothing; entries that would
 --   have passed report their state without the consumption (decided again with cost 0).
 --   Refunds apply whatever the request's other entries decide, and report the state after.
-
-local COMPACT = {
-  [FIXED_WINDOW] = fixed_window,
-  [SLIDING_WINDOW_COUNTER] = sliding_window_counter,
-  [TOKEN_BUCKET] = token_bucket,
-  [GCRA] = gcra,
-}
-
-local COMPACT_REFUND = {
-  [FIXED_WINDOW] = fixed_window_refund,
-  [SLIDING_WINDOW_COUNTER] = sliding_window_counter_refund,
-  [TOKEN_BUCKET] = token_bucket_refund,
-  [GCRA] = gcra_refund,
-}
 
 -- Compact state: one string "w0 w1 w2"; nil when the key is absent (fresh).
 local function compact_read(key)

@@ -33,3 +33,5 @@ local function fixed_window_refund(st, max, _, w, now, units)
   if count > 0 then reset = start + w - now end
   return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
 end
+
+COMPACT[FIXED_WINDOW], COMPACT_REFUND[FIXED_WINDOW] = fixed_window, fixed_window_refund

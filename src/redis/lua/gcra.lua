@@ -66,3 +66,5 @@ local function gcra_refund(st, cap, n, p, now, units)
   local remaining, reset = gcra_report(tw, tf, now, cap, n, p, tau_w)
   return ALLOWED, remaining, reset, 0, changed, tw, tf, 0
 end
+
+COMPACT[GCRA], COMPACT_REFUND[GCRA] = gcra, gcra_refund

@@ -1,9 +1,11 @@
 -- caudal's Lua prelude: integer arithmetic on Lua doubles, exact below 2^53.
 --
--- The scripts under this folder are concatenated at build time, in the order prelude,
--- fixed_window, sliding_window_counter, token_bucket, gcra, sliding_window_log, decide, into
--- the one script Redis runs (src/redis/CMakeLists.txt): one file per algorithm, one atomic
--- call per batch, so a request's limits of different algorithms are decided all-or-nothing.
+-- The scripts under this folder are concatenated at build time into the one script Redis runs
+-- (src/redis/embed_lua.cmake): the constants generated from the algorithm table (each
+-- algorithm's enum value as its upper-case name, FIXED_WINDOW = 0, ..., and the verdicts ALLOWED,
+-- DENIED, NEVER_FITS), this prelude, one file per algorithm (<name>.lua, in the table's order),
+-- then decide.lua. One atomic call per batch, so a request's limits of different algorithms are
+-- decided all-or-nothing.
 -- Each algorithm mirrors its C++ twin in src/algorithms/ line by line; the C++/Lua equivalence
 -- test replays random traces through both and requires identical decisions. Every integer here
 -- stays below 2^53 (Limit::Create's bounds guarantee it), and the one product that could
@@ -11,8 +13,6 @@
 
 local floor, tonumber, fmt, match = math.floor, tonumber, string.format, string.match
 
-local FIXED_WINDOW, SLIDING_WINDOW_LOG, SLIDING_WINDOW_COUNTER, TOKEN_BUCKET, GCRA = 0, 1, 2, 3, 4
-local ALLOWED, DENIED, NEVER_FITS = 0, 1, 2
 local TWO_52 = 4503599627370496
 
 -- floor(x / y) for any sign of x, y > 0, |x| < 2^53. The double quotient is within one of
@@ -72,3 +72,6 @@ end
 
 -- Compact algorithms: (state or nil, capacity, rate count, rate period, now, cost) ->
 -- verdict, remaining, reset_after, retry_after, consumed, next state words w0, w1, w2.
+-- Each one's file ends by registering its decide and refund functions under its constant:
+--   COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund
+local COMPACT, COMPACT_REFUND = {}, {}

@@ -75,3 +75,5 @@ local function sliding_window_counter_refund(st, max, _, w, now, units)
   local left, reset = counter_report(max, start, cur, prev, weighted_prev(prev, elapsed, w), w, now)
   return ALLOWED, left, reset, 0, from_cur + from_prev > 0, start, cur, prev
 end
+
+COMPACT[SLIDING_WINDOW_COUNTER], COMPACT_REFUND[SLIDING_WINDOW_COUNTER] = sliding_window_counter, sliding_window_counter_refund

@@ -57,3 +57,5 @@ local function token_bucket_refund(st, cap, n, p, now, units)
   local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
   return ALLOWED, tokens, reset, 0, changed, tokens, frac, last
 end
+
+COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund

@@ -1,0 +1,57 @@
+#include "cli/overrides.h"
+
+#include "caudal/store_registry.h"
+#include "common/cat.h"
+
+namespace caudal::cli {
+namespace {
+
+Status SetStoreUrl(Config& config, const std::string& url, std::string_view from) {
+  if (Status s = ValidateStoreUrl(url); !s.ok()) return Status::InvalidArgument(Cat(from, ": ", s.message()));
+  config.store.url = url;
+  return Status::Ok();
+}
+
+Status SetAddress(std::string& out, const std::string& address, std::string_view from) {
+  if (auto hp = ParseHostPort(address); !hp.ok()) {
+    return Status::InvalidArgument(Cat(from, ": ", hp.status().message()));
+  }
+  out = address;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& getenv) {
+  const auto env = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  if (const std::string v = env("CAUDAL_STORE_URL"); !v.empty()) {
+    if (Status s = SetStoreUrl(config, v, "CAUDAL_STORE_URL"); !s.ok()) return s;
+  }
+  if (const std::string v = env("CAUDAL_STORE_PASSWORD"); !v.empty()) {
+    if (v.size() > kMaxPasswordBytes) {
+      return Status::InvalidArgument(Cat("CAUDAL_STORE_PASSWORD: longer than ", kMaxPasswordBytes, " bytes"));
+    }
+    config.store.password = v;
+  }
+  if (const std::string v = env("CAUDAL_HTTP"); !v.empty()) {
+    if (Status s = SetAddress(config.server.http, v, "CAUDAL_HTTP"); !s.ok()) return s;
+  }
+  if (const std::string v = env("CAUDAL_GRPC"); !v.empty()) {
+    if (Status s = SetAddress(config.server.grpc, v, "CAUDAL_GRPC"); !s.ok()) return s;
+  }
+  if (!flags.store_url.empty()) {
+    if (Status s = SetStoreUrl(config, flags.store_url, "--store"); !s.ok()) return s;
+  }
+  if (!flags.http.empty()) {
+    if (Status s = SetAddress(config.server.http, flags.http, "--http"); !s.ok()) return s;
+  }
+  if (!flags.grpc.empty()) {
+    if (Status s = SetAddress(config.server.grpc, flags.grpc, "--grpc"); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace caudal::cli

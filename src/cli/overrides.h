@@ -1,0 +1,31 @@
+// Settings a deployment gives outside the config file, applied over it in this order: the file,
+// then the environment, then the command line. For containers, where the file is baked into an
+// image or a ConfigMap and the secrets and addresses come from the environment:
+//
+//   CAUDAL_STORE_URL        store.url
+//   CAUDAL_STORE_PASSWORD   the store's password (never printed; the URL need not hold it)
+//   CAUDAL_HTTP             server.http
+//   CAUDAL_GRPC             server.grpc
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "caudal/config.h"
+#include "caudal/status.h"
+
+namespace caudal::cli {
+
+// Flags of the same meaning; empty: not given.
+struct Overrides {
+  std::string store_url;
+  std::string http;
+  std::string grpc;
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+
+// kInvalidArgument naming the variable or flag that holds a bad value.
+Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& getenv);
+
+}  // namespace caudal::cli

@@ -1,0 +1,66 @@
+// lua_constants <constants.lua> <algorithms.txt>
+//
+// Run at build time (src/redis/CMakeLists.txt). Writes the first part of the Redis script, the
+// Lua constants for every algorithm and verdict, from the algorithm table and the Verdict enum,
+// so the numbers the wire format carries cannot disagree between C++ and Lua; and the
+// algorithms' names in table order, one per line, which embed_lua.cmake turns into the list of
+// lua/<name>.lua parts.
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "caudal/algorithms/algorithm.h"
+#include "caudal/decision.h"
+
+namespace caudal {
+namespace {
+
+constexpr Verdict kVerdicts[] = {Verdict::kAllowed, Verdict::kDenied, Verdict::kNeverFits};
+
+std::string Upper(std::string_view name) {
+  std::string out(name);
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string Constants() {
+  std::string out =
+      "-- Generated at build time from the algorithm table (caudal/algorithms/algorithm.h) and\n"
+      "-- the Verdict enum (caudal/decision.h) by lua_constants_main.cc. Do not edit.\n";
+  for (const AlgorithmInfo& e : kAlgorithmTable) {
+    out += "local " + Upper(e.name) + " = " + std::to_string(static_cast<int>(e.algorithm)) + "\n";
+  }
+  for (const Verdict v : kVerdicts) {
+    out += "local " + Upper(VerdictName(v)) + " = " + std::to_string(static_cast<int>(v)) + "\n";
+  }
+  return out;
+}
+
+std::string AlgorithmNames() {
+  std::string out;
+  for (const AlgorithmInfo& e : kAlgorithmTable) out += std::string(e.name) + "\n";
+  return out;
+}
+
+bool Write(const char* path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) std::fprintf(stderr, "lua_constants: cannot write %s\n", path);
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+}  // namespace caudal
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: lua_constants <constants.lua> <algorithms.txt>\n");
+    return 2;
+  }
+  const bool ok = caudal::Write(argv[1], caudal::Constants()) &&
+                  caudal::Write(argv[2], caudal::AlgorithmNames());
+  return ok ? 0 : 1;
+}

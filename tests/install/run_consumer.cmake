@@ -1,0 +1,47 @@
+# cmake -DBUILD_DIR=<caudal build> -DWORK_DIR=<scratch> -DCONSUMER_DIR=<tests/install/consumer>
+#       -DGENERATOR=<generator> -DCXX=<compiler> [-DLAUNCHER=<ccache>] [-DSANITIZE=<list>]
+#       -DVERSION=<caudal version> -DLIBRARIES=<a|b|...> -P run_consumer.cmake
+# Installs the build into WORK_DIR/prefix, builds the consumer project against that prefix alone,
+# runs it and checks its decisions, and runs the installed `caudal --version`.
+cmake_minimum_required(VERSION 3.25)
+
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+set(flags "")
+if(SANITIZE)  # the installed libraries are instrumented: so must the program be
+  set(flags "-fsanitize=${SANITIZE} -fno-omit-frame-pointer")
+endif()
+run("configuring the consumer"
+    ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/build -G ${GENERATOR}
+    -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}
+    -DCMAKE_CXX_FLAGS=${flags} -DCMAKE_EXE_LINKER_FLAGS=${flags}
+    -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+    -DCAUDAL_EXPECTED_VERSION=${VERSION} -DCAUDAL_EXPECTED_LIBRARIES=${LIBRARIES})
+run("building the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+
+run("running the consumer" ${WORK_DIR}/build/consumer)
+set(expected "token_bucket allowed remaining=1 retry_after_us=0\n"
+             "token_bucket allowed remaining=0 retry_after_us=0\n"
+             "token_bucket denied remaining=0 retry_after_us=3600000000\n")
+string(JOIN "" expected ${expected})
+if(NOT output STREQUAL expected)
+  message(FATAL_ERROR "the consumer printed:\n${output}\nexpected:\n${expected}")
+endif()
+
+run("the installed caudal" ${prefix}/bin/caudal --version)
+if(NOT output MATCHES "${VERSION}")
+  message(FATAL_ERROR "installed `caudal --version` printed: ${output}")
+endif()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+message(STATUS "installed package: ${LIBRARIES}; the consumer decided:\n${expected}")
