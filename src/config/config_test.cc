@@ -100,6 +100,10 @@ TEST(Config, ReadsTheEnvoyService) {
   EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
   EXPECT_EQ(d->envoy.descriptor_mode, DescriptorMode::kAllOrNothing);
   EXPECT_EQ(d->envoy.deny_as, envoy::DenyAs::kOverLimit);
+  // A config that serves only Envoy needs no policies.
+  auto e = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n", "t.yaml");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(e->policies->policies().empty());
 }
 
 struct BadCase {
