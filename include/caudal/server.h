@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/limiter.h"
 #include "caudal/log.h"
@@ -58,6 +59,8 @@ class HttpServer {
     Metrics& metrics;
     const Logger& log;
     DebugHandler debug;  // empty: /debug/ is 404 like any unknown path
+    // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
+    const Clock& clock = SystemClock::Instance();
   };
 
   // Binds and starts serving. kUnavailable when the address cannot be bound.

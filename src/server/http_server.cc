@@ -1,7 +1,6 @@
 #include "caudal/server.h"
 
 #include <atomic>
-#include <ctime>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -24,16 +23,10 @@ namespace {
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kReadBytes = 16 * 1024;  // per read: far above a typical request, so a read
                                           // that fills less tells Asio the socket is drained
-using SteadyTime = std::chrono::steady_clock::time_point;
-
 // Deadlines are seconds long and checked once a tick (at least 5 ms), so the coarse monotonic
-// clock is precise enough: it is steady_clock's clock as of the last timer interrupt (a few ms
-// behind at most) and several times cheaper to read, which counts at two reads per request.
-SteadyTime CoarseNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return SteadyTime(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-}
+// reading is precise enough (a few ms behind at most) and several times cheaper, which counts at
+// two reads per request.
+constexpr Nanos kNoDeadline = Nanos::max();
 using http_server::Connection;
 using http_server::ResponseFraming;
 using http_server::WriteResponse;
@@ -102,13 +95,14 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
  private:
-  void SetDeadline(Micros d) { deadline_ = CoarseNow() + d; }
+  Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
+  void SetDeadline(Micros d) { deadline_ = Now() + d; }
 
   void Tick() {
     timer_.expires_after(server_.tick);
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec || self->closed_) return;
-      if (CoarseNow() >= self->deadline_) return self->Close();
+      if (self->Now() >= self->deadline_) return self->Close();
       self->Tick();
     });
   }
@@ -201,7 +195,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                       .header = [this](std::string_view name) { return request_.Field(name); },
                       .forwarded_for = forwarded_for_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
-    deadline_ = SteadyTime::max();  // the store's own deadline bounds the decision
+    deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
     routes::Context ctx{.limiter = server_.deps.limiter,
                         .metrics = server_.deps.metrics,
                         .auth = *server_.auth.load(std::memory_order_acquire),
@@ -276,7 +270,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   tcp::socket socket_;
   net::steady_timer timer_;
   HttpServer::Impl& server_;
-  SteadyTime deadline_ = SteadyTime::max();
+  Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
   beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
   http_server::ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<http_server::RequestParser> parser_;
