@@ -153,34 +153,20 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     if (parser_->is_header_done() && !in_body_) {
       in_body_ = true;
       const auto length = parser_->content_length();
-      if (length && *length > http_api::kMaxBodyBytes) return TooLarge();
+      if (length && *length > http_api::kMaxBodyBytes) return OnReadError(http::error::body_limit);
       SetDeadline(server_.options.body_timeout);
     }
     Read();
   }
 
+  // Every refusal closes: once framing has failed, where the next request would start is
+  // unknown, and bytes after a refused request must never be read as one (RFC 9112 §6.3).
   void OnReadError(beast::error_code ec) {
     if (closed_) return;
-    if (ec == http::error::body_limit) return TooLarge();
-    if (ec == http::error::header_limit) {
-      return Send(http_api::ErrorReply({.status = 431, .code = "header_too_large",
-                                        .message = "request header: larger than 16 KiB"}),
-                  Connection::kClose);
-    }
-    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return Send(http_api::ErrorReply({.status = 400, .code = "bad_request",
-                                        .message = Cat("request: malformed HTTP (", ec.message(),
-                                                       ')')}),
-                  Connection::kClose);
+    if (auto refusal = http_server::RefusalFor(ec)) {
+      return Send(http_api::ErrorReply(*refusal), Connection::kClose);
     }
     Close();
-  }
-
-  void TooLarge() {
-    Send(http_api::ErrorReply({.status = 413, .code = "body_too_large",
-                               .message = "body: larger than 64 KiB"}),
-         Connection::kClose);
   }
 
   void Handle() {
