@@ -179,6 +179,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                       .body = request_.body(),
                       .peer = peer_,
                       .header = [this](std::string_view name) { return request_.Field(name); },
+                      .header_count =
+                          [this](std::string_view name) { return request_.FieldCount(name); },
                       .forwarded_for = forwarded_for_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
