@@ -3,6 +3,7 @@ free loopback ports, each in its own temporary directory, stopped when the test 
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -75,10 +76,41 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class Serve:
-    """`caudal serve` with `config` (YAML text) on a free port."""
+def raise_file_limit():
+    """Raises this process's soft descriptor limit to the hard one, for tests holding many
+    connections (the CI's default soft limit is 1024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
-    def __init__(self, config, test_hooks=True, store=None):
+
+def connect_from(source, port, timeout_s=5):
+    """A TCP connection to 127.0.0.1:`port` from the loopback address `source` (any of
+    127.0.0.0/8), so that one test can be several clients."""
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.settimeout(timeout_s)
+    c.bind((source, 0))
+    c.connect(("127.0.0.1", port))
+    return c
+
+
+def open_descriptors(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time the process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Serve:
+    """`caudal serve` with `config` (YAML text) on a free port. `nofile`: (soft, hard) descriptor
+    limits to start it with."""
+
+    def __init__(self, config, test_hooks=True, store=None, nofile=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-serve-")
         self.config_path = os.path.join(self.dir, "caudal.yaml")
         self.write_config(config)
@@ -89,7 +121,12 @@ class Serve:
         if store:
             args += ["--store", store]
         self._stderr = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr)
+        preexec = None
+        if nofile is not None:
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     preexec_fn=preexec)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if not m:
