@@ -34,19 +34,26 @@ def wait_until(predicate, what, timeout_s=READY_TIMEOUT_S):
 
 class Redis:
     """A redis-server on a free port; started at once unless started=False (start() later).
-    `password` sets requirepass."""
+    `password` sets requirepass; `persistence` replaces the default (no RDB, no AOF) with other
+    redis-server arguments, e.g. ["--appendonly", "yes", "--appendfsync", "always"]; `bind` and
+    `port` place it elsewhere than a free loopback port. start() after stop() keeps the port and
+    the directory, as a restarted server would."""
 
-    def __init__(self, started=True, password=None):
+    def __init__(self, started=True, password=None, persistence=None, bind="127.0.0.1",
+                 port=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-redis-")
-        self.port = free_port()
+        self.bind = bind
+        self.port = port or free_port()
         self.password = password
+        self.persistence = persistence or ["--save", "", "--appendonly", "no"]
         self.proc = None
         if started:
             self.start()
 
-    def start(self):
-        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                "--appendonly", "no", "--dir", self.dir]
+    def start(self, wrap=None):
+        """`wrap`: a command prefix, e.g. ["ip", "netns", "exec", name] to run it elsewhere."""
+        args = (wrap or []) + ["redis-server", "--bind", self.bind, "--port", str(self.port),
+                               "--dir", self.dir] + self.persistence
         if self.password:
             args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -54,7 +61,7 @@ class Redis:
 
     def _answers(self):
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            with socket.create_connection((self.bind, self.port), timeout=0.5) as s:
                 s.sendall(b"PING\r\n")
                 reply = s.recv(64)
                 return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")
@@ -67,9 +74,19 @@ class Redis:
             self.proc.wait()
             self.proc = None
 
+    def command(self, *words):
+        """One command over RESP; the reply's first line (enough for +OK, :n, $n)."""
+        with socket.create_connection((self.bind, self.port), timeout=5) as s:
+            wire = b"*%d\r\n" % len(words)
+            for w in words:
+                w = w.encode() if isinstance(w, str) else w
+                wire += b"$%d\r\n%s\r\n" % (len(w), w)
+            s.sendall(wire)
+            return s.recv(4096).split(b"\r\n")[0]
+
     @property
     def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+        return "redis://%s:%d" % (self.bind, self.port)
 
     def close(self):
         self.stop()
