@@ -19,7 +19,7 @@ namespace {
 
 bool KnownCode(std::string_view code) {
   for (std::string_view c : {"invalid_json", "invalid_body", "unknown_field", "missing_descriptors",
-                             "invalid_descriptors", "invalid_cost", "duplicate_field"}) {
+                             "invalid_descriptors", "invalid_cost", "invalid_refund", "duplicate_field"}) {
     if (code == c) return true;
   }
   return false;

@@ -121,7 +121,9 @@ void Run(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   ManualClock clock(std::chrono::seconds(1'699'999'980));
   MemoryStore store(clock, {.max_keys = 4096, .shards = 4});
-  RlsHandler handler(store, clock, std::make_shared<RateLimitConfig>(Config()));
+  Engine engine(store, clock, {});
+  FUZZ_CHECK(engine.SetDomains(std::make_shared<RateLimitConfig>(Config()), {}).ok());
+  RlsHandler handler(engine, {});
   for (int i = 0; i < 6 && in.remaining_bytes() > 0; ++i) {
     bool refunds = false;
     const RateLimitRequest request = DecodeRequest(in, refunds);

@@ -24,12 +24,36 @@
 
 namespace caudal {
 
+namespace envoy {
+
+// Which rate-limit headers the Envoy service asks Envoy to add to responses.
+enum class HeaderMode : uint8_t {
+  kNone,
+  kIetf,               // RateLimit and RateLimit-Policy (draft-ietf-httpapi-ratelimit-headers-10)
+  kIetfAndXRateLimit,  // also x-ratelimit-limit / -remaining / -reset
+};
+std::string_view HeaderModeName(HeaderMode m);
+Result<HeaderMode> ParseHeaderMode(std::string_view text);  // none|ietf|ietf_and_x_ratelimit
+
+// How a `deny` failure mode answers Envoy.
+enum class DenyAs : uint8_t {
+  kOverLimit,    // OVER_LIMIT, with the Caudal-Degraded header
+  kUnavailable,  // the RPC fails with UNAVAILABLE, so Envoy applies its failure_mode_deny
+};
+std::string_view DenyAsName(DenyAs d);
+Result<DenyAs> ParseDenyAs(std::string_view text);  // over_limit|unavailable
+
+}  // namespace envoy
+
 struct StoreConfig {
-  std::string url = "memory://";  // memory:// or redis://host:port[/db]
+  std::string url = "memory://";  // a URL of a registered store kind (see store_registry.h)
   Micros timeout = std::chrono::milliseconds(5);  // per decision
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
+  // A remote store's refusals are remembered until they run out, so a flooding key costs it
+  // nothing more (see src/engine/over_limit_cache.h).
+  bool over_limit_cache = true;
 };
 
 struct HeaderDescriptor {
@@ -56,15 +80,14 @@ struct ServerConfig {
   std::string grpc;
 };
 
-// The Envoy rate limit service (see README, "Envoy"). Spellings are checked here; the envoy layer
-// gives them meaning.
+// The Envoy rate limit service (see docs/envoy.md).
 struct EnvoyConfig {
   // envoy_config: an envoyproxy/ratelimit YAML file or a directory of them; relative paths are
   // relative to the config file's directory. Empty: none.
   std::string config;
-  std::string descriptor_mode = "all_or_nothing";  // or consume_each (the reference's behaviour)
-  std::string deny_as = "over_limit";  // store.on_failure: deny answers OVER_LIMIT, or unavailable
-  std::string headers = "ietf";        // none, ietf, ietf_and_x_ratelimit
+  DescriptorMode descriptor_mode = DescriptorMode::kAllOrNothing;
+  envoy::DenyAs deny_as = envoy::DenyAs::kOverLimit;  // how store.on_failure: deny answers
+  envoy::HeaderMode headers = envoy::HeaderMode::kIetf;
   int64_t max_concurrent_calls = 10'000;
 };
 
@@ -73,6 +96,8 @@ struct Config {
   StoreConfig store;
   ServerConfig server;
   EnvoyConfig envoy;
+  // The policies, with their options (failure mode, instances, descriptor_mode). Empty when the
+  // file serves Envoy only.
   std::shared_ptr<const PolicySet> policies;
 };
 

@@ -1,8 +1,11 @@
 // Metrics: the counters and histograms `caudal serve` exports at /metrics (Prometheus text).
 //
-// Counters are atomics updated on the request path without locks; per-policy counters are found
-// once per PolicySet install (ForPolicy takes a lock) and kept by pointer. The number of distinct
-// policy names is bounded by what configs name over the process's life.
+// Counters are atomics updated on the request path without locks; per-policy counters (a caudal
+// policy, or an Envoy rule by its stat key) are found once per config install (ForPolicy takes a
+// lock) and kept by pointer, so their number is bounded by what configs name over the process's
+// life. Envoy's detailed_metric counts per descriptor value (ForDetailed): at most
+// kMaxDetailedSeries such series exist; later values are counted together under the policy label
+// "_overflow", and the decisions that landed there are counted apart.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -15,11 +18,17 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "caudal/clock.h"
 #include "caudal/status.h"
 
 namespace caudal {
+
+// Which front end asked: the `api` label of the decision metrics.
+enum class Api : uint8_t { kHttp, kRls, kCli };
+inline constexpr size_t kApiCount = 3;
+std::string_view ApiName(Api api);
 
 // A cumulative histogram over fixed bounds (µs), rendered in seconds.
 class LatencyHistogram {
@@ -28,13 +37,16 @@ class LatencyHistogram {
       50, 100, 250, 500, 1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000, 250'000, 500'000,
       1'000'000};
   void Observe(Micros d);
-  void Render(std::string& out, std::string_view name) const;
+  // `labels` ("api=\"http\"", or empty) go on every series.
+  void Render(std::string& out, std::string_view name, std::string_view labels) const;
 
  private:
   std::array<std::atomic<uint64_t>, kBoundsUs.size() + 1> buckets_{};  // last: +Inf
   std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_us_{0};
 };
+
+inline constexpr size_t kMaxDetailedSeries = 1000;
 
 struct PolicyCounters {
   std::atomic<uint64_t> allowed{0};
@@ -48,13 +60,17 @@ struct PolicyCounters {
 class Metrics {
  public:
   // Stable for the life of the Metrics.
-  PolicyCounters& ForPolicy(std::string_view policy);
+  PolicyCounters& ForPolicy(Api api, std::string_view policy);
+  // The same for one of Envoy's detailed_metric values, bounded (see above).
+  PolicyCounters& ForDetailed(Api api, std::string_view name);
 
-  void ObserveDecision(Micros d) { decision_latency_.Observe(d); }
+  void ObserveDecision(Api api, Micros d) { decision_latency_[static_cast<size_t>(api)].Observe(d); }
   void ObserveStore(Micros d) { store_latency_.Observe(d); }
   void CountStoreError(StatusCode code);
-  void SetStoreDegraded(bool degraded) { store_degraded_.store(degraded); }
+  // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).
+  void SetStoreBreaker(int state) { store_breaker_.store(state, std::memory_order_relaxed); }
   void CountReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
+  void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   // HTTP status codes 100..599; others are ignored.
   void CountHttpResponse(int status);
 
@@ -62,12 +78,18 @@ class Metrics {
   std::string RenderPrometheus() const;
 
  private:
+  using Key = std::pair<Api, std::string>;
+  PolicyCounters& FindLocked(Api api, std::string_view name);
+
   mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<PolicyCounters>, std::less<>> policies_;  // guarded by mu_
-  LatencyHistogram decision_latency_;
+  std::map<Key, std::unique_ptr<PolicyCounters>> policies_;  // guarded by mu_
+  size_t detailed_series_ = 0;                               // guarded by mu_
+  std::atomic<uint64_t> detailed_overflow_{0};
+  std::array<LatencyHistogram, kApiCount> decision_latency_;
   LatencyHistogram store_latency_;
   std::array<std::atomic<uint64_t>, 8> store_errors_{};  // by StatusCode
-  std::atomic<bool> store_degraded_{false};
+  std::atomic<int> store_breaker_{0};
+  std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};
   std::array<std::atomic<uint64_t>, 600> http_{};

@@ -30,6 +30,14 @@ enum class FailureMode : uint8_t {
 std::string_view FailureModeName(FailureMode m);
 Result<FailureMode> ParseFailureMode(std::string_view text);
 
+// How the checks of one request share a decision.
+enum class DescriptorMode : uint8_t {
+  kAllOrNothing,  // one refused check means no check consumes (the default)
+  kConsumeEach,   // each check is decided on its own, like envoyproxy/ratelimit's descriptors
+};
+std::string_view DescriptorModeName(DescriptorMode m);
+Result<DescriptorMode> ParseDescriptorMode(std::string_view text);
+
 enum class Enforcement : uint8_t {
   kEnforce,
   kShadow,  // decide, count and report, but never refuse (dark launch)
@@ -67,6 +75,7 @@ struct PolicySpec {
 struct PolicySetOptions {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // divides the limits of `local` failure mode, 1..kMaxInstances
+  DescriptorMode mode = DescriptorMode::kAllOrNothing;
 };
 
 // A policy's field that failed validation ("name", "identity[1]", "limits[0]", "cost", ...).
@@ -88,9 +97,8 @@ class PolicySet {
   struct Policy {
     PolicySpec spec;
     FailureMode on_failure = FailureMode::kDeny;  // resolved
-    std::vector<Limit> local_limits;              // one per spec.limits entry
-    std::vector<std::string> key_prefixes;        // store key prefix per limit
-    std::vector<std::string> local_key_prefixes;  // the same for the local fallback
+    std::vector<Limit> local_limits;        // one per spec.limits entry
+    std::vector<std::string> key_prefixes;  // store key prefix per limit
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
   };

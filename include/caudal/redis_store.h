@@ -58,9 +58,11 @@ struct RedisStoreOptions {
   // rediss://: the CA certificates (PEM) that sign the server's certificate; empty uses the
   // system's trust store. The server's name (or IP) is always verified.
   std::string tls_ca_file{};
-  // Tests only: take `now` from this clock instead of Redis's TIME (keys then get an hour of
-  // extra TTL, since Redis expires them on its own clock). Must outlive the store.
-  const Clock* test_clock = nullptr;
+  // Decide at this clock's time instead of Redis's TIME. Null (the default) uses TIME, which
+  // every instance shares; set it only where one clock drives every instance (replaying
+  // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
+  // them on its own clock. Must outlive the store.
+  const Clock* decision_clock = nullptr;
 };
 
 struct RedisStoreStats {

@@ -1,8 +1,9 @@
-// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over a Limiter.
+// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over the Engine.
 //
 //   POST /v1/check   {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
 //   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
-//   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store answers)
+//   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store's last
+//                    background probe succeeded: see store_health.h)
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
@@ -26,7 +27,8 @@
 
 #include "caudal/clock.h"
 #include "caudal/config.h"
-#include "caudal/limiter.h"
+#include "caudal/engine.h"
+#include "caudal/store_health.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
 
@@ -50,20 +52,13 @@ struct ForwardAuthOptions {
   std::vector<HeaderDescriptor> descriptor_headers;
 };
 
-// A reply to a test-only /debug/ request (see `caudal serve --test-hooks`).
-struct DebugReply {
-  int status = 200;
-  std::string body;
-};
-using DebugHandler = std::function<DebugReply(std::string_view target, std::string_view body)>;
-
 class HttpServer {
  public:
   struct Deps {
-    Limiter& limiter;
+    Engine& engine;
     Metrics& metrics;
     const Logger& log;
-    DebugHandler debug;  // empty: /debug/ is 404 like any unknown path
+    const StoreHealth& health;  // /readyz reads it; never waits on the store
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock = SystemClock::Instance();
   };

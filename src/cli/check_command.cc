@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "caudal/config.h"
-#include "caudal/limiter.h"
-#include "caudal/store_factory.h"
+#include "caudal/engine.h"
+#include "caudal/store_registry.h"
 #include "cli/command.h"
 #include "server/http_api.h"
 
@@ -41,19 +41,21 @@ class CheckCommand final : public Command {
       request.descriptors.push_back({d.substr(0, eq), d.substr(eq + 1)});
     }
     request.cost = cost_;
-    auto store = OpenStore(config->store, env.clock, {});
+    request.api = Api::kCli;
+    auto store = OpenStore(config->store, env.clock, {.decide_on_clock = env.stores_use_clock});
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
         return UsageError(env, kName, store.status().message());
       }
       return Unavailable(env, store.status());
     }
+    if (env.wrap_store) *store = env.wrap_store(std::move(*store));
     if (Status s = (*store)->Ping(); !s.ok()) return Unavailable(env, s);
-    Limiter limiter(**store, env.clock, {});
-    if (Status s = limiter.SetPolicies(StrictCopy(*config)); !s.ok()) {
+    Engine engine(**store, env.clock, {});
+    if (Status s = engine.SetPolicies(StrictCopy(*config)); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
-    auto result = limiter.Check(std::move(request));
+    auto result = engine.Check(std::move(request));
     if (!result.ok()) return UsageError(env, kName, result.status().message());
     const http_api::Reply reply = http_api::DecisionReply(*result, http_api::Endpoint::kCheck);
     env.out << reply.body << "\n";

@@ -1,6 +1,7 @@
 #include "cli/command.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 namespace caudal::cli {
@@ -11,6 +12,24 @@ namespace {
 std::vector<CommandInfo>& Registry() {
   static std::vector<CommandInfo> commands;
   return commands;
+}
+
+std::string Usage() {
+  std::string u = "Usage: caudal <command> [flags]\n\nCommands:\n";
+  for (const CommandInfo& c : Registry()) {
+    u += "  " + std::string(c.name) +
+         std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') + std::string(c.summary) +
+         "\n";
+  }
+  u += "\nRun 'caudal <command> --help' for a command's flags.\n";
+  return u;
+}
+
+const CommandInfo* Find(std::string_view name) {
+  for (const CommandInfo& c : Registry()) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -30,6 +49,39 @@ int UsageError(Env& env, std::string_view command, std::string_view message) {
   env.err << "caudal " << command << ": " << message << "\n"
           << "Run 'caudal " << command << " --help' for usage.\n";
   return kExitUsage;
+}
+
+int RunCommandLine(int argc, char** argv, Env& env) {
+  const std::string_view first = argc > 1 ? argv[1] : "";
+  if (first == "--help" || first == "-h" || first == "help") {
+    env.out << Usage();
+    return kExitOk;
+  }
+  if (first == "--version") {
+    env.out << "caudal " << CAUDAL_VERSION << "\n";
+    return kExitOk;
+  }
+  const CommandInfo* info = Find(first);
+  if (info == nullptr) {
+    env.err << (first.empty() ? std::string("caudal: missing command")
+                              : "caudal: unknown command \"" + std::string(first) + "\"")
+            << "\n\n"
+            << Usage();
+    return kExitUsage;
+  }
+  CLI::App app(std::string(info->summary), "caudal " + std::string(info->name));
+  const std::unique_ptr<Command> command = info->make();
+  command->AddOptions(app);
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e, env.out, env.err);
+  } catch (const CLI::ParseError& e) {
+    env.err << "caudal " << info->name << ": " << e.what() << "\n"
+            << "Run 'caudal " << info->name << " --help' for usage.\n";
+    return kExitUsage;
+  }
+  return command->Run(env);
 }
 
 }  // namespace caudal::cli

@@ -5,12 +5,14 @@
 //
 //   CAUDAL_REGISTER_COMMAND(FooCommand, "foo", "One line for `caudal --help`");
 //
-// then add foo_command.cc to the `caudal` executable's sources in src/cli/CMakeLists.txt.
-// Registration runs during static initialisation, which is why command files are compiled into
-// the executable itself: a static library would drop a file nothing references.
+// then add foo_command.cc to the `caudal_commands` sources in src/cli/CMakeLists.txt.
+// Registration runs during static initialisation, which is why command files are an object
+// library linked whole into each executable: a static library would drop a file nothing
+// references.
 //
-// main() parses the command line with CLI11, then calls Run on the chosen command. Commands
-// write to the streams they are given (never to std::cout directly), so tests can capture them.
+// RunCommandLine parses the command line with CLI11, then calls Run on the chosen command.
+// Commands write to the streams they are given (never to std::cout directly), so tests can
+// capture them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,6 +23,7 @@
 #include <string_view>
 
 #include "caudal/clock.h"
+#include "caudal/store.h"
 
 namespace caudal::cli {
 
@@ -32,7 +35,12 @@ inline constexpr int kExitUsage = 2;    // bad flags or bad input files
 struct Env {
   std::ostream& out;
   std::ostream& err;
-  const Clock& clock;  // the process's one SystemClock, made by main()
+  const Clock& clock;  // the process's time: the SystemClock, made by main()
+  // Stores decide at `clock`'s time rather than their own (Redis's TIME): for a build whose
+  // clock is scripted.
+  bool stores_use_clock = false;
+  // When set, every store a command opens passes through it (a test build wraps the store).
+  std::function<std::unique_ptr<Store>(std::unique_ptr<Store>)> wrap_store;
 };
 
 class Command {
@@ -58,6 +66,9 @@ std::span<const CommandInfo> RegisteredCommands();
 
 // Writes "caudal <command>: <message>" and a pointer to --help to env.err; returns kExitUsage.
 int UsageError(Env& env, std::string_view command, std::string_view message);
+
+// `caudal <command> [flags]`: finds the command, parses its flags and runs it. The exit code.
+int RunCommandLine(int argc, char** argv, Env& env);
 
 }  // namespace caudal::cli
 

@@ -1,32 +1,35 @@
-// `caudal serve`: the HTTP service over the configured policies and store.
-// SIGHUP reloads the config (a bad file is refused and the old policies keep serving);
+// `caudal serve`: the HTTP service (and Envoy's rate limit service over gRPC) over one engine.
+// SIGHUP reloads the config (a bad file is refused and the old config keeps serving);
 // SIGINT / SIGTERM stop it.
 #include <csignal>
 #include <memory>
-#include <optional>
 #include <pthread.h>
 #include <string>
 
+#include "caudal/breaker_store.h"
 #include "caudal/config.h"
+#include "caudal/engine.h"
 #include "caudal/envoy/grpc_server.h"
-#include "caudal/limiter.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/envoy/rls_handler.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
 #include "caudal/server.h"
-#include "caudal/store_factory.h"
+#include "caudal/store_health.h"
+#include "caudal/store_registry.h"
 #include "cli/command.h"
-#include "cli/serve_test_hooks.h"
-#include "engine/background_store.h"
 #include "common/cat.h"
-#include "support/manual_clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "engine/background_store.h"
 
 namespace caudal::cli {
 namespace {
 
 constexpr std::string_view kName = "serve";
+constexpr size_t kOverLimitCacheKeys = 65'536;
 
-bool IsRemote(const StoreConfig& store) { return store.url.rfind("redis", 0) == 0; }
+std::string Bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
 
 class ServeCommand final : public Command {
  public:
@@ -43,8 +46,6 @@ class ServeCommand final : public Command {
     app.add_option("--envoy-config", envoy_config_,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
-    app.add_flag("--test-hooks", test_hooks_,
-                 "TESTS ONLY: a manual clock and a failing store driven over POST /debug/");
   }
 
   int Run(Env& env) override {
@@ -56,53 +57,40 @@ class ServeCommand final : public Command {
 
     auto config = Load();
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-
-    const Clock* clock = &env.clock;
-    std::optional<ManualClock> manual;
-    if (test_hooks_) clock = &manual.emplace(env.clock.Now());
     Logger log;
-    auto opened = OpenStore(config->store, env.clock, {.test_clock = manual ? &*manual : nullptr});
-    if (!opened.ok()) {
-      // A bad URL, password or database is a mistake to fix: refuse to start. An unreachable
-      // store is an outage: serve by failure mode, not ready, and connect once it is back.
-      if (opened.status().code() == StatusCode::kInvalidArgument) {
-        return UsageError(env, kName, opened.status().message());
+    auto store = OpenSharedStore(env, *config, log);
+    if (!store.ok()) {
+      if (store.status().code() == StatusCode::kInvalidArgument) {
+        return UsageError(env, kName, store.status().message());
       }
-      if (!IsRemote(config->store)) {
-        env.err << "caudal serve: cannot open the store: " << opened.status().ToString() << "\n";
-        return kExitFailure;
-      }
-      log.Warning(Cat("store unreachable at start (", opened.status().message(),
-                      "): serving by failure mode, not ready, connecting in the background"));
-      opened = std::unique_ptr<Store>(std::make_unique<BackgroundStore>(
-          [store = config->store, &clock = env.clock, test_clock = manual ? &*manual : nullptr] {
-            return OpenStore(store, clock, {.test_clock = test_clock});
-          },
-          BackgroundStoreOptions{.name = "redis", .log = &log}));
+      env.err << "caudal serve: cannot open the store: " << store.status().ToString() << "\n";
+      return kExitFailure;
     }
-    auto faulty = std::make_unique<FaultInjectingStore>(std::move(opened).value());
-    const std::unique_ptr<Store> local = OpenLocalFallback(config->store, *clock);
+    const std::unique_ptr<Store> local = OpenLocalFallback(config->store, env.clock);
     Metrics metrics;
-    Limiter limiter(*faulty, *clock, {.local_store = local.get(), .metrics = &metrics, .log = &log});
-    if (Status s = limiter.SetPolicies(config->policies); !s.ok()) {
+    // Readiness probes the store itself; decisions go through a circuit breaker, so that a
+    // failing store costs no waiting and is logged once per outage.
+    StoreHealth health(**store, env.clock, {});
+    health.Start();
+    BreakerStore breaker(**store, env.clock, {.log = &log, .metrics = &metrics});
+    const bool remote = (*FindStoreKind(config->store.url))->remote;
+    Engine engine(breaker, env.clock,
+                  {.local_store = local.get(), .metrics = &metrics, .log = &log,
+                   .over_limit_cache_keys =
+                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0});
+    if (Status s = engine.SetPolicies(config->policies); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
-    std::unique_ptr<envoy::RlsHandler> rls;
-    if (!config->server.grpc.empty()) {
-      auto envoy_config = LoadEnvoyConfig(*config);
-      if (!envoy_config.ok()) return UsageError(env, kName, envoy_config.status().message());
-      auto options = RlsOptionsFrom(*config, local.get());
-      if (!options.ok()) return UsageError(env, kName, options.status().message());
-      rls = std::make_unique<envoy::RlsHandler>(*faulty, *clock, std::move(*envoy_config),
-                                                *options);
+    if (!config->envoy.config.empty()) {
+      auto domains = LoadDomains(*config);
+      if (!domains.ok()) return UsageError(env, kName, domains.status().message());
+      if (Status s = engine.SetDomains(std::move(*domains), DomainOptionsFrom(*config)); !s.ok()) {
+        return UsageError(env, kName, s.message());
+      }
     }
-    DebugHandler debug;
-    if (test_hooks_) {
-      debug = MakeDebugHandler(*manual, *faulty);
-      log.Warning("--test-hooks: POST /debug/ moves the clock and fails the store; tests only");
-    }
-    auto server = HttpServer::Start({.limiter = limiter, .metrics = metrics, .log = log,
-                                     .debug = std::move(debug)},
+
+    auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
+                                     .health = health},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server));
     if (!server.ok()) {
@@ -110,18 +98,18 @@ class ServeCommand final : public Command {
       return kExitFailure;
     }
     const auto opts = ServerOptionsFrom(config->server);
-    const std::string host = opts.host.find(':') != std::string::npos ? "[" + opts.host + "]"
-                                                                     : opts.host;
-    env.out << "caudal serve: listening on http://" << host << ':' << (*server)->port()
-            << " (store " << config->store.url << ", "
+    env.out << "caudal serve: listening on http://" << Bracketed(opts.host) << ':'
+            << (*server)->port() << " (store " << config->store.url << ", "
             << config->policies->policies().size() << " policies)" << std::endl;
 
-    // Envoy's rate limit service, on the same store, clock and failure mode as the HTTP API.
+    // Envoy's rate limit service, on the same engine as the HTTP API.
+    envoy::RlsHandler rls(engine, {.headers = config->envoy.headers,
+                                   .deny_as = config->envoy.deny_as});
     std::unique_ptr<envoy::RlsGrpcServer> grpc;
-    if (rls != nullptr) {
+    if (!config->server.grpc.empty()) {
       auto started = envoy::RlsGrpcServer::Start(
-          *rls, {.address = config->server.grpc,
-                 .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls)});
+          rls, {.address = config->server.grpc,
+                .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls)});
       if (!started.ok()) {
         env.err << "caudal serve: " << started.status().message() << "\n";
         (*server)->Stop();
@@ -129,19 +117,16 @@ class ServeCommand final : public Command {
       }
       grpc = std::move(*started);
       const auto hp = ParseHostPort(config->server.grpc);
-      const std::string grpc_host =
-          hp->first.find(':') != std::string::npos ? "[" + hp->first + "]" : hp->first;
-      env.out << "caudal serve: Envoy rate limit service (gRPC) on " << grpc_host << ':'
-              << grpc->port() << " (" << rls->config()->DomainCount() << " domains from "
-              << config->envoy.config << ")" << std::endl;
+      env.out << "caudal serve: Envoy rate limit service (gRPC) on " << Bracketed(hp->first)
+              << ':' << grpc->port() << " (" << engine.domains()->DomainCount()
+              << " domains from " << config->envoy.config << ")" << std::endl;
     }
 
     for (;;) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, limiter, **server, metrics, log);
-      if (rls != nullptr) ReloadEnvoy(*config, *rls, log);
+      Reload(*config, engine, **server, metrics, log);
     }
     log.Info("stopping");
     if (grpc != nullptr) grpc->Shutdown();
@@ -159,7 +144,12 @@ class ServeCommand final : public Command {
       }
       config->server.http = http_;
     }
-    if (!store_.empty()) config->store.url = store_;
+    if (!store_.empty()) {
+      if (Status s = ValidateStoreUrl(store_); !s.ok()) {
+        return Status::InvalidArgument(Cat("--store: ", s.message()));
+      }
+      config->store.url = store_;
+    }
     if (!grpc_.empty()) {
       if (auto hp = ParseHostPort(grpc_); !hp.ok()) {
         return Status::InvalidArgument(Cat("--grpc: ", hp.status().message()));
@@ -184,71 +174,73 @@ class ServeCommand final : public Command {
     return config;
   }
 
-  static Result<std::shared_ptr<const envoy::RateLimitConfig>> LoadEnvoyConfig(
-      const Config& config) {
+  // The shared store. A bad URL, password or database is a mistake to fix: refuse to start. An
+  // unreachable remote store is an outage: serve by failure mode, not ready, and connect in the
+  // background once it is back.
+  static Result<std::unique_ptr<Store>> OpenSharedStore(Env& env, const Config& config,
+                                                        const Logger& log) {
+    const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock};
+    auto opened = OpenStore(config.store, env.clock, options);
+    if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument &&
+        (*FindStoreKind(config.store.url))->remote) {
+      log.Warning(Cat("store unreachable at start (", opened.status().message(),
+                      "): serving by failure mode, not ready, connecting in the background"));
+      opened = std::unique_ptr<Store>(std::make_unique<BackgroundStore>(
+          [store = config.store, &clock = env.clock, options] {
+            return OpenStore(store, clock, options);
+          },
+          BackgroundStoreOptions{.name = std::string((*FindStoreKind(config.store.url))->scheme),
+                                 .log = &log}));
+    }
+    if (opened.ok() && env.wrap_store) opened = env.wrap_store(std::move(*opened));
+    return opened;
+  }
+
+  static Result<std::shared_ptr<const envoy::RateLimitConfig>> LoadDomains(const Config& config) {
     auto loaded = envoy::LoadRateLimitConfig(config.envoy.config);
     if (!loaded.ok()) return Status::InvalidArgument(Cat("envoy_config: ", loaded.status().message()));
     return std::shared_ptr<const envoy::RateLimitConfig>(
         std::make_shared<envoy::RateLimitConfig>(std::move(*loaded)));
   }
 
-  // store.on_failure applies to the gRPC service as to HTTP: allow, deny (as envoy.deny_as
-  // says), local (the same local fallback store).
-  static Result<envoy::RlsOptions> RlsOptionsFrom(const Config& config, Store* local) {
-    envoy::RlsOptions o;
-    auto mode = envoy::ParseDescriptorMode(config.envoy.descriptor_mode);
-    if (!mode.ok()) return mode.status();
-    o.descriptor_mode = *mode;
-    auto headers = envoy::ParseHeaderMode(config.envoy.headers);
-    if (!headers.ok()) return headers.status();
-    o.headers = *headers;
-    switch (config.store.on_failure) {
-      case FailureMode::kAllow: o.failure_mode = envoy::FailureMode::kAllow; break;
-      case FailureMode::kDeny:
-        o.failure_mode = config.envoy.deny_as == "unavailable"
-                             ? envoy::FailureMode::kDenyUnavailable
-                             : envoy::FailureMode::kDenyOverLimit;
-        break;
-      case FailureMode::kLocal: o.failure_mode = envoy::FailureMode::kLocal; break;
-    }
-    o.local_store = local;
-    o.instances = config.store.instances;
-    return o;
+  // store.on_failure and store.instances apply to Envoy's domains as to the policies.
+  static DomainOptions DomainOptionsFrom(const Config& config) {
+    return {.mode = config.envoy.descriptor_mode,
+            .on_failure = config.store.on_failure,
+            .instances = config.store.instances};
   }
 
-  // SIGHUP: the Envoy files are read again; a bad one is refused and the old ones keep serving.
-  void ReloadEnvoy(const Config& current, envoy::RlsHandler& rls, const Logger& log) const {
-    auto next = LoadEnvoyConfig(current);
-    if (!next.ok()) {
-      log.Error(Cat("envoy reload refused, the previous domains keep serving: ",
-                    next.status().message()));
-      return;
-    }
-    log.Info(Cat("reloaded ", current.envoy.config, ": ", (*next)->DomainCount(), " domains"));
-    rls.SetConfig(std::move(*next));
-  }
-
-  void Reload(Config& current, Limiter& limiter, HttpServer& server, Metrics& metrics,
+  // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
+  // config keeps serving.
+  void Reload(Config& current, Engine& engine, HttpServer& server, Metrics& metrics,
               const Logger& log) const {
     auto next = Load();
-    if (!next.ok()) {
+    std::shared_ptr<const envoy::RateLimitConfig> domains;
+    if (next.ok() && !next->envoy.config.empty()) {
+      auto loaded = LoadDomains(*next);
+      if (!loaded.ok()) {
+        next = loaded.status();
+      } else {
+        domains = std::move(*loaded);
+      }
+    }
+    Status s = next.ok() ? engine.SetPolicies(next->policies) : next.status();
+    if (s.ok() && domains != nullptr) s = engine.SetDomains(domains, DomainOptionsFrom(*next));
+    if (!s.ok()) {
       metrics.CountReload(false);
       log.Error(Cat("reload refused, the previous ", current.policies->policies().size(),
-                    " policies keep serving: ", next.status().message()));
-      return;
-    }
-    if (Status s = limiter.SetPolicies(next->policies); !s.ok()) {
-      metrics.CountReload(false);
-      log.Error(Cat("reload refused, the previous policies keep serving: ", s.message()));
+                    " policies keep serving: ", s.message()));
       return;
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
-        next->store.timeout != current.store.timeout) {
-      log.Warning("reload: store.url, store.timeout and server.http take effect on restart only");
+        next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
+      log.Warning(
+          "reload: store.url, store.timeout, server.http and server.grpc take effect on restart only");
     }
     metrics.CountReload(true);
-    log.Info(Cat("reloaded ", config_path_, ": ", next->policies->policies().size(), " policies"));
+    log.Info(Cat("reloaded ", config_path_, ": ", next->policies->policies().size(), " policies",
+                 domains != nullptr ? Cat(", ", domains->DomainCount(), " Envoy domains") : ""));
     current = std::move(next).value();
   }
 
@@ -257,7 +249,6 @@ class ServeCommand final : public Command {
   std::string store_;
   std::string grpc_;
   std::string envoy_config_;
-  bool test_hooks_ = false;
 };
 
 }  // namespace
@@ -266,4 +257,3 @@ CAUDAL_REGISTER_COMMAND(ServeCommand, "serve",
                         "Serve rate-limit decisions over HTTP (and Envoy's RLS over gRPC)");
 
 }  // namespace caudal::cli
-

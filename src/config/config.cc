@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "caudal/rate.h"
+#include "caudal/store_registry.h"
 #include "config/yaml_reader.h"
 #include "common/cat.h"
 
@@ -16,6 +17,17 @@ namespace {
 using config_internal::YamlReader;
 
 constexpr size_t kMaxConfigBytes = 4 << 20;
+
+// A typed choice: the node's string parsed by `parse`, or the error at the node.
+template <typename T>
+Result<T> Choice(const YamlReader& r, const YAML::Node& n, std::string_view field,
+                 Result<T> (*parse)(std::string_view)) {
+  auto text = r.String(n, field);
+  if (!text.ok()) return text.status();
+  auto value = parse(*text);
+  if (!value.ok()) return r.Error(n, field, value.status().message());
+  return value;
+}
 
 Result<Limit> ParseLimit(const YamlReader& r, const YAML::Node& n, const std::string& field) {
   if (!n.IsMap() || !n["algorithm"]) {
@@ -139,10 +151,8 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
     spec.count_rejected = *b ? RejectedCounting::kCounted : RejectedCounting::kNotCounted;
   }
   if (n["on_failure"]) {
-    auto text = r.String(n["on_failure"], field + ".on_failure");
-    if (!text.ok()) return text.status();
-    auto mode = ParseFailureMode(*text);
-    if (!mode.ok()) return r.Error(n["on_failure"], field + ".on_failure", mode.status().message());
+    auto mode = Choice(r, n["on_failure"], field + ".on_failure", ParseFailureMode);
+    if (!mode.ok()) return mode.status();
     spec.on_failure = *mode;
   }
   if (auto e = ValidatePolicy(spec, options)) {
@@ -152,17 +162,15 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
 }
 
 Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
-  if (Status s = r.ExpectMap(n, "store", {"url", "timeout", "on_failure", "instances", "max_keys"});
+  if (Status s = r.ExpectMap(n, "store", {"url", "timeout", "on_failure", "instances", "max_keys",
+                                         "over_limit_cache"});
       !s.ok()) {
     return s;
   }
   if (n["url"]) {
     auto url = r.String(n["url"], "store.url");
     if (!url.ok()) return url.status();
-    if (*url != "memory://" && url->rfind("redis://", 0) != 0 && url->rfind("rediss://", 0) != 0) {
-      return r.Error(n["url"], "store.url",
-                     Cat("expected memory:// or redis://host:port (got ", Quoted(*url), ')'));
-    }
+    if (Status s = ValidateStoreUrl(*url); !s.ok()) return r.Error(n["url"], "store.url", s.message());
     out.url = *url;
   }
   if (n["timeout"]) {
@@ -174,10 +182,8 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     out.timeout = *t;
   }
   if (n["on_failure"]) {
-    auto text = r.String(n["on_failure"], "store.on_failure");
-    if (!text.ok()) return text.status();
-    auto mode = ParseFailureMode(*text);
-    if (!mode.ok()) return r.Error(n["on_failure"], "store.on_failure", mode.status().message());
+    auto mode = Choice(r, n["on_failure"], "store.on_failure", ParseFailureMode);
+    if (!mode.ok()) return mode.status();
     out.on_failure = *mode;
   }
   if (n["instances"]) {
@@ -189,6 +195,11 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     auto v = r.Integer(n["max_keys"], "store.max_keys", 1, int64_t{1} << 32);
     if (!v.ok()) return v.status();
     out.max_keys = *v;
+  }
+  if (n["over_limit_cache"]) {
+    auto b = r.Bool(n["over_limit_cache"], "store.over_limit_cache");
+    if (!b.ok()) return b.status();
+    out.over_limit_cache = *b;
   }
   return Status::Ok();
 }
@@ -312,32 +323,26 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
   return Status::Ok();
 }
 
-// The `envoy:` options; each must be one of the spellings the envoy layer parses.
 Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
   if (Status s = r.ExpectMap(n, "envoy", {"descriptor_mode", "deny_as", "headers",
                                           "max_concurrent_calls"});
       !s.ok()) {
     return s;
   }
-  struct Choice {
-    const char* name;
-    std::string* value;
-    std::vector<std::string_view> allowed;
-  };
-  for (const Choice& c :
-       {Choice{"descriptor_mode", &out.descriptor_mode, {"all_or_nothing", "consume_each"}},
-        Choice{"deny_as", &out.deny_as, {"over_limit", "unavailable"}},
-        Choice{"headers", &out.headers, {"none", "ietf", "ietf_and_x_ratelimit"}}}) {
-    if (!n[c.name]) continue;
-    const std::string field = Cat("envoy.", c.name);
-    auto text = r.String(n[c.name], field);
-    if (!text.ok()) return text.status();
-    if (std::find(c.allowed.begin(), c.allowed.end(), *text) == c.allowed.end()) {
-      std::string expected;
-      for (std::string_view a : c.allowed) expected += Cat(expected.empty() ? "" : " or ", a);
-      return r.Error(n[c.name], field, Cat("expected ", expected, " (got ", Quoted(*text), ")"));
-    }
-    *c.value = *text;
+  if (n["descriptor_mode"]) {
+    auto v = Choice(r, n["descriptor_mode"], "envoy.descriptor_mode", ParseDescriptorMode);
+    if (!v.ok()) return v.status();
+    out.descriptor_mode = *v;
+  }
+  if (n["deny_as"]) {
+    auto v = Choice(r, n["deny_as"], "envoy.deny_as", envoy::ParseDenyAs);
+    if (!v.ok()) return v.status();
+    out.deny_as = *v;
+  }
+  if (n["headers"]) {
+    auto v = Choice(r, n["headers"], "envoy.headers", envoy::ParseHeaderMode);
+    if (!v.ok()) return v.status();
+    out.headers = *v;
   }
   if (n["max_concurrent_calls"]) {
     auto v = r.Integer(n["max_concurrent_calls"], "envoy.max_concurrent_calls", 1, 1'000'000);
@@ -348,11 +353,18 @@ Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
 }
 
 Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
-  if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "envoy_config", "envoy"});
+  if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "descriptor_mode",
+                                        "envoy_config", "envoy"});
       !s.ok()) {
     return s;
   }
   Config config;
+  DescriptorMode mode = DescriptorMode::kAllOrNothing;
+  if (root["descriptor_mode"]) {
+    auto v = Choice(r, root["descriptor_mode"], "descriptor_mode", ParseDescriptorMode);
+    if (!v.ok()) return v.status();
+    mode = *v;
+  }
   if (root["envoy_config"]) {
     auto text = r.String(root["envoy_config"], "envoy_config");
     if (!text.ok()) return text.status();
@@ -368,11 +380,18 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   if (root["server"]) {
     if (Status s = ParseServer(r, root["server"], config.server); !s.ok()) return s;
   }
-  const YAML::Node policies = root["policies"];
-  if (!policies) return r.Error(root, "policies", "missing (expected a list of policies)");
-  if (Status s = r.ExpectSequence(policies, "policies", kMaxPolicies); !s.ok()) return s;
   const PolicySetOptions options{.on_failure = config.store.on_failure,
-                                 .instances = config.store.instances};
+                                 .instances = config.store.instances,
+                                 .mode = mode};
+  const YAML::Node policies = root["policies"];
+  if (!policies && config.envoy.config.empty()) {
+    return r.Error(root, "policies", "missing (expected a list of policies, or envoy_config)");
+  }
+  if (!policies) {  // Envoy only
+    config.policies = *PolicySet::Create({}, options);
+    return config;
+  }
+  if (Status s = r.ExpectSequence(policies, "policies", kMaxPolicies); !s.ok()) return s;
   std::vector<PolicySpec> specs;
   for (size_t i = 0; i < policies.size(); ++i) {
     const std::string field = Cat("policies[", i, ']');
@@ -393,6 +412,43 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
 }
 
 }  // namespace
+
+namespace envoy {
+
+std::string_view HeaderModeName(HeaderMode m) {
+  switch (m) {
+    case HeaderMode::kNone: return "none";
+    case HeaderMode::kIetf: return "ietf";
+    case HeaderMode::kIetfAndXRateLimit: return "ietf_and_x_ratelimit";
+  }
+  return "unknown";
+}
+
+Result<HeaderMode> ParseHeaderMode(std::string_view text) {
+  for (HeaderMode m : {HeaderMode::kNone, HeaderMode::kIetf, HeaderMode::kIetfAndXRateLimit}) {
+    if (HeaderModeName(m) == text) return m;
+  }
+  return Status::InvalidArgument("expected none, ietf or ietf_and_x_ratelimit (got \"" +
+                                 std::string(text) + "\")");
+}
+
+std::string_view DenyAsName(DenyAs d) {
+  switch (d) {
+    case DenyAs::kOverLimit: return "over_limit";
+    case DenyAs::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+Result<DenyAs> ParseDenyAs(std::string_view text) {
+  for (DenyAs d : {DenyAs::kOverLimit, DenyAs::kUnavailable}) {
+    if (DenyAsName(d) == text) return d;
+  }
+  return Status::InvalidArgument("expected over_limit or unavailable (got \"" + std::string(text) +
+                                 "\")");
+}
+
+}  // namespace envoy
 
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
   const size_t colon = text.rfind(':');

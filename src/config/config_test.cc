@@ -104,15 +104,15 @@ TEST(Config, ReadsTheEnvoyService) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server.grpc, "127.0.0.1:8081");
   EXPECT_EQ(c->envoy.config, "ratelimit/");
-  EXPECT_EQ(c->envoy.descriptor_mode, "consume_each");
-  EXPECT_EQ(c->envoy.deny_as, "unavailable");
-  EXPECT_EQ(c->envoy.headers, "none");
+  EXPECT_EQ(c->envoy.descriptor_mode, DescriptorMode::kConsumeEach);
+  EXPECT_EQ(c->envoy.deny_as, envoy::DenyAs::kUnavailable);
+  EXPECT_EQ(c->envoy.headers, envoy::HeaderMode::kNone);
   EXPECT_EQ(c->envoy.max_concurrent_calls, 64);
   auto d = ParseConfig("policies: []\n", "t.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
-  EXPECT_EQ(d->envoy.descriptor_mode, "all_or_nothing");
-  EXPECT_EQ(d->envoy.deny_as, "over_limit");
+  EXPECT_EQ(d->envoy.descriptor_mode, DescriptorMode::kAllOrNothing);
+  EXPECT_EQ(d->envoy.deny_as, envoy::DenyAs::kOverLimit);
 }
 
 struct BadCase {
@@ -141,7 +141,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"envoy: {refunds: true}\npolicies: []\n", "bad.yaml:1:9: envoy.refunds: unknown field"},
         BadCase{"store: {}\n", "bad.yaml:1:1: policies: missing"},
         BadCase{"polices: []\n", "bad.yaml:1:1: polices: unknown field (expected one of: store"},
-        BadCase{"store: {url: http://x}\npolicies: []\n", "bad.yaml:1:14: store.url: expected"},
+        BadCase{"store: {url: http://x}\npolicies: []\n", "bad.yaml:1:14: store.url: \"http://x\" is not a store URL (expected memory://"},
         BadCase{"store: {timeout: fast}\npolicies: []\n", "bad.yaml:1:18: store.timeout: expected a duration"},
         BadCase{"store: {on_failure: open}\npolicies: []\n",
                 "bad.yaml:1:21: store.on_failure: expected allow, deny or local"},

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/cat.h"
+
 namespace caudal {
 namespace {
 
@@ -19,10 +21,24 @@ void AppendHeader(std::string& out, std::string_view name, std::string_view type
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
 }
 
-// Policy names are [A-Za-z0-9_.-] (validated), so they need no escaping in a label value.
-void AppendPolicyCounter(std::string& out, std::string_view name, std::string_view policy,
+// A label value as the text format wants it: backslash, quote and newline escaped. (Policy names
+// are [A-Za-z0-9_.-]; Envoy stat keys carry the config's values, which may hold anything.)
+void AppendLabelValue(std::string& out, std::string_view v) {
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+}
+
+void AppendPolicyCounter(std::string& out, std::string_view name, Api api, std::string_view policy,
                          std::string_view extra, uint64_t v) {
-  out.append(name).append("{policy=\"").append(policy).append("\"");
+  out.append(name).append("{api=\"").append(ApiName(api)).append("\",policy=\"");
+  AppendLabelValue(out, policy);
+  out.append("\"");
   if (!extra.empty()) out.append(",").append(extra);
   out.append("} ").append(std::to_string(v)).append("\n");
 }
@@ -38,11 +54,14 @@ void LatencyHistogram::Observe(Micros d) {
   sum_us_.fetch_add(static_cast<uint64_t>(us), std::memory_order_relaxed);
 }
 
-void LatencyHistogram::Render(std::string& out, std::string_view name) const {
+void LatencyHistogram::Render(std::string& out, std::string_view name,
+                              std::string_view labels) const {
   uint64_t cumulative = 0;
+  const std::string prefix = labels.empty() ? "" : Cat(labels, ',');
+  const std::string braced = labels.empty() ? "" : Cat('{', labels, '}');
   for (size_t i = 0; i <= kBoundsUs.size(); ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
-    out.append(name).append("_bucket{le=\"");
+    out.append(name).append("_bucket{").append(prefix).append("le=\"");
     if (i < kBoundsUs.size()) {
       AppendSeconds(out, static_cast<uint64_t>(kBoundsUs[i]));
     } else {
@@ -50,18 +69,46 @@ void LatencyHistogram::Render(std::string& out, std::string_view name) const {
     }
     out.append("\"} ").append(std::to_string(cumulative)).append("\n");
   }
-  out.append(name).append("_sum ");
+  out.append(name).append("_sum").append(braced).append(" ");
   AppendSeconds(out, sum_us_.load(std::memory_order_relaxed));
-  out.append("\n").append(name).append("_count ").append(std::to_string(cumulative)).append("\n");
+  out.append("\n").append(name).append("_count").append(braced).append(" ");
+  out.append(std::to_string(cumulative)).append("\n");
 }
 
-PolicyCounters& Metrics::ForPolicy(std::string_view policy) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = policies_.find(policy);
+std::string_view ApiName(Api api) {
+  switch (api) {
+    case Api::kHttp: return "http";
+    case Api::kRls: return "rls";
+    case Api::kCli: return "cli";
+  }
+  return "unknown";
+}
+
+PolicyCounters& Metrics::FindLocked(Api api, std::string_view name) {
+  Key key(api, std::string(name));
+  auto it = policies_.find(key);
   if (it == policies_.end()) {
-    it = policies_.emplace(std::string(policy), std::make_unique<PolicyCounters>()).first;
+    it = policies_.emplace(std::move(key), std::make_unique<PolicyCounters>()).first;
   }
   return *it->second;
+}
+
+PolicyCounters& Metrics::ForPolicy(Api api, std::string_view policy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(api, policy);
+}
+
+PolicyCounters& Metrics::ForDetailed(Api api, std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = policies_.find(Key(api, std::string(name))); it != policies_.end()) {
+    return *it->second;
+  }
+  if (detailed_series_ >= kMaxDetailedSeries) {
+    detailed_overflow_.fetch_add(1, std::memory_order_relaxed);
+    return FindLocked(api, "_overflow");
+  }
+  ++detailed_series_;
+  return FindLocked(api, name);
 }
 
 void Metrics::CountStoreError(StatusCode code) {
@@ -79,42 +126,52 @@ std::string Metrics::RenderPrometheus() const {
   std::string out;
   out.reserve(4096);
   struct Row {
+    Api api;
     std::string name;
     const PolicyCounters* c;
   };
   std::vector<Row> rows;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [name, c] : policies_) rows.push_back({name, c.get()});
+    for (const auto& [key, c] : policies_) rows.push_back({key.first, key.second, c.get()});
   }
   AppendHeader(out, "caudal_decisions_total", "counter",
                "Decisions by policy and outcome (shadow policies: what they decided).");
   for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_decisions_total", r.name, "outcome=\"allowed\"",
+    AppendPolicyCounter(out, "caudal_decisions_total", r.api, r.name, "outcome=\"allowed\"",
                         r.c->allowed.load());
-    AppendPolicyCounter(out, "caudal_decisions_total", r.name, "outcome=\"denied\"",
+    AppendPolicyCounter(out, "caudal_decisions_total", r.api, r.name, "outcome=\"denied\"",
                         r.c->denied.load());
   }
   AppendHeader(out, "caudal_shadow_denials_total", "counter",
                "Requests a shadow policy would have refused (they were allowed).");
   for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.name, "", r.c->shadow_denied.load());
+    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.api, r.name, "", r.c->shadow_denied.load());
   }
   AppendHeader(out, "caudal_failure_mode_decisions_total", "counter",
                "Decisions made by a failure mode because the store failed.");
   for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"allow\"",
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"allow\"",
                         r.c->fail_open.load());
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"deny\"",
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"deny\"",
                         r.c->fail_closed.load());
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.name, "mode=\"local\"",
+    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"local\"",
                         r.c->local.load());
   }
+  AppendHeader(out, "caudal_detailed_metric_overflow_total", "counter",
+               "Decisions of Envoy detailed_metric values past the series bound, counted under "
+               "policy=\"_overflow\".");
+  out.append("caudal_detailed_metric_overflow_total ")
+      .append(std::to_string(detailed_overflow_.load()))
+      .append("\n");
   AppendHeader(out, "caudal_decision_duration_seconds", "histogram",
-               "Time to decide one request, store included.");
-  decision_latency_.Render(out, "caudal_decision_duration_seconds");
+               "Time to decide one request, store included, by front end.");
+  for (size_t a = 0; a < kApiCount; ++a) {
+    decision_latency_[a].Render(out, "caudal_decision_duration_seconds",
+                                Cat("api=\"", ApiName(static_cast<Api>(a)), '"'));
+  }
   AppendHeader(out, "caudal_store_duration_seconds", "histogram", "Store round-trip time.");
-  store_latency_.Render(out, "caudal_store_duration_seconds");
+  store_latency_.Render(out, "caudal_store_duration_seconds", "");
   AppendHeader(out, "caudal_store_errors_total", "counter", "Store calls that failed, by code.");
   for (size_t i = 1; i < store_errors_.size(); ++i) {
     const uint64_t v = store_errors_[i].load();
@@ -125,8 +182,18 @@ std::string Metrics::RenderPrometheus() const {
         .append(std::to_string(v))
         .append("\n");
   }
-  AppendHeader(out, "caudal_store_degraded", "gauge", "1 while the store is failing.");
-  out.append("caudal_store_degraded ").append(store_degraded_.load() ? "1" : "0").append("\n");
+  const int breaker = store_breaker_.load(std::memory_order_relaxed);
+  AppendHeader(out, "caudal_store_degraded", "gauge",
+               "1 while the store's circuit breaker is not closed (decisions by failure mode).");
+  out.append("caudal_store_degraded ").append(breaker != 0 ? "1" : "0").append("\n");
+  AppendHeader(out, "caudal_store_breaker_state", "gauge",
+               "The store's circuit breaker: 0 closed, 1 open, 2 half-open.");
+  out.append("caudal_store_breaker_state ").append(std::to_string(breaker)).append("\n");
+  AppendHeader(out, "caudal_over_limit_cache_hits_total", "counter",
+               "Checks refused from the store's earlier refusal, without a store call.");
+  out.append("caudal_over_limit_cache_hits_total ")
+      .append(std::to_string(cache_hits_.load(std::memory_order_relaxed)))
+      .append("\n");
   AppendHeader(out, "caudal_config_reloads_total", "counter", "Config reloads by result.");
   out.append("caudal_config_reloads_total{result=\"success\"} ")
       .append(std::to_string(reloads_ok_.load()))

@@ -48,6 +48,22 @@ Result<FailureMode> ParseFailureMode(std::string_view text) {
                                  "\")");
 }
 
+std::string_view DescriptorModeName(DescriptorMode m) {
+  switch (m) {
+    case DescriptorMode::kAllOrNothing: return "all_or_nothing";
+    case DescriptorMode::kConsumeEach: return "consume_each";
+  }
+  return "unknown";
+}
+
+Result<DescriptorMode> ParseDescriptorMode(std::string_view text) {
+  for (DescriptorMode m : {DescriptorMode::kAllOrNothing, DescriptorMode::kConsumeEach}) {
+    if (DescriptorModeName(m) == text) return m;
+  }
+  return Status::InvalidArgument("expected all_or_nothing or consume_each (got \"" +
+                                 std::string(text) + "\")");
+}
+
 bool IsValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -153,7 +169,6 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
       p.local_limits.push_back(local.ok() ? *local : l);
       const std::string tag = spec.name + ":" + std::to_string(k) + ":";
       p.key_prefixes.push_back("caudal:" + tag + Fingerprint(l) + ":");
-      p.local_key_prefixes.push_back("local:" + tag + Fingerprint(p.local_limits.back()) + ":");
     }
     p.spec = std::move(spec);
     set->policies_.push_back(std::move(p));

@@ -100,6 +100,25 @@ Status RateLimitConfig::AddDomain(std::string domain, std::shared_ptr<const Desc
   return Status::Ok();
 }
 
+namespace {
+
+void WalkRules(const DescriptorNode& node, const std::string& path,
+               const std::function<void(const RateLimitRule&, std::string_view)>& fn) {
+  for (const auto& child : node.children()) {
+    std::string key = path + "." + child->key;
+    if (!child->value.empty()) key += "_" + child->value;
+    if (child->rule) fn(*child->rule, key);
+    WalkRules(*child, key, fn);
+  }
+}
+
+}  // namespace
+
+void RateLimitConfig::ForEachRule(
+    const std::function<void(const RateLimitRule&, std::string_view)>& fn) const {
+  for (const auto& [domain, root] : domains_) WalkRules(*root, domain, fn);
+}
+
 bool RateLimitConfig::HasDomain(std::string_view domain) const {
   return domains_.find(std::string(domain)) != domains_.end();
 }

@@ -1,14 +1,13 @@
-// Plan -> RateLimitResponse: statuses, the overall code, the failure mode and the headers.
+// CheckResult -> RateLimitResponse: statuses, the overall code, the failure mode and the headers.
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "algorithms/exact_math.h"
-#include "caudal/policy.h"
-#include "rls_plan.h"
+#include "caudal/envoy/rls_handler.h"
 
-namespace caudal::envoy::internal {
+namespace caudal::envoy {
 namespace {
 
 using Code = RateLimitResponse::Code;
@@ -25,7 +24,7 @@ void SetDuration(google::protobuf::Duration* out, Micros d) {
   out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
 }
 
-// A structured-field string: printable ASCII with " and \ escaped; anything else is replaced.
+// A structured-field string: printable ASCII with " and \\ escaped; anything else is replaced.
 std::string SfString(std::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -41,37 +40,57 @@ void AddHeader(RateLimitResponse* r, std::string key, std::string value) {
   h->set_value(std::move(value));
 }
 
+// The limit a descriptor's status reports: the matched rule's, or the request's own override.
+struct ShownLimit {
+  uint32_t requests_per_unit = 0;
+  Unit unit = Unit::kSecond;
+};
+
+ShownLimit ShownLimitOf(const RateLimitRequest& request, size_t i, const PolicyResult& p) {
+  if (p.rule != nullptr) return {p.rule->requests_per_unit, p.rule->unit};
+  const auto& d = request.descriptors(static_cast<int>(i));
+  return {d.limit().requests_per_unit(), static_cast<Unit>(d.limit().unit())};
+}
+
 // What a limited slot advertises: quota q over w seconds, r remaining, t seconds to wait.
 struct Advert {
   int64_t q = 0, w = 0, r = 0, t = 0;
 };
 
-Advert AdvertOf(const Slot& s, Nanos now) {
-  const int64_t unit_s = CeilSeconds(UnitDuration(s.unit));
-  if (s.kind == SlotKind::kBlocked) {
+Advert AdvertOf(const PolicyResult& p, ShownLimit shown, Nanos now) {
+  const int64_t unit_s = CeilSeconds(UnitDuration(shown.unit));
+  if (p.kind == CheckKind::kBlocked) {
     const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();
     return {.q = 0, .w = unit_s, .r = 0, .t = unit_s - now_s % unit_s};
   }
-  const Limit& l = *s.limit;
-  Advert a{.q = l.capacity(), .w = unit_s, .r = s.decision.remaining};
+  const Limit& l = *p.limits[0];
+  const Decision& decision = p.decisions[0];
+  Advert a{.q = l.capacity(), .w = unit_s, .r = decision.remaining};
   if (!IsWindowAlgorithm(l.algorithm())) {
     // A bucket's quota is its burst; it takes capacity / rate to refill from empty.
     const auto fill = exact::MulDiv(l.capacity(), l.refill_period_us(), l.refill_count());
     a.w = CeilSeconds(Micros(fill.quot + (fill.rem != 0 ? 1 : 0)));
   }
-  a.t = CeilSeconds(s.decision.allowed() ? s.decision.reset_after : s.decision.retry_after);
+  a.t = CeilSeconds(decision.allowed() ? decision.reset_after : decision.retry_after);
   return a;
 }
 
-void AddRateLimitHeaders(const Plan& plan, HeaderMode mode, Nanos now, RateLimitResponse* r) {
+// Decided by a store (shared or local): has a decision to advertise.
+bool Decided(const PolicyResult& p) {
+  return p.kind == CheckKind::kLimited && !p.decisions.empty();
+}
+
+void AddRateLimitHeaders(const RateLimitRequest& request, const CheckResult& result,
+                         HeaderMode mode, Nanos now, RateLimitResponse* r) {
   std::string policy, state;
-  const Slot* lowest = nullptr;
+  const PolicyResult* lowest = nullptr;
   Advert lowest_advert;
-  for (size_t i = 0; i < plan.slots.size(); ++i) {
-    const Slot& s = plan.slots[i];
-    if (s.kind != SlotKind::kLimited && s.kind != SlotKind::kBlocked) continue;
-    const Advert a = AdvertOf(s, now);
-    const std::string id = SfString(s.name.empty() ? "descriptor-" + std::to_string(i) : s.name);
+  for (size_t i = 0; i < result.results.size(); ++i) {
+    const PolicyResult& s = result.results[i];
+    if (!Decided(s) && s.kind != CheckKind::kBlocked) continue;
+    const Advert a = AdvertOf(s, ShownLimitOf(request, i, s), now);
+    const std::string id =
+        SfString(s.name.empty() ? "descriptor-" + std::to_string(i) : std::string(s.name));
     policy += (policy.empty() ? "" : ", ") + id + ";q=" + std::to_string(a.q) +
               ";w=" + std::to_string(a.w);
     state += (state.empty() ? "" : ", ") + id + ";r=" + std::to_string(a.r) +
@@ -94,64 +113,45 @@ void AddRateLimitHeaders(const Plan& plan, HeaderMode mode, Nanos now, RateLimit
   }
 }
 
-Code SlotCode(const Slot& s, const RlsOptions& options, const Status& failure) {
-  if (s.kind == SlotKind::kNoLimit || s.kind == SlotKind::kUnlimited || s.shadow) {
-    return RateLimitResponse::OK;
-  }
-  if (!failure.ok()) {
-    // kLocal reaches here only when the local store could not decide either: deny.
-    return options.failure_mode == FailureMode::kAllow ? RateLimitResponse::OK
-                                                       : RateLimitResponse::OVER_LIMIT;
-  }
-  if (s.kind == SlotKind::kBlocked) return RateLimitResponse::OVER_LIMIT;
-  return s.decision.allowed() ? RateLimitResponse::OK : RateLimitResponse::OVER_LIMIT;
-}
-
 }  // namespace
 
-Status MakeLocal(Plan& plan, int64_t instances) {
-  for (Slot& s : plan.slots) {
-    if (s.kind != SlotKind::kLimited) continue;
-    auto local = LocalLimit(*s.limit, instances);
-    if (!local.ok()) return local.status();
-    s.limit = *local;
-  }
-  return Status::Ok();
-}
-
-void BuildResponse(const Plan& plan, const RlsOptions& options, Nanos now,
-                   const Status& store_failure, bool degraded, RateLimitResponse* response) {
+void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
+                   const RlsOptions& options, Nanos now, RateLimitResponse* response) {
   response->Clear();
   Code overall = RateLimitResponse::OK;
-  for (const Slot& s : plan.slots) {
+  bool failed = false;  // a check had no store decision (failure mode allow or deny)
+  for (size_t i = 0; i < result.results.size(); ++i) {
+    const PolicyResult& p = result.results[i];
     auto* status = response->add_statuses();
-    const Code code = SlotCode(s, options, store_failure);
+    const bool refused = !p.shadow && !p.allowed;
+    const Code code = refused ? RateLimitResponse::OVER_LIMIT : RateLimitResponse::OK;
     status->set_code(code);
     if (code == RateLimitResponse::OVER_LIMIT) overall = code;
-    if (s.kind == SlotKind::kUnlimited) {
+    if (p.kind == CheckKind::kUnlimited) {
       status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
     }
-    if (s.kind != SlotKind::kLimited && s.kind != SlotKind::kBlocked) continue;
+    if (p.kind != CheckKind::kLimited && p.kind != CheckKind::kBlocked) continue;
+    const ShownLimit shown = ShownLimitOf(request, i, p);
     auto* limit = status->mutable_current_limit();
-    limit->set_requests_per_unit(s.requests_per_unit);
-    limit->set_unit(static_cast<RateLimitResponse::RateLimit::Unit>(s.unit));
-    limit->set_name(s.name);
-    if (s.kind == SlotKind::kLimited && store_failure.ok()) {
-      status->set_limit_remaining(Clamp32(s.decision.remaining));
-      SetDuration(status->mutable_duration_until_reset(), s.decision.reset_after);
-    } else if (s.kind == SlotKind::kBlocked) {
+    limit->set_requests_per_unit(shown.requests_per_unit);
+    limit->set_unit(static_cast<RateLimitResponse::RateLimit::Unit>(shown.unit));
+    limit->set_name(std::string(p.name));
+    if (Decided(p)) {
+      status->set_limit_remaining(Clamp32(p.decisions[0].remaining));
+      SetDuration(status->mutable_duration_until_reset(), p.decisions[0].reset_after);
+    } else if (p.kind == CheckKind::kBlocked) {
       SetDuration(status->mutable_duration_until_reset(),
-                  std::chrono::seconds(AdvertOf(s, now).t));
+                  std::chrono::seconds(AdvertOf(p, shown, now).t));
+    } else if (p.decided_by != DecidedBy::kSkipped) {
+      failed = true;
     }
   }
   response->set_overall_code(overall);
-  if (!store_failure.ok()) {
-    // The header and value `caudal serve` sends over HTTP for the same situation.
-    AddHeader(response, "Caudal-Degraded", "store_unavailable");
-    return;
+  if (!failed && options.headers != HeaderMode::kNone) {
+    AddRateLimitHeaders(request, result, options.headers, now, response);
   }
-  if (options.headers != HeaderMode::kNone) AddRateLimitHeaders(plan, options.headers, now, response);
-  if (degraded) AddHeader(response, "Caudal-Degraded", "store_unavailable");
+  // The header and value `caudal serve` sends over HTTP for the same situation.
+  if (result.degraded) AddHeader(response, "Caudal-Degraded", "store_unavailable");
 }
 
-}  // namespace caudal::envoy::internal
+}  // namespace caudal::envoy

@@ -208,9 +208,9 @@ void RedisStore::Impl::SendBatch(const std::shared_ptr<Connection>& conn,
   std::vector<const redis::EncodedRequest*> encoded;
   encoded.reserve(batch->items.size());
   for (const PendingPtr& p : batch->items) encoded.push_back(&p->request);
-  const bool given = options.test_clock != nullptr;
+  const bool given = options.decision_clock != nullptr;
   const int64_t now_us =
-      given ? std::chrono::duration_cast<Micros>(options.test_clock->Now()).count() : 0;
+      given ? std::chrono::duration_cast<Micros>(options.decision_clock->Now()).count() : 0;
   redis::CallArgv call;
   redis::BuildCall("EVALSHA", redis::kDecideSha1,
                    given ? redis::TimeSource::kGiven : redis::TimeSource::kRedisTime, now_us,

@@ -121,24 +121,23 @@ std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out)
 
 json::object PolicyJson(const PolicyResult& r) {
   json::object p;
-  p["name"] = r.policy->spec.name;
+  p["name"] = r.name;
   p["allowed"] = r.allowed;
-  p["shadow"] = r.policy->shadow();
+  p["shadow"] = r.shadow;
   p["decided_by"] = DecidedByName(r.decided_by);
   p["cost"] = r.cost;
   const int t = r.Tightest();
   if (t >= 0) {
-    const Decision& d = r.limits[static_cast<size_t>(t)];
+    const Decision& d = r.decisions[static_cast<size_t>(t)];
     p["limit"] = d.limit;
     p["remaining"] = d.remaining;
     p["reset_after_ms"] = Ms(d.reset_after);
     p["retry_after_ms"] = Ms(d.retry_after);
   }
   json::array limits;
-  for (size_t i = 0; i < r.limits.size(); ++i) {
-    const Decision& d = r.limits[i];
-    const Limit& l = r.decided_by == DecidedBy::kLocal ? r.policy->local_limits[i]
-                                                       : r.policy->spec.limits[i];
+  for (size_t i = 0; i < r.decisions.size(); ++i) {
+    const Decision& d = r.decisions[i];
+    const Limit& l = *r.limits[i];
     limits.push_back(json::object{{"limit", l.ToString()},
                                   {"allowed", d.allowed()},
                                   {"remaining", d.remaining},
@@ -195,10 +194,10 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   }
   const json::object& o = v.get_object();
   for (const auto& kv : o) {
-    if (kv.key() != "descriptors" && kv.key() != "cost") {
+    if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "refund") {
       const std::string_view key = Utf8Prefix(kv.key(), 64);
       out.error = Bad("unknown_field",
-                      Cat(Quoted(key), ": unknown field (expected descriptors and cost)"));
+                      Cat(Quoted(key), ": unknown field (expected descriptors, cost and refund)"));
       return out;
     }
   }
@@ -212,7 +211,17 @@ ParsedCheck ParseCheckBody(std::string_view body) {
     return out;
   }
   if (const json::value* c = o.if_contains("cost")) {
-    if (auto e = ReadCost(*c, out.request)) out.error = std::move(e);
+    if (auto e = ReadCost(*c, out.request)) {
+      out.error = std::move(e);
+      return out;
+    }
+  }
+  if (const json::value* r = o.if_contains("refund")) {
+    if (!r->is_bool()) {
+      out.error = Bad("invalid_refund", Cat("refund: expected true or false (got ", TypeName(*r), ')'));
+      return out;
+    }
+    out.request.refund = r->get_bool();
   }
   return out;
 }
@@ -233,7 +242,7 @@ std::optional<std::string> IdentityValueProblem(std::string_view value) {
   return std::nullopt;
 }
 
-ApiError FromLimiterError(const Status& s) {
+ApiError FromEngineError(const Status& s) {
   const std::string& m = s.message();
   const std::string code = m.rfind("cost", 0) == 0 ? "invalid_cost" : "invalid_descriptors";
   return Bad(code, m);
@@ -283,10 +292,9 @@ void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
   const PolicyResult* p = result.ClosestToLimit(&index);
   if (p == nullptr) return;
   const size_t i = static_cast<size_t>(index);
-  const Limit& l = p->decided_by == DecidedBy::kLocal ? p->policy->local_limits[i]
-                                                       : p->policy->spec.limits[i];
-  const Decision& d = p->limits[i];
-  const std::string& name = p->policy->spec.name;  // [A-Za-z0-9_.-]: nothing to escape
+  const Limit& l = *p->limits[i];
+  const Decision& d = p->decisions[i];
+  const std::string_view name = p->name;  // a policy name, [A-Za-z0-9_.-]: nothing to escape
   out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
   out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
 }
@@ -297,7 +305,7 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
   if (result.degraded) r.headers.Add("Caudal-Degraded", "store_unavailable");
   if (endpoint == Endpoint::kAuth && result.outcome == Outcome::kAllowed) return r;  // hot path
   json::array violated;
-  for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->policy->spec.name));
+  for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->name));
   json::object body;
   switch (result.outcome) {
     case Outcome::kAllowed:

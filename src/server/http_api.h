@@ -11,7 +11,7 @@
 
 #include "caudal/config.h"
 #include "caudal/ip.h"
-#include "caudal/limiter.h"
+#include "caudal/engine.h"
 #include "common/cat.h"
 
 namespace caudal::http_api {
@@ -56,10 +56,11 @@ struct ApiError {
 };
 Reply ErrorReply(const ApiError& e);
 
-// Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N}. Every key and type is
-// checked; nothing is consumed for a bad body because the limiter is never asked. A key repeated
-// in any object is refused (duplicate_field), as is a descriptor value IdentityValueProblem
-// refuses (invalid_descriptors).
+// Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N, "refund": false}.
+// Every key and type is checked; nothing is consumed for a bad body because the engine is never
+// asked. "refund": true gives `cost` back to every applicable policy instead of taking it. A key
+// repeated in any object is refused (duplicate_field), as is a descriptor value
+// IdentityValueProblem refuses (invalid_descriptors).
 struct ParsedCheck {
   CheckRequest request;
   std::optional<ApiError> error;
@@ -71,8 +72,8 @@ ParsedCheck ParseCheckBody(std::string_view body);
 // a decoder replaces bad bytes, a log line breaks at a newline) lets one client pass as several.
 std::optional<std::string> IdentityValueProblem(std::string_view value);
 
-// Maps a limiter kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
-ApiError FromLimiterError(const Status& s);
+// Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
+ApiError FromEngineError(const Status& s);
 
 // The client address for forward-auth: the peer itself, unless the peer is a trusted proxy, in
 // which case X-Forwarded-For is walked from the right and the first untrusted address wins (the

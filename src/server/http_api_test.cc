@@ -164,13 +164,15 @@ TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
   spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
   auto set = *PolicySet::Create({spec}, {});
   CheckResult r;
-  r.policies = set;
+  r.keepalive = set;
   r.outcome = Outcome::kDenied;
   r.retry_after = Micros(200'001);
   PolicyResult p;
   p.policy = &set->policies()[0];
+  p.name = p.policy->spec.name;
   p.allowed = false;
-  p.limits = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
+  p.limits = {&p.policy->spec.limits[0]};
+  p.decisions = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
                        .reset_after = Micros(2'000'000), .retry_after = Micros(200'001)}};
   r.results.push_back(p);
   const Reply reply = DecisionReply(r, Endpoint::kAuth);

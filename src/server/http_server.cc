@@ -191,10 +191,10 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                       .forwarded_for = forwarded_for_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
-    routes::Context ctx{.limiter = server_.deps.limiter,
+    routes::Context ctx{.engine = server_.deps.engine,
                         .metrics = server_.deps.metrics,
-                        .auth = *server_.auth.load(std::memory_order_acquire),
-                        .debug = server_.deps.debug};
+                        .health = server_.deps.health,
+                        .auth = *server_.auth.load(std::memory_order_acquire)};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);
   }

@@ -59,7 +59,8 @@ class HttpServerClockTest : public ::testing::Test {
   HttpServerClockTest()
       : store_(clock_),
         log_([](LogLevel, std::string_view) {}),
-        limiter_(store_, clock_, {.local_store = nullptr, .metrics = &metrics_, .log = &log_}) {}
+        engine_(store_, clock_, {}),
+        health_(store_, clock_, {}) {}
 
   void StartServer() {
     HttpServerOptions options;
@@ -69,7 +70,7 @@ class HttpServerClockTest : public ::testing::Test {
     options.body_timeout = std::chrono::milliseconds(50);
     options.idle_timeout = std::chrono::milliseconds(50);
     auto started = HttpServer::Start(
-        {.limiter = limiter_, .metrics = metrics_, .log = log_, .debug = {}, .clock = clock_},
+        {.engine = engine_, .metrics = metrics_, .log = log_, .health = health_, .clock = clock_},
         options, {});
     ASSERT_TRUE(started.ok()) << started.status().ToString();
     server_ = std::move(*started);
@@ -79,7 +80,8 @@ class HttpServerClockTest : public ::testing::Test {
   MemoryStore store_;
   Metrics metrics_;
   Logger log_;
-  Limiter limiter_;
+  Engine engine_;
+  StoreHealth health_;  // never started: /readyz is not asked here
   std::unique_ptr<HttpServer> server_;
 };
 

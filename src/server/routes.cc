@@ -27,9 +27,9 @@ Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
 void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
             Responder& responder) {
   // Two trivially copyable captures: std::function keeps them inline, without an allocation.
-  ctx.limiter.CheckAsync(std::move(request), [&responder, endpoint](Result<CheckResult> r) {
+  ctx.engine.CheckAsync(std::move(request), [&responder, endpoint](Result<CheckResult> r) {
     if (!r.ok()) {
-      responder.Reply(http_api::ErrorReply(http_api::FromLimiterError(r.status())));
+      responder.Reply(http_api::ErrorReply(http_api::FromEngineError(r.status())));
       return;
     }
     responder.Reply(http_api::DecisionReply(*r, endpoint));
@@ -92,15 +92,9 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
       return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
     }
     if (path == "/healthz") return done(Text(200, "ok\n"));
-    const Status s = ctx.limiter.store().Ping();
+    const Status s = ctx.health.Ready();
     if (s.ok()) return done(Text(200, "ready\n"));
-    return done(Text(503, Cat("not ready: store ", ctx.limiter.store().Name(), ": ",
-                              s.ToString(), '\n')));
-  }
-  if (ctx.debug && path.rfind("/debug/", 0) == 0) {
-    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
-    DebugReply d = ctx.debug(r.target, r.body);
-    return done(Text(d.status, std::move(d.body)));
+    return done(Text(503, Cat("not ready: ", s.message(), '\n')));
   }
   done(http_api::ErrorReply({.status = 404, .code = "not_found",
                              .message = Cat("path ", Quoted(path.substr(0, 200)),

@@ -1,4 +1,4 @@
-// Routes: one HTTP request → one reply, over the Limiter. No sockets: the transport hands in the
+// Routes: one HTTP request → one reply, over the Engine. No sockets: the transport hands in the
 // request's pieces and a callback, so routing and forward-auth are tested without a network.
 #pragma once
 
@@ -6,8 +6,9 @@
 #include <string_view>
 
 #include "caudal/ip.h"
-#include "caudal/limiter.h"
+#include "caudal/engine.h"
 #include "caudal/metrics.h"
+#include "caudal/store_health.h"
 #include "caudal/server.h"
 #include "server/http_api.h"
 
@@ -24,10 +25,10 @@ struct Request {
 };
 
 struct Context {
-  Limiter& limiter;
+  Engine& engine;
   Metrics& metrics;
+  const StoreHealth& health;
   const ForwardAuthOptions& auth;
-  const DebugHandler& debug;
 };
 
 // Takes the reply to one request. The transport implements it and keeps it alive until Reply()

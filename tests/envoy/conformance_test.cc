@@ -14,6 +14,7 @@
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
+#include "rls_stack.h"
 
 namespace caudal::envoy {
 namespace {
@@ -106,18 +107,24 @@ TEST_P(Conformance, Cases) {
       YAML::LoadFile(std::string(CAUDAL_CONFORMANCE_DIR) + "/" + GetParam());
   auto config = ParseRateLimitConfigText(file["config"].as<std::string>(), GetParam());
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  RlsOptions options;
+  testing::RlsSetup setup;
   if (const YAML::Node o = file["options"]) {
     if (o["descriptor_mode"]) {
-      options.descriptor_mode = *ParseDescriptorMode(o["descriptor_mode"].as<std::string>());
+      auto mode = ParseDescriptorMode(o["descriptor_mode"].as<std::string>());
+      ASSERT_TRUE(mode.ok()) << mode.status().ToString();
+      setup.domains.mode = *mode;
     }
-    if (o["headers"]) options.headers = *ParseHeaderMode(o["headers"].as<std::string>());
+    if (o["headers"]) {
+      auto headers = ParseHeaderMode(o["headers"].as<std::string>());
+      ASSERT_TRUE(headers.ok()) << headers.status().ToString();
+      setup.rls.headers = *headers;
+    }
   }
   ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
   testing::CountingMemoryStore store(clock);
-  RlsHandler handler(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
-                     options);
-  auto server = RlsGrpcServer::Start(handler, {.address = "127.0.0.1:0"});
+  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
+  ASSERT_TRUE(stack.status().ok());
+  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   testing::RlsClient client((*server)->port());
   ASSERT_GT(file["cases"].size(), 0u);

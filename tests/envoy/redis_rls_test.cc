@@ -10,6 +10,7 @@
 #include "support/redis_server.h"
 #include "support/manual_clock.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
+#include "rls_stack.h"
 
 namespace caudal::envoy {
 namespace {
@@ -41,17 +42,18 @@ RateLimitRequest Request(std::vector<std::string> values_by_key) {
 
 // One RLS server on the shared RedisStore.
 struct Service {
-  Service(Store& store, const Clock& clock, RlsOptions options) {
+  Service(Store& store, const Clock& clock, testing::RlsSetup setup) {
     auto config = ParseRateLimitConfigText(kConfig, "redis.yaml");
     EXPECT_TRUE(config.ok()) << config.status().ToString();
-    handler = std::make_unique<RlsHandler>(
-        store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), options);
-    auto started = RlsGrpcServer::Start(*handler, {.address = "127.0.0.1:0"});
+    stack = std::make_unique<testing::RlsStack>(
+        store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
+    EXPECT_TRUE(stack->status().ok());
+    auto started = RlsGrpcServer::Start(stack->handler(), {.address = "127.0.0.1:0"});
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server = std::move(*started);
     client = std::make_unique<testing::RlsClient>(server->port());
   }
-  std::unique_ptr<RlsHandler> handler;
+  std::unique_ptr<testing::RlsStack> stack;
   std::unique_ptr<RlsGrpcServer> server;
   std::unique_ptr<testing::RlsClient> client;
 };
@@ -65,7 +67,7 @@ class RedisRlsTest : public ::testing::Test {
     auto store = RedisStore::Open({.url = redis_->url(),
                                    .deadline = std::chrono::milliseconds(50),
                                    .connect_timeout = std::chrono::milliseconds(500),
-                                   .test_clock = &clock_});
+                                   .decision_clock = &clock_});
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(*store);
   }
@@ -115,9 +117,10 @@ TEST_F(RedisRlsTest, DecidesTheTokenBucketBoundAndAllOrNothingInRedis) {
 }
 
 TEST_F(RedisRlsTest, RedisStoppedAnswersByFailureModeWithinTheDeadline) {
-  Service allow(*store_, clock_, {.failure_mode = FailureMode::kAllow});
-  Service deny(*store_, clock_, {.failure_mode = FailureMode::kDenyOverLimit});
-  Service unavailable(*store_, clock_, {.failure_mode = FailureMode::kDenyUnavailable});
+  Service allow(*store_, clock_, {.domains = {.on_failure = FailureMode::kAllow}});
+  Service deny(*store_, clock_, {.domains = {.on_failure = FailureMode::kDeny}});
+  Service unavailable(*store_, clock_, {.domains = {.on_failure = FailureMode::kDeny},
+                                        .rls = {.deny_as = DenyAs::kUnavailable}});
   const auto req = Request({"five", "f"});
   ASSERT_EQ(Ask(allow, req).overall_code(), kOk);
   redis_->Stop();

@@ -175,12 +175,15 @@ class RlsClientTest(unittest.TestCase):
 
     def test_bad_requests(self):
         with self.assertRaises(grpc.RpcError) as e:
-            self.server.ask(d("to_number=1"), domain="unknown")
+            self.server.ask(d("to_number=1"), domain="")
         self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
-        self.assertIn("unknown domain", e.exception.details())
-        with self.assertRaises(grpc.RpcError) as e:
-            self.server.ask({"entries": []})
-        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("domain must not be empty", e.exception.details())
+        # As the reference: an unknown domain or an empty descriptor has no limit.
+        r = self.server.ask(d("to_number=1"), domain="unknown")
+        self.assertEqual(r.overall_code, OK)
+        self.assertFalse(r.statuses[0].HasField("current_limit"))
+        r = self.server.ask({"entries": []})
+        self.assertEqual(r.overall_code, OK)
 
 
 class CompatibilityAndFailureTest(unittest.TestCase):

@@ -13,6 +13,7 @@
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
+#include "rls_stack.h"
 
 namespace {
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   using namespace caudal;
   using namespace caudal::envoy;
   std::string config_path;
-  RlsOptions options;
+  testing::RlsSetup setup;
   bool store_down = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -38,12 +39,14 @@ int main(int argc, char** argv) {
     } else if (arg == "--descriptor-mode") {
       auto m = ParseDescriptorMode(value);
       if (!m.ok()) return Fail(m.status());
-      options.descriptor_mode = *m;
+      setup.domains.mode = *m;
       ++i;
-    } else if (arg == "--failure-mode") {
-      auto m = ParseFailureMode(value);
+    } else if (arg == "--failure-mode") {  // allow, deny, deny_unavailable
+      const bool unavailable = value == "deny_unavailable";
+      auto m = ParseFailureMode(unavailable ? "deny" : value);
       if (!m.ok()) return Fail(m.status());
-      options.failure_mode = *m;
+      setup.domains.on_failure = *m;
+      if (unavailable) setup.rls.deny_as = DenyAs::kUnavailable;
       ++i;
     } else if (arg == "--store-down") {
       store_down = true;
@@ -57,8 +60,9 @@ int main(int argc, char** argv) {
   testing::CountingMemoryStore memory(clock);
   testing::FailingStore down(Status::Unavailable("store stopped"));
   Store& store = store_down ? static_cast<Store&>(down) : memory;
-  RlsHandler handler(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), options);
-  auto server = RlsGrpcServer::Start(handler, {.address = "127.0.0.1:0"});
+  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
+  if (!stack.status().ok()) return Fail(stack.status());
+  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
   if (!server.ok()) return Fail(server.status());
   std::cout << "port " << (*server)->port() << std::endl;
   std::string line;

@@ -188,8 +188,8 @@ TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
   {
     ManualClock a_clock(seconds(1'800'000'000));
     ManualClock b_clock(seconds(1'800'000'000) + minutes(5));  // five minutes ahead
-    auto a = MustOpen({.url = server->url(), .test_clock = &a_clock});
-    auto b = MustOpen({.url = server->url(), .test_clock = &b_clock});
+    auto a = MustOpen({.url = server->url(), .decision_clock = &a_clock});
+    auto b = MustOpen({.url = server->url(), .decision_clock = &b_clock});
     int admitted = 0;
     for (int i = 0; i < 10; ++i) admitted += DecideOne(*a, "skewed", limit, 1).allowed();
     for (int i = 0; i < 10; ++i) admitted += DecideOne(*b, "skewed", limit, 1).allowed();
@@ -220,7 +220,7 @@ TEST(RedisStore, ClockSkewBetweenInstancesChangesNothing) {
 TEST(RedisStore, ARefusedSlidingLogRequestWritesNothing) {
   auto server = StartServer();
   ManualClock clock(seconds(1'800'000'000));
-  auto store = MustOpen({.url = server->url(), .test_clock = &clock});
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
   const Limit log = Window(Algorithm::kSlidingWindowLog, 2, seconds(1));
   const std::string key = "caudal:{k}:log";
   ASSERT_TRUE(DecideOne(*store, "k", log, 1).allowed());

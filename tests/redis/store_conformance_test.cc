@@ -40,7 +40,7 @@ std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
   Result<std::unique_ptr<RedisStore>> store =
       RedisStore::Open({.url = Server() != nullptr ? Server()->url() : "redis://unavailable:1",
                         .deadline = std::chrono::seconds(5),
-                        .test_clock = &clock});
+                        .decision_clock = &clock});
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return store.ok() ? std::move(*store) : nullptr;
 }

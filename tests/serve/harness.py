@@ -13,6 +13,9 @@ import time
 import urllib.request
 
 CAUDAL = os.environ.get("CAUDAL_BIN", "build/caudal")
+# The same command line with test hooks (a scripted clock, a store that fails on demand), driven
+# over its stdin; never the released binary.
+CAUDAL_TESTING = os.environ.get("CAUDAL_TESTING_BIN", "build/caudal-testing")
 READY_TIMEOUT_S = 15
 
 
@@ -124,17 +127,17 @@ def cpu_seconds(pid):
 
 
 class Serve:
-    """`caudal serve` with `config` (YAML text) on a free port. `nofile`: (soft, hard) descriptor
-    limits to start it with."""
+    """`caudal serve` with `config` (YAML text) on a free port. With test_hooks (the default) it is
+    caudal-testing's: advance_ms() moves its clock, fail_store() / recover_store() its store.
+    `nofile`: (soft, hard) descriptor limits to start it with."""
 
     def __init__(self, config, test_hooks=True, store=None, nofile=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-serve-")
         self.config_path = os.path.join(self.dir, "caudal.yaml")
         self.write_config(config)
         self.stderr_path = os.path.join(self.dir, "stderr.log")
-        args = [CAUDAL, "serve", "--config", self.config_path, "--http", "127.0.0.1:0"]
-        if test_hooks:
-            args.append("--test-hooks")
+        binary = CAUDAL_TESTING if test_hooks else CAUDAL
+        args = [binary, "serve", "--config", self.config_path, "--http", "127.0.0.1:0"]
         if store:
             args += ["--store", store]
         self._stderr = open(self.stderr_path, "wb")
@@ -142,8 +145,8 @@ class Serve:
         if nofile is not None:
             def preexec():
                 resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
-                                     preexec_fn=preexec)
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, preexec_fn=preexec)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
         if not m:
@@ -181,10 +184,22 @@ class Serve:
                                              {"Content-Type": "application/json"})
         return status, headers, json.loads(body) if body else None
 
+    def hook(self, command):
+        """Sends one test-hook command; its one-line answer."""
+        self.proc.stdin.write((command + "\n").encode())
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().decode().strip()
+
     def advance_ms(self, ms):
-        status, _, body = self.request("POST", "/debug/clock/advance?ms=%d" % ms)
-        assert status == 200, body
-        return int(body)  # the server's time, µs since the epoch
+        reply = self.hook("advance %d" % ms)
+        assert reply.startswith("now "), reply
+        return int(reply.split()[1])  # the server's time, µs since the epoch
+
+    def fail_store(self):
+        assert self.hook("fail") == "failing"
+
+    def recover_store(self):
+        assert self.hook("recover") == "recovered"
 
     def metric(self, name_and_labels):
         _, _, body = self.request("GET", "/metrics")
@@ -205,5 +220,6 @@ class Serve:
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
+        self.proc.stdin.close()
         self._stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -104,7 +104,7 @@ class Pipelining(unittest.TestCase):
         self.s.close()
 
     def decided(self):
-        return sum(self.s.metric('caudal_decisions_total{policy="p",outcome="%s"}' % o)
+        return sum(self.s.metric('caudal_decisions_total{api="http",policy="p",outcome="%s"}' % o)
                    for o in ("allowed", "denied"))
 
     def test_pipelined_answers_beyond_the_socket_buffers_arrive_whole_and_in_order(self):

@@ -1,7 +1,8 @@
 """Failure modes with the store gone: allow (200, degraded), deny (503 store_unavailable, not 429),
-local (this instance alone, limits divided by the instance count). The switch in and out is
-logged once. Run against a real redis-server that is killed and restarted, and against the
-memory store failing on demand (--test-hooks)."""
+local (this instance alone, limits divided by the instance count). The circuit breaker opens after
+5 failures in a row and logs it once, and once again when the store answers; /readyz follows the
+background probe. Run against a real redis-server that is killed and restarted, and against the
+memory store failing on demand (caudal-testing)."""
 import json
 import os
 import subprocess
@@ -47,10 +48,12 @@ class FailureModes:
         # local: 10 divided among 5 instances is 2 here.
         results = [self.s.check({"account": "a"})[0] for _ in range(3)]
         self.assertEqual(results, [200, 200, 429])
-        self.assertEqual(self.s.request("GET", "/readyz")[0], 503)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="open",mode="allow"}'), 1)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="closed",mode="deny"}'), 1)
-        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{policy="alone",mode="local"}'), 3)
+        # The readiness probe runs in the background: /readyz answers at once, and turns 503
+        # within a probe interval.
+        wait_until(lambda: self.s.request("GET", "/readyz")[0] == 503, "readiness to turn 503")
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="open",mode="allow"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="closed",mode="deny"}'), 1)
+        self.assertEqual(self.s.metric('caudal_failure_mode_decisions_total{api="http",policy="alone",mode="local"}'), 3)
         self.assertEqual(self.s.metric("caudal_store_degraded"), 1)
 
         self.heal_store()
@@ -59,9 +62,11 @@ class FailureModes:
         self.assertNotIn("caudal-degraded", h)
         # The fail-open request cost nothing (a killed Redis without persistence forgot the first).
         self.assertEqual(body["policies"][0]["remaining"], self.remaining_after_recovery)
+        wait_until(lambda: self.s.request("GET", "/readyz")[0] == 200, "readiness to turn 200")
         log = self.s.log()
-        self.assertEqual(log.count("deciding by failure mode: open=allow, closed=deny, alone=local"), 1, log)
-        self.assertEqual(log.count("answers again"), 1, log)
+        self.assertEqual(log.count("failed 5 times in a row"), 1, log)
+        self.assertEqual(log.count("circuit open, deciding by failure mode"), 1, log)
+        self.assertEqual(log.count("answers again: circuit closed"), 1, log)
 
 
 class WithRedis(unittest.TestCase, FailureModes):
@@ -96,10 +101,10 @@ class WithFailingMemoryStore(unittest.TestCase, FailureModes):
     remaining_after_recovery = 8
 
     def fail_store(self):
-        self.assertEqual(self.s.request("POST", "/debug/store/fail")[0], 200)
+        self.s.fail_store()
 
     def heal_store(self):
-        self.assertEqual(self.s.request("POST", "/debug/store/recover")[0], 200)
+        self.s.recover_store()
 
     def test_modes_with_the_store_failing_on_demand(self):
         self.assert_modes_while_down()

@@ -134,10 +134,10 @@ class CheckApi(unittest.TestCase):
         self.s.check({"api_key": "k"})
         for _ in range(3):
             self.s.check({"api_key": "k"})
-        self.assertEqual(self.s.metric('caudal_decisions_total{policy="per-key",outcome="allowed"}'), 3)
-        self.assertEqual(self.s.metric('caudal_decisions_total{policy="per-key",outcome="denied"}'), 1)
+        self.assertEqual(self.s.metric('caudal_decisions_total{api="http",policy="per-key",outcome="allowed"}'), 3)
+        self.assertEqual(self.s.metric('caudal_decisions_total{api="http",policy="per-key",outcome="denied"}'), 1)
         self.assertEqual(self.s.metric('caudal_http_responses_total{code="429"}'), 1)
-        self.assertGreaterEqual(self.s.metric("caudal_decision_duration_seconds_count"), 4)
+        self.assertGreaterEqual(self.s.metric('caudal_decision_duration_seconds_count{api="http"}'), 4)
 
 
 if __name__ == "__main__":

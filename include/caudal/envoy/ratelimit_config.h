@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -100,6 +101,10 @@ class RateLimitConfig {
   Status AddDomain(std::string domain, std::shared_ptr<const DescriptorNode> root);
 
   bool HasDomain(std::string_view domain) const;
+  // Calls `fn(rule, stat_key)` for every rule, where stat_key is envoyproxy/ratelimit's stats
+  // name for it: the domain, then each level's "key_value" (or "key"), joined by dots.
+  void ForEachRule(
+      const std::function<void(const RateLimitRule&, std::string_view stat_key)>& fn) const;
   // The rule for `entries` in `domain` by the reference's rules; nullptr when none applies.
   const RateLimitRule* Match(std::string_view domain,
                              std::span<const DescriptorEntry> entries) const;

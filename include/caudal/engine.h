@@ -1,0 +1,221 @@
+// Engine: the one place a request becomes a decision, for every front end.
+//
+// HTTP (/v1/check, /v1/auth), Envoy's RLS and `caudal check` each translate their request into
+// one of the two requests below and the EngineResult back into their protocol; nothing else.
+// The engine plans (which policies or Envoy rules apply, and their store keys), calls the store,
+// and applies all-or-nothing or consume-each, refunds, shadow, count_rejected, failure modes,
+// metrics and logs, the same way whichever front end asked:
+//
+//   Engine engine(store, clock, {.local_store = &fallback, .metrics = &metrics, .log = &log});
+//   engine.SetPolicies(*PolicySet::Create(specs, {.on_failure = FailureMode::kDeny}));
+//   engine.CheckAsync({.descriptors = {{"api_key", "k1"}}}, [](Result<CheckResult> r) { … });
+//
+// Order of a decision: every enforced check that consumes is sent to the store in one request
+// (DescriptorMode::kAllOrNothing: one refusal and nothing is consumed anywhere), or each alone
+// (kConsumeEach). Refunds ride along and apply whatever the others decide. Then, if admitted,
+// each shadow check is charged on its own (a shadow refusal is counted and logged, never
+// enforced); if refused, each check with count_rejected is charged on its own when it has room,
+// and shadow checks are only looked at (cost 0). When the store fails, each enforced check follows
+// its failure mode: allow (admitted, degraded), deny (Outcome::kUnavailable), local (decided in
+// `local_store` with the limits divided by the instance count, all local checks together,
+// all-or-nothing). Shadow refusals are logged at most once per check per second, with the count
+// of lines held back. (A BreakerStore around the store logs its failures, once per outage.)
+//
+// Errors (Result) are the caller's fault only — bad descriptors, a bad cost — and consume
+// nothing. Store failures are never errors here: they become decisions by failure mode.
+//
+// Thread-safety: every method may be called from any thread. SetPolicies and SetDomains swap
+// what they install atomically; a decision uses the set it started with from beginning to end.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "caudal/clock.h"
+#include "caudal/decision.h"
+#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/log.h"
+#include "caudal/metrics.h"
+#include "caudal/policy.h"
+#include "caudal/store.h"
+
+namespace caudal {
+
+// --- Requests ----------------------------------------------------------------------------------
+
+struct Descriptor {
+  std::string name;
+  std::string value;
+};
+using Descriptors = std::vector<Descriptor>;
+
+inline constexpr size_t kMaxDescriptors = 32;
+inline constexpr size_t kMaxDescriptorValueLength = 256;
+
+// A request against caudal's policies (HTTP, CLI): every policy whose identity the descriptors
+// hold applies.
+struct CheckRequest {
+  // 1..kMaxDescriptors, unique names; values 1..kMaxDescriptorValueLength bytes of UTF-8 with no
+  // control characters; `ip`, when present, must be an IPv4 or IPv6 address.
+  Descriptors descriptors;
+  std::optional<int64_t> cost;  // unset: each policy's default cost
+  bool refund = false;          // give `cost` back to every applicable policy instead of taking it
+  Api api = Api::kHttp;
+};
+
+// One descriptor of an Envoy request: the entries select a rule of the domain (see
+// ratelimit_config.h), or `limit` overrides it.
+struct DomainDescriptor {
+  struct Override {
+    uint32_t requests_per_unit = 0;
+    int unit = 0;  // RateLimitResponse.RateLimit.Unit's number
+  };
+  std::vector<envoy::DescriptorEntry> entries;  // views: valid until CheckAsync returns
+  std::optional<uint64_t> hits;                 // unset: the request's hits_addend
+  std::optional<Override> limit;
+  bool refund = false;  // is_negative_hits: give the hits back
+};
+
+// A request against envoyproxy/ratelimit's domains (Envoy's RLS): one check per descriptor.
+struct DomainRequest {
+  std::string_view domain;  // a view: valid until CheckAsync returns
+  std::vector<DomainDescriptor> descriptors;
+  uint64_t hits_addend = 0;  // 0 means 1 (proto3 cannot tell unset from 0)
+  size_t wire_bytes = 0;     // the request's size as received, checked against max_request_bytes
+};
+
+// --- Results -----------------------------------------------------------------------------------
+
+enum class DecidedBy : uint8_t {
+  kStore,
+  kLocal,           // the store failed; this instance's local fallback decided
+  kFailOpen,        // the store failed; admitted without a decision
+  kFailClosed,      // the store failed; refused
+  kOverLimitCache,  // refused from the store's earlier refusal, without asking it again
+  kSkipped,         // not decided: another check refused the request from the over-limit cache
+};
+std::string_view DecidedByName(DecidedBy d);
+// A failure mode decided (the store failed).
+bool IsFailover(DecidedBy d);
+
+enum class CheckKind : uint8_t {
+  kNoLimit,    // Envoy: no rule matched (or it was replaced): nothing counted
+  kUnlimited,  // Envoy: the rule says unlimited
+  kBlocked,    // Envoy: requests_per_unit 0, always over the limit, nothing counted
+  kLimited,    // decided by the store
+};
+
+// One policy (HTTP, CLI) or one Envoy descriptor, as decided.
+struct PolicyResult {
+  std::string_view name;                      // the policy's or rule's name; may be empty
+  const PolicySet::Policy* policy = nullptr;  // policies only
+  const envoy::RateLimitRule* rule = nullptr;  // Envoy only; null for overrides and no match
+  CheckKind kind = CheckKind::kLimited;
+  bool shadow = false;
+  int64_t cost = 0;
+  bool refund = false;
+  std::vector<const Limit*> limits;  // the limits that decided: the local ones when kLocal
+  std::vector<Decision> decisions;   // one per limit; empty when kFailOpen / kFailClosed
+  bool allowed = true;               // the check's own verdict (a shadow check's too)
+  DecidedBy decided_by = DecidedBy::kStore;
+
+  // The decision with the smallest share of its capacity left (refused ones first); -1 if none.
+  int Tightest() const;
+};
+
+enum class Outcome : uint8_t {
+  kAllowed,
+  kDenied,       // over a limit: 429 / OVER_LIMIT
+  kUnavailable,  // the store failed and a check fails closed: 503 / per envoy.deny_as
+};
+std::string_view OutcomeName(Outcome o);
+
+struct CheckResult {
+  std::shared_ptr<const void> keepalive;  // holds what `results` point into
+  Outcome outcome = Outcome::kAllowed;
+  bool degraded = false;              // some check was decided by a failure mode
+  std::vector<PolicyResult> results;  // policies: the applicable ones, in config order;
+                                      // Envoy: one per descriptor, in request order
+  // kDenied: the least wait after which the same request could pass (max over refused limits).
+  Micros retry_after{0};
+  Status store_error;  // degraded: the store's error that sent checks to their failure mode
+
+  bool allowed() const { return outcome == Outcome::kAllowed; }
+  // Enforced checks that refused (over limit or failing closed).
+  std::vector<const PolicyResult*> Refused() const;
+  // The enforced check and decision closest to its limit, for the RateLimit headers; null if none.
+  const PolicyResult* ClosestToLimit(int* decision_index) const;
+};
+
+using CheckCallback = std::function<void(Result<CheckResult>)>;
+
+// --- The engine --------------------------------------------------------------------------------
+
+struct DomainOptions {
+  DescriptorMode mode = DescriptorMode::kAllOrNothing;
+  FailureMode on_failure = FailureMode::kAllow;
+  int64_t instances = 1;  // divides the limits of `local` failure mode
+  size_t max_request_bytes = 64 * 1024;
+};
+
+struct EngineOptions {
+  Store* local_store = nullptr;  // required when any check may fail over to `local`
+  Metrics* metrics = nullptr;    // optional
+  const Logger* log = nullptr;   // optional
+  // Remember this many keys' refusals and refuse their floods without asking the store again
+  // (see engine/over_limit_cache.h); 0: off. For a remote store.
+  size_t over_limit_cache_keys = 0;
+};
+
+class LogThrottle;
+namespace engine_internal {
+class OverLimitCache;
+}
+
+class Engine {
+ public:
+  Engine(Store& store, const Clock& clock, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // kInvalidArgument when `set` may fail over to `local` and no local store was given.
+  Status SetPolicies(std::shared_ptr<const PolicySet> set);
+  std::shared_ptr<const PolicySet> policies() const;
+  // The Envoy domains and how they are decided; kInvalidArgument as for SetPolicies.
+  Status SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains, DomainOptions options);
+  std::shared_ptr<const envoy::RateLimitConfig> domains() const;
+
+  // `done` runs exactly once, inline or on a store thread; it must not block.
+  void CheckAsync(CheckRequest request, CheckCallback done);
+  void CheckAsync(const DomainRequest& request, CheckCallback done);
+  // Blocking forms. Must not be called from a store callback.
+  Result<CheckResult> Check(CheckRequest request);
+  Result<CheckResult> Check(const DomainRequest& request);
+
+  Store& store() { return store_; }
+  const Clock& clock() const { return clock_; }
+
+  struct Snapshot;
+
+ private:
+  class Operation;
+  friend class Operation;
+
+
+  Store& store_;
+  const Clock& clock_;
+  EngineOptions options_;
+  std::mutex install_mu_;  // serialises SetPolicies and SetDomains
+  std::atomic<std::shared_ptr<const Snapshot>> snapshot_;
+  std::unique_ptr<LogThrottle> shadow_log_;  // one shadow-refusal line per check per second
+  std::unique_ptr<engine_internal::OverLimitCache> cache_;  // null: off
+};
+
+}  // namespace caudal

@@ -1,0 +1,56 @@
+// The store registry: every kind of Store a config's `store.url` can name, by URL scheme.
+//
+//   memory://              the embedded MemoryStore (one process; state lost on exit)
+//   redis://host:port/db   a RedisStore shared by every instance pointing at it
+//   rediss://...           the same over TLS
+//
+// Config validation, `caudal serve` and `caudal check` all ask this table; adding a store is one
+// entry in src/config/store_registry.cc (see docs/contributing.md).
+//
+// Thread-safety: the table is immutable; OpenStore returns a thread-safe store (see store.h).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "caudal/clock.h"
+#include "caudal/config.h"
+#include "caudal/store.h"
+
+namespace caudal {
+
+struct StoreOpenOptions {
+  // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
+  // clock is scripted. The memory store always uses `clock`.
+  bool decide_on_clock = false;
+};
+
+struct StoreKind {
+  std::string_view scheme;   // "memory", "redis", ...
+  std::string_view example;  // "redis://host:port/db", for messages and docs
+  bool remote = false;  // reached over the network and shared by instances: an outage at start
+                        // is served by failure mode while it connects in the background
+  bool tls = false;     // the scheme is TLS
+  // kInvalidArgument naming the part at fault; checked when a config is loaded.
+  Status (*validate)(std::string_view url) = nullptr;
+  Result<std::unique_ptr<Store>> (*open)(const StoreConfig& config, const Clock& clock,
+                                         StoreOpenOptions options) = nullptr;
+};
+
+// Every registered kind, in the order the docs list them.
+std::span<const StoreKind> StoreKinds();
+// The kind of `url`'s scheme, or kInvalidArgument listing the known ones.
+Result<const StoreKind*> FindStoreKind(std::string_view url);
+// kInvalidArgument for an unknown scheme or a malformed URL.
+Status ValidateStoreUrl(std::string_view url);
+
+// The store `config.url` names. kInvalidArgument for a bad URL, or a refusal no retry can fix
+// (a wrong password or database); the store's own errors when it cannot be opened.
+Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock& clock,
+                                         StoreOpenOptions options = {});
+
+// The in-process store `local` failure mode falls back to, bounded like the memory store.
+std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock);
+
+}  // namespace caudal

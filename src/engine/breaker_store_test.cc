@@ -1,0 +1,125 @@
+#include "caudal/breaker_store.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "caudal/memory_store.h"
+#include "support/fault_injecting_store.h"
+#include "support/manual_clock.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A store whose answers the test scripts: Ok (a real decision) or the next queued error.
+class ScriptedStore final : public Store {
+ public:
+  explicit ScriptedStore(const Clock& clock) : memory_(clock) {}
+  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override {
+    ++calls;
+    if (!fail_next.empty()) {
+      Status s = fail_next.front();
+      fail_next.erase(fail_next.begin());
+      return done(std::move(s));
+    }
+    if (failing) return done(Status::Unavailable("connection refused"));
+    memory_.DecideAsync(entries, std::move(done));
+  }
+  Status Ping() override { return Status::Ok(); }
+  std::string_view Name() const override { return "scripted"; }
+
+  int calls = 0;
+  bool failing = false;
+  std::vector<Status> fail_next;
+
+ private:
+  MemoryStore memory_;
+};
+
+class BreakerTest : public ::testing::Test {
+ protected:
+  BreakerTest()
+      : inner_(clock_),
+        log_([this](LogLevel level, std::string_view m) {
+          lines_.push_back(std::string(LogLevelName(level)) + " " + std::string(m));
+        }),
+        breaker_(inner_, clock_,
+                 {.failures_to_open = 3, .open_for = milliseconds(100), .log = &log_,
+                  .metrics = &metrics_}) {}
+
+  Status Call() {
+    const Limit limit = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+    const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+    return breaker_.Decide(std::span(&e, 1)).status();
+  }
+
+  ManualClock clock_;
+  ScriptedStore inner_;
+  std::vector<std::string> lines_;
+  Logger log_;
+  Metrics metrics_;
+  BreakerStore breaker_;
+};
+
+TEST_F(BreakerTest, ConsecutiveFailuresOpenItAndThenCallsFailAtOnce) {
+  inner_.failing = true;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Call().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(breaker_.state(), BreakerState::kOpen);
+  EXPECT_EQ(inner_.calls, 3);
+  const Status fast = Call();
+  EXPECT_EQ(fast.code(), StatusCode::kUnavailable);
+  EXPECT_NE(fast.message().find("circuit open"), std::string::npos) << fast.message();
+  EXPECT_NE(fast.message().find("connection refused"), std::string::npos) << fast.message();
+  EXPECT_EQ(inner_.calls, 3);  // the store was not asked
+  EXPECT_NE(metrics_.RenderPrometheus().find("caudal_store_breaker_state 1\n"), std::string::npos);
+  EXPECT_NE(metrics_.RenderPrometheus().find("caudal_store_degraded 1\n"), std::string::npos);
+}
+
+TEST_F(BreakerTest, OneProbeAfterOpenForClosesItWhenTheStoreAnswers) {
+  inner_.failing = true;
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(Call().ok());
+  clock_.Advance(milliseconds(99));
+  EXPECT_EQ(Call().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(inner_.calls, 3);
+  clock_.Advance(milliseconds(1));
+  EXPECT_EQ(Call().code(), StatusCode::kUnavailable);  // the probe: still failing
+  EXPECT_EQ(inner_.calls, 4);
+  EXPECT_EQ(breaker_.state(), BreakerState::kOpen);
+  inner_.failing = false;
+  clock_.Advance(milliseconds(100));
+  EXPECT_TRUE(Call().ok());  // the next probe succeeds
+  EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
+  EXPECT_TRUE(Call().ok());
+  EXPECT_EQ(inner_.calls, 6);
+  ASSERT_EQ(lines_.size(), 2u);  // one line each way, none for the failed probe
+  EXPECT_NE(lines_[0].find("warning store \"scripted\" failed 3 times in a row"), std::string::npos)
+      << lines_[0];
+  EXPECT_NE(lines_[1].find("answers again"), std::string::npos) << lines_[1];
+}
+
+TEST_F(BreakerTest, InterleavedFailuresNeverOpenItNorLog) {
+  for (int i = 0; i < 1000; ++i) {
+    inner_.fail_next = {Status::DeadlineExceeded("no answer in 5ms"),
+                        Status::DeadlineExceeded("no answer in 5ms")};
+    EXPECT_FALSE(Call().ok());
+    EXPECT_FALSE(Call().ok());
+    EXPECT_TRUE(Call().ok());
+  }
+  EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
+  EXPECT_TRUE(lines_.empty());
+}
+
+TEST_F(BreakerTest, BadRequestsAndFullTablesAreNotTheStoresHealth) {
+  for (int i = 0; i < 10; ++i) {
+    inner_.fail_next = {Status::InvalidArgument("bad key"), Status::ResourceExhausted("full")};
+    EXPECT_EQ(Call().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(Call().code(), StatusCode::kResourceExhausted);
+  }
+  EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
+}
+
+}  // namespace
+}  // namespace caudal

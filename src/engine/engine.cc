@@ -1,0 +1,585 @@
+#include "caudal/engine.h"
+
+#include <algorithm>
+#include <future>
+#include <mutex>
+#include <utility>
+
+#include "common/cat.h"
+#include "engine/log_throttle.h"
+#include "engine/over_limit_cache.h"
+#include "engine/plan.h"
+
+namespace caudal {
+
+using PlanCheck = engine_internal::Check;
+using engine_internal::Plan;
+
+__extension__ typedef __int128 Wide;
+
+std::string_view DecidedByName(DecidedBy d) {
+  switch (d) {
+    case DecidedBy::kStore: return "store";
+    case DecidedBy::kLocal: return "local";
+    case DecidedBy::kFailOpen: return "fail_open";
+    case DecidedBy::kFailClosed: return "fail_closed";
+    case DecidedBy::kOverLimitCache: return "over_limit_cache";
+    case DecidedBy::kSkipped: return "skipped";
+  }
+  return "unknown";
+}
+
+bool IsFailover(DecidedBy d) {
+  return d == DecidedBy::kLocal || d == DecidedBy::kFailOpen || d == DecidedBy::kFailClosed;
+}
+
+std::string_view OutcomeName(Outcome o) {
+  switch (o) {
+    case Outcome::kAllowed: return "allowed";
+    case Outcome::kDenied: return "denied";
+    case Outcome::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// x is closer to its limit than y: refused first, then the smaller share of capacity left,
+// compared as fractions without division (a/b < c/d  <=>  a·d < c·b; all ≤ 2^40).
+bool Tighter(const Decision& x, const Decision& y) {
+  if (x.allowed() != y.allowed()) return !x.allowed();
+  return static_cast<Wide>(x.remaining) * y.limit < static_cast<Wide>(y.remaining) * x.limit;
+}
+
+void Count(PolicyCounters& c, const PolicyResult& r) {
+  if (r.kind == CheckKind::kNoLimit) return;
+  switch (r.decided_by) {
+    case DecidedBy::kSkipped: return;
+    case DecidedBy::kOverLimitCache: break;
+    case DecidedBy::kFailOpen:
+      if (!r.shadow) c.fail_open.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case DecidedBy::kFailClosed: c.fail_closed.fetch_add(1, std::memory_order_relaxed); return;
+    case DecidedBy::kLocal: c.local.fetch_add(1, std::memory_order_relaxed); break;
+    case DecidedBy::kStore: break;
+  }
+  (r.allowed ? c.allowed : c.denied).fetch_add(1, std::memory_order_relaxed);
+  if (r.shadow && !r.allowed) c.shadow_denied.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+int PolicyResult::Tightest() const {
+  int best = -1;
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    if (best < 0 || Tighter(decisions[i], decisions[static_cast<size_t>(best)])) {
+      best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
+std::vector<const PolicyResult*> CheckResult::Refused() const {
+  std::vector<const PolicyResult*> out;
+  for (const PolicyResult& r : results) {
+    if (!r.allowed && !r.shadow) out.push_back(&r);
+  }
+  return out;
+}
+
+const PolicyResult* CheckResult::ClosestToLimit(int* decision_index) const {
+  const PolicyResult* best = nullptr;
+  int best_index = -1;
+  for (const PolicyResult& r : results) {
+    if (r.shadow) continue;
+    const int t = r.Tightest();
+    if (t < 0) continue;
+    if (best != nullptr && !Tighter(r.decisions[static_cast<size_t>(t)],
+                                    best->decisions[static_cast<size_t>(best_index)])) {
+      continue;
+    }
+    best = &r;
+    best_index = t;
+  }
+  if (decision_index != nullptr) *decision_index = best_index;
+  return best;
+}
+
+// One decision in flight: owns its plan; kept alive by the store callbacks.
+class Engine::Operation : public std::enable_shared_from_this<Operation> {
+ public:
+  Operation(Engine& engine, std::shared_ptr<const Snapshot> snap, Api api, CheckCallback done)
+      : engine_(engine), snap_(std::move(snap)), api_(api), done_(std::move(done)),
+        start_(engine.clock_.Monotonic()) {}
+
+  void Abort(Status s) { Complete(std::move(s)); }
+
+  void Start(Plan plan) {
+    plan_ = std::move(plan);
+    if (plan_.mode == DescriptorMode::kConsumeEach) return DecideEach();
+    std::vector<size_t> enforced;
+    for (size_t i = 0; i < plan_.checks.size(); ++i) {
+      if (Limited(i) && !plan_.checks[i].result.shadow) enforced.push_back(i);
+    }
+    if (enforced.empty()) return RunSecondary(/*admitted=*/!plan_.blocked);
+    if (!plan_.blocked && RefusedFromCache(enforced)) return RunSecondary(/*admitted=*/false);
+    // A blocked check refuses the request anyway: look, do not consume (refunds still apply).
+    const bool consume = !plan_.blocked;
+    Send(engine_.store_, std::move(enforced), consume, /*local=*/false,
+         [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+           op.OnEnforced(std::move(r), batch);
+         });
+  }
+
+ private:
+  // A store request built from some checks: one entry per distinct key, hits and refunds on one
+  // key netted out (a store request holds each key once).
+  struct Batch {
+    std::vector<size_t> checks;
+    std::vector<EntryRef> entries;
+    std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
+    std::vector<size_t> entry_of;  // per (check, limit) in order: its entry
+    Nanos sent{0};                 // monotonic
+  };
+  using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
+
+  bool Limited(size_t i) const { return plan_.checks[i].result.kind == CheckKind::kLimited; }
+
+  // Over-limit cache: refuses `checks` (all-or-nothing) when one of them was refused by the store
+  // for this cost or less and it still would be; the others are then skipped. Refunds among
+  // them forget their keys first. False when the store must decide.
+  bool RefusedFromCache(const std::vector<size_t>& checks) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return false;
+    const Nanos now = engine_.clock_.Monotonic();
+    bool refunds = false;
+    for (size_t i : checks) {
+      const PlanCheck& c = plan_.checks[i];
+      if (!c.result.refund) continue;
+      for (const std::string& key : c.keys) cache->Forget(key);
+      refunds = true;
+    }
+    if (refunds) return false;  // a refund applies whatever else is refused: the store must see it
+    for (size_t i : checks) {
+      PlanCheck& c = plan_.checks[i];
+      if (c.result.refund || c.result.cost == 0) continue;
+      for (size_t k = 0; k < c.keys.size(); ++k) {
+        const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.cost, now);
+        if (!d) continue;
+        for (size_t j : checks) plan_.checks[j].result.decided_by = DecidedBy::kSkipped;
+        PolicyResult& r = c.result;
+        r.limits = {r.limits[k]};
+        r.decisions = {*d};
+        r.allowed = false;
+        r.decided_by = DecidedBy::kOverLimitCache;
+        if (engine_.options_.metrics != nullptr) engine_.options_.metrics->CountOverLimitCacheHit();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Remembers the refusals of a store response, for the over-limit cache.
+  void RememberRefusals(const StoreResponse& resp, const Batch& batch) {
+    engine_internal::OverLimitCache* cache = engine_.cache_.get();
+    if (cache == nullptr) return;
+    for (size_t e = 0; e < batch.entries.size() && e < resp.decisions.size(); ++e) {
+      const EntryRef& entry = batch.entries[e];
+      if (entry.op != EntryOp::kConsume || entry.cost == 0) continue;
+      if (resp.decisions[e].verdict == Verdict::kDenied) {
+        cache->Remember(entry.key, entry.cost, batch.sent, resp.decisions[e]);
+      }
+    }
+  }
+
+  void Send(Store& store, std::vector<size_t> checks, bool consume, bool local, Then then) {
+    auto batch = std::make_shared<Batch>();
+    batch->checks = std::move(checks);
+    std::vector<int64_t> net;
+    if (local) {
+      for (size_t i : batch->checks) {
+        const PlanCheck& c = plan_.checks[i];
+        for (size_t k = 0; k < c.keys.size(); ++k) {
+          batch->local_keys.push_back(Cat("local|", c.local_limits[k]->ToString(), '|', c.keys[k]));
+        }
+      }
+    }
+    size_t n = 0;
+    for (size_t i : batch->checks) {
+      const PlanCheck& c = plan_.checks[i];
+      const int64_t units = c.result.refund ? -c.result.cost : consume ? c.result.cost : 0;
+      for (size_t k = 0; k < c.keys.size(); ++k, ++n) {
+        const std::string_view key = local ? std::string_view(batch->local_keys[n]) : c.keys[k];
+        size_t e = 0;
+        while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
+        if (e == batch->entries.size()) {
+          batch->entries.push_back(
+              {.key = key, .limit = local ? c.local_limits[k] : c.result.limits[k], .cost = 0});
+          net.push_back(0);
+        }
+        net[e] += units;
+        batch->entry_of.push_back(e);
+      }
+    }
+    for (size_t e = 0; e < batch->entries.size(); ++e) {
+      batch->entries[e].op = net[e] < 0 ? EntryOp::kRefund : EntryOp::kConsume;
+      batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
+    }
+    batch->sent = engine_.clock_.Monotonic();
+    Batch* b = batch.get();
+    store.DecideAsync(b->entries, [self = shared_from_this(), batch = std::move(batch), then,
+                                   local](Result<StoreResponse> r) {
+      if (!local) {
+        self->ObserveStore(batch->sent, r.status());
+        if (r.ok()) self->RememberRefusals(*r, *batch);
+      }
+      then(*self, std::move(r), *batch);
+    });
+  }
+
+  // Copies a store response into the checks of `batch`.
+  void Distribute(const StoreResponse& resp, const Batch& batch, DecidedBy by) {
+    size_t n = 0;
+    for (size_t i : batch.checks) {
+      PolicyResult& r = plan_.checks[i].result;
+      r.decisions.clear();
+      r.decided_by = by;
+      for (size_t k = 0; k < r.limits.size(); ++k, ++n) {
+        r.decisions.push_back(resp.decisions.at(batch.entry_of[n]));
+      }
+      r.allowed = r.refund || std::all_of(r.decisions.begin(), r.decisions.end(),
+                                          [](const Decision& d) { return d.allowed(); });
+    }
+    if (by == DecidedBy::kLocal) {
+      for (size_t i : batch.checks) {
+        PolicyResult& r = plan_.checks[i].result;
+        r.limits = plan_.checks[i].local_limits;
+      }
+    }
+  }
+
+  void ObserveStore(Nanos sent, const Status& s) {
+    Metrics* m = engine_.options_.metrics;
+    if (m == nullptr) return;
+    m->ObserveStore(std::chrono::duration_cast<Micros>(engine_.clock_.Monotonic() - sent));
+    if (!s.ok()) m->CountStoreError(s.code());
+  }
+
+  void OnEnforced(Result<StoreResponse> r, const Batch& batch) {
+    if (r.ok()) {
+      Distribute(*r, batch, DecidedBy::kStore);
+      return RunSecondary(r->allowed && !plan_.blocked);
+    }
+    if (r.status().code() == StatusCode::kInvalidArgument) return Complete(r.status());
+    store_error_ = r.status();
+    FailOver(batch.checks);
+  }
+
+  // kConsumeEach: every limited check in a store request of its own.
+  void DecideEach() {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < plan_.checks.size(); ++i) {
+      if (Limited(i) && !RefusedFromCache({i})) todo.push_back(i);
+    }
+    if (todo.empty()) return Finish();
+    pending_.store(todo.size(), std::memory_order_release);
+    for (size_t i : todo) {
+      Send(engine_.store_, {i}, /*consume=*/true, /*local=*/false,
+           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             PlanCheck& c = op.plan_.checks[batch.checks[0]];
+             if (r.ok()) {
+               op.Distribute(*r, batch, DecidedBy::kStore);
+             } else {
+               c.error = r.status();
+             }
+             if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.AfterEach();
+           });
+    }
+  }
+
+  void AfterEach() {
+    std::vector<size_t> failed;
+    for (size_t i = 0; i < plan_.checks.size(); ++i) {
+      const Status& e = plan_.checks[i].error;
+      if (e.code() == StatusCode::kInvalidArgument) return Complete(e);
+      if (e.ok()) continue;
+      if (store_error_.ok()) store_error_ = e;
+      failed.push_back(i);
+    }
+    if (failed.empty()) return Finish();
+    FailOver(std::move(failed));
+  }
+
+  // The store failed for `failed`: each follows its failure mode. A shadow check under `local`
+  // is decided locally too (after the enforced ones, as with the store); otherwise it is not
+  // decided. A refund never refuses.
+  void FailOver(std::vector<size_t> failed) {
+    if (plan_.mode == DescriptorMode::kAllOrNothing) {  // the shadow checks were never sent
+      for (size_t i = 0; i < plan_.checks.size(); ++i) {
+        if (Limited(i) && plan_.checks[i].result.shadow) failed.push_back(i);
+      }
+    }
+    std::vector<size_t> local;
+    for (size_t i : failed) {
+      PlanCheck& c = plan_.checks[i];
+      PolicyResult& r = c.result;
+      r.decisions.clear();
+      r.decided_by = DecidedBy::kFailOpen;
+      r.allowed = true;
+      if (c.on_failure == FailureMode::kLocal && engine_.options_.local_store != nullptr &&
+          engine_internal::PrepareLocal(c, plan_.instances)) {
+        (r.shadow ? local_shadow_ : local).push_back(i);
+        continue;
+      }
+      if (r.shadow || r.refund || c.on_failure == FailureMode::kAllow) continue;
+      r.decided_by = DecidedBy::kFailClosed;  // deny, or a local fallback that cannot decide
+      r.allowed = false;
+    }
+    if (plan_.mode == DescriptorMode::kConsumeEach) {
+      local.insert(local.end(), local_shadow_.begin(), local_shadow_.end());
+      local_shadow_.clear();
+      if (local.empty()) return Finish();
+      pending_.store(local.size(), std::memory_order_release);
+      for (size_t i : local) {
+        Send(*engine_.options_.local_store, {i}, /*consume=*/true, /*local=*/true,
+             [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+               op.OnLocal(std::move(r), batch);
+               if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
+             });
+      }
+      return;
+    }
+    if (local.empty()) return LocalShadows();
+    Send(*engine_.options_.local_store, std::move(local), /*consume=*/!plan_.blocked,
+         /*local=*/true, [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+           op.OnLocal(std::move(r), batch);
+           op.LocalShadows();
+         });
+  }
+
+  void OnLocal(Result<StoreResponse> r, const Batch& batch) {
+    if (r.ok()) return Distribute(*r, batch, DecidedBy::kLocal);
+    // The local table is full or the request is malformed for it: fail closed (a shadow check
+    // or a refund: not decided).
+    for (size_t i : batch.checks) {
+      PolicyResult& p = plan_.checks[i].result;
+      p.decided_by = DecidedBy::kFailOpen;
+      if (p.refund || p.shadow) continue;
+      p.allowed = false;
+      p.decided_by = DecidedBy::kFailClosed;
+    }
+  }
+
+  // All-or-nothing, failing over: the shadow checks decided locally, each alone, charged only
+  // if the request passed.
+  void LocalShadows() {
+    if (local_shadow_.empty()) return Finish();
+    bool admitted = !plan_.blocked;
+    for (const PlanCheck& c : plan_.checks) {
+      if (!c.result.shadow && !c.result.refund && !c.result.allowed) admitted = false;
+    }
+    const std::vector<size_t> todo = std::move(local_shadow_);
+    pending_.store(todo.size(), std::memory_order_release);
+    for (size_t i : todo) {
+      Send(*engine_.options_.local_store, {i}, admitted, /*local=*/true,
+           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             op.OnLocal(std::move(r), batch);
+             if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
+           });
+    }
+  }
+
+  // After the enforced decision (all-or-nothing): charge shadow checks (admitted) or look at
+  // them (refused), and charge count_rejected ones (refused).
+  void RunSecondary(bool admitted) {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < plan_.checks.size(); ++i) {
+      const PlanCheck& c = plan_.checks[i];
+      if (!Limited(i)) continue;
+      if (c.result.shadow || (!admitted && c.count_rejected && !c.result.refund)) todo.push_back(i);
+    }
+    if (todo.empty()) return Finish();
+    pending_.store(todo.size(), std::memory_order_release);
+    for (size_t i : todo) {
+      const bool shadow = plan_.checks[i].result.shadow;
+      Send(engine_.store_, {i}, /*consume=*/admitted || !shadow, /*local=*/false,
+           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             PolicyResult& p = op.plan_.checks[batch.checks[0]].result;
+             // A count_rejected charge changes no verdict; a shadow decision is reported as made.
+             if (p.shadow) {
+               if (r.ok()) {
+                 op.Distribute(*r, batch, DecidedBy::kStore);
+               } else {
+                 p.decided_by = DecidedBy::kFailOpen;
+               }
+             }
+             if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
+           });
+    }
+  }
+
+  void Finish() {
+    CheckResult out;
+    out.keepalive = snap_;
+    out.store_error = store_error_;
+    Micros retry{0};
+    bool closed = false;
+    bool denied = false;
+    for (PlanCheck& c : plan_.checks) {
+      PolicyResult& r = c.result;
+      if (r.kind == CheckKind::kLimited && IsFailover(r.decided_by)) out.degraded = true;
+      if (r.kind == CheckKind::kBlocked) r.allowed = false;
+      if (r.shadow || r.allowed) continue;
+      if (r.decided_by == DecidedBy::kFailClosed) closed = true;
+      denied = true;
+      for (const Decision& d : r.decisions) {
+        if (d.verdict == Verdict::kDenied) retry = std::max(retry, d.retry_after);
+        if (d.verdict == Verdict::kNeverFits) retry = std::max(retry, d.reset_after);
+      }
+    }
+    out.outcome = closed ? Outcome::kUnavailable : denied ? Outcome::kDenied : Outcome::kAllowed;
+    if (out.outcome == Outcome::kDenied) out.retry_after = retry;
+    CountMetrics();
+    out.results.reserve(plan_.checks.size());
+    for (PlanCheck& c : plan_.checks) out.results.push_back(std::move(c.result));
+    Complete(std::move(out));
+  }
+
+  void CountMetrics() {
+    Metrics* m = engine_.options_.metrics;
+    if (m == nullptr) return;
+    for (const PlanCheck& c : plan_.checks) {
+      PolicyCounters* counters = c.counters;
+      if (!c.detailed_name.empty()) counters = &m->ForDetailed(api_, c.detailed_name);
+      if (counters != nullptr) Count(*counters, c.result);
+    }
+  }
+
+  void Complete(Result<CheckResult> r) {
+    if (engine_.options_.metrics != nullptr && r.ok()) {
+      engine_.options_.metrics->ObserveDecision(
+          api_, std::chrono::duration_cast<Micros>(engine_.clock_.Monotonic() - start_));
+    }
+    if (engine_.options_.log != nullptr && r.ok()) LogShadowDenials(*r);
+    CheckCallback done = std::move(done_);
+    done(std::move(r));
+  }
+
+  void LogShadowDenials(const CheckResult& r) {
+    for (const PolicyResult& p : r.results) {
+      if (!p.shadow || p.allowed || p.decided_by != DecidedBy::kStore) continue;
+      const std::optional<uint64_t> held_back = engine_.shadow_log_->Admit(p.name);
+      if (!held_back) continue;
+      std::string line = Cat("shadow ", p.policy != nullptr ? "policy " : "rule ", Quoted(p.name),
+                             " would have refused a request (allowed: shadow)");
+      if (*held_back > 0) line += Cat("; ", *held_back, " such lines held back since the last one");
+      engine_.options_.log->Info(line);
+    }
+  }
+
+  Engine& engine_;
+  std::shared_ptr<const Snapshot> snap_;
+  const Api api_;
+  CheckCallback done_;
+  Nanos start_;
+  Plan plan_;
+  std::atomic<size_t> pending_{0};
+  Status store_error_;  // written before the failover, read after it (one thread at a time)
+  std::vector<size_t> local_shadow_;  // all-or-nothing: shadow checks to decide locally
+};
+
+Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
+    : store_(store), clock_(clock), options_(options),
+      shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})),
+      cache_(options.over_limit_cache_keys == 0
+                 ? nullptr
+                 : std::make_unique<engine_internal::OverLimitCache>(options.over_limit_cache_keys)) {
+  auto snap = std::make_shared<Snapshot>();
+  snap->policies = *PolicySet::Create({}, {});
+  snapshot_.store(std::move(snap));
+}
+
+Engine::~Engine() = default;
+
+Status Engine::SetPolicies(std::shared_ptr<const PolicySet> set) {
+  if (set == nullptr) return Status::InvalidArgument("no policy set");
+  for (const PolicySet::Policy& p : set->policies()) {
+    if (p.on_failure == FailureMode::kLocal && options_.local_store == nullptr) {
+      return Status::InvalidArgument(
+          Cat("policy ", Quoted(p.spec.name), " fails over to local, but no local store is configured"));
+    }
+  }
+  std::lock_guard lock(install_mu_);
+  auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
+  snap->policies = std::move(set);
+  snap->policy_counters.clear();
+  for (const PolicySet::Policy& p : snap->policies->policies()) {
+    snap->policy_counters.push_back(
+        options_.metrics ? &options_.metrics->ForPolicy(Api::kHttp, p.spec.name) : nullptr);
+  }
+  snapshot_.store(std::move(snap), std::memory_order_release);
+  return Status::Ok();
+}
+
+std::shared_ptr<const PolicySet> Engine::policies() const {
+  return snapshot_.load(std::memory_order_acquire)->policies;
+}
+
+Status Engine::SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains,
+                          DomainOptions options) {
+  if (options.on_failure == FailureMode::kLocal && options_.local_store == nullptr) {
+    return Status::InvalidArgument("Envoy domains fail over to local, but no local store is configured");
+  }
+  std::lock_guard lock(install_mu_);
+  auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
+  snap->domains = std::move(domains);
+  snap->domain_options = options;
+  snap->rule_stats.clear();
+  if (snap->domains != nullptr) {
+    snap->domains->ForEachRule([&](const envoy::RateLimitRule& rule, std::string_view stat_key) {
+      snap->rule_stats[&rule] = {
+          .name = std::string(stat_key),
+          .counters = options_.metrics ? &options_.metrics->ForPolicy(Api::kRls, stat_key) : nullptr};
+    });
+  }
+  snapshot_.store(std::move(snap), std::memory_order_release);
+  return Status::Ok();
+}
+
+std::shared_ptr<const envoy::RateLimitConfig> Engine::domains() const {
+  return snapshot_.load(std::memory_order_acquire)->domains;
+}
+
+void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
+  auto snap = snapshot_.load(std::memory_order_acquire);
+  auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done));
+  auto plan = engine_internal::PlanPolicies(*snap, request);
+  if (!plan.ok()) return op->Abort(plan.status());  // nothing was sent to the store
+  op->Start(std::move(*plan));
+}
+
+void Engine::CheckAsync(const DomainRequest& request, CheckCallback done) {
+  auto snap = snapshot_.load(std::memory_order_acquire);
+  auto op = std::make_shared<Operation>(*this, snap, Api::kRls, std::move(done));
+  auto plan = engine_internal::PlanDomain(*snap, request);
+  if (!plan.ok()) return op->Abort(plan.status());
+  op->Start(std::move(*plan));
+}
+
+namespace {
+
+template <typename Request>
+Result<CheckResult> Wait(Engine& engine, Request&& request) {
+  std::promise<Result<CheckResult>> promise;
+  auto future = promise.get_future();
+  engine.CheckAsync(std::forward<Request>(request),
+                    [&promise](Result<CheckResult> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+}  // namespace
+
+Result<CheckResult> Engine::Check(CheckRequest request) { return Wait(*this, std::move(request)); }
+Result<CheckResult> Engine::Check(const DomainRequest& request) { return Wait(*this, request); }
+
+}  // namespace caudal

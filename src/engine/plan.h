@@ -1,0 +1,72 @@
+// Planning: a request becomes a Plan, one Check per applicable policy (policies) or per
+// descriptor (Envoy domains), each with its limits, store keys, cost and the rules that decide
+// it. Pure: no store, no clock. The engine then executes any plan the same way (engine.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "caudal/engine.h"
+
+namespace caudal {
+
+// What an engine decides against, swapped whole by SetPolicies / SetDomains.
+struct Engine::Snapshot {
+  std::shared_ptr<const PolicySet> policies;
+  std::vector<PolicyCounters*> policy_counters;  // parallel to policies->policies(); null: none
+  std::shared_ptr<const envoy::RateLimitConfig> domains;
+  DomainOptions domain_options;
+  // Per Envoy rule: its metric name (envoyproxy/ratelimit's stat key, "domain.key_value.key")
+  // and counters.
+  struct RuleStats {
+    std::string name;
+    PolicyCounters* counters = nullptr;
+  };
+  std::unordered_map<const envoy::RateLimitRule*, RuleStats> rule_stats;
+};
+
+namespace engine_internal {
+
+// One check being decided. `result` is what the front end gets back.
+struct Check {
+  PolicyResult result;
+  FailureMode on_failure = FailureMode::kDeny;
+  bool count_rejected = false;
+  std::vector<std::string> keys;  // one per limit, for the shared store
+  // The limits `local` failure mode applies, parallel to keys: a policy's precomputed ones, or
+  // limits computed when failing over (kept in `local_owned`).
+  std::vector<const Limit*> local_limits;
+  std::vector<Limit> local_owned;
+  std::shared_ptr<const Limit> override_limit;  // an Envoy descriptor's own limit
+  PolicyCounters* counters = nullptr;
+  std::string detailed_name;  // Envoy detailed_metric: the per-value metric name
+  Status error;               // kConsumeEach: this check's store call failed
+};
+
+struct Plan {
+  std::vector<Check> checks;
+  DescriptorMode mode = DescriptorMode::kAllOrNothing;
+  bool blocked = false;  // an enforced check is kBlocked: the request is refused whatever else
+  int64_t instances = 1;
+};
+
+// Policies that apply to `request`, in config order. kInvalidArgument for bad descriptors, a
+// cost < 1, or a cost above an applicable limit's capacity.
+Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
+
+// One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules.
+// kInvalidArgument naming the descriptor and field for a malformed request.
+Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& request);
+
+// The limits of `check` divided among `instances` for the local fallback store; false when a
+// limit cannot be divided exactly (the check then fails closed).
+bool PrepareLocal(Check& check, int64_t instances);
+
+// kInvalidArgument unless `value` is UTF-8 without NUL (and, unless `allow_controls`, without any
+// other control character); `field` names it in the message.
+Status ValidateValue(std::string_view field, std::string_view value, bool allow_controls = false);
+
+}  // namespace engine_internal
+}  // namespace caudal

@@ -1,0 +1,188 @@
+// PlanDomain: an Envoy request's descriptors matched against envoyproxy/ratelimit's rules, one
+// check per descriptor, keyed by the limit, the domain and the descriptor's entries.
+#include <string>
+#include <unordered_set>
+
+#include "common/cat.h"
+#include "engine/plan.h"
+
+namespace caudal::engine_internal {
+namespace {
+
+constexpr size_t kMaxEntriesPerDescriptor = 32;
+
+// Length-prefixed, so no choice of keys and values can make two descriptors share a key.
+void AppendField(std::string& out, std::string_view s) {
+  out += std::to_string(s.size());
+  out += ':';
+  out += s;
+}
+
+Status Bad(size_t i, std::string_view message) {
+  return Status::InvalidArgument(Cat("descriptor ", i, ": ", message));
+}
+
+Status ValidateShape(const DomainRequest& request, const DomainOptions& options) {
+  if (request.wire_bytes > options.max_request_bytes) {
+    return Status::InvalidArgument(Cat("request of ", request.wire_bytes, " bytes exceeds ",
+                                       options.max_request_bytes));
+  }
+  if (request.domain.empty()) return Status::InvalidArgument("domain must not be empty");
+  if (Status s = ValidateValue("domain", request.domain, /*allow_controls=*/true); !s.ok()) {
+    return s;
+  }
+  if (request.descriptors.empty()) {
+    return Status::InvalidArgument("a request needs at least one descriptor");
+  }
+  if (request.descriptors.size() > kMaxEntriesPerRequest) {
+    return Status::InvalidArgument(
+        Cat("a request carries at most ", kMaxEntriesPerRequest, " descriptors"));
+  }
+  for (size_t i = 0; i < request.descriptors.size(); ++i) {
+    const auto& entries = request.descriptors[i].entries;
+    if (entries.size() > kMaxEntriesPerDescriptor) {
+      return Bad(i, Cat("has more than ", kMaxEntriesPerDescriptor, " entries"));
+    }
+    for (size_t j = 0; j < entries.size(); ++j) {
+      const std::string field = Cat("descriptor ", i, " entry ", j);
+      if (Status s = ValidateValue(field + " key", entries[j].key, true); !s.ok()) return s;
+      if (Status s = ValidateValue(field + " value", entries[j].value, true); !s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<int64_t> Hits(const DomainRequest& request, size_t i) {
+  const DomainDescriptor& d = request.descriptors[i];
+  const uint64_t hits = d.hits.has_value()          ? *d.hits
+                        : request.hits_addend == 0 ? 1
+                                                   : request.hits_addend;
+  if (hits > static_cast<uint64_t>(kMaxCost)) {
+    return Bad(i, Cat("hits_addend ", hits, " exceeds 2^40"));
+  }
+  return static_cast<int64_t>(hits);
+}
+
+// The limit of a descriptor that carries its own: a plain fixed window, as in the reference.
+Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
+  const int unit = d.limit->unit;
+  if (unit < static_cast<int>(envoy::Unit::kSecond) || unit > static_cast<int>(envoy::Unit::kYear)) {
+    return Bad(i, "limit override has no valid unit");
+  }
+  if (d.limit->requests_per_unit == 0) {
+    c.result.kind = CheckKind::kBlocked;
+    return Status::Ok();
+  }
+  auto limit = envoy::MakeLimit(Algorithm::kFixedWindow, d.limit->requests_per_unit,
+                                static_cast<envoy::Unit>(unit));
+  if (!limit.ok()) return Bad(i, "limit override: " + limit.status().message());
+  c.override_limit = std::make_shared<const Limit>(*limit);
+  c.result.limits.push_back(c.override_limit.get());
+  return Status::Ok();
+}
+
+void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule, Check& c) {
+  c.result.rule = &rule;
+  c.result.name = rule.name;
+  c.result.shadow = rule.shadow_mode;
+  if (auto it = snap.rule_stats.find(&rule); it != snap.rule_stats.end()) {
+    c.counters = it->second.counters;
+  }
+  if (rule.unlimited) {
+    c.result.kind = CheckKind::kUnlimited;
+  } else if (rule.blocks_all()) {
+    c.result.kind = CheckKind::kBlocked;
+  } else {
+    c.result.limits.push_back(&*rule.limit);
+  }
+}
+
+// The store key: the limit, then the domain and the first entry as the hash tag (so that one
+// client's descriptors tend to share a Redis Cluster slot), then the other entries.
+std::string KeyOf(const Limit& limit, std::string_view domain,
+                  const std::vector<envoy::DescriptorEntry>& entries) {
+  std::string key = Cat("rls|", limit.ToString(), "|{");
+  AppendField(key, domain);
+  AppendField(key, entries[0].key);
+  AppendField(key, entries[0].value);
+  key += '}';
+  for (size_t j = 1; j < entries.size(); ++j) {
+    AppendField(key, entries[j].key);
+    AppendField(key, entries[j].value);
+  }
+  return key;
+}
+
+// envoyproxy/ratelimit's per-value stat key: "domain.key1_value1.key2_value2".
+std::string DetailedName(std::string_view domain,
+                         const std::vector<envoy::DescriptorEntry>& entries) {
+  std::string name(domain);
+  for (const envoy::DescriptorEntry& e : entries) {
+    name += '.';
+    name += e.key;
+    if (!e.value.empty()) {
+      name += '_';
+      name += e.value;
+    }
+  }
+  return name;
+}
+
+}  // namespace
+
+Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& request) {
+  if (Status s = ValidateShape(request, snap.domain_options); !s.ok()) return s;
+  Plan plan;
+  plan.mode = snap.domain_options.mode;
+  plan.instances = snap.domain_options.instances;
+  plan.checks.resize(request.descriptors.size());
+  std::unordered_set<std::string_view> replaced;
+  const envoy::RateLimitConfig* domains = snap.domains.get();
+  for (size_t i = 0; i < request.descriptors.size(); ++i) {
+    const DomainDescriptor& d = request.descriptors[i];
+    Check& c = plan.checks[i];
+    c.on_failure = snap.domain_options.on_failure;
+    c.result.kind = CheckKind::kLimited;
+    auto hits = Hits(request, i);
+    if (!hits.ok()) return hits.status();
+    c.result.cost = *hits;
+    c.result.refund = d.refund && c.result.cost > 0;
+    if (d.entries.empty()) {  // nothing to key or match by: no limit, as in the reference
+      c.result.kind = CheckKind::kNoLimit;
+      continue;
+    }
+    if (d.limit.has_value()) {
+      if (Status s = ResolveOverride(d, i, c); !s.ok()) return s;
+    } else {
+      // No entries, an unknown domain or no matching rule: no limit, as in the reference.
+      const envoy::RateLimitRule* rule =
+          domains == nullptr ? nullptr : domains->Match(request.domain, d.entries);
+      if (rule == nullptr) {
+        c.result.kind = CheckKind::kNoLimit;
+        continue;
+      }
+      ResolveRule(snap, *rule, c);
+      replaced.insert(rule->replaces.begin(), rule->replaces.end());
+      if (rule->detailed_metric) c.detailed_name = DetailedName(request.domain, d.entries);
+    }
+    if (c.result.kind != CheckKind::kLimited) continue;
+    c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries));
+    if (c.keys[0].size() > kMaxKeyLength) {
+      return Bad(i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
+    }
+  }
+  // `replaces`: a matched rule named by another matched rule no longer applies.
+  for (Check& c : plan.checks) {
+    if (c.result.rule != nullptr && !c.result.rule->name.empty() &&
+        replaced.contains(c.result.rule->name)) {
+      c = Check{};
+      c.result.kind = CheckKind::kNoLimit;
+    }
+  }
+  for (const Check& c : plan.checks) {
+    plan.blocked |= c.result.kind == CheckKind::kBlocked && !c.result.shadow;
+  }
+  return plan;
+}
+
+}  // namespace caudal::engine_internal

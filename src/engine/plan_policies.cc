@@ -1,0 +1,171 @@
+// PlanPolicies: which of caudal's policies apply to a request, and the store keys of their limits.
+#include <algorithm>
+
+#include "caudal/ip.h"
+#include "common/cat.h"
+#include "engine/plan.h"
+
+namespace caudal::engine_internal {
+namespace {
+
+// Decodes one UTF-8 sequence at s[i]; its length, or 0 when ill-formed (overlong forms,
+// surrogates and code points past U+10FFFF included).
+size_t Utf8Length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const auto cont = [&](size_t k) { return i + k < s.size() && (b(k) & 0xC0) == 0x80; };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xE0 && b(1) < 0xA0) return 0;  // overlong
+    if (c == 0xED && b(1) > 0x9F) return 0;  // surrogate
+    return 3;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xF0 && b(1) < 0x90) return 0;  // overlong
+    if (c == 0xF4 && b(1) > 0x8F) return 0;  // past U+10FFFF
+    return 4;
+  }
+  return 0;
+}
+
+Status ValidateDescriptors(const Descriptors& descriptors) {
+  if (descriptors.empty()) {
+    return Status::InvalidArgument("descriptors: at least one descriptor is required");
+  }
+  if (descriptors.size() > kMaxDescriptors) {
+    return Status::InvalidArgument(Cat("descriptors: at most ", kMaxDescriptors,
+                                       " descriptors (got ", descriptors.size(), ')'));
+  }
+  for (size_t i = 0; i < descriptors.size(); ++i) {
+    const Descriptor& d = descriptors[i];
+    if (!IsValidName(d.name)) {
+      return Status::InvalidArgument(Cat("descriptors: ", Quoted(d.name.substr(0, kMaxNameLength)),
+                                         " is not a descriptor name (expected 1 to 64 characters "
+                                         "of [A-Za-z0-9_.-])"));
+    }
+    const std::string field = "descriptors." + d.name;
+    if (d.value.empty() || d.value.size() > kMaxDescriptorValueLength) {
+      return Status::InvalidArgument(
+          Cat(field, ": expected a string of 1 to ", kMaxDescriptorValueLength, " bytes"));
+    }
+    if (Status s = ValidateValue(field, d.value); !s.ok()) return s;
+    for (size_t j = 0; j < i; ++j) {
+      if (descriptors[j].name == d.name) return Status::InvalidArgument(field + ": given twice");
+    }
+    if (d.name == "ip") {  // well-known: an address whether or not a policy keys by it
+      if (auto ip = IpAddress::Parse(d.value); !ip.ok()) {
+        return Status::InvalidArgument(Cat(field, ": ", ip.status().message()));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The identity of `policy` in `descriptors` (each value length-prefixed, so no two identities
+// encode alike; `ip` masked by the policy's prefix), or nullopt when a field is missing.
+Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& policy,
+                                                  const Descriptors& descriptors) {
+  std::string out;
+  for (const std::string& field : policy.spec.identity) {
+    const auto found = std::find_if(descriptors.begin(), descriptors.end(),
+                                    [&](const Descriptor& d) { return d.name == field; });
+    if (found == descriptors.end()) return std::optional<std::string>();
+    std::string masked;  // only for ip
+    std::string_view value = found->value;
+    if (field == "ip") {
+      auto ip = IpAddress::Parse(found->value);
+      if (!ip.ok()) return Status::InvalidArgument("descriptors.ip: " + ip.status().message());
+      const int prefix =
+          ip->family == IpFamily::kV4 ? policy.spec.ip_prefix.v4 : policy.spec.ip_prefix.v6;
+      masked = Cat(ip->Masked(prefix).ToString(), '/', prefix);
+      value = masked;
+    }
+    out += std::to_string(value.size());
+    out += ':';
+    out += value;
+  }
+  return std::optional<std::string>(std::move(out));
+}
+
+}  // namespace
+
+Status ValidateValue(std::string_view field, std::string_view value, bool allow_controls) {
+  for (size_t i = 0; i < value.size();) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c == 0 || (!allow_controls && (c < 0x20 || c == 0x7F))) {
+      return Status::InvalidArgument(
+          Cat(field, ": control characters (such as NUL) are not allowed in a value"));
+    }
+    const size_t n = Utf8Length(value, i);
+    if (n == 0) return Status::InvalidArgument(Cat(field, ": not valid UTF-8"));
+    i += n;
+  }
+  return Status::Ok();
+}
+
+Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request) {
+  if (Status s = ValidateDescriptors(request.descriptors); !s.ok()) return s;
+  if (request.cost.has_value() && (*request.cost < 1 || *request.cost > kMaxCost)) {
+    return Status::InvalidArgument(
+        Cat("cost: expected a positive integer up to 2^40 (got ", *request.cost, ')'));
+  }
+  const PolicySet& set = *snap.policies;
+  Plan plan;
+  plan.mode = set.options().mode;
+  plan.instances = set.options().instances;
+  const auto policies = set.policies();
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const PolicySet::Policy& p = policies[i];
+    auto identity = EncodeIdentity(p, request.descriptors);
+    if (!identity.ok()) return identity.status();
+    if (!identity->has_value()) continue;
+    Check c;
+    c.result.name = p.spec.name;
+    c.result.policy = &p;
+    c.result.shadow = p.shadow();
+    c.result.cost = request.cost.value_or(p.spec.cost);
+    c.result.refund = request.refund;
+    c.on_failure = p.on_failure;
+    c.count_rejected = p.spec.count_rejected == RejectedCounting::kCounted;
+    c.counters = snap.policy_counters.empty() ? nullptr : snap.policy_counters[i];
+    for (size_t k = 0; k < p.spec.limits.size(); ++k) {
+      const Limit& l = p.spec.limits[k];
+      if (!request.refund && c.result.cost > l.capacity()) {
+        return Status::InvalidArgument(
+            Cat("cost: ", c.result.cost, " exceeds the capacity ", l.capacity(), " of policy ",
+                Quoted(p.spec.name), " (limits[", k, "]), so it could never pass"));
+      }
+      // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
+      std::string key = Cat(p.key_prefixes[k], '{', **identity, '}');
+      if (key.size() > kMaxKeyLength) {
+        return Status::InvalidArgument(Cat("descriptors: the identity of policy ",
+                                           Quoted(p.spec.name), " is too long for a key (",
+                                           key.size(), " bytes, at most ", kMaxKeyLength, ")"));
+      }
+      c.keys.push_back(std::move(key));
+      c.result.limits.push_back(&l);
+      c.local_limits.push_back(&p.local_limits[k]);
+    }
+    plan.checks.push_back(std::move(c));
+  }
+  return plan;
+}
+
+bool PrepareLocal(Check& check, int64_t instances) {
+  if (check.local_limits.size() == check.result.limits.size()) return true;  // precomputed
+  check.local_limits.clear();
+  check.local_owned.clear();
+  check.local_owned.reserve(check.result.limits.size());  // no reallocation below
+  for (const Limit* l : check.result.limits) {
+    auto local = LocalLimit(*l, instances);
+    if (!local.ok()) return false;
+    check.local_owned.push_back(*local);
+    check.local_limits.push_back(&check.local_owned.back());
+  }
+  return true;
+}
+
+}  // namespace caudal::engine_internal

@@ -1,0 +1,93 @@
+// caudal-testing: the `caudal` command line with test hooks, for process-level tests only. It is
+// never installed; the release `caudal` holds none of this.
+//
+// Decisions take their time from a wall clock that moves only when told (latencies and
+// connection deadlines keep the real monotonic time), and the store opened by `serve` or `check`
+// can be made to fail. Commands arrive on stdin, one per line; each is answered with one line on
+// stdout:
+//
+//   advance <ms>   moves the clock forward        → "now <µs since the epoch>"
+//   fail           every store call fails          → "failing"
+//   recover        the store answers again         → "recovered"
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cli/command.h"
+#include "support/fault_injecting_store.h"
+#include "support/manual_clock.h"
+
+namespace caudal {
+namespace {
+
+// Manual wall time, real monotonic time.
+class ScriptedClock final : public Clock {
+ public:
+  Nanos Now() const override { return wall_.Now(); }
+  Nanos Monotonic() const override { return SystemClock::Instance().Monotonic(); }
+  void Advance(Nanos d) { wall_.Advance(d); }
+
+ private:
+  ManualClock wall_{SystemClock::Instance().Now()};
+};
+
+class Hooks {
+ public:
+  std::unique_ptr<Store> Wrap(std::unique_ptr<Store> store) {
+    auto faulty = std::make_unique<testing::FaultInjectingStore>(std::move(store));
+    std::lock_guard lock(mu_);
+    stores_.push_back(faulty.get());
+    return faulty;
+  }
+
+  // Reads commands until stdin closes.
+  void Serve(ScriptedClock& clock) {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+      std::istringstream in(line);
+      std::string verb;
+      in >> verb;
+      std::string reply;
+      if (verb == "advance") {
+        int64_t ms = -1;
+        in >> ms;
+        if (ms < 0) {
+          reply = "error: advance <ms>, a non-negative integer";
+        } else {
+          clock.Advance(std::chrono::milliseconds(ms));
+          reply = "now " + std::to_string(clock.Now().count() / 1000);
+        }
+      } else if (verb == "fail" || verb == "recover") {
+        std::lock_guard lock(mu_);
+        for (testing::FaultInjectingStore* s : stores_) s->SetFailing(verb == "fail");
+        reply = verb == "fail" ? "failing" : "recovered";
+      } else {
+        reply = "error: unknown command " + verb;
+      }
+      std::cout << reply << std::endl;
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<testing::FaultInjectingStore*> stores_;  // guarded by mu_; they outlive the process
+};
+
+}  // namespace
+}  // namespace caudal
+
+int main(int argc, char** argv) {
+  static caudal::ScriptedClock clock;
+  static caudal::Hooks hooks;
+  std::thread([] { hooks.Serve(clock); }).detach();
+  caudal::cli::Env env{.out = std::cout,
+                       .err = std::cerr,
+                       .clock = clock,
+                       .stores_use_clock = true,
+                       .wrap_store = [](std::unique_ptr<caudal::Store> s) {
+                         return hooks.Wrap(std::move(s));
+                       }};
+  return caudal::cli::RunCommandLine(argc, argv, env);
+}
