@@ -19,6 +19,8 @@
 
 #include "caudal/clock.h"
 #include "caudal/ip.h"
+#include "caudal/log.h"
+#include "caudal/refusals.h"
 #include "caudal/policy.h"
 #include "caudal/status.h"
 
@@ -91,8 +93,17 @@ struct EnvoyConfig {
   int64_t max_concurrent_calls = 10'000;
 };
 
+// What caudal logs, and how (see docs/operations.md).
+struct LoggingConfig {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+  bool refusals = true;                               // a throttled line per refused identity
+  IdentityDisplay identities = IdentityDisplay::kHash;  // in logs and /v1/top-refused
+};
+
 struct Config {
   std::string path;
+  LoggingConfig logging;
   StoreConfig store;
   ServerConfig server;
   EnvoyConfig envoy;

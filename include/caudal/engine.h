@@ -164,6 +164,8 @@ struct DomainOptions {
   size_t max_request_bytes = 64 * 1024;
 };
 
+class Refusals;  // engine/refusals.h
+
 struct EngineOptions {
   Store* local_store = nullptr;  // required when any check may fail over to `local`
   Metrics* metrics = nullptr;    // optional
@@ -171,6 +173,8 @@ struct EngineOptions {
   // Remember this many keys' refusals and refuse their floods without asking the store again
   // (see engine/over_limit_cache.h); 0: off. For a remote store.
   size_t over_limit_cache_keys = 0;
+  // Told of every refusal (heaviest refused identities, throttled log lines); optional.
+  Refusals* refusals = nullptr;
 };
 
 class LogThrottle;

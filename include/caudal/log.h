@@ -1,32 +1,73 @@
 // Log: one line per event, to a sink chosen by main() (stderr) or a test (a vector).
 //
-// Thread-safety: Log() may be called from any thread; the sink is called under a lock, so a
-// sink needs no locking of its own.
+// A line is a message and optional fields. As text (the default):
+//   2026-11-30T16:25:42Z warning store "redis" failed 5 times in a row ... policy=per-ip
+// As JSON, one object per line, for log shippers:
+//   {"time":"2026-11-30T16:25:42Z","level":"warning","msg":"...","policy":"per-ip"}
+// Lines below the logger's level are dropped before anything is formatted.
+//
+// Thread-safety: every method may be called from any thread; the sink is called under a lock, so
+// a sink needs no locking of its own.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 #include <string_view>
 
+#include "caudal/clock.h"
+#include "caudal/status.h"
+
 namespace caudal {
 
-enum class LogLevel : uint8_t { kInfo, kWarning, kError };
+enum class LogLevel : uint8_t { kDebug, kInfo, kWarning, kError };
 std::string_view LogLevelName(LogLevel level);
+Result<LogLevel> ParseLogLevel(std::string_view text);  // debug|info|warning|error
+
+enum class LogFormat : uint8_t { kText, kJson };
+std::string_view LogFormatName(LogFormat format);
+Result<LogFormat> ParseLogFormat(std::string_view text);  // text|json
+
+struct LogField {
+  std::string_view key;  // [a-z_]: written as is
+  std::string value;
+};
+
+struct LoggerOptions {
+  LogLevel level = LogLevel::kInfo;
+  LogFormat format = LogFormat::kText;
+};
 
 class Logger {
  public:
-  using Sink = std::function<void(LogLevel, std::string_view)>;
-  // Writes "<UTC time> <level> <message>" lines to stderr.
-  Logger();
-  explicit Logger(Sink sink) : sink_(std::move(sink)) {}
+  // Receives each formatted line, without its newline.
+  using Sink = std::function<void(LogLevel, std::string_view line)>;
 
-  void Log(LogLevel level, std::string_view message) const;
-  void Info(std::string_view m) const { Log(LogLevel::kInfo, m); }
-  void Warning(std::string_view m) const { Log(LogLevel::kWarning, m); }
-  void Error(std::string_view m) const { Log(LogLevel::kError, m); }
+  // Lines to stderr, dated by `clock`'s wall time.
+  explicit Logger(LoggerOptions options = {}, const Clock& clock = SystemClock::Instance());
+  // Lines to `sink` (tests): "<level> <message>[ key=value...]" as text, the object as JSON
+  // (without "time", so that tests need no clock).
+  explicit Logger(Sink sink, LoggerOptions options = {});
+
+  void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {}) const;
+  void Debug(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kDebug, m, f); }
+  void Info(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kInfo, m, f); }
+  void Warning(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kWarning, m, f); }
+  void Error(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kError, m, f); }
+
+  bool Enabled(LogLevel level) const { return level >= level_.load(std::memory_order_relaxed); }
+  // A reload may change them.
+  void SetOptions(LoggerOptions options);
 
  private:
+  std::string Format(LogLevel level, std::string_view message,
+                     std::initializer_list<LogField> fields) const;
+
+  const Clock* clock_ = nullptr;  // null: no time in lines (a test sink)
+  std::atomic<LogLevel> level_;
+  std::atomic<LogFormat> format_;
   mutable std::mutex mu_;
   Sink sink_;  // guarded by mu_ (called under it)
 };

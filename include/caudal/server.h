@@ -4,6 +4,7 @@
 //   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
 //   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store's last
 //                    background probe succeeded: see store_health.h)
+//   GET  /v1/top-refused  the most refused identities per policy (see refusals.h), as JSON
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
@@ -28,6 +29,7 @@
 #include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/engine.h"
+#include "caudal/refusals.h"
 #include "caudal/store_health.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
@@ -59,6 +61,7 @@ class HttpServer {
     Metrics& metrics;
     const Logger& log;
     const StoreHealth& health;  // /readyz reads it; never waits on the store
+    const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock = SystemClock::Instance();
   };

@@ -14,6 +14,7 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
+#include "caudal/refusals.h"
 #include "caudal/server.h"
 #include "caudal/store_health.h"
 #include "caudal/store_registry.h"
@@ -46,6 +47,11 @@ class ServeCommand final : public Command {
     app.add_option("--envoy-config", envoy_config_,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
+    app.add_option("--log-level", log_level_, "debug, info, warning or error, overriding "
+                                              "logging.level")
+        ->type_name("LEVEL");
+    app.add_option("--log-format", log_format_, "text or json, overriding logging.format")
+        ->type_name("FORMAT");
   }
 
   int Run(Env& env) override {
@@ -57,7 +63,8 @@ class ServeCommand final : public Command {
 
     auto config = Load();
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-    Logger log;
+    Logger log(LoggerOptionsFrom(*config), env.clock);
+    Refusals refusals(env.clock, &log, RefusalsOptionsFrom(*config));
     auto store = OpenSharedStore(env, *config, log);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
@@ -77,7 +84,8 @@ class ServeCommand final : public Command {
     Engine engine(breaker, env.clock,
                   {.local_store = local.get(), .metrics = &metrics, .log = &log,
                    .over_limit_cache_keys =
-                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0});
+                       remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0,
+                   .refusals = &refusals});
     if (Status s = engine.SetPolicies(config->policies); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
@@ -90,7 +98,7 @@ class ServeCommand final : public Command {
     }
 
     auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
-                                     .health = health},
+                                     .health = health, .refusals = &refusals},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server));
     if (!server.ok()) {
@@ -126,7 +134,7 @@ class ServeCommand final : public Command {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, engine, **server, metrics, log);
+      Reload(*config, engine, **server, metrics, log, refusals);
     }
     log.Info("stopping");
     if (grpc != nullptr) grpc->Shutdown();
@@ -165,6 +173,16 @@ class ServeCommand final : public Command {
         config->envoy.config = config_path_.substr(0, slash + 1) + config->envoy.config;
       }
     }
+    if (!log_level_.empty()) {
+      auto level = ParseLogLevel(log_level_);
+      if (!level.ok()) return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
+      config->logging.level = *level;
+    }
+    if (!log_format_.empty()) {
+      auto format = ParseLogFormat(log_format_);
+      if (!format.ok()) return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
+      config->logging.format = *format;
+    }
     if (config->server.grpc.empty() != config->envoy.config.empty()) {
       return Status::InvalidArgument(
           config->server.grpc.empty()
@@ -172,6 +190,14 @@ class ServeCommand final : public Command {
               : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
     }
     return config;
+  }
+
+  static LoggerOptions LoggerOptionsFrom(const Config& config) {
+    return {.level = config.logging.level, .format = config.logging.format};
+  }
+
+  static RefusalsOptions RefusalsOptionsFrom(const Config& config) {
+    return {.identities = config.logging.identities, .log = config.logging.refusals};
   }
 
   // The shared store. A bad URL, password or database is a mistake to fix: refuse to start. An
@@ -213,7 +239,7 @@ class ServeCommand final : public Command {
   // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
   // config keeps serving.
   void Reload(Config& current, Engine& engine, HttpServer& server, Metrics& metrics,
-              const Logger& log) const {
+              Logger& log, Refusals& refusals) const {
     auto next = Load();
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
@@ -233,6 +259,8 @@ class ServeCommand final : public Command {
       return;
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
+    log.SetOptions(LoggerOptionsFrom(*next));
+    refusals.SetOptions(RefusalsOptionsFrom(*next));
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
         next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
       log.Warning(
@@ -249,6 +277,8 @@ class ServeCommand final : public Command {
   std::string store_;
   std::string grpc_;
   std::string envoy_config_;
+  std::string log_level_;
+  std::string log_format_;
 };
 
 }  // namespace

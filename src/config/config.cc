@@ -352,9 +352,36 @@ Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
   return Status::Ok();
 }
 
+Status ParseLogging(const YamlReader& r, const YAML::Node& n, LoggingConfig& out) {
+  if (Status s = r.ExpectMap(n, "logging", {"level", "format", "refusals", "identities"}); !s.ok()) {
+    return s;
+  }
+  if (n["level"]) {
+    auto v = Choice(r, n["level"], "logging.level", ParseLogLevel);
+    if (!v.ok()) return v.status();
+    out.level = *v;
+  }
+  if (n["format"]) {
+    auto v = Choice(r, n["format"], "logging.format", ParseLogFormat);
+    if (!v.ok()) return v.status();
+    out.format = *v;
+  }
+  if (n["refusals"]) {
+    auto b = r.Bool(n["refusals"], "logging.refusals");
+    if (!b.ok()) return b.status();
+    out.refusals = *b;
+  }
+  if (n["identities"]) {
+    auto v = Choice(r, n["identities"], "logging.identities", ParseIdentityDisplay);
+    if (!v.ok()) return v.status();
+    out.identities = *v;
+  }
+  return Status::Ok();
+}
+
 Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "descriptor_mode",
-                                        "envoy_config", "envoy"});
+                                        "envoy_config", "envoy", "logging"});
       !s.ok()) {
     return s;
   }
@@ -373,6 +400,9 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   }
   if (root["envoy"]) {
     if (Status s = ParseEnvoy(r, root["envoy"], config.envoy); !s.ok()) return s;
+  }
+  if (root["logging"]) {
+    if (Status s = ParseLogging(r, root["logging"], config.logging); !s.ok()) return s;
   }
   if (root["store"]) {
     if (Status s = ParseStore(r, root["store"], config.store); !s.ok()) return s;

@@ -31,9 +31,9 @@ Result<StoreResponse> DecideOne(Store& store, const Limit& limit) {
 class BackgroundStoreTest : public ::testing::Test {
  protected:
   BackgroundStoreTest()
-      : log_([this](LogLevel level, std::string_view m) {
+      : log_([this](LogLevel, std::string_view m) {
           std::lock_guard<std::mutex> lock(mu_);
-          lines_.push_back(std::string(LogLevelName(level)) + " " + std::string(m));
+          lines_.push_back(std::string(m));
         }) {}
   std::vector<std::string> Lines() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -8,6 +8,7 @@
 #include "common/cat.h"
 #include "engine/log_throttle.h"
 #include "engine/over_limit_cache.h"
+#include "caudal/refusals.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -65,6 +66,42 @@ void Count(PolicyCounters& c, const PolicyResult& r) {
   }
   (r.allowed ? c.allowed : c.denied).fetch_add(1, std::memory_order_relaxed);
   if (r.shadow && !r.allowed) c.shadow_denied.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Reads one length-prefixed field ("4:demo") at `pos`; false when malformed.
+bool ReadField(std::string_view s, size_t& pos, std::string_view* out) {
+  size_t n = 0;
+  size_t i = pos;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') n = n * 10 + static_cast<size_t>(s[i++] - '0');
+  if (i == pos || i >= s.size() || s[i] != ':' || s.size() - (i + 1) < n) return false;
+  *out = s.substr(i + 1, n);
+  pos = i + 1 + n;
+  return true;
+}
+
+// The identity a check's first key was built from, as "name=value,...": a policy's identity
+// fields, or an Envoy descriptor's entries (see the key layouts in plan_*.cc).
+std::string IdentityOf(const engine_internal::Check& c) {
+  if (c.keys.empty()) return "";
+  const std::string_view key = c.keys[0];
+  size_t pos = key.find('{');
+  if (pos == std::string_view::npos) return "";
+  ++pos;
+  std::string out;
+  std::string_view a, b;
+  if (c.result.policy != nullptr) {
+    for (const std::string& name : c.result.policy->spec.identity) {
+      if (!ReadField(key, pos, &a)) break;
+      out += Cat(out.empty() ? "" : ",", name, '=', a);
+    }
+    return out;
+  }
+  if (!ReadField(key, pos, &a)) return "";  // the domain
+  while (ReadField(key, pos, &a) && ReadField(key, pos, &b)) {
+    out += Cat(out.empty() ? "" : ",", a, '=', b);
+    if (pos < key.size() && key[pos] == '}') ++pos;
+  }
+  return out;
 }
 
 }  // namespace
@@ -440,6 +477,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     out.outcome = closed ? Outcome::kUnavailable : denied ? Outcome::kDenied : Outcome::kAllowed;
     if (out.outcome == Outcome::kDenied) out.retry_after = retry;
     CountMetrics();
+    RecordRefusals();
     out.results.reserve(plan_.checks.size());
     for (PlanCheck& c : plan_.checks) out.results.push_back(std::move(c.result));
     Complete(std::move(out));
@@ -452,6 +490,24 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       PolicyCounters* counters = c.counters;
       if (!c.detailed_name.empty()) counters = &m->ForDetailed(api_, c.detailed_name);
       if (counters != nullptr) Count(*counters, c.result);
+    }
+  }
+
+  // Every enforced check a store (shared, local or its cache) refused, to the heavy hitters and
+  // the throttled log.
+  void RecordRefusals() {
+    Refusals* refusals = engine_.options_.refusals;
+    if (refusals == nullptr) return;
+    for (const PlanCheck& c : plan_.checks) {
+      const PolicyResult& r = c.result;
+      const bool by_store = r.decided_by == DecidedBy::kStore || r.decided_by == DecidedBy::kLocal ||
+                            r.decided_by == DecidedBy::kOverLimitCache;
+      if (r.allowed || r.shadow || r.kind != CheckKind::kLimited || !by_store) continue;
+      const int t = r.Tightest();
+      if (t < 0) continue;
+      const Decision& d = r.decisions[static_cast<size_t>(t)];
+      refusals->Record(api_, c.stat_name, IdentityOf(c), r.limits[static_cast<size_t>(t)]->ToString(),
+                       d.verdict == Verdict::kNeverFits ? d.reset_after : d.retry_after);
     }
   }
 

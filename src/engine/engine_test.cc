@@ -30,8 +30,8 @@ class EngineTest : public ::testing::Test {
  protected:
   EngineTest()
       : store_(clock_), local_(clock_),
-        log_([this](LogLevel level, std::string_view m) {
-          lines_.push_back(std::string(LogLevelName(level)) + " " + std::string(m));
+        log_([this](LogLevel, std::string_view m) {
+          lines_.push_back(std::string(m));
         }),
         engine_(store_, clock_, {.local_store = &local_, .metrics = &metrics_, .log = &log_}) {}
 

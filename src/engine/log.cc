@@ -1,13 +1,58 @@
 #include "caudal/log.h"
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
+#include "common/cat.h"
+
 namespace caudal {
+namespace {
+
+// A JSON string: quotes, backslashes and control characters escaped; other bytes as they are.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+}
+
+// A text field value: bare when it is one simple word, quoted otherwise.
+void AppendTextValue(std::string& out, std::string_view v) {
+  const bool bare = !v.empty() && v.find_first_of(" \"=\\") == std::string_view::npos &&
+                    std::all_of(v.begin(), v.end(), [](char c) { return c >= 0x21 && c < 0x7f; });
+  if (bare) {
+    out += v;
+  } else {
+    AppendJsonString(out, v);
+  }
+}
+
+std::string UtcTime(Nanos now) {
+  const std::time_t t = static_cast<std::time_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return when;
+}
+
+}  // namespace
 
 std::string_view LogLevelName(LogLevel level) {
   switch (level) {
+    case LogLevel::kDebug: return "debug";
     case LogLevel::kInfo: return "info";
     case LogLevel::kWarning: return "warning";
     case LogLevel::kError: return "error";
@@ -15,22 +60,80 @@ std::string_view LogLevelName(LogLevel level) {
   return "?";
 }
 
-Logger::Logger()
-    : sink_([](LogLevel level, std::string_view m) {
-        const auto now = std::chrono::system_clock::now();
-        const std::time_t t = std::chrono::system_clock::to_time_t(now);
-        std::tm tm{};
-        gmtime_r(&t, &tm);
-        char when[32];
-        std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        const std::string_view name = LogLevelName(level);
-        std::fprintf(stderr, "%s %.*s %.*s\n", when, static_cast<int>(name.size()), name.data(),
-                     static_cast<int>(m.size()), m.data());
+Result<LogLevel> ParseLogLevel(std::string_view text) {
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
+    if (LogLevelName(l) == text) return l;
+  }
+  return Status::InvalidArgument(Cat("expected debug, info, warning or error (got ", Quoted(text), ')'));
+}
+
+std::string_view LogFormatName(LogFormat format) {
+  return format == LogFormat::kJson ? "json" : "text";
+}
+
+Result<LogFormat> ParseLogFormat(std::string_view text) {
+  if (text == "text") return LogFormat::kText;
+  if (text == "json") return LogFormat::kJson;
+  return Status::InvalidArgument(Cat("expected text or json (got ", Quoted(text), ')'));
+}
+
+Logger::Logger(LoggerOptions options, const Clock& clock)
+    : clock_(&clock), level_(options.level), format_(options.format),
+      sink_([](LogLevel, std::string_view line) {
+        std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
       }) {}
 
-void Logger::Log(LogLevel level, std::string_view message) const {
+Logger::Logger(Sink sink, LoggerOptions options)
+    : level_(options.level), format_(options.format), sink_(std::move(sink)) {}
+
+void Logger::SetOptions(LoggerOptions options) {
+  level_.store(options.level, std::memory_order_relaxed);
+  format_.store(options.format, std::memory_order_relaxed);
+}
+
+std::string Logger::Format(LogLevel level, std::string_view message,
+                           std::initializer_list<LogField> fields) const {
+  std::string line;
+  line.reserve(64 + message.size());
+  if (format_.load(std::memory_order_relaxed) == LogFormat::kJson) {
+    line += '{';
+    if (clock_ != nullptr) {
+      line += "\"time\":";
+      AppendJsonString(line, UtcTime(clock_->Now()));
+      line += ',';
+    }
+    line += "\"level\":";
+    AppendJsonString(line, LogLevelName(level));
+    line += ",\"msg\":";
+    AppendJsonString(line, message);
+    for (const LogField& f : fields) {
+      line += ',';
+      AppendJsonString(line, f.key);
+      line += ':';
+      AppendJsonString(line, f.value);
+    }
+    line += '}';
+    return line;
+  }
+  if (clock_ != nullptr) line += Cat(UtcTime(clock_->Now()), ' ');
+  line += LogLevelName(level);
+  line += ' ';
+  line += message;
+  for (const LogField& f : fields) {
+    line += ' ';
+    line += f.key;
+    line += '=';
+    AppendTextValue(line, f.value);
+  }
+  return line;
+}
+
+void Logger::Log(LogLevel level, std::string_view message,
+                 std::initializer_list<LogField> fields) const {
+  if (!Enabled(level)) return;
+  const std::string line = Format(level, message, fields);
   std::lock_guard<std::mutex> lock(mu_);
-  sink_(level, message);
+  sink_(level, line);
 }
 
 }  // namespace caudal

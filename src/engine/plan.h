@@ -41,6 +41,7 @@ struct Check {
   std::vector<Limit> local_owned;
   std::shared_ptr<const Limit> override_limit;  // an Envoy descriptor's own limit
   PolicyCounters* counters = nullptr;
+  std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
   std::string detailed_name;  // Envoy detailed_metric: the per-value metric name
   Status error;               // kConsumeEach: this check's store call failed
 };

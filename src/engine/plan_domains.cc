@@ -87,6 +87,7 @@ void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule,
   c.result.shadow = rule.shadow_mode;
   if (auto it = snap.rule_stats.find(&rule); it != snap.rule_stats.end()) {
     c.counters = it->second.counters;
+    c.stat_name = it->second.name;
   }
   if (rule.unlimited) {
     c.result.kind = CheckKind::kUnlimited;

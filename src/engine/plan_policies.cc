@@ -124,6 +124,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     if (!identity->has_value()) continue;
     Check c;
     c.result.name = p.spec.name;
+    c.stat_name = p.spec.name;
     c.result.policy = &p;
     c.result.shadow = p.shadow();
     c.result.cost = request.cost.value_or(p.spec.cost);

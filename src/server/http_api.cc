@@ -349,4 +349,28 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
   return r;
 }
 
+std::string TopRefusedJson(const Refusals& refusals, std::string_view target) {
+  size_t top = 10;
+  if (const size_t q = target.find("?top="); q != std::string_view::npos) {
+    const std::string_view n = target.substr(q + 5);
+    size_t v = 0;
+    const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
+    if (ec == std::errc() && ptr == n.data() + n.size()) top = std::clamp<size_t>(v, 1, kSketchSize);
+  }
+  json::array checks;
+  for (const CheckRefusals& c : refusals.Top(top)) {
+    json::array hitters;
+    for (const HeavyHitter& h : c.top) {
+      hitters.push_back(json::object{{"identity", ValidUtf8(h.identity)},
+                                     {"count", h.count},
+                                     {"error", h.error}});
+    }
+    checks.push_back(json::object{{"api", ApiName(c.api)},
+                                  {"check", ValidUtf8(c.check)},
+                                  {"refused", c.total},
+                                  {"top", std::move(hitters)}});
+  }
+  return json::serialize(json::object{{"sketch_size", kSketchSize}, {"checks", std::move(checks)}});
+}
+
 }  // namespace caudal::http_api

@@ -11,6 +11,7 @@
 
 #include "caudal/config.h"
 #include "caudal/ip.h"
+#include "caudal/refusals.h"
 #include "caudal/engine.h"
 #include "common/cat.h"
 
@@ -90,6 +91,10 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint);
 //   RateLimit-Policy: "per-api-key";q=100;w=60     RateLimit: "per-api-key";r=37;t=12
 // Added to `out`; nothing when no enforced policy reported a limit.
 void AddRateLimitFields(const CheckResult& result, HeaderList& out);
+
+// GET /v1/top-refused[?top=N]: every tracked check with its N (default 10, at most the sketch's
+// size) most refused identities, as shown by the Refusals' options.
+std::string TopRefusedJson(const Refusals& refusals, std::string_view target);
 
 // Seconds, rounded up; at least 1 for a positive duration.
 int64_t CeilSeconds(Micros d);

@@ -86,6 +86,10 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
     return;
   }
+  if (path == "/v1/top-refused" && ctx.refusals != nullptr) {
+    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
+    return done(Text(200, http_api::TopRefusedJson(*ctx.refusals, r.target), "application/json"));
+  }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
     if (path == "/metrics") {

@@ -28,6 +28,7 @@ struct Context {
   Engine& engine;
   Metrics& metrics;
   const StoreHealth& health;
+  const Refusals* refusals;
   const ForwardAuthOptions& auth;
 };
 
