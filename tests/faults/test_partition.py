@@ -18,7 +18,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from harness import Redis, Serve, free_port, wait_until  # noqa: E402
 from netns import Namespace  # noqa: E402
 
-TIMEOUT_MS = 20  # store.timeout: above this machine's scheduling noise, far below a TCP timeout
+# store.timeout: above a loaded machine's scheduling stalls (five timeouts in a row open the
+# engine's circuit breaker for 500 ms, failing every decision meanwhile), far below TCP's
+# retransmission timeout.
+TIMEOUT_MS = 50
 SLACK_MS = 150   # what a loaded 2-core machine may add to an answer (client and server side)
 CONFIG = """
 store: {url: %%s, timeout: %dms, on_failure: deny}
@@ -179,7 +182,7 @@ class Partition(unittest.TestCase):
         self.addCleanup(load.conn.close)
         wait_until(lambda: load.one()[0] == 200, "caudal to decide on the namespaced Redis")
         failed, _ = self.record("healthy", load.run(2))
-        self.assertLess(failed, 0.05)
+        self.assertLess(failed, 0.1)
 
         self.ns.loss(10)
         self.addCleanup(self.ns.heal)
@@ -195,7 +198,7 @@ class Partition(unittest.TestCase):
         self.ns.heal()
         self.record("silent partition healed", [], load.until_decided())
         failed, _ = self.record("after the silent partition", load.run(2))
-        self.assertLess(failed, 0.05)
+        self.assertLess(failed, 0.1)
 
         self.ns.link(False)
         self.addCleanup(self.ns.link, True)
@@ -204,7 +207,7 @@ class Partition(unittest.TestCase):
         self.ns.link(True)
         self.record("link down healed", [], load.until_decided())
         failed, _ = self.record("after the link came back", load.run(2))
-        self.assertLess(failed, 0.05)
+        self.assertLess(failed, 0.1)
 
     def test_slow_path(self):
         relay = DelayRelay(self.ns.ip, 6379)
@@ -214,12 +217,12 @@ class Partition(unittest.TestCase):
         load = Load(s.port)
         self.addCleanup(load.conn.close)
         wait_until(lambda: load.one()[0] == 200, "caudal to decide through the relay")
-        relay.delay_ms = 4  # 8 ms more per round trip: within the store's timeout
-        failed, _ = self.record("+4 ms each way (round trip within timeout)", load.run(2))
+        relay.delay_ms = 10  # 20 ms more per round trip: within the store's timeout
+        failed, _ = self.record("+10 ms each way (round trip within timeout)", load.run(2))
         self.assertLess(failed, 0.2)
-        relay.delay_ms = 25  # 50 ms more per round trip: past the timeout
+        relay.delay_ms = 40  # 80 ms more per round trip: past the timeout
         results = load.run(2)
-        self.assert_answered_within_timeout("+25 ms each way (round trip past timeout)", results)
+        self.assert_answered_within_timeout("+40 ms each way (round trip past timeout)", results)
         self.assertGreater(self.record("-", results)[0], 0.9)
         ROWS.pop()
         relay.delay_ms = 0
