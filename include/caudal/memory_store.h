@@ -31,8 +31,9 @@
 //     limit − remaining as of its last write (its recorded consumption), never more than its
 //     limit's capacity, and only until its old state would have turned fresh;
 //   - entries go in order of recorded consumption (to within 25%; exact below 8), then of fresh
-//     time, so an entry is forgotten only when at least 15/16 of its shard's other live entries
-//     had recorded as much consumption or more. A key at its limit is forgotten only after every
+//     time, so an entry is forgotten only when every entry kept (15/16 of the shard, unless one
+//     request needs more room than a sixteenth) had recorded as much consumption or more, to
+//     within that 25%. A key at its limit is forgotten only after every
 //     key that consumed less: under a flood of keys that each spent a little, known keys keep
 //     their state, and a new key gets its limit, no more.
 // A pass costs a scan of the shard, so O(16) per new key; evictions() counts the entries
