@@ -10,6 +10,13 @@
 // the request's other entries decide: tying it to an unrelated limit's refusal would lose units
 // that were really returned.
 //
+// An entry may also be a charge (EntryOp::kCharge): envoyproxy/ratelimit's INCRBY, which counts
+// `cost` whatever the verdict, so a refused hit still uses the limit up (and may overdraw it).
+// Its verdict says whether the cost fitted, and counts in `allowed` like any consuming entry
+// (so a charge that does not fit keeps the request's kConsume entries from consuming), but the
+// charge itself is applied whatever the request decides. Only algorithms that define
+// overdrawing take it (SupportsCharge: fixed_window); others are refused with kInvalidArgument.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the limiter layer)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -39,6 +46,7 @@ inline constexpr int64_t kMaxCost = kMaxCapacity;
 enum class EntryOp : uint8_t {
   kConsume,  // decide; consume `cost` if the whole request is allowed
   kRefund,   // give back up to `cost` units (see above)
+  kCharge,   // consume `cost` whatever the verdict (see above)
 };
 
 struct EntryRef {
@@ -49,10 +57,11 @@ struct EntryRef {
 };
 
 struct StoreResponse {
-  bool allowed = false;             // every consuming entry allowed, and all of them consumed
+  bool allowed = false;  // every consuming (or charged) entry allowed, and all of them consumed
   std::vector<Decision> decisions;  // one per entry, in request order
   // When the request was refused, entries that would have passed report their state without the
-  // consumption (remaining as before the request). A refund reports the state after it.
+  // consumption (remaining as before the request). A refund or a charge reports the state after
+  // it.
 };
 
 using DecideCallback = std::function<void(Result<StoreResponse>)>;
@@ -65,7 +74,8 @@ class Store {
   // valid only until DecideAsync returns. `done` runs exactly once, possibly inline before
   // DecideAsync returns, possibly on a store thread; it must not block.
   // Errors: kInvalidArgument (empty key, key over kMaxKeyLength, duplicate key in one request,
-  // cost < 0 or > kMaxCost, too many entries, null limit), kUnavailable / kDeadlineExceeded
+  // cost < 0 or > kMaxCost, too many entries, null limit, a charge on an algorithm without
+  // SupportsCharge), kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;
 

@@ -23,7 +23,8 @@ Window Load(const CompactState* state, int64_t now, int64_t w) {
 
 void Report(Step& step, int64_t max, Window win, int64_t w, int64_t now) {
   step.decision.limit = max;
-  step.decision.remaining = max - win.count;
+  // A charge may overdraw the window (count > max); nothing is left then.
+  step.decision.remaining = std::max<int64_t>(0, max - win.count);
   step.decision.reset_after = Micros(win.count > 0 ? win.start + w - now : 0);
   step.next.w = {win.start, win.count, 0};
 }
@@ -41,7 +42,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   Decision& d = step.decision;
   if (cost > max) {
     d.verdict = Verdict::kNeverFits;
-  } else if (count + cost <= max) {
+  } else if (count + cost <= max || cost == 0) {  // a peek passes, even an overdrawn window
     d.verdict = Verdict::kAllowed;
     count += cost;
     step.changed = cost > 0;
@@ -49,6 +50,29 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     d.verdict = Verdict::kDenied;
     d.retry_after = Micros(win.start + w - now);  // the next window starts empty
   }
+  Report(step, max, win, w, now);
+  return step;
+}
+
+Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
+  const int64_t max = limit.capacity();
+  const int64_t w = limit.window().count();
+  const int64_t now = now_us.count();
+  Window win = Load(state, now, w);
+  Step step;
+  Decision& d = step.decision;
+  if (cost > max) {
+    d.verdict = Verdict::kNeverFits;
+  } else if (win.count + cost <= max) {
+    d.verdict = Verdict::kAllowed;
+  } else {
+    d.verdict = Verdict::kDenied;
+    d.retry_after = Micros(win.start + w - now);
+  }
+  // Counted whatever the verdict, saturating where every hit is refused anyway.
+  const int64_t counted = std::min(win.count + cost, max + kMaxCapacity);
+  step.changed = counted != win.count;
+  win.count = counted;
   Report(step, max, win, w, now);
   return step;
 }

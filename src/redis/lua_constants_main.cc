@@ -13,6 +13,7 @@
 
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/decision.h"
+#include "redis/lua_protocol.h"
 
 namespace caudal {
 namespace {
@@ -35,6 +36,8 @@ std::string Constants() {
   for (const Verdict v : kVerdicts) {
     out += "local " + Upper(VerdictName(v)) + " = " + std::to_string(static_cast<int>(v)) + "\n";
   }
+  out += "local CHARGE_FLAG = " + std::to_string(redis::kChargeFlag) + "\n";
+  out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   return out;
 }
 

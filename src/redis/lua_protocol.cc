@@ -20,7 +20,8 @@ int64_t ParseDecimal(std::string_view s) {
 // Appends one entry's five arguments: algorithm, capacity, rate (two), cost.
 void AppendEntryArgs(const EntryRef& e, std::vector<std::string>& args) {
   const Limit& l = *e.limit;
-  args.push_back(Decimal(static_cast<int64_t>(l.algorithm())));
+  args.push_back(
+      Decimal(static_cast<int64_t>(l.algorithm()) + (e.op == EntryOp::kCharge ? kChargeFlag : 0)));
   args.push_back(Decimal(l.capacity()));
   if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
     args.push_back(Decimal(l.capacity()));
@@ -96,7 +97,8 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
     const std::string* a = &reserved.args[1 + kArgsPerEntry * i];
     const int64_t cost = ParseDecimal(a[4]);
-    if (cost <= 0) continue;  // a peek or a refund: nothing to give back
+    if (cost <= 0) continue;                          // a peek or a refund: nothing to give back
+    if (ParseDecimal(a[0]) >= kChargeFlag) continue;  // a charge counts whatever was decided
     r.keys.push_back(reserved.keys[i]);
     r.args.insert(r.args.end(), a, a + 4);  // algorithm, capacity, rate
     r.args.push_back(a[4]);

@@ -32,6 +32,10 @@ bool HasHashTag(std::string_view key);
 // The Redis key holding the state of store key `key` under `algorithm`.
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm);
 
+// A charge (EntryOp::kCharge) travels as its algorithm's number plus this flag, so an entry keeps
+// its five arguments (lua/decide.lua reads it as CHARGE_FLAG).
+inline constexpr int64_t kChargeFlag = 64;
+
 // One request's share of a script call.
 struct EncodedRequest {
   std::vector<std::string> keys;  // one per entry
@@ -48,7 +52,8 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
                             std::vector<std::string> keys);
 
 // The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
-// decisions `got`: one undo entry per entry that consumed (cost > 0, not a refund), whose
+// decisions `got`: one undo entry per entry that consumed (cost > 0, not a refund, not a charge,
+// which counts whatever the request decides), whose
 // positions in `reserved` go to `undone`. Empty (no keys) when nothing consumed.
 EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
                           std::vector<uint16_t>& undone);

@@ -34,6 +34,30 @@ TEST(LuaProtocol, EncodesReducedBucketRatesAndRawWindows) {
   EXPECT_EQ(r.limits, (std::vector<int64_t>{100, 10}));
 }
 
+// A charge is its algorithm's number plus the flag, and an undo leaves it alone: it counts
+// whatever the request (or a split request's other slots) decided.
+TEST(LuaProtocol, EncodesAChargeByItsAlgorithmAndNeverUndoesIt) {
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
+  const EntryRef entries[] = {{.key = "c", .limit = &window, .cost = 3, .op = EntryOp::kCharge},
+                              {.key = "k", .limit = &window, .cost = 2}};
+  const EncodedRequest r = EncodeRequest(entries, "p:");
+  EXPECT_EQ(r.args[1], std::to_string(kChargeFlag));
+  EXPECT_EQ(r.args[5], "3");
+  EXPECT_EQ(r.args[6], "0");
+  StoreResponse got{.allowed = true, .decisions = {}};
+  for (int i = 0; i < 2; ++i) {
+    got.decisions.push_back({.verdict = Verdict::kAllowed,
+                             .limit = 10,
+                             .remaining = 5,
+                             .reset_after = Micros(1'000'000),
+                             .retry_after = Micros(0)});
+  }
+  std::vector<uint16_t> undone;
+  const EncodedRequest undo = EncodeUndo(r, got, 1'700'000'000'000'000, undone);
+  EXPECT_EQ(undone, (std::vector<uint16_t>{1}));
+  EXPECT_EQ(undo.keys, (std::vector<std::string>{"p:{k}"}));
+}
+
 TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};

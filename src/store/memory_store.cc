@@ -38,6 +38,7 @@ struct Pending {
   uint32_t shard = 0;
   bool is_log = false;
   bool refund = false;
+  bool charge = false;    // EntryOp::kCharge: written whatever the request decides
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
   Step step;              // for logs, only step.decision is used
@@ -140,7 +141,8 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
   p.refund = e.op == EntryOp::kRefund;
-  if (p.is_log) {
+  p.charge = e.op == EntryOp::kCharge;
+  if (p.is_log) {  // never a charge (ValidateEntries)
     static const sliding_window_log::LogState kEmpty;
     const auto& log = slot != nullptr ? table.Log(*slot) : kEmpty;
     // A refund's own decision comes from ApplyRefund; until then it reports a peek.
@@ -151,8 +153,9 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     CompactState state;
     if (slot != nullptr) state = slot->State();
     const CompactState* s = slot != nullptr ? &state : nullptr;
-    p.step = p.refund ? RefundCompact(*e.limit, s, now, e.cost)
-                      : DecideCompact(*e.limit, s, now, e.cost);
+    p.step = p.refund   ? RefundCompact(*e.limit, s, now, e.cost)
+             : p.charge ? ChargeCompact(*e.limit, s, now, e.cost)
+                        : DecideCompact(*e.limit, s, now, e.cost);
     p.writes = p.step.changed;
   }
   // A refund never needs a slot: with none there was nothing to give back.
@@ -253,10 +256,20 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   }
   if (!allowed) {
     // Nothing is consumed; entries that would have passed report their unchanged state, and
-    // refunds apply all the same.
+    // refunds and charges apply all the same (charges first find room, as a commit does).
+    bool charges = false;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (!pending[i].charge) pending[i].new_slot = false;
+      charges = charges || (pending[i].charge && pending[i].writes);
+    }
+    if (charges) {
+      if (Status s = ReserveNewSlots(pending, shard_ids, tick); !s.ok()) return s;
+    }
     for (size_t i = 0; i < entries.size(); ++i) {
       if (pending[i].refund) {
         if (pending[i].writes) ApplyRefund(entries[i], pending[i], now);
+      } else if (pending[i].charge) {
+        if (pending[i].writes) Commit(entries[i], pending[i], now);
       } else if (pending[i].step.decision.allowed()) {
         pending[i].step.decision = Peek(entries[i], pending[i], now);
       }

@@ -3,6 +3,8 @@
 #include <future>
 #include <string>
 
+#include "caudal/algorithms/algorithm.h"
+
 namespace caudal {
 
 Result<StoreResponse> Store::Decide(std::span<const EntryRef> entries) {
@@ -29,6 +31,11 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                      std::to_string(kMaxKeyLength) + " bytes");
     }
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
+    if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {
+      return Status::InvalidArgument(where(i) + "a charge counts refused hits, which only " +
+                                     "fixed_window defines (not " +
+                                     std::string(AlgorithmName(e.limit->algorithm())) + ")");
+    }
     if (e.cost < 0 || e.cost > kMaxCost) {
       return Status::InvalidArgument(where(i) + "cost must be between 0 and 2^40 (got " +
                                      std::to_string(e.cost) + ")");

@@ -331,7 +331,6 @@ TEST_P(StoreConformanceTest, ConcurrentRequestsNeverAdmitMoreThanTheBound) {
   EXPECT_EQ(MustDecideOne(p, pair, 0).remaining, 200 - admitted_pair.load());
 }
 
-// Random multi-key requests over a small pool of keys of every algorithm, against the model.
 TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
   for (Algorithm a : kAllAlgorithms) {
     SCOPED_TRACE(AlgorithmName(a));
@@ -370,6 +369,90 @@ TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
   }
 }
 
+// A charge (envoyproxy/ratelimit's INCRBY) counts a refused hit: after 6 of 10, a charge of 5
+// is refused and still counted (11 of 10), so remaining is 0 and even a peek is refused until
+// the next window, which starts empty.
+TEST_P(StoreConformanceTest, ChargeCountsARefusedHitAndOverdrawsTheWindow) {
+  const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(60));
+  const std::string key = Key("charged");
+  auto charge = [&](int64_t cost) {
+    const EntryRef e{.key = key, .limit = &limit, .cost = cost, .op = EntryOp::kCharge};
+    StoreResponse r = MustDecide({&e, 1});
+    EXPECT_EQ(r.allowed, !r.decisions.empty() && r.decisions[0].allowed());
+    return r.decisions.empty() ? Decision{} : r.decisions[0];
+  };
+  Decision d = charge(6);
+  EXPECT_EQ(d.verdict, Verdict::kAllowed);
+  EXPECT_EQ(d.remaining, 4);
+  d = charge(5);
+  EXPECT_EQ(d.verdict, Verdict::kDenied);
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_GT(d.retry_after, Micros(0));
+  EXPECT_EQ(d.retry_after, d.reset_after) << "the next window starts empty";
+  EXPECT_EQ(charge(0).verdict, Verdict::kDenied) << "a peek on an overdrawn window";
+  // An ordinary consume sees the overdraw; its own peek still passes (the peek contract).
+  EXPECT_EQ(MustDecideOne(key, limit, 1).verdict, Verdict::kDenied);
+  EXPECT_EQ(MustDecideOne(key, limit, 0).verdict, Verdict::kAllowed);
+  EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 0);
+  // Giving one back leaves 10 of 10: used up, not over, so a charge of 0 passes again.
+  const EntryRef back{.key = key, .limit = &limit, .cost = 1, .op = EntryOp::kRefund};
+  EXPECT_EQ(MustDecide({&back, 1}).decisions[0].remaining, 0);
+  EXPECT_EQ(charge(0).verdict, Verdict::kAllowed);
+  EXPECT_EQ(charge(11).verdict, Verdict::kNeverFits);  // above the limit: counted all the same
+  EXPECT_EQ(charge(0).verdict, Verdict::kDenied);
+  clock_.Advance(seconds(60));
+  d = charge(0);
+  EXPECT_EQ(d.verdict, Verdict::kAllowed);
+  EXPECT_EQ(d.remaining, 10);
+}
+
+// Beside a consume that refuses, a charge is applied all the same; a charge that does not fit
+// refuses the request, so its consumes consume nothing.
+TEST_P(StoreConformanceTest, ChargeAppliesWhateverTheRequestDecides) {
+  const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(60));
+  const std::string charged = Key("charged"), consumed = Key("consumed");
+  const EntryRef refused[] = {{.key = charged, .limit = &limit, .cost = 4, .op = EntryOp::kCharge},
+                              {.key = consumed, .limit = &limit, .cost = 11}};
+  StoreResponse r = MustDecide(refused);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.decisions[0].verdict, Verdict::kAllowed);
+  EXPECT_EQ(r.decisions[0].remaining, 6);
+  EXPECT_EQ(r.decisions[1].verdict, Verdict::kNeverFits);
+  EXPECT_EQ(MustDecideOne(charged, limit, 0).remaining, 6);
+
+  const EntryRef over[] = {{.key = charged, .limit = &limit, .cost = 7, .op = EntryOp::kCharge},
+                           {.key = consumed, .limit = &limit, .cost = 2}};
+  r = MustDecide(over);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.decisions[0].verdict, Verdict::kDenied);
+  EXPECT_EQ(r.decisions[0].remaining, 0);
+  EXPECT_EQ(r.decisions[1].verdict, Verdict::kAllowed);
+  EXPECT_EQ(r.decisions[1].remaining, 10) << "reported as before the refused request";
+  EXPECT_EQ(MustDecideOne(consumed, limit, 0).remaining, 10);
+}
+
+TEST_P(StoreConformanceTest, ChargeOnAnAlgorithmWithoutOverdraftIsRefused) {
+  for (Algorithm a : kAllAlgorithms) {
+    if (a == Algorithm::kFixedWindow) continue;
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key("charge:" + std::string(AlgorithmName(a)));
+    const EntryRef e{.key = key, .limit = &limit, .cost = 1, .op = EntryOp::kCharge};
+    const Result<StoreResponse> r = store_->Decide({&e, 1});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("fixed_window"), std::string::npos) << r.status().message();
+    EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 10) << "nothing was counted";
+  }
+}
+
+// A random entry's op: a refund one time in eight, a charge one in four where it is defined.
+EntryOp OpFor(bool chargeable, uint64_t r) {
+  if (r % 8 == 0) return EntryOp::kRefund;
+  return chargeable && r % 8 >= 6 ? EntryOp::kCharge : EntryOp::kConsume;
+}
+
+// Random multi-key requests over a small pool of keys of every algorithm, against the model.
 TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
   std::mt19937_64 rng(7);
   std::vector<Limit> limits;
@@ -393,7 +476,7 @@ TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
       used[k] = true;
       entries.push_back({.key = keys[k], .limit = &limits[k],
                          .cost = static_cast<int64_t>(rng() % 4),
-                         .op = rng() % 8 == 0 ? EntryOp::kRefund : EntryOp::kConsume});
+                         .op = OpFor(limits[k].algorithm() == Algorithm::kFixedWindow, rng())});
     }
     const StoreResponse got = MustDecide(entries);
     const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));

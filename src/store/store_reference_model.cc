@@ -9,7 +9,9 @@ Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, S
     return LogFunctionsOf(*e.limit).evaluate(*e.limit, logs_[std::string(e.key)], now, cost);
   }
   const auto it = compact_.find(e.key);
-  *step = DecideCompact(*e.limit, it == compact_.end() ? nullptr : &it->second, now, cost);
+  const CompactState* state = it == compact_.end() ? nullptr : &it->second;
+  *step = e.op == EntryOp::kCharge ? ChargeCompact(*e.limit, state, now, cost)
+                                   : DecideCompact(*e.limit, state, now, cost);
   return step->decision;
 }
 
@@ -38,6 +40,8 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
     const EntryRef& e = entries[i];
     if (e.op == EntryOp::kRefund) {
       response.decisions[i] = Refund(e, now);  // whatever the other entries decided
+    } else if (e.op == EntryOp::kCharge) {
+      if (steps[i].changed) compact_[std::string(e.key)] = steps[i].next;  // whatever they decided
     } else if (!response.allowed) {
       // Would-have-passed entries report their unchanged state; refusals keep their verdict.
       if (response.decisions[i].allowed()) response.decisions[i] = Evaluate(e, now, 0, &steps[i]);

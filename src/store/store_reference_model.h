@@ -3,8 +3,8 @@
 //
 // It keeps every key forever in a std::map and decides a request exactly as the Store contract
 // says: evaluate every consuming entry at `now`; if all are allowed, commit all; otherwise commit
-// nothing and report the entries that would have passed as a peek (cost 0). Refunds are applied
-// in either case.
+// nothing and report the entries that would have passed as a peek (cost 0). Refunds and charges
+// are applied in either case.
 //
 // Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
 #pragma once

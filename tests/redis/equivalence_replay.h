@@ -1,8 +1,8 @@
 // The replay behind the Lua ≡ C++ equivalence tests: seeded random traces of requests over a few
 // keys bound to random limits (every algorithm's edge cases: capacities near the bounds, periods
-// from 1 ms to a year, costs that never fit, refunds, time going backwards, window boundaries),
-// decided by something under test and by the conformance suite's ReferenceModel, which must
-// agree decision for decision.
+// from 1 ms to a year, costs that never fit, refunds, charges, time going backwards, window
+// boundaries), decided by something under test and by the conformance suite's ReferenceModel, which
+// must agree decision for decision.
 //
 // `call` decides a batch of independent requests, in order, all at `now` (µs): one script call
 // for the raw script, one Decide() each for a store on a ManualClock.
@@ -185,6 +185,7 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
   int64_t refused_with_passing_entry = 0;
   int64_t refunds = 0;
   int64_t refunds_in_refused_requests = 0;
+  int64_t chargeable = 0, charges = 0, charges_over = 0;  // charges: fixed_window only
   for (int trace = 0; compared < min_decisions; ++trace) {
     constexpr int kKeys = 8;
     std::vector<Limit> limits;
@@ -208,7 +209,11 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
         std::shuffle(order.begin(), order.end(), std::mt19937(t.Uniform(0, 1 << 30)));
         for (int j = 0, n = static_cast<int>(t.Uniform(1, 3)); j < n; ++j) {
           const int k = order[j];
-          const EntryOp op = t.Chance(12) ? EntryOp::kRefund : EntryOp::kConsume;
+          EntryOp op = t.Chance(12) ? EntryOp::kRefund : EntryOp::kConsume;
+          // A charge (counted whatever the verdict) where the algorithm defines one.
+          if (op == EntryOp::kConsume && SupportsCharge(limits[k].algorithm()) && t.Chance(30)) {
+            op = EntryOp::kCharge;
+          }
           r.push_back({.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k]), .op = op});
         }
       }
@@ -222,8 +227,10 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
           const Decision& g = got[i].decisions[j];
           const Decision& w = want.decisions[j];
           ASSERT_EQ(g, w) << e.limit->ToString() << " key " << e.key << " cost " << e.cost
-                          << (e.op == EntryOp::kRefund ? " (refund)" : "") << " now " << now
-                          << " (trace " << trace << " step " << step
+                          << (e.op == EntryOp::kRefund   ? " (refund)"
+                              : e.op == EntryOp::kCharge ? " (charge)"
+                                                         : "")
+                          << " now " << now << " (trace " << trace << " step " << step
                           << ")\n  lua: " << VerdictName(g.verdict) << " rem " << g.remaining
                           << " reset " << g.reset_after.count() << " retry "
                           << g.retry_after.count() << "\n  c++: " << VerdictName(w.verdict)
@@ -236,6 +243,11 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
             continue;
           }
           ++verdicts[g.verdict];
+          if (SupportsCharge(e.limit->algorithm())) ++chargeable;
+          if (e.op == EntryOp::kCharge) {
+            ++charges;
+            if (!g.allowed() && e.cost > 0) ++charges_over;
+          }
           if (!got[i].allowed && g.allowed() && e.cost > 0) ++refused_with_passing_entry;
         }
       }
@@ -249,11 +261,16 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
   EXPECT_GE(refused_with_passing_entry, compared / 100);
   EXPECT_GE(refunds, compared / 20);
   EXPECT_GE(refunds_in_refused_requests, compared / 200);
+  if (chargeable >= 1000) {  // the charges must overdraw, not just agree on what fits
+    EXPECT_GE(charges, chargeable / 10);
+    EXPECT_GE(charges_over, charges / 20);
+  }
   std::cout << "compared " << compared << ": allowed " << verdicts[Verdict::kAllowed] << ", denied "
             << verdicts[Verdict::kDenied] << ", never_fits " << verdicts[Verdict::kNeverFits]
             << "; entries passing in refused requests " << refused_with_passing_entry
             << "; refunds " << refunds << " (" << refunds_in_refused_requests
-            << " in refused requests)\n";
+            << " in refused requests); charges " << charges << " (" << charges_over
+            << " over the limit)\n";
 }
 
 }  // namespace caudal::equivalence

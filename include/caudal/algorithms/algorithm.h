@@ -38,6 +38,9 @@ enum class StateShape : uint8_t {
 struct CompactFunctions {
   Step (*decide)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
   Step (*refund)(const Limit&, const CompactState*, Micros now, int64_t units) = nullptr;
+  // Counts `cost` whatever the verdict (EntryOp::kCharge); nullptr where overdrawing has no
+  // meaning the algorithm defines (only the reference's fixed window has one).
+  Step (*charge)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
 };
 
 // The pure functions of a log algorithm (see sliding_window_log.h for their contract).
@@ -73,7 +76,7 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .name = "fixed_window",
      .family = AlgorithmFamily::kWindow,
      .state = StateShape::kCompact,
-     .compact = {fixed_window::Decide, fixed_window::Refund},
+     .compact = {fixed_window::Decide, fixed_window::Refund, fixed_window::Charge},
      .chart = {.colour = "#d62728"}},
     {.algorithm = Algorithm::kSlidingWindowLog,
      .name = "sliding_window_log",
@@ -138,6 +141,18 @@ inline Step RefundCompact(const Limit& limit, const CompactState* state, Micros 
                           int64_t units) {
   assert(!HasLogState(limit.algorithm()));
   return AlgorithmInfoOf(limit.algorithm()).compact.refund(limit, state, now, units);
+}
+
+// Whether the algorithm can count a hit whatever its verdict (EntryOp::kCharge).
+inline bool SupportsCharge(Algorithm a) {
+  return AlgorithmInfoOf(a).state == StateShape::kCompact &&
+         AlgorithmInfoOf(a).compact.charge != nullptr;
+}
+
+// Counts `cost` whatever the verdict. Preconditions: SupportsCharge; cost >= 0.
+inline Step ChargeCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost) {
+  assert(SupportsCharge(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).compact.charge(limit, state, now, cost);
 }
 
 // The log algorithm `limit` names, as sliding_window_log.h describes. Precondition: HasLogState.

@@ -3,7 +3,7 @@
 // limit just before a boundary and another just after, close to 2·limit in a moment.
 //
 // State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0). A count
-// of 0 (everything refunded) is a fresh state.
+// of 0 (everything refunded) is a fresh state. Only Charge makes count exceed the limit.
 // Time going backwards into an earlier window is judged in the stored (later) window.
 #pragma once
 
@@ -14,6 +14,13 @@ namespace caudal::fixed_window {
 
 // Preconditions: cost >= 0. limit.capacity() is the per-window limit, limit.window() is W.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
+
+// The reference's INCRBY (envoyproxy/ratelimit): counts `cost` whatever the verdict, so the
+// window may be overdrawn (count above the limit, up to limit + kMaxCapacity); remaining is then
+// 0 and every hit, a peek included, is kDenied until the next window. The verdict is Decide's
+// for the state before (kAllowed iff count + cost <= limit; kNeverFits above the capacity),
+// except that a peek on an overdrawn window is kDenied. Preconditions: as Decide.
+Step Charge(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
 // Takes the units back from the current window only: a past window no longer counts. Preconditions: as Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);

@@ -8,7 +8,8 @@
 --   ARGV[2]: extra TTL in ms added to every write (0 in production; see lua_protocol.h).
 --   then per request: entry count E, then per entry: algorithm, capacity, rate count,
 --   rate period (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
---   A negative cost -u is a refund of u units.
+--   A negative cost -u is a refund of u units. An algorithm plus CHARGE_FLAG is a charge: the
+--   cost is counted whatever the verdict (the verdict still counts in the request's `allowed`).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining, reset_after µs,
@@ -50,8 +51,9 @@ local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
   return verdict, remaining, rst, retry
 end
 
-local function decide(alg, st, cap, rn, rp, now, cost)
+local function decide(alg, st, cap, rn, rp, now, cost, charge)
   if alg == SLIDING_WINDOW_LOG then return log_evaluate(st, cap, rn, rp, now, cost) end
+  if charge then return COMPACT_CHARGE[alg](st, cap, rn, rp, now, cost) end
   return COMPACT[alg](st, cap, rn, rp, now, cost)
 end
 
@@ -78,7 +80,7 @@ local slack = tonumber(ARGV[2])
 local out, o = {}, 0
 local a, k = 3, 1
 local nargs = #ARGV
-local keys, algs, caps, rns, rps, costs, states = {}, {}, {}, {}, {}, {}, {}
+local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 while a <= nargs do
   local count = tonumber(ARGV[a])
@@ -97,6 +99,8 @@ while a <= nargs do
     local all = true
     for i = 1, count do
       local alg = tonumber(ARGV[a])
+      charges[i] = alg >= CHARGE_FLAG
+      if charges[i] then alg = alg - CHARGE_FLAG end
       keys[i], algs[i], caps[i], rns[i], rps[i], costs[i] =
         KEYS[k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
         tonumber(ARGV[a + 4])
@@ -108,7 +112,7 @@ while a <= nargs do
           states[i] = compact_read(keys[i])
         end
         verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
+          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i], charges[i])
         if verdicts[i] ~= ALLOWED then all = false end
       end
     end
@@ -118,14 +122,14 @@ while a <= nargs do
       if costs[i] < 0 then
         verdicts[i], remainings[i], resets[i], retries[i] =
           refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
-      elseif all and consumeds[i] then
+      elseif (all or charges[i]) and consumeds[i] then  -- a charge counts whatever was decided
         local ttl = ttl_ms(resets[i], slack)
         if algs[i] == SLIDING_WINDOW_LOG then
           log_commit(keys[i], states[i], x1[i], costs[i], rps[i], ttl)
         else
           redis.call('SET', keys[i], fmt('%d %d %d', x1[i], x2[i], x3[i]), 'PX', ttl)
         end
-      elseif not all and consumeds[i] then
+      elseif not all and consumeds[i] and not charges[i] then
         verdicts[i], remainings[i], resets[i], retries[i] =
           decide(algs[i], states[i], caps[i], rns[i], rps[i], now, 0)
       end

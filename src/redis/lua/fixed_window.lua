@@ -9,7 +9,7 @@ local function fixed_window(st, max, _, w, now, cost)
   local verdict, retry, consumed = ALLOWED, 0, false
   if cost > max then
     verdict = NEVER_FITS
-  elseif count + cost <= max then
+  elseif count + cost <= max or cost == 0 then  -- a peek passes, even an overdrawn window
     count = count + cost
     consumed = cost > 0
   else
@@ -18,7 +18,34 @@ local function fixed_window(st, max, _, w, now, cost)
   end
   local reset = 0
   if count > 0 then reset = start + w - now end
-  return verdict, max - count, reset, retry, consumed, start, count, 0
+  local remaining = 0  -- a charge may have overdrawn the window
+  if count < max then remaining = max - count end
+  return verdict, remaining, reset, retry, consumed, start, count, 0
+end
+
+-- The reference's INCRBY: counts `cost` whatever the verdict, up to max + MAX_CAPACITY.
+local function fixed_window_charge(st, max, _, w, now, cost)
+  local start = idiv(now, w) * w
+  local count = 0
+  if st and st[1] >= start and st[2] > 0 then
+    start, count = st[1], st[2]
+  end
+  local verdict, retry = ALLOWED, 0
+  if cost > max then
+    verdict = NEVER_FITS
+  elseif count + cost > max then
+    verdict = DENIED
+    retry = start + w - now
+  end
+  local counted = count + cost
+  if counted > max + MAX_CAPACITY then counted = max + MAX_CAPACITY end
+  local changed = counted ~= count
+  count = counted
+  local reset = 0
+  if count > 0 then reset = start + w - now end
+  local remaining = 0
+  if count < max then remaining = max - count end
+  return verdict, remaining, reset, retry, changed, start, count, 0
 end
 
 local function fixed_window_refund(st, max, _, w, now, units)
@@ -31,7 +58,10 @@ local function fixed_window_refund(st, max, _, w, now, units)
   count = count - back
   local reset = 0
   if count > 0 then reset = start + w - now end
-  return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
+  local remaining = 0
+  if count < max then remaining = max - count end
+  return ALLOWED, remaining, reset, 0, back > 0, start, count, 0
 end
 
 COMPACT[FIXED_WINDOW], COMPACT_REFUND[FIXED_WINDOW] = fixed_window, fixed_window_refund
+COMPACT_CHARGE[FIXED_WINDOW] = fixed_window_charge

@@ -74,4 +74,4 @@ end
 -- verdict, remaining, reset_after, retry_after, consumed, next state words w0, w1, w2.
 -- Each one's file ends by registering its decide and refund functions under its constant:
 --   COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund
-local COMPACT, COMPACT_REFUND = {}, {}
+local COMPACT, COMPACT_REFUND, COMPACT_CHARGE = {}, {}, {}
