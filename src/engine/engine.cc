@@ -176,6 +176,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     std::vector<EntryRef> entries;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     std::vector<size_t> entry_of;  // per (check, limit) in order: its entry
+    std::vector<int64_t> units_of;  // per (check, limit): what it adds to its entry's net
     Nanos sent{0};                 // monotonic
   };
   using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
@@ -241,6 +242,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         }
       }
     }
+    std::vector<bool> charged;  // per entry: a check counting whatever the verdict
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
@@ -253,13 +255,18 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
           batch->entries.push_back(
               {.key = key, .limit = local ? c.local_limits[k] : c.result.limits[k], .cost = 0});
           net.push_back(0);
+          charged.push_back(false);
         }
         net[e] += units;
+        if (c.charge && consume) charged[e] = true;
         batch->entry_of.push_back(e);
+        batch->units_of.push_back(units);
       }
     }
     for (size_t e = 0; e < batch->entries.size(); ++e) {
-      batch->entries[e].op = net[e] < 0 ? EntryOp::kRefund : EntryOp::kConsume;
+      batch->entries[e].op = net[e] < 0   ? EntryOp::kRefund
+                             : charged[e] ? EntryOp::kCharge
+                                          : EntryOp::kConsume;
       batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
     }
     batch->sent = engine_.clock_.Monotonic();
@@ -274,15 +281,28 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     });
   }
 
-  // Copies a store response into the checks of `batch`.
+  // Copies a store response into the checks of `batch`. Checks sharing a key that consumed
+  // each report the remaining after their own hits, in request order (as the reference's
+  // counter reads after each INCRBY), not after everyone's.
   void Distribute(const StoreResponse& resp, const Batch& batch, DecidedBy by) {
+    std::vector<int64_t> later(batch.entries.size(), 0);  // units added after (check, limit) n
+    std::vector<int64_t> added_later(batch.entry_of.size(), 0);
+    for (size_t n = batch.entry_of.size(); n-- > 0;) {
+      added_later[n] = later[batch.entry_of[n]];
+      later[batch.entry_of[n]] += batch.units_of[n];
+    }
     size_t n = 0;
     for (size_t i : batch.checks) {
       PolicyResult& r = plan_.checks[i].result;
       r.decisions.clear();
       r.decided_by = by;
       for (size_t k = 0; k < r.limits.size(); ++k, ++n) {
-        r.decisions.push_back(resp.decisions.at(batch.entry_of[n]));
+        const size_t e = batch.entry_of[n];
+        Decision d = resp.decisions.at(e);
+        if (resp.allowed && batch.entries[e].op != EntryOp::kRefund && added_later[n] > 0) {
+          d.remaining = std::min(d.limit, d.remaining + added_later[n]);
+        }
+        r.decisions.push_back(d);
       }
       r.allowed = r.refund || std::all_of(r.decisions.begin(), r.decisions.end(),
                                           [](const Decision& d) { return d.allowed(); });
@@ -462,11 +482,16 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     Micros retry{0};
     bool closed = false;
     bool denied = false;
+    // Envoy's quota_mode: refused quota checks refuse the request only if no quota check passed.
+    bool quota_passed = false;
+    for (PlanCheck& c : plan_.checks) {
+      if (c.result.kind == CheckKind::kBlocked) c.result.allowed = false;
+      quota_passed |= c.quota && !c.result.shadow && c.result.allowed;
+    }
     for (PlanCheck& c : plan_.checks) {
       PolicyResult& r = c.result;
       if (r.kind == CheckKind::kLimited && IsFailover(r.decided_by)) out.degraded = true;
-      if (r.kind == CheckKind::kBlocked) r.allowed = false;
-      if (r.shadow || r.allowed) continue;
+      if (r.shadow || r.allowed || (c.quota && quota_passed)) continue;
       if (r.decided_by == DecidedBy::kFailClosed) closed = true;
       denied = true;
       for (const Decision& d : r.decisions) {

@@ -42,7 +42,13 @@ struct Check {
   std::shared_ptr<const Limit> override_limit;  // an Envoy descriptor's own limit
   PolicyCounters* counters = nullptr;
   std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
-  std::string detailed_name;  // Envoy detailed_metric: the per-value metric name
+  std::string detailed_name;  // Envoy: the per-value metric name (detailed_metric, ...)
+  // Counted whatever the verdict (EntryOp::kCharge): the reference's INCRBY, for Envoy checks
+  // decided one by one whose limits all define it (fixed windows).
+  bool charge = false;
+  // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
+  // the request is refused too.
+  bool quota = false;
   Status error;               // kConsumeEach: this check's store call failed
 };
 
@@ -58,6 +64,8 @@ struct Plan {
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
 
 // One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules.
+// A request that matches a quota_mode rule is decided one by one (kConsumeEach) whatever the
+// domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.
 Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& request);
 

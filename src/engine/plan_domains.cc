@@ -1,8 +1,10 @@
 // PlanDomain: an Envoy request's descriptors matched against envoyproxy/ratelimit's rules, one
 // check per descriptor, keyed by the limit, the domain and the descriptor's entries.
+#include <algorithm>
 #include <string>
 #include <unordered_set>
 
+#include "caudal/algorithms/algorithm.h"
 #include "common/cat.h"
 #include "engine/plan.h"
 
@@ -99,34 +101,26 @@ void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule,
 }
 
 // The store key: the limit, then the domain and the first entry as the hash tag (so that one
-// client's descriptors tend to share a Redis Cluster slot), then the other entries.
+// client's descriptors tend to share a Redis Cluster slot), then the other entries. `values`
+// are what each entry counts by: its value, or a share_threshold wildcard's pattern.
 std::string KeyOf(const Limit& limit, std::string_view domain,
-                  const std::vector<envoy::DescriptorEntry>& entries) {
+                  const std::vector<envoy::DescriptorEntry>& entries,
+                  const std::vector<std::string_view>& values) {
   std::string key = Cat("rls|", limit.ToString(), "|{");
   AppendField(key, domain);
   AppendField(key, entries[0].key);
-  AppendField(key, entries[0].value);
+  AppendField(key, values[0]);
   key += '}';
   for (size_t j = 1; j < entries.size(); ++j) {
     AppendField(key, entries[j].key);
-    AppendField(key, entries[j].value);
+    AppendField(key, values[j]);
   }
   return key;
 }
 
-// envoyproxy/ratelimit's per-value stat key: "domain.key1_value1.key2_value2".
-std::string DetailedName(std::string_view domain,
-                         const std::vector<envoy::DescriptorEntry>& entries) {
-  std::string name(domain);
-  for (const envoy::DescriptorEntry& e : entries) {
-    name += '.';
-    name += e.key;
-    if (!e.value.empty()) {
-      name += '_';
-      name += e.value;
-    }
-  }
-  return name;
+bool Chargeable(const Check& c) {
+  return std::all_of(c.result.limits.begin(), c.result.limits.end(),
+                     [](const Limit* l) { return SupportsCharge(l->algorithm()); });
 }
 
 }  // namespace
@@ -152,22 +146,31 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
       c.result.kind = CheckKind::kNoLimit;
       continue;
     }
+    // An unknown domain has no limit, even for a descriptor carrying its own, as in the reference.
+    if (domains == nullptr || !domains->HasDomain(request.domain)) {
+      c.result.kind = CheckKind::kNoLimit;
+      continue;
+    }
+    std::vector<std::string_view> values;
     if (d.limit.has_value()) {
       if (Status s = ResolveOverride(d, i, c); !s.ok()) return s;
+      for (const envoy::DescriptorEntry& e : d.entries) values.push_back(e.value);
     } else {
-      // No entries, an unknown domain or no matching rule: no limit, as in the reference.
-      const envoy::RateLimitRule* rule =
-          domains == nullptr ? nullptr : domains->Match(request.domain, d.entries);
-      if (rule == nullptr) {
+      // No matching rule: no limit, as in the reference.
+      envoy::RuleMatch m = domains->MatchDetailed(request.domain, d.entries);
+      if (m.rule == nullptr) {
         c.result.kind = CheckKind::kNoLimit;
         continue;
       }
-      ResolveRule(snap, *rule, c);
-      replaced.insert(rule->replaces.begin(), rule->replaces.end());
-      if (rule->detailed_metric) c.detailed_name = DetailedName(request.domain, d.entries);
+      ResolveRule(snap, *m.rule, c);
+      c.quota = m.rule->quota_mode;
+      replaced.insert(m.rule->replaces.begin(), m.rule->replaces.end());
+      // detailed_metric, value_to_metric and share_threshold name the stats by the values.
+      if (m.stats_key != c.stat_name) c.detailed_name = std::move(m.stats_key);
+      values = std::move(m.counter_values);
     }
     if (c.result.kind != CheckKind::kLimited) continue;
-    c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries));
+    c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries, values));
     if (c.keys[0].size() > kMaxKeyLength) {
       return Bad(i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
     }
@@ -182,6 +185,12 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
   }
   for (const Check& c : plan.checks) {
     plan.blocked |= c.result.kind == CheckKind::kBlocked && !c.result.shadow;
+    if (c.quota && !c.result.shadow) plan.mode = DescriptorMode::kConsumeEach;
+  }
+  if (plan.mode == DescriptorMode::kConsumeEach) {
+    for (Check& c : plan.checks) {
+      c.charge = c.result.kind == CheckKind::kLimited && !c.result.refund && Chargeable(c);
+    }
   }
   return plan;
 }

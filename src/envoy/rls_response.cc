@@ -24,6 +24,13 @@ void SetDuration(google::protobuf::Duration* out, Micros d) {
   out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
 }
 
+// unit − now mod unit, in whole seconds of `now` (the reference's CalculateReset).
+int64_t WindowEndSeconds(const Limit& l, Nanos now) {
+  const int64_t unit_s = std::max<int64_t>(1, CeilSeconds(l.window()));
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+  return unit_s - now_s % unit_s;
+}
+
 // A structured-field string: printable ASCII with " and \\ escaped; anything else is replaced.
 std::string SfString(std::string_view s) {
   std::string out = "\"";
@@ -126,7 +133,6 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
     const bool refused = !p.shadow && !p.allowed;
     const Code code = refused ? RateLimitResponse::OVER_LIMIT : RateLimitResponse::OK;
     status->set_code(code);
-    if (code == RateLimitResponse::OVER_LIMIT) overall = code;
     if (p.kind == CheckKind::kUnlimited) {
       status->set_limit_remaining(std::numeric_limits<uint32_t>::max());
     }
@@ -138,10 +144,13 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
     limit->set_name(std::string(p.name));
     if (Decided(p)) {
       status->set_limit_remaining(Clamp32(p.decisions[0].remaining));
-      // Whole seconds, rounded up, as the reference reports a window's end (unit − now mod unit)
-      // and as Envoy reads it (x-ratelimit-reset takes the seconds).
+      // Whole seconds, as Envoy reads them (x-ratelimit-reset takes the seconds). The
+      // reference's fixed window answers its window's end, unit − now mod unit in whole seconds
+      // of now, even for a counter nobody used; another algorithm, when it is fresh again.
       SetDuration(status->mutable_duration_until_reset(),
-                  std::chrono::seconds(CeilSeconds(p.decisions[0].reset_after)));
+                  std::chrono::seconds(p.limits[0]->algorithm() == Algorithm::kFixedWindow
+                                           ? WindowEndSeconds(*p.limits[0], now)
+                                           : CeilSeconds(p.decisions[0].reset_after)));
     } else if (p.kind == CheckKind::kBlocked) {
       SetDuration(status->mutable_duration_until_reset(),
                   std::chrono::seconds(AdvertOf(p, shown, now).t));
@@ -149,6 +158,8 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
       failed = true;
     }
   }
+  // OVER_LIMIT when the engine refused (a refused quota_mode descriptor alone may not).
+  if (result.outcome != Outcome::kAllowed) overall = RateLimitResponse::OVER_LIMIT;
   response->set_overall_code(overall);
   if (!failed && options.headers != HeaderMode::kNone) {
     AddRateLimitHeaders(request, result, options.headers, now, response);
