@@ -97,6 +97,9 @@ struct EnvoyConfig {
   envoy::DenyAs deny_as = envoy::DenyAs::kOverLimit;  // how store.on_failure: deny answers
   envoy::HeaderMode headers = envoy::HeaderMode::kIetf;
   int64_t max_concurrent_calls = 10'000;
+  // The reference's RESPONSE_DYNAMIC_METADATA: replies carry the request and the metadata of
+  // the rules that passed, for Envoy to route by.
+  bool response_dynamic_metadata = false;
 };
 
 // What caudal logs, and how (see docs/operations.md).

@@ -115,7 +115,8 @@ class ServeCommand final : public Command {
 
     // Envoy's rate limit service, on the same engine as the HTTP API.
     envoy::RlsHandler rls(engine, {.headers = config->envoy.headers,
-                                   .deny_as = config->envoy.deny_as});
+                                   .deny_as = config->envoy.deny_as,
+                                   .dynamic_metadata = config->envoy.response_dynamic_metadata});
     std::unique_ptr<envoy::RlsGrpcServer> grpc;
     if (!config->server.grpc.empty()) {
       auto started = envoy::RlsGrpcServer::Start(

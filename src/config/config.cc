@@ -331,7 +331,7 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
 
 Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
   if (Status s = r.ExpectMap(n, "envoy", {"descriptor_mode", "deny_as", "headers",
-                                          "max_concurrent_calls"});
+                                          "max_concurrent_calls", "response_dynamic_metadata"});
       !s.ok()) {
     return s;
   }
@@ -354,6 +354,11 @@ Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
     auto v = r.Integer(n["max_concurrent_calls"], "envoy.max_concurrent_calls", 1, 1'000'000);
     if (!v.ok()) return v.status();
     out.max_concurrent_calls = *v;
+  }
+  if (n["response_dynamic_metadata"]) {
+    auto v = r.Bool(n["response_dynamic_metadata"], "envoy.response_dynamic_metadata");
+    if (!v.ok()) return v.status();
+    out.response_dynamic_metadata = *v;
   }
   return Status::Ok();
 }

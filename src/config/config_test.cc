@@ -99,7 +99,8 @@ TEST(Config, ReadsThePerClientConnectionCap) {
 TEST(Config, ReadsTheEnvoyService) {
   auto c = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
                        "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
-                       "headers: none, max_concurrent_calls: 64}\npolicies: []\n",
+                       "headers: none, max_concurrent_calls: 64, response_dynamic_metadata: true}\n"
+                       "policies: []\n",
                        "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server.grpc, "127.0.0.1:8081");
@@ -108,11 +109,13 @@ TEST(Config, ReadsTheEnvoyService) {
   EXPECT_EQ(c->envoy.deny_as, envoy::DenyAs::kUnavailable);
   EXPECT_EQ(c->envoy.headers, envoy::HeaderMode::kNone);
   EXPECT_EQ(c->envoy.max_concurrent_calls, 64);
+  EXPECT_TRUE(c->envoy.response_dynamic_metadata);
   auto d = ParseConfig("policies: []\n", "t.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
   EXPECT_EQ(d->envoy.descriptor_mode, DescriptorMode::kAllOrNothing);
   EXPECT_EQ(d->envoy.deny_as, envoy::DenyAs::kOverLimit);
+  EXPECT_FALSE(d->envoy.response_dynamic_metadata);
   // A config that serves only Envoy needs no policies.
   auto e = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n", "t.yaml");
   ASSERT_TRUE(e.ok()) << e.status().ToString();

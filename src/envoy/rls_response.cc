@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <variant>
 
 #include "algorithms/exact_math.h"
 #include "caudal/envoy/rls_handler.h"
@@ -120,6 +121,54 @@ void AddRateLimitHeaders(const RateLimitRequest& request, const CheckResult& res
   }
 }
 
+google::protobuf::Value ToValue(const MetadataValue& v) {
+  google::protobuf::Value out;
+  if (const auto* b = std::get_if<bool>(&v.kind)) {
+    out.set_bool_value(*b);
+  } else if (const auto* d = std::get_if<double>(&v.kind)) {
+    out.set_number_value(*d);
+  } else if (const auto* s = std::get_if<std::string>(&v.kind)) {
+    out.set_string_value(*s);
+  } else if (const auto* l = std::get_if<MetadataValue::List>(&v.kind)) {
+    auto* list = out.mutable_list_value();
+    for (const MetadataValue& item : *l) *list->add_values() = ToValue(item);
+  } else if (const auto* st = std::get_if<MetadataValue::Struct>(&v.kind)) {
+    auto* fields = out.mutable_struct_value()->mutable_fields();
+    for (const auto& [k, item] : *st) (*fields)[k] = ToValue(item);
+  } else {
+    out.set_null_value(google::protobuf::NULL_VALUE);
+  }
+  return out;
+}
+
+// The reference's ratelimitToMetadata (RESPONSE_DYNAMIC_METADATA).
+void AddDynamicMetadata(const RateLimitRequest& request, const CheckResult& result,
+                        RateLimitResponse* r) {
+  auto& fields = *r->mutable_dynamic_metadata()->mutable_fields();
+  fields["domain"].set_string_value(request.domain());
+  if (request.hits_addend() != 0) {
+    fields["hitsAddend"].set_number_value(static_cast<double>(request.hits_addend()));
+  }
+  auto* descriptors = fields["descriptors"].mutable_list_value();
+  for (const auto& d : request.descriptors()) {
+    auto& out = *descriptors->add_values()->mutable_struct_value()->mutable_fields();
+    auto* entries = out["entries"].mutable_list_value();
+    for (const auto& e : d.entries())
+      entries->add_values()->set_string_value(e.key() + "=" + e.value());
+    if (d.has_hits_addend()) {
+      out["hitsAddend"].set_number_value(static_cast<double>(d.hits_addend().value()));
+    }
+  }
+  Metadata merged;
+  for (size_t i = 0; i < result.results.size(); ++i) {
+    const PolicyResult& p = result.results[i];
+    if (p.rule == nullptr || p.rule->metadata.empty()) continue;
+    if (r->statuses(static_cast<int>(i)).code() != RateLimitResponse::OK) continue;
+    MergeMetadata(merged, p.rule->metadata);
+  }
+  if (!merged.empty()) fields["metadata"] = ToValue(MetadataValue{merged});
+}
+
 }  // namespace
 
 void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
@@ -166,6 +215,7 @@ void BuildResponse(const RateLimitRequest& request, const CheckResult& result,
   }
   // The header and value `caudal serve` sends over HTTP for the same situation.
   if (result.degraded) AddHeader(response, "Caudal-Degraded", "store_unavailable");
+  if (options.dynamic_metadata) AddDynamicMetadata(request, result, response);
 }
 
 }  // namespace caudal::envoy

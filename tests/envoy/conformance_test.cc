@@ -113,9 +113,9 @@ void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mo
       ASSERT_TRUE(headers.ok()) << headers.status().ToString();
       setup.rls.headers = *headers;
     }
-    ASSERT_FALSE(o["response_dynamic_metadata"])
-        << "options.response_dynamic_metadata: caudal has no switch for envoyproxy/ratelimit's "
-           "RESPONSE_DYNAMIC_METADATA yet";
+    if (o["response_dynamic_metadata"]) {
+      setup.rls.dynamic_metadata = o["response_dynamic_metadata"].as<bool>();
+    }
   }
   ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
   testing::CountingMemoryStore store(clock);

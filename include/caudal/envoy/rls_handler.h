@@ -33,6 +33,11 @@ using RateLimitResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
 struct RlsOptions {
   HeaderMode headers = HeaderMode::kIetf;
   DenyAs deny_as = DenyAs::kOverLimit;
+  // The reference's RESPONSE_DYNAMIC_METADATA: `dynamic_metadata` carries "domain",
+  // "descriptors" (each {"entries": ["key=value", ...], "hitsAddend" when given}), the request's
+  // "hitsAddend" when not 0, and "metadata", the merge of the `metadata` of every rule whose
+  // descriptor answered OK (the first one's value wins a conflict).
+  bool dynamic_metadata = false;
 };
 
 class RlsHandler {
