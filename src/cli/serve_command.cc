@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <pthread.h>
+#include <unistd.h>
 #include <string>
 
 #include "caudal/breaker_store.h"
@@ -23,6 +24,7 @@
 #include "cli/overrides.h"
 #include "common/cat.h"
 #include "common/redact.h"
+#include "config/file_watcher.h"
 #include "engine/background_store.h"
 
 namespace caudal::cli {
@@ -119,9 +121,11 @@ class ServeCommand final : public Command {
                                    .dynamic_metadata = config->envoy.response_dynamic_metadata});
     std::unique_ptr<envoy::RlsGrpcServer> grpc;
     if (!config->server.grpc.empty()) {
+      // gRPC health answers as /readyz does: from the store's probe (a cached value).
       auto started = envoy::RlsGrpcServer::Start(
           rls, {.address = config->server.grpc,
-                .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls)});
+                .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls),
+                .ready = [&health] { return health.Ready().ok(); }});
       if (!started.ok()) {
         env.err << "caudal serve: " << started.status().message() << "\n";
         (*server)->Stop();
@@ -134,12 +138,28 @@ class ServeCommand final : public Command {
               << " domains from " << config->envoy.config << ")" << std::endl;
     }
 
+    // A change to the config file or the Envoy files reloads as SIGHUP does: the watcher raises
+    // SIGHUP, so every reload runs here, one at a time (a ConfigMap update sends no signal).
+    std::vector<std::string> watched;
+    if (!config_path_.empty()) watched.push_back(config_path_);
+    if (!config->envoy.config.empty()) watched.push_back(config->envoy.config);
+    std::unique_ptr<FileWatcher> watcher;
+    if (!watched.empty()) {
+      auto w = FileWatcher::Start(watched, [] { ::kill(::getpid(), SIGHUP); });
+      if (w.ok()) {
+        watcher = std::move(*w);
+      } else {
+        log.Warning(Cat("not watching the config files (reload with SIGHUP): ", w.status().message()));
+      }
+    }
+
     for (;;) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
       Reload(*config, engine, **server, metrics, log, refusals);
     }
+    watcher.reset();
     log.Info("stopping");
     if (grpc != nullptr) grpc->Shutdown();
     (*server)->Stop();

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """`caudal serve --grpc` as a process: Envoy's ShouldRateLimit beside the HTTP API, on the same
-store, clock (--test-hooks) and failure mode, with Redis stopped mid-run. Messages come from
-rls_client_test (protoc --python_out at test time); the process harness from tests/serve."""
+store, clock (--test-hooks) and failure mode, with Redis stopped mid-run; gRPC health following
+the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them. Messages
+come from rls_client_test (protoc --python_out at test time); the process harness from
+tests/serve."""
+import importlib.util
 import os
 import re
 import shutil
@@ -15,7 +18,21 @@ import grpc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 import harness  # noqa: E402
-from rls_client_test import METHOD, OK, OVER, d, rls_pb2  # noqa: E402
+from rls_client_test import METHOD, OK, OVER, TMP, d, rls_pb2  # noqa: E402
+
+
+def load_health_pb2():
+    # grpc/health/v1/health.proto's package would shadow the grpc module: load its file directly.
+    path = os.path.join(TMP, "grpc", "health", "v1", "health_pb2.py")
+    spec = importlib.util.spec_from_file_location("caudal_health_pb2", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+health_pb2 = load_health_pb2()
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 ENVOY_YAML = textwrap.dedent("""\
     domain: edge
@@ -30,11 +47,12 @@ ENVOY_YAML = textwrap.dedent("""\
 class GrpcServe:
     """caudal serve with server.grpc and envoy_config, and a client for its gRPC port."""
 
-    def __init__(self, store_yaml="", store=None):
+    def __init__(self, store_yaml="", store=None, envoy_path=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-envoy-")
-        envoy_path = os.path.join(self.dir, "ratelimit.yaml")
-        with open(envoy_path, "w") as f:
-            f.write(ENVOY_YAML)
+        if envoy_path is None:
+            envoy_path = os.path.join(self.dir, "ratelimit.yaml")
+            with open(envoy_path, "w") as f:
+                f.write(ENVOY_YAML)
         config = "server: {grpc: '127.0.0.1:0'}\nenvoy_config: %s\n%spolicies: []\n" % (
             envoy_path, store_yaml)
         self.serve = harness.Serve(config, store=store)
@@ -47,6 +65,20 @@ class GrpcServe:
         self.call = self.channel.unary_unary(
             METHOD, request_serializer=rls_pb2.RateLimitRequest.SerializeToString,
             response_deserializer=rls_pb2.RateLimitResponse.FromString)
+
+    def health(self):
+        call = self.channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        return call(health_pb2.HealthCheckRequest(service=b""), timeout=10).status
+
+    def watch(self):
+        call = self.channel.unary_stream(
+            "/grpc.health.v1.Health/Watch",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString)
+        return call(health_pb2.HealthCheckRequest(service=b""), timeout=30)
 
     def ask(self, *descriptors):
         req = rls_pb2.RateLimitRequest(domain=b"edge")
@@ -104,6 +136,58 @@ class ServeGrpcTest(unittest.TestCase):
         finally:
             s.close()
             redis.close()
+
+
+    def test_health_follows_the_store(self):
+        redis = harness.Redis()
+        s = GrpcServe("store: {on_failure: allow}\n", store=redis.url)
+        try:
+            harness.wait_until(lambda: s.health() == SERVING, "the store probe to pass")
+            stream = s.watch()
+            self.assertEqual(next(stream).status, SERVING)
+            redis.stop()
+            # The store's probe notices within its interval; Watch streams see it at their poll.
+            harness.wait_until(lambda: s.health() == NOT_SERVING, "health to turn NOT_SERVING")
+            self.assertEqual(next(stream).status, NOT_SERVING)
+            stream.cancel()
+        finally:
+            s.close()
+            redis.close()
+
+    def test_configmap_swap_reloads_and_a_bad_file_keeps_the_old_one(self):
+        # The layout of a Kubernetes ConfigMap volume: ratelimit.yaml -> ..data/ratelimit.yaml,
+        # ..data -> ..v1; an update writes ..v2 and renames a new ..data link over the old one.
+        root = tempfile.mkdtemp(prefix="caudal-configmap-")
+        serial = [0]
+
+        def publish(text):
+            serial[0] += 1
+            version = os.path.join(root, "..v%d" % serial[0])
+            os.mkdir(version)
+            with open(os.path.join(version, "ratelimit.yaml"), "w") as f:
+                f.write(text)
+            os.symlink("..v%d" % serial[0], os.path.join(root, "..data_tmp"))
+            os.rename(os.path.join(root, "..data_tmp"), os.path.join(root, "..data"))
+
+        publish(ENVOY_YAML)
+        os.symlink("..data/ratelimit.yaml", os.path.join(root, "ratelimit.yaml"))
+        s = GrpcServe(envoy_path=root)
+        try:
+            def limit():
+                return s.ask(d("remote_address=1.2.3.4")).statuses[0].current_limit.requests_per_unit
+
+            self.assertEqual(limit(), 100)
+            publish(ENVOY_YAML.replace("requests_per_unit: 100", "requests_per_unit: 5"))
+            harness.wait_until(lambda: limit() == 5, "the swapped file to be served")
+            failures = 'caudal_config_reloads_total{result="failure"}'
+            before = s.serve.metric(failures)
+            publish(ENVOY_YAML.replace("unit: minute", "unit: fortnight"))
+            harness.wait_until(lambda: s.serve.metric(failures) > before, "the bad file's refusal")
+            self.assertEqual(limit(), 5)  # the previous domains keep serving
+            self.assertIn("reload refused", s.serve.log())
+        finally:
+            s.close()
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
