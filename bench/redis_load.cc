@@ -1,25 +1,35 @@
-// Decisions per second and latency through RedisStore, closed loop: `threads` caller threads
-// each keep in_flight/threads decisions outstanding (DecideAsync; the callback frees a slot).
+// Decisions per second and latency through a Redis-backed store, closed loop: `threads` caller
+// threads each keep in_flight/threads decisions outstanding (DecideAsync; the callback frees a
+// slot).
 //
 //   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
-//               [--keys 10000] [--connections 2] [--calls-in-flight N]
+//               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
+//               [--same-slot 0|1]
 //
-// Every decision is a token_bucket request that passes (capacity and rate 10^9/s over `keys`
-// keys), the same call bench/redis-bench gives redis-benchmark for the ceiling. Prints one line:
+// The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
+// redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
+// (capacity and rate 10^9/s over `keys` keys), the same call bench/redis-bench gives
+// redis-benchmark for the ceiling. With --entries N a request carries N such entries on N keys:
+// keys of one hash tag with --same-slot 1 (one slot, one call), otherwise N slots (a cluster
+// splits the request). Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
-//   requests_per_call=... errors=...
+//   requests_per_call=... errors=... split=... undos=... moved=... asked=... decisions_total=...
+// (decisions_total counts the warm-up too: what the servers saw, for their CPU per decision).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "caudal/redis_cluster_store.h"
+#include "caudal/redis_sentinel_store.h"
 #include "caudal/redis_store.h"
 
 namespace caudal {
@@ -35,6 +45,8 @@ struct Args {
   int keys = 10'000;
   int connections = 2;
   int calls_in_flight = 0;  // 0: the store's default
+  int entries = 1;
+  int same_slot = 0;
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -55,11 +67,39 @@ bool Parse(int argc, char** argv, Args& a) {
       a.connections = std::atoi(v);
     else if (flag == "--calls-in-flight")
       a.calls_in_flight = std::atoi(v);
+    else if (flag == "--entries")
+      a.entries = std::atoi(v);
+    else if (flag == "--same-slot")
+      a.same_slot = std::atoi(v);
     else
       return false;
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
-         a.keys > 0 && a.connections > 0;
+         a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64;
+}
+
+// The store the URL names, and its counters.
+struct Opened {
+  std::unique_ptr<Store> store;
+  std::function<RedisStoreStats()> stats;
+};
+
+Result<Opened> Open(RedisStoreOptions options) {
+  const std::string url = options.url;
+  auto wrap = [](auto store) -> Result<Opened> {
+    if (!store.ok()) return store.status();
+    auto* raw = store->get();
+    return Opened{.store = std::move(*store), .stats = [raw] { return raw->Stats(); }};
+  };
+  if (url.starts_with("redis-cluster://")) {
+    if (options.max_calls_in_flight != RedisStoreOptions{}.max_calls_in_flight) {
+      options.cluster_calls_in_flight = options.max_calls_in_flight;
+    }
+    return wrap(RedisClusterStore::Open(std::move(options)));
+  }
+  if (url.starts_with("redis-sentinel://"))
+    return wrap(RedisSentinelStore::Open(std::move(options)));
+  return wrap(RedisStore::Open(std::move(options)));
 }
 
 double Percentile(std::vector<int64_t>& v, double p) {
@@ -72,11 +112,19 @@ double Percentile(std::vector<int64_t>& v, double p) {
 int Run(const Args& a) {
   const Limit limit = *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
                                                        {1'000'000'000, std::chrono::seconds(1)}));
+  // keys[i * entries + j]: entry j of request key i (one hash tag per request with --same-slot).
   std::vector<std::string> keys;
-  for (int i = 0; i < a.keys; ++i) keys.push_back("bench:" + std::to_string(i));
+  for (int i = 0; i < a.keys; ++i) {
+    for (int j = 0; j < a.entries; ++j) {
+      const std::string n = std::to_string(i);
+      keys.push_back(a.same_slot != 0 ? "{bench:" + n + "}:" + std::to_string(j)
+                                      : "bench:" + n + ":" + std::to_string(j));
+    }
+  }
 
   std::atomic<bool> measuring{false};
   std::atomic<int64_t> errors{0};
+  std::atomic<int64_t> answered{0};
   std::vector<std::vector<int64_t>> latencies(a.threads);  // written by callbacks (io thread)
   const auto warmup = std::chrono::milliseconds(500);
   const auto measure =
@@ -95,11 +143,12 @@ int Run(const Args& a) {
                             .deadline = std::chrono::seconds(1),
                             .connections = static_cast<size_t>(a.connections)};
   if (a.calls_in_flight > 0) options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
-  Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(options);
-  if (!store.ok()) {
-    std::fprintf(stderr, "redis_load: %s\n", store.status().ToString().c_str());
+  Result<Opened> opened = Open(options);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "redis_load: %s\n", opened.status().ToString().c_str());
     return 1;
   }
+  Store* store = opened->store.get();
 
   std::vector<std::thread> threads;
   for (int t = 0; t < a.threads; ++t) {
@@ -109,9 +158,15 @@ int Run(const Args& a) {
       uint64_t i = static_cast<uint64_t>(t) * 7919;
       while (SteadyClock::now() < until) {
         free_slots.acquire();
-        const EntryRef e{.key = keys[i++ % keys.size()], .limit = &limit, .cost = 1};
+        std::vector<EntryRef> entries;
+        const size_t first = (i++ % static_cast<size_t>(a.keys)) * static_cast<size_t>(a.entries);
+        for (int j = 0; j < a.entries; ++j) {
+          entries.push_back(
+              {.key = keys[first + static_cast<size_t>(j)], .limit = &limit, .cost = 1});
+        }
         const auto issued = SteadyClock::now();
-        (*store)->DecideAsync({&e, 1}, [&, t, issued](Result<StoreResponse> r) {
+        store->DecideAsync(entries, [&, t, issued](Result<StoreResponse> r) {
+          answered.fetch_add(1, std::memory_order_relaxed);
           if (issued >= measure_from && issued < until) {
             if (!r.ok() || !r->allowed) errors.fetch_add(1);
             latencies[t].push_back(
@@ -122,7 +177,7 @@ int Run(const Args& a) {
         });
         if (!measuring.load() && SteadyClock::now() >= measure_from && t == 0) {
           measuring.store(true);
-          const RedisStoreStats s = (*store)->Stats();
+          const RedisStoreStats s = opened->stats();
           calls_at_start.store(s.calls);
           requests_at_start.store(s.requests);
         }
@@ -131,7 +186,7 @@ int Run(const Args& a) {
     });
   }
   for (std::thread& t : threads) t.join();
-  const RedisStoreStats s = (*store)->Stats();
+  const RedisStoreStats s = opened->stats();
 
   std::vector<int64_t> all;
   for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
@@ -140,10 +195,13 @@ int Run(const Args& a) {
   const double requests = static_cast<double>(s.requests - requests_at_start.load());
   std::printf(
       "in_flight=%d threads=%d decisions_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
-      "requests_per_call=%.1f errors=%lld\n",
+      "requests_per_call=%.1f errors=%lld split=%llu undos=%llu moved=%llu asked=%llu "
+      "decisions_total=%lld\n",
       a.in_flight, a.threads, static_cast<double>(all.size()) / secs, Percentile(all, 0.50),
       Percentile(all, 0.99), Percentile(all, 0.999), calls > 0 ? requests / calls : 0.0,
-      static_cast<long long>(errors.load()));
+      static_cast<long long>(errors.load()), static_cast<unsigned long long>(s.split_requests),
+      static_cast<unsigned long long>(s.undos), static_cast<unsigned long long>(s.moved),
+      static_cast<unsigned long long>(s.asked), static_cast<long long>(answered.load()));
   return errors.load() == 0 ? 0 : 1;
 }
 
@@ -155,7 +213,8 @@ int main(int argc, char** argv) {
   if (!caudal::Parse(argc, argv, args)) {
     std::fprintf(stderr,
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
-                 "[--keys K] [--connections C] [--calls-in-flight N]\n");
+                 "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] "
+                 "[--same-slot 0|1]\n");
     return 2;
   }
   return caudal::Run(args);

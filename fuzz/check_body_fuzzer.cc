@@ -1,7 +1,8 @@
 // Fuzzer for the POST /v1/check body parser (a client's JSON, untrusted).
 //
 // Any body either parses into a request the limiter can be asked (1 or more descriptors, a cost,
-// if given, of at least 1) or is refused with a 400 whose code is one of the documented ones and
+// if given, of at least 1, no key repeated in any object, every descriptor value well-formed
+// UTF-8 without a control character) or is refused with a 400 whose code is one of the documented ones and
 // whose error reply is itself valid JSON naming that code, whatever bytes the body quoted back.
 // Never a crash, an overflow or an exception.
 #include <boost/json/parse.hpp>
@@ -11,13 +12,14 @@
 
 #include "fuzz_check.h"
 #include "server/http_api.h"
+#include "server/json_keys.h"
 
 namespace caudal {
 namespace {
 
 bool KnownCode(std::string_view code) {
   for (std::string_view c : {"invalid_json", "invalid_body", "unknown_field", "missing_descriptors",
-                             "invalid_descriptors", "invalid_cost"}) {
+                             "invalid_descriptors", "invalid_cost", "invalid_refund", "duplicate_field"}) {
     if (code == c) return true;
   }
   return false;
@@ -28,6 +30,10 @@ void Run(std::string_view body) {
   if (!parsed.error) {
     FUZZ_CHECK(!parsed.request.descriptors.empty());
     FUZZ_CHECK(!parsed.request.cost || *parsed.request.cost >= 1);
+    FUZZ_CHECK(!http_api::FindRepeatedKey(body, 8).has_value());
+    for (const Descriptor& d : parsed.request.descriptors) {
+      FUZZ_CHECK(!http_api::IdentityValueProblem(d.value).has_value());
+    }
     return;
   }
   const http_api::ApiError& e = *parsed.error;

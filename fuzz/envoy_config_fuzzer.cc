@@ -5,7 +5,9 @@
 // the parser sees them as nothing) are also requests to match. Every file either loads or is
 // refused with kInvalidArgument and a message that begins with its name. Whatever a request
 // matches is a coherent rule: unlimited or blocking rules carry no limit, every other one a limit
-// of requests_per_unit per unit. Never a crash, an overflow or an exception.
+// of requests_per_unit per unit; MatchDetailed agrees with Match, its stats key starts with the
+// domain, and it counts each entry by the request's value or by a wildcard pattern. Never a
+// crash, an overflow or an exception.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -64,9 +66,17 @@ void Run(std::string_view text) {
       entries.push_back({.key = words[i].substr(0, eq), .value = words[i].substr(eq + 1)});
     }
     const RateLimitRule* rule = config->Match(words[0], entries);
+    const RuleMatch detailed = config->MatchDetailed(words[0], entries);
+    FUZZ_CHECK(detailed.rule == rule);
     if (rule == nullptr) continue;
     FUZZ_CHECK(config->HasDomain(words[0]) && !entries.empty());
     CheckRule(*rule);
+    FUZZ_CHECK(detailed.stats_key.rfind(words[0], 0) == 0);
+    FUZZ_CHECK(detailed.counter_values.size() == entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const std::string_view v = detailed.counter_values[i];
+      FUZZ_CHECK(v == entries[i].value || v.find('*') != std::string_view::npos);
+    }
   }
 }
 

@@ -5,9 +5,14 @@
 // twice, once whole and once in chunks, the way the server feeds a parser as reads arrive: both
 // yield a request or neither does, and then the same one (method, target, version, fields,
 // body). A parsed request's X-Forwarded-For, behind a trusted peer, must resolve to the peer or
-// to an address one of its hops spells. Never a crash, an overflow or an exception.
+// to an address one of its hops spells. RFC 9112's framing: a request that parses has a body
+// length no one can read otherwise (a Transfer-Encoding only as exactly `chunked`, never with
+// Content-Length, never in HTTP/1.0), and every refusal has an answer (400, 413, 431 or 501)
+// after which the server closes. Never a crash, an overflow or an exception.
 #include <boost/asio/buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,6 +75,43 @@ bool SameRequest(const http_server::ParsedRequest& a, const http_server::ParsedR
   return ja == jb;
 }
 
+// The framing a parsed request was read with leaves no doubt about where its body ended.
+void CheckFraming(const http_server::ParsedRequest& req) {
+  std::string te;
+  req.JoinFields("Transfer-Encoding", te);
+  if (req.FieldCount("Transfer-Encoding") == 0) return;
+  FUZZ_CHECK(req.FieldCount("Content-Length") == 0);
+  FUZZ_CHECK(req.version() == 11);
+  int chunked = 0;
+  std::string_view rest = te;
+  while (true) {
+    const size_t comma = rest.find(',');
+    std::string_view coding = rest.substr(0, comma);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
+      coding.remove_prefix(1);
+    }
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) {
+      coding.remove_suffix(1);
+    }
+    if (!coding.empty()) {
+      FUZZ_CHECK(boost::beast::iequals(coding, "chunked"));
+      ++chunked;
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  FUZZ_CHECK(chunked == 1);
+}
+
+// A refused request is answered with one of the documented statuses (the connection then closes).
+void CheckRefusal(boost::beast::error_code ec) {
+  const std::optional<http_api::ApiError> refusal = http_server::RefusalFor(ec);
+  FUZZ_CHECK(refusal.has_value());
+  FUZZ_CHECK(refusal->status == 400 || refusal->status == 413 || refusal->status == 431 ||
+             refusal->status == 501);
+  FUZZ_CHECK(!refusal->message.empty());
+}
+
 // The resolved client is the peer or an address that one comma-separated hop spells.
 void CheckForwardedFor(std::string_view xff) {
   const IpAddress peer = *IpAddress::Parse("127.0.0.1");
@@ -105,7 +147,10 @@ void Run(const uint8_t* data, size_t size) {
   // that has not ended yet is an error at once when the bytes arrive together, and a wait for
   // the end of the header when they trickle in. Either way no request comes out of it.
   FUZZ_CHECK(whole.done == chunked.done);
+  if (whole.ec) CheckRefusal(whole.ec);
+  if (chunked.ec) CheckRefusal(chunked.ec);
   if (!whole.done) return;
+  CheckFraming(whole_req);
   FUZZ_CHECK(SameRequest(whole_req, chunked_req));
   FUZZ_CHECK(whole_req.body().size() <= http_api::kMaxBodyBytes);
 

@@ -25,13 +25,19 @@ class Clock {
   virtual Nanos Now() const = 0;
   // Nanoseconds since an arbitrary origin; never decreases.
   virtual Nanos Monotonic() const = 0;
+  // Monotonic() as of the last timer interrupt (a few ms behind at most), for deadlines checked
+  // on every request where a cheaper, coarser reading is enough. Never decreases, and never
+  // runs ahead of Monotonic(). By default, Monotonic() itself.
+  virtual Nanos MonotonicCoarse() const { return Monotonic(); }
 };
 
-// std::chrono::system_clock and std::chrono::steady_clock.
+// std::chrono::system_clock and std::chrono::steady_clock; MonotonicCoarse() reads
+// CLOCK_MONOTONIC_COARSE, steady_clock's clock at tick resolution, several times cheaper.
 class SystemClock final : public Clock {
  public:
   Nanos Now() const override;
   Nanos Monotonic() const override;
+  Nanos MonotonicCoarse() const override;
   // A process-wide instance.
   static SystemClock& Instance();
 };

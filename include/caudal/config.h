@@ -76,6 +76,10 @@ struct ServerConfig {
   std::vector<HeaderDescriptor> descriptor_headers = {
       {"api_key", "X-API-Key"}, {"tenant", "X-Tenant"}, {"account", "X-Account"}};
   int64_t max_connections = 10'000;
+  // A client's share of max_connections (0: a quarter of it); a client is its address under
+  // client_prefix. Peers in trusted_proxies are exempt.
+  int64_t max_connections_per_client = 0;
+  IpPrefix client_prefix{.v4 = 32, .v6 = 64};
   Micros header_timeout = std::chrono::seconds(10);  // whole header, however slowly it trickles
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);  // keep-alive between requests

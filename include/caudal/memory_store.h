@@ -17,23 +17,36 @@
 // margin. A key costs a 36-byte slot at a load of at most 7/8 (about 41–48 bytes per key
 // once the table has grown), plus, for sliding_window_log, its list of admitted requests.
 //
-// Eviction: when a shard has no room for a new key, entries whose state is fresh (their reset
+// Reclaiming: when a shard has no room for a new key, entries whose state is fresh (their reset
 // time has passed: full bucket, expired window; dropping them changes no decision) are
 // reclaimed first, then the shard grows up to its share of max_keys. Freshness is tracked in
 // whole seconds, rounded so an entry is only ever dropped after its reset time.
 //
-// Full of live entries: when a request needs a new key in a shard whose every entry is still
-// live, Decide returns kResourceExhausted and consumes nothing — the store will not forget a
-// live limit (which would admit more than the limit) nor refuse in the limit's name. The
-// caller routes the error through its failure mode, like a Redis outage. Requests that need no
-// new key are unaffected: known keys, peeks, and requests refused anyway store nothing.
-// Such a refusal costs O(1) until some entry of the shard turns fresh.
+// Eviction, when a shard holds its share of max_keys live entries and a request needs a new
+// key there: rather than refuse the new key (which would lock every new client out for as long
+// as a flood's entries stay live: a day, with a 1d window), one pass forgets a sixteenth of the
+// shard's entries (or as many as the request needs, if more), those whose forgetting admits
+// least, and never the request's own. The bound on what eviction admits beyond the limits:
+//   - a forgotten entry admits at most what it had consumed and not yet refilled: at most
+//     limit − remaining as of its last write (its recorded consumption), never more than its
+//     limit's capacity, and only until its old state would have turned fresh;
+//   - entries go in order of recorded consumption (to within 25%; exact below 8), then of fresh
+//     time, so an entry is forgotten only when every entry kept (15/16 of the shard, unless one
+//     request needs more room than a sixteenth) had recorded as much consumption or more, to
+//     within that 25%. A key at its limit is forgotten only after every
+//     key that consumed less: under a flood of keys that each spent a little, known keys keep
+//     their state, and a new key gets its limit, no more.
+// A pass costs a scan of the shard, so O(16) per new key; evictions() counts the entries
+// forgotten. A request refused anyway, a peek, or one on known keys needs no new key and never
+// evicts. kResourceExhausted remains only for a request needing more new keys in one shard than
+// the shard holds (a max_keys below kMaxEntriesPerRequest).
 //
 // Thread-safety: all methods may be called from any number of threads. DecideAsync calls
 // `done` inline, before it returns.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "caudal/clock.h"
@@ -58,6 +71,8 @@ class MemoryStore final : public Store {
 
   // Keys currently held (fresh ones not yet reclaimed included).
   size_t Size() const;
+  // Live entries forgotten to make room for new keys, since the store was made.
+  uint64_t evictions() const;
   // Bytes held by the tables, the sliding-window lists and the shard array.
   size_t MemoryUsage() const;
 

@@ -33,8 +33,11 @@
 
 namespace caudal {
 
+// Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
+// RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
 struct RedisStoreOptions {
-  // redis://[[user]:password@]host[:port][/db] or rediss://... (TLS).
+  // redis://[[user]:password@]host[:port][/db] or rediss://... (TLS); for the other stores,
+  // redis-cluster://... and redis-sentinel://... (see their headers).
   std::string url = "redis://127.0.0.1:6379";
   // Prepended to every key; each store key is also wrapped in a hash tag ("caudal:{key}").
   std::string key_prefix = "caudal:";
@@ -47,9 +50,13 @@ struct RedisStoreOptions {
   // Backoff between reconnection attempts: doubles from min to max.
   std::chrono::milliseconds reconnect_min = std::chrono::milliseconds(10);
   std::chrono::milliseconds reconnect_max = std::chrono::milliseconds(500);
+  // Per server (for a cluster: per primary).
   size_t connections = 2;
   // Script calls in flight per connection; requests beyond wait and are batched.
   size_t max_calls_in_flight = 2;
+  // The same for a cluster node, where a call carries the requests of one hash slot only, so
+  // that keeping many of them in flight is what keeps a node busy.
+  size_t cluster_calls_in_flight = 32;
   // Requests carried by one script call; at most 4080, so that its reply fits the reply
   // parser's bound (ReplyLimits in resp.h).
   size_t max_batch = 128;
@@ -58,6 +65,13 @@ struct RedisStoreOptions {
   // rediss://: the CA certificates (PEM) that sign the server's certificate; empty uses the
   // system's trust store. The server's name (or IP) is always verified.
   std::string tls_ca_file{};
+  // Cluster: MOVED, ASK and TRYAGAIN answers followed for one request before it fails.
+  int max_redirects = 5;
+  // Cluster: how often the slot map is read again when nothing prompted it (a MOVED, a lost
+  // node, CLUSTERDOWN prompt it at once). Sentinel: how often the sentinels are asked again.
+  std::chrono::milliseconds topology_refresh = std::chrono::seconds(5);
+  // Deadlines and latencies use its Monotonic(); null: the system clock. Must outlive the store.
+  const Clock* clock = nullptr;
   // Decide at this clock's time instead of Redis's TIME. Null (the default) uses TIME, which
   // every instance shares; set it only where one clock drives every instance (replaying
   // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
@@ -67,10 +81,19 @@ struct RedisStoreOptions {
 
 struct RedisStoreStats {
   uint64_t calls = 0;           // script calls sent (batches), retries included
-  uint64_t requests = 0;        // requests decided by Redis
+  uint64_t requests = 0;        // requests decided by Redis (a split one: once per slot group)
   uint64_t script_reloads = 0;  // NOSCRIPT replies answered by reloading the script
   uint64_t reconnects = 0;      // connections re-established after a loss
   uint64_t timeouts = 0;        // decisions completed at their deadline
+  // Cluster and Sentinel only.
+  uint64_t split_requests = 0;      // requests whose keys span slots (reserve, then commit or undo)
+  uint64_t undos = 0;               // undo calls for split requests that were refused or failed
+  uint64_t undo_failures = 0;       // undos that did not reach their node (the units stay consumed)
+  uint64_t moved = 0;               // MOVED redirects followed
+  uint64_t asked = 0;               // ASK redirects followed
+  uint64_t tryagain = 0;            // TRYAGAIN answers retried
+  uint64_t topology_refreshes = 0;  // slot maps read, or sentinels asked for the primary
+  uint64_t primary_switches = 0;    // Sentinel: the primary changed
 };
 
 class RedisStore final : public Store {

@@ -9,7 +9,10 @@
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
 // next keep-alive request within idle_timeout; headers are capped at 16 KiB, bodies at 64 KiB
-// (413); past max_connections new connections are closed at once.
+// (413); past max_connections new connections are closed at once, and so are a client's past
+// max_connections_per_client (a client: its address under client_prefix; trusted proxies are
+// exempt), so that one client holding connections cannot lock the others out. Start() raises the
+// soft file-descriptor limit to the hard one and lowers max_connections to what it leaves.
 //
 // Thread-safety: Start() runs `threads` I/O threads; SetForwardAuth() may be called from any
 // thread (a config reload) and takes effect for the next request.
@@ -23,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/engine.h"
 #include "caudal/refusals.h"
@@ -35,7 +39,9 @@ namespace caudal {
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
-  int64_t max_connections = 10'000;
+  int64_t max_connections = 10'000;  // lowered to what the descriptor limit leaves
+  int64_t max_connections_per_client = 0;  // 0: a quarter of max_connections
+  IpPrefix client_prefix{.v4 = 32, .v6 = 64};
   Micros header_timeout = std::chrono::seconds(10);
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);
@@ -56,6 +62,8 @@ class HttpServer {
     const Logger& log;
     const StoreHealth& health;  // /readyz reads it; never waits on the store
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
+    // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
+    const Clock& clock = SystemClock::Instance();
   };
 
   // Binds and starts serving. kUnavailable when the address cannot be bound.
@@ -66,6 +74,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
+  // The options in force: max_connections as lowered, max_connections_per_client resolved.
+  const HttpServerOptions& options() const;
   void SetForwardAuth(ForwardAuthOptions auth);
   // Stops accepting, lets in-flight decisions finish (up to 2 s), then stops the I/O threads.
   void Stop();

@@ -3,6 +3,8 @@
 //   memory://              the embedded MemoryStore (one process; state lost on exit)
 //   redis://host:port/db   a RedisStore shared by every instance pointing at it
 //   rediss://...           the same over TLS
+//   redis-cluster://host:port[,host:port...]  a RedisClusterStore (Redis Cluster)
+//   redis-sentinel://host:port[,...]/name     a RedisSentinelStore (the primary Sentinel names)
 //
 // Config validation, `caudal serve` and `caudal check` all ask this table; adding a store is one
 // entry in src/config/store_registry.cc (see docs/contributing.md).

@@ -247,7 +247,8 @@ Status ParseHeaders(const YamlReader& r, const YAML::Node& n, ServerConfig& out)
 
 Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) {
   if (Status s = r.ExpectMap(n, "server", {"http", "trusted_proxies", "descriptor_headers",
-                                           "max_connections", "header_timeout", "body_timeout",
+                                           "max_connections", "max_connections_per_client",
+                                           "client_prefix", "header_timeout", "body_timeout",
                                            "idle_timeout", "threads", "grpc"});
       !s.ok()) {
     return s;
@@ -284,6 +285,25 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
     auto v = r.Integer(n["max_connections"], "server.max_connections", 1, 1'000'000);
     if (!v.ok()) return v.status();
     out.max_connections = *v;
+  }
+  if (n["max_connections_per_client"]) {
+    auto v = r.Integer(n["max_connections_per_client"], "server.max_connections_per_client", 1,
+                       1'000'000);
+    if (!v.ok()) return v.status();
+    out.max_connections_per_client = *v;
+  }
+  if (const YAML::Node p = n["client_prefix"]) {
+    if (Status s = r.ExpectMap(p, "server.client_prefix", {"v4", "v6"}); !s.ok()) return s;
+    if (p["v4"]) {
+      auto v = r.Integer(p["v4"], "server.client_prefix.v4", 0, 32);
+      if (!v.ok()) return v.status();
+      out.client_prefix.v4 = static_cast<int>(*v);
+    }
+    if (p["v6"]) {
+      auto v = r.Integer(p["v6"], "server.client_prefix.v6", 0, 128);
+      if (!v.ok()) return v.status();
+      out.client_prefix.v6 = static_cast<int>(*v);
+    }
   }
   if (n["threads"]) {
     auto v = r.Integer(n["threads"], "server.threads", 0, 256);

@@ -83,6 +83,19 @@ TEST(Config, DefaultsWhenSectionsAreOmitted) {
   EXPECT_TRUE(c->server.trusted_proxies.empty());
 }
 
+TEST(Config, ReadsThePerClientConnectionCap) {
+  auto c = ParseConfig(
+      "server:\n  max_connections_per_client: 64\n  client_prefix: {v4: 24, v6: 48}\npolicies: []\n",
+      "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->server.max_connections_per_client, 64);
+  EXPECT_EQ(c->server.client_prefix, (IpPrefix{.v4 = 24, .v6 = 48}));
+  auto d = ParseConfig("policies: []\n", "t.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->server.max_connections_per_client, 0);  // a quarter of max_connections
+  EXPECT_EQ(d->server.client_prefix, (IpPrefix{.v4 = 32, .v6 = 64}));
+}
+
 TEST(Config, ReadsTheEnvoyService) {
   auto c = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
                        "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
@@ -100,6 +113,10 @@ TEST(Config, ReadsTheEnvoyService) {
   EXPECT_EQ(d->server.grpc, "");  // not served unless asked for
   EXPECT_EQ(d->envoy.descriptor_mode, DescriptorMode::kAllOrNothing);
   EXPECT_EQ(d->envoy.deny_as, envoy::DenyAs::kOverLimit);
+  // A config that serves only Envoy needs no policies.
+  auto e = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n", "t.yaml");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(e->policies->policies().empty());
 }
 
 struct BadCase {
@@ -136,6 +153,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"server: {http: 'localhost'}\npolicies: []\n", "bad.yaml:1:16: server.http: expected host:port"},
         BadCase{"server: {trusted_proxies: [10.0.0.1/8]}\npolicies: []\n",
                 "bad.yaml:1:28: server.trusted_proxies[0]: \"10.0.0.1/8\" has host bits set"},
+        BadCase{"server: {max_connections_per_client: 0}\npolicies: []\n",
+                "bad.yaml:1:38: server.max_connections_per_client: expected an integer from 1"},
+        BadCase{"server: {client_prefix: {v4: 33}}\npolicies: []\n",
+                "bad.yaml:1:30: server.client_prefix.v4: expected an integer from 0 to 32"},
+        BadCase{"server: {client_prefix: {v5: 1}}\npolicies: []\n",
+                "bad.yaml:1:26: server.client_prefix.v5: unknown field"},
         BadCase{"server: {descriptor_headers: {ip: X-Real-IP}}\npolicies: []\n",
                 "bad.yaml:1:31: server.descriptor_headers.ip: expected a descriptor name"},
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n",

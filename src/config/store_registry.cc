@@ -1,6 +1,8 @@
 #include "caudal/store_registry.h"
 
 #include "caudal/memory_store.h"
+#include "caudal/redis_cluster_store.h"
+#include "caudal/redis_sentinel_store.h"
 #include "caudal/redis_store.h"
 #include <cctype>
 #include <fstream>
@@ -67,6 +69,41 @@ Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock&
   return std::unique_ptr<Store>(std::move(store).value());
 }
 
+// Redis Cluster: the same options (and password) as redis://, the URL naming the seed nodes.
+Status ValidateRedisCluster(std::string_view url) {
+  auto parsed = redis::ParseClusterUrl(url);
+  return parsed.ok() ? Status::Ok() : parsed.status();
+}
+
+Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const Clock& clock,
+                                                StoreOpenOptions options) {
+  RedisStoreOptions redis;
+  redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
+  redis.deadline = config.timeout;
+  if (options.decide_on_clock) redis.decision_clock = &clock;
+  auto store = RedisClusterStore::Open(std::move(redis));
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
+// Redis Sentinel: the same options as redis://, the URL naming the sentinels and the primary;
+// the password is the primary's (a Sentinel's own goes in the URL's sentinel_password).
+Status ValidateRedisSentinel(std::string_view url) {
+  auto parsed = redis::ParseSentinelUrl(url);
+  return parsed.ok() ? Status::Ok() : parsed.status();
+}
+
+Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, const Clock& clock,
+                                                 StoreOpenOptions options) {
+  RedisStoreOptions redis;
+  redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
+  redis.deadline = config.timeout;
+  if (options.decide_on_clock) redis.decision_clock = &clock;
+  auto store = RedisSentinelStore::Open(std::move(redis));
+  if (!store.ok()) return store.status();
+  return std::unique_ptr<Store>(std::move(store).value());
+}
+
 constexpr StoreKind kKinds[] = {
     {.scheme = "memory", .example = "memory://", .remote = false, .tls = false,
      .validate = ValidateMemory, .open = OpenMemory},
@@ -74,6 +111,12 @@ constexpr StoreKind kKinds[] = {
      .tls = false, .validate = ValidateRedis, .open = OpenRedis},
     {.scheme = "rediss", .example = "rediss://[user:password@]host:port[/db]", .remote = true,
      .tls = true, .validate = ValidateRedis, .open = OpenRedis},
+    {.scheme = "redis-cluster",
+     .example = "redis-cluster://[user:password@]host:port[,host:port...][?tls=true]",
+     .remote = true, .tls = false, .validate = ValidateRedisCluster, .open = OpenRedisCluster},
+    {.scheme = "redis-sentinel",
+     .example = "redis-sentinel://[user:password@]host:port[,host:port...]/master-name[/db]",
+     .remote = true, .tls = false, .validate = ValidateRedisSentinel, .open = OpenRedisSentinel},
 };
 
 }  // namespace

@@ -3,7 +3,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <string>
 
+#include "common/utf8.h"
+#include "envoy/health_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
 namespace caudal::envoy {
@@ -24,6 +27,24 @@ grpc::Status ToGrpc(const Status& s) {
   return {grpc::StatusCode::INTERNAL, s.message()};
 }
 
+// The request's text fields are `bytes` in caudal's schema; they must still be UTF-8 text.
+grpc::Status CheckUtf8(const RateLimitRequest& request) {
+  const auto bad = [](std::string what) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, what + " is not valid UTF-8");
+  };
+  if (!IsValidUtf8(request.domain())) return bad("domain");
+  for (int i = 0; i < request.descriptors_size(); ++i) {
+    const auto& d = request.descriptors(i);
+    for (int j = 0; j < d.entries_size(); ++j) {
+      const std::string at = "descriptor " + std::to_string(i) + ": entry " + std::to_string(j);
+      const auto& e = d.entries(j);
+      if (!IsValidUtf8(e.key())) return bad(at + " key");
+      if (!IsValidUtf8(e.value())) return bad(at + " (" + e.key() + ") value");
+    }
+  }
+  return grpc::Status::OK;
+}
+
 }  // namespace
 
 class RlsGrpcServer::Service final
@@ -35,6 +56,10 @@ class RlsGrpcServer::Service final
                                             const RateLimitRequest* request,
                                             RateLimitResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (grpc::Status utf8 = CheckUtf8(*request); !utf8.ok()) {
+      reactor->Finish(utf8);
+      return reactor;
+    }
     if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= max_calls_) {
       in_flight_.fetch_sub(1, std::memory_order_relaxed);
       reactor->Finish({grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -58,10 +83,15 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
                                                             const GrpcServerOptions& options) {
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
   server->service_ = std::make_unique<Service>(handler, options.max_concurrent_calls);
+  server->health_ = std::make_unique<internal::HealthService>(
+      internal::HealthService::Options{.ready = options.ready,
+                                       .poll_interval = options.health_poll_interval,
+                                       .max_watchers = options.max_health_watchers});
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return Status::Unavailable("gRPC: cannot listen on " + options.address);
@@ -69,9 +99,15 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   return server;
 }
 
+void RlsGrpcServer::NotifyReadinessChanged() {
+  if (health_ != nullptr) health_->Notify();
+}
+
 void RlsGrpcServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  // The Watch streams end first, or the server would wait for them until its deadline.
+  health_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   server_->Wait();
 }

@@ -17,8 +17,9 @@ namespace caudal::redis {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-Connection::Connection(asio::io_context& io, const RedisUrl& url, asio::ssl::context* tls)
-    : url_(url), resolver_(io), socket_(io), connect_timer_(io) {
+Connection::Connection(asio::io_context& io, const RedisUrl& url, asio::ssl::context* tls,
+                       const Clock& clock, ConnectionSetup setup)
+    : url_(url), clock_(clock), setup_(setup), resolver_(io), socket_(io), connect_timer_(io) {
   if (url_.transport == Transport::kTls) {
     assert(tls != nullptr);
     tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, *tls);
@@ -96,15 +97,17 @@ void Connection::OnConnected(const boost::system::error_code& ec) {
                         });
 }
 
-// AUTH, SELECT and SCRIPT LOAD, pipelined. The first error reply names the cause; the replies
-// after it (NOAUTH...) add nothing.
+// AUTH, SELECT, SCRIPT LOAD and ROLE (those the handshake asks for), pipelined. The first error
+// reply names the cause; the replies after it (NOAUTH...) add nothing. The last reply makes the
+// connection ready.
 void Connection::Handshake() {
   StartRead();
   // AUTH or SELECT refused: the URL's credentials or database are wrong, which no retry fixes
   // (kInvalidArgument, so that callers fail fast at start rather than wait for an outage to end).
   auto check = [self = shared_from_this()](std::string what, StatusCode code) {
     return [self, what = std::move(what), code](Result<Reply> r) {
-      if (!r.ok() || !IsError(**r)) return;
+      if (!r.ok()) return false;  // the connection failed; Fail() reported why
+      if (!IsError(**r)) return true;
       const std::string_view text = Text(**r);
       std::string hint;
       if (text.starts_with("NOAUTH")) {
@@ -112,38 +115,73 @@ void Connection::Handshake() {
       }
       self->Fail(
           Status(code, self->Where() + " refused " + what + ": " + std::string(text) + hint));
+      return false;
     };
   };
-  std::string cmd;
+  struct Step {
+    std::string command;
+    std::function<bool(Result<Reply>)> check;  // false: the connection failed
+  };
+  std::vector<Step> steps;
+  auto add = [&steps](std::vector<std::string_view> argv, std::function<bool(Result<Reply>)> f) {
+    Step step{.command = {}, .check = std::move(f)};
+    AppendCommand(argv, step.command);
+    steps.push_back(std::move(step));
+  };
   if (!url_.password.empty()) {
     std::vector<std::string_view> auth = {"AUTH"};
     if (!url_.user.empty()) auth.push_back(url_.user);
     auth.push_back(url_.password);
-    AppendCommand(auth, cmd);
     const std::string who = url_.user.empty() ? "default" : url_.user;
-    SendRaw(cmd, check("the credentials of user \"" + who + "\"", StatusCode::kInvalidArgument));
-    cmd.clear();
+    add(auth, check("the credentials of user \"" + who + "\"", StatusCode::kInvalidArgument));
   }
   const std::string db = std::to_string(url_.db);
-  AppendCommand(std::vector<std::string_view>{"SELECT", db}, cmd);
-  SendRaw(cmd, check("database " + db, StatusCode::kInvalidArgument));
-  cmd.clear();
-  AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, cmd);
-  SendRaw(cmd, [self = shared_from_this(), check](Result<Reply> r) {
-    if (!r.ok() || self->state_ != State::kConnecting) return;
-    if (IsError(**r)) {
-      check("SCRIPT LOAD", StatusCode::kUnavailable)(std::move(r));
-      return;
-    }
-    if (Text(**r) != kDecideSha1) {
-      self->Fail(Status::Internal(self->Where() + " named the script " + std::string(Text(**r)) +
-                                  ", expected " + std::string(kDecideSha1)));
-      return;
-    }
-    self->state_ = State::kReady;
-    self->connect_timer_.cancel();
-    self->on_started_(Status::Ok());
-  });
+  if (setup_.select_db) {
+    add({"SELECT", db}, check("database " + db, StatusCode::kInvalidArgument));
+  }
+  if (setup_.load_script) {
+    add({"SCRIPT", "LOAD", kDecideScript}, [self = shared_from_this(), check](Result<Reply> r) {
+      if (!r.ok()) return false;
+      if (IsError(**r)) return check("SCRIPT LOAD", StatusCode::kUnavailable)(std::move(r));
+      if (Text(**r) != kDecideSha1) {
+        self->Fail(Status::Internal(self->Where() + " named the script " + std::string(Text(**r)) +
+                                    ", expected " + std::string(kDecideSha1)));
+        return false;
+      }
+      return true;
+    });
+  }
+  if (setup_.require_primary) {
+    add({"ROLE"}, [self = shared_from_this(), check](Result<Reply> r) {
+      if (!r.ok()) return false;
+      if (IsError(**r)) return check("ROLE", StatusCode::kUnavailable)(std::move(r));
+      const redisReply& role = **r;
+      const std::string_view what =
+          role.type == REDIS_REPLY_ARRAY && role.elements > 0 ? Text(*role.element[0]) : "";
+      if (what != "master") {
+        self->Fail(Status::Unavailable(self->Where() + " is not a primary (ROLE says \"" +
+                                       std::string(what) + "\")"));
+        return false;
+      }
+      return true;
+    });
+  }
+  if (steps.empty()) add({"PING"}, check("PING", StatusCode::kUnavailable));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const bool last = i + 1 == steps.size();
+    SendRaw(steps[i].command,
+            [self = shared_from_this(), f = std::move(steps[i].check), last](Result<Reply> r) {
+              if (self->state_ != State::kConnecting) return;
+              if (!f(std::move(r)) || !last || self->state_ != State::kConnecting) return;
+              self->BecomeReady();
+            });
+  }
+}
+
+void Connection::BecomeReady() {
+  state_ = State::kReady;
+  connect_timer_.cancel();
+  on_started_(Status::Ok());
 }
 
 void Connection::Send(std::string_view command, ReplyHandler handler) {
@@ -152,7 +190,7 @@ void Connection::Send(std::string_view command, ReplyHandler handler) {
 }
 
 void Connection::SendRaw(std::string_view command, ReplyHandler handler) {
-  handlers_.push_back({.handler = std::move(handler), .sent = std::chrono::steady_clock::now()});
+  handlers_.push_back({.handler = std::move(handler), .sent = clock_.Monotonic()});
   queued_.append(command);
   if (!write_in_progress_) StartWrite();
 }
@@ -203,8 +241,13 @@ void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
     }
     if (!next->has_value()) break;
     if (handlers_.empty()) {
-      Fail(Status::Unavailable(Where() + " sent a reply nobody asked for"));
-      return;
+      if (!on_push_) {
+        Fail(Status::Unavailable(Where() + " sent a reply nobody asked for"));
+        return;
+      }
+      on_push_(std::move(**next));
+      if (state_ == State::kClosed) return;
+      continue;
     }
     ReplyHandler handler = std::move(handlers_.front().handler);
     handlers_.pop_front();

@@ -2,7 +2,9 @@
 //
 // Commands are queued with Send() and written back to back; replies come back in order and go to
 // each command's handler. On connect it authenticates (AUTH), selects the database (SELECT) and
-// loads the script (SCRIPT LOAD), all pipelined; only then is it ready.
+// loads the script (SCRIPT LOAD), all pipelined, and optionally checks that the server is a
+// primary (ROLE); only then is it ready. A connection to a Sentinel sends AUTH alone; one in
+// subscribe mode hands the messages nobody asked for to its push handler.
 //
 // Thread-safety: none. Every member function must run on the io_context's thread. A Connection
 // is shared-owned: pending asynchronous operations keep it alive after the store drops it.
@@ -19,20 +21,30 @@
 #include <memory>
 #include <string>
 
+#include "caudal/clock.h"
 #include "caudal/status.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 
 namespace caudal::redis {
 
+// What a new connection does before it is ready.
+struct ConnectionSetup {
+  bool select_db = true;         // SELECT the URL's database (a Sentinel has none)
+  bool load_script = true;       // SCRIPT LOAD the decide script
+  bool require_primary = false;  // ROLE must say "master": never decide on a replica
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // The reply (which may be a Redis error reply), or the connection's failure.
   using ReplyHandler = std::function<void(Result<Reply>)>;
-  using SteadyTime = std::chrono::steady_clock::time_point;
+  using PushHandler = std::function<void(Reply)>;
 
-  // `tls` must outlive the connection when the URL is rediss://.
-  Connection(boost::asio::io_context& io, const RedisUrl& url, boost::asio::ssl::context* tls);
+  // `tls` must outlive the connection when the URL is rediss://; `clock` (its Monotonic()
+  // times the commands in flight) must outlive it too.
+  Connection(boost::asio::io_context& io, const RedisUrl& url, boost::asio::ssl::context* tls,
+             const Clock& clock, ConnectionSetup setup = {});
   ~Connection();
 
   // Resolves, connects, does the TLS handshake and the Redis handshake. `done` runs once: Ok when
@@ -44,19 +56,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Queues one RESP-encoded command. Precondition: ready().
   void Send(std::string_view command, ReplyHandler handler);
 
+  // Replies that arrive with no command waiting (Pub/Sub messages) go to `handler` instead of
+  // failing the connection.
+  void SetPushHandler(PushHandler handler) { on_push_ = std::move(handler); }
+
   // Fails every waiting handler with `why` and closes the socket. Idempotent.
   void Close(const Status& why);
 
   bool ready() const { return state_ == State::kReady; }
   size_t in_flight() const { return handlers_.size(); }
-  // When the oldest unanswered command was sent (meaningful when in_flight() > 0).
-  SteadyTime oldest_sent() const { return handlers_.front().sent; }
+  // When (Clock::Monotonic()) the oldest unanswered command was sent; meaningful when
+  // in_flight() > 0.
+  Nanos oldest_sent() const { return handlers_.front().sent; }
+  // "redis at host:port", for messages.
+  std::string Where() const;
 
  private:
   enum class State : uint8_t { kConnecting, kReady, kClosed };
   struct Pending {
     ReplyHandler handler;
-    SteadyTime sent;
+    Nanos sent;
   };
 
   void OnResolved(const boost::system::error_code& ec,
@@ -68,7 +87,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void StartRead();
   void OnRead(const boost::system::error_code& ec, size_t n);
   void Fail(const Status& why);
-  std::string Where() const;
+  void BecomeReady();
 
   template <typename F>
   void WithStream(F&& f) {
@@ -80,6 +99,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   const RedisUrl url_;
+  const Clock& clock_;
+  const ConnectionSetup setup_;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
@@ -87,6 +108,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::kConnecting;
   std::function<void(Status)> on_started_;
   std::function<void(Status)> on_closed_;
+  PushHandler on_push_;
 
   std::deque<Pending> handlers_;
   std::string writing_;  // bytes handed to async_write

@@ -11,6 +11,30 @@ std::string Decimal(int64_t v) {
   return std::string(buf, res.ptr);
 }
 
+int64_t ParseDecimal(std::string_view s) {
+  int64_t v = 0;
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+// Appends one entry's five arguments: algorithm, capacity, rate (two), cost.
+void AppendEntryArgs(const EntryRef& e, std::vector<std::string>& args) {
+  const Limit& l = *e.limit;
+  args.push_back(Decimal(static_cast<int64_t>(l.algorithm())));
+  args.push_back(Decimal(l.capacity()));
+  if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
+    args.push_back(Decimal(l.capacity()));
+    args.push_back(Decimal(l.window().count()));
+  } else {  // the reduced refill rate
+    args.push_back(Decimal(l.refill_count()));
+    args.push_back(Decimal(l.refill_period_us()));
+  }
+  // A refund travels as a negative cost (a refund of 0 is a peek either way).
+  args.push_back(Decimal(e.op == EntryOp::kRefund ? -e.cost : e.cost));
+}
+
+constexpr size_t kArgsPerEntry = 5;
+
 }  // namespace
 
 bool HasHashTag(std::string_view key) {
@@ -38,25 +62,50 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix) {
   EncodedRequest r;
   r.keys.reserve(entries.size());
-  r.args.reserve(1 + 5 * entries.size());
+  r.args.reserve(1 + kArgsPerEntry * entries.size());
   r.limits.reserve(entries.size());
   r.args.push_back(Decimal(static_cast<int64_t>(entries.size())));
   for (const EntryRef& e : entries) {
-    const Limit& l = *e.limit;
-    r.keys.push_back(StateKey(prefix, e.key, l.algorithm()));
-    r.args.push_back(Decimal(static_cast<int64_t>(l.algorithm())));
-    r.args.push_back(Decimal(l.capacity()));
-    if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
-      r.args.push_back(Decimal(l.capacity()));
-      r.args.push_back(Decimal(l.window().count()));
-    } else {  // the reduced refill rate
-      r.args.push_back(Decimal(l.refill_count()));
-      r.args.push_back(Decimal(l.refill_period_us()));
-    }
-    // A refund travels as a negative cost (a refund of 0 is a peek either way).
-    r.args.push_back(Decimal(e.op == EntryOp::kRefund ? -e.cost : e.cost));
-    r.limits.push_back(l.capacity());
+    r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
+    AppendEntryArgs(e, r.args);
+    r.limits.push_back(e.limit->capacity());
   }
+  return r;
+}
+
+EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const uint16_t> positions,
+                            std::vector<std::string> keys) {
+  EncodedRequest r;
+  r.keys = std::move(keys);
+  r.args.reserve(1 + kArgsPerEntry * positions.size());
+  r.limits.reserve(positions.size());
+  r.args.push_back(Decimal(static_cast<int64_t>(positions.size())));
+  for (const uint16_t i : positions) {
+    AppendEntryArgs(entries[i], r.args);
+    r.limits.push_back(entries[i].limit->capacity());
+  }
+  return r;
+}
+
+EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
+                          std::vector<uint16_t>& undone) {
+  EncodedRequest r;
+  undone.clear();
+  r.args.emplace_back();  // the count, below
+  const std::string now = Decimal(now_us);
+  for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
+    const std::string* a = &reserved.args[1 + kArgsPerEntry * i];
+    const int64_t cost = ParseDecimal(a[4]);
+    if (cost <= 0) continue;  // a peek or a refund: nothing to give back
+    r.keys.push_back(reserved.keys[i]);
+    r.args.insert(r.args.end(), a, a + 4);  // algorithm, capacity, rate
+    r.args.push_back(a[4]);
+    r.args.push_back(now);
+    r.args.push_back(Decimal(got.decisions[i].reset_after.count()));
+    r.limits.push_back(reserved.limits[i]);
+    undone.push_back(static_cast<uint16_t>(i));
+  }
+  r.args[0] = Decimal(-static_cast<int64_t>(r.keys.size()));
   return r;
 }
 
@@ -117,12 +166,12 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
     if (d.remaining < 0 || d.remaining > d.limit || d.reset_after.count() < 0 ||
         d.retry_after.count() < 0 || (denied && d.retry_after.count() == 0) ||
         (d.allowed() && d.retry_after.count() != 0)) {
-      return Status::Internal(
-          "redis script returned an impossible decision for entry " + std::to_string(i) +
-          ": verdict " + std::to_string(verdict) + ", remaining " + std::to_string(d.remaining) +
-          " of " + std::to_string(d.limit) + ", reset_after " +
-          std::to_string(d.reset_after.count()) + "us, retry_after " +
-          std::to_string(d.retry_after.count()) + "us");
+      return Status::Internal("redis script returned an impossible decision for entry " +
+                              std::to_string(i) + ": verdict " + std::to_string(verdict) +
+                              ", remaining " + std::to_string(d.remaining) + " of " +
+                              std::to_string(d.limit) + ", reset_after " +
+                              std::to_string(d.reset_after.count()) + "us, retry_after " +
+                              std::to_string(d.retry_after.count()) + "us");
     }
     every_entry_allowed = every_entry_allowed && d.allowed();
   }
@@ -131,6 +180,13 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
                                          : "redis script refused a request whose entries passed");
   }
   return resp;
+}
+
+Result<int64_t> DecodeCallTime(std::span<const int64_t> reply, size_t pos) {
+  if (pos >= reply.size() || reply.size() - pos != 1) {
+    return Status::Internal("redis script reply does not end with the call's time");
+  }
+  return reply[pos];
 }
 
 }  // namespace caudal::redis

@@ -3,7 +3,11 @@
 // server.
 //
 // One script call carries several independent requests (each decided all-or-nothing within
-// itself, in order), which is how a batch pays Redis's per-call Lua overhead once.
+// itself, in order), which is how a batch pays Redis's per-call Lua overhead once. The reply is
+// each request's decisions, then the call's own time (Redis's TIME, or the time passed in).
+//
+// An undo request (EncodeUndo) gives back what an admitted request consumed, for stores that
+// split a request across Redis Cluster slots (see pipeline.h): lua/undo.lua says how exactly.
 //
 // Keys: a store key becomes "<prefix>{<key>}" so each key is its own Redis Cluster hash tag.
 // A key that already holds a hash tag ("user:{42}:minute") is kept as "<prefix><key>", so a
@@ -38,6 +42,17 @@ struct EncodedRequest {
 // Preconditions: ValidateEntries(entries) is ok.
 EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix);
 
+// The part of `entries` at `positions` (ascending), as a request of its own; `keys` are the
+// entries' state keys (StateKey), already computed.
+EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const uint16_t> positions,
+                            std::vector<std::string> keys);
+
+// The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
+// decisions `got`: one undo entry per entry that consumed (cost > 0, not a refund), whose
+// positions in `reserved` go to `undone`. Empty (no keys) when nothing consumed.
+EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
+                          std::vector<uint16_t>& undone);
+
 // Where `now` comes from. kRedisTime in production; kGiven is for tests driving a ManualClock,
 // whose time runs apart from Redis's expiry clock, so writes then get `kGivenTimeTtlSlack` of
 // extra TTL to keep keys from expiring (in Redis's time) before they are fresh (in the test's).
@@ -54,8 +69,13 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out);
 
 // Decodes one request's decisions from `reply` (the script's integers) starting at `pos`;
-// advances `pos`. kInternal when the reply is too short or holds impossible values.
+// advances `pos`. kInternal when the reply is too short or holds impossible values. An undo
+// request decodes like any other (allowed, the state after the undo).
 Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos,
                                      const EncodedRequest& request);
+
+// The call's time, which ends the reply, once every request was decoded up to `pos`.
+// kInternal unless exactly one integer is left.
+Result<int64_t> DecodeCallTime(std::span<const int64_t> reply, size_t pos);
 
 }  // namespace caudal::redis

@@ -108,5 +108,61 @@ TEST(LuaProtocol, RefusesRepliesThatBreakTheDecisionContract) {
   }
 }
 
+TEST(LuaProtocol, EncodesASubsetWithTheKeysGiven) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef entries[] = {{.key = "a", .limit = &l, .cost = 1},
+                              {.key = "b", .limit = &l, .cost = 2},
+                              {.key = "c", .limit = &l, .cost = 3}};
+  const uint16_t positions[] = {0, 2};
+  const EncodedRequest r = EncodeSubset(entries, positions, {"k:{a}", "k:{c}"});
+  EXPECT_EQ(r.keys, (std::vector<std::string>{"k:{a}", "k:{c}"}));
+  EXPECT_EQ(r.args, (std::vector<std::string>{"2", "0", "5", "5", "1000000", "1",  //
+                                              "0", "5", "5", "1000000", "3"}));
+  EXPECT_EQ(r.limits, (std::vector<int64_t>{5, 5}));
+}
+
+TEST(LuaProtocol, UndoesOnlyTheEntriesThatConsumed) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, std::chrono::seconds(1)}));
+  const EntryRef entries[] = {
+      {.key = "consumed", .limit = &bucket, .cost = 2},
+      {.key = "peek", .limit = &bucket, .cost = 0},
+      {.key = "refund", .limit = &bucket, .cost = 4, .op = EntryOp::kRefund},
+      {.key = "also", .limit = &bucket, .cost = 1}};
+  const EncodedRequest reserved = EncodeRequest(entries, "p:");
+  StoreResponse got{.allowed = true, .decisions = {}};
+  for (int64_t reset : {200'000, 0, 0, 100'000}) {
+    got.decisions.push_back({.verdict = Verdict::kAllowed,
+                             .limit = 10,
+                             .remaining = 8,
+                             .reset_after = Micros(reset),
+                             .retry_after = Micros(0)});
+  }
+  std::vector<uint16_t> undone;
+  const EncodedRequest undo = EncodeUndo(reserved, got, 1'700'000'000'000'000, undone);
+  EXPECT_EQ(undone, (std::vector<uint16_t>{0, 3}));
+  EXPECT_EQ(undo.keys, (std::vector<std::string>{"p:{consumed}", "p:{also}"}));
+  // A negative count marks an undo; per entry: the limit, the units, and when the reservation
+  // was made with the reset_after it reported.
+  EXPECT_EQ(
+      undo.args,
+      (std::vector<std::string>{"-2",                                                         //
+                                "4", "10", "1", "100000", "2", "1700000000000000", "200000",  //
+                                "4", "10", "1", "100000", "1", "1700000000000000", "100000"}));
+  EXPECT_EQ(undo.limits, (std::vector<int64_t>{10, 10}));
+
+  got.decisions[0].reset_after = Micros(0);
+  const EntryRef nothing[] = {{.key = "p", .limit = &bucket, .cost = 0}};
+  EXPECT_TRUE(EncodeUndo(EncodeRequest(nothing, ""), got, 1, undone).keys.empty());
+  EXPECT_TRUE(undone.empty());
+}
+
+TEST(LuaProtocol, TheCallTimeEndsTheReply) {
+  const std::vector<int64_t> reply = {1, 0, 4, 0, 0, 1'700'000'000'000'000};
+  EXPECT_EQ(*DecodeCallTime(reply, 5), 1'700'000'000'000'000);
+  EXPECT_EQ(DecodeCallTime(reply, 4).status().code(), StatusCode::kInternal);  // two left
+  EXPECT_EQ(DecodeCallTime(reply, 6).status().code(), StatusCode::kInternal);  // none left
+}
+
 }  // namespace
 }  // namespace caudal::redis

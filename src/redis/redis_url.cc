@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "common/cat.h"
+
 namespace caudal::redis {
 namespace {
 
@@ -92,6 +94,93 @@ Status ParseHostPort(std::string_view hp, RedisUrl& url) {
   return Status::Ok();
 }
 
+std::string HostPort(const std::string& host, uint16_t port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return ipv6 ? Cat('[', host, "]:", port) : Cat(host, ':', port);
+}
+
+// What ClusterUrl and SentinelUrl share: scheme, credentials, hosts, path, query.
+struct MultiHost {
+  Transport transport = Transport::kPlain;
+  std::string user, password;
+  std::vector<Endpoint> hosts;
+  std::string_view path;  // after the hosts' '/', if any
+  std::vector<std::pair<std::string, std::string>> query;
+};
+
+Result<MultiHost> ParseMultiHost(std::string_view text, std::string_view scheme,
+                                 uint16_t default_port) {
+  MultiHost out;
+  const std::string expected = Cat(scheme, "://");
+  if (!text.starts_with(expected)) {
+    return Bad(Cat("expected ", expected, "[[user]:password@]host[:port][,host[:port]...]"));
+  }
+  std::string_view rest = text.substr(expected.size());
+  if (rest.find('#') != std::string_view::npos) return Bad("fragments are not supported");
+  const size_t q = rest.find('?');
+  if (q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    while (!query.empty()) {
+      const size_t amp = query.find('&');
+      const std::string_view pair = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      const size_t eq = pair.find('=');
+      if (eq == std::string_view::npos || eq == 0) {
+        return Bad("query parameters must be name=value");
+      }
+      const std::string name(pair.substr(0, eq));
+      Result<std::string> value = PercentDecode(pair.substr(eq + 1), Cat("query parameter ", name));
+      if (!value.ok()) return value.status();
+      out.query.emplace_back(name, std::move(*value));
+    }
+  }
+  const size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    RedisUrl creds;
+    if (Status st = ParseUserInfo(rest.substr(0, at), creds); !st.ok()) return st;
+    out.user = std::move(creds.user);
+    out.password = std::move(creds.password);
+    rest = rest.substr(at + 1);
+  }
+  const size_t slash = rest.find('/');
+  if (slash != std::string_view::npos) out.path = rest.substr(slash + 1);
+  std::string_view hosts = rest.substr(0, slash);
+  while (true) {
+    const size_t comma = hosts.find(',');
+    RedisUrl one;
+    one.port = default_port;
+    if (Status st = ParseHostPort(hosts.substr(0, comma), one); !st.ok()) return st;
+    if (out.hosts.size() == kMaxSeeds) {
+      return Bad(Cat("at most ", kMaxSeeds, " hosts"));
+    }
+    out.hosts.push_back({.host = std::move(one.host), .port = one.port});
+    if (comma == std::string_view::npos) break;
+    hosts = hosts.substr(comma + 1);
+  }
+  return out;
+}
+
+Result<bool> ParseBool(std::string_view name, std::string_view value) {
+  if (value == "true" || value == "yes" || value == "1") return true;
+  if (value == "false" || value == "no" || value == "0") return false;
+  return Bad(Cat(name, " must be true or false (got ", Quoted(value), ')'));
+}
+
+std::string RedactedHosts(std::string_view scheme, const std::string& user,
+                          const std::string& password, const std::vector<Endpoint>& hosts) {
+  std::string out = Cat(scheme, "://");
+  if (!password.empty()) {
+    out.append(user);
+    out.append(":***@");
+  }
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append(HostPort(hosts[i].host, hosts[i].port));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<RedisUrl> ParseRedisUrl(std::string_view text) {
@@ -144,6 +233,115 @@ std::string RedisUrl::Redacted() const {
   out.append(std::to_string(port));
   out.push_back('/');
   out.append(std::to_string(db));
+  return out;
+}
+
+Result<ClusterUrl> ParseClusterUrl(std::string_view text) {
+  Result<MultiHost> m = ParseMultiHost(text, "redis-cluster", 6379);
+  if (!m.ok()) return m.status();
+  if (!m->path.empty()) {
+    return Bad("a cluster URL has no path (Redis Cluster has only database 0)");
+  }
+  ClusterUrl url{.transport = Transport::kPlain,
+                 .user = std::move(m->user),
+                 .password = std::move(m->password),
+                 .seeds = std::move(m->hosts)};
+  for (const auto& [name, value] : m->query) {
+    if (name != "tls") return Bad(Cat("unknown query parameter ", Quoted(name), " (expected tls)"));
+    Result<bool> tls = ParseBool(name, value);
+    if (!tls.ok()) return tls.status();
+    url.transport = *tls ? Transport::kTls : Transport::kPlain;
+  }
+  return url;
+}
+
+Result<SentinelUrl> ParseSentinelUrl(std::string_view text) {
+  Result<MultiHost> m = ParseMultiHost(text, "redis-sentinel", 26379);
+  if (!m.ok()) return m.status();
+  SentinelUrl url{.transport = Transport::kPlain,
+                  .user = std::move(m->user),
+                  .password = std::move(m->password),
+                  .sentinels = std::move(m->hosts)};
+  const std::string_view path = m->path;
+  const size_t slash = path.find('/');
+  url.master_name = std::string(path.substr(0, slash));
+  if (url.master_name.empty()) {
+    return Bad(
+        "expected the primary's name after the sentinels: "
+        "redis-sentinel://host:port[,host:port...]/master-name[/db]");
+  }
+  for (const char c : url.master_name) {
+    if (c <= ' ' || c == 127) return Bad("the master name must be printable, without spaces");
+  }
+  if (slash != std::string_view::npos) {
+    const std::string_view db = path.substr(slash + 1);
+    if (!ParseInt(db, 0, kMaxDbIndex, url.db)) {
+      return Bad(
+          Cat("database must be a number between 0 and ", kMaxDbIndex, " (got ", Quoted(db), ')'));
+    }
+  }
+  for (const auto& [name, value] : m->query) {
+    if (name == "tls") {
+      Result<bool> tls = ParseBool(name, value);
+      if (!tls.ok()) return tls.status();
+      url.transport = *tls ? Transport::kTls : Transport::kPlain;
+    } else if (name == "sentinel_user") {
+      url.sentinel_user = value;
+    } else if (name == "sentinel_password") {
+      if (value.empty()) return Bad("empty sentinel_password");
+      url.sentinel_password = value;
+    } else {
+      return Bad(Cat("unknown query parameter ", Quoted(name),
+                     " (expected tls, sentinel_user or sentinel_password)"));
+    }
+  }
+  if (!url.sentinel_user.empty() && url.sentinel_password.empty()) {
+    return Bad("sentinel_user needs a sentinel_password");
+  }
+  return url;
+}
+
+RedisUrl ClusterUrl::Node(const Endpoint& at) const {
+  return {.transport = transport,
+          .user = user,
+          .password = password,
+          .host = at.host,
+          .port = at.port,
+          .db = 0};
+}
+
+std::string ClusterUrl::Redacted() const {
+  std::string out = RedactedHosts("redis-cluster", user, password, seeds);
+  if (transport == Transport::kTls) out.append("?tls=true");
+  return out;
+}
+
+RedisUrl SentinelUrl::Primary(const Endpoint& at) const {
+  return {.transport = transport,
+          .user = user,
+          .password = password,
+          .host = at.host,
+          .port = at.port,
+          .db = db};
+}
+
+RedisUrl SentinelUrl::Sentinel(const Endpoint& at) const {
+  return {.transport = transport,
+          .user = sentinel_user,
+          .password = sentinel_password,
+          .host = at.host,
+          .port = at.port,
+          .db = 0};
+}
+
+std::string SentinelUrl::Redacted() const {
+  std::string out = RedactedHosts("redis-sentinel", user, password, sentinels);
+  out.append(Cat('/', master_name, '/', db));
+  std::string query;
+  if (transport == Transport::kTls) query.append("&tls=true");
+  if (!sentinel_user.empty()) query.append(Cat("&sentinel_user=", sentinel_user));
+  if (!sentinel_password.empty()) query.append("&sentinel_password=***");
+  if (!query.empty()) out.append(Cat('?', std::string_view(query).substr(1)));
   return out;
 }
 

@@ -90,3 +90,78 @@ TEST(RedisUrl, ErrorsNeverRepeatThePassword) {
 
 }  // namespace
 }  // namespace caudal::redis
+
+namespace caudal::redis {
+namespace {
+
+TEST(ClusterUrl, ParsesSeedsCredentialsAndTls) {
+  Result<ClusterUrl> u = ParseClusterUrl("redis-cluster://app:p%40w@10.0.0.1:7000,[::1],h:7002");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->user, "app");
+  EXPECT_EQ(u->password, "p@w");
+  EXPECT_EQ(u->seeds, (std::vector<Endpoint>{{"10.0.0.1", 7000}, {"::1", 6379}, {"h", 7002}}));
+  EXPECT_EQ(u->transport, Transport::kPlain);
+  EXPECT_EQ(u->Node({"10.0.0.9", 7005}), (RedisUrl{.transport = Transport::kPlain,
+                                                   .user = "app",
+                                                   .password = "p@w",
+                                                   .host = "10.0.0.9",
+                                                   .port = 7005,
+                                                   .db = 0}));
+  EXPECT_EQ(u->Redacted(), "redis-cluster://app:***@10.0.0.1:7000,[::1]:6379,h:7002");
+  EXPECT_EQ(ParseClusterUrl("redis-cluster://h?tls=true")->transport, Transport::kTls);
+}
+
+TEST(ClusterUrl, RefusesWhatItCannotUse) {
+  auto error = [](std::string_view s) {
+    Result<ClusterUrl> u = ParseClusterUrl(s);
+    EXPECT_FALSE(u.ok()) << s;
+    return u.ok() ? std::string() : u.status().message();
+  };
+  EXPECT_NE(error("redis://h:1").find("redis-cluster://"), std::string::npos);
+  EXPECT_NE(error("redis-cluster://h:1/2").find("database 0"), std::string::npos);
+  EXPECT_NE(error("redis-cluster://h:1,").find("missing host"), std::string::npos);
+  EXPECT_NE(error("redis-cluster://h:99999").find("port"), std::string::npos);
+  EXPECT_NE(error("redis-cluster://h?tls=maybe").find("tls"), std::string::npos);
+  EXPECT_NE(error("redis-cluster://h?verify=no").find("unknown query parameter"),
+            std::string::npos);
+  std::string many = "redis-cluster://";
+  for (size_t i = 0; i <= kMaxSeeds; ++i) many += (i > 0 ? ",h" : "h");
+  EXPECT_NE(error(many).find("at most 64 hosts"), std::string::npos);
+  const std::string secret = error("redis-cluster://:hunter2@h:1,bad host");
+  EXPECT_EQ(secret.find("hunter2"), std::string::npos) << secret;
+}
+
+TEST(SentinelUrl, ParsesSentinelsMasterNameDbAndSentinelCredentials) {
+  Result<SentinelUrl> u = ParseSentinelUrl(
+      "redis-sentinel://:pw@s1,s2:26380/mymaster/2?sentinel_user=mon&sentinel_password=s%26c");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->sentinels, (std::vector<Endpoint>{{"s1", 26379}, {"s2", 26380}}));
+  EXPECT_EQ(u->master_name, "mymaster");
+  EXPECT_EQ(u->db, 2);
+  EXPECT_EQ(u->Primary({"10.0.0.5", 6379}).password, "pw");
+  EXPECT_EQ(u->Primary({"10.0.0.5", 6379}).db, 2);
+  EXPECT_EQ(u->Sentinel({"s1", 26379}).user, "mon");
+  EXPECT_EQ(u->Sentinel({"s1", 26379}).password, "s&c");
+  const std::string redacted = u->Redacted();
+  EXPECT_EQ(redacted,
+            "redis-sentinel://:***@s1:26379,s2:26380/mymaster/2?sentinel_user=mon&"
+            "sentinel_password=***");
+  EXPECT_EQ(ParseSentinelUrl("redis-sentinel://s/m")->db, 0);
+}
+
+TEST(SentinelUrl, RefusesWhatItCannotUse) {
+  auto error = [](std::string_view s) {
+    Result<SentinelUrl> u = ParseSentinelUrl(s);
+    EXPECT_FALSE(u.ok()) << s;
+    return u.ok() ? std::string() : u.status().message();
+  };
+  EXPECT_NE(error("redis-sentinel://s1,s2").find("primary's name"), std::string::npos);
+  EXPECT_NE(error("redis-sentinel://s1/m/x").find("database"), std::string::npos);
+  EXPECT_NE(error("redis-sentinel://s1/m?sentinel_user=u").find("sentinel_password"),
+            std::string::npos);
+  EXPECT_NE(error("redis-sentinel://s1/m?x=1").find("unknown query parameter"), std::string::npos);
+  EXPECT_NE(error("redis-sentinel://s1/m?tls").find("name=value"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace caudal::redis

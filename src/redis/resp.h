@@ -32,7 +32,7 @@ void AppendCommand(std::span<const std::string_view> argv, std::string& out);
 // The defaults are far above the store's largest reply (a batch of 128 requests of 64 entries is
 // 32,896 integers, about 400 KB).
 struct ReplyLimits {
-  int max_elements = 1 << 20;              // per array
+  int max_elements = 1 << 20;                   // per array
   size_t max_pending_bytes = size_t{64} << 20;  // received but not yet a whole reply
 };
 

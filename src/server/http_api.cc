@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "common/cat.h"
+#include "server/json_keys.h"
 
 namespace caudal::http_api {
 namespace json = boost::json;
@@ -110,6 +111,9 @@ std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out)
                                             TypeName(kv.value()), ')'));
     }
     const json::string& s = kv.value().get_string();
+    if (auto problem = IdentityValueProblem({s.data(), s.size()})) {
+      return Bad("invalid_descriptors", Cat("descriptors.", name, ": ", *problem));
+    }
     out.descriptors.push_back({std::string(kv.key()), std::string(s.data(), s.size())});
   }
   return std::nullopt;
@@ -170,8 +174,9 @@ Reply ErrorReply(const ApiError& e) {
 ParsedCheck ParseCheckBody(std::string_view body) {
   ParsedCheck out;
   json::error_code ec;
+  constexpr size_t kMaxDepth = 8;
   json::parse_options opts;
-  opts.max_depth = 8;
+  opts.max_depth = kMaxDepth;
   json::value v = json::parse(body, ec, {}, opts);
   if (ec) {
     out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
@@ -179,6 +184,12 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   }
   if (!v.is_object()) {
     out.error = Bad("invalid_body", Cat("body: expected a JSON object (got ", TypeName(v), ')'));
+    return out;
+  }
+  // Boost.JSON keeps the last of repeated keys; which one a client meant is anyone's guess.
+  if (auto repeated = FindRepeatedKey(body, kMaxDepth)) {
+    out.error = Bad("duplicate_field", Cat(Utf8Prefix(*repeated, 128),
+                                           ": given more than once (ambiguous; refused)"));
     return out;
   }
   const json::object& o = v.get_object();
@@ -213,6 +224,22 @@ ParsedCheck ParseCheckBody(std::string_view body) {
     out.request.refund = r->get_bool();
   }
   return out;
+}
+
+std::optional<std::string> IdentityValueProblem(std::string_view value) {
+  for (size_t at = 0; at < value.size();) {
+    const std::string_view rest = value.substr(at);
+    const size_t n = Utf8SequenceLength(rest);
+    if (n == 0) return Cat("not well-formed UTF-8 (byte ", at, ')');
+    const auto c0 = static_cast<unsigned char>(rest[0]);
+    const auto c1 = n == 2 ? static_cast<unsigned char>(rest[1]) : 0;
+    if (c0 == 0) return Cat("a NUL character (byte ", at, ')');
+    if (c0 < 0x20 || c0 == 0x7F || (c0 == 0xC2 && c1 < 0xA0)) {  // C0, DEL, C1 (U+0080..9F)
+      return Cat("a control character (byte ", at, ')');
+    }
+    at += n;
+  }
+  return std::nullopt;
 }
 
 ApiError FromEngineError(const Status& s) {

@@ -59,12 +59,20 @@ Reply ErrorReply(const ApiError& e);
 
 // Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N, "refund": false}.
 // Every key and type is checked; nothing is consumed for a bad body because the engine is never
-// asked. "refund": true gives `cost` back to every applicable policy instead of taking it.
+// asked. "refund": true gives `cost` back to every applicable policy instead of taking it. A key
+// repeated in any object is refused (duplicate_field), as is a descriptor value
+// IdentityValueProblem refuses (invalid_descriptors).
 struct ParsedCheck {
   CheckRequest request;
   std::optional<ApiError> error;
 };
 ParsedCheck ParseCheckBody(std::string_view body);
+// Why `value` cannot be an identity, or nullopt when it can: it holds a NUL or another control
+// character (C0, DEL, C1), or bytes that are not well-formed UTF-8 (RFC 3629). Identities are
+// compared byte by byte, and a value that other layers read differently (a C string ends at NUL,
+// a decoder replaces bad bytes, a log line breaks at a newline) lets one client pass as several.
+std::optional<std::string> IdentityValueProblem(std::string_view value);
+
 // Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
 ApiError FromEngineError(const Status& s);
 

@@ -5,6 +5,9 @@
 #include <boost/json/parse.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
+
+#include "server/json_keys.h"
 
 namespace caudal::http_api {
 namespace {
@@ -44,6 +47,82 @@ TEST(ParseCheckBody, ReadsDescriptorsAndCost) {
   p = ParseCheckBody(std::string(40, '[') + std::string(40, ']'));
   ASSERT_TRUE(p.error.has_value());
   EXPECT_EQ(p.error->code, "invalid_json");
+}
+
+// A body whose meaning depends on which of two equal keys counts is refused, at any level.
+TEST(ParseCheckBody, RefusesRepeatedKeys) {
+  const std::pair<std::string_view, std::string_view> cases[] = {
+      {R"({"descriptors": {"api_key": "a", "api_key": "b"}})", "descriptors.api_key"},
+      {R"({"descriptors": {"api_key": "a"}, "descriptors": {"api_key": "b"}})", "descriptors"},
+      {R"({"cost": 1, "descriptors": {"k": "v"}, "cost": 100})", "cost"},
+      {R"({"descriptors": {"k": "v", "x": {"y": 1, "y": 2}}})", "descriptors.x.y"},
+      {R"({"descriptors": {"k": "v", "k\u0000": "w", "k": "v"}})", "descriptors.k"},
+  };
+  for (const auto& [body, path] : cases) {
+    const ParsedCheck p = ParseCheckBody(body);
+    ASSERT_TRUE(p.error.has_value()) << body;
+    EXPECT_EQ(p.error->code, "duplicate_field") << body;
+    EXPECT_EQ(p.error->status, 400);
+    EXPECT_TRUE(p.error->message.starts_with(std::string(path) + ": given more than once"))
+        << p.error->message;
+  }
+  // Equal values in different objects, and keys equal only in a prefix, are not repeats.
+  const ParsedCheck ok = ParseCheckBody(R"({"descriptors": {"api_key": "a", "api_keys": "a"}})");
+  EXPECT_FALSE(ok.error.has_value()) << ok.error->message;
+}
+
+TEST(FindRepeatedKey, NamesTheFirstRepeatWithItsPath) {
+  EXPECT_EQ(FindRepeatedKey(R"({"a": {"b": 1}, "c": [{"d": 1, "d": 2}]})", 8), "c[].d");
+  EXPECT_EQ(FindRepeatedKey(R"({"a": {"b": 1, "c": 2}, "b": 1, "c": {"b": 1}})", 8), std::nullopt);
+  // A key split across the parser's parts still compares whole (escapes make parts).
+  EXPECT_EQ(FindRepeatedKey(R"({"a\u0062c": 1, "abc": 2})", 8), "abc");
+  // Past kMaxKeysCompared keys an object is refused for its size anyway: no quadratic scan.
+  std::string big = "{";
+  for (size_t i = 0; i < kMaxKeysCompared + 10; ++i) big += "\"k" + std::to_string(i) + "\": 1,";
+  big += "\"k70\": 2}";
+  EXPECT_EQ(FindRepeatedKey(big, 8), std::nullopt);
+  EXPECT_EQ(FindRepeatedKey("not json", 8), std::nullopt);
+}
+
+// Identities are compared byte by byte: bytes that other layers would read differently are
+// refused, so that nothing is charged for them.
+TEST(ParseCheckBody, RefusesIdentitiesWithNulControlOrIllFormedUtf8) {
+  for (std::string_view body : {
+           R"({"descriptors": {"api_key": "a\u0000b"}})",  // NUL, escaped
+           R"({"descriptors": {"api_key": "a\u0001"}})",   // C0
+           R"({"descriptors": {"api_key": "a\tb"}})",      // HTAB
+           R"({"descriptors": {"api_key": "a\nb"}})",      // LF: a log line break
+           R"({"descriptors": {"api_key": "a\u007f"}})",   // DEL
+           R"({"descriptors": {"api_key": "a\u0085"}})",   // C1 (NEL)
+       }) {
+    const ParsedCheck p = ParseCheckBody(body);
+    ASSERT_TRUE(p.error.has_value()) << body;
+    EXPECT_EQ(p.error->code, "invalid_descriptors") << body;
+    EXPECT_TRUE(p.error->message.starts_with("descriptors.api_key: a ")) << p.error->message;
+  }
+  // Raw ill-formed UTF-8 and lone surrogate escapes are not JSON text at all.
+  for (std::string_view body : {"{\"descriptors\": {\"api_key\": \"a\xff\"}}",
+                                "{\"descriptors\": {\"api_key\": \"\xed\xa0\x80\"}}",
+                                R"({"descriptors": {"api_key": "\ud800"}})"}) {
+    const ParsedCheck p = ParseCheckBody(body);
+    ASSERT_TRUE(p.error.has_value()) << body;
+    EXPECT_TRUE(p.error->code == "invalid_json" || p.error->code == "invalid_descriptors")
+        << body << ": " << p.error->code;
+  }
+  const ParsedCheck ok = ParseCheckBody(R"({"descriptors": {"api_key": "caf\u00e9 \u2603 ok"}})");
+  EXPECT_FALSE(ok.error.has_value()) << ok.error->message;
+}
+
+TEST(IdentityValueProblem, SaysWhatAndWhere) {
+  EXPECT_EQ(IdentityValueProblem("key-1"), std::nullopt);
+  EXPECT_EQ(IdentityValueProblem("\xc3\xa9\xe2\x98\x83\xf0\x9f\x98\x80 "), std::nullopt);
+  EXPECT_EQ(IdentityValueProblem(std::string_view("ab\0c", 4)), "a NUL character (byte 2)");
+  EXPECT_EQ(IdentityValueProblem("ab\x1b"), "a control character (byte 2)");
+  EXPECT_EQ(IdentityValueProblem("\xc2\x9f"), "a control character (byte 0)");
+  EXPECT_EQ(IdentityValueProblem("\xc2\xa0"), std::nullopt);  // NBSP: printable
+  EXPECT_EQ(IdentityValueProblem("ok\xc3"), "not well-formed UTF-8 (byte 2)");
+  EXPECT_EQ(IdentityValueProblem("\xc0\xaf"), "not well-formed UTF-8 (byte 0)");  // overlong
+  EXPECT_EQ(IdentityValueProblem("\xed\xa0\x80"), "not well-formed UTF-8 (byte 0)");  // surrogate
 }
 
 // Error messages quote what the client sent; the reply must stay valid JSON (RFC 8259 §8.1: UTF-8)

@@ -1,13 +1,13 @@
 #include "caudal/server.h"
 
 #include <atomic>
-#include <ctime>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <thread>
 
 #include "common/cat.h"
+#include "server/connection_limits.h"
 #include "server/http_api.h"
 #include "server/request_parser.h"
 #include "server/response_writer.h"
@@ -24,16 +24,10 @@ namespace {
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kReadBytes = 16 * 1024;  // per read: far above a typical request, so a read
                                           // that fills less tells Asio the socket is drained
-using SteadyTime = std::chrono::steady_clock::time_point;
-
 // Deadlines are seconds long and checked once a tick (at least 5 ms), so the coarse monotonic
-// clock is precise enough: it is steady_clock's clock as of the last timer interrupt (a few ms
-// behind at most) and several times cheaper to read, which counts at two reads per request.
-SteadyTime CoarseNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return SteadyTime(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
-}
+// reading is precise enough (a few ms behind at most) and several times cheaper, which counts at
+// two reads per request.
+constexpr Nanos kNoDeadline = Nanos::max();
 using http_server::Connection;
 using http_server::ResponseFraming;
 using http_server::WriteResponse;
@@ -49,8 +43,12 @@ struct HttpServer::Impl {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopped{false};
-  bool cap_logged = false;  // only touched by the accept loop, which never runs concurrently
-  size_t next_context = 0;  // likewise
+  std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
+  // Only touched by the accept loop, which never runs concurrently:
+  bool cap_logged = false;
+  size_t next_context = 0;
+  int64_t accept_failures = 0;  // in a row: an episode of accept() failing (EMFILE, ...)
+  std::chrono::milliseconds accept_pause{0};
   // Declared last so they go first: sessions still queued in a context die before the counters.
   std::vector<std::unique_ptr<net::io_context>> contexts;
   std::unique_ptr<tcp::acceptor> acceptor;
@@ -62,6 +60,9 @@ struct HttpServer::Impl {
     tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
   }
   void Accept();
+  void AcceptFailed(beast::error_code ec);
+  void Admit(tcp::socket socket);
+  bool Trusted(const IpAddress& peer) const;
 };
 
 namespace {
@@ -79,17 +80,16 @@ namespace {
 // and written with one call.
 class Session final : public std::enable_shared_from_this<Session>, public routes::Responder {
  public:
-  Session(tcp::socket socket, HttpServer::Impl& server)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server) {
+  // `counted`: the connection counts towards its client's cap (ClientConnections::Admit).
+  Session(tcp::socket socket, HttpServer::Impl& server, IpAddress peer, bool counted)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), peer_(peer),
+        counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
-    beast::error_code ec;
-    const auto ep = socket_.remote_endpoint(ec);
-    if (!ec) {
-      auto a = IpAddress::Parse(ep.address().to_string());
-      if (a.ok()) peer_ = *a;
-    }
   }
-  ~Session() { server_.connections.fetch_sub(1, std::memory_order_relaxed); }
+  ~Session() {
+    if (counted_) server_.clients->Release(peer_);
+    server_.connections.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   void Start() {
     beast::error_code ec;
@@ -102,13 +102,14 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
  private:
-  void SetDeadline(Micros d) { deadline_ = CoarseNow() + d; }
+  Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
+  void SetDeadline(Micros d) { deadline_ = Now() + d; }
 
   void Tick() {
     timer_.expires_after(server_.tick);
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec || self->closed_) return;
-      if (CoarseNow() >= self->deadline_) return self->Close();
+      if (self->Now() >= self->deadline_) return self->Close();
       self->Tick();
     });
   }
@@ -159,34 +160,20 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     if (parser_->is_header_done() && !in_body_) {
       in_body_ = true;
       const auto length = parser_->content_length();
-      if (length && *length > http_api::kMaxBodyBytes) return TooLarge();
+      if (length && *length > http_api::kMaxBodyBytes) return OnReadError(http::error::body_limit);
       SetDeadline(server_.options.body_timeout);
     }
     Read();
   }
 
+  // Every refusal closes: once framing has failed, where the next request would start is
+  // unknown, and bytes after a refused request must never be read as one (RFC 9112 §6.3).
   void OnReadError(beast::error_code ec) {
     if (closed_) return;
-    if (ec == http::error::body_limit) return TooLarge();
-    if (ec == http::error::header_limit) {
-      return Send(http_api::ErrorReply({.status = 431, .code = "header_too_large",
-                                        .message = "request header: larger than 16 KiB"}),
-                  Connection::kClose);
-    }
-    if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
-        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      return Send(http_api::ErrorReply({.status = 400, .code = "bad_request",
-                                        .message = Cat("request: malformed HTTP (", ec.message(),
-                                                       ')')}),
-                  Connection::kClose);
+    if (auto refusal = http_server::RefusalFor(ec)) {
+      return Send(http_api::ErrorReply(*refusal), Connection::kClose);
     }
     Close();
-  }
-
-  void TooLarge() {
-    Send(http_api::ErrorReply({.status = 413, .code = "body_too_large",
-                               .message = "body: larger than 64 KiB"}),
-         Connection::kClose);
   }
 
   void Handle() {
@@ -199,9 +186,11 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                       .body = request_.body(),
                       .peer = peer_,
                       .header = [this](std::string_view name) { return request_.Field(name); },
+                      .header_count =
+                          [this](std::string_view name) { return request_.FieldCount(name); },
                       .forwarded_for = forwarded_for_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
-    deadline_ = SteadyTime::max();  // the store's own deadline bounds the decision
+    deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
     routes::Context ctx{.engine = server_.deps.engine,
                         .metrics = server_.deps.metrics,
                         .health = server_.deps.health,
@@ -277,14 +266,15 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   tcp::socket socket_;
   net::steady_timer timer_;
   HttpServer::Impl& server_;
-  SteadyTime deadline_ = SteadyTime::max();
+  Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
   beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
   http_server::ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<http_server::RequestParser> parser_;
   std::string forwarded_for_;
   std::string out_;  // the response being written
   std::shared_ptr<Session> in_flight_self_;  // from Dispatch to Reply: the routes hold *this
-  IpAddress peer_;
+  const IpAddress peer_;
+  const bool counted_;
   ResponseFraming framing_;
   bool first_ = true;
   bool keep_alive_ = true;
@@ -299,28 +289,82 @@ void HttpServer::Impl::Accept() {
   next_context = (next_context + 1) % contexts.size();
   acceptor->async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
     if (stopped.load()) return;
-    if (ec) {
-      // Out of descriptors or similar: log, pause briefly so the loop does not spin, go on.
-      deps.log.Warning(Cat("accept failed: ", ec.message()));
-      auto timer = std::make_shared<net::steady_timer>(*contexts[0], std::chrono::milliseconds(50));
-      timer->async_wait([this, timer](beast::error_code) { Accept(); });
-      return;
+    if (ec) return AcceptFailed(ec);
+    if (accept_failures > 0) {
+      deps.log.Info(Cat("accepting connections again, after ", accept_failures,
+                        " failed accepts"));
+      accept_failures = 0;
     }
-    if (connections.load(std::memory_order_relaxed) >= options.max_connections) {
-      if (!cap_logged) {
-        deps.log.Warning(Cat("connection cap (", options.max_connections,
-                             ") reached: closing new connections until some end"));
-        cap_logged = true;
-      }
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      cap_logged = false;
-      socket.set_option(tcp::no_delay(true), ec);
-      std::make_shared<Session>(std::move(socket), *this)->Start();
-    }
+    Admit(std::move(socket));
     Accept();
   });
+}
+
+// Out of descriptors (EMFILE, ENFILE) or similar. The connection stays queued in the backlog and
+// a new accept would fail again at once, so the loop pauses, 10 ms doubling up to 1 s, and says
+// so once per episode rather than once per attempt.
+void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
+  using std::chrono::milliseconds;
+  if (accept_failures++ == 0) {
+    deps.log.Warning(Cat("accept failed: ", ec.message(), " (", ec.value(),
+                         "); new connections wait in the backlog, retrying with backoff "
+                         "(logged once until an accept succeeds)"));
+    accept_pause = milliseconds(10);
+  } else {
+    accept_pause = std::min<milliseconds>(accept_pause * 2, milliseconds(1000));
+  }
+  auto timer = std::make_shared<net::steady_timer>(*contexts[0], accept_pause);
+  timer->async_wait([this, timer](beast::error_code) {
+    if (!stopped.load()) Accept();
+  });
+}
+
+bool HttpServer::Impl::Trusted(const IpAddress& peer) const {
+  const std::shared_ptr<const ForwardAuthOptions> a = auth.load(std::memory_order_acquire);
+  for (const CidrBlock& b : a->trusted_proxies) {
+    if (b.Contains(peer)) return true;
+  }
+  return false;
+}
+
+// Past max_connections, or past its client's share, a new connection is closed at once: the
+// clients already in keep their connections, and other clients still get in.
+void HttpServer::Impl::Admit(tcp::socket socket) {
+  beast::error_code ec;
+  if (connections.load(std::memory_order_relaxed) >= options.max_connections) {
+    if (!cap_logged) {
+      deps.log.Warning(Cat("connection cap (", options.max_connections,
+                           ") reached: closing new connections until some end"));
+      cap_logged = true;
+    }
+    socket.close(ec);
+    return;
+  }
+  cap_logged = false;
+  const auto ep = socket.remote_endpoint(ec);
+  const auto peer = ec ? Result<IpAddress>(Status::InvalidArgument("no peer"))
+                       : IpAddress::Parse(ep.address().to_string());
+  if (!peer.ok()) {  // already gone
+    socket.close(ec);
+    return;
+  }
+  // Trusted proxies carry every client's connections: only the global cap applies to them.
+  const bool counted = !Trusted(*peer);
+  if (counted) {
+    const auto admission = clients->Admit(*peer);
+    if (admission == http_server::ClientConnections::Admission::kRefusedFirst) {
+      const IpAddress group = clients->Group(*peer);
+      deps.log.Warning(Cat("per-client connection cap (", clients->per_client(), ") reached by ",
+                           group.ToString(), ": closing its new connections (logged once until "
+                           "it holds none)"));
+    }
+    if (admission != http_server::ClientConnections::Admission::kAdmitted) {
+      socket.close(ec);
+      return;
+    }
+  }
+  socket.set_option(tcp::no_delay(true), ec);
+  std::make_shared<Session>(std::move(socket), *this, *peer, counted)->Start();
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -329,7 +373,24 @@ HttpServer::~HttpServer() { Stop(); }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptions options,
                                                       ForwardAuthOptions auth) {
+  // Every connection is a descriptor: past the limit, accept() fails with EMFILE before the
+  // connection cap ever applies.
+  const http_server::FileLimit files = http_server::RaiseFileLimit();
+  const int64_t open = http_server::OpenDescriptors();
+  const int64_t budget = http_server::ConnectionBudget(options.max_connections, files.soft, open);
+  if (budget < options.max_connections) {
+    deps.log.Warning(Cat("max_connections lowered from ", options.max_connections, " to ", budget,
+                         ": the file-descriptor limit is ", files.soft, " (hard ", files.hard,
+                         "), with ", open, " open and ", http_server::kReservedDescriptors,
+                         " kept for the store and gRPC; raise it (ulimit -n, LimitNOFILE=)"));
+    options.max_connections = budget;
+  }
+  if (options.max_connections_per_client <= 0) {
+    options.max_connections_per_client = std::max<int64_t>(1, options.max_connections / 4);
+  }
   auto impl = std::make_unique<Impl>(std::move(deps), options);
+  impl->clients = std::make_unique<http_server::ClientConnections>(
+      options.max_connections_per_client, options.client_prefix);
   impl->auth.store(std::make_shared<const ForwardAuthOptions>(std::move(auth)));
   int64_t n = options.threads > 0 ? options.threads
                                   : static_cast<int64_t>(std::thread::hardware_concurrency());
@@ -359,6 +420,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
+
+const HttpServerOptions& HttpServer::options() const { return impl_->options; }
 
 uint16_t HttpServer::port() const {
   beast::error_code ec;
@@ -392,6 +455,8 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
     o.port = hp->second;
   }
   o.max_connections = c.max_connections;
+  o.max_connections_per_client = c.max_connections_per_client;
+  o.client_prefix = c.client_prefix;
   o.header_timeout = c.header_timeout;
   o.body_timeout = c.body_timeout;
   o.idle_timeout = c.idle_timeout;

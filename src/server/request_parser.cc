@@ -2,13 +2,88 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "common/cat.h"
+
 namespace caudal::http_server {
 
 namespace beast = boost::beast;
 
 namespace {
 std::string_view Sv(BeastStringView s) { return {s.data(), s.size()}; }
+
+// boost::system::error_category's destructor is protected and non-virtual, by design: categories
+// are never deleted through it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-virtual-dtor"
+class FramingCategory final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "caudal.http.framing"; }
+  std::string message(int e) const override {
+    switch (static_cast<FramingError>(e)) {
+      case FramingError::kFinalCodingNotChunked:
+        return "Transfer-Encoding: the final coding is not chunked, so where the body ends is "
+               "unknown";
+      case FramingError::kChunkedTwice:
+        return "Transfer-Encoding: chunked applied twice";
+      case FramingError::kBadTransferCoding:
+        return "Transfer-Encoding: not a list of transfer codings";
+      case FramingError::kUnsupportedTransferCoding:
+        return "Transfer-Encoding: only chunked is supported";
+      case FramingError::kTransferEncodingWithLength:
+        return "Transfer-Encoding and Content-Length together";
+      case FramingError::kTransferEncodingInHttp10:
+        return "Transfer-Encoding in an HTTP/1.0 request";
+    }
+    return "framing error";
+  }
+};
+#pragma GCC diagnostic pop
+
+const FramingCategory& Framing() {
+  static const FramingCategory category;
+  return category;
+}
+
+bool IsTokenChar(char c) {  // RFC 9110 §5.6.2 tchar
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+std::string_view TrimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
 }  // namespace
+
+boost::system::error_code make_error_code(FramingError e) {
+  return {static_cast<int>(e), Framing()};
+}
+
+std::optional<http_api::ApiError> RefusalFor(beast::error_code ec) {
+  if (ec.category() == Framing()) {
+    const bool unsupported = ec == make_error_code(FramingError::kUnsupportedTransferCoding);
+    return http_api::ApiError{
+        .status = unsupported ? 501 : 400,
+        .code = unsupported ? "not_implemented" : "bad_framing",
+        .message = Cat("request: ", ec.message(), " (RFC 9112); the connection is closed")};
+  }
+  if (ec == http::error::body_limit) {
+    return http_api::ApiError{
+        .status = 413, .code = "body_too_large", .message = "body: larger than 64 KiB"};
+  }
+  if (ec == http::error::header_limit) {
+    return http_api::ApiError{
+        .status = 431, .code = "header_too_large", .message = "request header: larger than 16 KiB"};
+  }
+  if (ec.category() == http::make_error_code(http::error::bad_method).category() &&
+      ec != http::error::end_of_stream && ec != http::error::partial_message) {
+    return http_api::ApiError{.status = 400,
+                              .code = "bad_request",
+                              .message = Cat("request: malformed HTTP (", ec.message(), ')')};
+  }
+  return std::nullopt;  // the peer left, or a socket error: nobody to answer
+}
 
 ParsedRequest::Span ParsedRequest::Append(std::string_view s) {
   // The header limit (at most a few tens of KiB) keeps every offset far below 2^32.
@@ -34,6 +109,12 @@ void ParsedRequest::JoinFields(std::string_view name, std::string& out) const {
   }
 }
 
+size_t ParsedRequest::FieldCount(std::string_view name) const {
+  size_t n = 0;
+  for (const FieldSpans& f : fields_) n += beast::iequals(Slice(f.name), name);
+  return n;
+}
+
 void ParsedRequest::Clear() {
   text_.clear();
   method_ = {};
@@ -56,11 +137,62 @@ void RequestParser::on_response_impl(int, BeastStringView, int, beast::error_cod
   ec = http::error::bad_version;  // unreachable: this is a request parser
 }
 
-void RequestParser::on_field_impl(http::field, BeastStringView name, BeastStringView value,
+void RequestParser::on_field_impl(http::field f, BeastStringView name, BeastStringView value,
                                   beast::error_code&) {
   const ParsedRequest::Span n = out_.Append(Sv(name));
   const ParsedRequest::Span v = out_.Append(Sv(value));
   out_.fields_.push_back({.name = n, .value = v});
+  if (f == http::field::content_length) content_length_ = true;
+  if (f != http::field::transfer_encoding) return;
+  // transfer-coding = token *( OWS ";" OWS transfer-parameter ), in a list whose empty elements
+  // are ignored (RFC 9110 §5.6.1). Only the names matter: chunked takes no parameter, and any
+  // other coding is refused whatever its parameters.
+  codings_.any = true;
+  std::string_view rest = Sv(value);
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view element = TrimOws(rest.substr(0, comma));
+    if (!element.empty()) {
+      const size_t semicolon = element.find(';');
+      const std::string_view coding = TrimOws(element.substr(0, semicolon));
+      bool token = !coding.empty();
+      for (char c : coding) token = token && IsTokenChar(c);
+      if (!token) codings_.malformed = true;
+      codings_.last_chunked = beast::iequals(coding, "chunked");
+      if (codings_.last_chunked) {
+        ++codings_.chunked;
+        if (semicolon != std::string_view::npos) codings_.malformed = true;
+      } else {
+        codings_.other = true;
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+void RequestParser::on_header_impl(beast::error_code& ec) {
+  if (!codings_.any) return;
+  // In RFC 9112's order of precedence: an unknown body length (400) before a coding caudal
+  // lacks (501). Beast has already refused some of these itself; the rest it would frame as
+  // a request without a body, and read the body as the next request.
+  FramingError e;
+  if (out_.version_ < 11) {
+    e = FramingError::kTransferEncodingInHttp10;
+  } else if (content_length_) {
+    e = FramingError::kTransferEncodingWithLength;
+  } else if (codings_.malformed || codings_.chunked + codings_.other == 0) {
+    e = FramingError::kBadTransferCoding;
+  } else if (!codings_.last_chunked) {
+    e = FramingError::kFinalCodingNotChunked;
+  } else if (codings_.chunked > 1) {
+    e = FramingError::kChunkedTwice;
+  } else if (codings_.other) {
+    e = FramingError::kUnsupportedTransferCoding;
+  } else {
+    return;  // exactly `chunked`
+  }
+  ec = make_error_code(e);
 }
 
 void RequestParser::on_body_init_impl(const boost::optional<std::uint64_t>& content_length,

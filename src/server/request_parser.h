@@ -4,6 +4,13 @@
 // freed, so once a connection has seen its largest request, parsing allocates nothing (Beast's
 // own request_parser allocates every field on its own).
 //
+// Framing is RFC 9112's, strictly: where the body ends must never be in doubt, since whatever
+// follows a body is read as the next request. Beyond Beast's own checks the parser refuses
+// (FramingError) a Transfer-Encoding whose final coding is not chunked, that names chunked
+// twice or any other coding, that comes with Content-Length, or that comes in an HTTP/1.0
+// request. Every parse error leaves the connection's framing unknown: the server answers
+// (RefusalFor) and closes.
+//
 //   ParsedRequest req;                    // one per connection
 //   RequestParser parser(req);            // one per request
 //   parser.header_limit(16 * 1024);
@@ -14,14 +21,34 @@
 
 #include <boost/beast/http/basic_parser.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
+
+#include "server/http_api.h"
 
 namespace caudal::http_server {
 
 namespace http = boost::beast::http;
 using BeastStringView = boost::beast::string_view;
+
+// The framing errors RequestParser adds to Beast's (boost::beast::http::error).
+enum class FramingError {
+  kFinalCodingNotChunked = 1,   // Transfer-Encoding: identity / gzip / chunked, gzip: 400
+  kChunkedTwice,                // Transfer-Encoding: chunked, chunked: 400
+  kBadTransferCoding,           // empty, not a token, or chunked with parameters: 400
+  kUnsupportedTransferCoding,   // Transfer-Encoding: gzip, chunked (a coding caudal lacks): 501
+  kTransferEncodingWithLength,  // Transfer-Encoding and Content-Length together: 400
+  kTransferEncodingInHttp10,    // HTTP/1.0 has no Transfer-Encoding: 400
+};
+boost::system::error_code make_error_code(FramingError e);
+
+// The answer to a request the parser refused with `ec`, the connection closing after it: 400
+// (501 for an unsupported transfer coding, 413 for a body over the limit, 431 for a header over
+// it), or nullopt when there is nothing to answer (the peer left, a request cut short by EOF).
+std::optional<http_api::ApiError> RefusalFor(boost::beast::error_code ec);
 
 class ParsedRequest {
  public:
@@ -35,6 +62,8 @@ class ParsedRequest {
   std::string_view Field(std::string_view name) const;
   // Every value of the fields named `name`, comma-joined in order (RFC 9110 §5.3), into `out`.
   void JoinFields(std::string_view name, std::string& out) const;
+  // How many fields are named `name` (ASCII case-insensitive).
+  size_t FieldCount(std::string_view name) const;
   size_t field_count() const { return fields_.size(); }
 
   // Forgets the request, keeping the capacity.
@@ -71,9 +100,9 @@ class RequestParser final : public http::basic_parser<true> {
   void on_request_impl(http::verb method, BeastStringView method_str, BeastStringView target,
                        int version, boost::beast::error_code& ec) override;
   void on_response_impl(int, BeastStringView, int, boost::beast::error_code& ec) override;
-  void on_field_impl(http::field, BeastStringView name, BeastStringView value,
+  void on_field_impl(http::field f, BeastStringView name, BeastStringView value,
                      boost::beast::error_code& ec) override;
-  void on_header_impl(boost::beast::error_code&) override {}
+  void on_header_impl(boost::beast::error_code& ec) override;
   void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                          boost::beast::error_code& ec) override;
   size_t on_body_impl(BeastStringView body, boost::beast::error_code& ec) override;
@@ -83,6 +112,16 @@ class RequestParser final : public http::basic_parser<true> {
   void on_finish_impl(boost::beast::error_code&) override {}
 
   ParsedRequest& out_;
+  // The Transfer-Encoding codings seen so far, over every field line, in order.
+  struct Codings {
+    bool any = false;  // a Transfer-Encoding field was present
+    bool last_chunked = false;
+    int chunked = 0;     // how many times chunked was named
+    bool other = false;  // a coding other than chunked was named
+    bool malformed = false;
+  };
+  Codings codings_;
+  bool content_length_ = false;
 };
 
 }  // namespace caudal::http_server

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
 #include <string>
+#include <vector>
 
 namespace caudal::http_server {
 namespace {
@@ -132,6 +134,98 @@ TEST(RequestParser, EnforcesTheLimits) {
   f = Feed(req, "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n");
   EXPECT_EQ(f.ec, boost::beast::http::error::bad_field);
   EXPECT_FALSE(f.done);
+}
+
+// RFC 9112 §6.1 and §6.3: a Transfer-Encoding caudal cannot frame exactly is refused, never
+// read as a request without a body (whose body would then be parsed as the next request).
+TEST(RequestParser, RefusesTransferEncodingsItCannotFrame) {
+  struct Case {
+    std::string fields;
+    FramingError error;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"Transfer-Encoding: identity\r\n", FramingError::kFinalCodingNotChunked, 400},
+      {"Transfer-Encoding: gzip\r\n", FramingError::kFinalCodingNotChunked, 400},
+      {"Transfer-Encoding: chunked, identity\r\n", FramingError::kFinalCodingNotChunked, 400},
+      {"Transfer-Encoding: chunked, gzip\r\n", FramingError::kFinalCodingNotChunked, 400},
+      {"Transfer-Encoding: gzip\r\nTransfer-Encoding: identity\r\n",
+       FramingError::kFinalCodingNotChunked, 400},
+      {"Transfer-Encoding: chunked, chunked\r\n", FramingError::kChunkedTwice, 400},
+      {"Transfer-Encoding: gzip, chunked\r\n", FramingError::kUnsupportedTransferCoding, 501},
+      {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n",
+       FramingError::kUnsupportedTransferCoding, 501},
+      {"Transfer-Encoding: x-custom;q=1, chunked\r\n", FramingError::kUnsupportedTransferCoding,
+       501},
+      {"Transfer-Encoding: chunked;foo=bar\r\n", FramingError::kBadTransferCoding, 400},
+      {"Transfer-Encoding: \r\n", FramingError::kBadTransferCoding, 400},
+      {"Transfer-Encoding: , ,\r\n", FramingError::kBadTransferCoding, 400},
+      {"Transfer-Encoding: chu\"nked\r\n", FramingError::kBadTransferCoding, 400},
+      {"Transfer-Encoding: identity\r\nContent-Length: 5\r\n",
+       FramingError::kTransferEncodingWithLength, 400},
+  };
+  for (const Case& c : cases) {
+    for (size_t step : {size_t{1}, size_t{1} << 20}) {
+      ParsedRequest req;
+      const std::string wire = "POST /v1/check HTTP/1.1\r\nHost: h\r\n" + c.fields +
+                               "\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n";
+      const Fed f = Feed(req, wire, step);
+      EXPECT_EQ(f.ec, make_error_code(c.error)) << c.fields << ": " << f.ec.message();
+      const auto refusal = RefusalFor(f.ec);
+      ASSERT_TRUE(refusal.has_value()) << c.fields;
+      EXPECT_EQ(refusal->status, c.status) << c.fields;
+      EXPECT_NE(refusal->message.find("closed"), std::string::npos) << refusal->message;
+      EXPECT_NE(req.target(), "/smuggled");
+    }
+  }
+}
+
+TEST(RequestParser, RefusesTransferEncodingInHttp10EvenWhenChunked) {
+  ParsedRequest req;
+  const Fed f = Feed(req, "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(f.ec, make_error_code(FramingError::kTransferEncodingInHttp10));
+}
+
+// Beast refuses these itself, whichever field comes first; they must still be answered.
+TEST(RequestParser, RefusesContentLengthWithChunkedInEitherOrder) {
+  for (const std::string fields : {"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+                                   "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+                                   "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+                                   "Content-Length: 1\r\nContent-Length: 2\r\n"}) {
+    ParsedRequest req;
+    const Fed f = Feed(req, "POST / HTTP/1.1\r\n" + fields + "\r\nhello");
+    ASSERT_TRUE(f.ec && f.ec != boost::beast::http::error::need_more) << fields;
+    const auto refusal = RefusalFor(f.ec);
+    ASSERT_TRUE(refusal.has_value()) << fields;
+    EXPECT_EQ(refusal->status, 400) << fields;
+  }
+}
+
+TEST(RequestParser, AcceptsChunkedWhateverItsCaseAndSpacing) {
+  for (const std::string te : {"chunked", "Chunked", " CHUNKED ", ", chunked", "chunked ,"}) {
+    ParsedRequest req;
+    const Fed f =
+        Feed(req, "POST / HTTP/1.1\r\nTransfer-Encoding:" + te + "\r\n\r\n2\r\nhi\r\n0\r\n\r\n");
+    ASSERT_TRUE(f.done && !f.ec) << te << ": " << f.ec.message();
+    EXPECT_EQ(req.body(), "hi");
+  }
+}
+
+TEST(RequestParser, RefusalsSayWhatToAnswer) {
+  EXPECT_EQ(RefusalFor(boost::beast::http::error::body_limit)->status, 413);
+  EXPECT_EQ(RefusalFor(boost::beast::http::error::header_limit)->status, 431);
+  EXPECT_EQ(RefusalFor(boost::beast::http::error::bad_field)->status, 400);
+  EXPECT_FALSE(RefusalFor(boost::beast::http::error::end_of_stream).has_value());
+  EXPECT_FALSE(RefusalFor(boost::beast::http::error::partial_message).has_value());
+  EXPECT_FALSE(RefusalFor(boost::asio::error::connection_reset).has_value());
+}
+
+TEST(RequestParser, CountsRepeatedFields) {
+  ParsedRequest req;
+  ASSERT_TRUE(Feed(req, "GET / HTTP/1.1\r\nX-API-Key: a\r\nx-api-key: b\r\nX-B: 1\r\n\r\n").done);
+  EXPECT_EQ(req.FieldCount("X-API-Key"), 2u);
+  EXPECT_EQ(req.FieldCount("x-b"), 1u);
+  EXPECT_EQ(req.FieldCount("X-None"), 0u);
 }
 
 }  // namespace

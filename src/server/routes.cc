@@ -40,16 +40,31 @@ bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
 
 }  // namespace
 
-Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r) {
-  Descriptors d;
+ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r) {
+  ForwardAuth out;
+  Descriptors& d = out.descriptors;
   d.reserve(1 + auth.descriptor_headers.size());
   const IpAddress client = http_api::ClientAddress(r.peer, r.forwarded_for, auth.trusted_proxies);
   d.push_back({"ip", client.ToString()});
   for (const HeaderDescriptor& h : auth.descriptor_headers) {
     const std::string_view v = r.header(h.header);
-    if (!v.empty()) d.push_back({h.descriptor, std::string(v)});
+    if (v.empty()) continue;
+    // Proxies and applications disagree on which of two values counts (the first, the last,
+    // both joined): the one caudal charged could be another than the one the backend trusts.
+    if (const size_t n = r.header_count(h.header); n > 1) {
+      out.error = {.status = 400, .code = "ambiguous_identity",
+                   .message = Cat("header ", h.header, ": given ", n,
+                                  " times (an identity header must be given once)")};
+      return out;
+    }
+    if (auto problem = http_api::IdentityValueProblem(v)) {
+      out.error = {.status = 400, .code = "invalid_identity",
+                   .message = Cat("header ", h.header, ": ", *problem)};
+      return out;
+    }
+    d.push_back({h.descriptor, std::string(v)});
   }
-  return d;
+  return out;
 }
 
 void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
@@ -58,7 +73,9 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
 
   if (path == "/v1/auth") {
-    Decide(ctx, {.descriptors = ForwardAuthDescriptors(ctx.auth, r), .cost = std::nullopt},
+    ForwardAuth derived = ForwardAuthDescriptors(ctx.auth, r);
+    if (derived.error) return done(http_api::ErrorReply(*derived.error));
+    Decide(ctx, {.descriptors = std::move(derived.descriptors), .cost = std::nullopt},
            http_api::Endpoint::kAuth, responder);
     return;
   }

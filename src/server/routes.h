@@ -20,6 +20,7 @@ struct Request {
   std::string_view body;
   IpAddress peer;
   std::function<std::string_view(std::string_view)> header;  // "" when absent
+  std::function<size_t(std::string_view)> header_count;     // how many fields have that name
   std::string_view forwarded_for;  // every X-Forwarded-For value, comma-joined, in order
 };
 
@@ -45,6 +46,12 @@ class Responder {
 void Dispatch(const Context& ctx, const Request& r, Responder& responder);
 
 // The descriptors forward-auth derives from a request: ip, then each configured header present.
-Descriptors ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r);
+// An identity header given twice (ambiguous_identity) or whose value IdentityValueProblem
+// refuses (invalid_identity) is a 400, and then nothing is decided.
+struct ForwardAuth {
+  Descriptors descriptors;
+  std::optional<http_api::ApiError> error;
+};
+ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r);
 
 }  // namespace caudal::routes

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <mutex>
 #include <new>
@@ -10,6 +11,7 @@
 
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/algorithms/sliding_window_log.h"
+#include "common/cat.h"
 #include "store/shard_table.h"
 #include "store/siphash.h"
 
@@ -93,6 +95,8 @@ struct MemoryStore::Impl {
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
   void Commit(const EntryRef& e, const Pending& p, Micros now);
   void ApplyRefund(const EntryRef& e, Pending& p, Micros now);
+  // After a write: when the entry turns fresh, and what forgetting it would admit.
+  void Record(ShardTable& table, ShardTable::Slot& slot, const Pending& p, Micros now) const;
   // Decides a validated request whose shards are locked: whether it was allowed (and then
   // committed), or kResourceExhausted.
   Result<bool> DecideLocked(std::span<const EntryRef> entries, std::span<Pending> pending,
@@ -106,6 +110,7 @@ struct MemoryStore::Impl {
   unsigned shard_bits = 0;
   size_t shard_count = 0;
   std::unique_ptr<Shard[]> shards;
+  std::atomic<uint64_t> evictions{0};  // live entries forgotten to make room
 };
 
 MemoryStore::Impl::Impl(const Clock& c, MemoryStoreOptions options)
@@ -178,7 +183,7 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) 
   } else {
     slot->SetState(p.step.next);
   }
-  table.SetFreshAt(*slot, TickAtOrAfter((now + p.step.decision.reset_after).count()));
+  Record(table, *slot, p, now);
 }
 
 void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now) {
@@ -192,7 +197,13 @@ void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now) {
   } else {
     slot->SetState(p.step.next);
   }
-  table.SetFreshAt(*slot, TickAtOrAfter((now + p.step.decision.reset_after).count()));
+  Record(table, *slot, p, now);
+}
+
+void MemoryStore::Impl::Record(ShardTable& table, ShardTable::Slot& slot, const Pending& p,
+                               Micros now) const {
+  const Decision& d = p.step.decision;
+  table.Record(slot, TickAtOrAfter((now + d.reset_after).count()), d.limit - d.remaining);
 }
 
 MemoryStore::MemoryStore(const Clock& clock, MemoryStoreOptions options)
@@ -208,11 +219,21 @@ Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
                                           std::span<const uint32_t> shard_ids, FreshTick tick) {
   for (uint32_t id : shard_ids) {
     size_t needed = 0;
-    for (const Pending& p : pending) needed += p.shard == id && p.new_slot;
-    if (needed > 0 && !shards[id].table.MakeRoom(needed, tick)) {
+    std::array<uint64_t, kMaxEntriesPerRequest> keep;  // the request's own entries stay
+    size_t kept = 0;
+    for (const Pending& p : pending) {
+      if (p.shard != id) continue;
+      needed += p.new_slot;
+      keep[kept++] = p.fp;
+    }
+    if (needed == 0) continue;
+    const ShardTable::Room room = shards[id].table.MakeRoom(needed, tick, {keep.data(), kept});
+    if (room.evicted > 0) evictions.fetch_add(room.evicted, std::memory_order_relaxed);
+    if (!room.ok) {
       return Status::ResourceExhausted(
-          "memory store is full: every key in the shard is live (not yet reset); raise max_keys (" +
-          std::to_string(shards[id].table.size()) + " keys in the shard)");
+          Cat("memory store is full: one request needs more new keys in a shard than it holds; "
+              "raise max_keys (",
+              shards[id].table.size(), " keys in the shard)"));
     }
   }
   return Status::Ok();
@@ -287,6 +308,8 @@ size_t MemoryStore::Size() const {
   }
   return total;
 }
+
+uint64_t MemoryStore::evictions() const { return impl_->evictions.load(std::memory_order_relaxed); }
 
 size_t MemoryStore::MemoryUsage() const {
   size_t total = sizeof(Impl) + impl_->shard_count * sizeof(Shard);

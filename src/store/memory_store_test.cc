@@ -56,28 +56,36 @@ class MemoryStoreTest : public ::testing::Test {
   ManualClock clock_;
 };
 
-TEST_F(MemoryStoreTest, FullOfLiveEntriesRefusesNewKeysWithResourceExhausted) {
+TEST_F(MemoryStoreTest, FullOfLiveEntriesEvictsTheLeastConsumedKey) {
   MemoryStore store(clock_, {.max_keys = 4});
-  const Limit limit = Bucket(2, {1, seconds(1)});
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(DecideOne(store, Name("k", i), limit, 1).ok());
+  const Limit limit = Bucket(10, {10, hours(1)});
+  ASSERT_EQ(DecideOne(store, "k0", limit, 10)->decisions[0].remaining, 0);  // at its limit
+  for (int i = 1; i < 4; ++i) ASSERT_TRUE(DecideOne(store, Name("k", i), limit, 1).ok());
   EXPECT_EQ(store.Size(), 4u);
+  EXPECT_EQ(store.evictions(), 0u);
 
-  const Result<StoreResponse> full = DecideOne(store, "new", limit, 1);
-  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(full.status().message().find("max_keys"), std::string::npos);
-  // Known keys are still decided, and a request mixing a known key with a new one consumes
-  // nothing from the known one.
-  const EntryRef mixed[] = {{.key = "k0", .limit = &limit, .cost = 1},
-                            {.key = "new", .limit = &limit, .cost = 1}};
-  EXPECT_EQ(store.Decide(mixed).status().code(), StatusCode::kResourceExhausted);
-  EXPECT_EQ(DecideOne(store, "k0", limit, 1)->decisions[0].remaining, 0);
-  // Requests that store nothing need no slot: a peek, and a request refused anyway.
-  EXPECT_EQ(DecideOne(store, "new", limit, 0)->decisions[0].remaining, 2);
-  EXPECT_EQ(DecideOne(store, "new", limit, 3)->decisions[0].verdict, Verdict::kNeverFits);
+  // A new key gets in, with its whole limit; one key that had spent 1 is forgotten for it.
+  const Result<StoreResponse> fresh = DecideOne(store, "new", limit, 1);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  EXPECT_EQ(fresh->decisions[0].remaining, 9);
+  EXPECT_EQ(store.evictions(), 1u);
   EXPECT_EQ(store.Size(), 4u);
+  int forgotten = 0;
+  for (int i = 1; i < 4; ++i)
+    forgotten += DecideOne(store, Name("k", i), limit, 0)->decisions[0].remaining == 10;
+  EXPECT_EQ(forgotten, 1);
+  // The key at its limit kept its state.
+  EXPECT_EQ(DecideOne(store, "k0", limit, 1)->decisions[0].verdict, Verdict::kDenied);
+  // A request refused anyway needs no slot and evicts nothing, and consumes nothing either.
+  const EntryRef mixed[] = {{.key = "k0", .limit = &limit, .cost = 1},
+                            {.key = "new2", .limit = &limit, .cost = 1}};
+  EXPECT_FALSE(store.Decide(mixed)->allowed);
+  EXPECT_EQ(store.evictions(), 1u);
+  EXPECT_EQ(DecideOne(store, "new2", limit, 0)->decisions[0].remaining, 10);
+  EXPECT_EQ(DecideOne(store, "new", limit, 0)->decisions[0].remaining, 9);
 }
 
-TEST_F(MemoryStoreTest, ReclaimsFreshEntriesFirstAndKeepsLiveOnes) {
+TEST_F(MemoryStoreTest, ReclaimsFreshEntriesBeforeEvictingLiveOnes) {
   MemoryStore store(clock_, {.max_keys = 4});
   const Limit quick = Window(Algorithm::kFixedWindow, 5, seconds(1));
   const Limit slow = Window(Algorithm::kSlidingWindowLog, 5, hours(1));
@@ -85,19 +93,19 @@ TEST_F(MemoryStoreTest, ReclaimsFreshEntriesFirstAndKeepsLiveOnes) {
   ASSERT_TRUE(DecideOne(store, "quick1", quick, 1).ok());
   ASSERT_TRUE(DecideOne(store, "slow0", slow, 3).ok());
   ASSERT_TRUE(DecideOne(store, "slow1", slow, 3).ok());
-  EXPECT_EQ(DecideOne(store, "new0", quick, 1).status().code(), StatusCode::kResourceExhausted);
+  // Full of live entries: one that had consumed 1 goes, not a log that had consumed 3.
+  ASSERT_TRUE(DecideOne(store, "quick2", quick, 1).ok());
+  EXPECT_EQ(store.evictions(), 1u);
+  EXPECT_EQ(DecideOne(store, "slow0", slow, 0)->decisions[0].remaining, 2);
 
   clock_.Advance(seconds(3));  // the quick windows reset (freshness is tracked in whole seconds)
   EXPECT_TRUE(DecideOne(store, "new0", quick, 1).ok());
   EXPECT_TRUE(DecideOne(store, "new1", quick, 1).ok());
   EXPECT_EQ(store.Size(), 4u);
-  EXPECT_EQ(DecideOne(store, "new2", quick, 1).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.evictions(), 1u);  // the fresh ones made room: nothing live was forgotten
   // The live logs kept their state.
   EXPECT_EQ(DecideOne(store, "slow0", slow, 0)->decisions[0].remaining, 2);
   EXPECT_EQ(DecideOne(store, "slow1", slow, 2)->decisions[0].remaining, 0);
-  // A reclaimed key comes back fresh, as if never seen, once there is room again.
-  clock_.Advance(seconds(3));
-  EXPECT_EQ(DecideOne(store, "quick0", quick, 1)->decisions[0].remaining, 4);
 }
 
 TEST_F(MemoryStoreTest, ReclaimingLogsReleasesTheirMemory) {
@@ -139,11 +147,22 @@ TEST_F(MemoryStoreTest, OutOfRangeOptionsAreClamped) {
   MemoryStore none(clock_, {.max_keys = 0, .shards = 0});  // at least one key, one shard
   const Limit limit = Bucket(2, {1, hours(1)});
   EXPECT_TRUE(DecideOne(none, "a", limit, 1).ok());
-  EXPECT_EQ(DecideOne(none, "b", limit, 1).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(DecideOne(none, "b", limit, 1).ok());  // "a" is forgotten for it
+  EXPECT_EQ(none.Size(), 1u);
+  EXPECT_EQ(none.evictions(), 1u);
+  // A request needing more new keys than the table holds is refused, and consumes nothing.
+  const EntryRef two[] = {{.key = "c", .limit = &limit, .cost = 1},
+                          {.key = "d", .limit = &limit, .cost = 1}};
+  const Result<StoreResponse> refused = none.Decide(two);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("max_keys"), std::string::npos);
+  EXPECT_EQ(DecideOne(none, "b", limit, 0)->decisions[0].remaining, 1);
   MemoryStore many(clock_, {.max_keys = 100, .shards = size_t{1} << 40});
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(DecideOne(many, Name("k", i), limit, 1).ok()) << i;
   EXPECT_EQ(many.Size(), 100u);  // small tables use one shard: the bound is exact
-  EXPECT_EQ(DecideOne(many, "one-more", limit, 1).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(DecideOne(many, "one-more", limit, 1).ok());
+  EXPECT_EQ(many.evictions(), 7u);  // a sixteenth of 100, rounded up
+  EXPECT_EQ(many.Size(), 94u);
 }
 
 // Keys come and go while time moves: each round brings 3000 new keys, more than the table could

@@ -4,23 +4,31 @@
 // the three-word CompactState, and the time the entry turns fresh, in whole seconds since the
 // store's epoch, rounded up. Fingerprint 0 marks an empty slot. The fingerprint's lowest bit is
 // set for sliding_window_log entries, whose lists live out of line in a pool owned by the table
-// (state word 0 holds the list's index).
+// (state word 0 holds the list's index). The top byte of state word 2, which every algorithm
+// leaves zero (its values stay in [0, 2^53)), holds the entry's eviction rank: how much it had
+// consumed at its last write (see EvictionRank).
 //
 // Linear probing from a home slot chosen by fingerprint bits 1..32 (the store picks shards by
 // the top bits). There is no deletion: fresh entries are dropped by rebuilding, which also grows
 // the table. The load stays at most 7/8, so every probe run ends at an empty slot.
 //
 // Bounded: at most `max_keys` entries. MakeRoom reclaims fresh entries (whose reset time has
-// passed, so dropping them changes no decision) before growing, and refuses only when the
-// shard holds `max_keys` live entries. It tracks a lower bound on the earliest fresh time, so a
-// full table of live entries refuses in O(1) instead of rescanning.
+// passed, so dropping them changes no decision) before growing. It tracks a lower bound on the
+// earliest fresh time, so "nothing to reclaim" is an O(1) answer. When the shard holds
+// `max_keys` live entries it evicts: one pass forgets the max_keys / kEvictionShare entries
+// (or what the request needs, if more) whose forgetting admits least — the lowest eviction
+// rank, then the earliest fresh time — never the request's own. Passes cost O(max_keys) each,
+// so O(kEvictionShare) per new key.
 //
 // Thread-safety: none; the owning shard's mutex guards every call.
 #pragma once
 
 #include <atomic>
+#include <bit>
+#include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "caudal/algorithms/compact_state.h"
@@ -33,18 +41,39 @@ namespace caudal {
 using FreshTick = int64_t;
 inline constexpr FreshTick kNeverFresh = UINT32_MAX;
 
+// A full shard forgets this share of its entries per eviction pass (1/16).
+inline constexpr size_t kEvictionShare = 16;
+
+// An upper bound on `consumed` units (limit − remaining at a write) in one byte, monotonic:
+// exact below 8, then to within 25% (two bits of mantissa), rounded up; 0 for nothing consumed.
+uint8_t EvictionRank(int64_t consumed);
+
 class ShardTable {
  public:
   // 4-byte aligned so that 36 bytes stay 36; fields are read and written through memcpy.
   struct alignas(4) Slot {
     uint64_t Fingerprint() const { return Load<uint64_t>(0); }
-    CompactState State() const { return Load<CompactState>(8); }
-    void SetState(const CompactState& s) { Store(8, s); }
+    CompactState State() const {
+      CompactState s = Load<CompactState>(8);
+      s.w[2] &= kStateWord2Mask;  // without the eviction rank
+      return s;
+    }
+    // Precondition: s.w[2] in [0, 2^56), as every algorithm's is (below 2^53).
+    void SetState(const CompactState& s) {
+      assert(s.w[2] >= 0 && s.w[2] <= kStateWord2Mask);
+      const uint8_t rank = Rank();
+      Store(8, s);
+      bytes_[kRankByte] = rank;
+    }
     uint32_t LogIndex() const { return static_cast<uint32_t>(Load<int64_t>(8)); }
     FreshTick FreshAt() const { return Load<uint32_t>(32); }
+    uint8_t Rank() const { return bytes_[kRankByte]; }
 
    private:
     friend class ShardTable;
+    static constexpr int64_t kStateWord2Mask = (int64_t{1} << 56) - 1;
+    static constexpr size_t kRankByte = 31;  // state word 2's top byte (little-endian)
+    static_assert(std::endian::native == std::endian::little);
     template <typename T>
     T Load(size_t at) const {
       T v;
@@ -83,14 +112,22 @@ class ShardTable {
   // Whether the entry's reset time has passed at `now` (see FreshTick).
   static bool IsFresh(const Slot& slot, FreshTick now) { return slot.FreshAt() <= now; }
 
-  // Ensures `needed` more entries fit, reclaiming fresh entries first and growing next.
-  // False when the shard would hold more than `max_keys` live entries. Invalidates Slot
-  // pointers when it rebuilds.
-  bool MakeRoom(size_t needed, FreshTick now);
+  // Ensures `needed` more entries fit: reclaims fresh entries, grows, and when the shard is full
+  // of live entries evicts (see above), never an entry whose fingerprint is in `keep`. False
+  // (and nothing evicted) only when `needed` and the live entries of `keep` exceed max_keys.
+  // Invalidates Slot pointers when it rebuilds.
+  struct Room {
+    bool ok = false;
+    size_t evicted = 0;  // live entries forgotten
+  };
+  Room MakeRoom(size_t needed, FreshTick now, std::span<const uint64_t> keep = {});
   // Adds `fp` with a zero state (or, for a log fingerprint, a new empty list). Preconditions:
   // `fp` is absent, non-zero, and MakeRoom made room for it.
   Slot* Insert(uint64_t fp);
-  // Records when the entry turns fresh.
+  // Records when the entry turns fresh, and how much it has consumed (limit − remaining, summed
+  // for nothing else: one entry, one limit) as its eviction rank.
+  void Record(Slot& slot, FreshTick fresh_at, int64_t consumed);
+  // Records when the entry turns fresh (its eviction rank stays).
   void SetFreshAt(Slot& slot, FreshTick at);
 
   sliding_window_log::LogState& Log(const Slot& slot) { return logs_[slot.LogIndex()]; }
@@ -108,7 +145,26 @@ class ShardTable {
   size_t Home(uint64_t fp) const { return HomeIn(fp, slots_.size()); }
   static size_t MaxLoad(size_t slots) { return slots - (slots + 7) / 8; }
   size_t SlotsFor(size_t keys) const;
-  void Rebuild(size_t slots, FreshTick now);
+  // Which live entries an eviction pass forgets: those ranking below `threshold`, and the first
+  // `ties` ranking equal to it (in slot order), never one in `keep`.
+  struct Eviction {
+    uint64_t threshold = 0;
+    size_t ties = 0;
+    std::span<const uint64_t> keep;
+  };
+  // Rank, then fresh time, then 16 fingerprint bits that pick neither the shard nor the home
+  // slot: entries that tie go in an order unrelated to where they sit. Breaking ties by position
+  // would empty one end of the table and crowd the new keys' probes into the rest.
+  static uint64_t EvictionKey(const Slot& s) {
+    return (uint64_t{s.Rank()} << 48) | (static_cast<uint64_t>(s.FreshAt()) << 16) |
+           ((s.Fingerprint() >> 33) & 0xFFFF);
+  }
+  static bool Kept(uint64_t fp, std::span<const uint64_t> keep);
+  // Plans forgetting `count` live entries at `now`.
+  Eviction PlanEviction(size_t count, FreshTick now, std::span<const uint64_t> keep) const;
+  // Rebuilds into `slots` slots, dropping fresh entries and those `evict` names. Returns how
+  // many live entries it dropped.
+  size_t Rebuild(size_t slots, FreshTick now, const Eviction* evict = nullptr);
   void FreeLog(uint32_t index);
 
   size_t max_keys_;

@@ -1,101 +1,158 @@
-// Runs conformance/*.yaml: request -> expected response cases derived from envoyproxy/ratelimit's
-// documented configuration examples, sent over gRPC to a real server. Time is a ManualClock that
-// cases advance explicitly. File format: see conformance/README.md.
+// Runs conformance/*.yaml: cases derived from envoyproxy/ratelimit's own tests, configs,
+// integration scripts and documented examples (each file cites its source): configurations it
+// loads or refuses, and requests with the exact replies it gives, sent over gRPC to a real server
+// on a ManualClock that cases advance. Format: conformance/README.md.
+//
+// CAUDAL_CONFORMANCE_DIR in the environment runs another directory of cases, e.g. the ones in
+// conformance-pending/ that wait for behaviour caudal does not have yet.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "caudal/envoy/grpc_server.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/rate.h"
+#include "envoy/conformance_expect.h"
 #include "envoy/rls_client.h"
+#include "envoy/rls_stack.h"
 #include "envoy/test_store.h"
 #include "support/manual_clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
-#include "rls_stack.h"
 
 namespace caudal::envoy {
 namespace {
 
-std::vector<std::string> CaseFiles() {
+namespace fs = std::filesystem;
+
+std::string CaseDir() {
+  const char* dir = std::getenv("CAUDAL_CONFORMANCE_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : CAUDAL_CONFORMANCE_DIR;
+}
+
+std::vector<std::string> CaseFiles(const std::string& dir) {
   std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(CAUDAL_CONFORMANCE_DIR)) {
+  for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() == ".yaml") files.push_back(e.path().filename().string());
   }
   std::sort(files.begin(), files.end());
   return files;
 }
 
-RateLimitRequest ToRequest(const YAML::Node& n) {
-  RateLimitRequest r;
-  r.set_domain(n["domain"].as<std::string>(""));
-  if (n["hits_addend"]) r.set_hits_addend(n["hits_addend"].as<uint32_t>());
-  for (const auto& d : n["descriptors"]) {
-    auto* desc = r.add_descriptors();
-    for (const auto& e : d["entries"]) {
-      const std::string kv = e.as<std::string>();
-      const size_t eq = kv.find('=');
-      auto* entry = desc->add_entries();
-      entry->set_key(kv.substr(0, eq));
-      entry->set_value(eq == std::string::npos ? "" : kv.substr(eq + 1));
-    }
-    if (d["hits_addend"]) desc->mutable_hits_addend()->set_value(d["hits_addend"].as<uint64_t>());
-    if (d["is_negative_hits"]) desc->set_is_negative_hits(d["is_negative_hits"].as<bool>());
-    if (d["limit"]) {
-      desc->mutable_limit()->set_requests_per_unit(d["limit"]["requests_per_unit"].as<uint32_t>());
-      ::envoy::type::v3::RateLimitUnit unit{};
-      EXPECT_TRUE(::envoy::type::v3::RateLimitUnit_Parse(d["limit"]["unit"].as<std::string>(),
-                                                         &unit));
-      desc->mutable_limit()->set_unit(unit);
-    }
+// A configuration as a spec gives it: `config` (one file's text) or `files` (a directory of
+// them, written to a fresh temporary directory and loaded as the serve command loads one).
+Result<RateLimitConfig> LoadSpec(const YAML::Node& spec, const std::string& name) {
+  RateLimitLoadOptions options;
+  if (spec["load_options"] && spec["load_options"]["merge_domains"]) {
+    options.merge_domains = spec["load_options"]["merge_domains"].as<bool>();
   }
-  return r;
+  if (!spec["files"]) {
+    return ParseRateLimitConfigText(spec["config"].as<std::string>(), name, options);
+  }
+  static std::atomic<int> serial{0};
+  const fs::path dir =
+      fs::temp_directory_path() / ("caudal-conformance-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(serial.fetch_add(1)));
+  fs::create_directories(dir);
+  for (const auto& kv : spec["files"]) {
+    std::ofstream(dir / kv.first.as<std::string>(), std::ios::binary)
+        << kv.second.as<std::string>();
+  }
+  auto loaded = LoadRateLimitConfig(dir.string(), options);
+  fs::remove_all(dir);
+  return loaded;
 }
 
-void Check(const YAML::Node& expect, const grpc::Status& status, const RateLimitResponse& resp,
-           bool repeated) {
-  if (expect["error"]) {
-    EXPECT_EQ(static_cast<int>(status.error_code()),
-              expect["error"].as<std::string>() == "INVALID_ARGUMENT"
-                  ? grpc::StatusCode::INVALID_ARGUMENT
-                  : grpc::StatusCode::UNAVAILABLE);
-    if (expect["message"]) {
-      EXPECT_THAT(status.error_message(), ::testing::HasSubstr(expect["message"].as<std::string>()));
+void RunRejects(const YAML::Node& file, const std::string& name) {
+  for (const YAML::Node& r : file["rejects"]) {
+    SCOPED_TRACE(name + ": refuses " + r["name"].as<std::string>());
+    const auto loaded = LoadSpec(r, r["name"].as<std::string>());
+    ASSERT_FALSE(loaded.ok()) << "loaded a configuration the reference refuses";
+    std::vector<std::string> parts;
+    if (r["error"].IsSequence()) {
+      parts = r["error"].as<std::vector<std::string>>();
+    } else {
+      parts.push_back(r["error"].as<std::string>());
     }
-    return;
+    for (const std::string& part : parts) {
+      EXPECT_THAT(loaded.status().message(), ::testing::HasSubstr(part));
+    }
   }
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_EQ(RateLimitResponse::Code_Name(resp.overall_code()), expect["overall"].as<std::string>());
-  if (!expect["statuses"]) return;
-  ASSERT_EQ(resp.statuses_size(), static_cast<int>(expect["statuses"].size()));
-  for (int i = 0; i < resp.statuses_size(); ++i) {
-    const YAML::Node want = expect["statuses"][i];
-    const auto& got = resp.statuses(i);
-    SCOPED_TRACE("status " + std::to_string(i));
-    if (want["code"]) {
-      EXPECT_EQ(RateLimitResponse::Code_Name(got.code()), want["code"].as<std::string>());
+}
+
+void RunAccepts(const YAML::Node& file, const std::string& name) {
+  for (const YAML::Node& a : file["accepts"]) {
+    SCOPED_TRACE(name + ": loads " + a["name"].as<std::string>());
+    const auto loaded = LoadSpec(a, a["name"].as<std::string>());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    for (const auto& d : a["domains"]) {
+      EXPECT_TRUE(loaded->HasDomain(d.as<std::string>())) << d;
     }
-    if (want["requests_per_unit"]) {
-      EXPECT_EQ(got.current_limit().requests_per_unit(), want["requests_per_unit"].as<uint32_t>());
+    if (a["domains"]) {
+      EXPECT_EQ(loaded->DomainCount(), a["domains"].size());
     }
-    if (want["unit"]) {
-      EXPECT_EQ(RateLimitResponse::RateLimit::Unit_Name(got.current_limit().unit()),
-                want["unit"].as<std::string>());
+  }
+}
+
+void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mode) {
+  const std::string mode_name =
+      mode == DescriptorMode::kConsumeEach ? "consume_each" : "all_or_nothing";
+  SCOPED_TRACE(name + " [" + mode_name + "]");
+  auto config = LoadSpec(file, name);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  testing::RlsSetup setup;
+  setup.domains.mode = mode;
+  if (const YAML::Node o = file["options"]) {
+    if (o["headers"]) {
+      auto headers = ParseHeaderMode(o["headers"].as<std::string>());
+      ASSERT_TRUE(headers.ok()) << headers.status().ToString();
+      setup.rls.headers = *headers;
     }
-    if (want["name"]) {
-      EXPECT_EQ(got.current_limit().name(), want["name"].as<std::string>());
+    ASSERT_FALSE(o["response_dynamic_metadata"])
+        << "options.response_dynamic_metadata: caudal has no switch for envoyproxy/ratelimit's "
+           "RESPONSE_DYNAMIC_METADATA yet";
+  }
+  ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
+  testing::CountingMemoryStore store(clock);
+  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
+                          setup);
+  ASSERT_TRUE(stack.status().ok()) << stack.status().ToString();
+  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  testing::RlsClient client((*server)->port());
+  for (const YAML::Node& c : file["cases"]) {
+    SCOPED_TRACE(c["name"].as<std::string>());
+    ASSERT_FALSE(c["stats"]) << "stats: the runner cannot read envoyproxy/ratelimit's stats "
+                                "(total_hits, over_limit, near_limit, within_limit, shadow_mode) "
+                                "from caudal yet";
+    if (c["load"]) {  // a reload, as the reference's runtime directory watch does
+      auto next = LoadSpec(c["load"], name);
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      const Status s = stack.engine().SetDomains(
+          std::make_shared<RateLimitConfig>(std::move(*next)), setup.domains);
+      ASSERT_TRUE(s.ok()) << s.ToString();
     }
-    if (want["no_limit"]) {
-      EXPECT_EQ(!got.has_current_limit(), want["no_limit"].as<bool>());
+    if (c["advance"]) {
+      auto d = ParseDuration(c["advance"].as<std::string>());
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      clock.Advance(*d);
     }
-    if (want["remaining"]) {
-      ASSERT_FALSE(repeated) << "'remaining' changes between repeats; give it on a single request";
-      EXPECT_EQ(got.limit_remaining(), want["remaining"].as<uint32_t>());
-    }
-    if (want["reset_seconds"]) {
-      EXPECT_EQ(got.duration_until_reset().seconds(), want["reset_seconds"].as<int64_t>());
+    const std::string per_mode = "expect_" + mode_name;
+    const YAML::Node expect = c[per_mode] ? c[per_mode] : c["expect"];
+    ASSERT_TRUE(expect) << "no expect (nor " << per_mode << ")";
+    const RateLimitRequest request = conformance::ToRequest(c["request"]);
+    const int repeat = c["repeat"].as<int>(1);
+    for (int i = 0; i < repeat; ++i) {
+      SCOPED_TRACE("repeat " + std::to_string(i));
+      RateLimitResponse resp;
+      const grpc::Status status = client.Call(request, &resp);
+      conformance::CheckReply(expect, status, resp, repeat > 1);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
@@ -103,56 +160,55 @@ void Check(const YAML::Node& expect, const grpc::Status& status, const RateLimit
 class Conformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Conformance, Cases) {
-  const YAML::Node file =
-      YAML::LoadFile(std::string(CAUDAL_CONFORMANCE_DIR) + "/" + GetParam());
-  auto config = ParseRateLimitConfigText(file["config"].as<std::string>(), GetParam());
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  testing::RlsSetup setup;
-  if (const YAML::Node o = file["options"]) {
-    if (o["descriptor_mode"]) {
-      auto mode = ParseDescriptorMode(o["descriptor_mode"].as<std::string>());
-      ASSERT_TRUE(mode.ok()) << mode.status().ToString();
-      setup.domains.mode = *mode;
-    }
-    if (o["headers"]) {
-      auto headers = ParseHeaderMode(o["headers"].as<std::string>());
-      ASSERT_TRUE(headers.ok()) << headers.status().ToString();
-      setup.rls.headers = *headers;
-    }
-  }
-  ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
-  testing::CountingMemoryStore store(clock);
-  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
-  ASSERT_TRUE(stack.status().ok());
-  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
-  ASSERT_TRUE(server.ok()) << server.status().ToString();
-  testing::RlsClient client((*server)->port());
+  const YAML::Node file = YAML::LoadFile(CaseDir() + "/" + GetParam());
+  conformance::ValidateFile(file);
+  if (HasFailure()) return;
+  RunRejects(file, GetParam());
+  RunAccepts(file, GetParam());
+  if (!file["cases"]) return;
   ASSERT_GT(file["cases"].size(), 0u);
-  for (const YAML::Node& c : file["cases"]) {
-    SCOPED_TRACE(GetParam() + ": " + c["name"].as<std::string>());
-    if (c["advance"]) {
-      auto d = ParseDuration(c["advance"].as<std::string>());
-      ASSERT_TRUE(d.ok()) << d.status().ToString();
-      clock.Advance(*d);
+  std::vector<DescriptorMode> modes;
+  if (file["descriptor_modes"]) {
+    for (const auto& m : file["descriptor_modes"]) {
+      auto mode = ParseDescriptorMode(m.as<std::string>());
+      ASSERT_TRUE(mode.ok()) << mode.status().ToString();
+      modes.push_back(*mode);
     }
-    const RateLimitRequest request = ToRequest(c["request"]);
-    const int repeat = c["repeat"].as<int>(1);
-    for (int i = 0; i < repeat; ++i) {
-      SCOPED_TRACE("repeat " + std::to_string(i));
-      RateLimitResponse resp;
-      const grpc::Status status = client.Call(request, &resp);
-      Check(c["expect"], status, resp, repeat > 1);
-      if (HasFatalFailure()) return;
-    }
+  } else if (file["options"] && file["options"]["descriptor_mode"]) {
+    auto mode = ParseDescriptorMode(file["options"]["descriptor_mode"].as<std::string>());
+    ASSERT_TRUE(mode.ok()) << mode.status().ToString();
+    modes.push_back(*mode);
+  } else {
+    modes.push_back(DescriptorMode::kAllOrNothing);
+  }
+  for (DescriptorMode mode : modes) {
+    RunCases(file, GetParam(), mode);
+    if (HasFatalFailure()) return;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Reference, Conformance, ::testing::ValuesIn(CaseFiles()),
+INSTANTIATE_TEST_SUITE_P(Reference, Conformance, ::testing::ValuesIn(CaseFiles(CaseDir())),
                          [](const ::testing::TestParamInfo<std::string>& file) {
                            std::string n = file.param.substr(0, file.param.size() - 5);
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// The cases that wait for behaviour caudal lacks are not run here, but they must stay readable,
+// each say why in one line, and use only what the runner knows.
+TEST(ConformancePending, EveryFileIsWellFormedAndSaysWhy) {
+  const std::vector<std::string> files = CaseFiles(CAUDAL_CONFORMANCE_PENDING_DIR);
+  ASSERT_FALSE(files.empty());
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    const YAML::Node file = YAML::LoadFile(std::string(CAUDAL_CONFORMANCE_PENDING_DIR) + "/" + f);
+    conformance::ValidateFile(file);
+    ASSERT_TRUE(file["why"] && file["why"].IsScalar()) << "a pending file says why in `why:`";
+    const std::string why = file["why"].as<std::string>();
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(why.find('\n'), std::string::npos) << "`why:` is one line";
+  }
+}
 
 }  // namespace
 }  // namespace caudal::envoy

@@ -2,6 +2,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <google/protobuf/stubs/logging.h>
+
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 
@@ -107,6 +110,33 @@ TEST_F(GrpcServiceTest, BadRequestsGetInvalidArgumentWithTheMessage) {
   s = client_->Call(Request({{"to_number", std::string(2 << 20, 'x')}}), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);  // gRPC's own bound
   EXPECT_EQ(Ask(Request({{"to_number", "1"}})).overall_code(), kOk);  // still serving
+}
+
+// protobuf's log lines, counted while a test runs (a library that logs per call floods the log).
+std::atomic<int> protobuf_log_lines{0};
+void CountLogLine(google::protobuf::LogLevel, const char*, int, const std::string&) {
+  protobuf_log_lines.fetch_add(1);
+}
+
+TEST_F(GrpcServiceTest, TextThatIsNotUtf8IsInvalidArgumentNamingTheFieldAndLogsNothing) {
+  StartWith(store_);
+  protobuf_log_lines = 0;
+  google::protobuf::LogHandler* previous = google::protobuf::SetLogHandler(&CountLogLine);
+  RateLimitResponse resp;
+  grpc::Status s = client_->Call(Request({{"to_number", "20\xFF" "6"}}), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "descriptor 0: entry 0 (to_number) value is not valid UTF-8");
+  s = client_->Call(Request({{"message_type", "marketing"}, {"to_\xC3", "1"}}), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "descriptor 0: entry 1 key is not valid UTF-8");
+  s = client_->Call(Request({{"to_number", "1"}}, "mess\xED\xA0\x80ging"), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "domain is not valid UTF-8");
+  // Nothing was counted, and valid UTF-8 beyond ASCII is served.
+  EXPECT_EQ(Ask(Request({{"to_number", "caf\xC3\xA9"}})).statuses(0).limit_remaining(), 99u);
+  EXPECT_EQ(Ask(Request({{"to_number", "caf\xC3\xA9"}})).statuses(0).limit_remaining(), 98u);
+  google::protobuf::SetLogHandler(previous);
+  EXPECT_EQ(protobuf_log_lines.load(), 0);
 }
 
 TEST_F(GrpcServiceTest, StoreDownWithDenyUnavailableIsAnUnavailableRpc) {

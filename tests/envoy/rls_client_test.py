@@ -82,12 +82,12 @@ class Server:
         assert self.proc.stdout.readline().strip() == "ok"
 
     def ask(self, *descriptors, hits=0, domain="py"):
-        req = rls_pb2.RateLimitRequest(domain=domain, hits_addend=hits)
+        req = rls_pb2.RateLimitRequest(domain=domain.encode(), hits_addend=hits)
         for d in descriptors:
             desc = req.descriptors.add()
             for kv in d["entries"]:
                 k, v = kv.split("=", 1)
-                desc.entries.add(key=k, value=v)
+                desc.entries.add(key=k.encode(), value=v.encode())
             if "hits" in d:
                 desc.hits_addend.value = d["hits"]
             desc.is_negative_hits = d.get("refund", False)

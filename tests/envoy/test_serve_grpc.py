@@ -49,12 +49,12 @@ class GrpcServe:
             response_deserializer=rls_pb2.RateLimitResponse.FromString)
 
     def ask(self, *descriptors):
-        req = rls_pb2.RateLimitRequest(domain="edge")
+        req = rls_pb2.RateLimitRequest(domain=b"edge")
         for desc in descriptors:
             out = req.descriptors.add()
             for kv in desc["entries"]:
                 k, v = kv.split("=", 1)
-                out.entries.add(key=k, value=v)
+                out.entries.add(key=k.encode(), value=v.encode())
         return self.call(req, timeout=10)
 
     def close(self):

@@ -3,6 +3,7 @@ free loopback ports, each in its own temporary directory, stopped when the test 
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -36,19 +37,26 @@ def wait_until(predicate, what, timeout_s=READY_TIMEOUT_S):
 
 class Redis:
     """A redis-server on a free port; started at once unless started=False (start() later).
-    `password` sets requirepass."""
+    `password` sets requirepass; `persistence` replaces the default (no RDB, no AOF) with other
+    redis-server arguments, e.g. ["--appendonly", "yes", "--appendfsync", "always"]; `bind` and
+    `port` place it elsewhere than a free loopback port. start() after stop() keeps the port and
+    the directory, as a restarted server would."""
 
-    def __init__(self, started=True, password=None):
+    def __init__(self, started=True, password=None, persistence=None, bind="127.0.0.1",
+                 port=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-redis-")
-        self.port = free_port()
+        self.bind = bind
+        self.port = port or free_port()
         self.password = password
+        self.persistence = persistence or ["--save", "", "--appendonly", "no"]
         self.proc = None
         if started:
             self.start()
 
-    def start(self):
-        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-                "--appendonly", "no", "--dir", self.dir]
+    def start(self, wrap=None):
+        """`wrap`: a command prefix, e.g. ["ip", "netns", "exec", name] to run it elsewhere."""
+        args = (wrap or []) + ["redis-server", "--bind", self.bind, "--port", str(self.port),
+                               "--dir", self.dir] + self.persistence
         if self.password:
             args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -56,7 +64,7 @@ class Redis:
 
     def _answers(self):
         try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+            with socket.create_connection((self.bind, self.port), timeout=0.5) as s:
                 s.sendall(b"PING\r\n")
                 reply = s.recv(64)
                 return reply.startswith(b"+PONG") or reply.startswith(b"-NOAUTH")
@@ -69,20 +77,61 @@ class Redis:
             self.proc.wait()
             self.proc = None
 
+    def command(self, *words):
+        """One command over RESP; the reply's first line (enough for +OK, :n, $n)."""
+        with socket.create_connection((self.bind, self.port), timeout=5) as s:
+            wire = b"*%d\r\n" % len(words)
+            for w in words:
+                w = w.encode() if isinstance(w, str) else w
+                wire += b"$%d\r\n%s\r\n" % (len(w), w)
+            s.sendall(wire)
+            return s.recv(4096).split(b"\r\n")[0]
+
     @property
     def url(self):
-        return "redis://127.0.0.1:%d" % self.port
+        return "redis://%s:%d" % (self.bind, self.port)
 
     def close(self):
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def raise_file_limit():
+    """Raises this process's soft descriptor limit to the hard one, for tests holding many
+    connections (the CI's default soft limit is 1024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def connect_from(source, port, timeout_s=5):
+    """A TCP connection to 127.0.0.1:`port` from the loopback address `source` (any of
+    127.0.0.0/8), so that one test can be several clients."""
+    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.settimeout(timeout_s)
+    c.bind((source, 0))
+    c.connect(("127.0.0.1", port))
+    return c
+
+
+def open_descriptors(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time the process has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Serve:
     """`caudal serve` with `config` (YAML text) on a free port. With test_hooks (the default) it is
-    caudal-testing's: advance_ms() moves its clock, fail_store() / recover_store() its store."""
+    caudal-testing's: advance_ms() moves its clock, fail_store() / recover_store() its store.
+    `nofile`: (soft, hard) descriptor limits to start it with."""
 
-    def __init__(self, config, test_hooks=True, store=None, env=None, files=None):
+    def __init__(self, config, test_hooks=True, store=None, env=None, files=None, nofile=None):
         self.dir = tempfile.mkdtemp(prefix="caudal-serve-")
         self.config_path = os.path.join(self.dir, "caudal.yaml")
         for name, content in (files or {}).items():  # beside the config, e.g. a password file
@@ -95,8 +144,13 @@ class Serve:
         if store:
             args += ["--store", store]
         self._stderr = open(self.stderr_path, "wb")
+        preexec = None
+        if nofile is not None:
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, env=dict(os.environ, **(env or {})))
+                                     stderr=self._stderr, env=dict(os.environ, **(env or {})),
+                                     preexec_fn=preexec)
         line = self.proc.stdout.readline().decode()
         self.banner = line
         m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)

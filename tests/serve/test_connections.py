@@ -16,6 +16,7 @@ policies:
 CONFIG = """
 server:
   max_connections: 4
+  max_connections_per_client: 4  # every test client is 127.0.0.1
   header_timeout: 300ms
   body_timeout: 300ms
   idle_timeout: 1s

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -36,6 +37,34 @@ Result<uint16_t> FreeLoopbackPort() {
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+bool CanBind(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A port P with P and P + 10000 free, P <= 55535, and both below the ephemeral range when it
+// leaves room (ip_local_port_range starts at 32768 on Linux by default).
+Result<uint16_t> FreeClusterPort() {
+  int low = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  range >> low;
+  int hi = std::min(55535, low - 10001);
+  if (hi < 11000) hi = 55535;
+  static std::mt19937 rng(std::random_device{}());
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const auto port = static_cast<uint16_t>(std::uniform_int_distribution<int>(10000, hi)(rng));
+    if (CanBind(port) && CanBind(static_cast<uint16_t>(port + 10000))) return port;
+  }
+  return Status::Unavailable("no free loopback port with a free cluster bus port");
 }
 
 bool TcpAccepts(uint16_t port) {
@@ -96,7 +125,8 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions optio
   }
   Status last;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    Result<uint16_t> port = FreeLoopbackPort();
+    Result<uint16_t> port =
+        server->options_.cluster_bus_port ? FreeClusterPort() : FreeLoopbackPort();
     if (!port.ok()) return port.status();
     server->port_ = *port;
     last = server->Launch();
@@ -137,21 +167,28 @@ Status RedisServer::WriteTlsFiles() {
 
 Status RedisServer::Launch() {
   const std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"redis-server",
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--logfile",
-                                   dir_ + "/redis.log",
-                                   "--enable-debug-command",
-                                   "local"};
+  std::vector<std::string> args = {"redis-server"};
+  if (!options_.config_lines.empty()) {
+    const std::string conf = dir_ + "/redis.conf";
+    if (!std::filesystem::exists(conf)) {  // a Sentinel rewrites it: keep it across restarts
+      std::ofstream out(conf);
+      for (const std::string& line : options_.config_lines) out << line << "\n";
+    }
+    args.push_back(conf);
+  }
+  if (options_.sentinel) args.emplace_back("--sentinel");
+  for (const char* a : {"--bind", "127.0.0.1", "--daemonize", "no"}) {
+    args.emplace_back(a);
+  }
+  args.emplace_back("--dir");
+  args.push_back(dir_);
+  args.emplace_back("--logfile");
+  args.push_back(dir_ + "/redis.log");
+  if (!options_.sentinel) {  // options a Sentinel does not know
+    for (const char* a : {"--save", "", "--appendonly", "no", "--enable-debug-command", "local"}) {
+      args.emplace_back(a);
+    }
+  }
   if (options_.tls) {
     for (const char* a : {"--port", "0", "--tls-port"}) args.emplace_back(a);
     args.push_back(port);

@@ -31,6 +31,14 @@ struct RedisServerOptions {
   bool tls = false;
   // Further redis-server arguments, e.g. {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args{};
+  // A port whose cluster bus port (port + 10000) is free too, both below the kernel's ephemeral
+  // range (so no outgoing connection takes them meanwhile); for Redis Cluster nodes.
+  bool cluster_bus_port = false;
+  // Written to redis.conf in the server's directory and passed first (a Sentinel needs a config
+  // file it can rewrite); empty: no file.
+  std::vector<std::string> config_lines{};
+  // Run as a Sentinel (--sentinel): needs config_lines with its "sentinel monitor" line.
+  bool sentinel = false;
 };
 
 class RedisServer {
@@ -44,6 +52,8 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // The redis-server process, while running(); -1 otherwise.
+  pid_t pid() const { return pid_; }
   // "redis://127.0.0.1:<port>" (or rediss:// with TLS), without credentials.
   std::string url() const;
   const std::string& dir() const { return dir_; }

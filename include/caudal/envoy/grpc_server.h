@@ -1,4 +1,5 @@
-// RlsGrpcServer: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC.
+// RlsGrpcServer: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC, with
+// grpc.health.v1.Health beside it.
 //
 // A thin transport over RlsHandler using gRPC's callback API: a call is decided as the store
 // answers, with no thread held while it waits. Bounded: at most `max_concurrent_calls` in flight
@@ -6,12 +7,22 @@
 // refused by gRPC itself (RESOURCE_EXHAUSTED), and requests above the handler's
 // max_request_bytes get INVALID_ARGUMENT. Handler errors map to gRPC codes: kInvalidArgument ->
 // INVALID_ARGUMENT, kUnavailable -> UNAVAILABLE, kResourceExhausted -> RESOURCE_EXHAUSTED.
+// A request whose domain or descriptor entries are not valid UTF-8 gets INVALID_ARGUMENT naming
+// the field, before the handler sees it (Envoy's schema says `string`, but Envoy forwards header
+// bytes as they came; caudal's copy of the schema reads them as bytes, see proto/).
+//
+// Health (gRPC's health-checking protocol, for Kubernetes' grpc probes and Envoy's gRPC health
+// checks): Check, List and Watch on "" and "envoy.service.ratelimit.v3.RateLimitService", both
+// SERVING while `ready` says so, NOT_SERVING otherwise and from Shutdown on. Watch streams see a
+// change within health_poll_interval, at once after NotifyReadinessChanged().
 //
 // Thread-safety: Start, port and Shutdown from one thread; calls are served on gRPC's threads.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,10 +35,22 @@ class Server;
 
 namespace caudal::envoy {
 
+namespace internal {
+class HealthService;
+}
+
 struct GrpcServerOptions {
   std::string address = "127.0.0.1:8081";  // host:port; port 0 picks a free one
   size_t max_concurrent_calls = 10'000;
   size_t max_receive_bytes = 1 << 20;
+  // Readiness for the health service: true when the server can decide (the serve command passes
+  // the store's readiness, as /readyz reads it). Unset: always ready. It is called on gRPC's
+  // threads and on the health poller, so it must not block: return a cached value.
+  std::function<bool()> ready = nullptr;
+  // How often open Watch streams re-read `ready`.
+  std::chrono::milliseconds health_poll_interval{1000};
+  // Watch streams open at once; more are refused with RESOURCE_EXHAUSTED.
+  size_t max_health_watchers = 100;
 };
 
 class RlsGrpcServer {
@@ -39,7 +62,10 @@ class RlsGrpcServer {
   ~RlsGrpcServer();
 
   int port() const { return port_; }
-  // Stops accepting calls and waits (up to 5 s) for those in flight. Idempotent.
+  // Tells Watch streams now that `ready` may have changed, rather than at the next poll.
+  void NotifyReadinessChanged();
+  // Reports NOT_SERVING and ends the Watch streams, stops accepting calls and waits (up to 5 s)
+  // for those in flight. Idempotent.
   void Shutdown();
 
   class Service;  // the generated service's implementation, in grpc_server.cc
@@ -47,7 +73,8 @@ class RlsGrpcServer {
  private:
   RlsGrpcServer() = default;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<internal::HealthService> health_;
+  std::unique_ptr<grpc::Server> server_;  // last: destroyed before the services
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -5,37 +5,48 @@
 //   domain: mongo_cps
 //   descriptors:
 //     - key: database
-//       value: users
+//       value: users                # or a wildcard: "user*", "*-prod", "svc*ep*rpc"
 //       rate_limit: {unit: second, requests_per_unit: 500, name: users, replaces: [{name: x}]}
 //       shadow_mode: false
+//       quota_mode: false
 //       detailed_metric: false
-//       descriptors: [...]        # nested descriptors
+//       value_to_metric: false
+//       share_threshold: false      # wildcard values only
+//       metadata: {any: {yaml: map}}
+//       descriptors: [...]          # nested descriptors
 //
 // Every field of the reference is read with the reference's meaning; anything else is refused
-// by name with file, line and field, never ignored. Units: second, minute, hour, day, month
-// (30 days) and year (365 days), as the reference computes them. caudal's extension, inside
-// rate_limit: `algorithm` (fixed_window by default, so a migrated file decides as the reference
-// did; or token_bucket, gcra, sliding_window_log, sliding_window_counter) and, for the bucket
-// algorithms, `capacity` (the burst; requests_per_unit by default). A bucket refills
-// requests_per_unit per unit.
+// by name with file, line and field, never ignored. Units: second, minute, hour, day, week
+// (7 days), month (30 days) and year (365 days), as the reference computes them. caudal's
+// extension, inside rate_limit: `algorithm` (fixed_window by default, so a migrated file decides
+// as the reference did; or token_bucket, gcra, sliding_window_log, sliding_window_counter) and,
+// for the bucket algorithms, `capacity` (the burst; requests_per_unit by default). A bucket
+// refills requests_per_unit per unit.
 //
-// Matching follows the reference: at each level an entry matches a descriptor with its exact
-// key and value first, else the first wildcard descriptor (value ending in `*`) whose prefix the
-// value starts with, else the descriptor with the key and no value; a limit applies only when
-// the request's last entry lands on it, and a request deeper than the configuration matches
-// nothing.
+// Matching is the reference's, step for step. A descriptor's composite key is `key`, or
+// `key_value` when it has a value; at each level an entry `key`/`value` selects
+//   1. the descriptor whose composite key is `key_value` (the entry's key, '_', its value),
+//   2. else the first wildcard descriptor, in file order, whose composite key (with every `*`
+//      matching any run of characters, empty included) matches `key_value`,
+//   3. else the descriptor whose composite key is `key` (the key's default).
+// A limit applies only when the request's last entry lands on it, and a request deeper than the
+// configuration matches nothing. Since composite keys are joined with '_', `{key: a_b}` and
+// `{key: a, value: b}` are the same descriptor to the reference, so caudal refuses both in one
+// level as it does.
 //
 // Thread-safety: immutable after loading; safe to share between threads.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "caudal/limit.h"
@@ -43,56 +54,121 @@
 
 namespace caudal::envoy {
 
-// Values equal the RLS API's RateLimit.Unit numbers.
-enum class Unit : uint8_t { kSecond = 1, kMinute = 2, kHour = 3, kDay = 4, kMonth = 5, kYear = 6 };
+// Values equal the RLS API's RateLimitResponse.RateLimit.Unit numbers (WEEK was added last, as 7).
+enum class Unit : uint8_t {
+  kSecond = 1,
+  kMinute = 2,
+  kHour = 3,
+  kDay = 4,
+  kMonth = 5,
+  kYear = 6,
+  kWeek = 7,
+};
 
 std::string_view UnitName(Unit u);  // "second", ...
-Micros UnitDuration(Unit u);        // month = 30 days, year = 365 days, as the reference
+Micros UnitDuration(Unit u);  // week = 7 days, month = 30 days, year = 365 days, as the reference
 
 // Builds the limit the reference would apply for `requests_per_unit` per `unit` (a fixed window
 // aligned to the unit), or the caudal algorithm named. `capacity` 0 means requests_per_unit.
 Result<Limit> MakeLimit(Algorithm algorithm, uint32_t requests_per_unit, Unit unit,
                         int64_t capacity = 0);
 
+// A descriptor's `metadata`, as the reference turns it into a google.protobuf.Struct: each value
+// is null, a bool, a number (YAML integers become doubles), a string, a list or a struct.
+struct MetadataValue {
+  using List = std::vector<MetadataValue>;
+  using Struct = std::map<std::string, MetadataValue, std::less<>>;
+  std::variant<std::monostate, bool, double, std::string, List, Struct> kind;
+
+  bool operator==(const MetadataValue& other) const;
+};
+using Metadata = MetadataValue::Struct;
+
+// Merges `from` into `into` as the reference merges the metadata of the descriptors that passed:
+// a key already in `into` keeps its value, except that two structs merge recursively.
+void MergeMetadata(Metadata& into, const Metadata& from);
+
 struct RateLimitRule {
-  std::string name;                   // may be empty
-  bool unlimited = false;             // when true there is no limit (and no unit)
+  std::string name;        // may be empty
+  bool unlimited = false;  // when true there is no limit (and no unit)
   Unit unit = Unit::kSecond;
   uint32_t requests_per_unit = 0;
   std::optional<Limit> limit;         // set unless unlimited or blocking
   std::vector<std::string> replaces;  // names of rules this one replaces in the same request
   bool shadow_mode = false;           // decide and count, but never refuse
-  bool detailed_metric = false;       // read for compatibility; caudal has no per-value metrics
+  bool detailed_metric = false;       // metrics per value: see RuleMatch::stats_key
   std::string source;                 // "file:line", for messages
+  // quota_mode: an over-limit quota descriptor refuses the request only when every quota
+  // descriptor of the request is over its limit (any ordinary one still refuses on its own).
+  bool quota_mode = false;
+  // The descriptor's metadata: the reference returns the merged metadata of the descriptors
+  // that passed in the response's dynamic_metadata, under "metadata". Empty when none.
+  Metadata metadata;
 
   // requests_per_unit 0: every hit is over the limit (the reference's way to block a value).
   bool blocks_all() const { return !unlimited && requests_per_unit == 0; }
 };
+
+// How an entry selected a descriptor (see the matching rules above).
+enum class MatchKind : uint8_t { kExactValue, kWildcard, kKeyDefault };
 
 class DescriptorNode {
  public:
   std::string key;
   std::string value;  // empty: matches any value of `key` (the default for the key)
   std::optional<RateLimitRule> rule;
+  // value_to_metric: the stats key carries the request's value at this level (RuleMatch).
+  bool value_to_metric = false;
+  // share_threshold (wildcard values only): every value this wildcard matches counts against
+  // one shared counter, keyed by the pattern, instead of one counter per value.
+  bool share_threshold = false;
 
-  // The child an entry selects by the reference's rules, or nullptr.
-  const DescriptorNode* Select(std::string_view entry_key, std::string_view entry_value) const;
+  // `key`, or `key_value` when `value` is not empty: the name the reference files a node under.
+  static std::string ComposeKey(std::string_view key, std::string_view value);
+  // This node's composite key; set when it is added to its parent.
+  const std::string& composite_key() const { return composite_; }
+  bool IsWildcard() const { return composite_.find('*') != std::string::npos; }
+
+  // The child an entry selects by the reference's rules, or nullptr; `kind` (if given) says how.
+  const DescriptorNode* Select(std::string_view entry_key, std::string_view entry_value,
+                               MatchKind* kind = nullptr) const;
   bool has_children() const { return !children_.empty(); }
   const std::vector<std::unique_ptr<DescriptorNode>>& children() const { return children_; }
 
-  // Adds a child; kInvalidArgument when the same key and value is already there.
+  // Adds a child; kInvalidArgument when a child with the same composite key is already there.
   Result<DescriptorNode*> AddChild(std::unique_ptr<DescriptorNode> child);
 
  private:
+  struct Wildcard {
+    const DescriptorNode* node;
+    std::vector<std::string> parts;  // the composite key split on '*'
+  };
+  std::string composite_;
   std::vector<std::unique_ptr<DescriptorNode>> children_;
-  std::unordered_map<std::string, const DescriptorNode*> exact_;     // key + value
-  std::unordered_map<std::string, const DescriptorNode*> key_only_;  // key
-  std::vector<const DescriptorNode*> wildcards_;                     // in file order
+  std::unordered_map<std::string, const DescriptorNode*> by_composite_;
+  std::vector<Wildcard> wildcards_;  // in file order
 };
+
+// Whether `text` matches `pattern`, each '*' standing for any run of characters (empty too).
+bool WildcardMatch(std::string_view pattern, std::string_view text);
 
 struct DescriptorEntry {
   std::string_view key;
   std::string_view value;
+};
+
+// What a request's descriptor matched, with what the reference derives from the path taken.
+struct RuleMatch {
+  const RateLimitRule* rule = nullptr;  // nullptr: no limit applies
+  // The reference's stats key (its metric names are "<stats_key>.total_hits", ".over_limit",
+  // ".near_limit", ".within_limit", ".shadow_mode"): "domain.key_value.key2" by default, the
+  // request's own values everywhere with detailed_metric, at value_to_metric levels otherwise,
+  // and a share_threshold wildcard's pattern at its level in both cases.
+  std::string stats_key;
+  // One per request entry: the value its counter is keyed by. The request's own value, except at
+  // a share_threshold wildcard, where it is the pattern (so "files/a" and "files/b" matched by
+  // "files/*" share one counter). Views into the request or the configuration.
+  std::vector<std::string_view> counter_values;
 };
 
 class RateLimitConfig {
@@ -108,9 +184,23 @@ class RateLimitConfig {
   // The rule for `entries` in `domain` by the reference's rules; nullptr when none applies.
   const RateLimitRule* Match(std::string_view domain,
                              std::span<const DescriptorEntry> entries) const;
+  // Match, with the stats key and counter values (allocates; Match does not).
+  RuleMatch MatchDetailed(std::string_view domain, std::span<const DescriptorEntry> entries) const;
+  // The reference's stats key for a descriptor carrying its own limit override:
+  // "domain.key_value.key2" (a key alone where the value is empty).
+  static std::string OverrideStatsKey(std::string_view domain,
+                                      std::span<const DescriptorEntry> entries);
   size_t DomainCount() const { return domains_.size(); }
 
  private:
+  struct Step {
+    const DescriptorNode* node;
+    MatchKind kind;
+  };
+  // The rule `entries` reach, recording each level's node in `steps` when given.
+  const RateLimitRule* Walk(std::string_view domain, std::span<const DescriptorEntry> entries,
+                            std::vector<Step>* steps) const;
+
   std::unordered_map<std::string, std::shared_ptr<const DescriptorNode>> domains_;
 };
 

@@ -9,10 +9,13 @@
 --   then per request: entry count E, then per entry: algorithm, capacity, rate count,
 --   rate period (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
 --   A negative cost -u is a refund of u units.
+--   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
+--   capacity, rate count, rate period, units, and the reservation's now and reset_after.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining, reset_after µs,
---   retry_after µs. A refused request consumes nothing and writes nothing; entries that would
---   have passed report their state without the consumption (decided again with cost 0).
---   Refunds apply whatever the request's other entries decide, and report the state after.
+--   retry_after µs; after the last request, the call's now (µs). A refused request consumes
+--   nothing and writes nothing; entries that would have passed report their state without the
+--   consumption (decided again with cost 0). Refunds apply whatever the request's other
+--   entries decide, and report the state after; so do undos (always 1).
 
 -- Compact state: one string "w0 w1 w2"; nil when the key is absent (fresh).
 local function compact_read(key)
@@ -21,6 +24,30 @@ local function compact_read(key)
   local a, b, c = match(v, '^(-?%d+) (-?%d+) (-?%d+)$')
   if not a then return nil end
   return {tonumber(a), tonumber(b), tonumber(c)}
+end
+
+-- Applies an undo (undo.lua) and returns verdict, remaining, reset_after, retry_after.
+local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
+  if alg == SLIDING_WINDOW_LOG then return log_undo(key, cap, rp, now, units, at, reset, slack) end
+  local st = compact_read(key)
+  local verdict, remaining, rst, retry, changed, w0, w1, w2
+  if alg == SLIDING_WINDOW_COUNTER then
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      sliding_window_counter_undo(st, cap, rp, now, units, at, reset)
+  elseif alg == FIXED_WINDOW then
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      fixed_window_refund(st, cap, rn, rp, now, fixed_window_undo_units(st, rp, units, at, reset))
+  elseif alg == GCRA then
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      gcra_undo(st, cap, rn, rp, now, units, at, reset)
+  else
+    verdict, remaining, rst, retry, changed, w0, w1, w2 =
+      token_bucket_undo(st, cap, rn, rp, now, units, at, reset)
+  end
+  if changed then
+    redis.call('SET', key, fmt('%d %d %d', w0, w1, w2), 'PX', ttl_ms(rst, slack))
+  end
+  return verdict, remaining, rst, retry
 end
 
 local function decide(alg, st, cap, rn, rp, now, cost)
@@ -56,44 +83,57 @@ local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {},
 while a <= nargs do
   local count = tonumber(ARGV[a])
   a = a + 1
-  local all = true
-  for i = 1, count do
-    local alg = tonumber(ARGV[a])
-    keys[i], algs[i], caps[i], rns[i], rps[i], costs[i] =
-      KEYS[k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
-      tonumber(ARGV[a + 4])
-    a, k = a + 5, k + 1
-    if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
-      if alg == SLIDING_WINDOW_LOG then
-        states[i] = log_read(keys[i])
-      else
-        states[i] = compact_read(keys[i])
-      end
-      verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-        decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
-      if verdicts[i] ~= ALLOWED then all = false end
+  if count < 0 then  -- an undo request
+    o = o + 1
+    out[o] = 1
+    for _ = 1, -count do
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+        undo(tonumber(ARGV[a]), KEYS[k], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+             tonumber(ARGV[a + 3]), now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
+             tonumber(ARGV[a + 6]), slack)
+      a, k, o = a + 7, k + 1, o + 4
     end
-  end
-  o = o + 1
-  out[o] = all and 1 or 0
-  for i = 1, count do
-    if costs[i] < 0 then
-      verdicts[i], remainings[i], resets[i], retries[i] =
-        refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
-    elseif all and consumeds[i] then
-      local ttl = ttl_ms(resets[i], slack)
-      if algs[i] == SLIDING_WINDOW_LOG then
-        log_commit(keys[i], states[i], x1[i], costs[i], rps[i], ttl)
-      else
-        redis.call('SET', keys[i], fmt('%d %d %d', x1[i], x2[i], x3[i]), 'PX', ttl)
+  else
+    local all = true
+    for i = 1, count do
+      local alg = tonumber(ARGV[a])
+      keys[i], algs[i], caps[i], rns[i], rps[i], costs[i] =
+        KEYS[k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+        tonumber(ARGV[a + 4])
+      a, k = a + 5, k + 1
+      if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
+        if alg == SLIDING_WINDOW_LOG then
+          states[i] = log_read(keys[i])
+        else
+          states[i] = compact_read(keys[i])
+        end
+        verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i])
+        if verdicts[i] ~= ALLOWED then all = false end
       end
-    elseif not all and consumeds[i] then
-      verdicts[i], remainings[i], resets[i], retries[i] =
-        decide(algs[i], states[i], caps[i], rns[i], rps[i], now, 0)
     end
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-      verdicts[i], remainings[i], resets[i], retries[i]
-    o = o + 4
+    o = o + 1
+    out[o] = all and 1 or 0
+    for i = 1, count do
+      if costs[i] < 0 then
+        verdicts[i], remainings[i], resets[i], retries[i] =
+          refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
+      elseif all and consumeds[i] then
+        local ttl = ttl_ms(resets[i], slack)
+        if algs[i] == SLIDING_WINDOW_LOG then
+          log_commit(keys[i], states[i], x1[i], costs[i], rps[i], ttl)
+        else
+          redis.call('SET', keys[i], fmt('%d %d %d', x1[i], x2[i], x3[i]), 'PX', ttl)
+        end
+      elseif not all and consumeds[i] then
+        verdicts[i], remainings[i], resets[i], retries[i] =
+          decide(algs[i], states[i], caps[i], rns[i], rps[i], now, 0)
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+        verdicts[i], remainings[i], resets[i], retries[i]
+      o = o + 4
+    end
   end
 end
+out[o + 1] = now
 return out

@@ -4,7 +4,7 @@
 -- (src/redis/embed_lua.cmake): the constants generated from the algorithm table (each
 -- algorithm's enum value as its upper-case name, FIXED_WINDOW = 0, ..., and the verdicts ALLOWED,
 -- DENIED, NEVER_FITS), this prelude, one file per algorithm (<name>.lua, in the table's order),
--- then decide.lua. One atomic call per batch, so a request's limits of different algorithms are
+-- then undo.lua and decide.lua. One atomic call per batch, so a request's limits of different algorithms are
 -- decided all-or-nothing.
 -- Each algorithm mirrors its C++ twin in src/algorithms/ line by line; the C++/Lua equivalence
 -- test replays random traces through both and requires identical decisions. Every integer here

@@ -1,0 +1,255 @@
+#include <boost/asio/post.hpp>
+#include <future>
+#include <map>
+
+#include "caudal/redis_cluster_store.h"
+#include "common/cat.h"
+#include "redis/cluster_topology.h"
+#include "redis/hash_slot.h"
+#include "redis/node.h"
+#include "redis/pipeline.h"
+#include "redis/slot_map.h"
+#include "redis/store_support.h"
+
+namespace caudal {
+
+namespace asio = boost::asio;
+using redis::Reply;
+using redis::RequestPart;
+using redis::RequestPartPtr;
+
+namespace {
+
+// After TRYAGAIN (a multi-key call during a slot's migration) a part is sent again this much later.
+constexpr auto kTryAgainDelay = std::chrono::milliseconds(2);
+
+bool IsTopologyError(std::string_view text) {
+  return text.starts_with("CLUSTERDOWN") || text.starts_with("MASTERDOWN") ||
+         text.starts_with("READONLY") || text.starts_with("LOADING");
+}
+
+}  // namespace
+
+// The pipeline splits requests by slot; parts go to the node the topology says, and redirects
+// come back here.
+struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
+  Impl(RedisStoreOptions o, redis::ClusterUrl u)
+      : options(std::move(o)),
+        url(std::move(u)),
+        clock(options.clock != nullptr ? *options.clock : SystemClock::Instance()),
+        pipeline(runner.io, clock,
+                 {.deadline = options.deadline,
+                  .max_outstanding = options.max_outstanding,
+                  .split_by_slot = true,
+                  .key_prefix = options.key_prefix},
+                 *this),
+        topology(runner, clock, options, url, *this, counters),
+        tryagain_timer(runner.io) {}
+
+  // Router.
+  void Route(RequestPartPtr part) override;
+  void Send() override;
+  void CheckStalls(Nanos now) override { topology.CheckStalls(now); }
+  std::optional<Nanos> NextStallCheck() const override { return topology.NextStallCheck(); }
+  // TopologyListener.
+  void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
+                  Result<Reply> reply) override;
+  void Reroute(std::vector<redis::PartPtr> parts) override {
+    for (redis::PartPtr& p : parts) Route(std::static_pointer_cast<RequestPart>(std::move(p)));
+    Send();
+  }
+
+  void Redirect(std::vector<redis::PartPtr>& parts, const redis::Redirect& to);
+  void TryAgain(std::vector<redis::PartPtr>& parts);
+  // Counts one more redirect for `part`; false (and the part failed) past max_redirects.
+  bool CountRedirect(const RequestPartPtr& part);
+  void Shutdown();
+
+  const RedisStoreOptions options;
+  const redis::ClusterUrl url;
+  const Clock& clock;
+  redis::IoRunner runner;  // declared before what runs on it: destroyed after
+  redis::NodeCounters counters;
+  redis::Pipeline pipeline;
+  redis::ClusterTopology topology;
+  std::atomic<uint64_t> moved{0}, asked{0}, tryagain{0};
+
+  // io thread only.
+  std::vector<redis::Node*> dirty;  // nodes given parts since the last Send()
+  asio::steady_timer tryagain_timer;
+  std::vector<RequestPartPtr> tryagain_parts;
+  bool tryagain_armed = false;
+  bool shut_down = false;
+};
+
+void RedisClusterStore::Impl::Route(RequestPartPtr part) {
+  redis::Node* node = topology.PrimaryOf(part->slot);
+  if (node == nullptr) {
+    topology.RequestRefresh();
+    pipeline.Fail(part, Status::Unavailable(Cat("redis cluster: no primary serves slot ",
+                                                part->slot, " (", topology.why_uncovered(), ')')));
+    return;
+  }
+  node->Enqueue(std::move(part));
+  if (std::find(dirty.begin(), dirty.end(), node) == dirty.end()) dirty.push_back(node);
+}
+
+void RedisClusterStore::Impl::Send() {
+  std::vector<redis::Node*> nodes;
+  nodes.swap(dirty);
+  for (redis::Node* node : nodes) node->Dispatch();
+}
+
+void RedisClusterStore::Impl::OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
+                                         Result<Reply> reply) {
+  for (const redis::PartPtr& p : parts) p->asking = false;
+  if (!reply.ok()) {  // lost, or never sent: the node is down, its replica may take over
+    topology.RequestRefresh();
+    redis::FailParts(pipeline, parts, reply.status());
+    return;
+  }
+  if (redis::IsError(**reply)) {
+    const std::string_view text = redis::Text(**reply);
+    const redis::Endpoint from{.host = node.url().host, .port = node.url().port};
+    if (const std::optional<redis::Redirect> to = redis::ParseRedirect(text, from)) {
+      Redirect(parts, *to);
+      return;
+    }
+    if (text.starts_with("TRYAGAIN")) {
+      TryAgain(parts);
+      return;
+    }
+    if (IsTopologyError(text)) {
+      topology.RequestRefresh();
+      redis::FailParts(pipeline, parts,
+                       Status::Unavailable(Cat("redis cluster node ", node.address(), ": ", text)));
+      return;
+    }
+  }
+  redis::DeliverReply(pipeline, parts, std::move(reply));
+}
+
+bool RedisClusterStore::Impl::CountRedirect(const RequestPartPtr& part) {
+  if (++part->redirects <= options.max_redirects) return true;
+  pipeline.Fail(part, Status::Unavailable(Cat("redis cluster: more than ", options.max_redirects,
+                                              " redirects for slot ", part->slot)));
+  return false;
+}
+
+void RedisClusterStore::Impl::Redirect(std::vector<redis::PartPtr>& parts,
+                                       const redis::Redirect& to) {
+  const bool ask = to.kind == redis::Redirect::Kind::kAsk;
+  (ask ? asked : moved).fetch_add(1, std::memory_order_relaxed);
+  redis::Node* target = topology.NodeAt(to.to);
+  if (!ask) topology.OnMoved(to.slot, target);
+  if (target == nullptr) {
+    redis::FailParts(pipeline, parts,
+                     Status::Unavailable(Cat("redis cluster: cannot follow a redirect to ",
+                                             to.to.host, ':', to.to.port, " (too many nodes)")));
+    return;
+  }
+  for (const redis::PartPtr& p : parts) {
+    auto part = std::static_pointer_cast<RequestPart>(p);
+    if (!CountRedirect(part)) continue;
+    part->asking = ask;  // an ASK holds for one call, sent alone
+    target->Enqueue(std::move(part));
+  }
+  target->Dispatch();
+}
+
+void RedisClusterStore::Impl::TryAgain(std::vector<redis::PartPtr>& parts) {
+  tryagain.fetch_add(1, std::memory_order_relaxed);
+  for (const redis::PartPtr& p : parts) {
+    auto part = std::static_pointer_cast<RequestPart>(p);
+    if (CountRedirect(part)) tryagain_parts.push_back(std::move(part));
+  }
+  if (tryagain_armed || tryagain_parts.empty()) return;
+  tryagain_armed = true;
+  tryagain_timer.expires_after(kTryAgainDelay);
+  tryagain_timer.async_wait([this](const boost::system::error_code& ec) {
+    tryagain_armed = false;
+    if (ec || shut_down) return;
+    std::vector<RequestPartPtr> again;
+    again.swap(tryagain_parts);
+    for (RequestPartPtr& part : again) Route(std::move(part));
+    Send();
+  });
+}
+
+void RedisClusterStore::Impl::Shutdown() {
+  const Status closed = Status::Unavailable("the redis cluster store is shutting down");
+  shut_down = true;
+  tryagain_timer.cancel();
+  pipeline.Shutdown(closed);
+  topology.Shutdown(closed);
+}
+
+RedisClusterStore::RedisClusterStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+RedisClusterStore::~RedisClusterStore() {
+  Impl& impl = *impl_;
+  impl.runner.Stop([&impl] { impl.Shutdown(); });
+}
+
+Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisStoreOptions options) {
+  Result<redis::ClusterUrl> url = redis::ParseClusterUrl(options.url);
+  if (!url.ok()) return url.status();
+  if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>(std::move(options), *url);
+  Impl* raw = impl.get();
+  if (url->transport == redis::Transport::kTls) {
+    if (Status s = raw->runner.InitTls(raw->options.tls_ca_file); !s.ok()) return s;
+  }
+  raw->runner.Start();
+  std::unique_ptr<RedisClusterStore> store(new RedisClusterStore(std::move(impl)));
+  auto started = std::make_shared<std::promise<Status>>();
+  asio::post(raw->runner.io, [raw, started] {
+    raw->topology.Start([started](Status st) { started->set_value(std::move(st)); });
+  });
+  // The topology always reports: every seed and node attempt is bounded by connect_timeout.
+  if (Status st = started->get_future().get(); !st.ok()) return st;
+  return store;
+}
+
+void RedisClusterStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  Impl& impl = *impl_;
+  if (Status s = ValidateEntries(entries); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  if (impl.counters.ready.load() == 0) {
+    done(Status::Unavailable(
+        Cat("no connection to ", impl.url.Redacted(), ": ", impl.counters.LastError())));
+    return;
+  }
+  impl.pipeline.Submit(entries, std::move(done));
+}
+
+Status RedisClusterStore::Ping() {
+  Impl& impl = *impl_;
+  auto uncovered = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> why = uncovered->get_future();
+  asio::post(impl.runner.io, [&impl, uncovered] {
+    uncovered->set_value(impl.topology.covered() ? std::string() : impl.topology.why_uncovered());
+  });
+  if (why.wait_for(impl.options.connect_timeout) != std::future_status::ready) {
+    return Status::Unavailable("redis cluster store: the io thread did not answer");
+  }
+  if (const std::string w = why.get(); !w.empty()) {
+    return Status::Unavailable(Cat("redis cluster: not every slot has a primary (", w, ')'));
+  }
+  return redis::PingNodes(impl.runner, impl.options.connect_timeout,
+                          [&impl] { return impl.topology.Primaries(); });
+}
+
+RedisStoreStats RedisClusterStore::Stats() const {
+  const Impl& impl = *impl_;
+  RedisStoreStats s = redis::CollectStats(impl.counters, impl.pipeline.counters());
+  s.moved = impl.moved.load();
+  s.asked = impl.asked.load();
+  s.tryagain = impl.tryagain.load();
+  s.topology_refreshes = impl.topology.refreshes();
+  return s;
+}
+
+}  // namespace caudal

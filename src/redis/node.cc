@@ -1,0 +1,281 @@
+#include "redis/node.h"
+
+#include <algorithm>
+
+#include "redis/script.h"
+
+namespace caudal::redis {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// How far down the queue a batch looks for parts of its slot: bounds the work per batch when the
+// queue holds parts of many slots.
+constexpr size_t kBatchScan = 1024;
+
+std::string Address(const RedisUrl& url) {
+  const bool ipv6 = url.host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port);
+}
+
+}  // namespace
+
+Node::Node(asio::io_context& io, asio::ssl::context* tls, const Clock& clock, NodeOptions options,
+           NodeListener& listener, NodeCounters& counters)
+    : io_(io),
+      tls_(tls),
+      clock_(clock),
+      options_(std::move(options)),
+      address_(Address(options_.url)),
+      name_(options_.name.empty() ? address_ : options_.name),
+      listener_(listener),
+      counters_(counters) {
+  for (size_t i = 0; i < options_.connections; ++i) links_.push_back(std::make_unique<Link>(io));
+}
+
+Node::~Node() {
+  Shutdown(Status::Unavailable(name_ + " removed"));
+  *alive_ = false;
+}
+
+Status Node::NotConnected() const {
+  return Status::Unavailable("no connection to " + name_ + ": " + last_error_);
+}
+
+bool Node::busy() const {
+  if (std::any_of(waiting_.begin(), waiting_.end(),
+                  [](const PartPtr& p) { return p != nullptr; })) {
+    return true;
+  }
+  return std::any_of(links_.begin(), links_.end(),
+                     [](const auto& l) { return l->conn && l->conn->in_flight() > 0; });
+}
+
+void Node::Start(std::function<void(Status)> done) {
+  struct Tally {
+    size_t left;
+    Status first;
+    std::function<void(Status)> done;
+  };
+  auto tally = std::make_shared<Tally>(Tally{links_.size(), Status::Ok(), std::move(done)});
+  starting_ = true;
+  for (const auto& link : links_) {
+    Link* l = link.get();
+    Connect(*l, [this, l, tally](Status st) {
+      if (!st.ok() && !shut_down_) Retry(*l);
+      if (!st.ok() && tally->first.ok()) tally->first = st;
+      if (--tally->left > 0) return;
+      starting_ = false;
+      if (tally->done) tally->done(tally->first);
+      if (!shut_down_) Dispatch();
+    });
+  }
+}
+
+void Node::Connect(Link& link, std::function<void(Status)> done) {
+  auto conn = std::make_shared<Connection>(io_, options_.url, tls_, clock_, options_.setup);
+  link.conn = conn;
+  Link* l = &link;
+  conn->Start(
+      options_.connect_timeout,
+      [this, l, done = std::move(done)](Status st) {
+        if (st.ok()) {
+          ++ready_;
+          counters_.ready.fetch_add(1);
+          l->backoff = options_.reconnect_min;
+        } else {
+          last_error_ = st.message();
+          counters_.SetLastError(st.message());
+          if (l->backoff.count() == 0) l->backoff = options_.reconnect_min;
+        }
+        done(st);
+        if (!st.ok() && ready_ == 0 && !shut_down_) listener_.OnNodeDown(*this, st);
+      },
+      [this, l](Status why) { OnLost(*l, why); });
+}
+
+void Node::OnLost(Link& link, const Status& why) {
+  --ready_;
+  counters_.ready.fetch_sub(1);
+  if (shut_down_) return;
+  last_error_ = why.message();
+  counters_.SetLastError(why.message());
+  if (ready_ == 0) {
+    Dispatch();  // fails what is waiting: nothing can carry it
+    listener_.OnNodeDown(*this, why);
+  }
+  Retry(link);
+}
+
+void Node::Retry(Link& link) {
+  link.retry.expires_after(link.backoff);
+  link.retry.async_wait(
+      [this, l = &link, alive = std::weak_ptr<bool>(alive_)](const boost::system::error_code& ec) {
+        const auto still = alive.lock();
+        if (ec || !still || !*still || shut_down_) return;
+        Connect(*l, [this, l](Status st) {
+          if (shut_down_) return;
+          if (st.ok()) {
+            counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
+            Dispatch();
+            return;
+          }
+          l->backoff = std::min(l->backoff * 2, options_.reconnect_max);
+          Retry(*l);
+        });
+      });
+}
+
+void Node::Shutdown(const Status& why) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  for (const auto& link : links_) {
+    link->retry.cancel();
+    if (link->conn) link->conn->Close(why);
+  }
+}
+
+std::shared_ptr<Connection> Node::PickConnection() const {
+  std::shared_ptr<Connection> best;
+  for (const auto& link : links_) {
+    const auto& c = link->conn;
+    if (c && c->ready() && c->in_flight() < options_.max_calls_in_flight &&
+        (!best || c->in_flight() < best->in_flight())) {
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::vector<PartPtr> Node::TakeWaiting() {
+  std::vector<PartPtr> out;
+  for (PartPtr& p : waiting_) {
+    if (p) out.push_back(std::move(p));
+  }
+  waiting_.clear();
+  return out;
+}
+
+// The front part and, unless it travels alone, up to max_batch - 1 parts after it that may
+// share its call.
+std::vector<PartPtr> Node::NextBatch() {
+  std::vector<PartPtr> batch;
+  auto usable = [](const PartPtr& p) { return p != nullptr && !p->Abandoned(); };
+  while (!waiting_.empty() && batch.empty()) {
+    PartPtr p = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (usable(p)) batch.push_back(std::move(p));
+  }
+  if (batch.empty() || batch.front()->asking) return batch;
+  const int slot = batch.front()->slot;
+  const size_t scan = std::min(waiting_.size(), std::max(kBatchScan, options_.max_batch));
+  for (size_t i = 0; i < scan && batch.size() < options_.max_batch; ++i) {
+    PartPtr& p = waiting_[i];
+    if (!usable(p) || p->asking || (slot >= 0 && p->slot != slot)) continue;
+    batch.push_back(std::move(p));  // leaves a null entry behind
+  }
+  while (!waiting_.empty() && waiting_.front() == nullptr) waiting_.pop_front();
+  return batch;
+}
+
+void Node::Dispatch() {
+  while (!waiting_.empty()) {
+    if (ready_ == 0 && starting_) return;  // Start() dispatches once its attempts are over
+    if (ready_ == 0) {
+      std::vector<PartPtr> failed = TakeWaiting();
+      failed.erase(std::remove_if(failed.begin(), failed.end(),
+                                  [](const PartPtr& p) { return p->Abandoned(); }),
+                   failed.end());
+      if (!failed.empty()) listener_.OnCallDone(*this, failed, NotConnected());
+      return;
+    }
+    std::shared_ptr<Connection> conn = PickConnection();
+    if (!conn) return;
+    auto call = std::make_shared<Call>();
+    call->parts = NextBatch();
+    if (!call->parts.empty()) SendCall(conn, std::move(call));
+  }
+}
+
+void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call) {
+  std::vector<const EncodedRequest*> encoded;
+  encoded.reserve(call->parts.size());
+  for (const PartPtr& p : call->parts) encoded.push_back(&p->request);
+  const Clock* given = options_.decision_clock;
+  const int64_t now_us = given ? std::chrono::duration_cast<Micros>(given->Now()).count() : 0;
+  CallArgv argv;
+  BuildCall("EVALSHA", kDecideSha1, given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us,
+            encoded, argv);
+  std::string command;
+  if (call->parts.front()->asking) {
+    AppendCommand(std::vector<std::string_view>{"ASKING"}, command);
+    conn->Send(command, [](Result<Reply>) {});  // its failure shows in the call that follows
+    command.clear();
+  }
+  AppendCommand(argv.argv, command);
+  counters_.calls.fetch_add(1, std::memory_order_relaxed);
+  conn->Send(command, [this, weak = std::weak_ptr<Connection>(conn), call](Result<Reply> r) {
+    OnCallReply(weak, call, std::move(r));
+  });
+}
+
+void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_ptr<Call>& call,
+                       Result<Reply> reply) {
+  if (reply.ok() && IsError(**reply) && Text(**reply).starts_with("NOSCRIPT")) {
+    // The script was flushed (SCRIPT FLUSH, a restart): it did not run, so load it and resend.
+    std::shared_ptr<Connection> conn = weak.lock();
+    if (call->reloads < 2 && conn && conn->ready()) {
+      ++call->reloads;
+      counters_.reloads.fetch_add(1, std::memory_order_relaxed);
+      std::string load;
+      AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, load);
+      conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
+      SendCall(conn, call);
+      return;
+    }
+  }
+  listener_.OnCallDone(*this, call->parts, std::move(reply));
+  if (!shut_down_) Dispatch();
+}
+
+bool Node::SendCommand(const std::vector<std::string_view>& argv,
+                       Connection::ReplyHandler handler) {
+  std::shared_ptr<Connection> conn;
+  for (const auto& link : links_) {
+    if (link->conn && link->conn->ready() &&
+        (!conn || link->conn->in_flight() < conn->in_flight())) {
+      conn = link->conn;
+    }
+  }
+  if (!conn) return false;
+  std::string command;
+  AppendCommand(argv, command);
+  conn->Send(command, std::move(handler));
+  return true;
+}
+
+void Node::CheckStalls(Nanos now) {
+  for (const auto& link : links_) {
+    const auto& c = link->conn;
+    if (c && c->ready() && c->in_flight() > 0 && now - c->oldest_sent() >= options_.stall_timeout) {
+      c->Close(Status::Unavailable(name_ + " stopped answering for " +
+                                   std::to_string(options_.stall_timeout.count()) +
+                                   "ms; reconnecting"));
+    }
+  }
+}
+
+std::optional<Nanos> Node::NextStallCheck() const {
+  std::optional<Nanos> at;
+  for (const auto& link : links_) {
+    const auto& c = link->conn;
+    if (c && c->ready() && c->in_flight() > 0) {
+      const Nanos stall = c->oldest_sent() + options_.stall_timeout;
+      if (!at || stall < *at) at = stall;
+    }
+  }
+  return at;
+}
+
+}  // namespace caudal::redis

@@ -1,0 +1,295 @@
+#include "redis/pipeline.h"
+
+#include <boost/asio/post.hpp>
+
+#include "redis/hash_slot.h"
+#include "redis/lua_protocol.h"
+
+namespace caudal::redis {
+
+namespace asio = boost::asio;
+
+struct Request {
+  DecideCallback done;
+  Nanos deadline{0};
+  bool resolved = false;
+  std::vector<RequestPartPtr> parts;  // its decide parts: one, or one per slot group
+  // Split requests only.
+  size_t answered = 0;       // decide parts answered (or failed)
+  size_t undos_waiting = 0;  // undos sent and not yet answered
+  bool refused = false;
+  std::optional<Status> error;
+  StoreResponse response;  // decisions by entry, filled as parts answer
+};
+
+bool RequestPart::Abandoned() const {
+  if (kind == Kind::kUndo) return false;  // an undo is never dropped
+  const std::shared_ptr<Request> r = owner.lock();
+  return r == nullptr || r->resolved;
+}
+
+namespace {
+
+std::string Millis(std::chrono::microseconds d) {
+  return d.count() % 1000 == 0 ? std::to_string(d.count() / 1000) + "ms"
+                               : std::to_string(d.count()) + "us";
+}
+
+}  // namespace
+
+Pipeline::Pipeline(asio::io_context& io, const Clock& clock, PipelineOptions options,
+                   Router& router)
+    : io_(io), clock_(clock), options_(std::move(options)), router_(router), sweep_timer_(io) {}
+
+void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
+  if (outstanding_.fetch_add(1) >= options_.max_outstanding) {
+    outstanding_.fetch_sub(1);
+    done(Status::ResourceExhausted("redis store: " + std::to_string(options_.max_outstanding) +
+                                   " decisions already waiting for redis"));
+    return;
+  }
+  auto r = std::make_shared<Request>();
+  r->done = std::move(done);
+  r->deadline = clock_.Monotonic() + options_.deadline;
+  if (!options_.split_by_slot) {
+    auto part = std::make_shared<RequestPart>();
+    part->owner = r;
+    part->request = EncodeRequest(entries, options_.key_prefix);
+    r->parts.push_back(std::move(part));
+  } else {
+    // Group the entries by the slot of their state key, in order of first appearance.
+    std::vector<std::string> keys;
+    std::vector<int> slots;
+    keys.reserve(entries.size());
+    for (const EntryRef& e : entries) {
+      keys.push_back(StateKey(options_.key_prefix, e.key, e.limit->algorithm()));
+      slots.push_back(HashSlot(keys.back()));
+    }
+    std::vector<bool> placed(entries.size(), false);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (placed[i]) continue;
+      auto part = std::make_shared<RequestPart>();
+      part->owner = r;
+      part->slot = slots[i];
+      std::vector<std::string> group_keys;
+      for (size_t j = i; j < entries.size(); ++j) {
+        if (placed[j] || slots[j] != slots[i]) continue;
+        placed[j] = true;
+        part->entries.push_back(static_cast<uint16_t>(j));
+        group_keys.push_back(std::move(keys[j]));
+      }
+      part->request = EncodeSubset(entries, part->entries, std::move(group_keys));
+      r->parts.push_back(std::move(part));
+    }
+    if (r->parts.size() > 1) {
+      counters_.split.fetch_add(1, std::memory_order_relaxed);
+      r->response.decisions.resize(entries.size());
+      for (const RequestPartPtr& part : r->parts) part->split = true;
+    }
+  }
+  bool post = false;
+  {
+    std::lock_guard lock(mu_);
+    incoming_.push_back(std::move(r));
+    post = !flush_posted_;
+    flush_posted_ = true;
+  }
+  if (post) asio::post(io_, [this] { Flush(); });
+}
+
+void Pipeline::Flush() {
+  std::vector<std::shared_ptr<Request>> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(incoming_);
+    flush_posted_ = false;
+  }
+  if (shut_down_) return;  // Shutdown() answered them
+  for (std::shared_ptr<Request>& r : batch) {
+    watch_.push_back(r);
+    for (const RequestPartPtr& part : r->parts) router_.Route(part);
+  }
+  router_.Send();
+  ArmSweep();
+}
+
+void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const int64_t> ints) {
+  std::vector<Result<StoreResponse>> decoded;
+  decoded.reserve(parts.size());
+  size_t pos = 0;
+  Status broken;
+  for (const RequestPartPtr& part : parts) {
+    decoded.push_back(DecodeResponse(ints, pos, part->request));
+    if (!decoded.back().ok()) {
+      broken = decoded.back().status();
+      break;
+    }
+  }
+  Result<int64_t> now = broken.ok() ? DecodeCallTime(ints, pos) : Result<int64_t>(broken);
+  if (!now.ok()) {
+    for (const RequestPartPtr& part : parts) Fail(part, now.status());
+    return;
+  }
+  // Counted before the callbacks run, so a caller that saw its answer sees it in Stats().
+  counters_.requests.fetch_add(parts.size(), std::memory_order_relaxed);
+  for (size_t i = 0; i < parts.size(); ++i) OnAnswer(parts[i], std::move(decoded[i]), *now);
+}
+
+void Pipeline::Fail(const RequestPartPtr& part, const Status& why) { OnAnswer(part, why, 0); }
+
+void Pipeline::OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now) {
+  if (part->kind == RequestPart::Kind::kUndo) {
+    OnUndone(part, std::move(result));
+    return;
+  }
+  if (!part->split) {
+    // A late answer (after the deadline) is dropped: what it consumed stays consumed, as for
+    // any request that timed out on one Redis.
+    if (const std::shared_ptr<Request> r = part->owner.lock()) Resolve(*r, std::move(result));
+    return;
+  }
+  OnGroupAnswer(part, std::move(result), now);
+}
+
+// One slot group of a split request answered: reserve, then commit or undo (pipeline.h).
+void Pipeline::OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result,
+                             int64_t now) {
+  const std::shared_ptr<Request> owner = part->owner.lock();
+  if (result.ok() && result->allowed) {
+    part->admitted = true;
+    part->admitted_at = now;
+    part->reserved = *result;
+  }
+  if (owner == nullptr) {  // answered (at its deadline) and gone: undo whatever it consumed
+    if (part->admitted) Undo(*part);
+    return;
+  }
+  Request& r = *owner;
+  ++r.answered;
+  if (!result.ok()) {
+    if (!r.error) r.error = result.status();
+    UndoAdmitted(r);
+  } else {
+    for (size_t j = 0; j < part->entries.size() && j < result->decisions.size(); ++j) {
+      r.response.decisions[part->entries[j]] = result->decisions[j];
+    }
+    if (!result->allowed) {
+      r.refused = true;
+      UndoAdmitted(r);
+    } else if (r.refused || r.error || r.resolved) {
+      Undo(*part);
+    }
+  }
+  MaybeFinish(r);
+}
+
+void Pipeline::UndoAdmitted(Request& r) {
+  for (const RequestPartPtr& p : r.parts) {
+    if (p->admitted && !p->undone) Undo(*p);
+  }
+}
+
+void Pipeline::Undo(RequestPart& part) {
+  part.undone = true;
+  auto undo = std::make_shared<RequestPart>();
+  std::vector<uint16_t> undone;
+  undo->request = EncodeUndo(part.request, part.reserved, part.admitted_at, undone);
+  if (undo->request.keys.empty()) return;  // it consumed nothing
+  undo->kind = RequestPart::Kind::kUndo;
+  undo->split = true;
+  undo->owner = part.owner;
+  undo->slot = part.slot;
+  for (const uint16_t i : undone) undo->entries.push_back(part.entries[i]);
+  if (const std::shared_ptr<Request> r = part.owner.lock()) ++r->undos_waiting;
+  counters_.undos.fetch_add(1, std::memory_order_relaxed);
+  router_.Route(std::move(undo));
+  router_.Send();
+}
+
+void Pipeline::OnUndone(const RequestPartPtr& undo, Result<StoreResponse> result) {
+  if (!result.ok()) counters_.undo_failures.fetch_add(1, std::memory_order_relaxed);
+  const std::shared_ptr<Request> r = undo->owner.lock();
+  if (r == nullptr) return;
+  --r->undos_waiting;
+  if (result.ok() && !r->resolved) {
+    // The entries report their state after the undo: without the consumption, as a refused
+    // request's entries do.
+    for (size_t j = 0; j < undo->entries.size() && j < result->decisions.size(); ++j) {
+      r->response.decisions[undo->entries[j]] = result->decisions[j];
+    }
+  }
+  MaybeFinish(*r);
+}
+
+void Pipeline::MaybeFinish(Request& r) {
+  if (r.resolved || r.answered < r.parts.size() || r.undos_waiting > 0) return;
+  if (r.error) {
+    Resolve(r, *r.error);
+    return;
+  }
+  r.response.allowed = !r.refused;
+  Resolve(r, std::move(r.response));
+}
+
+void Pipeline::Resolve(Request& r, Result<StoreResponse> result) {
+  if (r.resolved) return;
+  r.resolved = true;
+  outstanding_.fetch_sub(1, std::memory_order_relaxed);
+  DecideCallback done = std::move(r.done);
+  done(std::move(result));
+}
+
+// Completes every request past its deadline and drops connections that stopped answering.
+void Pipeline::Sweep() {
+  const Nanos now = clock_.Monotonic();
+  while (!watch_.empty()) {
+    const std::shared_ptr<Request> r = watch_.front();
+    if (!r->resolved) {
+      if (r->deadline > now) break;
+      counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+      // Unavailable, as for any store that cannot answer; the message says it was the deadline.
+      const Status late = Status::Unavailable("redis did not answer within the " +
+                                              Millis(options_.deadline) + " deadline");
+      if (r->parts.size() > 1) {  // whatever its groups consumed is undone as they answer
+        if (!r->error) r->error = late;
+        UndoAdmitted(*r);
+      }
+      Resolve(*r, late);
+    }
+    watch_.pop_front();
+  }
+  router_.CheckStalls(now);
+  ArmSweep();
+}
+
+void Pipeline::ArmSweep() {
+  while (!watch_.empty() && watch_.front()->resolved) watch_.pop_front();
+  std::optional<Nanos> at;
+  if (!watch_.empty()) at = watch_.front()->deadline;
+  if (const std::optional<Nanos> stall = router_.NextStallCheck(); stall && (!at || *stall < *at)) {
+    at = stall;
+  }
+  if (shut_down_ || !at || (sweep_at_ && *sweep_at_ <= *at)) return;
+  sweep_at_ = at;
+  sweep_timer_.expires_after(std::max(Nanos(0), *at - clock_.Monotonic()));
+  sweep_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // re-armed earlier, or shutting down
+    sweep_at_.reset();
+    Sweep();
+  });
+}
+
+void Pipeline::Shutdown(const Status& why) {
+  shut_down_ = true;
+  std::vector<std::shared_ptr<Request>> last;
+  {
+    std::lock_guard lock(mu_);
+    last.swap(incoming_);
+  }
+  for (const std::shared_ptr<Request>& r : last) Resolve(*r, why);
+  for (const std::shared_ptr<Request>& r : watch_) Resolve(*r, why);
+  watch_.clear();
+  sweep_timer_.cancel();
+}
+
+}  // namespace caudal::redis

@@ -1,0 +1,145 @@
+// Pipeline: a Redis-backed store's requests, from DecideAsync to their callback, whatever the
+// topology behind it (one server, a Sentinel-managed primary, a Redis Cluster).
+//
+// DecideAsync encodes a request on the caller's thread and queues it (one short mutex); the io
+// thread hands its parts to the store's Router, which queues each on a Node. A request is one
+// part, unless the store splits requests by hash slot (Redis Cluster): then each slot group is
+// one part, decided atomically where its slot lives, and the request is decided by reserve,
+// then commit or undo:
+//
+//   * every group decides at once (in parallel, on its own node);
+//   * if all of them admit, the request is admitted: their consumption stands;
+//   * as soon as one refuses (or fails), every group that admitted is undone (an undo call, see
+//     lua_protocol.h), and each group that admits later is undone when its answer arrives; the
+//     request is answered once every undo has come back, so a caller never sees quota that a
+//     refused request still holds.
+//
+// So a refused request holds, on each group that admitted it, that group's costs from the moment
+// its script ran until its undo ran: at most until the slowest group answered, plus one round
+// trip. An undo that cannot reach its node (the node failed in between) leaves the units
+// consumed, as any consumption. A request whose deadline passes is answered kUnavailable, and
+// every group that admitted it, before or after, is undone.
+//
+// Thread-safety: Submit may be called from any thread; everything else runs on the io thread.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "caudal/clock.h"
+#include "caudal/store.h"
+#include "redis/node.h"
+
+namespace caudal::redis {
+
+struct Request;
+
+// One request's share of a script call: all of it, or one slot group of it.
+struct RequestPart final : Part {
+  enum class Kind : uint8_t { kDecide, kUndo };
+  bool Abandoned() const override;
+
+  // The request is kept alive by the pipeline until it is answered; an undo may outlive it.
+  std::weak_ptr<Request> owner;
+  Kind kind = Kind::kDecide;
+  bool split = false;             // one of several slot groups of its request
+  std::vector<uint16_t> entries;  // the request's entries this part carries, in its order
+  int redirects = 0;              // MOVED, ASK and TRYAGAIN answers so far
+  // A decide part of a split request that was admitted: what its undo needs.
+  bool admitted = false;
+  bool undone = false;  // its undo was sent
+  int64_t admitted_at = 0;
+  StoreResponse reserved;
+};
+using RequestPartPtr = std::shared_ptr<RequestPart>;
+
+// Where parts go; implemented by each store (io thread).
+class Router {
+ public:
+  virtual ~Router() = default;
+  // Queues `part` on the node that serves its slot, or fails it (Pipeline::Fail).
+  virtual void Route(RequestPartPtr part) = 0;
+  // Sends what Route() queued: parts routed together leave together, batched.
+  virtual void Send() = 0;
+  // Drops connections that stopped answering (see Node::CheckStalls).
+  virtual void CheckStalls(Nanos now) = 0;
+  virtual std::optional<Nanos> NextStallCheck() const = 0;
+};
+
+struct PipelineOptions {
+  std::chrono::microseconds deadline{5000};
+  size_t max_outstanding = 100'000;
+  bool split_by_slot = false;  // one part per hash slot (Redis Cluster)
+  std::string key_prefix = "caudal:";
+};
+
+struct PipelineCounters {
+  std::atomic<uint64_t> requests{0};       // requests answered by Redis
+  std::atomic<uint64_t> timeouts{0};       // requests completed at their deadline
+  std::atomic<uint64_t> split{0};          // requests decided as several slot groups
+  std::atomic<uint64_t> undos{0};          // undo calls sent for refused split requests
+  std::atomic<uint64_t> undo_failures{0};  // undos that did not reach their node
+};
+
+class Pipeline {
+ public:
+  // `io`, `clock` and `router` must outlive the pipeline; `clock`'s Monotonic() is the deadline
+  // clock.
+  Pipeline(boost::asio::io_context& io, const Clock& clock, PipelineOptions options,
+           Router& router);
+
+  // DecideAsync's work after validation: kResourceExhausted beyond max_outstanding, otherwise
+  // queues the request (any thread).
+  void Submit(std::span<const EntryRef> entries, DecideCallback done);
+
+  // Replies (io thread). `ints` is the script's reply to a call carrying `parts` in order.
+  void OnReply(std::span<const RequestPartPtr> parts, std::span<const int64_t> ints);
+  // The part did not get an answer (error reply, lost connection, no node).
+  void Fail(const RequestPartPtr& part, const Status& why);
+  // Completes every request with `why`, now and for good (the store is shutting down).
+  void Shutdown(const Status& why);
+  // Arms the sweep timer for the next deadline or stall check (io thread).
+  void ArmSweep();
+
+  const PipelineCounters& counters() const { return counters_; }
+  size_t outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
+
+ private:
+  void Flush();
+  void Sweep();
+  void OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
+  void OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
+  void UndoAdmitted(Request& r);
+  void Undo(RequestPart& part);
+  void OnUndone(const RequestPartPtr& undo, Result<StoreResponse> result);
+  void MaybeFinish(Request& r);
+  void Resolve(Request& r, Result<StoreResponse> result);
+
+  boost::asio::io_context& io_;
+  const Clock& clock_;
+  const PipelineOptions options_;
+  Router& router_;
+  PipelineCounters counters_;
+  std::atomic<size_t> outstanding_{0};
+
+  std::mutex mu_;
+  std::vector<std::shared_ptr<Request>> incoming_;  // guarded by mu_
+  bool flush_posted_ = false;                       // guarded by mu_
+
+  // io thread only.
+  std::deque<std::shared_ptr<Request>> watch_;  // every request not yet known resolved
+  boost::asio::steady_timer sweep_timer_;
+  std::optional<Nanos> sweep_at_;
+  bool shut_down_ = false;
+};
+
+}  // namespace caudal::redis

@@ -1,0 +1,66 @@
+#include "redis/sentinel_protocol.h"
+
+#include <hiredis/hiredis.h>
+
+#include <charconv>
+#include <sstream>
+#include <string>
+
+namespace caudal::redis {
+namespace {
+
+constexpr size_t kMaxHostLength = 255;
+
+bool ParsePort(std::string_view s, uint16_t& out) {
+  int64_t v = 0;
+  const auto res = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (res.ec != std::errc() || res.ptr != s.data() + s.size() || v < 1 || v > 65535) return false;
+  out = static_cast<uint16_t>(v);
+  return true;
+}
+
+}  // namespace
+
+Result<std::optional<Endpoint>> ParseMasterAddr(const redisReply& reply) {
+  if (reply.type == REDIS_REPLY_NIL) return std::optional<Endpoint>();
+  if (IsError(reply)) return Status::Unavailable(std::string(Text(reply)));
+  Endpoint at;
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
+      reply.element[0]->type != REDIS_REPLY_STRING ||
+      reply.element[1]->type != REDIS_REPLY_STRING || Text(*reply.element[0]).empty() ||
+      Text(*reply.element[0]).size() > kMaxHostLength ||
+      !ParsePort(Text(*reply.element[1]), at.port)) {
+    return Status::Internal("malformed reply to SENTINEL GET-MASTER-ADDR-BY-NAME");
+  }
+  at.host = std::string(Text(*reply.element[0]));
+  return std::optional<Endpoint>(std::move(at));
+}
+
+std::optional<Endpoint> ParseSwitchMaster(const redisReply& message, std::string_view master_name) {
+  if (message.type != REDIS_REPLY_ARRAY || message.elements != 3) return std::nullopt;
+  for (size_t i = 0; i < 3; ++i) {
+    if (message.element[i]->type != REDIS_REPLY_STRING) return std::nullopt;
+  }
+  const std::string_view channel = Text(*message.element[1]);
+  const std::string_view text = Text(*message.element[2]);
+  if (Text(*message.element[0]) != "message" || text.size() > 1024) return std::nullopt;
+  std::istringstream in{std::string(text)};
+  std::string name, host, port;
+  if (channel == "+switch-master") {
+    std::string old_host, old_port;
+    if (!(in >> name >> old_host >> old_port >> host >> port)) return std::nullopt;
+  } else if (channel == "+promoted-slave" || channel == "+selected-slave") {
+    std::string type, id, at;
+    if (!(in >> type >> id >> host >> port >> at >> name) || type != "slave" || at != "@") {
+      return std::nullopt;
+    }
+  } else {
+    return std::nullopt;
+  }
+  if (name != master_name || host.size() > kMaxHostLength) return std::nullopt;
+  Endpoint at{.host = host, .port = 0};
+  if (!ParsePort(port, at.port)) return std::nullopt;
+  return at;
+}
+
+}  // namespace caudal::redis

@@ -1,0 +1,174 @@
+#include "redis/store_support.h"
+
+#include <boost/asio/post.hpp>
+#include <future>
+
+namespace caudal::redis {
+
+namespace asio = boost::asio;
+
+IoRunner::IoRunner() : work_(io.get_executor()) {}
+
+IoRunner::~IoRunner() {
+  if (thread_.joinable()) Stop([] {});
+}
+
+Status IoRunner::InitTls(const std::string& ca_file) {
+  tls_.emplace(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  tls_->set_verify_mode(asio::ssl::verify_peer, ec);
+  if (ca_file.empty()) {
+    tls_->set_default_verify_paths(ec);
+  } else {
+    tls_->load_verify_file(ca_file, ec);
+  }
+  if (ec) {
+    return Status::InvalidArgument("redis store: cannot load the TLS CA certificates \"" + ca_file +
+                                   "\": " + ec.message());
+  }
+  return Status::Ok();
+}
+
+void IoRunner::Start() {
+  thread_ = std::thread([this] { io.run(); });
+}
+
+void IoRunner::Stop(const std::function<void()>& shutdown) {
+  asio::post(io, [this, shutdown] {
+    shutdown();
+    work_.reset();
+  });
+  if (thread_.joinable()) thread_.join();
+}
+
+Status ValidateStoreOptions(const RedisStoreOptions& options) {
+  if (options.connections < 1 || options.connections > 64) {
+    return Status::InvalidArgument("redis store: connections must be between 1 and 64");
+  }
+  if (options.deadline <= Micros(0) || options.connect_timeout <= std::chrono::milliseconds(0) ||
+      options.stall_timeout <= std::chrono::milliseconds(0)) {
+    return Status::InvalidArgument("redis store: deadline and timeouts must be positive");
+  }
+  if (options.max_batch < 1 || options.max_calls_in_flight < 1 ||
+      options.cluster_calls_in_flight < 1 || options.max_outstanding < 1) {
+    return Status::InvalidArgument(
+        "redis store: max_batch, max_calls_in_flight, cluster_calls_in_flight and "
+        "max_outstanding must be at least 1");
+  }
+  // A call's reply is one array: the allowed flag and 4 integers per entry of every request,
+  // and the call's time.
+  const size_t max_batch =
+      static_cast<size_t>(ReplyLimits{}.max_elements - 1) / (1 + 4 * kMaxEntriesPerRequest);
+  if (options.max_batch > max_batch) {
+    return Status::InvalidArgument("redis store: max_batch must be at most " +
+                                   std::to_string(max_batch) +
+                                   " (a call's reply must fit the reply parser's bound)");
+  }
+  if (options.reconnect_min <= std::chrono::milliseconds(0) ||
+      options.reconnect_max < options.reconnect_min) {
+    return Status::InvalidArgument("redis store: need 0 < reconnect_min <= reconnect_max");
+  }
+  if (options.max_redirects < 0 || options.max_redirects > 100) {
+    return Status::InvalidArgument("redis store: max_redirects must be between 0 and 100");
+  }
+  if (options.topology_refresh < std::chrono::milliseconds(100)) {
+    return Status::InvalidArgument("redis store: topology_refresh must be at least 100ms");
+  }
+  return Status::Ok();
+}
+
+NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& url,
+                            std::string name) {
+  return {.url = url,
+          .name = std::move(name),
+          .setup = {},
+          .connections = options.connections,
+          .max_calls_in_flight = options.max_calls_in_flight,
+          .max_batch = options.max_batch,
+          .connect_timeout = options.connect_timeout,
+          .stall_timeout = options.stall_timeout,
+          .reconnect_min = options.reconnect_min,
+          .reconnect_max = options.reconnect_max,
+          .decision_clock = options.decision_clock};
+}
+
+void FailParts(Pipeline& pipeline, std::vector<PartPtr>& parts, const Status& why) {
+  for (const PartPtr& p : parts) pipeline.Fail(std::static_pointer_cast<RequestPart>(p), why);
+}
+
+void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply> reply) {
+  if (!reply.ok()) {
+    FailParts(pipeline, parts, reply.status());
+    return;
+  }
+  const redisReply& r = **reply;
+  if (IsError(r)) {
+    FailParts(pipeline, parts, Status::Unavailable("redis: " + std::string(Text(r))));
+    return;
+  }
+  std::vector<int64_t> ints;
+  if (!ToIntegers(r, ints)) {
+    FailParts(pipeline, parts,
+              Status::Internal("redis script returned something other than integers"));
+    return;
+  }
+  std::vector<RequestPartPtr> typed;
+  typed.reserve(parts.size());
+  for (const PartPtr& p : parts) typed.push_back(std::static_pointer_cast<RequestPart>(p));
+  pipeline.OnReply(typed, ints);
+}
+
+Status PingNodes(IoRunner& runner, std::chrono::milliseconds timeout,
+                 std::function<std::vector<Node*>()> nodes) {
+  struct Tally {
+    std::mutex mu;
+    size_t left = 0;
+    Status first;
+    std::promise<Status> done;
+  };
+  auto tally = std::make_shared<Tally>();
+  std::future<Status> answer = tally->done.get_future();
+  asio::post(runner.io, [tally, nodes = std::move(nodes)] {
+    const std::vector<Node*> all = nodes();
+    if (all.empty()) {
+      tally->done.set_value(Status::Unavailable("redis store: no node to ask"));
+      return;
+    }
+    tally->left = all.size();
+    auto report = [tally](Status st) {
+      if (!st.ok() && tally->first.ok()) tally->first = std::move(st);
+      if (--tally->left == 0) tally->done.set_value(tally->first);
+    };
+    for (Node* node : all) {
+      const bool sent = node->SendCommand({"PING"}, [report, node](Result<Reply> r) {
+        if (!r.ok()) {
+          report(r.status());
+        } else if (IsError(**r)) {
+          report(
+              Status::Unavailable("redis at " + node->address() + ": " + std::string(Text(**r))));
+        } else {
+          report(Status::Ok());
+        }
+      });
+      if (!sent) report(node->NotConnected());
+    }
+  });
+  if (answer.wait_for(timeout) != std::future_status::ready) {
+    return Status::Unavailable("redis did not answer PING within " +
+                               std::to_string(timeout.count()) + "ms");
+  }
+  return answer.get();
+}
+
+RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& pipeline) {
+  return {.calls = nodes.calls.load(),
+          .requests = pipeline.requests.load(),
+          .script_reloads = nodes.reloads.load(),
+          .reconnects = nodes.reconnects.load(),
+          .timeouts = pipeline.timeouts.load(),
+          .split_requests = pipeline.split.load(),
+          .undos = pipeline.undos.load(),
+          .undo_failures = pipeline.undo_failures.load()};
+}
+
+}  // namespace caudal::redis

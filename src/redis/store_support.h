@@ -1,0 +1,69 @@
+// What the Redis-backed stores (one server, Cluster, Sentinel) share: the io thread and TLS
+// context they run on, option checks, and the plumbing between their nodes and their pipeline.
+//
+// Thread-safety: IoRunner's Start/Stop belong to the store's owner; the rest runs on the io
+// thread unless said otherwise.
+#pragma once
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "caudal/redis_store.h"
+#include "redis/node.h"
+#include "redis/pipeline.h"
+#include "redis/redis_url.h"
+
+namespace caudal::redis {
+
+// The io thread a store owns, and the TLS context of its connections.
+class IoRunner {
+ public:
+  IoRunner();
+  ~IoRunner();
+  IoRunner(const IoRunner&) = delete;
+  IoRunner& operator=(const IoRunner&) = delete;
+
+  // Verifies servers against `ca_file` (PEM; empty: the system's trust store).
+  // kInvalidArgument when the file cannot be loaded.
+  Status InitTls(const std::string& ca_file);
+  boost::asio::ssl::context* tls() { return tls_ ? &*tls_ : nullptr; }
+
+  void Start();
+  // Runs `shutdown` on the io thread, lets the handlers it leaves finish, and joins the thread.
+  void Stop(const std::function<void()>& shutdown);
+
+  boost::asio::io_context io;
+
+ private:
+  std::optional<boost::asio::ssl::context> tls_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::thread thread_;
+};
+
+// The checks every Redis-backed store makes on its options (kInvalidArgument).
+Status ValidateStoreOptions(const RedisStoreOptions& options);
+
+// A node's options from the store's: `url` names the server, `name` is for messages.
+NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& url,
+                            std::string name);
+
+// Hands a call's reply to the pipeline: the script's integers, or the failure of every part
+// (an error reply is kUnavailable quoting Redis; anything else but integers is kInternal).
+void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply> reply);
+// The same parts failed with `why`.
+void FailParts(Pipeline& pipeline, std::vector<PartPtr>& parts, const Status& why);
+
+// PINGs every node `nodes()` lists (run on the io thread), waiting up to `timeout`; Ok when all
+// answered. Blocks: for a caller's thread.
+Status PingNodes(IoRunner& runner, std::chrono::milliseconds timeout,
+                 std::function<std::vector<Node*>()> nodes);
+
+RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& pipeline);
+
+}  // namespace caudal::redis

@@ -1,0 +1,76 @@
+// Forward-auth descriptors from a request's pieces, without sockets.
+#include "server/routes.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace caudal::routes {
+namespace {
+
+struct Fields {
+  std::vector<std::pair<std::string, std::string>> list;
+
+  std::string_view First(std::string_view name) const {
+    for (const auto& [n, v] : list) {
+      if (n == name) return v;
+    }
+    return {};
+  }
+  size_t Count(std::string_view name) const {
+    size_t c = 0;
+    for (const auto& [n, v] : list) c += n == name;
+    return c;
+  }
+};
+
+ForwardAuth Derive(const Fields& f) {
+  const ForwardAuthOptions auth{
+      .trusted_proxies = {},
+      .descriptor_headers = {{"api_key", "X-API-Key"}, {"tenant", "X-Tenant"}}};
+  const Request r{.method = "GET",
+                  .target = "/v1/auth",
+                  .body = "",
+                  .peer = *IpAddress::Parse("192.0.2.7"),
+                  .header = [&f](std::string_view n) { return f.First(n); },
+                  .header_count = [&f](std::string_view n) { return f.Count(n); },
+                  .forwarded_for = ""};
+  return ForwardAuthDescriptors(auth, r);
+}
+
+TEST(ForwardAuthDescriptors, IpThenEachConfiguredHeaderPresent) {
+  const ForwardAuth d = Derive({{{"X-Tenant", "t1"}, {"X-Other", "o"}}});
+  ASSERT_FALSE(d.error.has_value()) << d.error->message;
+  ASSERT_EQ(d.descriptors.size(), 2u);
+  EXPECT_EQ(d.descriptors[0].name, "ip");
+  EXPECT_EQ(d.descriptors[0].value, "192.0.2.7");
+  EXPECT_EQ(d.descriptors[1].name, "tenant");
+  EXPECT_EQ(d.descriptors[1].value, "t1");
+}
+
+TEST(ForwardAuthDescriptors, RefusesAnIdentityHeaderGivenTwice) {
+  const ForwardAuth d = Derive({{{"X-API-Key", "mine"}, {"X-API-Key", "someone-else"}}});
+  ASSERT_TRUE(d.error.has_value());
+  EXPECT_EQ(d.error->status, 400);
+  EXPECT_EQ(d.error->code, "ambiguous_identity");
+  EXPECT_EQ(d.error->message,
+            "header X-API-Key: given 2 times (an identity header must be given once)");
+  // Headers caudal does not key by may repeat.
+  EXPECT_FALSE(Derive({{{"X-Other", "a"}, {"X-Other", "b"}}}).error.has_value());
+}
+
+TEST(ForwardAuthDescriptors, RefusesIdentitiesWithControlCharactersOrIllFormedUtf8) {
+  for (std::string bad : {std::string("a\0b", 3), std::string("a\tb"), std::string("\xff\xfe"),
+                          std::string("k\xc3")}) {
+    const ForwardAuth d = Derive({{{"X-API-Key", bad}}});
+    ASSERT_TRUE(d.error.has_value()) << bad;
+    EXPECT_EQ(d.error->code, "invalid_identity");
+    EXPECT_TRUE(d.error->message.starts_with("header X-API-Key: ")) << d.error->message;
+  }
+  EXPECT_FALSE(Derive({{{"X-API-Key", "caf\xc3\xa9"}}}).error.has_value());
+}
+
+}  // namespace
+}  // namespace caudal::routes

@@ -1,0 +1,294 @@
+// RedisClusterStore against a real Redis Cluster of 3 primaries (tests/support/redis_cluster.h):
+// routing by slot, redirects, the undo of split requests and how long it holds quota, errors.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "caudal/config.h"
+#include "caudal/redis_cluster_store.h"
+#include "caudal/store_registry.h"
+#include "common/cat.h"
+#include "redis/hash_slot.h"
+#include "redis/lua_protocol.h"
+#include "redis/redis_test_util.h"
+#include "support/redis_cluster.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using testing::RedisCluster;
+using Step = RedisCluster::MigrationStep;
+using SteadyClock = std::chrono::steady_clock;
+
+std::unique_ptr<RedisCluster> StartCluster(testing::RedisClusterOptions o = {}) {
+  Result<std::unique_ptr<RedisCluster>> c = RedisCluster::Start(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(*c) : nullptr;
+}
+
+std::unique_ptr<RedisClusterStore> OpenCluster(RedisStoreOptions o) {
+  if (o.deadline == RedisStoreOptions{}.deadline) o.deadline = seconds(2);
+  Result<std::unique_ptr<RedisClusterStore>> s = RedisClusterStore::Open(std::move(o));
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// A store key whose Redis key lives on node `node` and not in slot `avoid`.
+std::string KeyOn(RedisCluster& c, size_t node, const std::string& base, int avoid = -1) {
+  for (int i = 0;; ++i) {
+    const std::string key = Cat(base, i);
+    const int slot = redis::HashSlot(redis::StateKey("caudal:", key, Algorithm::kTokenBucket));
+    Result<size_t> owner = c.PrimaryOf(slot);
+    if (owner.ok() && *owner == node && slot != avoid) return key;
+  }
+}
+
+int SlotOf(const std::string& key) {
+  return redis::HashSlot(redis::StateKey("caudal:", key, Algorithm::kTokenBucket));
+}
+
+class ClusterStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = StartCluster();
+    ASSERT_NE(cluster_, nullptr);
+    store_ = OpenCluster({.url = cluster_->url()});
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<RedisCluster> cluster_;
+  std::unique_ptr<RedisClusterStore> store_;
+  const Limit bucket_ = Bucket(Algorithm::kTokenBucket, 1000, {1, std::chrono::hours(1)});
+};
+
+TEST_F(ClusterStoreTest, DecidesOnEveryPrimaryWithKeysWhereTheirSlotLives) {
+  EXPECT_EQ(store_->Name(), "redis-cluster");
+  EXPECT_TRUE(store_->Ping().ok());
+  const Limit l = Window(Algorithm::kFixedWindow, 3, seconds(60));
+  std::vector<int> keys_per_node(cluster_->size());
+  for (int i = 0; i < 60; ++i) {
+    const std::string key = Cat("k", i);
+    for (int n = 0; n < 3; ++n) EXPECT_TRUE(DecideOne(*store_, key, l, 1).allowed());
+    EXPECT_EQ(DecideOne(*store_, key, l, 1).verdict, Verdict::kDenied);
+    const std::string redis_key = redis::StateKey("caudal:", key, l.algorithm());
+    Result<size_t> owner = cluster_->PrimaryOf(redis::HashSlot(redis_key));
+    ASSERT_TRUE(owner.ok());
+    EXPECT_EQ(*cluster_->node(*owner).Command({"EXISTS", redis_key}), "1") << redis_key;
+    ++keys_per_node[*owner];
+  }
+  for (int n : keys_per_node) EXPECT_GT(n, 0);  // every primary took part
+  const RedisStoreStats stats = store_->Stats();
+  EXPECT_EQ(stats.moved, 0u);
+  EXPECT_EQ(stats.split_requests, 0u);
+}
+
+TEST_F(ClusterStoreTest, HashSlotsAgreeWithClusterKeyslot) {
+  std::mt19937 rng(7);
+  const std::string alphabet = "ab{}:-_x{}{}";
+  for (int i = 0; i < 300; ++i) {
+    std::string key;
+    for (int j = 0, n = static_cast<int>(rng() % 12); j < n; ++j) {
+      key += alphabet[rng() % alphabet.size()];
+    }
+    Result<std::string> slot = cluster_->node(0).Command({"CLUSTER", "KEYSLOT", key});
+    ASSERT_TRUE(slot.ok());
+    EXPECT_EQ(redis::HashSlot(key), std::stoi(*slot)) << key;
+  }
+}
+
+// One identity's keys under one hash tag: one slot, one atomic call, no split.
+TEST_F(ClusterStoreTest, KeysOfOneHashTagAreOneAtomicCall) {
+  const Limit small = Window(Algorithm::kFixedWindow, 1, seconds(60));
+  const EntryRef both[] = {{.key = "user:{42}:a", .limit = &bucket_, .cost = 1},
+                           {.key = "user:{42}:b", .limit = &small, .cost = 1}};
+  EXPECT_TRUE(store_->Decide(both)->allowed);
+  const Result<StoreResponse> refused = store_->Decide(both);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->decisions[0].remaining, 999);  // a peek: nothing consumed
+  EXPECT_EQ(store_->Stats().split_requests, 0u);
+  EXPECT_EQ(store_->Stats().undos, 0u);
+}
+
+TEST_F(ClusterStoreTest, SplitRequestsAreAllOrNothing) {
+  const std::string a = KeyOn(*cluster_, 0, "a");
+  const std::string b = KeyOn(*cluster_, 1, "b");
+  const std::string c = KeyOn(*cluster_, 2, "c");
+  const Limit one = Window(Algorithm::kSlidingWindowLog, 1, seconds(60));
+  ASSERT_TRUE(DecideOne(*store_, c, one, 1).allowed());  // c is now exhausted
+  const EntryRef request[] = {{.key = a, .limit = &bucket_, .cost = 5},
+                              {.key = b, .limit = &bucket_, .cost = 7},
+                              {.key = c, .limit = &one, .cost = 1}};
+  const Result<StoreResponse> r = store_->Decide(request);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->allowed);
+  // The groups that admitted were undone before the answer: their entries report the state
+  // without the request, as a refused request's do on one Redis.
+  EXPECT_EQ(r->decisions[0].verdict, Verdict::kAllowed);
+  EXPECT_EQ(r->decisions[0].remaining, 1000);
+  EXPECT_EQ(r->decisions[1].remaining, 1000);
+  EXPECT_EQ(r->decisions[2].verdict, Verdict::kDenied);
+  EXPECT_EQ(DecideOne(*store_, a, bucket_, 0).remaining, 1000);
+  EXPECT_EQ(DecideOne(*store_, b, bucket_, 0).remaining, 1000);
+  const RedisStoreStats stats = store_->Stats();
+  EXPECT_EQ(stats.split_requests, 1u);
+  EXPECT_EQ(stats.undos, 2u);
+  EXPECT_EQ(stats.undo_failures, 0u);
+  // Admitted, it commits everywhere.
+  const EntryRef ok[] = {{.key = a, .limit = &bucket_, .cost = 5},
+                         {.key = b, .limit = &bucket_, .cost = 7}};
+  EXPECT_TRUE(store_->Decide(ok)->allowed);
+  EXPECT_EQ(DecideOne(*store_, a, bucket_, 0).remaining, 995);
+  EXPECT_EQ(DecideOne(*store_, b, bucket_, 0).remaining, 993);
+}
+
+// The guarantee, counted: a refused split request holds, on the group that admitted it, exactly
+// its cost, from its reservation until the slowest group has answered plus one round trip, and
+// nothing once its answer is out. Node b's clients are paused (CLIENT PAUSE, which has begun when
+// it returns) so the hold lasts long enough to be watched from outside.
+TEST_F(ClusterStoreTest, ARefusedSplitRequestHoldsItsCostUntilTheSlowestGroupAnswered) {
+  const std::string a = KeyOn(*cluster_, 0, "held");
+  const std::string b = KeyOn(*cluster_, 1, "gate");
+  const Limit gate = Window(Algorithm::kFixedWindow, 1, seconds(60));
+  ASSERT_TRUE(DecideOne(*store_, b, gate, 1).allowed());  // b refuses from now on
+  auto watcher = OpenCluster({.url = cluster_->url()});
+  ASSERT_NE(watcher, nullptr);
+  constexpr int kRequests = 8;
+  constexpr auto kPause = milliseconds(500);
+  const auto paused_at = SteadyClock::now();
+  ASSERT_TRUE(cluster_->node(1).Command({"CLIENT", "PAUSE", "500", "ALL"}).ok());
+  std::atomic<int> done{0};
+  std::vector<std::thread> clients;
+  std::vector<SteadyClock::time_point> answered(kRequests);
+  for (int i = 0; i < kRequests; ++i) {
+    clients.emplace_back([&, i] {
+      const EntryRef request[] = {{.key = a, .limit = &bucket_, .cost = 3},
+                                  {.key = b, .limit = &gate, .cost = 1}};
+      const Result<StoreResponse> r = store_->Decide(request);
+      answered[i] = SteadyClock::now();
+      EXPECT_TRUE(r.ok() && !r->allowed);
+      done.fetch_add(1);
+    });
+  }
+  // While b is paused every request has reserved a's share and none can be undone yet.
+  int64_t most_held = 0;
+  while (done.load() == 0) {
+    const int64_t held = 1000 - DecideOne(*watcher, a, bucket_, 0).remaining;
+    EXPECT_LE(held, 3 * kRequests);  // never more than the refused requests' costs
+    most_held = std::max(most_held, held);
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(most_held, 3 * kRequests);
+  // Every answer came once b had refused (after its pause) and a's share was back.
+  for (const auto& at : answered) EXPECT_GE(at - paused_at, kPause);
+  EXPECT_EQ(DecideOne(*watcher, a, bucket_, 0).remaining, 1000);
+  EXPECT_EQ(store_->Stats().undos, static_cast<uint64_t>(kRequests));
+}
+
+TEST_F(ClusterStoreTest, FollowsAskDuringAMigrationAndMovedAfterIt) {
+  const std::string key = KeyOn(*cluster_, 0, "moving");
+  const int slot = SlotOf(key);
+  ASSERT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 990);
+  // Migration opened, key still on the source: served there.
+  ASSERT_TRUE(cluster_->MigrateSlot(slot, 1, Step::kOpen).ok());
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 980);
+  // A new key of the same slot is absent from the source: ASK, and created on the target.
+  std::string fresh;
+  for (int i = 0; fresh.empty(); ++i) {
+    const std::string k = Cat("{", key, "}", i);
+    if (SlotOf(k) == slot) fresh = k;
+  }
+  EXPECT_EQ(DecideOne(*store_, fresh, bucket_, 1).remaining, 999);
+  EXPECT_GE(store_->Stats().asked, 1u);
+  // (A plain client would get MOVED from the importing node: count the slot's keys instead.)
+  EXPECT_EQ(cluster_->node(1).Command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).value(),
+            "1");
+  // Keys moved: ASK for them too, and their state went with them.
+  ASSERT_TRUE(cluster_->MigrateSlot(slot, 1, Step::kMoveKeys).ok());
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 970);
+  // Slot handed over: MOVED once, then the map says node 1.
+  ASSERT_TRUE(cluster_->MigrateSlot(slot, 1, Step::kFinish).ok());
+  const uint64_t moved = store_->Stats().moved;
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 960);
+  EXPECT_EQ(store_->Stats().moved, moved + 1);
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 950);
+  EXPECT_EQ(store_->Stats().moved, moved + 1);
+  EXPECT_EQ(store_->Stats().timeouts, 0u);
+}
+
+TEST_F(ClusterStoreTest, ReloadsTheScriptOnTheNodeThatLostIt) {
+  const std::string key = KeyOn(*cluster_, 2, "flushed");
+  ASSERT_TRUE(DecideOne(*store_, key, bucket_, 1).allowed());
+  ASSERT_TRUE(cluster_->node(2).Command({"SCRIPT", "FLUSH"}).ok());
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 1).remaining, 998);
+  EXPECT_EQ(store_->Stats().script_reloads, 1u);
+}
+
+TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
+  const std::string up = KeyOn(*cluster_, 0, "up");
+  const std::string down = KeyOn(*cluster_, 2, "down");
+  cluster_->node(2).Kill();  // no replica: its slots stay down
+  const EntryRef e{.key = down, .limit = &bucket_, .cost = 1};
+  Result<StoreResponse> r = store_->Decide({&e, 1});
+  for (int i = 0; i < 200 && r.ok(); ++i) r = store_->Decide({&e, 1});  // until the loss is seen
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  const auto start = SteadyClock::now();
+  r = store_->Decide({&e, 1});
+  EXPECT_FALSE(r.ok());
+  EXPECT_LT(SteadyClock::now() - start, milliseconds(500)) << "fails fast, not at the deadline";
+  EXPECT_TRUE(DecideOne(*store_, up, bucket_, 1).allowed());
+  EXPECT_FALSE(store_->Ping().ok());
+  ASSERT_TRUE(cluster_->node(2).Restart().ok());  // back with its nodes.conf, empty
+  bool back = false;
+  for (int i = 0; i < 400 && !back; ++i) {
+    back = store_->Decide({&e, 1}).ok();
+    if (!back) std::this_thread::sleep_for(milliseconds(10));  // reconnection backoff
+  }
+  EXPECT_TRUE(back);
+}
+
+TEST(RedisClusterStoreOpen, SaysWhatIsWrong) {
+  Result<std::unique_ptr<RedisClusterStore>> bad = RedisClusterStore::Open({.url = "redis://h"});
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  auto plain = StartServer();
+  ASSERT_NE(plain, nullptr);
+  Result<std::unique_ptr<RedisClusterStore>> not_cluster = RedisClusterStore::Open(
+      {.url = Cat("redis-cluster://127.0.0.1:", plain->port()), .connect_timeout = seconds(2)});
+  EXPECT_EQ(not_cluster.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(not_cluster.status().message().find("cluster support disabled"), std::string::npos)
+      << not_cluster.status().message();
+  const uint16_t port = plain->port();
+  plain->Stop();
+  Result<std::unique_ptr<RedisClusterStore>> nobody = RedisClusterStore::Open(
+      {.url = Cat("redis-cluster://127.0.0.1:", port), .connect_timeout = milliseconds(500)});
+  EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(nobody.status().message().find("cannot connect"), std::string::npos)
+      << nobody.status().message();
+}
+
+TEST(RedisClusterStoreOpen, TheConfigAndOpenStoreTakeClusterUrls) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  Result<Config> config = ParseConfig(Cat("store:\n  url: ", cluster->url(), R"(
+  timeout: 500ms
+policies:
+  - name: p
+    identity: [user]
+    limits:
+      - {algorithm: gcra, capacity: 10, refill: 10/1m}
+)"),
+                                      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ((*store)->Name(), "redis-cluster");
+  EXPECT_TRUE((*store)->Ping().ok());
+}
+
+}  // namespace
+}  // namespace caudal

@@ -1,0 +1,139 @@
+#include "support/redis_sentinel.h"
+
+#include <sstream>
+#include <thread>
+
+namespace caudal::testing {
+namespace {
+
+// Appends, piece by piece (GCC 12's -Wrestrict misfires on "literal" + std::string chains).
+std::string Join(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) out.append(p);
+  return out;
+}
+
+// A sentinel's answer flattened by RedisServer::Command: "key\nvalue\nkey\nvalue..." per
+// entity, entities one after another; the value of `field` in each entity.
+std::vector<std::string> Field(const std::string& flat, const std::string& field) {
+  std::vector<std::string> out;
+  std::istringstream in(flat);
+  for (std::string key, value; std::getline(in, key) && std::getline(in, value);) {
+    if (key == field) out.push_back(value);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RedisSentinels>> RedisSentinels::Start(RedisSentinelOptions options) {
+  std::unique_ptr<RedisSentinels> s(new RedisSentinels());
+  s->options_ = options;
+  Result<std::unique_ptr<RedisServer>> primary = RedisServer::Start();
+  if (!primary.ok()) return primary.status();
+  const std::string primary_port = std::to_string((*primary)->port());
+  s->servers_.push_back(std::move(*primary));
+  Result<std::unique_ptr<RedisServer>> replica =
+      RedisServer::Start({.extra_args = {"--replicaof", "127.0.0.1", primary_port}});
+  if (!replica.ok()) return replica.status();
+  s->servers_.push_back(std::move(*replica));
+  for (int i = 0; i < options.sentinels; ++i) {
+    const std::string& name = options.master_name;
+    Result<std::unique_ptr<RedisServer>> sentinel = RedisServer::Start(
+        {.config_lines = {Join({"sentinel monitor ", name, " 127.0.0.1 ", primary_port, " 2"}),
+                          Join({"sentinel down-after-milliseconds ", name, " ",
+                                std::to_string(options.down_after.count())}),
+                          Join({"sentinel failover-timeout ", name, " 10000"}),
+                          Join({"sentinel parallel-syncs ", name, " 1"})},
+         .sentinel = true});
+    if (!sentinel.ok()) return sentinel.status();
+    s->sentinels_.push_back(std::move(*sentinel));
+  }
+  if (Status st = s->WaitReady(std::chrono::seconds(30)); !st.ok()) return st;
+  return s;
+}
+
+RedisSentinels::~RedisSentinels() {
+  sentinels_.clear();
+  servers_.clear();
+}
+
+std::string RedisSentinels::url() const {
+  std::string out = "redis-sentinel://";
+  for (size_t i = 0; i < sentinels_.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append(Join({"127.0.0.1:", std::to_string(sentinels_[i]->port())}));
+  }
+  out.append(Join({"/", options_.master_name}));
+  return out;
+}
+
+Result<size_t> RedisSentinels::PrimaryIndex() const {
+  for (const auto& sentinel : sentinels_) {
+    if (!sentinel->running()) continue;
+    Result<std::string> addr =
+        sentinel->Command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name});
+    if (!addr.ok()) continue;
+    const std::string port = addr->substr(addr->find('\n') + 1);
+    for (size_t i = 0; i < servers_.size(); ++i) {
+      if (std::to_string(servers_[i]->port()) == port) return i;
+    }
+    return Status::NotFound(Join({"the sentinels name an unknown primary: ", *addr}));
+  }
+  return Status::Unavailable("no sentinel answers");
+}
+
+Status RedisSentinels::WaitReady(std::chrono::milliseconds timeout) const {
+  return WaitPrimary(0, timeout);
+}
+
+// Polling for servers to converge; no decision depends on this time.
+Status RedisSentinels::WaitPrimary(size_t i, std::chrono::milliseconds timeout,
+                                   bool replica_too) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  const std::string port = std::to_string(servers_.at(i)->port());
+  std::string why;
+  while (std::chrono::steady_clock::now() < until) {
+    why.clear();
+    int live = 0;
+    for (const auto& sentinel : sentinels_) live += sentinel->running() ? 1 : 0;
+    for (const auto& sentinel : sentinels_) {
+      if (!sentinel->running() || !why.empty()) continue;
+      Result<std::string> addr =
+          sentinel->Command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name});
+      if (!addr.ok() || addr->substr(addr->find('\n') + 1) != port) {
+        why = "a sentinel names another primary";
+        break;
+      }
+      Result<std::string> others =
+          sentinel->Command({"SENTINEL", "SENTINELS", options_.master_name});
+      if (!others.ok() || static_cast<int>(Field(*others, "name").size()) < live - 1) {
+        why = "a sentinel does not know the others yet";
+        break;
+      }
+      if (!replica_too) continue;
+      Result<std::string> replicas =
+          sentinel->Command({"SENTINEL", "REPLICAS", options_.master_name});
+      const std::vector<std::string> flags =
+          replicas.ok() ? Field(*replicas, "flags") : std::vector<std::string>{};
+      bool ok_replica = false;
+      for (const std::string& f : flags) ok_replica |= f == "slave";
+      if (!ok_replica) why = "a sentinel does not see a healthy replica yet";
+    }
+    if (why.empty() && replica_too) {
+      const RedisServer& replica = *servers_.at(1 - i);
+      Result<std::string> info = replica.running() ? replica.Command({"INFO", "replication"})
+                                                   : Status::Unavailable("down");
+      if (!info.ok() || info->find("master_link_status:up") == std::string::npos ||
+          info->find(Join({"master_port:", port})) == std::string::npos) {
+        why = "the replica is not in sync";
+      }
+    }
+    if (why.empty()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::Unavailable(
+      Join({"sentinels not ready within ", std::to_string(timeout.count()), "ms: ", why}));
+}
+
+}  // namespace caudal::testing
