@@ -57,7 +57,9 @@ install(FILES ${packaging}/debian/lintian-overrides DESTINATION ${CMAKE_INSTALL_
 
 # Debian's hardening for a network daemon: every symbol bound at start, so the GOT can be read-only
 # (full RELRO; PIE and RELRO are the toolchain's default already). Lintian checks it.
-target_link_options(caudal PRIVATE LINKER:-z,now)
+if(TARGET caudal)
+  target_link_options(caudal PRIVATE LINKER:-z,now)
+endif()
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME caudal)
