@@ -9,8 +9,8 @@
 # caudalTargets.cmake naming each library caudal::<name>). Driven by the layer list, so a new or
 # renamed layer needs no edit here.
 #
-# Components, which the packages follow (cmake/CaudalPackage.cmake): `runtime` is the executables,
-# `dev` everything a C++ program builds against.
+# Components: `runtime` is the executables, `dev` everything a C++ program builds against; the
+# .deb (cmake/CaudalPackage.cmake) holds `runtime` and its own `service` (unit, config, docs).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
