@@ -95,6 +95,8 @@ def host_packages_of(paths):
                        capture_output=True, text=True)
     owner = {}
     for line in p.stdout.splitlines():
+        if line.startswith("diversion by "):
+            continue
         packages, path = line.split(": ", 1)
         owner[path] = packages.split(",")[0].split(":")[0].strip()
     found = {}
