@@ -52,7 +52,8 @@ install(FILES ${changelog} DESTINATION ${docdir} COMPONENT service EXCLUDE_FROM_
 caudal_gzip_for_package(${packaging}/caudal.1 caudal.1 COPYONLY manpage)
 install(FILES ${manpage} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
         COMPONENT service EXCLUDE_FROM_ALL)
-install(FILES ${packaging}/debian/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides
+install(FILES ${packaging}/debian/lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides
         RENAME caudal COMPONENT service EXCLUDE_FROM_ALL)
 
 # Debian's hardening for a network daemon: every symbol bound at start, so the GOT can be read-only

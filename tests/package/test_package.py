@@ -162,7 +162,7 @@ class ThrowawayRoot:
                 for path in sorted(tree(self.path)):
                     if os.path.isdir(self.file(path)) and not os.path.islink(self.file(path)):
                         skeleton.write("/%s\n" % path)
-            for name in depended_packages(deb):
+            for name in dict.fromkeys(depended_packages(deb)):
                 q = subprocess.run(["dpkg-query", "-s", name], capture_output=True, text=True)
                 if q.returncode != 0:
                     continue  # dpkg will refuse the package, naming what is missing
@@ -186,8 +186,8 @@ class ThrowawayRoot:
                            "--force-script-chrootless"] + force + list(args))
 
     def status(self):
-        q = subprocess.run(["dpkg-query", "--admindir=" + self.admin, "-W", "-f=${db:Status-Abbrev}",
-                            "caudal"], capture_output=True, text=True)
+        q = subprocess.run(["dpkg-query", "--admindir=" + self.admin, "-W",
+                            "-f=${db:Status-Abbrev}", "caudal"], capture_output=True, text=True)
         return q.stdout.strip() if q.returncode == 0 else "absent"
 
     def close(self):
