@@ -70,6 +70,23 @@ class ServeCommand final : public Command {
     if (!config.ok()) return UsageError(env, kName, config.status().message());
     Logger log(LoggerOptionsFrom(*config), env.clock);
     Refusals refusals(env.clock, &log, RefusalsOptionsFrom(*config));
+    // A change to the config file or the Envoy files reloads as SIGHUP does: the watcher raises
+    // SIGHUP, so every reload runs in the loop below, one at a time (a ConfigMap update sends no
+    // signal). Watching before anything is built: a change from here on is never missed, and the
+    // watcher's descriptors are open before the HTTP server sizes its connection cap.
+    std::vector<std::string> watched;
+    if (!config_path_.empty()) watched.push_back(config_path_);
+    if (!config->envoy.config.empty()) watched.push_back(config->envoy.config);
+    std::unique_ptr<FileWatcher> watcher;
+    if (!watched.empty()) {
+      auto w = FileWatcher::Start(watched, [] { ::kill(::getpid(), SIGHUP); });
+      if (w.ok()) {
+        watcher = std::move(*w);
+      } else {
+        log.Warning(Cat("not watching the config files (reload with SIGHUP): ", w.status().message()));
+      }
+    }
+
     auto store = OpenSharedStore(env, *config, log);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
@@ -136,21 +153,6 @@ class ServeCommand final : public Command {
       env.out << "caudal serve: Envoy rate limit service (gRPC) on " << Bracketed(hp->first)
               << ':' << grpc->port() << " (" << engine.domains()->DomainCount()
               << " domains from " << config->envoy.config << ")" << std::endl;
-    }
-
-    // A change to the config file or the Envoy files reloads as SIGHUP does: the watcher raises
-    // SIGHUP, so every reload runs here, one at a time (a ConfigMap update sends no signal).
-    std::vector<std::string> watched;
-    if (!config_path_.empty()) watched.push_back(config_path_);
-    if (!config->envoy.config.empty()) watched.push_back(config->envoy.config);
-    std::unique_ptr<FileWatcher> watcher;
-    if (!watched.empty()) {
-      auto w = FileWatcher::Start(watched, [] { ::kill(::getpid(), SIGHUP); });
-      if (w.ok()) {
-        watcher = std::move(*w);
-      } else {
-        log.Warning(Cat("not watching the config files (reload with SIGHUP): ", w.status().message()));
-      }
     }
 
     for (;;) {
