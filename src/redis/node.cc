@@ -204,6 +204,10 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   for (const PartPtr& p : call->parts) encoded.push_back(&p->request);
   const Clock* given = options_.decision_clock;
   const int64_t now_us = given ? std::chrono::duration_cast<Micros>(given->Now()).count() : 0;
+  const Nanos sent = clock_.Monotonic();
+  for (const PartPtr& p : call->parts) {
+    if (p->sent_at.count() < 0) p->sent_at = sent;
+  }
   CallArgv argv;
   BuildCall("EVALSHA", kDecideSha1, given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us,
             encoded, argv);
@@ -264,6 +268,14 @@ void Node::CheckStalls(Nanos now) {
                                    "ms; reconnecting"));
     }
   }
+}
+
+bool Node::Late(Nanos now, Nanos budget) const {
+  if (ready_ == 0) return true;
+  return std::none_of(links_.begin(), links_.end(), [&](const auto& link) {
+    const auto& c = link->conn;
+    return c && c->ready() && (c->in_flight() == 0 || now - c->oldest_sent() < budget);
+  });
 }
 
 std::optional<Nanos> Node::NextStallCheck() const {

@@ -47,6 +47,9 @@ struct Part {
   EncodedRequest request;
   int slot = -1;        // the hash slot of every key, or -1 (one Redis: any parts batch together)
   bool asking = false;  // after an ASK redirect: ASKING first, and this part alone in its call
+  // When (Clock::Monotonic()) its first call was written to a connection; -1 while it waits
+  // here. A deadline counts from this, not from the time spent queued in caudal.
+  Nanos sent_at{-1};
 };
 using PartPtr = std::shared_ptr<Part>;
 
@@ -130,6 +133,9 @@ class Node {
   void CheckStalls(Nanos now);
   // When the next stall check is due, if any call is in flight.
   std::optional<Nanos> NextStallCheck() const;
+  // True when the node is why parts wait here: no ready connection, or every ready connection's
+  // oldest call has waited `budget` at `now` (Redis is late, not caudal busy).
+  bool Late(Nanos now, Nanos budget) const;
 
   bool ready() const { return ready_ > 0; }
   bool busy() const;  // parts waiting or calls in flight
