@@ -9,8 +9,10 @@ bool IsStoreFailure(const Status& s) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kInternal: return true;
-    default: return false;
+    case StatusCode::kInternal:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -18,9 +20,12 @@ bool IsStoreFailure(const Status& s) {
 
 std::string_view BreakerStateName(BreakerState s) {
   switch (s) {
-    case BreakerState::kClosed: return "closed";
-    case BreakerState::kOpen: return "open";
-    case BreakerState::kHalfOpen: return "half_open";
+    case BreakerState::kClosed:
+      return "closed";
+    case BreakerState::kOpen:
+      return "open";
+    case BreakerState::kHalfOpen:
+      return "half_open";
   }
   return "unknown";
 }
@@ -43,8 +48,8 @@ BreakerStore::Admission BreakerStore::Admit(Status* why) {
     return Admission::kProbe;
   }
   *why = Status::Unavailable(Cat("store ", Quoted(inner_.Name()), " circuit open after ",
-                                 options_.failures_to_open, " consecutive failures; last: ",
-                                 last_error_.ToString()));
+                                 options_.failures_to_open,
+                                 " consecutive failures; last: ", last_error_.ToString()));
   return Admission::kRefuse;
 }
 
@@ -68,7 +73,11 @@ void BreakerStore::Observe(const Status& s, bool probe) {
       }
       return;
     }
-    if (consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1 < options_.failures_to_open) {
+    const Nanos now = clock_.Monotonic();
+    const int run = consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (run == 1) first_failure_.store(now.count(), std::memory_order_relaxed);
+    if (run < options_.failures_to_open ||
+        now - Nanos(first_failure_.load(std::memory_order_relaxed)) < options_.failing_for) {
       return;
     }
   } else if (!probe) {
@@ -96,12 +105,10 @@ void BreakerStore::SetState(BreakerState next) {
   if (options_.metrics != nullptr) options_.metrics->SetStoreBreaker(static_cast<int>(next));
   if (options_.log == nullptr) return;
   if (prev == BreakerState::kClosed && next == BreakerState::kOpen) {
-    options_.log->Warning(Cat("store ", Quoted(inner_.Name()), " failed ",
-                              options_.failures_to_open, " times in a row (",
-                              last_error_.ToString(),
-                              "): circuit open, deciding by failure mode; probing every ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(options_.open_for).count(),
-                              " ms"));
+    options_.log->Warning(Cat(
+        "store ", Quoted(inner_.Name()), " failed ", options_.failures_to_open, " times in a row (",
+        last_error_.ToString(), "): circuit open, deciding by failure mode; probing every ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.open_for).count(), " ms"));
   } else if (next == BreakerState::kClosed) {
     options_.log->Info(Cat("store ", Quoted(inner_.Name()), " answers again: circuit closed"));
   }

@@ -43,15 +43,17 @@ class BreakerTest : public ::testing::Test {
  protected:
   BreakerTest()
       : inner_(clock_),
-        log_([this](LogLevel, std::string_view m) {
-          lines_.push_back(std::string(m));
-        }),
+        log_([this](LogLevel, std::string_view m) { lines_.push_back(std::string(m)); }),
         breaker_(inner_, clock_,
-                 {.failures_to_open = 3, .open_for = milliseconds(100), .log = &log_,
+                 {.failures_to_open = 3,
+                  .failing_for = milliseconds(0),
+                  .open_for = milliseconds(100),
+                  .log = &log_,
                   .metrics = &metrics_}) {}
 
   Status Call() {
-    const Limit limit = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+    const Limit limit =
+        *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
     const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
     return breaker_.Decide(std::span(&e, 1)).status();
   }
@@ -119,6 +121,43 @@ TEST_F(BreakerTest, BadRequestsAndFullTablesAreNotTheStoresHealth) {
     EXPECT_EQ(Call().code(), StatusCode::kResourceExhausted);
   }
   EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
+}
+
+TEST(BreakerFailingFor, AShortStallThatTimesOutManyCallsDoesNotOpenIt) {
+  ManualClock clock;
+  ScriptedStore inner(clock);
+  std::vector<std::string> lines;
+  Logger log([&lines](LogLevel, std::string_view m) { lines.push_back(std::string(m)); });
+  BreakerStore breaker(inner, clock,
+                       {.failures_to_open = 5, .failing_for = milliseconds(100), .log = &log});
+  const Limit limit =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  auto call = [&] { return breaker.Decide(std::span(&e, 1)).status(); };
+
+  // A 20 ms stall: 50 calls in flight time out together, then the store answers again.
+  inner.failing = true;
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(call().ok());
+  clock.Advance(milliseconds(20));
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(call().ok());
+  EXPECT_EQ(breaker.state(), BreakerState::kClosed) << "a stall already over opened it";
+  inner.failing = false;
+  EXPECT_TRUE(call().ok());
+  EXPECT_TRUE(lines.empty());
+
+  // An outage: failures for 100 ms in a row open it.
+  inner.failing = true;
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(call().ok());
+  clock.Advance(milliseconds(99));
+  EXPECT_FALSE(call().ok());
+  EXPECT_EQ(breaker.state(), BreakerState::kClosed);
+  clock.Advance(milliseconds(1));
+  EXPECT_FALSE(call().ok());
+  EXPECT_EQ(breaker.state(), BreakerState::kOpen);
+  const int calls = inner.calls;
+  EXPECT_FALSE(call().ok());
+  EXPECT_EQ(inner.calls, calls) << "open: the store is not asked";
+  ASSERT_EQ(lines.size(), 1u);
 }
 
 }  // namespace
