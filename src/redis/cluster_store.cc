@@ -55,6 +55,11 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
     const redis::Node* node = topology.PrimaryOf(part.slot);
     return node == nullptr || node->Late(now, budget);
   }
+  void DeadlinePassed(const RequestPart& part, Nanos now) override {
+    if (redis::Node* node = topology.PrimaryOf(part.slot)) {
+      node->DeadlinePassed(now, "a call passed its deadline unanswered");
+    }
+  }
   // TopologyListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
                   Result<Reply> reply) override;

@@ -260,8 +260,11 @@ bool Pipeline::Expired(const Request& r, Nanos now) const {
   return false;
 }
 
-void Pipeline::TimeOut(Request& r) {
+void Pipeline::TimeOut(Request& r, Nanos now) {
   counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+  for (const RequestPartPtr& part : r.parts) {
+    if (!part->answered && part->sent_at.count() >= 0) router_.DeadlinePassed(*part, now);
+  }
   // Unavailable, as for any store that cannot answer; the message says it was the deadline.
   const Status late = Status::Unavailable("redis did not answer within the " +
                                           Millis(options_.deadline) + " deadline");
@@ -292,7 +295,7 @@ void Pipeline::Sweep() {
   for (std::shared_ptr<Request>& r : overdue) {
     if (r->resolved) continue;
     if (Expired(*r, now)) {
-      TimeOut(*r);
+      TimeOut(*r, now);
       continue;
     }
     Nanos next = now + recheck;

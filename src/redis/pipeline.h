@@ -83,6 +83,8 @@ class Router {
   virtual std::optional<Nanos> NextStallCheck() const = 0;
   // True when the node `part` waits for is late (Node::Late) by `budget` at `now`.
   virtual bool Late(const RequestPart& part, Nanos now, Nanos budget) const = 0;
+  // `part`, sent, passed its deadline unanswered at `now` (for a breaker per node).
+  virtual void DeadlinePassed(const RequestPart& /*part*/, Nanos /*now*/) {}
 };
 
 struct PipelineOptions {
@@ -129,7 +131,7 @@ class Pipeline {
   void OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
   void OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
   bool Expired(const Request& r, Nanos now) const;
-  void TimeOut(Request& r);
+  void TimeOut(Request& r, Nanos now);
   void UndoAdmitted(Request& r);
   void Undo(RequestPart& part);
   void OnUndone(const RequestPartPtr& undo, Result<StoreResponse> result);
