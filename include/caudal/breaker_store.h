@@ -9,13 +9,13 @@
 //
 // Only consecutive failures open it, so isolated timeouts on a healthy store (which still each
 // go to their failure mode) never do, and interleaved successes and failures cannot make it flap.
-// The run must also last `failing_for`: on a busy machine one scheduling stall of a few
-// milliseconds times out every call in flight at once — dozens of consecutive failures under
-// load — and opening on that would fail every decision for `open_for` over a stall that was
-// already over.
-// One log line when it opens, one when it closes again; a probe failing again is not logged.
-// Bad requests (kInvalidArgument) and a full table (kResourceExhausted) are not the store's
-// health and change nothing.
+// A run of slow failures (each taking 1 ms or more: timeouts) must also last `failing_for`,
+// while failures answered at once (no connection) open it on their count: on a busy machine one
+// scheduling stall of a few milliseconds times out every call in flight at once — dozens of
+// consecutive failures under load — and opening on that would fail every decision for `open_for`
+// over a stall that was already over. One log line when it opens, one when it closes again; a probe
+// failing again is not logged. Bad requests (kInvalidArgument) and a full table
+// (kResourceExhausted) are not the store's health and change nothing.
 //
 // Thread-safety: as every Store. State changes take a short mutex; the closed path reads one
 // atomic.
@@ -39,7 +39,7 @@ std::string_view BreakerStateName(BreakerState s);
 
 struct BreakerOptions {
   int failures_to_open = 5;
-  // ...and the first of them at least this long ago (0: the count alone opens it).
+  // ...and, when they are slow (timeouts), the first of them at least this long ago.
   Nanos failing_for = std::chrono::milliseconds(100);
   Nanos open_for = std::chrono::milliseconds(500);
   const Logger* log = nullptr;  // optional
@@ -62,7 +62,7 @@ class BreakerStore final : public Store {
   enum class Admission : uint8_t { kRefuse, kPass, kProbe };
   // Whether the call may go to the store (kProbe: as the half-open probe); `why` when refused.
   Admission Admit(Status* why);
-  void Observe(const Status& s, bool probe);
+  void Observe(const Status& s, bool probe, Nanos took);
   void SetState(BreakerState next);  // mu_ held
 
   Store& inner_;

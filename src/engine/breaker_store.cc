@@ -5,6 +5,9 @@
 namespace caudal {
 namespace {
 
+// A failure answered faster than this is the store saying it is down, not a timeout.
+constexpr Nanos kAtOnce = std::chrono::milliseconds(1);
+
 bool IsStoreFailure(const Status& s) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
@@ -58,13 +61,15 @@ void BreakerStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback
   const Admission admission = Admit(&why);
   if (admission == Admission::kRefuse) return done(std::move(why));
   const bool probe = admission == Admission::kProbe;
-  inner_.DecideAsync(entries, [this, probe, done = std::move(done)](Result<StoreResponse> r) {
-    Observe(r.status(), probe);
-    done(std::move(r));
-  });
+  const Nanos start = clock_.Monotonic();
+  inner_.DecideAsync(entries,
+                     [this, probe, start, done = std::move(done)](Result<StoreResponse> r) {
+                       Observe(r.status(), probe, clock_.Monotonic() - start);
+                       done(std::move(r));
+                     });
 }
 
-void BreakerStore::Observe(const Status& s, bool probe) {
+void BreakerStore::Observe(const Status& s, bool probe, Nanos took) {
   const bool failed = IsStoreFailure(s);
   if (!probe && state_.load(std::memory_order_acquire) == BreakerState::kClosed) {
     if (!failed) {
@@ -76,8 +81,12 @@ void BreakerStore::Observe(const Status& s, bool probe) {
     const Nanos now = clock_.Monotonic();
     const int run = consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1;
     if (run == 1) first_failure_.store(now.count(), std::memory_order_relaxed);
+    // A store that fails at once (no connection) knows it is down; only a run of slow
+    // failures (timeouts) must also last failing_for.
+    const bool at_once = took < kAtOnce;
     if (run < options_.failures_to_open ||
-        now - Nanos(first_failure_.load(std::memory_order_relaxed)) < options_.failing_for) {
+        (!at_once &&
+         now - Nanos(first_failure_.load(std::memory_order_relaxed)) < options_.failing_for)) {
       return;
     }
   } else if (!probe) {
