@@ -1,16 +1,21 @@
 // BreakerStore: a circuit breaker around a Store, so that a failing store costs no waiting.
 //
 //   closed     every call goes to the store; `failures_to_open` consecutive failures (errors or
-//              timeouts: kUnavailable, kDeadlineExceeded, kInternal) open the breaker
+//              timeouts: kUnavailable, kDeadlineExceeded, kInternal) over at least
+//              `failing_for` open the breaker
 //   open       every call fails at once with kUnavailable naming the last error, for `open_for`
 //   half-open  then one call goes through as a probe: its success closes the breaker, its
 //              failure opens it again for another `open_for`; calls meanwhile fail at once
 //
 // Only consecutive failures open it, so isolated timeouts on a healthy store (which still each
 // go to their failure mode) never do, and interleaved successes and failures cannot make it flap.
-// One log line when it opens, one when it closes again; a probe failing again is not logged.
-// Bad requests (kInvalidArgument) and a full table (kResourceExhausted) are not the store's
-// health and change nothing.
+// A run of slow failures (each taking 1 ms or more: timeouts) must also last `failing_for`,
+// while failures answered at once (no connection) open it on their count: on a busy machine one
+// scheduling stall of a few milliseconds times out every call in flight at once — dozens of
+// consecutive failures under load — and opening on that would fail every decision for `open_for`
+// over a stall that was already over. One log line when it opens, one when it closes again; a probe
+// failing again is not logged. Bad requests (kInvalidArgument) and a full table
+// (kResourceExhausted) are not the store's health and change nothing.
 //
 // Thread-safety: as every Store. State changes take a short mutex; the closed path reads one
 // atomic.
@@ -34,9 +39,11 @@ std::string_view BreakerStateName(BreakerState s);
 
 struct BreakerOptions {
   int failures_to_open = 5;
+  // ...and, when they are slow (timeouts), the first of them at least this long ago.
+  Nanos failing_for = std::chrono::milliseconds(100);
   Nanos open_for = std::chrono::milliseconds(500);
-  const Logger* log = nullptr;   // optional
-  Metrics* metrics = nullptr;    // optional: the store's state gauge
+  const Logger* log = nullptr;  // optional
+  Metrics* metrics = nullptr;   // optional: the store's state gauge
 };
 
 class BreakerStore final : public Store {
@@ -55,7 +62,7 @@ class BreakerStore final : public Store {
   enum class Admission : uint8_t { kRefuse, kPass, kProbe };
   // Whether the call may go to the store (kProbe: as the half-open probe); `why` when refused.
   Admission Admit(Status* why);
-  void Observe(const Status& s, bool probe);
+  void Observe(const Status& s, bool probe, Nanos took);
   void SetState(BreakerState next);  // mu_ held
 
   Store& inner_;
@@ -63,10 +70,11 @@ class BreakerStore final : public Store {
   const BreakerOptions options_;
   std::atomic<BreakerState> state_{BreakerState::kClosed};
   std::atomic<int> consecutive_failures_{0};
+  std::atomic<int64_t> first_failure_{0};  // monotonic ns of the run's first failure
   std::mutex mu_;
-  Nanos open_until_{0};     // guarded by mu_
-  bool probing_ = false;    // guarded by mu_: a half-open probe is in flight
-  Status last_error_;       // guarded by mu_
+  Nanos open_until_{0};   // guarded by mu_
+  bool probing_ = false;  // guarded by mu_: a half-open probe is in flight
+  Status last_error_;     // guarded by mu_
 };
 
 }  // namespace caudal

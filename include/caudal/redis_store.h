@@ -94,6 +94,7 @@ struct RedisStoreStats {
   uint64_t tryagain = 0;            // TRYAGAIN answers retried
   uint64_t topology_refreshes = 0;  // slot maps read, or sentinels asked for the primary
   uint64_t primary_switches = 0;    // Sentinel: the primary changed
+  uint64_t node_breaker_opens = 0;  // Cluster: a primary's circuit breaker opened
 };
 
 class RedisStore final : public Store {

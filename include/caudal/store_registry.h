@@ -34,6 +34,9 @@ struct StoreKind {
   bool remote = false;  // reached over the network and shared by instances: an outage at start
                         // is served by failure mode while it connects in the background
   bool tls = false;     // the scheme is TLS
+  // The store keeps a circuit breaker per server (Redis Cluster: per primary), so the caller
+  // must not add one for the whole store, which one failed server would open for every key.
+  bool breaker_per_node = false;
   // kInvalidArgument naming the part at fault; checked when a config is loaded.
   Status (*validate)(std::string_view url) = nullptr;
   Result<std::unique_ptr<Store>> (*open)(const StoreConfig& config, const Clock& clock,

@@ -98,12 +98,15 @@ class ServeCommand final : public Command {
     const std::unique_ptr<Store> local = OpenLocalFallback(config->store, env.clock);
     Metrics metrics;
     // Readiness probes the store itself; decisions go through a circuit breaker, so that a
-    // failing store costs no waiting and is logged once per outage.
+    // failing store costs no waiting and is logged once per outage (Redis Cluster keeps its own,
+    // one per primary, so that one failed primary fails only its slots).
     StoreHealth health(**store, env.clock, {});
     health.Start();
     BreakerStore breaker(**store, env.clock, {.log = &log, .metrics = &metrics});
-    const bool remote = (*FindStoreKind(config->store.url))->remote;
-    Engine engine(breaker, env.clock,
+    const StoreKind& kind = **FindStoreKind(config->store.url);
+    const bool remote = kind.remote;
+    Store& decider = kind.breaker_per_node ? **store : static_cast<Store&>(breaker);
+    Engine engine(decider, env.clock,
                   {.local_store = local.get(), .metrics = &metrics, .log = &log,
                    .over_limit_cache_keys =
                        remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0,

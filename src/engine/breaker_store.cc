@@ -5,12 +5,17 @@
 namespace caudal {
 namespace {
 
+// A failure answered faster than this is the store saying it is down, not a timeout.
+constexpr Nanos kAtOnce = std::chrono::milliseconds(1);
+
 bool IsStoreFailure(const Status& s) {
   switch (s.code()) {
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded:
-    case StatusCode::kInternal: return true;
-    default: return false;
+    case StatusCode::kInternal:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -18,9 +23,12 @@ bool IsStoreFailure(const Status& s) {
 
 std::string_view BreakerStateName(BreakerState s) {
   switch (s) {
-    case BreakerState::kClosed: return "closed";
-    case BreakerState::kOpen: return "open";
-    case BreakerState::kHalfOpen: return "half_open";
+    case BreakerState::kClosed:
+      return "closed";
+    case BreakerState::kOpen:
+      return "open";
+    case BreakerState::kHalfOpen:
+      return "half_open";
   }
   return "unknown";
 }
@@ -43,8 +51,8 @@ BreakerStore::Admission BreakerStore::Admit(Status* why) {
     return Admission::kProbe;
   }
   *why = Status::Unavailable(Cat("store ", Quoted(inner_.Name()), " circuit open after ",
-                                 options_.failures_to_open, " consecutive failures; last: ",
-                                 last_error_.ToString()));
+                                 options_.failures_to_open,
+                                 " consecutive failures; last: ", last_error_.ToString()));
   return Admission::kRefuse;
 }
 
@@ -53,13 +61,15 @@ void BreakerStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback
   const Admission admission = Admit(&why);
   if (admission == Admission::kRefuse) return done(std::move(why));
   const bool probe = admission == Admission::kProbe;
-  inner_.DecideAsync(entries, [this, probe, done = std::move(done)](Result<StoreResponse> r) {
-    Observe(r.status(), probe);
-    done(std::move(r));
-  });
+  const Nanos start = clock_.Monotonic();
+  inner_.DecideAsync(entries,
+                     [this, probe, start, done = std::move(done)](Result<StoreResponse> r) {
+                       Observe(r.status(), probe, clock_.Monotonic() - start);
+                       done(std::move(r));
+                     });
 }
 
-void BreakerStore::Observe(const Status& s, bool probe) {
+void BreakerStore::Observe(const Status& s, bool probe, Nanos took) {
   const bool failed = IsStoreFailure(s);
   if (!probe && state_.load(std::memory_order_acquire) == BreakerState::kClosed) {
     if (!failed) {
@@ -68,7 +78,15 @@ void BreakerStore::Observe(const Status& s, bool probe) {
       }
       return;
     }
-    if (consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1 < options_.failures_to_open) {
+    const Nanos now = clock_.Monotonic();
+    const int run = consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1;
+    if (run == 1) first_failure_.store(now.count(), std::memory_order_relaxed);
+    // A store that fails at once (no connection) knows it is down; only a run of slow
+    // failures (timeouts) must also last failing_for.
+    const bool at_once = took < kAtOnce;
+    if (run < options_.failures_to_open ||
+        (!at_once &&
+         now - Nanos(first_failure_.load(std::memory_order_relaxed)) < options_.failing_for)) {
       return;
     }
   } else if (!probe) {
@@ -96,12 +114,10 @@ void BreakerStore::SetState(BreakerState next) {
   if (options_.metrics != nullptr) options_.metrics->SetStoreBreaker(static_cast<int>(next));
   if (options_.log == nullptr) return;
   if (prev == BreakerState::kClosed && next == BreakerState::kOpen) {
-    options_.log->Warning(Cat("store ", Quoted(inner_.Name()), " failed ",
-                              options_.failures_to_open, " times in a row (",
-                              last_error_.ToString(),
-                              "): circuit open, deciding by failure mode; probing every ",
-                              std::chrono::duration_cast<std::chrono::milliseconds>(options_.open_for).count(),
-                              " ms"));
+    options_.log->Warning(Cat(
+        "store ", Quoted(inner_.Name()), " failed ", options_.failures_to_open, " times in a row (",
+        last_error_.ToString(), "): circuit open, deciding by failure mode; probing every ",
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.open_for).count(), " ms"));
   } else if (next == BreakerState::kClosed) {
     options_.log->Info(Cat("store ", Quoted(inner_.Name()), " answers again: circuit closed"));
   }

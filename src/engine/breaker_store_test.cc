@@ -43,15 +43,17 @@ class BreakerTest : public ::testing::Test {
  protected:
   BreakerTest()
       : inner_(clock_),
-        log_([this](LogLevel, std::string_view m) {
-          lines_.push_back(std::string(m));
-        }),
+        log_([this](LogLevel, std::string_view m) { lines_.push_back(std::string(m)); }),
         breaker_(inner_, clock_,
-                 {.failures_to_open = 3, .open_for = milliseconds(100), .log = &log_,
+                 {.failures_to_open = 3,
+                  .failing_for = milliseconds(0),
+                  .open_for = milliseconds(100),
+                  .log = &log_,
                   .metrics = &metrics_}) {}
 
   Status Call() {
-    const Limit limit = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+    const Limit limit =
+        *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
     const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
     return breaker_.Decide(std::span(&e, 1)).status();
   }
@@ -119,6 +121,82 @@ TEST_F(BreakerTest, BadRequestsAndFullTablesAreNotTheStoresHealth) {
     EXPECT_EQ(Call().code(), StatusCode::kResourceExhausted);
   }
   EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
+}
+
+// Holds every call until the test answers it: calls in flight together, as under load.
+class HeldStore final : public Store {
+ public:
+  void DecideAsync(std::span<const EntryRef>, DecideCallback done) override {
+    held.push_back(std::move(done));
+  }
+  Status Ping() override { return Status::Ok(); }
+  std::string_view Name() const override { return "held"; }
+  void Answer(const Status& s) {
+    std::vector<DecideCallback> now;
+    now.swap(held);
+    for (DecideCallback& d : now) d(s);
+  }
+  void AnswerOk() {
+    std::vector<DecideCallback> now;
+    now.swap(held);
+    for (DecideCallback& d : now) d(StoreResponse{.allowed = true, .decisions = {}});
+  }
+  std::vector<DecideCallback> held;
+};
+
+TEST(BreakerFailingFor, AShortStallThatTimesOutManyCallsDoesNotOpenIt) {
+  ManualClock clock;
+  HeldStore inner;
+  std::vector<std::string> lines;
+  Logger log([&lines](LogLevel, std::string_view m) { lines.push_back(std::string(m)); });
+  BreakerStore breaker(inner, clock,
+                       {.failures_to_open = 5, .failing_for = milliseconds(100), .log = &log});
+  const Limit limit =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  auto send = [&](int n) {
+    for (int i = 0; i < n; ++i) breaker.DecideAsync(std::span(&e, 1), [](Result<StoreResponse>) {});
+  };
+  const Status late = Status::Unavailable("redis did not answer within the 5ms deadline");
+
+  // A 20 ms stall: 100 calls in flight time out together, 5 ms after they were sent, twice.
+  send(100);
+  clock.Advance(milliseconds(5));
+  inner.Answer(late);
+  send(100);
+  clock.Advance(milliseconds(15));
+  inner.Answer(late);
+  EXPECT_EQ(breaker.state(), BreakerState::kClosed) << "a stall already over opened it";
+  send(1);
+  inner.AnswerOk();
+  EXPECT_TRUE(lines.empty());
+
+  // An outage: timeouts for 100 ms in a row open it.
+  for (int ms = 0; ms < 100; ms += 5) {
+    send(3);
+    clock.Advance(milliseconds(5));
+    inner.Answer(late);
+    EXPECT_EQ(breaker.state(), BreakerState::kClosed) << ms;
+  }
+  send(1);
+  clock.Advance(milliseconds(5));
+  inner.Answer(late);
+  EXPECT_EQ(breaker.state(), BreakerState::kOpen);
+  ASSERT_EQ(lines.size(), 1u);
+}
+
+TEST(BreakerFailingFor, FailuresAnsweredAtOnceOpenItOnTheirCount) {
+  ManualClock clock;
+  HeldStore inner;
+  BreakerStore breaker(inner, clock, {.failures_to_open = 5, .failing_for = milliseconds(100)});
+  const Limit limit =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
+  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  for (int i = 0; i < 5; ++i) {
+    breaker.DecideAsync(std::span(&e, 1), [](Result<StoreResponse>) {});
+    inner.Answer(Status::Unavailable("no connection to redis: connection refused"));
+  }
+  EXPECT_EQ(breaker.state(), BreakerState::kOpen) << "a store that says it is down is down";
 }
 
 }  // namespace

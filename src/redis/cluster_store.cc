@@ -51,6 +51,15 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   void Send() override;
   void CheckStalls(Nanos now) override { topology.CheckStalls(now); }
   std::optional<Nanos> NextStallCheck() const override { return topology.NextStallCheck(); }
+  bool Late(const RequestPart& part, Nanos now, Nanos budget) const override {
+    const redis::Node* node = topology.PrimaryOf(part.slot);
+    return node == nullptr || node->Late(now, budget);
+  }
+  void DeadlinePassed(const RequestPart& part, Nanos now) override {
+    if (redis::Node* node = topology.PrimaryOf(part.slot)) {
+      node->DeadlinePassed(now, "a call passed its deadline unanswered");
+    }
+  }
   // TopologyListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
                   Result<Reply> reply) override;

@@ -236,6 +236,8 @@ Node* ClusterTopology::NodeAt(const Endpoint& at) {
   if (nodes_.size() >= kMaxNodes || shut_down_) return nullptr;
   NodeOptions options =
       NodeOptionsFrom(options_, url_.Node(at), Cat("redis cluster node ", address));
+  // One failed primary fails its own slots at once and nothing else (node.h).
+  options.breaker = NodeBreakerOptions{};
   options.max_calls_in_flight = options_.cluster_calls_in_flight;
   auto node = std::make_unique<Node>(runner_.io, runner_.tls(), clock_, std::move(options), *this,
                                      counters_);

@@ -31,6 +31,7 @@ Node::Node(asio::io_context& io, asio::ssl::context* tls, const Clock& clock, No
       name_(options_.name.empty() ? address_ : options_.name),
       listener_(listener),
       counters_(counters) {
+  if (options_.breaker) breaker_.emplace(*options_.breaker);
   for (size_t i = 0; i < options_.connections; ++i) links_.push_back(std::make_unique<Link>(io));
 }
 
@@ -179,23 +180,45 @@ std::vector<PartPtr> Node::NextBatch() {
   return batch;
 }
 
+void Node::FailWaiting(const Status& why) {
+  std::vector<PartPtr> failed = TakeWaiting();
+  failed.erase(
+      std::remove_if(failed.begin(), failed.end(), [](const PartPtr& p) { return p->Abandoned(); }),
+      failed.end());
+  if (!failed.empty()) listener_.OnCallDone(*this, failed, why);
+}
+
 void Node::Dispatch() {
   while (!waiting_.empty()) {
     if (ready_ == 0 && starting_) return;  // Start() dispatches once its attempts are over
     if (ready_ == 0) {
-      std::vector<PartPtr> failed = TakeWaiting();
-      failed.erase(std::remove_if(failed.begin(), failed.end(),
-                                  [](const PartPtr& p) { return p->Abandoned(); }),
-                   failed.end());
-      if (!failed.empty()) listener_.OnCallDone(*this, failed, NotConnected());
+      FailWaiting(NotConnected());
+      return;
+    }
+    const Nanos now = clock_.Monotonic();
+    if (breaker_ && breaker_->Refusing(now)) {
+      FailWaiting(Status::Unavailable(name_ + ": circuit open after " +
+                                      std::to_string(breaker_->failures_to_open()) +
+                                      " consecutive failures; last: " + breaker_->last_error()));
       return;
     }
     std::shared_ptr<Connection> conn = PickConnection();
     if (!conn) return;
     auto call = std::make_shared<Call>();
     call->parts = NextBatch();
-    if (!call->parts.empty()) SendCall(conn, std::move(call));
+    if (call->parts.empty()) continue;
+    call->probe = breaker_ && breaker_->Admit(now) == NodeBreaker::Verdict::kProbe;
+    SendCall(conn, std::move(call));
   }
+}
+
+void Node::DeadlinePassed(Nanos now, const std::string& why) { BreakerFailed(now, why); }
+
+void Node::BreakerFailed(Nanos now, std::string why) {
+  if (!breaker_) return;
+  const uint64_t opened = breaker_->opens();
+  breaker_->Failed(now, std::move(why));
+  if (breaker_->opens() != opened) counters_.breaker_opens.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call) {
@@ -204,6 +227,10 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   for (const PartPtr& p : call->parts) encoded.push_back(&p->request);
   const Clock* given = options_.decision_clock;
   const int64_t now_us = given ? std::chrono::duration_cast<Micros>(given->Now()).count() : 0;
+  const Nanos sent = clock_.Monotonic();
+  for (const PartPtr& p : call->parts) {
+    if (p->sent_at.count() < 0) p->sent_at = sent;
+  }
   CallArgv argv;
   BuildCall("EVALSHA", kDecideSha1, given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us,
             encoded, argv);
@@ -235,6 +262,13 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
       return;
     }
   }
+  if (breaker_ && !shut_down_) {
+    if (reply.ok()) {
+      breaker_->Succeeded(call->probe);
+    } else {
+      BreakerFailed(clock_.Monotonic(), reply.status().message());
+    }
+  }
   listener_.OnCallDone(*this, call->parts, std::move(reply));
   if (!shut_down_) Dispatch();
 }
@@ -264,6 +298,14 @@ void Node::CheckStalls(Nanos now) {
                                    "ms; reconnecting"));
     }
   }
+}
+
+bool Node::Late(Nanos now, Nanos budget) const {
+  if (ready_ == 0) return true;
+  return std::none_of(links_.begin(), links_.end(), [&](const auto& link) {
+    const auto& c = link->conn;
+    return c && c->ready() && (c->in_flight() == 0 || now - c->oldest_sent() < budget);
+  });
 }
 
 std::optional<Nanos> Node::NextStallCheck() const {

@@ -33,6 +33,7 @@
 #include "caudal/status.h"
 #include "redis/connection.h"
 #include "redis/lua_protocol.h"
+#include "redis/node_breaker.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 
@@ -47,6 +48,9 @@ struct Part {
   EncodedRequest request;
   int slot = -1;        // the hash slot of every key, or -1 (one Redis: any parts batch together)
   bool asking = false;  // after an ASK redirect: ASKING first, and this part alone in its call
+  // When (Clock::Monotonic()) its first call was written to a connection; -1 while it waits
+  // here. A deadline counts from this, not from the time spent queued in caudal.
+  Nanos sent_at{-1};
 };
 using PartPtr = std::shared_ptr<Part>;
 
@@ -64,10 +68,11 @@ class NodeListener {
 
 // What a store's nodes share with its callers' threads (DecideAsync, Stats()).
 struct NodeCounters {
-  std::atomic<uint64_t> calls{0};       // script calls sent, retries included
-  std::atomic<uint64_t> reloads{0};     // NOSCRIPT answered by loading the script again
-  std::atomic<uint64_t> reconnects{0};  // connections re-established after a loss
-  std::atomic<int> ready{0};            // connections ready, over every node
+  std::atomic<uint64_t> calls{0};          // script calls sent, retries included
+  std::atomic<uint64_t> reloads{0};        // NOSCRIPT answered by loading the script again
+  std::atomic<uint64_t> reconnects{0};     // connections re-established after a loss
+  std::atomic<int> ready{0};               // connections ready, over every node
+  std::atomic<uint64_t> breaker_opens{0};  // node breakers opened (NodeBreaker)
 
   void SetLastError(std::string why) {
     std::lock_guard lock(mu);
@@ -96,6 +101,9 @@ struct NodeOptions {
   std::chrono::milliseconds reconnect_max{500};
   // Decide at this clock's Now() instead of Redis's TIME (tests); null in production.
   const Clock* decision_clock = nullptr;
+  // A circuit breaker of its own (NodeBreaker), for stores of several servers; none: the
+  // caller guards the store as a whole.
+  std::optional<NodeBreakerOptions> breaker{};
 };
 
 class Node {
@@ -126,10 +134,15 @@ class Node {
   // False when no connection is ready.
   bool SendCommand(const std::vector<std::string_view>& argv, Connection::ReplyHandler handler);
 
+  // A part sent here passed its deadline at `now` unanswered: a failure for the node's breaker.
+  void DeadlinePassed(Nanos now, const std::string& why);
   // Drops connections whose oldest call waited `stall_timeout` at `now` (Monotonic()).
   void CheckStalls(Nanos now);
   // When the next stall check is due, if any call is in flight.
   std::optional<Nanos> NextStallCheck() const;
+  // True when the node is why parts wait here: no ready connection, or every ready connection's
+  // oldest call has waited `budget` at `now` (Redis is late, not caudal busy).
+  bool Late(Nanos now, Nanos budget) const;
 
   bool ready() const { return ready_ > 0; }
   bool busy() const;  // parts waiting or calls in flight
@@ -139,6 +152,10 @@ class Node {
   // Unavailable: no connection to this node, and the last error.
   Status NotConnected() const;
   const std::string& last_error() const { return last_error_; }
+  // Its breaker's state; closed when it has none.
+  NodeBreaker::State breaker_state() const {
+    return breaker_ ? breaker_->state() : NodeBreaker::State::kClosed;
+  }
 
  private:
   struct Link {
@@ -150,9 +167,13 @@ class Node {
   struct Call {
     std::vector<PartPtr> parts;
     int reloads = 0;
+    bool probe = false;  // the half-open breaker's probe
   };
 
   void Connect(Link& link, std::function<void(Status)> done);
+  // Fails every part waiting here with `why`.
+  void FailWaiting(const Status& why);
+  void BreakerFailed(Nanos now, std::string why);
   void OnLost(Link& link, const Status& why);
   void Retry(Link& link);
   std::shared_ptr<Connection> PickConnection() const;
@@ -175,6 +196,7 @@ class Node {
   bool starting_ = false;  // Start()'s first attempts are not all over yet
   bool shut_down_ = false;
   std::string last_error_ = "not connected yet";
+  std::optional<NodeBreaker> breaker_;
   // Outlives the node inside pending handlers, which check it before touching the node.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -11,7 +11,8 @@ namespace asio = boost::asio;
 
 struct Request {
   DecideCallback done;
-  Nanos deadline{0};
+  Nanos submitted{0};
+  Nanos undo_sent{-1};  // when the last undo was sent
   bool resolved = false;
   std::vector<RequestPartPtr> parts;  // its decide parts: one, or one per slot group
   // Split requests only.
@@ -50,7 +51,7 @@ void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
   }
   auto r = std::make_shared<Request>();
   r->done = std::move(done);
-  r->deadline = clock_.Monotonic() + options_.deadline;
+  r->submitted = clock_.Monotonic();
   if (!options_.split_by_slot) {
     auto part = std::make_shared<RequestPart>();
     part->owner = r;
@@ -155,6 +156,7 @@ void Pipeline::OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result
 void Pipeline::OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result,
                              int64_t now) {
   const std::shared_ptr<Request> owner = part->owner.lock();
+  part->answered = true;
   if (result.ok() && result->allowed) {
     part->admitted = true;
     part->admitted_at = now;
@@ -200,7 +202,10 @@ void Pipeline::Undo(RequestPart& part) {
   undo->owner = part.owner;
   undo->slot = part.slot;
   for (const uint16_t i : undone) undo->entries.push_back(part.entries[i]);
-  if (const std::shared_ptr<Request> r = part.owner.lock()) ++r->undos_waiting;
+  if (const std::shared_ptr<Request> r = part.owner.lock()) {
+    ++r->undos_waiting;
+    r->undo_sent = clock_.Monotonic();
+  }
   counters_.undos.fetch_add(1, std::memory_order_relaxed);
   router_.Route(std::move(undo));
   router_.Send();
@@ -239,24 +244,68 @@ void Pipeline::Resolve(Request& r, Result<StoreResponse> result) {
   done(std::move(result));
 }
 
-// Completes every request past its deadline and drops connections that stopped answering.
+// Whether `r`'s wait is the store's fault (see pipeline.h). Precondition: `r` is a deadline old.
+bool Pipeline::Expired(const Request& r, Nanos now) const {
+  const Nanos budget = options_.deadline;
+  if (r.answered == r.parts.size() && r.parts.size() > 1) {  // waiting for its undos
+    return r.undo_sent.count() < 0 || now - r.undo_sent >= budget;
+  }
+  for (const RequestPartPtr& part : r.parts) {
+    if (part->answered) continue;
+    if (part->sent_at.count() >= 0 ? now - part->sent_at >= budget
+                                   : router_.Late(*part, now, budget)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Pipeline::TimeOut(Request& r, Nanos now) {
+  counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
+  for (const RequestPartPtr& part : r.parts) {
+    if (!part->answered && part->sent_at.count() >= 0) router_.DeadlinePassed(*part, now);
+  }
+  // Unavailable, as for any store that cannot answer; the message says it was the deadline.
+  const Status late = Status::Unavailable("redis did not answer within the " +
+                                          Millis(options_.deadline) + " deadline");
+  if (r.parts.size() > 1) {  // whatever its groups consumed is undone as they answer
+    if (!r.error) r.error = late;
+    UndoAdmitted(r);
+  }
+  Resolve(r, late);
+}
+
+// Completes every request whose deadline passed by the store's fault and drops connections
+// that stopped answering.
 void Pipeline::Sweep() {
   const Nanos now = clock_.Monotonic();
   while (!watch_.empty()) {
-    const std::shared_ptr<Request> r = watch_.front();
+    std::shared_ptr<Request>& r = watch_.front();
     if (!r->resolved) {
-      if (r->deadline > now) break;
-      counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
-      // Unavailable, as for any store that cannot answer; the message says it was the deadline.
-      const Status late = Status::Unavailable("redis did not answer within the " +
-                                              Millis(options_.deadline) + " deadline");
-      if (r->parts.size() > 1) {  // whatever its groups consumed is undone as they answer
-        if (!r->error) r->error = late;
-        UndoAdmitted(*r);
-      }
-      Resolve(*r, late);
+      if (r->submitted + options_.deadline > now) break;
+      overdue_.push_back(std::move(r));
     }
     watch_.pop_front();
+  }
+  // A waiting part is looked at again this often, until it is sent or its node is late.
+  const Nanos recheck = std::max<Nanos>(options_.deadline / 4, std::chrono::microseconds(250));
+  overdue_check_.reset();
+  std::vector<std::shared_ptr<Request>> overdue;
+  overdue.swap(overdue_);
+  for (std::shared_ptr<Request>& r : overdue) {
+    if (r->resolved) continue;
+    if (Expired(*r, now)) {
+      TimeOut(*r, now);
+      continue;
+    }
+    Nanos next = now + recheck;
+    for (const RequestPartPtr& part : r->parts) {
+      if (!part->answered && part->sent_at.count() >= 0) {
+        next = std::min(next, part->sent_at + options_.deadline);
+      }
+    }
+    if (!overdue_check_ || next < *overdue_check_) overdue_check_ = next;
+    overdue_.push_back(std::move(r));
   }
   router_.CheckStalls(now);
   ArmSweep();
@@ -264,8 +313,10 @@ void Pipeline::Sweep() {
 
 void Pipeline::ArmSweep() {
   while (!watch_.empty() && watch_.front()->resolved) watch_.pop_front();
-  std::optional<Nanos> at;
-  if (!watch_.empty()) at = watch_.front()->deadline;
+  std::optional<Nanos> at = overdue_check_;
+  if (!watch_.empty() && (!at || watch_.front()->submitted + options_.deadline < *at)) {
+    at = watch_.front()->submitted + options_.deadline;
+  }
   if (const std::optional<Nanos> stall = router_.NextStallCheck(); stall && (!at || *stall < *at)) {
     at = stall;
   }
@@ -288,7 +339,9 @@ void Pipeline::Shutdown(const Status& why) {
   }
   for (const std::shared_ptr<Request>& r : last) Resolve(*r, why);
   for (const std::shared_ptr<Request>& r : watch_) Resolve(*r, why);
+  for (const std::shared_ptr<Request>& r : overdue_) Resolve(*r, why);
   watch_.clear();
+  overdue_.clear();
   sweep_timer_.cancel();
 }
 

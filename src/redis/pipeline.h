@@ -20,6 +20,13 @@
 // consumed, as any consumption. A request whose deadline passes is answered kUnavailable, and
 // every group that admitted it, before or after, is undone.
 //
+// The deadline is Redis's round trip, not caudal's queueing: a request times out when one of its
+// parts was written to Redis a deadline ago and has no answer, or when it has waited here a
+// deadline and the node it waits for is late (no connection, or every connection's oldest call
+// is a deadline old: Node::Late). A request queued behind calls that are on time (a busy io
+// thread, every call slot taken by a burst) waits for its turn and then has its whole deadline;
+// so an answer takes at most about two deadlines, plus what the machine's scheduler adds.
+//
 // Thread-safety: Submit may be called from any thread; everything else runs on the io thread.
 #pragma once
 
@@ -56,7 +63,8 @@ struct RequestPart final : Part {
   int redirects = 0;              // MOVED, ASK and TRYAGAIN answers so far
   // A decide part of a split request that was admitted: what its undo needs.
   bool admitted = false;
-  bool undone = false;  // its undo was sent
+  bool answered = false;  // its decision (or failure) came back
+  bool undone = false;    // its undo was sent
   int64_t admitted_at = 0;
   StoreResponse reserved;
 };
@@ -73,6 +81,10 @@ class Router {
   // Drops connections that stopped answering (see Node::CheckStalls).
   virtual void CheckStalls(Nanos now) = 0;
   virtual std::optional<Nanos> NextStallCheck() const = 0;
+  // True when the node `part` waits for is late (Node::Late) by `budget` at `now`.
+  virtual bool Late(const RequestPart& part, Nanos now, Nanos budget) const = 0;
+  // `part`, sent, passed its deadline unanswered at `now` (for a breaker per node).
+  virtual void DeadlinePassed(const RequestPart& /*part*/, Nanos /*now*/) {}
 };
 
 struct PipelineOptions {
@@ -118,6 +130,8 @@ class Pipeline {
   void Sweep();
   void OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
   void OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
+  bool Expired(const Request& r, Nanos now) const;
+  void TimeOut(Request& r, Nanos now);
   void UndoAdmitted(Request& r);
   void Undo(RequestPart& part);
   void OnUndone(const RequestPartPtr& undo, Result<StoreResponse> result);
@@ -136,7 +150,10 @@ class Pipeline {
   bool flush_posted_ = false;                       // guarded by mu_
 
   // io thread only.
-  std::deque<std::shared_ptr<Request>> watch_;  // every request not yet known resolved
+  std::deque<std::shared_ptr<Request>> watch_;  // requests not yet a deadline old, oldest first
+  // Requests older than a deadline, kept while their wait is caudal's (Expired() is false).
+  std::vector<std::shared_ptr<Request>> overdue_;
+  std::optional<Nanos> overdue_check_;  // when overdue_ must be looked at again
   boost::asio::steady_timer sweep_timer_;
   std::optional<Nanos> sweep_at_;
   bool shut_down_ = false;

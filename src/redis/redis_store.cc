@@ -31,6 +31,9 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   void Send() override { node->Dispatch(); }
   void CheckStalls(Nanos now) override { node->CheckStalls(now); }
   std::optional<Nanos> NextStallCheck() const override { return node->NextStallCheck(); }
+  bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
+    return node->Late(now, budget);
+  }
   void OnCallDone(redis::Node&, std::vector<redis::PartPtr>& parts, Result<Reply> reply) override {
     redis::DeliverReply(pipeline, parts, std::move(reply));
   }

@@ -55,6 +55,9 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   void Send() override { primary->Dispatch(); }
   void CheckStalls(Nanos now) override { primary->CheckStalls(now); }
   std::optional<Nanos> NextStallCheck() const override { return primary->NextStallCheck(); }
+  bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
+    return primary == nullptr || primary->Late(now, budget);
+  }
   // NodeListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
                   Result<Reply> reply) override;

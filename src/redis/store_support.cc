@@ -168,7 +168,8 @@ RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& 
           .timeouts = pipeline.timeouts.load(),
           .split_requests = pipeline.split.load(),
           .undos = pipeline.undos.load(),
-          .undo_failures = pipeline.undo_failures.load()};
+          .undo_failures = pipeline.undo_failures.load(),
+          .node_breaker_opens = nodes.breaker_opens.load()};
 }
 
 }  // namespace caudal::redis
