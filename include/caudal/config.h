@@ -170,6 +170,15 @@ Result<Config> ParseConfig(std::string_view yaml, std::string_view filename);
 // Reads and parses a file (kNotFound / kInvalidArgument).
 Result<Config> LoadConfigFile(const std::string& path);
 
+inline constexpr size_t kMaxSecretBytes = 4096;
+// A secret file's content (a password, a token) without its trailing newline; `field` names the
+// setting in errors. kInvalidArgument when it cannot be read, is empty or is longer than
+// kMaxSecretBytes. The content is never part of a message.
+Result<std::string> ReadSecretFile(const std::string& path, std::string_view field);
+// Sets server.auth.token from server.auth.token_file, unless the token is set already (by
+// CAUDAL_AUTH_TOKEN). ReadSecretFile's errors.
+Status LoadCallerToken(Config& config);
+
 // "127.0.0.1:8080" / "[::1]:80" / "localhost:0" → host, port. kInvalidArgument otherwise.
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);
 

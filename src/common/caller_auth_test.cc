@@ -1,4 +1,4 @@
-#include "common/caller_auth.h"
+#include "caudal/caller_auth.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,7 @@
 #include "config/security_config.h"
 
+#include <fstream>
+
 #include "common/cat.h"
 
 namespace caudal {
@@ -23,6 +25,30 @@ Result<ClientCertMode> ParseClientCertMode(std::string_view text) {
   }
   return Status::InvalidArgument(
       Cat("expected none, optional or require (got ", Quoted(text), ')'));
+}
+
+Result<std::string> ReadSecretFile(const std::string& path, std::string_view field) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::InvalidArgument(Cat(field, ": cannot read ", Quoted(path)));
+  std::string secret(kMaxSecretBytes + 1, '\0');
+  in.read(secret.data(), static_cast<std::streamsize>(secret.size()));
+  secret.resize(static_cast<size_t>(in.gcount()));
+  if (secret.size() > kMaxSecretBytes) {
+    return Status::InvalidArgument(
+        Cat(field, ": ", Quoted(path), " is longer than ", kMaxSecretBytes, " bytes"));
+  }
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty()) return Status::InvalidArgument(Cat(field, ": ", Quoted(path), " is empty"));
+  return secret;
+}
+
+Status LoadCallerToken(Config& config) {
+  CallerAuthConfig& auth = config.server.auth;
+  if (auth.token_file.empty() || !auth.token.empty()) return Status::Ok();
+  auto token = ReadSecretFile(auth.token_file, "server.auth.token_file");
+  if (!token.ok()) return token.status();
+  auth.token = std::move(*token);
+  return Status::Ok();
 }
 
 namespace config_internal {

@@ -157,22 +157,8 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock&
 }
 
 Result<std::string> ReadPasswordFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(Cat("store.password_file: cannot read ", Quoted(path)));
-  std::string password(kMaxPasswordBytes + 1, '\0');
-  in.read(password.data(), static_cast<std::streamsize>(password.size()));
-  password.resize(static_cast<size_t>(in.gcount()));
-  if (password.size() > kMaxPasswordBytes) {
-    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is longer than ",
-                                       kMaxPasswordBytes, " bytes"));
-  }
-  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
-    password.pop_back();
-  }
-  if (password.empty()) {
-    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is empty"));
-  }
-  return password;
+  static_assert(kMaxPasswordBytes == kMaxSecretBytes);
+  return ReadSecretFile(path, "store.password_file");
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

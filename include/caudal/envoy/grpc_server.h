@@ -16,6 +16,10 @@
 // SERVING while `ready` says so, NOT_SERVING otherwise and from Shutdown on. Watch streams see a
 // change within health_poll_interval, at once after NotifyReadinessChanged().
 //
+// Callers are checked before anything else when options.caller says so: no credentials or a
+// wrong token is UNAUTHENTICATED, a client certificate whose identity is not allowed
+// PERMISSION_DENIED (see caller_auth.h).
+//
 // Thread-safety: Start, port and Shutdown from one thread; calls are served on gRPC's threads.
 #pragma once
 
@@ -26,6 +30,8 @@
 #include <memory>
 #include <string>
 
+#include "caudal/caller_auth.h"
+#include "caudal/config.h"
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/status.h"
 
@@ -51,6 +57,14 @@ struct GrpcServerOptions {
   std::chrono::milliseconds health_poll_interval{1000};
   // Watch streams open at once; more are refused with RESOURCE_EXHAUSTED.
   size_t max_health_watchers = 100;
+  // TLS when tls.enabled() (and tls.grpc): gRPC's own TLS stack, whose certificate provider
+  // reads the files again every tls_refresh, so a renewed certificate is served without a
+  // restart. The files should be checked first (MakeServerContext), as gRPC's errors say little.
+  ServerTlsConfig tls = {};
+  std::chrono::seconds tls_refresh{5};
+  // Who may call ShouldRateLimit (health stays open): a token in the `authorization` metadata
+  // ("Bearer <token>"), or an allowed client certificate identity.
+  CallerAuth caller = {};
 };
 
 class RlsGrpcServer {
@@ -64,6 +78,8 @@ class RlsGrpcServer {
   int port() const { return port_; }
   // Tells Watch streams now that `ready` may have changed, rather than at the next poll.
   void NotifyReadinessChanged();
+  // Who may call from now on (a reloaded token or allow-list). Any thread.
+  void SetCallerAuth(CallerAuth caller);
   // Reports NOT_SERVING and ends the Watch streams, stops accepting calls and waits (up to 5 s)
   // for those in flight. Idempotent.
   void Shutdown();
