@@ -279,16 +279,21 @@ class ServeCommand final : public Command {
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
     server.SetTls(tls);
-    if (grpc != nullptr) grpc->SetCallerAuth(CallerAuthFrom(next->server.auth));
+    if (grpc != nullptr) {
+      grpc->SetCallerAuth(CallerAuthFrom(next->server.auth));
+      if (Status t = grpc->ReloadTls(next->server.tls); !t.ok()) {
+        log.Error(Cat("reload: gRPC keeps its previous certificate: ", t.message()));
+      }
+    }
     const ServerTlsConfig& was = current.server.tls;
     const ServerTlsConfig& now = next->server.tls;
     const bool grpc_tls_changed =
         grpc != nullptr && (now.enabled() != was.enabled() || now.grpc != was.grpc ||
-                            now.client_cert != was.client_cert || now.cert_file != was.cert_file ||
-                            now.key_file != was.key_file || now.client_ca_file != was.client_ca_file);
+                            now.client_cert != was.client_cert ||
+                            now.client_ca_file.empty() != was.client_ca_file.empty());
     if ((tls != nullptr) != server.tls() || grpc_tls_changed) {
-      log.Warning("reload: turning TLS on or off, and changing gRPC's server.tls settings, take "
-                  "effect on restart only (gRPC reads its certificate files again by itself)");
+      log.Warning("reload: turning TLS on or off, and gRPC's server.tls.listeners and "
+                  "client_cert, take effect on restart only");
     }
     log.SetOptions(LoggerOptionsFrom(*next));
     refusals.SetOptions(RefusalsOptionsFrom(*next));

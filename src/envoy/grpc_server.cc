@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/utf8.h"
+#include "envoy/grpc_tls_files.h"
 #include "envoy/health_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
@@ -82,13 +83,14 @@ grpc::Status CheckCaller(const CallerAuth& caller, const grpc::CallbackServerCon
   return {grpc::StatusCode::UNAUTHENTICATED, "credentials needed: authorization: Bearer <token>"};
 }
 
-std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServerOptions& options) {
+// TLS credentials reading `files` (see grpc_tls_files.h).
+std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServerOptions& options,
+                                                     const internal::GrpcTlsFiles& files) {
   const ServerTlsConfig& tls = options.tls;
-  if (!tls.enabled() || !tls.grpc) return grpc::InsecureServerCredentials();
   const auto refresh = static_cast<unsigned>(std::max<int64_t>(1, options.tls_refresh.count()));
   const bool mtls = tls.client_cert != ClientCertMode::kNone;
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key_file, tls.cert_file, mtls ? tls.client_ca_file : std::string(), refresh);
+      files.key_path(), files.cert_path(), mtls ? files.ca_path() : std::string(), refresh);
   grpc::experimental::TlsServerCredentialsOptions o(provider);
   o.watch_identity_key_cert_pairs();
   if (mtls) o.watch_root_certs();
@@ -155,7 +157,13 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
                                        .poll_interval = options.health_poll_interval,
                                        .max_watchers = options.max_health_watchers});
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, Credentials(options), &server->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled() && options.tls.grpc) {
+    server->tls_files_ = std::make_unique<internal::GrpcTlsFiles>();
+    if (Status s = server->tls_files_->Update(options.tls); !s.ok()) return s;
+    credentials = Credentials(options, *server->tls_files_);
+  }
+  builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());
@@ -168,6 +176,11 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
 
 void RlsGrpcServer::NotifyReadinessChanged() {
   if (health_ != nullptr) health_->Notify();
+}
+
+Status RlsGrpcServer::ReloadTls(const ServerTlsConfig& tls) {
+  if (tls_files_ == nullptr) return Status::Ok();
+  return tls_files_->Update(tls);
 }
 
 void RlsGrpcServer::SetCallerAuth(CallerAuth caller) {

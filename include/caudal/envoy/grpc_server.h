@@ -42,6 +42,7 @@ class Server;
 namespace caudal::envoy {
 
 namespace internal {
+class GrpcTlsFiles;
 class HealthService;
 }
 
@@ -57,11 +58,11 @@ struct GrpcServerOptions {
   std::chrono::milliseconds health_poll_interval{1000};
   // Watch streams open at once; more are refused with RESOURCE_EXHAUSTED.
   size_t max_health_watchers = 100;
-  // TLS when tls.enabled() (and tls.grpc): gRPC's own TLS stack, whose certificate provider
-  // reads the files again every tls_refresh, so a renewed certificate is served without a
-  // restart. The files should be checked first (MakeServerContext), as gRPC's errors say little.
+  // TLS when tls.enabled() (and tls.grpc), by gRPC's own TLS stack. It reads in-memory copies of
+  // the files, which ReloadTls() replaces; gRPC takes them up within tls_refresh. The files
+  // should be checked first (server_tls::MakeServerContext): gRPC's own errors say little.
   ServerTlsConfig tls = {};
-  std::chrono::seconds tls_refresh{5};
+  std::chrono::seconds tls_refresh{1};
   // Who may call ShouldRateLimit (health stays open): a token in the `authorization` metadata
   // ("Bearer <token>"), or an allowed client certificate identity.
   CallerAuth caller = {};
@@ -80,6 +81,11 @@ class RlsGrpcServer {
   void NotifyReadinessChanged();
   // Who may call from now on (a reloaded token or allow-list). Any thread.
   void SetCallerAuth(CallerAuth caller);
+  // Serves `tls`'s certificate, key and client CAs to new connections from the next refresh on
+  // (within tls_refresh); connections already open keep theirs. Check the files first: gRPC
+  // stops completing handshakes on a pair that does not load. No-op without TLS; on an error
+  // the previous files stay.
+  Status ReloadTls(const ServerTlsConfig& tls);
   // Reports NOT_SERVING and ends the Watch streams, stops accepting calls and waits (up to 5 s)
   // for those in flight. Idempotent.
   void Shutdown();
@@ -90,6 +96,7 @@ class RlsGrpcServer {
   RlsGrpcServer() = default;
   std::unique_ptr<Service> service_;
   std::unique_ptr<internal::HealthService> health_;
+  std::unique_ptr<internal::GrpcTlsFiles> tls_files_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;  // last: destroyed before the services
   int port_ = 0;
   bool shut_down_ = false;
