@@ -208,7 +208,15 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     if (!b.ok()) return b.status();
     out.over_limit_cache = *b;
   }
-  if (n["tls"]) return config_internal::ParseStoreTls(r, n["tls"], out.tls);
+  if (n["tls"]) {
+    // Only a TLS URL reads store.tls: a plaintext one would silently ignore it.
+    if (!out.url.starts_with("rediss://") && out.url.find("tls=true") == std::string::npos) {
+      return r.Error(n["tls"], "store.tls",
+                     "needs a TLS store.url: rediss://, or ?tls=true for redis-cluster:// and "
+                     "redis-sentinel://");
+    }
+    return config_internal::ParseStoreTls(r, n["tls"], out.tls);
+  }
   return Status::Ok();
 }
 

@@ -93,10 +93,12 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"server: {auth: {metrics: closed}}\n",
             "s.yaml:1:26: server.auth.metrics: expected open or protected"},
         Bad{"server: {auth: {token: abc}}\n", "s.yaml:1:17: server.auth.token: unknown field"},
-        Bad{"store: {tls: {cert_file: c.pem}}\n",
-            "s.yaml:1:14: store.tls: expected cert_file and key_file together"},
-        Bad{"store: {tls: {server_name: 'a b'}}\n",
-            "s.yaml:1:28: store.tls.server_name: expected a host name"}));
+        Bad{"store: {url: 'rediss://r:6380', tls: {cert_file: c.pem}}\n",
+            "s.yaml:1:37: store.tls: expected cert_file and key_file together"},
+        Bad{"store: {url: 'rediss://r:6380', tls: {server_name: 'a b'}}\n",
+            "s.yaml:1:52: store.tls.server_name: expected a host name"},
+        Bad{"store: {url: 'redis://r:6379', tls: {ca_file: ca.pem}}\n",
+            "s.yaml:1:36: store.tls: needs a TLS store.url"}));
 
 TEST(SecurityConfig, PathsAreRelativeToTheConfigFile) {
   const std::string dir = ::testing::TempDir();
@@ -106,7 +108,7 @@ TEST(SecurityConfig, PathsAreRelativeToTheConfigFile) {
     ASSERT_NE(f, nullptr);
     std::fputs(
         "server:\n  tls: {cert_file: s.pem, key_file: /abs/s.key}\n  auth: {token_file: t}\n"
-        "store: {tls: {ca_file: ca.pem}}\npolicies: []\n",
+        "store: {url: 'redis-cluster://r:7000?tls=true', tls: {ca_file: ca.pem}}\npolicies: []\n",
         f);
     std::fclose(f);
   }

@@ -63,6 +63,10 @@ Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock&
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
@@ -80,6 +84,10 @@ Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisClusterStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
@@ -98,6 +106,10 @@ Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, cons
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisSentinelStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
