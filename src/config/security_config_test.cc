@@ -94,11 +94,11 @@ INSTANTIATE_TEST_SUITE_P(
             "s.yaml:1:26: server.auth.metrics: expected open or protected"},
         Bad{"server: {auth: {token: abc}}\n", "s.yaml:1:17: server.auth.token: unknown field"},
         Bad{"store: {url: 'rediss://r:6380', tls: {cert_file: c.pem}}\n",
-            "s.yaml:1:37: store.tls: expected cert_file and key_file together"},
+            "s.yaml:1:38: store.tls: expected cert_file and key_file together"},
         Bad{"store: {url: 'rediss://r:6380', tls: {server_name: 'a b'}}\n",
             "s.yaml:1:52: store.tls.server_name: expected a host name"},
         Bad{"store: {url: 'redis://r:6379', tls: {ca_file: ca.pem}}\n",
-            "s.yaml:1:36: store.tls: needs a TLS store.url"}));
+            "s.yaml:1:37: store.tls: needs a TLS store.url"}));
 
 TEST(SecurityConfig, PathsAreRelativeToTheConfigFile) {
   const std::string dir = ::testing::TempDir();
