@@ -256,6 +256,67 @@ class TlsTest(unittest.TestCase):
         self.assertNotIn(TOKEN, s.banner + s.log())
 
 
+class RedisTlsTest(unittest.TestCase):
+    """store.tls from the config file, against a redis-server that requires client certificates
+    (--tls-auth-clients yes)."""
+
+    def setUp(self):
+        self.pki = Pki()
+        self.addCleanup(self.pki.close)
+        self.port = harness.free_port()
+        cert, key = self.pki.server
+        self.redis = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", "0", "--tls-port", str(self.port),
+             "--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file",
+             self.pki.ca.cert, "--tls-auth-clients", "yes", "--save", "", "--appendonly", "no",
+             "--dir", self.pki.dir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.stop_redis)
+        harness.wait_until(self.redis_answers, "redis-server over TLS")
+
+    def stop_redis(self):
+        self.redis.kill()
+        self.redis.wait()
+
+    def redis_answers(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+    def config(self, ca, client=None, server_name="localhost"):
+        tls = "{ca_file: %s, server_name: %s%s}" % (
+            ca, server_name, ", cert_file: %s, key_file: %s" % client if client else "")
+        return "store:\n  url: rediss://127.0.0.1:%d\n  tls: %s\n%s" % (self.port, tls, POLICY)
+
+    def test_decides_in_redis_with_a_client_certificate(self):
+        s = harness.Serve(self.config(self.pki.ca.cert, self.pki.envoy), test_hooks=False)
+        self.addCleanup(s.close)
+        status, _, body = s.check({"api_key": "k"})
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["policies"][0]["decided_by"], "store")
+        harness.wait_until(lambda: s.request("GET", "/readyz")[0] == 200, "ready", 10)
+
+    def start_fails(self, config):
+        path = os.path.join(self.pki.dir, "caudal.yaml")
+        with open(path, "w") as f:
+            f.write(config)
+        r = subprocess.run([harness.CAUDAL, "serve", "--config", path, "--http", "127.0.0.1:0"],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        return r.stderr
+
+    def test_wrong_ca_or_no_client_certificate_stop_the_start_with_the_reason(self):
+        wrong = os.path.join(self.pki.dir, "wrong.pem")
+        err = self.start_fails(self.config(wrong, self.pki.envoy))
+        self.assertIn("certificate verify failed", err)
+        self.assertIn("store.tls.ca_file", err)
+        err = self.start_fails(self.config(self.pki.ca.cert))
+        self.assertIn("store.tls.cert_file", err)
+        err = self.start_fails(self.config(self.pki.ca.cert, self.pki.envoy, "redis.example"))
+        self.assertIn("store.tls.server_name", err)
+
+
 def cert_of(port, ctx):
     """The DER certificate a new TLS connection to `port` is shown."""
     with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
