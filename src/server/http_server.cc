@@ -94,8 +94,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // `tls`: the listener's TLS context when it terminates TLS (the session keeps it alive).
   Session(tcp::socket socket, HttpServer::Impl& server, IpAddress peer, bool counted,
           std::shared_ptr<net::ssl::context> tls)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), peer_(peer),
-        counted_(counted), tls_context_(std::move(tls)) {
+      : socket_(std::move(socket)), tls_context_(std::move(tls)), timer_(socket_.get_executor()),
+        server_(server), peer_(peer), counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
     if (tls_context_ != nullptr) tls_.emplace(socket_, *tls_context_);
   }
@@ -310,6 +310,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   tcp::socket socket_;
+  const std::shared_ptr<net::ssl::context> tls_context_;  // outlives tls_, which uses it
   std::optional<TlsStream> tls_;  // over socket_, when the listener terminates TLS
   net::steady_timer timer_;
   HttpServer::Impl& server_;
@@ -322,7 +323,6 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   std::shared_ptr<Session> in_flight_self_;  // from Dispatch to Reply: the routes hold *this
   const IpAddress peer_;
   const bool counted_;
-  const std::shared_ptr<net::ssl::context> tls_context_;  // outlives tls_ (declared first)
   std::vector<std::string> identities_;  // the verified client certificate's CN and SANs
   ResponseFraming framing_;
   bool first_ = true;
