@@ -287,15 +287,17 @@ class RedisTlsTest(unittest.TestCase):
     def config(self, ca, client=None, server_name="localhost"):
         tls = "{ca_file: %s, server_name: %s%s}" % (
             ca, server_name, ", cert_file: %s, key_file: %s" % client if client else "")
-        return "store:\n  url: rediss://127.0.0.1:%d\n  tls: %s\n%s" % (self.port, tls, POLICY)
+        # A generous timeout: the first decisions must not fail closed on a loaded machine.
+        return "store:\n  url: rediss://127.0.0.1:%d\n  timeout: 2s\n  tls: %s\n%s" % (
+            self.port, tls, POLICY)
 
     def test_decides_in_redis_with_a_client_certificate(self):
         s = harness.Serve(self.config(self.pki.ca.cert, self.pki.envoy), test_hooks=False)
         self.addCleanup(s.close)
+        harness.wait_until(lambda: s.request("GET", "/readyz")[0] == 200, "ready", 10)
         status, _, body = s.check({"api_key": "k"})
         self.assertEqual(status, 200, body)
         self.assertEqual(body["policies"][0]["decided_by"], "store")
-        harness.wait_until(lambda: s.request("GET", "/readyz")[0] == 200, "ready", 10)
 
     def start_fails(self, config):
         path = os.path.join(self.pki.dir, "caudal.yaml")
