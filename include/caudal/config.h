@@ -47,6 +47,16 @@ Result<DenyAs> ParseDenyAs(std::string_view text);  // over_limit|unavailable
 
 }  // namespace envoy
 
+// TLS towards a Redis store (rediss://, or ?tls=true on redis-cluster:// and redis-sentinel://).
+// Paths are relative to the config file's directory.
+struct StoreTlsConfig {
+  std::string ca_file;    // CAs (PEM) that sign the server's certificate; empty: the system's
+  std::string cert_file;  // a client certificate (PEM chain), for --tls-auth-clients yes
+  std::string key_file;   // its private key (PEM); given with cert_file
+  // The name sent as SNI and verified against the server's certificate; empty: the URL's host.
+  std::string server_name;
+};
+
 struct StoreConfig {
   std::string url = "memory://";  // a URL of a registered store kind (see store_registry.h)
   // The store's password read from this file (a mounted secret), instead of the URL; relative to
@@ -59,6 +69,7 @@ struct StoreConfig {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
+  StoreTlsConfig tls;
   // A remote store's refusals are remembered until they run out, so a flooding key costs it
   // nothing more (see src/engine/over_limit_cache.h).
   bool over_limit_cache = true;
@@ -67,6 +78,40 @@ struct StoreConfig {
 struct HeaderDescriptor {
   std::string descriptor;  // e.g. "api_key"
   std::string header;      // e.g. "X-API-Key"
+};
+
+// Whether a listener asks its callers for a certificate (mTLS), verified against client_ca_file.
+enum class ClientCertMode : uint8_t {
+  kNone,      // no client certificate asked for
+  kOptional,  // asked for and verified if sent; callers without one still connect
+  kRequire,   // a connection without a valid client certificate fails its handshake
+};
+std::string_view ClientCertModeName(ClientCertMode m);
+Result<ClientCertMode> ParseClientCertMode(std::string_view text);  // none|optional|require
+
+// Server TLS (see docs/operations.md, Security). Paths are relative to the config file's
+// directory; the files are read at start and again on SIGHUP.
+struct ServerTlsConfig {
+  std::string cert_file;       // the server's certificate chain (PEM); empty: plaintext
+  std::string key_file;        // its private key (PEM)
+  std::string client_ca_file;  // CAs (PEM) that sign client certificates; empty: no mTLS
+  ClientCertMode client_cert = ClientCertMode::kNone;  // require when client_ca_file is given
+  bool http = true;  // terminate TLS on server.http
+  bool grpc = true;  // and on server.grpc
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+// Who may call the decision APIs (/v1/check, /v1/auth, ShouldRateLimit). Health endpoints stay
+// open. With both a token and identities, a caller passes with either.
+struct CallerAuthConfig {
+  std::string token_file;  // the bearer token, from this file (relative to the config's folder)
+  // The token itself, from token_file or CAUDAL_AUTH_TOKEN; never printed. Empty: no token.
+  std::string token;
+  // mTLS client identities allowed: a certificate's subject CN or one of its DNS, URI or email
+  // SANs, compared exactly. Needs server.tls.client_ca_file.
+  std::vector<std::string> allowed_clients;
+  bool protect_metrics = false;  // /metrics and /v1/top-refused need the same credentials
+  bool enabled() const { return !token.empty() || !token_file.empty() || !allowed_clients.empty(); }
 };
 
 struct ServerConfig {
@@ -86,6 +131,8 @@ struct ServerConfig {
   int64_t threads = 0;                             // 0: one per core
   // Envoy's rate limit service (gRPC) listens here; empty: not served. Needs envoy_config.
   std::string grpc;
+  ServerTlsConfig tls;
+  CallerAuthConfig auth;
 };
 
 // The Envoy rate limit service (see docs/envoy.md).
@@ -125,6 +172,15 @@ struct Config {
 Result<Config> ParseConfig(std::string_view yaml, std::string_view filename);
 // Reads and parses a file (kNotFound / kInvalidArgument).
 Result<Config> LoadConfigFile(const std::string& path);
+
+inline constexpr size_t kMaxSecretBytes = 4096;
+// A secret file's content (a password, a token) without its trailing newline; `field` names the
+// setting in errors. kInvalidArgument when it cannot be read, is empty or is longer than
+// kMaxSecretBytes. The content is never part of a message.
+Result<std::string> ReadSecretFile(const std::string& path, std::string_view field);
+// Sets server.auth.token from server.auth.token_file, unless the token is set already (by
+// CAUDAL_AUTH_TOKEN). ReadSecretFile's errors.
+Status LoadCallerToken(Config& config);
 
 // "127.0.0.1:8080" / "[::1]:80" / "localhost:0" → host, port. kInvalidArgument otherwise.
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);

@@ -65,6 +65,13 @@ struct RedisStoreOptions {
   // rediss://: the CA certificates (PEM) that sign the server's certificate; empty uses the
   // system's trust store. The server's name (or IP) is always verified.
   std::string tls_ca_file{};
+  // A client certificate chain and its key (PEM), for servers that require one
+  // (tls-auth-clients yes); both or neither.
+  std::string tls_cert_file{};
+  std::string tls_key_file{};
+  // The name sent as SNI and verified in the server's certificate; empty: the URL's host (for a
+  // cluster or Sentinel: each node's address as announced).
+  std::string tls_server_name{};
   // Cluster: MOVED, ASK and TRYAGAIN answers followed for one request before it fails.
   int max_redirects = 5;
   // Cluster: how often the slot map is read again when nothing prompted it (a MOVED, a lost

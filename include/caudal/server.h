@@ -33,6 +33,11 @@
 #include "caudal/store_health.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
+#include "caudal/caller_auth.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 
 namespace caudal {
 
@@ -52,6 +57,7 @@ struct HttpServerOptions {
 struct ForwardAuthOptions {
   std::vector<CidrBlock> trusted_proxies;
   std::vector<HeaderDescriptor> descriptor_headers;
+  CallerAuth caller{};  // who may call /v1/check and /v1/auth (and /metrics, if protected)
 };
 
 class HttpServer {
@@ -66,9 +72,11 @@ class HttpServer {
     const Clock& clock = SystemClock::Instance();
   };
 
-  // Binds and starts serving. kUnavailable when the address cannot be bound.
-  static Result<std::unique_ptr<HttpServer>> Start(Deps deps, HttpServerOptions options,
-                                                   ForwardAuthOptions auth);
+  // Binds and starts serving; over TLS when `tls` is given (server_tls::MakeServerContext).
+  // kUnavailable when the address cannot be bound.
+  static Result<std::unique_ptr<HttpServer>> Start(
+      Deps deps, HttpServerOptions options, ForwardAuthOptions auth,
+      std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -77,6 +85,11 @@ class HttpServer {
   // The options in force: max_connections as lowered, max_connections_per_client resolved.
   const HttpServerOptions& options() const;
   void SetForwardAuth(ForwardAuthOptions auth);
+  // Whether the listener terminates TLS (fixed at Start).
+  bool tls() const;
+  // New connections handshake with `tls` (a reloaded certificate); open ones keep theirs. Ignored
+  // on a plaintext listener: turning TLS on or off takes a restart.
+  void SetTls(std::shared_ptr<boost::asio::ssl::context> tls);
   // Stops accepting, lets in-flight decisions finish (up to 2 s), then stops the I/O threads.
   void Stop();
 
@@ -90,5 +103,6 @@ class HttpServer {
 // Server options from a config's server section (host:port parsed; the config is valid).
 HttpServerOptions ServerOptionsFrom(const ServerConfig& c);
 ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c);
+CallerAuth CallerAuthFrom(const CallerAuthConfig& c);
 
 }  // namespace caudal

@@ -36,6 +36,12 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
     }
     config.store.password = v;
   }
+  if (const std::string v = env("CAUDAL_AUTH_TOKEN"); !v.empty()) {
+    if (v.size() > kMaxSecretBytes) {
+      return Status::InvalidArgument(Cat("CAUDAL_AUTH_TOKEN: longer than ", kMaxSecretBytes, " bytes"));
+    }
+    config.server.auth.token = v;
+  }
   if (const std::string v = env("CAUDAL_HTTP"); !v.empty()) {
     if (Status s = SetAddress(config.server.http, v, "CAUDAL_HTTP"); !s.ok()) return s;
   }

@@ -4,6 +4,7 @@
 //
 //   CAUDAL_STORE_URL        store.url
 //   CAUDAL_STORE_PASSWORD   the store's password (never printed; the URL need not hold it)
+//   CAUDAL_AUTH_TOKEN       the callers' bearer token (server.auth; never printed)
 //   CAUDAL_HTTP             server.http
 //   CAUDAL_GRPC             server.grpc
 #pragma once

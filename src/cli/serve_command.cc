@@ -1,5 +1,6 @@
 // `caudal serve`: the HTTP service (and Envoy's rate limit service over gRPC) over one engine.
-// SIGHUP reloads the config (a bad file is refused and the old config keeps serving);
+// SIGHUP reloads the config, the TLS certificate and the caller token (a bad file or certificate
+// is refused and the old ones keep serving);
 // SIGINT / SIGTERM stop it.
 #include <csignal>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "common/redact.h"
 #include "config/file_watcher.h"
 #include "engine/background_store.h"
+#include "server/tls_context.h"
 
 namespace caudal::cli {
 namespace {
@@ -122,16 +124,19 @@ class ServeCommand final : public Command {
       }
     }
 
+    auto tls = HttpTls(*config);
+    if (!tls.ok()) return UsageError(env, kName, tls.status().message());
     auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
                                      .health = health, .refusals = &refusals},
                                     ServerOptionsFrom(config->server),
-                                    ForwardAuthFrom(config->server));
+                                    ForwardAuthFrom(config->server), *tls);
     if (!server.ok()) {
       env.err << "caudal serve: " << server.status().message() << "\n";
       return kExitFailure;
     }
     const auto opts = ServerOptionsFrom(config->server);
-    env.out << "caudal serve: listening on http://" << Bracketed(opts.host) << ':'
+    env.out << "caudal serve: listening on " << (*tls != nullptr ? "https://" : "http://")
+            << Bracketed(opts.host) << ':'
             << (*server)->port() << " (store " << RedactUrl(config->store.url) << ", "
             << config->policies->policies().size() << " policies)" << std::endl;
 
@@ -145,7 +150,9 @@ class ServeCommand final : public Command {
       auto started = envoy::RlsGrpcServer::Start(
           rls, {.address = config->server.grpc,
                 .max_concurrent_calls = static_cast<size_t>(config->envoy.max_concurrent_calls),
-                .ready = [&health] { return health.Ready().ok(); }});
+                .ready = [&health] { return health.Ready().ok(); },
+                .tls = config->server.tls,
+                .caller = CallerAuthFrom(config->server.auth)});
       if (!started.ok()) {
         env.err << "caudal serve: " << started.status().message() << "\n";
         (*server)->Stop();
@@ -153,7 +160,9 @@ class ServeCommand final : public Command {
       }
       grpc = std::move(*started);
       const auto hp = ParseHostPort(config->server.grpc);
-      env.out << "caudal serve: Envoy rate limit service (gRPC) on " << Bracketed(hp->first)
+      env.out << "caudal serve: Envoy rate limit service (gRPC"
+              << (config->server.tls.enabled() && config->server.tls.grpc ? " over TLS" : "")
+              << ") on " << Bracketed(hp->first)
               << ':' << grpc->port() << " (" << engine.domains()->DomainCount()
               << " domains from " << config->envoy.config << ")" << std::endl;
     }
@@ -162,7 +171,7 @@ class ServeCommand final : public Command {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, engine, **server, metrics, log, refusals);
+      Reload(*config, engine, **server, grpc.get(), metrics, log, refusals);
     }
     watcher.reset();
     log.Info("stopping");
@@ -180,6 +189,7 @@ class ServeCommand final : public Command {
         !s.ok()) {
       return s;
     }
+    if (Status s = LoadCallerToken(*config); !s.ok()) return s;
     if (!envoy_config_.empty()) {
       config->envoy.config = envoy_config_;
     } else if (!config->envoy.config.empty() && config->envoy.config.front() != '/') {
@@ -206,6 +216,15 @@ class ServeCommand final : public Command {
               : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
     }
     return config;
+  }
+
+  // The HTTP listener's TLS context; null when it serves plaintext. The files are checked
+  // whenever server.tls is set, for gRPC's sake too: its own errors say little.
+  static Result<std::shared_ptr<boost::asio::ssl::context>> HttpTls(const Config& config) {
+    if (!config.server.tls.enabled()) return std::shared_ptr<boost::asio::ssl::context>();
+    auto context = server_tls::MakeServerContext(config.server.tls);
+    if (!context.ok() || config.server.tls.http) return context;
+    return std::shared_ptr<boost::asio::ssl::context>();
   }
 
   static LoggerOptions LoggerOptionsFrom(const Config& config) {
@@ -254,9 +273,19 @@ class ServeCommand final : public Command {
 
   // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
   // config keeps serving.
-  void Reload(Config& current, Engine& engine, HttpServer& server, Metrics& metrics,
-              Logger& log, Refusals& refusals) const {
+  void Reload(Config& current, Engine& engine, HttpServer& server, envoy::RlsGrpcServer* grpc,
+              Metrics& metrics, Logger& log, Refusals& refusals) const {
     auto next = Load();
+    // The certificate first: a bad one refuses the whole reload, and the old one keeps serving.
+    std::shared_ptr<boost::asio::ssl::context> tls;
+    if (next.ok()) {
+      auto made = HttpTls(*next);
+      if (made.ok()) {
+        tls = std::move(*made);
+      } else {
+        next = made.status();
+      }
+    }
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
       auto loaded = LoadDomains(*next);
@@ -275,6 +304,23 @@ class ServeCommand final : public Command {
       return;
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
+    server.SetTls(tls);
+    if (grpc != nullptr) {
+      grpc->SetCallerAuth(CallerAuthFrom(next->server.auth));
+      if (Status t = grpc->ReloadTls(next->server.tls); !t.ok()) {
+        log.Error(Cat("reload: gRPC keeps its previous certificate: ", t.message()));
+      }
+    }
+    const ServerTlsConfig& was = current.server.tls;
+    const ServerTlsConfig& now = next->server.tls;
+    const bool grpc_tls_changed =
+        grpc != nullptr && (now.enabled() != was.enabled() || now.grpc != was.grpc ||
+                            now.client_cert != was.client_cert ||
+                            now.client_ca_file.empty() != was.client_ca_file.empty());
+    if ((tls != nullptr) != server.tls() || grpc_tls_changed) {
+      log.Warning("reload: turning TLS on or off, and gRPC's server.tls.listeners and "
+                  "client_cert, take effect on restart only");
+    }
     log.SetOptions(LoggerOptionsFrom(*next));
     refusals.SetOptions(RefusalsOptionsFrom(*next));
     if (next->store.url != current.store.url || next->server.http != current.server.http ||

@@ -4,6 +4,7 @@
 #include "caudal/config.h"
 #include "cli/command.h"
 #include "common/redact.h"
+#include "server/tls_context.h"
 
 namespace caudal::cli {
 namespace {
@@ -20,6 +21,16 @@ class ValidateCommand final : public Command {
     auto config = LoadConfigFile(config_);
     if (!config.ok()) {
       env.err << "caudal validate: " << config.status().message() << "\n";
+      return kExitUsage;
+    }
+    // The files serve would read: a certificate that does not load is caught here, not at start.
+    Status files = LoadCallerToken(*config);
+    if (files.ok() && config->server.tls.enabled()) {
+      auto tls = server_tls::MakeServerContext(config->server.tls);
+      if (!tls.ok()) files = tls.status();
+    }
+    if (!files.ok()) {
+      env.err << "caudal validate: " << config_ << ": " << files.message() << "\n";
       return kExitUsage;
     }
     std::string names;

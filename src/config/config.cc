@@ -8,6 +8,7 @@
 
 #include "caudal/rate.h"
 #include "caudal/store_registry.h"
+#include "config/security_config.h"
 #include "config/yaml_reader.h"
 #include "common/cat.h"
 
@@ -163,7 +164,7 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
 
 Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
   if (Status s = r.ExpectMap(n, "store", {"url", "password_file", "timeout", "on_failure",
-                                         "instances", "max_keys", "over_limit_cache"});
+                                         "instances", "max_keys", "over_limit_cache", "tls"});
       !s.ok()) {
     return s;
   }
@@ -207,6 +208,15 @@ Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
     if (!b.ok()) return b.status();
     out.over_limit_cache = *b;
   }
+  if (n["tls"]) {
+    // Only a TLS URL reads store.tls: a plaintext one would silently ignore it.
+    if (!out.url.starts_with("rediss://") && out.url.find("tls=true") == std::string::npos) {
+      return r.Error(n["tls"], "store.tls",
+                     "needs a TLS store.url: rediss://, or ?tls=true for redis-cluster:// and "
+                     "redis-sentinel://");
+    }
+    return config_internal::ParseStoreTls(r, n["tls"], out.tls);
+  }
   return Status::Ok();
 }
 
@@ -249,7 +259,7 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
   if (Status s = r.ExpectMap(n, "server", {"http", "trusted_proxies", "descriptor_headers",
                                            "max_connections", "max_connections_per_client",
                                            "client_prefix", "header_timeout", "body_timeout",
-                                           "idle_timeout", "threads", "grpc"});
+                                           "idle_timeout", "threads", "grpc", "tls", "auth"});
       !s.ok()) {
     return s;
   }
@@ -326,7 +336,13 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
     }
     *t.value = *d;
   }
-  return Status::Ok();
+  if (n["tls"]) {
+    if (Status s = config_internal::ParseServerTls(r, n["tls"], out.tls); !s.ok()) return s;
+  }
+  if (n["auth"]) {
+    if (Status s = config_internal::ParseCallerAuth(r, n["auth"], out.auth); !s.ok()) return s;
+  }
+  return config_internal::CheckServerSecurity(r, n["auth"] ? n["auth"] : n, out);
 }
 
 Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
@@ -548,6 +564,9 @@ Result<Config> LoadConfigFile(const std::string& path) {
   if (config.ok() && slash != std::string::npos && !config->store.password_file.empty() &&
       config->store.password_file.front() != '/') {
     config->store.password_file = path.substr(0, slash + 1) + config->store.password_file;
+  }
+  if (config.ok() && slash != std::string::npos) {
+    config_internal::ResolveSecurityPaths(*config, path.substr(0, slash + 1));
   }
   return config;
 }

@@ -63,6 +63,10 @@ Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock&
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
@@ -80,6 +84,10 @@ Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisClusterStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
@@ -98,6 +106,10 @@ Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, cons
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
+  redis.tls_ca_file = config.tls.ca_file;
+  redis.tls_cert_file = config.tls.cert_file;
+  redis.tls_key_file = config.tls.key_file;
+  redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   auto store = RedisSentinelStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
@@ -158,22 +170,8 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock&
 }
 
 Result<std::string> ReadPasswordFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::InvalidArgument(Cat("store.password_file: cannot read ", Quoted(path)));
-  std::string password(kMaxPasswordBytes + 1, '\0');
-  in.read(password.data(), static_cast<std::streamsize>(password.size()));
-  password.resize(static_cast<size_t>(in.gcount()));
-  if (password.size() > kMaxPasswordBytes) {
-    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is longer than ",
-                                       kMaxPasswordBytes, " bytes"));
-  }
-  while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
-    password.pop_back();
-  }
-  if (password.empty()) {
-    return Status::InvalidArgument(Cat("store.password_file: ", Quoted(path), " is empty"));
-  }
-  return password;
+  static_assert(kMaxPasswordBytes == kMaxSecretBytes);
+  return ReadSecretFile(path, "store.password_file");
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

@@ -1,11 +1,16 @@
 #include "caudal/envoy/grpc_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 
 #include "common/utf8.h"
+#include "envoy/grpc_tls_files.h"
 #include "envoy/health_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
@@ -45,17 +50,79 @@ grpc::Status CheckUtf8(const RateLimitRequest& request) {
   return grpc::Status::OK;
 }
 
+// The identities of the call's verified client certificate: its CN and SANs.
+std::vector<std::string> PeerIdentities(const grpc::CallbackServerContext& context) {
+  std::vector<std::string> out;
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return out;
+  for (const char* name : {"x509_common_name", "x509_subject_alternative_name"}) {
+    for (const grpc::string_ref& v : auth->FindPropertyValues(name)) {
+      if (out.size() < 32) out.emplace_back(v.data(), v.size());
+    }
+  }
+  return out;
+}
+
+grpc::Status CheckCaller(const CallerAuth& caller, const grpc::CallbackServerContext& context) {
+  if (!caller.enabled()) return grpc::Status::OK;
+  std::string_view authorization;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = std::string_view(it->second.data(), it->second.size());
+  }
+  switch (caudal::CheckCaller(caller, authorization, PeerIdentities(context))) {
+    case CallerVerdict::kAllowed: return grpc::Status::OK;
+    case CallerVerdict::kNotAllowed:
+      return {grpc::StatusCode::PERMISSION_DENIED,
+              "the client certificate's identity is not allowed"};
+    case CallerVerdict::kBadToken:
+      return {grpc::StatusCode::UNAUTHENTICATED,
+              "the authorization metadata does not hold the caller token"};
+    case CallerVerdict::kNoCredentials: break;
+  }
+  return {grpc::StatusCode::UNAUTHENTICATED, "credentials needed: authorization: Bearer <token>"};
+}
+
+// TLS credentials reading `files` (see grpc_tls_files.h).
+std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServerOptions& options,
+                                                     const internal::GrpcTlsFiles& files) {
+  const ServerTlsConfig& tls = options.tls;
+  const auto refresh = static_cast<unsigned>(std::max<int64_t>(1, options.tls_refresh.count()));
+  const bool mtls = tls.client_cert != ClientCertMode::kNone;
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      files.key_path(), files.cert_path(), mtls ? files.ca_path() : std::string(), refresh);
+  grpc::experimental::TlsServerCredentialsOptions o(provider);
+  o.watch_identity_key_cert_pairs();
+  if (mtls) o.watch_root_certs();
+  o.set_cert_request_type(
+      tls.client_cert == ClientCertMode::kRequire
+          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+          : (mtls ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                  : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE));
+  return grpc::experimental::TlsServerCredentials(o);
+}
+
 }  // namespace
 
 class RlsGrpcServer::Service final
     : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
  public:
-  Service(RlsHandler& handler, size_t max_calls) : handler_(handler), max_calls_(max_calls) {}
+  Service(RlsHandler& handler, size_t max_calls, CallerAuth caller)
+      : handler_(handler), max_calls_(max_calls),
+        caller_(std::make_shared<const CallerAuth>(std::move(caller))) {}
+
+  void SetCallerAuth(CallerAuth caller) {
+    caller_.store(std::make_shared<const CallerAuth>(std::move(caller)));
+  }
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const RateLimitRequest* request,
                                             RateLimitResponse* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    if (grpc::Status auth = CheckCaller(*caller_.load(), *context); !auth.ok()) {
+      reactor->Finish(auth);
+      return reactor;
+    }
     if (grpc::Status utf8 = CheckUtf8(*request); !utf8.ok()) {
       reactor->Finish(utf8);
       return reactor;
@@ -76,19 +143,27 @@ class RlsGrpcServer::Service final
  private:
   RlsHandler& handler_;
   const size_t max_calls_;
+  std::atomic<std::shared_ptr<const CallerAuth>> caller_;
   std::atomic<size_t> in_flight_{0};
 };
 
 Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
                                                             const GrpcServerOptions& options) {
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
-  server->service_ = std::make_unique<Service>(handler, options.max_concurrent_calls);
+  server->service_ =
+      std::make_unique<Service>(handler, options.max_concurrent_calls, options.caller);
   server->health_ = std::make_unique<internal::HealthService>(
       internal::HealthService::Options{.ready = options.ready,
                                        .poll_interval = options.health_poll_interval,
                                        .max_watchers = options.max_health_watchers});
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled() && options.tls.grpc) {
+    server->tls_files_ = std::make_unique<internal::GrpcTlsFiles>();
+    if (Status s = server->tls_files_->Update(options.tls); !s.ok()) return s;
+    credentials = Credentials(options, *server->tls_files_);
+  }
+  builder.AddListeningPort(options.address, credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());
@@ -101,6 +176,15 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
 
 void RlsGrpcServer::NotifyReadinessChanged() {
   if (health_ != nullptr) health_->Notify();
+}
+
+Status RlsGrpcServer::ReloadTls(const ServerTlsConfig& tls) {
+  if (tls_files_ == nullptr) return Status::Ok();
+  return tls_files_->Update(tls);
+}
+
+void RlsGrpcServer::SetCallerAuth(CallerAuth caller) {
+  service_->SetCallerAuth(std::move(caller));
 }
 
 void RlsGrpcServer::Shutdown() {

@@ -1,7 +1,9 @@
 #include "redis/connection.h"
 
 #include <hiredis/hiredis.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -78,21 +80,19 @@ void Connection::OnConnected(const boost::system::error_code& ec) {
     Handshake();
     return;
   }
+  // store.tls.server_name, when set, stands for the host in SNI and in the certificate check.
+  const std::string& name = url_.tls_server_name.empty() ? url_.host : url_.tls_server_name;
   boost::system::error_code not_ip;
-  asio::ip::make_address(url_.host, not_ip);
+  asio::ip::make_address(name, not_ip);
   if (not_ip) {  // SNI (SSL_set_tlsext_host_name, without the macro's C cast)
     SSL_ctrl(tls_->native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
-             const_cast<char*>(url_.host.c_str()));
+             const_cast<char*>(name.c_str()));
   }
-  tls_->set_verify_callback(asio::ssl::host_name_verification(url_.host));
+  tls_->set_verify_callback(asio::ssl::host_name_verification(name));
   tls_->async_handshake(asio::ssl::stream_base::client,
                         [self = shared_from_this()](const boost::system::error_code& e) {
                           if (self->state_ != State::kConnecting) return;
-                          if (e) {
-                            self->Fail(Status::Unavailable("TLS handshake with " + self->Where() +
-                                                           " failed: " + e.message()));
-                            return;
-                          }
+                          if (e) return self->Fail(self->TlsFailure(e));
                           self->Handshake();
                         });
 }
@@ -223,8 +223,37 @@ void Connection::StartRead() {
   });
 }
 
+// A certificate the CA file does not vouch for, a name it does not carry, or a client certificate
+// the server wanted and did not get: mistakes of the config that no retry fixes
+// (kInvalidArgument, so that the store fails at start with the reason); anything else is an
+// outage (kUnavailable).
+Status Connection::TlsFailure(const boost::system::error_code& ec) const {
+  const std::string what = "TLS handshake with " + Where() + " failed: " + ec.message();
+  if (ec.category() != asio::error::get_ssl_category()) return Status::Unavailable(what);
+  switch (ERR_GET_REASON(static_cast<unsigned long>(ec.value()))) {
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+      return Status::InvalidArgument(
+          what + " (" +
+          X509_verify_cert_error_string(SSL_get_verify_result(tls_->native_handle())) +
+          "; check store.tls.ca_file and store.tls.server_name)");
+    case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+    case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
+    case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+    case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+      return Status::InvalidArgument(
+          what + " (redis refused the client certificate, or wanted one: store.tls.cert_file "
+                 "and key_file)");
+    default: return Status::Unavailable(what);
+  }
+}
+
 void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
   if (state_ == State::kClosed) return;
+  // Under TLS 1.3 a server refuses a client certificate after the handshake, on the first read.
+  if (ec && tls_ && state_ == State::kConnecting &&
+      ec.category() == asio::error::get_ssl_category()) {
+    return Fail(TlsFailure(ec));
+  }
   if (ec) {
     const bool eof = ec == asio::error::eof || ec == asio::ssl::error::stream_truncated;
     Fail(Status::Unavailable("connection to " + Where() + " lost: " +

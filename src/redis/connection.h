@@ -85,6 +85,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void SendRaw(std::string_view command, ReplyHandler handler);
   void StartWrite();
   void StartRead();
+  Status TlsFailure(const boost::system::error_code& ec) const;
   void OnRead(const boost::system::error_code& ec, size_t n);
   void Fail(const Status& why);
   void BecomeReady();

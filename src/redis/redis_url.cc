@@ -307,7 +307,8 @@ RedisUrl ClusterUrl::Node(const Endpoint& at) const {
           .password = password,
           .host = at.host,
           .port = at.port,
-          .db = 0};
+          .db = 0,
+          .tls_server_name = tls_server_name};
 }
 
 std::string ClusterUrl::Redacted() const {
@@ -322,7 +323,8 @@ RedisUrl SentinelUrl::Primary(const Endpoint& at) const {
           .password = password,
           .host = at.host,
           .port = at.port,
-          .db = db};
+          .db = db,
+          .tls_server_name = tls_server_name};
 }
 
 RedisUrl SentinelUrl::Sentinel(const Endpoint& at) const {
@@ -331,7 +333,8 @@ RedisUrl SentinelUrl::Sentinel(const Endpoint& at) const {
           .password = sentinel_password,
           .host = at.host,
           .port = at.port,
-          .db = 0};
+          .db = 0,
+          .tls_server_name = tls_server_name};
 }
 
 std::string SentinelUrl::Redacted() const {

@@ -32,6 +32,9 @@ struct RedisUrl {
   std::string host{};      // a name, an IPv4 address or an IPv6 address (without brackets)
   uint16_t port = 6379;
   int64_t db = 0;
+  // TLS: the name sent as SNI and verified in the server's certificate; empty: `host`. Not part
+  // of the URL text: it comes from the store's options (store.tls.server_name).
+  std::string tls_server_name{};
 
   // The URL with the password replaced by "***", for logs and error messages.
   std::string Redacted() const;
@@ -56,6 +59,7 @@ struct ClusterUrl {
   std::string user{};
   std::string password{};
   std::vector<Endpoint> seeds{};
+  std::string tls_server_name{};  // every node's, see RedisUrl
 
   // A node's URL: this URL's transport and credentials, database 0.
   RedisUrl Node(const Endpoint& at) const;
@@ -71,6 +75,7 @@ struct SentinelUrl {
   int64_t db = 0;
   std::string sentinel_user{};
   std::string sentinel_password{};
+  std::string tls_server_name{};  // the primary's and the Sentinels', see RedisUrl
 
   // The primary's URL once a Sentinel named it.
   RedisUrl Primary(const Endpoint& at) const;

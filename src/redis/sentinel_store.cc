@@ -322,10 +322,11 @@ Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreO
   Result<redis::SentinelUrl> url = redis::ParseSentinelUrl(options.url);
   if (!url.ok()) return url.status();
   if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
+  url->tls_server_name = options.tls_server_name;
   auto impl = std::make_unique<Impl>(std::move(options), *url);
   Impl* raw = impl.get();
   if (url->transport == redis::Transport::kTls) {
-    if (Status s = raw->runner.InitTls(raw->options.tls_ca_file); !s.ok()) return s;
+    if (Status s = raw->runner.InitTls(raw->options); !s.ok()) return s;
   }
   raw->runner.Start();
   std::unique_ptr<RedisSentinelStore> store(new RedisSentinelStore(std::move(impl)));

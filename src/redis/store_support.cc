@@ -1,5 +1,7 @@
 #include "redis/store_support.h"
 
+#include <openssl/ssl.h>
+
 #include <boost/asio/post.hpp>
 #include <future>
 
@@ -13,7 +15,8 @@ IoRunner::~IoRunner() {
   if (thread_.joinable()) Stop([] {});
 }
 
-Status IoRunner::InitTls(const std::string& ca_file) {
+Status IoRunner::InitTls(const RedisStoreOptions& options) {
+  const std::string& ca_file = options.tls_ca_file;
   tls_.emplace(asio::ssl::context::tls_client);
   boost::system::error_code ec;
   tls_->set_verify_mode(asio::ssl::verify_peer, ec);
@@ -25,6 +28,26 @@ Status IoRunner::InitTls(const std::string& ca_file) {
   if (ec) {
     return Status::InvalidArgument("redis store: cannot load the TLS CA certificates \"" + ca_file +
                                    "\": " + ec.message());
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return Status::InvalidArgument("redis store: a TLS client certificate needs both its "
+                                   "certificate and key files");
+  }
+  if (options.tls_cert_file.empty()) return Status::Ok();
+  tls_->use_certificate_chain_file(options.tls_cert_file, ec);
+  if (ec) {
+    return Status::InvalidArgument("redis store: cannot load the TLS client certificate \"" +
+                                   options.tls_cert_file + "\": " + ec.message());
+  }
+  tls_->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
+  if (!ec && SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
+    return Status::InvalidArgument("redis store: \"" + options.tls_key_file +
+                                   "\" is not the key of the TLS client certificate \"" +
+                                   options.tls_cert_file + "\"");
+  }
+  if (ec) {
+    return Status::InvalidArgument("redis store: cannot load the TLS client key \"" +
+                                   options.tls_key_file + "\": " + ec.message());
   }
   return Status::Ok();
 }

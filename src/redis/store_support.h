@@ -29,9 +29,10 @@ class IoRunner {
   IoRunner(const IoRunner&) = delete;
   IoRunner& operator=(const IoRunner&) = delete;
 
-  // Verifies servers against `ca_file` (PEM; empty: the system's trust store).
-  // kInvalidArgument when the file cannot be loaded.
-  Status InitTls(const std::string& ca_file);
+  // Verifies servers against options.tls_ca_file (PEM; empty: the system's trust store) and
+  // presents options.tls_cert_file and tls_key_file when given. kInvalidArgument naming the file
+  // that cannot be loaded, or a key that is not the certificate's.
+  Status InitTls(const RedisStoreOptions& options);
   boost::asio::ssl::context* tls() { return tls_ ? &*tls_ : nullptr; }
 
   void Start();

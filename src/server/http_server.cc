@@ -2,16 +2,19 @@
 
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <thread>
 
 #include "common/cat.h"
+#include "engine/log_throttle.h"
 #include "server/connection_limits.h"
 #include "server/http_api.h"
 #include "server/request_parser.h"
 #include "server/response_writer.h"
 #include "server/routes.h"
+#include "server/tls_context.h"
 
 namespace caudal {
 
@@ -19,6 +22,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
+using TlsStream = net::ssl::stream<tcp::socket&>;
 
 namespace {
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
@@ -40,6 +44,10 @@ struct HttpServer::Impl {
   HttpServerOptions options;
   std::chrono::steady_clock::duration tick;  // how often a connection checks its deadline
   std::atomic<std::shared_ptr<const ForwardAuthOptions>> auth;
+  // Null: plaintext. New connections take the current one; SetTls() swaps it.
+  std::atomic<std::shared_ptr<net::ssl::context>> tls;
+  // Failed TLS handshakes are logged once a minute at most, with the count since the last line.
+  LogThrottle handshake_log;
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopped{false};
@@ -54,7 +62,9 @@ struct HttpServer::Impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
 
-  Impl(Deps d, HttpServerOptions o) : deps(std::move(d)), options(std::move(o)) {
+  Impl(Deps d, HttpServerOptions o)
+      : deps(std::move(d)), options(std::move(o)),
+        handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
     const Micros shortest =
         std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
     tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
@@ -81,10 +91,13 @@ namespace {
 class Session final : public std::enable_shared_from_this<Session>, public routes::Responder {
  public:
   // `counted`: the connection counts towards its client's cap (ClientConnections::Admit).
-  Session(tcp::socket socket, HttpServer::Impl& server, IpAddress peer, bool counted)
-      : socket_(std::move(socket)), timer_(socket_.get_executor()), server_(server), peer_(peer),
-        counted_(counted) {
+  // `tls`: the listener's TLS context when it terminates TLS (the session keeps it alive).
+  Session(tcp::socket socket, HttpServer::Impl& server, IpAddress peer, bool counted,
+          std::shared_ptr<net::ssl::context> tls)
+      : socket_(std::move(socket)), tls_context_(std::move(tls)), timer_(socket_.get_executor()),
+        server_(server), peer_(peer), counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
+    if (tls_context_ != nullptr) tls_.emplace(socket_, *tls_context_);
   }
   ~Session() {
     if (counted_) server_.clients->Release(peer_);
@@ -97,6 +110,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     if (ec) return;                  // dropping the last reference closes the socket
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
       self->Tick();
+      if (self->tls_) return self->Handshake();
       self->NextRequest();
     });
   }
@@ -114,6 +128,29 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     });
   }
 
+  // The handshake counts as part of the first request's header: a client that connects and says
+  // nothing is cut at header_timeout, TLS or not.
+  void Handshake() {
+    SetDeadline(server_.options.header_timeout);
+    tls_->async_handshake(net::ssl::stream_base::server,
+                          [self = shared_from_this()](beast::error_code ec) {
+                            if (self->closed_) return;
+                            if (ec) return self->HandshakeFailed(ec);
+                            self->identities_ = server_tls::PeerIdentities(self->tls_->native_handle());
+                            self->NextRequest();
+                          });
+  }
+
+  void HandshakeFailed(beast::error_code ec) {
+    if (auto suppressed = server_.handshake_log.Admit("tls")) {
+      server_.deps.log.Warning(Cat("TLS handshake with ", peer_.ToString(), " failed: ",
+                                   ec.message(), " (logged once a minute at most",
+                                   *suppressed > 0 ? Cat("; ", *suppressed, " more since") : "",
+                                   ')'));
+    }
+    Close();
+  }
+
   void NextRequest() {
     parser_.emplace(request_);
     parser_->header_limit(kMaxHeaderBytes);
@@ -128,13 +165,14 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   void Read() {
     if (buffer_.size() >= buffer_.max_size()) return OnReadError(http::error::buffer_overflow);
     const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
-    socket_.async_read_some(buffer_.prepare(room),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
-                              self->OnRead(ec, n);
-                            });
+    auto done = [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnRead(ec, n); };
+    if (tls_) return tls_->async_read_some(buffer_.prepare(room), std::move(done));
+    socket_.async_read_some(buffer_.prepare(room), std::move(done));
   }
 
   void OnRead(beast::error_code ec, size_t n) {
+    // A TLS peer that closes without close_notify ends the stream as plain TCP's EOF does.
+    if (ec == net::ssl::error::stream_truncated) ec = net::error::eof;
     if (ec == net::error::eof && parser_->got_some()) {
       parser_->put_eof(ec);  // the peer ended mid-request (or a body that runs to EOF)
       if (!ec) return Handle();
@@ -188,7 +226,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                       .header = [this](std::string_view name) { return request_.Field(name); },
                       .header_count =
                           [this](std::string_view name) { return request_.FieldCount(name); },
-                      .forwarded_for = forwarded_for_};
+                      .forwarded_for = forwarded_for_,
+                      .identities = identities_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
     routes::Context ctx{.engine = server_.deps.engine,
@@ -227,6 +266,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     server_.deps.metrics.CountHttpResponse(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
+    if (tls_) return WriteRest(0);  // TLS records go through the stream, never a raw send()
     beast::error_code ec;
     size_t sent = socket_.write_some(net::buffer(out_), ec);
     if (ec == net::error::would_block || ec == net::error::try_again) {
@@ -235,12 +275,18 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     }
     if (ec) return Close();
     if (sent == out_.size()) return Written();
+    WriteRest(sent);
+  }
+
+  void WriteRest(size_t sent) {
     SetDeadline(server_.options.body_timeout);
-    net::async_write(socket_, net::buffer(out_.data() + sent, out_.size() - sent),
-                     [self = shared_from_this()](beast::error_code e, size_t) {
-                       if (e) return self->Close();
-                       self->Written();
-                     });
+    auto done = [self = shared_from_this()](beast::error_code e, size_t) {
+      if (e) return self->Close();
+      self->Written();
+    };
+    const auto rest = net::buffer(out_.data() + sent, out_.size() - sent);
+    if (tls_) return net::async_write(*tls_, rest, std::move(done));
+    net::async_write(socket_, rest, std::move(done));
   }
 
   void Written() {
@@ -264,6 +310,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   tcp::socket socket_;
+  const std::shared_ptr<net::ssl::context> tls_context_;  // outlives tls_, which uses it
+  std::optional<TlsStream> tls_;  // over socket_, when the listener terminates TLS
   net::steady_timer timer_;
   HttpServer::Impl& server_;
   Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
@@ -275,6 +323,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   std::shared_ptr<Session> in_flight_self_;  // from Dispatch to Reply: the routes hold *this
   const IpAddress peer_;
   const bool counted_;
+  std::vector<std::string> identities_;  // the verified client certificate's CN and SANs
   ResponseFraming framing_;
   bool first_ = true;
   bool keep_alive_ = true;
@@ -364,7 +413,9 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
     }
   }
   socket.set_option(tcp::no_delay(true), ec);
-  std::make_shared<Session>(std::move(socket), *this, *peer, counted)->Start();
+  std::make_shared<Session>(std::move(socket), *this, *peer, counted,
+                            tls.load(std::memory_order_acquire))
+      ->Start();
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -372,7 +423,8 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpServer::~HttpServer() { Stop(); }
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptions options,
-                                                      ForwardAuthOptions auth) {
+                                                      ForwardAuthOptions auth,
+                                                      std::shared_ptr<net::ssl::context> tls) {
   // Every connection is a descriptor: past the limit, accept() fails with EMFILE before the
   // connection cap ever applies.
   const http_server::FileLimit files = http_server::RaiseFileLimit();
@@ -392,6 +444,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
   impl->clients = std::make_unique<http_server::ClientConnections>(
       options.max_connections_per_client, options.client_prefix);
   impl->auth.store(std::make_shared<const ForwardAuthOptions>(std::move(auth)));
+  impl->tls.store(std::move(tls));
   int64_t n = options.threads > 0 ? options.threads
                                   : static_cast<int64_t>(std::thread::hardware_concurrency());
   if (n < 1) n = 1;
@@ -432,6 +485,13 @@ void HttpServer::SetForwardAuth(ForwardAuthOptions auth) {
   impl_->auth.store(std::make_shared<const ForwardAuthOptions>(std::move(auth)));
 }
 
+bool HttpServer::tls() const { return impl_->tls.load() != nullptr; }
+
+void HttpServer::SetTls(std::shared_ptr<net::ssl::context> tls) {
+  if (tls == nullptr || impl_->tls.load() == nullptr) return;
+  impl_->tls.store(std::move(tls), std::memory_order_release);
+}
+
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
   net::post(impl_->acceptor->get_executor(), [this] {
@@ -465,7 +525,13 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
 }
 
 ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c) {
-  return {.trusted_proxies = c.trusted_proxies, .descriptor_headers = c.descriptor_headers};
+  return {.trusted_proxies = c.trusted_proxies,
+          .descriptor_headers = c.descriptor_headers,
+          .caller = CallerAuthFrom(c.auth)};
+}
+
+CallerAuth CallerAuthFrom(const CallerAuthConfig& c) {
+  return {.token = c.token, .allowed = c.allowed_clients, .protect_metrics = c.protect_metrics};
 }
 
 }  // namespace caudal

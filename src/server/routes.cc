@@ -67,10 +67,34 @@ ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
   return out;
 }
 
+std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
+                                  const Request& r) {
+  if (!caller.enabled()) return std::nullopt;
+  const bool decision = path == "/v1/check" || path == "/v1/auth";
+  const bool metrics = path == "/metrics" || path == "/v1/top-refused";
+  if (!decision && !(metrics && caller.protect_metrics)) return std::nullopt;
+  const CallerVerdict verdict = CheckCaller(caller, r.header("Authorization"), r.identities);
+  if (verdict == CallerVerdict::kAllowed) return std::nullopt;
+  if (verdict == CallerVerdict::kNotAllowed) {
+    return http_api::ErrorReply({.status = 403, .code = "forbidden",
+                                 .message = "the client certificate's identity is not allowed"});
+  }
+  const bool bad = verdict == CallerVerdict::kBadToken;
+  Reply reply = http_api::ErrorReply(
+      {.status = 401, .code = "unauthenticated",
+       .message = bad ? "the Authorization header does not hold the caller token"
+                      : "credentials needed: Authorization: Bearer <token>"});
+  reply.headers.Add("WWW-Authenticate",
+                    bad ? "Bearer realm=\"caudal\", error=\"invalid_token\""
+                        : "Bearer realm=\"caudal\"");
+  return reply;
+}
+
 void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   const auto done = [&responder](Reply reply) { responder.Reply(std::move(reply)); };
   std::string_view path = r.target;
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  if (auto refused = RefuseCaller(ctx.auth.caller, path, r)) return done(std::move(*refused));
 
   if (path == "/v1/auth") {
     ForwardAuth derived = ForwardAuthDescriptors(ctx.auth, r);

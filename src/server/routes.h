@@ -3,6 +3,8 @@
 #pragma once
 
 #include <functional>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "caudal/ip.h"
@@ -22,6 +24,7 @@ struct Request {
   std::function<std::string_view(std::string_view)> header;  // "" when absent
   std::function<size_t(std::string_view)> header_count;     // how many fields have that name
   std::string_view forwarded_for;  // every X-Forwarded-For value, comma-joined, in order
+  std::span<const std::string> identities = {};  // a verified client certificate's CN and SANs
 };
 
 struct Context {
@@ -52,6 +55,12 @@ struct ForwardAuth {
   Descriptors descriptors;
   std::optional<http_api::ApiError> error;
 };
+// The reply refusing a caller that CallerAuth turns away (401 with WWW-Authenticate, or 403);
+// nullopt when it may go on. Only the decision endpoints ask, and /metrics and
+// /v1/top-refused when caller.protect_metrics.
+std::optional<http_api::Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
+                                            const Request& r);
+
 ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r);
 
 }  // namespace caudal::routes

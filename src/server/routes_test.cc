@@ -29,7 +29,8 @@ struct Fields {
 ForwardAuth Derive(const Fields& f) {
   const ForwardAuthOptions auth{
       .trusted_proxies = {},
-      .descriptor_headers = {{"api_key", "X-API-Key"}, {"tenant", "X-Tenant"}}};
+      .descriptor_headers = {{"api_key", "X-API-Key"}, {"tenant", "X-Tenant"}},
+      .caller = {}};
   const Request r{.method = "GET",
                   .target = "/v1/auth",
                   .body = "",
@@ -70,6 +71,60 @@ TEST(ForwardAuthDescriptors, RefusesIdentitiesWithControlCharactersOrIllFormedUt
     EXPECT_TRUE(d.error->message.starts_with("header X-API-Key: ")) << d.error->message;
   }
   EXPECT_FALSE(Derive({{{"X-API-Key", "caf\xc3\xa9"}}}).error.has_value());
+}
+
+std::optional<http_api::Reply> Refuse(const CallerAuth& caller, std::string_view path,
+                                      const Fields& f, std::vector<std::string> ids = {}) {
+  const Request r{.method = "POST",
+                  .target = path,
+                  .body = "",
+                  .peer = *IpAddress::Parse("192.0.2.7"),
+                  .header = [&f](std::string_view n) { return f.First(n); },
+                  .header_count = [&f](std::string_view n) { return f.Count(n); },
+                  .forwarded_for = "",
+                  .identities = ids};
+  return RefuseCaller(caller, path, r);
+}
+
+TEST(RefuseCaller, DecisionEndpointsNeedTheTokenHealthStaysOpen) {
+  const CallerAuth caller{.token = "t0ken", .allowed = {}, .protect_metrics = false};
+  for (std::string_view path : {"/v1/check", "/v1/auth"}) {
+    auto missing = Refuse(caller, path, {});
+    ASSERT_TRUE(missing.has_value()) << path;
+    EXPECT_EQ(missing->status, 401);
+    EXPECT_EQ(missing->headers.Get("WWW-Authenticate"), "Bearer realm=\"caudal\"");
+    EXPECT_NE(missing->body.find("\"unauthenticated\""), std::string::npos) << missing->body;
+    auto wrong = Refuse(caller, path, {{{"Authorization", "Bearer t0kem"}}});
+    ASSERT_TRUE(wrong.has_value());
+    EXPECT_EQ(wrong->status, 401);
+    EXPECT_EQ(wrong->headers.Get("WWW-Authenticate"),
+              "Bearer realm=\"caudal\", error=\"invalid_token\"");
+    // The reply never echoes the token it was given or the one it expects.
+    EXPECT_EQ(wrong->body.find("t0ke"), std::string::npos) << wrong->body;
+    EXPECT_FALSE(Refuse(caller, path, {{{"Authorization", "Bearer t0ken"}}}).has_value());
+  }
+  for (std::string_view path : {"/healthz", "/readyz", "/metrics", "/v1/top-refused", "/"}) {
+    EXPECT_FALSE(Refuse(caller, path, {}).has_value()) << path;
+  }
+}
+
+TEST(RefuseCaller, ProtectedMetricsNeedCredentialsToo) {
+  const CallerAuth caller{.token = "t0ken", .allowed = {}, .protect_metrics = true};
+  EXPECT_EQ(Refuse(caller, "/metrics", {})->status, 401);
+  EXPECT_EQ(Refuse(caller, "/v1/top-refused", {})->status, 401);
+  EXPECT_FALSE(Refuse(caller, "/metrics", {{{"Authorization", "Bearer t0ken"}}}).has_value());
+  EXPECT_FALSE(Refuse(caller, "/healthz", {}).has_value());
+}
+
+TEST(RefuseCaller, CertificateIdentitiesNotAllowedAre403) {
+  const CallerAuth caller{.token = "", .allowed = {"envoy"}, .protect_metrics = false};
+  EXPECT_FALSE(Refuse(caller, "/v1/check", {}, {"envoy"}).has_value());
+  EXPECT_EQ(Refuse(caller, "/v1/check", {}, {"intruder"})->status, 403);
+  EXPECT_EQ(Refuse(caller, "/v1/check", {})->status, 401);
+}
+
+TEST(RefuseCaller, NothingConfiguredRefusesNobody) {
+  EXPECT_FALSE(Refuse(CallerAuth{}, "/v1/check", {}).has_value());
 }
 
 }  // namespace

@@ -153,12 +153,12 @@ class Serve:
                                      preexec_fn=preexec)
         line = self.proc.stdout.readline().decode()
         self.banner = line
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        m = re.search(r"listening on (https?)://127\.0\.0\.1:(\d+)", line)
         if not m:
             self.close()
             raise AssertionError("caudal serve did not start: %r\n%s" % (line, self.log()))
-        self.port = int(m.group(1))
-        self.base = "http://127.0.0.1:%d" % self.port
+        self.port = int(m.group(2))
+        self.base = "%s://127.0.0.1:%d" % (m.group(1), self.port)
 
     def write_config(self, text):
         tmp = self.config_path + ".tmp"

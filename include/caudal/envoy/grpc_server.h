@@ -16,6 +16,10 @@
 // SERVING while `ready` says so, NOT_SERVING otherwise and from Shutdown on. Watch streams see a
 // change within health_poll_interval, at once after NotifyReadinessChanged().
 //
+// Callers are checked before anything else when options.caller says so: no credentials or a
+// wrong token is UNAUTHENTICATED, a client certificate whose identity is not allowed
+// PERMISSION_DENIED (see caller_auth.h).
+//
 // Thread-safety: Start, port and Shutdown from one thread; calls are served on gRPC's threads.
 #pragma once
 
@@ -26,6 +30,8 @@
 #include <memory>
 #include <string>
 
+#include "caudal/caller_auth.h"
+#include "caudal/config.h"
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/status.h"
 
@@ -36,6 +42,7 @@ class Server;
 namespace caudal::envoy {
 
 namespace internal {
+class GrpcTlsFiles;
 class HealthService;
 }
 
@@ -51,6 +58,14 @@ struct GrpcServerOptions {
   std::chrono::milliseconds health_poll_interval{1000};
   // Watch streams open at once; more are refused with RESOURCE_EXHAUSTED.
   size_t max_health_watchers = 100;
+  // TLS when tls.enabled() (and tls.grpc), by gRPC's own TLS stack. It reads in-memory copies of
+  // the files, which ReloadTls() replaces; gRPC takes them up within tls_refresh. The files
+  // should be checked first (server_tls::MakeServerContext): gRPC's own errors say little.
+  ServerTlsConfig tls = {};
+  std::chrono::seconds tls_refresh{1};
+  // Who may call ShouldRateLimit (health stays open): a token in the `authorization` metadata
+  // ("Bearer <token>"), or an allowed client certificate identity.
+  CallerAuth caller = {};
 };
 
 class RlsGrpcServer {
@@ -64,6 +79,13 @@ class RlsGrpcServer {
   int port() const { return port_; }
   // Tells Watch streams now that `ready` may have changed, rather than at the next poll.
   void NotifyReadinessChanged();
+  // Who may call from now on (a reloaded token or allow-list). Any thread.
+  void SetCallerAuth(CallerAuth caller);
+  // Serves `tls`'s certificate, key and client CAs to new connections from the next refresh on
+  // (within tls_refresh); connections already open keep theirs. Check the files first: gRPC
+  // stops completing handshakes on a pair that does not load. No-op without TLS; on an error
+  // the previous files stay.
+  Status ReloadTls(const ServerTlsConfig& tls);
   // Reports NOT_SERVING and ends the Watch streams, stops accepting calls and waits (up to 5 s)
   // for those in flight. Idempotent.
   void Shutdown();
@@ -74,6 +96,7 @@ class RlsGrpcServer {
   RlsGrpcServer() = default;
   std::unique_ptr<Service> service_;
   std::unique_ptr<internal::HealthService> health_;
+  std::unique_ptr<internal::GrpcTlsFiles> tls_files_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;  // last: destroyed before the services
   int port_ = 0;
   bool shut_down_ = false;
