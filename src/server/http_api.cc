@@ -299,7 +299,7 @@ void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
   out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
 }
 
-Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
+Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses statuses) {
   Reply r;
   AddRateLimitFields(result, r.headers);
   if (result.degraded) r.headers.Add("Caudal-Degraded", "store_unavailable");
@@ -312,23 +312,23 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
       r.status = 200;
       break;
     case Outcome::kDenied: {
-      r.status = 429;
+      r.status = statuses.refused;
       const int64_t secs = std::max<int64_t>(1, CeilSeconds(result.retry_after));
       r.headers.Add("Retry-After", secs);
       body["type"] = "urn:caudal:problem:quota-exceeded";
       body["title"] = "Quota exceeded";
-      body["status"] = 429;
+      body["status"] = r.status;
       body["detail"] = Cat("refused by ", json::serialize(violated), "; retry after ", secs, " s");
       body["violated_policies"] = violated;
       body["retry_after_ms"] = Ms(result.retry_after);
       break;
     }
     case Outcome::kUnavailable:
-      r.status = 503;
+      r.status = statuses.unavailable;
       r.headers.Add("Retry-After", 1);
       body["type"] = "urn:caudal:problem:store-unavailable";
       body["title"] = "Rate-limit store unavailable";
-      body["status"] = 503;
+      body["status"] = r.status;
       body["reason"] = "store_unavailable";
       body["detail"] = "the rate-limit store cannot answer and a policy fails closed; the client "
                        "did nothing wrong";

@@ -1,6 +1,7 @@
 #include "server/routes.h"
 
 #include "common/cat.h"
+#include "server/auth_query.h"
 
 namespace caudal::routes {
 namespace {
@@ -25,15 +26,18 @@ Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
 }
 
 void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
-            Responder& responder) {
-  // Two trivially copyable captures: std::function keeps them inline, without an allocation.
-  ctx.engine.CheckAsync(std::move(request), [&responder, endpoint](Result<CheckResult> r) {
-    if (!r.ok()) {
-      responder.Reply(http_api::ErrorReply(http_api::FromEngineError(r.status())));
-      return;
-    }
-    responder.Reply(http_api::DecisionReply(*r, endpoint));
-  });
+            Responder& responder, http_api::AuthStatuses statuses = {}) {
+  // Trivially copyable captures within two words: std::function keeps them inline, without an
+  // allocation.
+  ctx.engine.CheckAsync(std::move(request),
+                        [&responder, endpoint, statuses](Result<CheckResult> r) {
+                          if (!r.ok()) {
+                            responder.Reply(
+                                http_api::ErrorReply(http_api::FromEngineError(r.status())));
+                            return;
+                          }
+                          responder.Reply(http_api::DecisionReply(*r, endpoint, statuses));
+                        });
 }
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
@@ -73,10 +77,12 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
 
   if (path == "/v1/auth") {
+    const http_api::ParsedAuthQuery query = http_api::ParseAuthQuery(r.target);
+    if (query.error) return done(http_api::ErrorReply(*query.error));
     ForwardAuth derived = ForwardAuthDescriptors(ctx.auth, r);
     if (derived.error) return done(http_api::ErrorReply(*derived.error));
     Decide(ctx, {.descriptors = std::move(derived.descriptors), .cost = std::nullopt},
-           http_api::Endpoint::kAuth, responder);
+           http_api::Endpoint::kAuth, responder, query.statuses);
     return;
   }
   if (path == "/v1/check") {
