@@ -86,6 +86,9 @@ struct ServerConfig {
   int64_t threads = 0;                             // 0: one per core
   // Envoy's rate limit service (gRPC) listens here; empty: not served. Needs envoy_config.
   std::string grpc;
+  // The status page at `/` and its JSON at /v1/status (see status_page.h); on by default, since
+  // the listener is loopback by default and the page shows nothing secret.
+  bool status_page = true;
 };
 
 // The Envoy rate limit service (see docs/envoy.md).

@@ -17,6 +17,7 @@
 #include "caudal/metrics.h"
 #include "caudal/refusals.h"
 #include "caudal/server.h"
+#include "caudal/status_page.h"
 #include "caudal/store_health.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
@@ -100,8 +101,12 @@ class ServeCommand final : public Command {
       }
     }
 
+    StatusPage status({.engine = engine, .metrics = metrics, .health = health,
+                       .refusals = &refusals,
+                       .store_kind = std::string((*FindStoreKind(config->store.url))->scheme)},
+                      config->server.status_page);
     auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
-                                     .health = health, .refusals = &refusals},
+                                     .health = health, .refusals = &refusals, .status = &status},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server));
     if (!server.ok()) {
@@ -137,7 +142,7 @@ class ServeCommand final : public Command {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, engine, **server, metrics, log, refusals);
+      Reload(*config, engine, **server, metrics, log, refusals, status);
     }
     log.Info("stopping");
     if (grpc != nullptr) grpc->Shutdown();
@@ -229,7 +234,7 @@ class ServeCommand final : public Command {
   // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
   // config keeps serving.
   void Reload(Config& current, Engine& engine, HttpServer& server, Metrics& metrics,
-              Logger& log, Refusals& refusals) const {
+              Logger& log, Refusals& refusals, StatusPage& status) const {
     auto next = Load();
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
@@ -251,6 +256,7 @@ class ServeCommand final : public Command {
     server.SetForwardAuth(ForwardAuthFrom(next->server));
     log.SetOptions(LoggerOptionsFrom(*next));
     refusals.SetOptions(RefusalsOptionsFrom(*next));
+    status.SetEnabled(next->server.status_page);
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
         next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
       log.Warning(

@@ -59,19 +59,6 @@ size_t Utf8SequenceLength(std::string_view s) {
   return len;
 }
 
-// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: a
-// message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
-std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  while (!s.empty()) {
-    const size_t n = Utf8SequenceLength(s);
-    out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n));
-    s.remove_prefix(n == 0 ? 1 : n);
-  }
-  return out;
-}
-
 ApiError Bad(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
@@ -156,6 +143,17 @@ int64_t WindowSeconds(const Limit& l) {
 }
 
 }  // namespace
+
+std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n));
+    s.remove_prefix(n == 0 ? 1 : n);
+  }
+  return out;
+}
 
 int64_t CeilSeconds(Micros d) {
   if (d.count() <= 0) return 0;

@@ -73,6 +73,10 @@ ParsedCheck ParseCheckBody(std::string_view body);
 // a decoder replaces bad bytes, a log line breaks at a newline) lets one client pass as several.
 std::optional<std::string> IdentityValueProblem(std::string_view value);
 
+// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: a
+// message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
+std::string ValidUtf8(std::string_view s);
+
 // Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
 ApiError FromEngineError(const Status& s);
 
