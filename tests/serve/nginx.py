@@ -55,6 +55,7 @@ class Upstream:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.handle_error = lambda request, address: None  # a proxy closing: no trace
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

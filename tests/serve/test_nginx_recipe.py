@@ -56,7 +56,7 @@ def get(port, api_keys=("k1",)):
 def show(step, response):
     status, headers, body = response
     shown = {k: headers[k] for k in ("retry-after", "ratelimit", "ratelimit-policy") if k in headers}
-    print("nginx recipe: %-28s -> %d %s %s" % (step, status, shown, body.strip()[:60]))
+    print("proxy recipe: %-28s -> %d %s %s" % (step, status, shown, body.strip()[:60]))
 
 
 class DocQuotesTheTestedConfigs(unittest.TestCase):
@@ -96,7 +96,7 @@ class Recipe:
     def run_until_caudal_is_down(self):
         for i in range(3):
             r = get(self.port)
-            show("admitted %d of 3" % (i + 1), r)
+            show("nginx admitted %d of 3" % (i + 1), r)
             status, h, body = r
             self.assertEqual(status, 200, self.nginx.log())
             self.assertEqual(body, "upstream /hello\n")
@@ -105,7 +105,7 @@ class Recipe:
         self.assertEqual(self.app.hits, 3)
 
         r = get(self.port)
-        show("refused", r)
+        show("nginx refused", r)
         status, h, body = r
         self.assertEqual(status, 429)
         self.assertEqual(h["retry-after"], "1200")
@@ -116,7 +116,7 @@ class Recipe:
         self.assertEqual(self.app.hits, 3)  # a refused request never reaches the application
 
         r = get(self.port, api_keys=("k1", "k2"))
-        show("identity header twice", r)
+        show("nginx identity twice", r)
         self.assertEqual(r[0], 400)
         self.assertNotIn("retry-after", r[1])
         self.assertEqual(get(self.port, api_keys=("k2",))[0], 200)  # k2 was not charged before
@@ -124,7 +124,7 @@ class Recipe:
 
         self.caudal.fail_store()
         r = get(self.port, api_keys=("k3",))
-        show("store down, deny policy", r)
+        show("nginx store down", r)
         status, h, body = r
         self.assertEqual(status, 503)
         self.assertEqual(h["retry-after"], "1")
@@ -134,7 +134,7 @@ class Recipe:
 
         self.caudal.close()  # connection refused from now on
         r = get(self.port, api_keys=("k4",))
-        show("caudal down", r)
+        show("nginx caudal down", r)
         return r
 
 
