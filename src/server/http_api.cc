@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 
 #include "common/cat.h"
+#include "common/utf8.h"
 #include "server/json_keys.h"
 
 namespace caudal::http_api {
@@ -36,27 +37,6 @@ std::string_view Utf8Prefix(std::string_view s, size_t max) {
   size_t cut = max;
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
   return s.substr(0, cut);
-}
-
-// Length of the well-formed UTF-8 sequence (RFC 3629 §4) at the start of `s`, or 0.
-size_t Utf8SequenceLength(std::string_view s) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
-  const unsigned char c = b(0);
-  if (c < 0x80) return 1;
-  size_t len = 0;
-  if (c >= 0xC2 && c <= 0xDF) len = 2;
-  if (c >= 0xE0 && c <= 0xEF) len = 3;
-  if (c >= 0xF0 && c <= 0xF4) len = 4;
-  if (len == 0 || s.size() < len) return 0;
-  for (size_t i = 1; i < len; ++i) {
-    if ((b(i) & 0xC0) != 0x80) return 0;
-  }
-  // The second byte's narrower ranges: no overlong forms, no surrogates, nothing past U+10FFFF.
-  if ((c == 0xE0 && b(1) < 0xA0) || (c == 0xED && b(1) > 0x9F) || (c == 0xF0 && b(1) < 0x90) ||
-      (c == 0xF4 && b(1) > 0x8F)) {
-    return 0;
-  }
-  return len;
 }
 
 ApiError Bad(std::string code, std::string message) {
