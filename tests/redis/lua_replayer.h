@@ -33,8 +33,8 @@ namespace caudal::redis::testing {
 class LuaConnection {
  public:
   static LuaConnection& Get() {
-    static LuaConnection* connection = new LuaConnection();  // lives until the process exits
-    return *connection;
+    static LuaConnection connection;  // its redis-server stops when the process exits
+    return connection;
   }
 
   // Sends every argv of `calls` in one write and returns their replies, in order.
