@@ -133,6 +133,9 @@ struct ServerConfig {
   std::string grpc;
   ServerTlsConfig tls;
   CallerAuthConfig auth;
+  // The status page at `/` and its JSON at /v1/status (see status_page.h); on by default, since
+  // the listener is loopback by default and the page shows nothing secret.
+  bool status_page = true;
 };
 
 // The Envoy rate limit service (see docs/envoy.md).

@@ -69,6 +69,7 @@ class Metrics {
   void CountStoreError(StatusCode code);
   // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).
   void SetStoreBreaker(int state) { store_breaker_.store(state, std::memory_order_relaxed); }
+  int StoreBreaker() const { return store_breaker_.load(std::memory_order_relaxed); }
   void CountReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
   void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   // HTTP status codes 100..599; others are ignored.

@@ -5,6 +5,7 @@
 //   GET  /metrics    Prometheus text;  GET /healthz;  GET /readyz (200 only when the store's last
 //                    background probe succeeded: see store_health.h)
 //   GET  /v1/top-refused  the most refused identities per policy (see refusals.h), as JSON
+//   GET  /           the status page, and GET /v1/status its JSON (see status_page.h)
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
@@ -30,6 +31,7 @@
 #include "caudal/config.h"
 #include "caudal/engine.h"
 #include "caudal/refusals.h"
+#include "caudal/status_page.h"
 #include "caudal/store_health.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
@@ -68,6 +70,7 @@ class HttpServer {
     const Logger& log;
     const StoreHealth& health;  // /readyz reads it; never waits on the store
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
+    StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock = SystemClock::Instance();
   };

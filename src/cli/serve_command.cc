@@ -19,6 +19,7 @@
 #include "caudal/metrics.h"
 #include "caudal/refusals.h"
 #include "caudal/server.h"
+#include "caudal/status_page.h"
 #include "caudal/store_health.h"
 #include "caudal/store_registry.h"
 #include "cli/command.h"
@@ -126,8 +127,12 @@ class ServeCommand final : public Command {
 
     auto tls = HttpTls(*config);
     if (!tls.ok()) return UsageError(env, kName, tls.status().message());
+    StatusPage status({.engine = engine, .metrics = metrics, .health = health,
+                       .refusals = &refusals,
+                       .store_kind = std::string((*FindStoreKind(config->store.url))->scheme)},
+                      config->server.status_page);
     auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
-                                     .health = health, .refusals = &refusals},
+                                     .health = health, .refusals = &refusals, .status = &status},
                                     ServerOptionsFrom(config->server),
                                     ForwardAuthFrom(config->server), *tls);
     if (!server.ok()) {
@@ -171,7 +176,7 @@ class ServeCommand final : public Command {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig != SIGHUP) break;
-      Reload(*config, engine, **server, grpc.get(), metrics, log, refusals);
+      Reload(*config, engine, **server, grpc.get(), metrics, log, refusals, status);
     }
     watcher.reset();
     log.Info("stopping");
@@ -274,7 +279,7 @@ class ServeCommand final : public Command {
   // SIGHUP: the config and the Envoy files are read again; a bad one is refused and the old
   // config keeps serving.
   void Reload(Config& current, Engine& engine, HttpServer& server, envoy::RlsGrpcServer* grpc,
-              Metrics& metrics, Logger& log, Refusals& refusals) const {
+              Metrics& metrics, Logger& log, Refusals& refusals, StatusPage& status) const {
     auto next = Load();
     // The certificate first: a bad one refuses the whole reload, and the old one keeps serving.
     std::shared_ptr<boost::asio::ssl::context> tls;
@@ -323,6 +328,7 @@ class ServeCommand final : public Command {
     }
     log.SetOptions(LoggerOptionsFrom(*next));
     refusals.SetOptions(RefusalsOptionsFrom(*next));
+    status.SetEnabled(next->server.status_page);
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
         next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
       log.Warning(

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/simulate/report.h"
-#include "cli/simulate/simulator.h"
-#include "cli/simulate/svg_chart.h"
-#include "cli/simulate/trace_csv.h"
-#include "cli/simulate/traffic.h"
+#include "simulate/report.h"
+#include "simulate/simulator.h"
+#include "simulate/svg_chart.h"
+#include "simulate/trace_csv.h"
+#include "simulate/traffic.h"
 
 namespace caudal::cli {
 namespace {

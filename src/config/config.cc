@@ -259,9 +259,14 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
   if (Status s = r.ExpectMap(n, "server", {"http", "trusted_proxies", "descriptor_headers",
                                            "max_connections", "max_connections_per_client",
                                            "client_prefix", "header_timeout", "body_timeout",
-                                           "idle_timeout", "threads", "grpc", "tls", "auth"});
+                                           "idle_timeout", "threads", "grpc", "tls", "auth", "status_page"});
       !s.ok()) {
     return s;
+  }
+  if (n["status_page"]) {
+    auto b = r.Bool(n["status_page"], "server.status_page");
+    if (!b.ok()) return b.status();
+    out.status_page = *b;
   }
   if (n["grpc"]) {
     auto text = r.String(n["grpc"], "server.grpc");

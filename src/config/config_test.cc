@@ -96,6 +96,15 @@ TEST(Config, ReadsThePerClientConnectionCap) {
   EXPECT_EQ(d->server.client_prefix, (IpPrefix{.v4 = 32, .v6 = 64}));
 }
 
+TEST(Config, ReadsTheStatusPageSwitch) {
+  auto on = ParseConfig("policies: []\n", "t.yaml");
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->server.status_page);  // the listener is loopback by default
+  auto off = ParseConfig("server: {status_page: false}\npolicies: []\n", "t.yaml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->server.status_page);
+}
+
 TEST(Config, ReadsTheEnvoyService) {
   auto c = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
                        "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
@@ -156,6 +165,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"server: {http: 'localhost'}\npolicies: []\n", "bad.yaml:1:16: server.http: expected host:port"},
         BadCase{"server: {trusted_proxies: [10.0.0.1/8]}\npolicies: []\n",
                 "bad.yaml:1:28: server.trusted_proxies[0]: \"10.0.0.1/8\" has host bits set"},
+        BadCase{"server: {status_page: yes}\npolicies: []\n",
+                "bad.yaml:1:23: server.status_page: expected true or false (got \"yes\")"},
         BadCase{"server: {max_connections_per_client: 0}\npolicies: []\n",
                 "bad.yaml:1:38: server.max_connections_per_client: expected an integer from 1"},
         BadCase{"server: {client_prefix: {v4: 33}}\npolicies: []\n",

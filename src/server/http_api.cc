@@ -39,19 +39,6 @@ std::string_view Utf8Prefix(std::string_view s, size_t max) {
   return s.substr(0, cut);
 }
 
-// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: a
-// message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
-std::string ValidUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  while (!s.empty()) {
-    const size_t n = Utf8SequenceLength(s);
-    out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n));
-    s.remove_prefix(n == 0 ? 1 : n);
-  }
-  return out;
-}
-
 ApiError Bad(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
@@ -136,6 +123,17 @@ int64_t WindowSeconds(const Limit& l) {
 }
 
 }  // namespace
+
+std::string ValidUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  while (!s.empty()) {
+    const size_t n = Utf8SequenceLength(s);
+    out.append(n == 0 ? std::string_view("\xEF\xBF\xBD") : s.substr(0, n));
+    s.remove_prefix(n == 0 ? 1 : n);
+  }
+  return out;
+}
 
 int64_t CeilSeconds(Micros d) {
   if (d.count() <= 0) return 0;
@@ -279,7 +277,7 @@ void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
   out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
 }
 
-Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
+Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses statuses) {
   Reply r;
   AddRateLimitFields(result, r.headers);
   if (result.degraded) r.headers.Add("Caudal-Degraded", "store_unavailable");
@@ -292,23 +290,23 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint) {
       r.status = 200;
       break;
     case Outcome::kDenied: {
-      r.status = 429;
+      r.status = statuses.refused;
       const int64_t secs = std::max<int64_t>(1, CeilSeconds(result.retry_after));
       r.headers.Add("Retry-After", secs);
       body["type"] = "urn:caudal:problem:quota-exceeded";
       body["title"] = "Quota exceeded";
-      body["status"] = 429;
+      body["status"] = r.status;
       body["detail"] = Cat("refused by ", json::serialize(violated), "; retry after ", secs, " s");
       body["violated_policies"] = violated;
       body["retry_after_ms"] = Ms(result.retry_after);
       break;
     }
     case Outcome::kUnavailable:
-      r.status = 503;
+      r.status = statuses.unavailable;
       r.headers.Add("Retry-After", 1);
       body["type"] = "urn:caudal:problem:store-unavailable";
       body["title"] = "Rate-limit store unavailable";
-      body["status"] = 503;
+      body["status"] = r.status;
       body["reason"] = "store_unavailable";
       body["detail"] = "the rate-limit store cannot answer and a policy fails closed; the client "
                        "did nothing wrong";

@@ -73,6 +73,10 @@ ParsedCheck ParseCheckBody(std::string_view body);
 // a decoder replaces bad bytes, a log line breaks at a newline) lets one client pass as several.
 std::optional<std::string> IdentityValueProblem(std::string_view value);
 
+// `s` with every byte that does not start a well-formed UTF-8 sequence replaced by U+FFFD: a
+// message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
+std::string ValidUtf8(std::string_view s);
+
 // Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
 ApiError FromEngineError(const Status& s);
 
@@ -83,9 +87,16 @@ IpAddress ClientAddress(const IpAddress& peer, std::string_view forwarded_for,
                         const std::vector<CidrBlock>& trusted);
 
 enum class Endpoint : uint8_t { kCheck, kAuth };
+// The statuses a refusal and an unavailable store are answered with (/v1/auth may ask for
+// others: see auth_query.h).
+struct AuthStatuses {
+  uint16_t refused = 429;      // Outcome::kDenied
+  uint16_t unavailable = 503;  // Outcome::kUnavailable (a policy fails closed)
+};
 // 200 / 429 / 503 with RateLimit-Policy and RateLimit for the policy closest to its limit;
-// Retry-After in whole seconds rounded up on 429 (and a short one on 503).
-Reply DecisionReply(const CheckResult& result, Endpoint endpoint);
+// Retry-After in whole seconds rounded up on 429 (and a short one on 503). `statuses` replaces
+// 429 and 503 (the body's "status" says the one sent); nothing else changes.
+Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses statuses = {});
 
 // Structured-field values (draft-ietf-httpapi-ratelimit-headers-10), for the closest policy:
 //   RateLimit-Policy: "per-api-key";q=100;w=60     RateLimit: "per-api-key";r=37;t=12

@@ -185,5 +185,38 @@ TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
   EXPECT_NE(reply.body.find("\"violated_policies\":[\"per-key\"]"), std::string::npos);
 }
 
+TEST(DecisionReply, AuthStatusesReplaceOnlyTheStatus) {
+  PolicySpec spec;
+  spec.name = "per-key";
+  spec.identity = {"api_key"};
+  spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
+  auto set = *PolicySet::Create({spec}, {});
+  CheckResult r;
+  r.keepalive = set;
+  r.outcome = Outcome::kDenied;
+  r.retry_after = Micros(2'500'000);
+  PolicyResult p;
+  p.policy = &set->policies()[0];
+  p.name = p.policy->spec.name;
+  p.allowed = false;
+  p.limits = {&p.policy->spec.limits[0]};
+  p.decisions = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
+                       .reset_after = Micros(2'000'000), .retry_after = Micros(2'500'000)}};
+  r.results.push_back(p);
+  const AuthStatuses nginx{.refused = 401, .unavailable = 403};
+  const Reply refused = DecisionReply(r, Endpoint::kAuth, nginx);
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_EQ(refused.headers.Get("Retry-After").value_or(""), "3");
+  EXPECT_EQ(refused.headers.Get("RateLimit").value_or(""), "\"per-key\";r=0;t=2");
+  EXPECT_NE(refused.body.find("\"status\":401"), std::string::npos) << refused.body;
+  r.outcome = Outcome::kUnavailable;
+  const Reply unavailable = DecisionReply(r, Endpoint::kAuth, nginx);
+  EXPECT_EQ(unavailable.status, 403);
+  EXPECT_EQ(unavailable.headers.Get("Retry-After").value_or(""), "1");
+  EXPECT_NE(unavailable.body.find("store_unavailable"), std::string::npos);
+  r.outcome = Outcome::kAllowed;
+  EXPECT_EQ(DecisionReply(r, Endpoint::kAuth, nginx).status, 200);
+}
+
 }  // namespace
 }  // namespace caudal::http_api

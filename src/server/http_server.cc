@@ -234,6 +234,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                         .metrics = server_.deps.metrics,
                         .health = server_.deps.health,
                         .refusals = server_.deps.refusals,
+                        .status = server_.deps.status,
                         .auth = *server_.auth.load(std::memory_order_acquire)};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);

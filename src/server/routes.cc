@@ -1,6 +1,9 @@
 #include "server/routes.h"
 
+#include <charconv>
+
 #include "common/cat.h"
+#include "server/auth_query.h"
 
 namespace caudal::routes {
 namespace {
@@ -17,26 +20,83 @@ Reply Text(int status, std::string body, std::string_view type = "text/plain; ch
 }
 
 Reply MethodNotAllowed(std::string_view method, std::string_view allow) {
-  Reply r = http_api::ErrorReply({.status = 405, .code = "method_not_allowed",
-                                  .message = Cat("method ", method, " is not allowed here (use ",
-                                                 allow, ')')});
+  Reply r = http_api::ErrorReply(
+      {.status = 405,
+       .code = "method_not_allowed",
+       .message = Cat("method ", method, " is not allowed here (use ", allow, ')')});
   r.headers.Add("Allow", allow);
   return r;
 }
 
 void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoint,
-            Responder& responder) {
-  // Two trivially copyable captures: std::function keeps them inline, without an allocation.
-  ctx.engine.CheckAsync(std::move(request), [&responder, endpoint](Result<CheckResult> r) {
-    if (!r.ok()) {
-      responder.Reply(http_api::ErrorReply(http_api::FromEngineError(r.status())));
-      return;
-    }
-    responder.Reply(http_api::DecisionReply(*r, endpoint));
-  });
+            Responder& responder, http_api::AuthStatuses statuses = {}) {
+  // Trivially copyable captures within two words: std::function keeps them inline, without an
+  // allocation.
+  ctx.engine.CheckAsync(
+      std::move(request), [&responder, endpoint, statuses](Result<CheckResult> r) {
+        if (!r.ok()) {
+          responder.Reply(http_api::ErrorReply(http_api::FromEngineError(r.status())));
+          return;
+        }
+        responder.Reply(http_api::DecisionReply(*r, endpoint, statuses));
+      });
 }
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
+
+// The value of `name` in `target`'s query ("" when absent). Enough for the chart's parameters,
+// whose values (policy names, integers) need no decoding.
+std::string_view QueryValue(std::string_view target, std::string_view name) {
+  const size_t q = target.find('?');
+  std::string_view rest = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
+    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
+      return pair.substr(name.size() + 1);
+    }
+  }
+  return {};
+}
+
+Reply StatusReply(StatusPage& page, std::string_view path, std::string_view target) {
+  if (path == "/") {
+    Reply r = Text(200, std::string(StatusPageHtml()), "text/html; charset=utf-8");
+    r.headers.Add("Content-Security-Policy", StatusPageCsp());
+    r.headers.Add("X-Content-Type-Options", "nosniff");
+    r.headers.Add("X-Frame-Options", "DENY");
+    r.headers.Add("Referrer-Policy", "no-referrer");
+    r.headers.Add("Cache-Control", "no-store");
+    return r;
+  }
+  if (path == "/v1/status") {
+    Reply r = Text(200, page.Json(), "application/json");
+    r.headers.Add("Cache-Control", "no-store");
+    return r;
+  }
+  const std::string_view policy = QueryValue(target, "policy");
+  const std::string_view index = QueryValue(target, "limit");
+  size_t i = 0;
+  const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), i);
+  if (policy.empty() || ec != std::errc() || end != index.data() + index.size()) {
+    return http_api::ErrorReply({.status = 400,
+                                 .code = "invalid_parameter",
+                                 .message = "expected ?policy=NAME&limit=I (I from 0)"});
+  }
+  Result<std::string> svg = page.Chart(policy, i);
+  if (!svg.ok()) {
+    const bool missing = svg.status().code() == StatusCode::kNotFound;
+    return http_api::ErrorReply({.status = missing ? 404 : 422,
+                                 .code = missing ? "not_found" : "too_large_to_chart",
+                                 .message = svg.status().message()});
+  }
+  Reply r = Text(200, std::move(*svg), "image/svg+xml");
+  r.headers.Add("Content-Security-Policy", "default-src 'none'");
+  r.headers.Add("X-Content-Type-Options", "nosniff");
+  r.headers.Add("Cache-Control", "no-store");
+  return r;
+}
 
 }  // namespace
 
@@ -52,13 +112,15 @@ ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
     // Proxies and applications disagree on which of two values counts (the first, the last,
     // both joined): the one caudal charged could be another than the one the backend trusts.
     if (const size_t n = r.header_count(h.header); n > 1) {
-      out.error = {.status = 400, .code = "ambiguous_identity",
+      out.error = {.status = 400,
+                   .code = "ambiguous_identity",
                    .message = Cat("header ", h.header, ": given ", n,
                                   " times (an identity header must be given once)")};
       return out;
     }
     if (auto problem = http_api::IdentityValueProblem(v)) {
-      out.error = {.status = 400, .code = "invalid_identity",
+      out.error = {.status = 400,
+                   .code = "invalid_identity",
                    .message = Cat("header ", h.header, ": ", *problem)};
       return out;
     }
@@ -97,10 +159,12 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   if (auto refused = RefuseCaller(ctx.auth.caller, path, r)) return done(std::move(*refused));
 
   if (path == "/v1/auth") {
+    const http_api::ParsedAuthQuery query = http_api::ParseAuthQuery(r.target);
+    if (query.error) return done(http_api::ErrorReply(*query.error));
     ForwardAuth derived = ForwardAuthDescriptors(ctx.auth, r);
     if (derived.error) return done(http_api::ErrorReply(*derived.error));
     Decide(ctx, {.descriptors = std::move(derived.descriptors), .cost = std::nullopt},
-           http_api::Endpoint::kAuth, responder);
+           http_api::Endpoint::kAuth, responder, query.statuses);
     return;
   }
   if (path == "/v1/check") {
@@ -114,6 +178,11 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
     return done(Text(200, http_api::TopRefusedJson(*ctx.refusals, r.target), "application/json"));
   }
+  if (ctx.status != nullptr && ctx.status->enabled() &&
+      (path == "/" || path == "/v1/status" || path == "/v1/status/chart")) {
+    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
+    return done(StatusReply(*ctx.status, path, r.target));
+  }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
     if (path == "/metrics") {
@@ -124,7 +193,8 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     if (s.ok()) return done(Text(200, "ready\n"));
     return done(Text(503, Cat("not ready: ", s.message(), '\n')));
   }
-  done(http_api::ErrorReply({.status = 404, .code = "not_found",
+  done(http_api::ErrorReply({.status = 404,
+                             .code = "not_found",
                              .message = Cat("path ", Quoted(path.substr(0, 200)),
                                             ": not found (try POST /v1/check or /v1/auth)")}));
 }

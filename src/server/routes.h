@@ -12,6 +12,7 @@
 #include "caudal/metrics.h"
 #include "caudal/store_health.h"
 #include "caudal/server.h"
+#include "caudal/status_page.h"
 #include "server/http_api.h"
 
 namespace caudal::routes {
@@ -32,6 +33,7 @@ struct Context {
   Metrics& metrics;
   const StoreHealth& health;
   const Refusals* refusals;
+  StatusPage* status;  // `/`, /v1/status and its charts; null or disabled: 404
   const ForwardAuthOptions& auth;
 };
 

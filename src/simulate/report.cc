@@ -1,4 +1,4 @@
-#include "cli/simulate/report.h"
+#include "simulate/report.h"
 
 #include <algorithm>
 #include <array>

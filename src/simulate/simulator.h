@@ -17,7 +17,7 @@
 #include "caudal/limit.h"
 #include "caudal/rate.h"
 #include "caudal/status.h"
-#include "cli/simulate/traffic.h"
+#include "simulate/traffic.h"
 
 namespace caudal::simulate {
 

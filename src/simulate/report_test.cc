@@ -1,4 +1,4 @@
-#include "cli/simulate/report.h"
+#include "simulate/report.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "cli/simulate/svg_chart.h"
+#include "simulate/svg_chart.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "cli/simulate/svg_chart.h"
+#include "simulate/svg_chart.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "cli/simulate/traffic.h"
+#include "simulate/traffic.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cli/simulate/simulator.h"
+#include "simulate/simulator.h"
 
 namespace caudal::simulate {
 

@@ -1,4 +1,4 @@
-#include "cli/simulate/simulator.h"
+#include "simulate/simulator.h"
 
 #include <algorithm>
 #include <cassert>
@@ -7,7 +7,7 @@
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/algorithms/sliding_window_log.h"
-#include "cli/simulate/window_tracker.h"
+#include "simulate/window_tracker.h"
 
 namespace caudal::simulate {
 namespace {

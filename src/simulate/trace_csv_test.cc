@@ -1,4 +1,4 @@
-#include "cli/simulate/trace_csv.h"
+#include "simulate/trace_csv.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

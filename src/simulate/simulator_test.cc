@@ -1,4 +1,4 @@
-#include "cli/simulate/simulator.h"
+#include "simulate/simulator.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "cli/simulate/window_tracker.h"
+#include "simulate/window_tracker.h"
 
 #include <algorithm>
 #include <cassert>

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/simulate/traffic.h"
+#include "simulate/traffic.h"
 
 namespace caudal::simulate {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "cli/simulate/simulator.h"
+#include "simulate/simulator.h"
 
 namespace caudal::simulate {
 

@@ -1,4 +1,4 @@
-#include "cli/simulate/traffic.h"
+#include "simulate/traffic.h"
 
 #include <cmath>
 #include <random>

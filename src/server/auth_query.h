@@ -1,0 +1,32 @@
+// The query parameters of /v1/auth: which statuses it answers for a refusal and for a store that
+// cannot decide, for proxies that understand only some codes.
+//
+// nginx's auth_request passes 2xx, 401 and 403 from the subrequest and turns every other status
+// into a 500, so 429 and 503 arrive as the same 500 as "caudal is down". A proxy asks instead for
+//   /v1/auth?refused_status=401&unavailable_status=403
+// and maps each code back (error_page 401 = @rate_limited; see docs/integrations.md). Only the
+// status changes: the headers (Retry-After, RateLimit, RateLimit-Policy) stay as they are.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "server/http_api.h"
+
+namespace caudal::http_api {
+
+struct ParsedAuthQuery {
+  AuthStatuses statuses;
+  std::optional<ApiError> error;  // 400 invalid_parameter / unknown_parameter
+};
+
+// Parses the query of `target` (what follows '?', if anything). Each status must be an integer
+// in 400..599 given once (a 2xx would admit a refused request; 1xx and 3xx mean something else
+// to a proxy); any other parameter is refused, so that a misspelt one cannot silently change
+// nothing.
+ParsedAuthQuery ParseAuthQuery(std::string_view target);
+
+}  // namespace caudal::http_api

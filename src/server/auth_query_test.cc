@@ -1,0 +1,61 @@
+// /v1/auth's query: the statuses a proxy asks for, and every way of asking wrongly.
+#include "server/auth_query.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace caudal::http_api {
+namespace {
+
+TEST(ParseAuthQuery, DefaultsTo429And503) {
+  for (const char* target : {"/v1/auth", "/v1/auth?", "/v1/auth?&"}) {
+    const ParsedAuthQuery q = ParseAuthQuery(target);
+    ASSERT_FALSE(q.error.has_value()) << target << ": " << q.error->message;
+    EXPECT_EQ(q.statuses.refused, 429);
+    EXPECT_EQ(q.statuses.unavailable, 503);
+  }
+}
+
+TEST(ParseAuthQuery, ReadsBothStatuses) {
+  const ParsedAuthQuery q = ParseAuthQuery("/v1/auth?refused_status=401&unavailable_status=403");
+  ASSERT_FALSE(q.error.has_value()) << q.error->message;
+  EXPECT_EQ(q.statuses.refused, 401);
+  EXPECT_EQ(q.statuses.unavailable, 403);
+  const ParsedAuthQuery one = ParseAuthQuery("/v1/auth?unavailable_status=599");
+  ASSERT_FALSE(one.error.has_value());
+  EXPECT_EQ(one.statuses.refused, 429);
+  EXPECT_EQ(one.statuses.unavailable, 599);
+}
+
+TEST(ParseAuthQuery, RefusesStatusesOutside400To599) {
+  for (const char* bad :
+       {"200", "399", "600", "4O1", "", "+401", "0401", "401 ", "-401", "99999999999999999999"}) {
+    const ParsedAuthQuery q = ParseAuthQuery(std::string("/v1/auth?refused_status=") + bad);
+    ASSERT_TRUE(q.error.has_value()) << bad;
+    EXPECT_EQ(q.error->status, 400);
+    EXPECT_EQ(q.error->code, "invalid_parameter");
+    EXPECT_EQ(q.error->message, std::string("refused_status: expected a status from 400 to 599 "
+                                            "(got \"") +
+                                    bad + "\")");
+  }
+  const ParsedAuthQuery bare = ParseAuthQuery("/v1/auth?unavailable_status");
+  ASSERT_TRUE(bare.error.has_value());
+  EXPECT_EQ(bare.error->code, "invalid_parameter");
+}
+
+TEST(ParseAuthQuery, RefusesARepeatedOrUnknownParameter) {
+  const ParsedAuthQuery twice = ParseAuthQuery("/v1/auth?refused_status=401&refused_status=403");
+  ASSERT_TRUE(twice.error.has_value());
+  EXPECT_EQ(twice.error->code, "invalid_parameter");
+  EXPECT_EQ(twice.error->message, "refused_status: given more than once (ambiguous; refused)");
+  const ParsedAuthQuery typo = ParseAuthQuery("/v1/auth?refused_statu=401");
+  ASSERT_TRUE(typo.error.has_value());
+  EXPECT_EQ(typo.error->code, "unknown_parameter");
+  EXPECT_EQ(typo.error->message,
+            "\"refused_statu\": unknown parameter (expected refused_status and "
+            "unavailable_status)");
+}
+
+}  // namespace
+}  // namespace caudal::http_api

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Deliberate bugs in the Redis script, one at a time: each is applied to src/redis/lua/, the Lua
+# test binaries are rebuilt, and the script says which suites catch it. A mutant no suite catches
+# is a hole in the tests. The sources are restored after each mutant (and on exit).
+#
+#   tests/redis/lua_mutants.sh [build-dir]      (default: build; configured by `make build`)
+#
+# Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
+# conformance suite on Redis), contract and properties (the algorithms' own suites, every
+# decision made by the script: lua_replayer.h).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+lua=src/redis/lua
+backup=$(mktemp -d)
+cp -a "$lua"/. "$backup"/
+restore() { cp -a "$backup"/. "$lua"/; rm -rf "$backup"; }
+trap restore EXIT
+
+# file | text | replacement (the first occurrence only)
+mutants=(
+  "token_bucket.lua|if frac >= p then|if frac > p then"
+  "token_bucket.lua|return q + ceildiv(r - frac, n)|return q + idiv(r - frac, n)"
+  "token_bucket.lua|if dt >= time_to_reach(cap, tokens, frac, n, p) then|if dt > time_to_reach(cap, tokens, frac, n, p) then"
+  "token_bucket.lua|if units >= cap - tokens then|if units > cap - tokens then"
+  "fixed_window.lua|elseif count + cost <= max then|elseif count + cost < max then"
+  "fixed_window.lua|retry = start + w - now|retry = start + w - now - 1"
+  "fixed_window.lua|local back = units < count and units or count|local back = units"
+  "gcra.lua|if nf >= n then|if nf > n then"
+  "gcra.lua|if tf > 0 then reset = reset + 1 end|if tf > 1 then reset = reset + 1 end"
+  "gcra.lua|(dw == tau_w and nf <= tau_f)|(dw == tau_w and nf < tau_f)"
+  "sliding_window_counter.lua|if r > 0 then q = q + 1 end|if r > 1 then q = q + 1 end"
+  "sliding_window_log.lua|if ats[i] > t then return i end|if ats[i] >= t then return i end"
+  "sliding_window_log.lua|if left >= must_leave then|if left > must_leave then"
+)
+suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
+        contract:redis_lua_contract_test properties:redis_lua_properties_test)
+targets=()
+for s in "${suites[@]}"; do targets+=("${s#*:}"); done
+
+printf '| mutant | %s |\n' "$(for s in "${suites[@]}"; do printf '%s | ' "${s%%:*}"; done | sed 's/ | $//')"
+printf '|---|%s\n' "$(for _ in "${suites[@]}"; do printf -- '---|'; done)"
+survivors=0
+for m in "${mutants[@]}"; do
+  IFS='|' read -r file from to <<<"$m"
+  cp -a "$backup"/. "$lua"/
+  python3 - "$lua/$file" "$from" "$to" <<'PY'
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read()
+if old not in text:
+    sys.exit(f"{path}: mutant text not found: {old}")
+open(path, "w").write(text.replace(old, new, 1))
+PY
+  cmake --build "$build" --target "${targets[@]}" >/dev/null
+  row="| \`$file\`: \`$from\` → \`$to\` |"
+  caught=0
+  for s in "${suites[@]}"; do
+    bin=$(find "$build/tests/redis" -maxdepth 1 -name "${s#*:}" -type f | head -1)
+    if timeout 600 "$bin" --gtest_fail_fast >/dev/null 2>&1; then
+      row+=" — |"
+    else
+      row+=" **caught** |"
+      caught=1
+    fi
+  done
+  echo "$row"
+  [[ $caught == 1 ]] || survivors=$((survivors + 1))
+done
+cp -a "$backup"/. "$lua"/
+cmake --build "$build" --target "${targets[@]}" >/dev/null
+echo "survivors: $survivors of ${#mutants[@]}"
+[[ $survivors == 0 ]]
