@@ -8,7 +8,11 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
+#ifdef CAUDAL_REPLAY_THROUGH_LUA  // the same suite, every decision made by the Redis script
+#include "redis/lua_replayer.h"
+#else
 #include "algorithms/replayer.h"
+#endif
 
 namespace caudal {
 namespace {
@@ -18,7 +22,11 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+#ifdef CAUDAL_REPLAY_THROUGH_LUA
+using Replayer = redis::testing::LuaReplayer;
+#else
 using testing::Replayer;
+#endif
 
 constexpr Micros kT0 = minutes(28'333'334);  // a whole minute since the epoch
 constexpr int64_t kDecisionsPerProperty = 100'000;
