@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build run simulate test test-asan bench fuzz format clean
+.PHONY: deps build run simulate test test-asan package bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -31,6 +31,10 @@ test-asan: deps
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
+
+# A .deb (CPack): $(BUILD_DIR)/caudal_<version>-1_<arch>.deb; docs/operations.md, "Installing".
+package: build
+	$(CMAKE) --build $(BUILD_DIR) --target package
 
 bench: build
 	./bench/run-all $(BUILD_DIR)

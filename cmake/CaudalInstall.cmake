@@ -8,6 +8,9 @@
 # them; the executables; and lib/cmake/caudal/ (caudalConfig.cmake, its version file, and
 # caudalTargets.cmake naming each library caudal::<name>). Driven by the layer list, so a new or
 # renamed layer needs no edit here.
+#
+# Components: `runtime` is the executables, `dev` everything a C++ program builds against; the
+# .deb (cmake/CaudalPackage.cmake) holds `runtime` and its own `service` (unit, config, docs).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -68,7 +71,8 @@ function(caudal_install_generated_headers target export_name)
       # A consumer sees an imported target's include directories as system ones anyway.
       if(property STREQUAL "INTERFACE_INCLUDE_DIRECTORIES")
         list(APPEND rewritten "$<INSTALL_INTERFACE:${installed_dir}>")
-        install(DIRECTORY ${dir}/ DESTINATION ${installed_dir} FILES_MATCHING PATTERN "*.h")
+        install(DIRECTORY ${dir}/ DESTINATION ${installed_dir} COMPONENT dev
+                FILES_MATCHING PATTERN "*.h")
       endif()
     endforeach()
     if(changed)
@@ -96,13 +100,16 @@ function(caudal_install)
     caudal_install_generated_headers(${library} ${export_name})
   endforeach()
   install(TARGETS ${libraries} EXPORT caudalTargets
-          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/caudal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/caudal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          COMPONENT dev)
   if(ARG_EXECUTABLES)
-    install(TARGETS ${ARG_EXECUTABLES} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+    install(TARGETS ${ARG_EXECUTABLES} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+            COMPONENT runtime)
   endif()
 
-  install(EXPORT caudalTargets NAMESPACE caudal:: DESTINATION ${CAUDAL_INSTALL_CMAKEDIR})
+  install(EXPORT caudalTargets NAMESPACE caudal:: DESTINATION ${CAUDAL_INSTALL_CMAKEDIR}
+          COMPONENT dev)
   configure_package_config_file(
     ${PROJECT_SOURCE_DIR}/cmake/caudalConfig.cmake.in
     ${PROJECT_BINARY_DIR}/caudalConfig.cmake
@@ -112,7 +119,7 @@ function(caudal_install)
                                    COMPATIBILITY SameMinorVersion)
   install(FILES ${PROJECT_BINARY_DIR}/caudalConfig.cmake
                 ${PROJECT_BINARY_DIR}/caudalConfigVersion.cmake
-          DESTINATION ${CAUDAL_INSTALL_CMAKEDIR})
+          DESTINATION ${CAUDAL_INSTALL_CMAKEDIR} COMPONENT dev)
   # What the tests check the installed package against (tests/install/).
   set(CAUDAL_INSTALLED_LIBRARIES ${libraries} PARENT_SCOPE)
 endfunction()
