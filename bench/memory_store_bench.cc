@@ -13,6 +13,7 @@
 #include <benchmark/benchmark.h>
 #include <malloc.h>
 
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "baseline_flat_table.h"
 #include "baseline_token_bucket.h"
 #include "caudal/memory_store.h"
 
@@ -124,11 +126,15 @@ class KeyPicker {
 struct Prepared {
   std::unique_ptr<MemoryStore> store;
   std::unique_ptr<BaselineTokenBucket> baseline;
+  std::unique_ptr<BaselineFlatTable> flat;
   double heap_bytes_per_key = 0;
   double reported_bytes_per_key = 0;
 };
 
-const Prepared& Prepare(int kind, size_t keys) {  // kind: an Algorithm, or -1 for the baseline
+constexpr int kBaselineKind = -1;
+constexpr int kFlatKind = -2;
+
+const Prepared& Prepare(int kind, size_t keys) {  // kind: an Algorithm, or a k*Kind above
   static std::mutex mu;
   static std::map<std::pair<int, size_t>, Prepared> prepared;
   std::lock_guard<std::mutex> lock(mu);
@@ -139,7 +145,11 @@ const Prepared& Prepare(int kind, size_t keys) {  // kind: an Algorithm, or -1 f
   Keys();  // built before counting: both sides are fed the same strings
   g_heap_bytes = 0;
   g_count_heap = true;
-  if (kind < 0) {
+  if (kind == kFlatKind) {
+    p.flat = std::make_unique<BaselineFlatTable>(
+        keys, kCapacity, static_cast<double>(kCapacity) / std::chrono::seconds(kPeriod).count());
+    for (size_t i = 0; i < keys; ++i) p.flat->Allow(Keys()[i], clock.Now().count());
+  } else if (kind == kBaselineKind) {
     p.baseline = std::make_unique<BaselineTokenBucket>(
         kCapacity, static_cast<double>(kCapacity) / std::chrono::seconds(kPeriod).count());
     for (size_t i = 0; i < keys; ++i) p.baseline->Allow(Keys()[i], clock.Now().count());
@@ -184,8 +194,39 @@ void BM_Caudal(benchmark::State& state, Algorithm a, size_t keys) {
   SetCounters(state, p, allowed);
 }
 
+// The same decisions through DecideEach, kBatch at a time (one clock reading and no allocation
+// per batch), as an event loop holding a turn's worth of requests would call it.
+constexpr size_t kBatch = 64;
+
+void BM_CaudalBatch(benchmark::State& state, Algorithm a, size_t keys) {
+  const Prepared& p = Prepare(static_cast<int>(a), keys);
+  const Limit& limit = LimitFor(a);
+  KeyPicker picker(static_cast<uint64_t>(state.thread_index()) + 1, keys);
+  std::array<EntryRef, kBatch> entries;
+  std::array<Decision, kBatch> decisions;
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    for (EntryRef& e : entries) e = EntryRef{.key = picker.Next(), .limit = &limit, .cost = 1};
+    if (!p.store->DecideEach(entries, decisions).ok()) std::abort();
+    for (const Decision& d : decisions) allowed += d.allowed();
+  }
+  SetCounters(state, p, allowed / static_cast<int64_t>(kBatch));  // the fraction of decisions
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kBatch));
+}
+
+void BM_Flat(benchmark::State& state, size_t keys) {
+  const Prepared& p = Prepare(kFlatKind, keys);
+  const Clock& clock = SystemClock::Instance();
+  KeyPicker picker(static_cast<uint64_t>(state.thread_index()) + 1, keys);
+  int64_t allowed = 0;
+  for (auto _ : state) {
+    allowed += p.flat->Allow(picker.Next(), clock.Now().count());
+  }
+  SetCounters(state, p, allowed);
+}
+
 void BM_Baseline(benchmark::State& state, size_t keys) {
-  const Prepared& p = Prepare(-1, keys);
+  const Prepared& p = Prepare(kBaselineKind, keys);
   const Clock& clock = SystemClock::Instance();
   KeyPicker picker(static_cast<uint64_t>(state.thread_index()) + 1, keys);
   int64_t allowed = 0;
@@ -255,9 +296,14 @@ void RegisterAll() {
     const std::string suffix = "/keys:" + std::to_string(keys);
     benchmark::RegisterBenchmark(("baseline" + suffix).c_str(), BM_Baseline, keys)
         ->Threads(1)->Threads(2)->UseRealTime();
+    benchmark::RegisterBenchmark(("flat_table" + suffix).c_str(), BM_Flat, keys)
+        ->Threads(1)->Threads(2)->UseRealTime();
     for (Algorithm a : kAllAlgorithms) {
       const std::string name = "caudal/" + std::string(AlgorithmName(a)) + suffix;
       benchmark::RegisterBenchmark(name.c_str(), BM_Caudal, a, keys)
+          ->Threads(1)->Threads(2)->UseRealTime();
+      benchmark::RegisterBenchmark(("caudal_batch/" + std::string(AlgorithmName(a)) + suffix).c_str(),
+                                   BM_CaudalBatch, a, keys)
           ->Threads(1)->Threads(2)->UseRealTime();
     }
   }

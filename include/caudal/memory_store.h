@@ -1,8 +1,10 @@
 // MemoryStore: the embedded, in-process Store. Sharded, thread-safe, bounded.
 //
 // Decisions: time comes from the injected Clock (nanoseconds floored to µs), read once per
-// request while the request's shards are locked. Each request is decided all-or-nothing under
-// the locks of every shard it touches, taken in ascending shard order (no deadlock).
+// request (once per batch for DecideEach) before the request's shards are locked; the locks
+// guard only the table probe and the state update. Each request is decided all-or-nothing
+// under the locks of every shard it touches, taken in ascending shard order (no deadlock).
+// Decide makes one heap allocation per call, StoreResponse's vector; DecideEach makes none.
 //
 // Keys: the store keeps a 64-bit SipHash-2-4 fingerprint of (key, algorithm) under a random
 // per-store secret, never the key itself. Two distinct keys could share a fingerprint (and so
@@ -67,6 +69,14 @@ class MemoryStore final : public Store {
   void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   Result<StoreResponse> Decide(std::span<const EntryRef> entries) override;
   Status Ping() override { return Status::Ok(); }
+
+  // Decides each entry as a request of its own (a one-entry Decide: duplicates allowed, each sees
+  // the ones before it), in order, all at one clock reading, with no heap allocation; entry i's
+  // decision goes to decisions[i], and whether it was allowed is decisions[i].allowed(). For
+  // callers holding many independent decisions at once (an event-loop turn's worth).
+  // Errors: kInvalidArgument (decisions.size() != entries.size(), or an entry Decide would
+  // refuse), before anything is decided.
+  Status DecideEach(std::span<const EntryRef> entries, std::span<Decision> decisions);
   std::string_view Name() const override { return "memory"; }
 
   // Keys currently held (fresh ones not yet reclaimed included).

@@ -1,5 +1,6 @@
 #include "caudal/envoy/grpc_server.h"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -149,6 +150,10 @@ class RlsGrpcServer::Service final
 
 Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
                                                             const GrpcServerOptions& options) {
+  // gRPC's locks are absl::Mutex, and Debian's abseil is built with lock-order (deadlock)
+  // detection on: every acquisition then takes one process-wide lock and updates a graph, which
+  // showed in the RLS profile (docs/benchmarks.md). caudal's own locks are std::mutex.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
   server->service_ =
       std::make_unique<Service>(handler, options.max_concurrent_calls, options.caller);

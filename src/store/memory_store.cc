@@ -42,6 +42,7 @@ struct Pending {
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
   Step step;              // for logs, only step.decision is used
+  ShardTable::Slot* slot = nullptr;  // as Evaluate found it; valid until a shard makes room
 };
 
 // Room for a request's Pending entries without constructing all kMaxEntriesPerRequest of them
@@ -94,16 +95,20 @@ struct MemoryStore::Impl {
   void Fingerprint(const EntryRef& e, Pending& p) const;
   void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
-  void Commit(const EntryRef& e, const Pending& p, Micros now);
-  void ApplyRefund(const EntryRef& e, Pending& p, Micros now);
+  // `moved`: a shard made room since Evaluate, so the slot it found must be looked up again.
+  void Commit(const EntryRef& e, const Pending& p, Micros now, bool moved);
+  void ApplyRefund(const EntryRef& e, Pending& p, Micros now, bool moved);
   // After a write: when the entry turns fresh, and what forgetting it would admit.
   void Record(ShardTable& table, ShardTable::Slot& slot, const Pending& p, Micros now) const;
-  // Decides a validated request whose shards are locked: whether it was allowed (and then
-  // committed), or kResourceExhausted.
+  // Decides a validated request whose shards are locked, at `now_us`: whether it was allowed
+  // (and then committed), or kResourceExhausted.
   Result<bool> DecideLocked(std::span<const EntryRef> entries, std::span<Pending> pending,
-                            std::span<const uint32_t> shard_ids);
+                            std::span<const uint32_t> shard_ids, int64_t now_us);
+  // Room for every new entry; sets `moved` when a shard was asked for room (its slots may have
+  // moved).
   Status ReserveNewSlots(std::span<const Pending> pending, std::span<const uint32_t> shard_ids,
-                         FreshTick tick);
+                         FreshTick tick, bool& moved);
+  int64_t NowMicros() const { return FloorDiv(clock.Now().count(), 1000); }
 
   const Clock& clock;
   const int64_t epoch_us;
@@ -140,6 +145,7 @@ void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
 void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
+  p.slot = slot;
   p.refund = e.op == EntryOp::kRefund;
   p.charge = e.op == EntryOp::kCharge;
   if (p.is_log) {  // never a charge (ValidateEntries)
@@ -175,9 +181,9 @@ Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now
   return DecideCompact(*e.limit, slot != nullptr ? &state : nullptr, now, 0).decision;
 }
 
-void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) {
+void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now, bool moved) {
   ShardTable& table = ShardOf(p).table;
-  ShardTable::Slot* slot = table.Find(p.fp);
+  ShardTable::Slot* slot = moved ? table.Find(p.fp) : p.slot;
   if (slot == nullptr) slot = table.Insert(p.fp);
   if (p.is_log) {
     // The list Evaluate pruned, or a new empty one if a rebuild reclaimed it as fresh (then it
@@ -189,9 +195,9 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now) 
   Record(table, *slot, p, now);
 }
 
-void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now) {
+void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now, bool moved) {
   ShardTable& table = ShardOf(p).table;
-  ShardTable::Slot* slot = table.Find(p.fp);
+  ShardTable::Slot* slot = moved ? table.Find(p.fp) : p.slot;
   // Evaluate found the slot, but making room for new keys may since have reclaimed it as fresh:
   // then nothing was left to give back.
   if (slot == nullptr) return;
@@ -219,7 +225,8 @@ void MemoryStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback 
 }
 
 Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
-                                          std::span<const uint32_t> shard_ids, FreshTick tick) {
+                                          std::span<const uint32_t> shard_ids, FreshTick tick,
+                                          bool& moved) {
   for (uint32_t id : shard_ids) {
     size_t needed = 0;
     std::array<uint64_t, kMaxEntriesPerRequest> keep;  // the request's own entries stay
@@ -230,6 +237,7 @@ Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
       keep[kept++] = p.fp;
     }
     if (needed == 0) continue;
+    moved = true;
     const ShardTable::Room room = shards[id].table.MakeRoom(needed, tick, {keep.data(), kept});
     if (room.evicted > 0) evictions.fetch_add(room.evicted, std::memory_order_relaxed);
     if (!room.ok) {
@@ -244,9 +252,8 @@ Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
 
 Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
                                              std::span<Pending> pending,
-                                             std::span<const uint32_t> shard_ids) {
-  // Read the clock under the locks: each shard then sees its requests in time order.
-  const int64_t now_us = FloorDiv(clock.Now().count(), 1000);
+                                             std::span<const uint32_t> shard_ids,
+                                             int64_t now_us) {
   const Micros now(now_us);
   const FreshTick tick = TickAtOrBefore(now_us);
   bool allowed = true;
@@ -262,14 +269,15 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
       if (!pending[i].charge) pending[i].new_slot = false;
       charges = charges || (pending[i].charge && pending[i].writes);
     }
+    bool moved = false;
     if (charges) {
-      if (Status s = ReserveNewSlots(pending, shard_ids, tick); !s.ok()) return s;
+      if (Status s = ReserveNewSlots(pending, shard_ids, tick, moved); !s.ok()) return s;
     }
     for (size_t i = 0; i < entries.size(); ++i) {
       if (pending[i].refund) {
-        if (pending[i].writes) ApplyRefund(entries[i], pending[i], now);
+        if (pending[i].writes) ApplyRefund(entries[i], pending[i], now, moved);
       } else if (pending[i].charge) {
-        if (pending[i].writes) Commit(entries[i], pending[i], now);
+        if (pending[i].writes) Commit(entries[i], pending[i], now, moved);
       } else if (pending[i].step.decision.allowed()) {
         pending[i].step.decision = Peek(entries[i], pending[i], now);
       }
@@ -278,13 +286,14 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   }
   // Room for every new entry first, so that a full shard fails the whole request before
   // anything is written.
-  if (Status s = ReserveNewSlots(pending, shard_ids, tick); !s.ok()) return s;
+  bool moved = false;
+  if (Status s = ReserveNewSlots(pending, shard_ids, tick, moved); !s.ok()) return s;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (!pending[i].writes) continue;
     if (pending[i].refund) {
-      ApplyRefund(entries[i], pending[i], now);
+      ApplyRefund(entries[i], pending[i], now, moved);
     } else {
-      Commit(entries[i], pending[i], now);
+      Commit(entries[i], pending[i], now, moved);
     }
   }
   return true;
@@ -300,10 +309,15 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
     impl_->Fingerprint(entries[i], pending[i]);
     impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
   }
+  // The clock is read before the locks, so that they guard only the probe and the update. Two
+  // requests on one shard may then apply their times out of order (by at most a lock wait),
+  // which every algorithm is defined for: a time earlier than its state's is judged as no time
+  // passing, or in the stored window (include/caudal/algorithms/*.h, the contract tests).
+  const int64_t now_us = impl_->NowMicros();
   Result<bool> allowed = false;
   {
     ShardLocks locks(impl_->shards.get(), {pending, n});
-    allowed = impl_->DecideLocked(entries, {pending, n}, locks.ids());
+    allowed = impl_->DecideLocked(entries, {pending, n}, locks.ids(), now_us);
   }
   if (!allowed.ok()) return allowed.status();
   StoreResponse response;
@@ -311,6 +325,41 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   response.decisions.reserve(n);
   for (size_t i = 0; i < n; ++i) response.decisions.push_back(pending[i].step.decision);
   return response;
+}
+
+Status MemoryStore::DecideEach(std::span<const EntryRef> entries,
+                               std::span<Decision> decisions) {
+  if (decisions.size() != entries.size()) {
+    return Status::InvalidArgument("DecideEach: one decision per entry");
+  }
+  for (const EntryRef& e : entries) {
+    if (Status s = ValidateEntries({&e, 1}); !s.ok()) return s;
+  }
+  constexpr size_t kGroup = 16;  // entries hashed and prefetched ahead of their decisions
+  std::array<Pending, kGroup> pending;
+  const int64_t now_us = impl_->NowMicros();
+  for (size_t base = 0; base < entries.size(); base += kGroup) {
+    const size_t n = std::min(kGroup, entries.size() - base);
+    for (size_t i = 0; i < n; ++i) {
+      pending[i] = Pending{};
+      impl_->Fingerprint(entries[base + i], pending[i]);
+      impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t shard = pending[i].shard;
+      Result<bool> allowed = false;
+      {
+        std::lock_guard<std::mutex> lock(impl_->shards[shard].mu);
+        allowed = impl_->DecideLocked(entries.subspan(base + i, 1), {&pending[i], 1}, {&shard, 1},
+                                      now_us);
+      }
+      // One new key always fits in a shard (it holds at least one), so only a broken invariant
+      // could fail here.
+      if (!allowed.ok()) return allowed.status();
+      decisions[base + i] = pending[i].step.decision;
+    }
+  }
+  return Status::Ok();
 }
 
 size_t MemoryStore::Size() const {
