@@ -58,8 +58,9 @@ std::string WithPassword(std::string_view url, std::string_view password) {
   return Cat(url.substr(0, start), ':', encoded, '@', url.substr(start));
 }
 
-Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock& clock,
-                                         StoreOpenOptions options) {
+// The options every Redis store takes from the config: URL (with the password), deadline, TLS.
+RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock,
+                                   StoreOpenOptions options) {
   RedisStoreOptions redis;
   redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
   redis.deadline = config.timeout;
@@ -68,6 +69,12 @@ Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock&
   redis.tls_key_file = config.tls.key_file;
   redis.tls_server_name = config.tls.server_name;
   if (options.decide_on_clock) redis.decision_clock = &clock;
+  return redis;
+}
+
+Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock& clock,
+                                         StoreOpenOptions options) {
+  RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
   auto store = RedisStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
@@ -81,14 +88,7 @@ Status ValidateRedisCluster(std::string_view url) {
 
 Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const Clock& clock,
                                                 StoreOpenOptions options) {
-  RedisStoreOptions redis;
-  redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
-  redis.deadline = config.timeout;
-  redis.tls_ca_file = config.tls.ca_file;
-  redis.tls_cert_file = config.tls.cert_file;
-  redis.tls_key_file = config.tls.key_file;
-  redis.tls_server_name = config.tls.server_name;
-  if (options.decide_on_clock) redis.decision_clock = &clock;
+  RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
   auto store = RedisClusterStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
@@ -103,14 +103,7 @@ Status ValidateRedisSentinel(std::string_view url) {
 
 Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, const Clock& clock,
                                                  StoreOpenOptions options) {
-  RedisStoreOptions redis;
-  redis.url = config.password.empty() ? config.url : WithPassword(config.url, config.password);
-  redis.deadline = config.timeout;
-  redis.tls_ca_file = config.tls.ca_file;
-  redis.tls_cert_file = config.tls.cert_file;
-  redis.tls_key_file = config.tls.key_file;
-  redis.tls_server_name = config.tls.server_name;
-  if (options.decide_on_clock) redis.decision_clock = &clock;
+  RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
   auto store = RedisSentinelStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
