@@ -47,7 +47,7 @@ fuzz: deps
 	./fuzz/run-all build-fuzz
 
 format:
-	find include src tests bench fuzz -name '*.h' -o -name '*.cc' | xargs clang-format -i
+	find include src tests bench fuzz proto -name '*.h' -o -name '*.cc' -o -name '*.proto' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) build-fuzz

@@ -175,9 +175,9 @@ void SetCounters(benchmark::State& state, const Prepared& p, int64_t allowed) {
   using C = benchmark::Counter;
   state.counters["heap_bytes_per_key"] = C(p.heap_bytes_per_key, C::kAvgThreads);
   if (p.store) state.counters["store_bytes_per_key"] = C(p.reported_bytes_per_key, C::kAvgThreads);
-  state.counters["allowed_fraction"] =
-      C(static_cast<double>(allowed) / static_cast<double>(std::max<int64_t>(state.iterations(), 1)),
-        C::kAvgThreads);
+  state.counters["allowed_fraction"] = C(
+      static_cast<double>(allowed) / static_cast<double>(std::max<int64_t>(state.iterations(), 1)),
+      C::kAvgThreads);
 }
 
 void BM_Caudal(benchmark::State& state, Algorithm a, size_t keys) {
@@ -272,15 +272,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
         if (base == figures_.end()) continue;
         for (Algorithm a : kAllAlgorithms) {
           const auto it = figures_.find(
-              {"caudal/" + std::string(AlgorithmName(a)) + "/keys:" + std::to_string(keys), threads});
+              {"caudal/" + std::string(AlgorithmName(a)) + "/keys:" + std::to_string(keys),
+               threads});
           if (it == figures_.end()) continue;
           const Figures& c = it->second;
           const Figures& b = base->second;
           std::printf("%-9zu %-7lld %-24s %14.0f %14.0f %6.2fx %10.1f %10.1f %6.2fx\n", keys,
                       static_cast<long long>(threads), std::string(AlgorithmName(a)).c_str(),
-                      c.per_second, b.per_second, c.per_second / b.per_second,
-                      c.heap_bytes_per_key, b.heap_bytes_per_key,
-                      c.heap_bytes_per_key / b.heap_bytes_per_key);
+                      c.per_second, b.per_second, c.per_second / b.per_second, c.heap_bytes_per_key,
+                      b.heap_bytes_per_key, c.heap_bytes_per_key / b.heap_bytes_per_key);
         }
       }
     }
@@ -295,16 +295,25 @@ void RegisterAll() {
   for (size_t keys : {kSmallKeys, kLargeKeys}) {
     const std::string suffix = "/keys:" + std::to_string(keys);
     benchmark::RegisterBenchmark(("baseline" + suffix).c_str(), BM_Baseline, keys)
-        ->Threads(1)->Threads(2)->UseRealTime();
+        ->Threads(1)
+        ->Threads(2)
+        ->UseRealTime();
     benchmark::RegisterBenchmark(("flat_table" + suffix).c_str(), BM_Flat, keys)
-        ->Threads(1)->Threads(2)->UseRealTime();
+        ->Threads(1)
+        ->Threads(2)
+        ->UseRealTime();
     for (Algorithm a : kAllAlgorithms) {
       const std::string name = "caudal/" + std::string(AlgorithmName(a)) + suffix;
       benchmark::RegisterBenchmark(name.c_str(), BM_Caudal, a, keys)
-          ->Threads(1)->Threads(2)->UseRealTime();
-      benchmark::RegisterBenchmark(("caudal_batch/" + std::string(AlgorithmName(a)) + suffix).c_str(),
-                                   BM_CaudalBatch, a, keys)
-          ->Threads(1)->Threads(2)->UseRealTime();
+          ->Threads(1)
+          ->Threads(2)
+          ->UseRealTime();
+      benchmark::RegisterBenchmark(
+          ("caudal_batch/" + std::string(AlgorithmName(a)) + suffix).c_str(), BM_CaudalBatch, a,
+          keys)
+          ->Threads(1)
+          ->Threads(2)
+          ->UseRealTime();
     }
   }
 }

@@ -187,11 +187,11 @@ int main(int argc, char** argv) {
   const auto pct = [&](double p) {
     return all.empty() ? 0u : all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))];
   };
-  std::printf("decisions=%zu seconds=%.2f decisions_per_s=%.0f p50_us=%u p99_us=%u p999_us=%u "
-              "ok=%lld over_limit=%lld errors=%lld\n",
-              all.size(), seconds, static_cast<double>(all.size()) / seconds, pct(0.50),
-              pct(0.99), pct(0.999), static_cast<long long>(totals.ok.load()),
-              static_cast<long long>(totals.over.load()),
-              static_cast<long long>(totals.errors.load()));
+  std::printf(
+      "decisions=%zu seconds=%.2f decisions_per_s=%.0f p50_us=%u p99_us=%u p999_us=%u "
+      "ok=%lld over_limit=%lld errors=%lld\n",
+      all.size(), seconds, static_cast<double>(all.size()) / seconds, pct(0.50), pct(0.99),
+      pct(0.999), static_cast<long long>(totals.ok.load()),
+      static_cast<long long>(totals.over.load()), static_cast<long long>(totals.errors.load()));
   return totals.errors.load() == 0 ? 0 : 1;
 }

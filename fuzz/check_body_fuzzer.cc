@@ -2,9 +2,9 @@
 //
 // Any body either parses into a request the limiter can be asked (1 or more descriptors, a cost,
 // if given, of at least 1, no key repeated in any object, every descriptor value well-formed
-// UTF-8 without a control character) or is refused with a 400 whose code is one of the documented ones and
-// whose error reply is itself valid JSON naming that code, whatever bytes the body quoted back.
-// Never a crash, an overflow or an exception.
+// UTF-8 without a control character) or is refused with a 400 whose code is one of the documented
+// ones and whose error reply is itself valid JSON naming that code, whatever bytes the body quoted
+// back. Never a crash, an overflow or an exception.
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <cstdint>
@@ -18,8 +18,9 @@ namespace caudal {
 namespace {
 
 bool KnownCode(std::string_view code) {
-  for (std::string_view c : {"invalid_json", "invalid_body", "unknown_field", "missing_descriptors",
-                             "invalid_descriptors", "invalid_cost", "invalid_refund", "duplicate_field"}) {
+  for (std::string_view c :
+       {"invalid_json", "invalid_body", "unknown_field", "missing_descriptors",
+        "invalid_descriptors", "invalid_cost", "invalid_refund", "duplicate_field"}) {
     if (code == c) return true;
   }
   return false;

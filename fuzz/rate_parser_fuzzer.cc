@@ -4,7 +4,6 @@
 // fails with kInvalidArgument and a message that quotes the text. Never a crash, an overflow or
 // an exception. Parsed rates are also handed to Limit::Create, which must accept or refuse them
 // cleanly.
-#include "fuzz_check.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +12,7 @@
 
 #include "caudal/limit.h"
 #include "caudal/rate.h"
+#include "fuzz_check.h"
 
 namespace caudal {
 namespace {

@@ -15,7 +15,6 @@
 //   2·limit in a window;
 // and whichever way the clock moves, sliding_window_log never holds more than its limit in a
 // window of the times it recorded, until it is fresh (every entry out of the window).
-#include "fuzz_check.h"
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
@@ -26,6 +25,7 @@
 
 #include "algorithms/exact_math.h"
 #include "algorithms/replayer.h"
+#include "fuzz_check.h"
 
 namespace caudal {
 namespace {
@@ -120,11 +120,14 @@ std::optional<Limit> DecodeLimit(FuzzedDataProvider& in, Algorithm a) {
   // Small values are the interesting ones; sometimes reach for the extremes.
   const int64_t cap = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 64)
                                        : in.ConsumeIntegralInRange<int64_t>(-5, kMaxCapacity + 5);
-  const int64_t count = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 64)
-                                         : in.ConsumeIntegralInRange<int64_t>(-5, kMaxRateCount + 5);
-  const int64_t period_ms = in.ConsumeBool() ? in.ConsumeIntegralInRange<int64_t>(1, 2'000)
-                                             : in.ConsumeIntegralInRange<int64_t>(-1, kYear / 1000 + 1);
-  const int64_t period_us = period_ms * 1000 + (in.ConsumeBool() ? 0 : in.ConsumeIntegral<uint8_t>());
+  const int64_t count = in.ConsumeBool()
+                            ? in.ConsumeIntegralInRange<int64_t>(1, 64)
+                            : in.ConsumeIntegralInRange<int64_t>(-5, kMaxRateCount + 5);
+  const int64_t period_ms = in.ConsumeBool()
+                                ? in.ConsumeIntegralInRange<int64_t>(1, 2'000)
+                                : in.ConsumeIntegralInRange<int64_t>(-1, kYear / 1000 + 1);
+  const int64_t period_us =
+      period_ms * 1000 + (in.ConsumeBool() ? 0 : in.ConsumeIntegral<uint8_t>());
   const LimitSpec spec = IsWindowAlgorithm(a)
                              ? LimitSpec::Window(a, cap, Micros(period_us))
                              : LimitSpec::Bucket(a, cap, {count, Micros(period_us)});
@@ -182,7 +185,8 @@ void Run(FuzzedDataProvider& in) {
         std::optional<Decision> token_bucket;
         for (Lane& lane : lanes) {
           const Algorithm a = lane.replayer.limit().algorithm();
-          if (a == Algorithm::kSlidingWindowLog && lane.log_newest > 0 && lane.log_newest <= now - w) {
+          if (a == Algorithm::kSlidingWindowLog && lane.log_newest > 0 &&
+              lane.log_newest <= now - w) {
             // Every entry has left the window: the log is fresh and gets emptied, so a clock
             // stepping back from here is judged as for a fresh key.
             lane.log_newest = 0;

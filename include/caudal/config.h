@@ -4,8 +4,8 @@
 // what was expected, e.g.
 //   caudal.yaml:14:21: policies[1].limits[0].refill: expected "<count>/<duration>" such as
 //   "100/1m" (got "fast")
-// Unknown fields are errors too (a typo must not silently change nothing). See docs/configuration.md for the
-// reference; examples/caudal.yaml is a complete example.
+// Unknown fields are errors too (a typo must not silently change nothing). See
+// docs/configuration.md for the reference; examples/caudal.yaml is a complete example.
 //
 // Thread-safety: values.
 #pragma once
@@ -20,8 +20,8 @@
 #include "caudal/clock.h"
 #include "caudal/ip.h"
 #include "caudal/log.h"
-#include "caudal/refusals.h"
 #include "caudal/policy.h"
+#include "caudal/refusals.h"
 #include "caudal/status.h"
 
 namespace caudal {
@@ -67,7 +67,7 @@ struct StoreConfig {
   std::string password;
   Micros timeout = std::chrono::milliseconds(5);  // per decision
   FailureMode on_failure = FailureMode::kDeny;
-  int64_t instances = 1;  // how many caudal instances share the store (divides `local`)
+  int64_t instances = 1;         // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
   StoreTlsConfig tls;
   // A remote store's refusals are remembered until they run out, so a flooding key costs it
@@ -96,8 +96,8 @@ struct ServerTlsConfig {
   std::string key_file;        // its private key (PEM)
   std::string client_ca_file;  // CAs (PEM) that sign client certificates; empty: no mTLS
   ClientCertMode client_cert = ClientCertMode::kNone;  // require when client_ca_file is given
-  bool http = true;  // terminate TLS on server.http
-  bool grpc = true;  // and on server.grpc
+  bool http = true;                                    // terminate TLS on server.http
+  bool grpc = true;                                    // and on server.grpc
   bool enabled() const { return !cert_file.empty(); }
 };
 
@@ -115,7 +115,7 @@ struct CallerAuthConfig {
 };
 
 struct ServerConfig {
-  std::string http = "127.0.0.1:8080";  // host:port; host is an IP address or "localhost"
+  std::string http = "127.0.0.1:8080";     // host:port; host is an IP address or "localhost"
   std::vector<CidrBlock> trusted_proxies;  // only these peers may set X-Forwarded-For
   // Forward-auth: descriptors read from request headers (the client IP is always `ip`).
   std::vector<HeaderDescriptor> descriptor_headers = {
@@ -156,7 +156,7 @@ struct EnvoyConfig {
 struct LoggingConfig {
   LogLevel level = LogLevel::kInfo;
   LogFormat format = LogFormat::kText;
-  bool refusals = true;                               // a throttled line per refused identity
+  bool refusals = true;                                 // a throttled line per refused identity
   IdentityDisplay identities = IdentityDisplay::kHash;  // in logs and /v1/top-refused
 };
 

@@ -113,8 +113,8 @@ enum class CheckKind : uint8_t {
 
 // One policy (HTTP, CLI) or one Envoy descriptor, as decided.
 struct PolicyResult {
-  std::string_view name;                      // the policy's or rule's name; may be empty
-  const PolicySet::Policy* policy = nullptr;  // policies only
+  std::string_view name;                       // the policy's or rule's name; may be empty
+  const PolicySet::Policy* policy = nullptr;   // policies only
   const envoy::RateLimitRule* rule = nullptr;  // Envoy only; null for overrides and no match
   CheckKind kind = CheckKind::kLimited;
   bool shadow = false;
@@ -211,7 +211,6 @@ class Engine {
  private:
   class Operation;
   friend class Operation;
-
 
   Store& store_;
   const Clock& clock_;

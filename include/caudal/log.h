@@ -51,11 +51,20 @@ class Logger {
   // (without "time", so that tests need no clock).
   explicit Logger(Sink sink, LoggerOptions options = {});
 
-  void Log(LogLevel level, std::string_view message, std::initializer_list<LogField> fields = {}) const;
-  void Debug(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kDebug, m, f); }
-  void Info(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kInfo, m, f); }
-  void Warning(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kWarning, m, f); }
-  void Error(std::string_view m, std::initializer_list<LogField> f = {}) const { Log(LogLevel::kError, m, f); }
+  void Log(LogLevel level, std::string_view message,
+           std::initializer_list<LogField> fields = {}) const;
+  void Debug(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    Log(LogLevel::kDebug, m, f);
+  }
+  void Info(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    Log(LogLevel::kInfo, m, f);
+  }
+  void Warning(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    Log(LogLevel::kWarning, m, f);
+  }
+  void Error(std::string_view m, std::initializer_list<LogField> f = {}) const {
+    Log(LogLevel::kError, m, f);
+  }
 
   bool Enabled(LogLevel level) const { return level >= level_.load(std::memory_order_relaxed); }
   // A reload may change them.

@@ -58,7 +58,7 @@ namespace caudal {
 
 struct MemoryStoreOptions {
   size_t max_keys = 1'000'000;  // at least 1
-  size_t shards = 64;            // rounded up to a power of two, at most 4096
+  size_t shards = 64;           // rounded up to a power of two, at most 4096
 };
 
 class MemoryStore final : public Store {

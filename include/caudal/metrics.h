@@ -33,9 +33,9 @@ std::string_view ApiName(Api api);
 // A cumulative histogram over fixed bounds (µs), rendered in seconds.
 class LatencyHistogram {
  public:
-  static constexpr std::array<int64_t, 14> kBoundsUs = {
-      50, 100, 250, 500, 1'000, 2'500, 5'000, 10'000, 25'000, 50'000, 100'000, 250'000, 500'000,
-      1'000'000};
+  static constexpr std::array<int64_t, 14> kBoundsUs = {50,      100,     250,     500,      1'000,
+                                                        2'500,   5'000,   10'000,  25'000,   50'000,
+                                                        100'000, 250'000, 500'000, 1'000'000};
   void Observe(Micros d);
   // `labels` ("api=\"http\"", or empty) go on every series.
   void Render(std::string& out, std::string_view name, std::string_view labels) const;
@@ -64,7 +64,9 @@ class Metrics {
   // The same for one of Envoy's detailed_metric values, bounded (see above).
   PolicyCounters& ForDetailed(Api api, std::string_view name);
 
-  void ObserveDecision(Api api, Micros d) { decision_latency_[static_cast<size_t>(api)].Observe(d); }
+  void ObserveDecision(Api api, Micros d) {
+    decision_latency_[static_cast<size_t>(api)].Observe(d);
+  }
   void ObserveStore(Micros d) { store_latency_.Observe(d); }
   void CountStoreError(StatusCode code);
   // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).

@@ -97,8 +97,8 @@ class PolicySet {
   struct Policy {
     PolicySpec spec;
     FailureMode on_failure = FailureMode::kDeny;  // resolved
-    std::vector<Limit> local_limits;        // one per spec.limits entry
-    std::vector<std::string> key_prefixes;  // store key prefix per limit
+    std::vector<Limit> local_limits;              // one per spec.limits entry
+    std::vector<std::string> key_prefixes;        // store key prefix per limit
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
   };

@@ -15,8 +15,8 @@
 namespace caudal {
 
 struct Rate {
-  int64_t count = 0;   // how many
-  Micros period{0};    // per how long
+  int64_t count = 0;  // how many
+  Micros period{0};   // per how long
   friend bool operator==(const Rate&, const Rate&) = default;
 };
 

@@ -87,12 +87,12 @@ class Refusals {
   const Clock& clock_;
   const Logger* log_;
   mutable std::mutex mu_;
-  RefusalsOptions options_;                                         // guarded by mu_
+  RefusalsOptions options_;  // guarded by mu_
   std::map<std::pair<Api, std::string>, std::unique_ptr<Sketch>, std::less<>> sketches_;  // mu_
   std::unique_ptr<LogThrottle> per_identity_;
-  int64_t second_ = -1;         // guarded by mu_: the second lines are being counted in
-  int lines_this_second_ = 0;   // guarded by mu_
-  uint64_t held_back_ = 0;      // guarded by mu_: lines dropped by the global rate
+  int64_t second_ = -1;        // guarded by mu_: the second lines are being counted in
+  int lines_this_second_ = 0;  // guarded by mu_
+  uint64_t held_back_ = 0;     // guarded by mu_: lines dropped by the global rate
 };
 
 }  // namespace caudal

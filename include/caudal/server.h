@@ -27,15 +27,15 @@
 #include <string_view>
 #include <vector>
 
+#include "caudal/caller_auth.h"
 #include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/engine.h"
+#include "caudal/log.h"
+#include "caudal/metrics.h"
 #include "caudal/refusals.h"
 #include "caudal/status_page.h"
 #include "caudal/store_health.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/caller_auth.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -45,8 +45,8 @@ namespace caudal {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
-  int64_t max_connections = 10'000;  // lowered to what the descriptor limit leaves
+  uint16_t port = 8080;                    // 0: any free port (see HttpServer::port())
+  int64_t max_connections = 10'000;        // lowered to what the descriptor limit leaves
   int64_t max_connections_per_client = 0;  // 0: a quarter of max_connections
   IpPrefix client_prefix{.v4 = 32, .v6 = 64};
   Micros header_timeout = std::chrono::seconds(10);
@@ -68,7 +68,7 @@ class HttpServer {
     Engine& engine;
     Metrics& metrics;
     const Logger& log;
-    const StoreHealth& health;  // /readyz reads it; never waits on the store
+    const StoreHealth& health;           // /readyz reads it; never waits on the store
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.

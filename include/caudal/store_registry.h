@@ -31,9 +31,9 @@ struct StoreOpenOptions {
 struct StoreKind {
   std::string_view scheme;   // "memory", "redis", ...
   std::string_view example;  // "redis://host:port/db", for messages and docs
-  bool remote = false;  // reached over the network and shared by instances: an outage at start
-                        // is served by failure mode while it connects in the background
-  bool tls = false;     // the scheme is TLS
+  bool remote = false;       // reached over the network and shared by instances: an outage at start
+                             // is served by failure mode while it connects in the background
+  bool tls = false;          // the scheme is TLS
   // The store keeps a circuit breaker per server (Redis Cluster: per primary), so the caller
   // must not add one for the whole store, which one failed server would open for every key.
   bool breaker_per_node = false;

@@ -138,8 +138,8 @@ void ExpectNoDrift(Algorithm a, int64_t count, Micros period, int64_t cost, int6
     while (k <= periods && next > kT0 + period * k) {
       if (k == 1) admitted_by_first_period = admitted;
       if (k > 1 && admitted - admitted_by_first_period != count * (k - 1)) {
-        FAIL() << AlgorithmName(a) << " " << count << "/" << period.count() << "us: "
-               << admitted - admitted_by_first_period << " admitted in " << k - 1
+        FAIL() << AlgorithmName(a) << " " << count << "/" << period.count()
+               << "us: " << admitted - admitted_by_first_period << " admitted in " << k - 1
                << " periods, expected " << count * (k - 1);
       }
       ++k;
@@ -154,8 +154,8 @@ TEST_P(Contract, HundredPerMinuteHasNoDriftOverAMillionPeriods) {
 
 TEST_P(Contract, UnitRequestsHaveNoDriftAtAwkwardRates) {
   ExpectNoDrift(GetParam(), 100, minutes(1), 1, 2'000);
-  ExpectNoDrift(GetParam(), 7, seconds(1), 1, 20'000);          // 1/7 s is no whole µs
-  ExpectNoDrift(GetParam(), 3, milliseconds(1), 1, 50'000);     // three per millisecond
+  ExpectNoDrift(GetParam(), 7, seconds(1), 1, 20'000);       // 1/7 s is no whole µs
+  ExpectNoDrift(GetParam(), 3, milliseconds(1), 1, 50'000);  // three per millisecond
 }
 
 TEST_P(Contract, ARefundOnAFreshStateHasNothingToGiveBackAndWritesNothing) {
@@ -197,7 +197,8 @@ TEST_P(Contract, RefundingWhatWasJustConsumedUndoesTheRequest) {
     Replayer r(Make(GetParam(), count, period));
     Micros now = kT0 + Micros(static_cast<int64_t>(rng() % 10'000'000));
     for (int i = 0; i < 300; ++i) {
-      now += Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(period.count() / count + 1)));
+      now +=
+          Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(period.count() / count + 1)));
       const int64_t cost = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(count));
       const Replayer before = r;
       if (!r.Decide(now, cost).allowed()) continue;
@@ -258,7 +259,8 @@ TEST_P(Contract, RetryAfterAndResetAfterAreExactOnRandomTraces) {
       }
       ++denials;
       ASSERT_GT(d.retry_after, Micros(0));
-      EXPECT_TRUE(r.Peek(now + d.retry_after, cost).allowed()) << "trace " << trace << " step " << i;
+      EXPECT_TRUE(r.Peek(now + d.retry_after, cost).allowed())
+          << "trace " << trace << " step " << i;
       EXPECT_FALSE(r.Peek(now + d.retry_after - Micros(1), cost).allowed())
           << "trace " << trace << " step " << i;
     }

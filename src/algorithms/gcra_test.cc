@@ -78,8 +78,8 @@ TEST(Gcra, AgreesWithTheTokenBucketOnAHandTrace) {
   CompactState gs = gcra::Decide(g, nullptr, kT0, 0).next;
   CompactState ts = token_bucket::Decide(t, nullptr, kT0, 0).next;
   const std::pair<int64_t, int64_t> trace[] = {
-      {0, 4}, {1, 1}, {666'666, 1}, {666'667, 1}, {666'667, 0}, {1'000'000, 2}, {5'000'000, 4},
-      {5'000'001, 1}, {9'000'000, 3}, {9'000'000, 2}, {9'333'333, 1}};
+      {0, 4},         {1, 1},         {666'666, 1},   {666'667, 1},   {666'667, 0},  {1'000'000, 2},
+      {5'000'000, 4}, {5'000'001, 1}, {9'000'000, 3}, {9'000'000, 2}, {9'333'333, 1}};
   for (const auto& [at, cost] : trace) {
     const Step gd = gcra::Decide(g, &gs, kT0 + Micros(at), cost);
     const Step td = token_bucket::Decide(t, &ts, kT0 + Micros(at), cost);

@@ -10,9 +10,12 @@ namespace caudal {
 
 std::string_view VerdictName(Verdict v) {
   switch (v) {
-    case Verdict::kAllowed: return "allowed";
-    case Verdict::kDenied: return "denied";
-    case Verdict::kNeverFits: return "never_fits";
+    case Verdict::kAllowed:
+      return "allowed";
+    case Verdict::kDenied:
+      return "denied";
+    case Verdict::kNeverFits:
+      return "never_fits";
   }
   return "unknown";
 }
@@ -30,7 +33,8 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                                    std::to_string(spec.capacity) + ")");
   }
   if (spec.rate.period < kMinPeriod || spec.rate.period > kMaxPeriod) {
-    return Status::InvalidArgument(std::string(period_name) + " must be between 1ms and 365d (got " +
+    return Status::InvalidArgument(std::string(period_name) +
+                                   " must be between 1ms and 365d (got " +
                                    FormatDuration(spec.rate.period) + ")");
   }
   if (spec.rate.period.count() % 1000 != 0 && window) {
@@ -39,9 +43,10 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
   }
   if (window) {
     if (spec.rate.count != spec.capacity) {
-      return Status::InvalidArgument("a window limit counts `limit` per `window`; the rate count (" +
-                                     std::to_string(spec.rate.count) + ") must equal the limit (" +
-                                     std::to_string(spec.capacity) + ")");
+      return Status::InvalidArgument(
+          "a window limit counts `limit` per `window`; the rate count (" +
+          std::to_string(spec.rate.count) + ") must equal the limit (" +
+          std::to_string(spec.capacity) + ")");
     }
     if (HasLogState(spec.algorithm) && spec.capacity > kMaxLogLimit) {
       return Status::InvalidArgument(

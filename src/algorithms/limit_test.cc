@@ -13,7 +13,8 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 
 TEST(Limit, ReducesTheRateToLowestTerms) {
-  const Limit l = *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
+  const Limit l =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
   EXPECT_EQ(l.refill_count(), 1);
   EXPECT_EQ(l.refill_period_us(), 600'000);
   EXPECT_EQ(l.ToString(), "token_bucket capacity=100 refill=100/1m");
@@ -21,13 +22,16 @@ TEST(Limit, ReducesTheRateToLowestTerms) {
 
 TEST(Limit, AcceptsTheWholeDocumentedRange) {
   EXPECT_TRUE(Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, kMaxCapacity,
-                                              {kMaxRateCount, milliseconds(1)})).ok());
+                                              {kMaxRateCount, milliseconds(1)}))
+                  .ok());
   EXPECT_TRUE(Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, kMaxCapacity,
-                                              {kMaxRateCount, hours(24 * 365)})).ok());
-  EXPECT_TRUE(Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, kMaxCapacity,
-                                              hours(24 * 365))).ok());
-  EXPECT_TRUE(Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 1,
-                                              milliseconds(1))).ok());
+                                              {kMaxRateCount, hours(24 * 365)}))
+                  .ok());
+  EXPECT_TRUE(
+      Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, kMaxCapacity, hours(24 * 365)))
+          .ok());
+  EXPECT_TRUE(
+      Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 1, milliseconds(1))).ok());
 }
 
 TEST(Limit, RefusesOutOfRangeSpecsNamingTheField) {
@@ -43,8 +47,9 @@ TEST(Limit, RefusesOutOfRangeSpecsNamingTheField) {
             std::string::npos);
   EXPECT_NE(err(LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, Micros(999)})).find("period"),
             std::string::npos);
-  EXPECT_NE(err(LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, hours(24 * 366)})).find("period"),
-            std::string::npos);
+  EXPECT_NE(
+      err(LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {1, hours(24 * 366)})).find("period"),
+      std::string::npos);
   EXPECT_NE(err(LimitSpec::Window(Algorithm::kFixedWindow, 0, seconds(1))).find("limit"),
             std::string::npos);
   EXPECT_NE(err(LimitSpec::Window(Algorithm::kSlidingWindowLog, kMaxLogLimit + 1, seconds(1)))
@@ -90,9 +95,11 @@ TEST(Limit, RefusesNegativeAndOverflowingParametersWithoutOverflowing) {
 TEST(Limit, AcceptsARefillOfExactlyAHundredYearsAndNotAMicrosecondMore) {
   // 100 per year (365 d) fills 10,000 tokens in exactly 100 years.
   EXPECT_TRUE(
-      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'000, {100, hours(24 * 365)})).ok());
+      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'000, {100, hours(24 * 365)}))
+          .ok());
   EXPECT_FALSE(
-      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'001, {100, hours(24 * 365)})).ok());
+      Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 10'001, {100, hours(24 * 365)}))
+          .ok());
 }
 
 TEST(Algorithm, NamesRoundTrip) {

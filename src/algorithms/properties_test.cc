@@ -54,8 +54,8 @@ Limit RandomBucket(Random& r, Algorithm a) {
   for (;;) {
     const int64_t burst = r.OneIn(10) ? r.In(1, kMaxCapacity) : r.In(1, 1'000);
     const int64_t count = r.OneIn(10) ? r.In(1, kMaxRateCount) : r.In(1, 1'000);
-    const Micros period = r.OneIn(5) ? Micros(r.In(1, 365 * 24) * 3'600'000'000)
-                                     : Micros(r.In(1'000, 60'000'000));
+    const Micros period =
+        r.OneIn(5) ? Micros(r.In(1, 365 * 24) * 3'600'000'000) : Micros(r.In(1'000, 60'000'000));
     auto l = Limit::Create(LimitSpec::Bucket(a, burst, {count, period}));
     if (l.ok()) return *l;
   }
@@ -145,7 +145,8 @@ TEST(Properties, TokenBucketAndGcraNeverExceedBurstPlusRateTimesTime) {
       const Limit l = RandomBucket(r, a);
       std::vector<Replayer> one{Replayer(l)};
       const auto events = RandomTrace(r, one, 5'000, UnitInterval(l))[0];
-      EXPECT_EQ(FirstBreachOfBucketBound(events, l), -1) << "trace " << trace << ": " << l.ToString();
+      EXPECT_EQ(FirstBreachOfBucketBound(events, l), -1)
+          << "trace " << trace << ": " << l.ToString();
       for (const Event& e : events) admitted += e.cost > 0 ? 1 : 0;
       decisions += static_cast<int64_t>(events.size());
     }
@@ -160,8 +161,8 @@ TEST(Properties, GcraDecidesExactlyAsTheTokenBucketOnEveryMonotoneTrace) {
   int64_t refunds = 0;
   for (int trace = 0; decisions < kDecisionsPerProperty; ++trace) {
     const Limit tb = RandomBucket(r, Algorithm::kTokenBucket);
-    const Limit gcra = *Limit::Create(
-        LimitSpec::Bucket(Algorithm::kGcra, tb.capacity(), tb.rate()));
+    const Limit gcra =
+        *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, tb.capacity(), tb.rate()));
     Replayer t(tb);
     Replayer g(gcra);
     int64_t now = kT0.count() + r.In(0, 1'000'000'000);
@@ -217,8 +218,8 @@ TEST(Properties, SlidingWindowLogNeverAdmitsMoreThanItsLimitInAnyWindow) {
 // The seed's example, 100 per minute: a client quiet for a window spends the whole limit in its
 // last 100 µs, and again in the first 100 µs of the next window; then it waits a window. A few
 // random requests on top.
-std::vector<std::pair<int64_t, int64_t>> BoundaryBurstRequests(Random& r, int64_t limit,
-                                                               int64_t w, int64_t pairs) {
+std::vector<std::pair<int64_t, int64_t>> BoundaryBurstRequests(Random& r, int64_t limit, int64_t w,
+                                                               int64_t pairs) {
   std::vector<std::pair<int64_t, int64_t>> requests;  // (at, cost)
   for (int64_t k = 1; k <= pairs; ++k) {
     const int64_t boundary = kT0.count() + 2 * k * w;
@@ -265,8 +266,8 @@ TEST(Properties, SlidingWindowCounterStaysBelowTwiceItsLimitEvenAdversarially) {
   for (int trace = 0; decisions < kDecisionsPerProperty; ++trace) {
     const int64_t limit = r.In(1, 300);
     const int64_t w = r.In(1, 60'000) * 1'000;
-    const Limit l = *Limit::Create(
-        LimitSpec::Window(Algorithm::kSlidingWindowCounter, limit, Micros(w)));
+    const Limit l =
+        *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, limit, Micros(w)));
     Replayer c(l);
     std::vector<Event> events;
     // A greedy client that asks at random times packed towards window edges, and when refused
@@ -290,7 +291,8 @@ TEST(Properties, SlidingWindowCounterStaysBelowTwiceItsLimitEvenAdversarially) {
     worst_ratio_milli = std::max(worst_ratio_milli, most * 1'000 / limit);
   }
   // The construction in the header reaches the bound exactly.
-  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 100, minutes(1)));
+  const Limit l =
+      *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 100, minutes(1)));
   Replayer c(l);
   const int64_t minute = Micros(minutes(1)).count();
   const int64_t boundary = kT0.count() + minute;
@@ -298,7 +300,8 @@ TEST(Properties, SlidingWindowCounterStaysBelowTwiceItsLimitEvenAdversarially) {
   const Micros late(boundary + minute - 2);
   ASSERT_EQ(c.Decide(late, 0).remaining, 99);
   ASSERT_TRUE(c.Decide(late, 99).allowed());
-  const std::vector<Event> events{{.at = boundary - 1, .cost = 100}, {.at = late.count(), .cost = 99}};
+  const std::vector<Event> events{{.at = boundary - 1, .cost = 100},
+                                  {.at = late.count(), .cost = 99}};
   EXPECT_EQ(MaxInAnyWindow(events, minute), 199);
   std::cout << "sliding_window_counter, greedy adversarial clients: at most "
             << worst_ratio_milli / 1000.0 << "x the limit in a true window\n";
@@ -318,8 +321,8 @@ TEST(Properties, SlidingWindowCounterOvershootOnRandomTraffic) {
   for (; decisions < kDecisionsPerProperty; ++traces) {
     const int64_t limit = r.In(10, 300);
     const int64_t w = r.In(1, 600) * 1'000;
-    const Limit l = *Limit::Create(
-        LimitSpec::Window(Algorithm::kSlidingWindowCounter, limit, Micros(w)));
+    const Limit l =
+        *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, limit, Micros(w)));
     Replayer c(l);
     std::vector<Event> events;
     const int64_t mean_gap = std::max<int64_t>(1, w / (limit * r.In(1, 4)));

@@ -55,8 +55,7 @@ void Report(Step& step, int64_t max, const Counts& c, int64_t weighted, int64_t 
   d.limit = max;
   const int64_t left = max - weighted - c.cur;
   d.remaining = left > 0 ? left : 0;
-  d.reset_after =
-      Micros(c.cur > 0 ? c.start + 2 * w - now : (c.prev > 0 ? c.start + w - now : 0));
+  d.reset_after = Micros(c.cur > 0 ? c.start + 2 * w - now : (c.prev > 0 ? c.start + w - now : 0));
   step.next.w = {c.start, c.cur, c.prev};
 }
 
@@ -85,9 +84,8 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     // Within this window if cur leaves room for the cost once prev has faded enough; otherwise in
     // the next one, where cur becomes prev and the count restarts at 0 (cost <= max, so it fits
     // by that window's last microsecond at the latest).
-    const int64_t at = max - cur - cost >= 0
-                           ? start + FirstElapsedWithin(prev, max - cur - cost, w)
-                           : start + w + FirstElapsedWithin(cur, max - cost, w);
+    const int64_t at = max - cur - cost >= 0 ? start + FirstElapsedWithin(prev, max - cur - cost, w)
+                                             : start + w + FirstElapsedWithin(cur, max - cost, w);
     d.retry_after = Micros(at - now);
   }
   Report(step, max, c, weighted, w, now);

@@ -32,7 +32,8 @@ TEST(SlidingWindowCounter, WeighsThePreviousWindowByItsShareOfTheTrueWindow) {
   EXPECT_EQ(denied.decision.retry_after, milliseconds(600) - Micros(1));
   const Micros at = now + denied.decision.retry_after;
   EXPECT_TRUE(sliding_window_counter::Decide(l, &taken.next, at, 1).decision.allowed());
-  EXPECT_FALSE(sliding_window_counter::Decide(l, &taken.next, at - Micros(1), 1).decision.allowed());
+  EXPECT_FALSE(
+      sliding_window_counter::Decide(l, &taken.next, at - Micros(1), 1).decision.allowed());
 }
 
 // Regression: the estimate used to round the previous window's share down, so "1 per second"
@@ -42,8 +43,8 @@ TEST(SlidingWindowCounter, NeverAdmitsTwiceTheLimitInATrueWindow) {
   const Step last_us = sliding_window_counter::Decide(one, nullptr, kStart - Micros(1), 1);
   ASSERT_TRUE(last_us.decision.allowed());
   for (Micros later : {Micros(1), Micros(2), seconds(1) - Micros(2)}) {
-    EXPECT_FALSE(sliding_window_counter::Decide(one, &last_us.next, kStart + later, 1)
-                     .decision.allowed())
+    EXPECT_FALSE(
+        sliding_window_counter::Decide(one, &last_us.next, kStart + later, 1).decision.allowed())
         << later.count();
   }
   EXPECT_TRUE(sliding_window_counter::Decide(one, &last_us.next, kStart + seconds(1) - Micros(1), 1)

@@ -72,7 +72,8 @@ TEST(SlidingWindowLog, OnceEveryEntryHasLeftTheWindowTheLogDecidesAsAFreshOne) {
   // The next commit drops what no later decision can count.
   ASSERT_TRUE(DecideAndCommit(l, s, kT0 + milliseconds(1'150), 3).allowed());
   EXPECT_EQ(Evaluate(l, s, kT0 + milliseconds(1'150), 0).remaining, 0);
-  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = (kT0 + milliseconds(1'150)).count(), .cost = 3}}));
+  EXPECT_EQ(s.entries,
+            (std::vector<Entry>{{.at_us = (kT0 + milliseconds(1'150)).count(), .cost = 3}}));
 }
 
 TEST(SlidingWindowLog, ARefundTakesBackTheNewestUnitsFirst) {
@@ -128,8 +129,9 @@ TEST(SlidingWindowLog, TimeGoingBackwardsIsJudgedAndRecordedAtTheNewestEntry) {
   EXPECT_TRUE(back.allowed());
   EXPECT_EQ(back.reset_after, milliseconds(1'400));  // newest + 1 s, from the caller's now
   // Recorded at the newest time, so the log stays in order.
-  EXPECT_EQ(s.entries, (std::vector<Entry>{{.at_us = kT0.count(), .cost = 1},
-                                           {.at_us = (kT0 + milliseconds(900)).count(), .cost = 2}}));
+  EXPECT_EQ(s.entries,
+            (std::vector<Entry>{{.at_us = kT0.count(), .cost = 1},
+                                {.at_us = (kT0 + milliseconds(900)).count(), .cost = 2}}));
   // At t0 + 1.2 s the entry at t0 would have left; judged at t0 + 900 ms it has not.
   const Decision full = DecideAndCommit(l, s, kT0 + milliseconds(200), 1);
   EXPECT_EQ(full.verdict, Verdict::kDenied);

@@ -69,8 +69,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     step.changed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
-    d.retry_after =
-        Micros((level.last - now) + TimeToReach(cost, tokens, level.frac, n, p));
+    d.retry_after = Micros((level.last - now) + TimeToReach(cost, tokens, level.frac, n, p));
   }
   Report(step, level, now, cap, n, p);
   return step;

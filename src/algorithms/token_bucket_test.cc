@@ -30,8 +30,8 @@ TEST(TokenBucket, FreshBucketIsFullAndAdmitsTheBurst) {
   const Step denied = token_bucket::Decide(l, st, kT0, 1);
   EXPECT_EQ(denied.decision.verdict, Verdict::kDenied);
   EXPECT_FALSE(denied.changed);
-  EXPECT_EQ(denied.decision.retry_after, Micros(600'000));   // one token per 0.6 s
-  EXPECT_EQ(denied.decision.reset_after, minutes(1));         // 100 tokens to full
+  EXPECT_EQ(denied.decision.retry_after, Micros(600'000));  // one token per 0.6 s
+  EXPECT_EQ(denied.decision.reset_after, minutes(1));       // 100 tokens to full
 }
 
 TEST(TokenBucket, HundredPerMinuteHasNoDriftOverAMillionPeriods) {
@@ -47,7 +47,6 @@ TEST(TokenBucket, HundredPerMinuteHasNoDriftOverAMillionPeriods) {
   }
   EXPECT_EQ(admitted, int64_t{100} * 1'000'000);
 }
-
 
 TEST(TokenBucket, RefillFractionsAreNeverLost) {
   // 7 per second: one token every 142857.142857… µs.
@@ -110,7 +109,8 @@ TEST(TokenBucket, RefillsTwoToTheFortyTokensPerYearExactly) {
   EXPECT_EQ(spent.decision.reset_after, year);
   const Micros t = Micros(12'345'678'901'234);  // about 143 days
   const Step later = token_bucket::Decide(l, &spent.next, kT0 + t, 0);
-  const exact::Int128 expected = static_cast<exact::Int128>(kMaxCapacity) * t.count() / year.count();
+  const exact::Int128 expected =
+      static_cast<exact::Int128>(kMaxCapacity) * t.count() / year.count();
   EXPECT_EQ(later.decision.remaining, static_cast<int64_t>(expected));
 }
 

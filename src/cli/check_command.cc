@@ -33,7 +33,9 @@ class CheckCommand final : public Command {
   int Run(Env& env) override {
     auto config = LoadConfigFile(config_);
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = "", .grpc = ""}, std::getenv); !s.ok()) {
+    if (Status s =
+            ApplyOverrides(*config, {.store_url = store_, .http = "", .grpc = ""}, std::getenv);
+        !s.ok()) {
       return UsageError(env, kName, s.message());
     }
     CheckRequest request;
@@ -64,9 +66,12 @@ class CheckCommand final : public Command {
     const http_api::Reply reply = http_api::DecisionReply(*result, http_api::Endpoint::kCheck);
     env.out << reply.body << "\n";
     switch (result->outcome) {
-      case Outcome::kAllowed: return kExitOk;
-      case Outcome::kDenied: return kExitRefused;
-      case Outcome::kUnavailable: return kExitStoreUnavailable;
+      case Outcome::kAllowed:
+        return kExitOk;
+      case Outcome::kDenied:
+        return kExitRefused;
+      case Outcome::kUnavailable:
+        return kExitStoreUnavailable;
     }
     return kExitFailure;
   }
@@ -85,8 +90,8 @@ class CheckCommand final : public Command {
   }
 
   static int Unavailable(Env& env, const Status& s) {
-    const http_api::Reply reply = http_api::ErrorReply(
-        {.status = 503, .code = "store_unavailable", .message = s.ToString()});
+    const http_api::Reply reply =
+        http_api::ErrorReply({.status = 503, .code = "store_unavailable", .message = s.ToString()});
     env.out << reply.body << "\n";
     env.err << "caudal check: store unavailable: " << s.ToString() << "\n";
     return kExitStoreUnavailable;
@@ -104,4 +109,3 @@ CAUDAL_REGISTER_COMMAND(CheckCommand, "check",
                         "Make one decision against a config and print it as JSON");
 
 }  // namespace caudal::cli
-

@@ -7,7 +7,8 @@ namespace caudal::cli {
 namespace {
 
 Status SetStoreUrl(Config& config, const std::string& url, std::string_view from) {
-  if (Status s = ValidateStoreUrl(url); !s.ok()) return Status::InvalidArgument(Cat(from, ": ", s.message()));
+  if (Status s = ValidateStoreUrl(url); !s.ok())
+    return Status::InvalidArgument(Cat(from, ": ", s.message()));
   config.store.url = url;
   return Status::Ok();
 }
@@ -32,13 +33,15 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
   }
   if (const std::string v = env("CAUDAL_STORE_PASSWORD"); !v.empty()) {
     if (v.size() > kMaxPasswordBytes) {
-      return Status::InvalidArgument(Cat("CAUDAL_STORE_PASSWORD: longer than ", kMaxPasswordBytes, " bytes"));
+      return Status::InvalidArgument(
+          Cat("CAUDAL_STORE_PASSWORD: longer than ", kMaxPasswordBytes, " bytes"));
     }
     config.store.password = v;
   }
   if (const std::string v = env("CAUDAL_AUTH_TOKEN"); !v.empty()) {
     if (v.size() > kMaxSecretBytes) {
-      return Status::InvalidArgument(Cat("CAUDAL_AUTH_TOKEN: longer than ", kMaxSecretBytes, " bytes"));
+      return Status::InvalidArgument(
+          Cat("CAUDAL_AUTH_TOKEN: longer than ", kMaxSecretBytes, " bytes"));
     }
     config.server.auth.token = v;
   }

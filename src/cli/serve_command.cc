@@ -2,11 +2,12 @@
 // SIGHUP reloads the config, the TLS certificate and the caller token (a bad file or certificate
 // is refused and the old ones keep serving);
 // SIGINT / SIGTERM stop it.
+#include <pthread.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <memory>
-#include <pthread.h>
-#include <unistd.h>
 #include <string>
 
 #include "caudal/breaker_store.h"
@@ -43,20 +44,20 @@ std::string Bracketed(const std::string& host) {
 class ServeCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
-    app.add_option("--config", config_path_, "the YAML config file")
-        ->type_name("FILE")
-        ->required();
+    app.add_option("--config", config_path_, "the YAML config file")->type_name("FILE")->required();
     app.add_option("--http", http_, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
     app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
-    app.add_option("--grpc", grpc_, "Envoy rate limit service (gRPC) address, overriding "
-                                    "server.grpc")
+    app.add_option("--grpc", grpc_,
+                   "Envoy rate limit service (gRPC) address, overriding "
+                   "server.grpc")
         ->type_name("HOST:PORT");
     app.add_option("--envoy-config", envoy_config_,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
-    app.add_option("--log-level", log_level_, "debug, info, warning or error, overriding "
-                                              "logging.level")
+    app.add_option("--log-level", log_level_,
+                   "debug, info, warning or error, overriding "
+                   "logging.level")
         ->type_name("LEVEL");
     app.add_option("--log-format", log_format_, "text or json, overriding logging.format")
         ->type_name("FORMAT");
@@ -82,11 +83,13 @@ class ServeCommand final : public Command {
     if (!config->envoy.config.empty()) watched.push_back(config->envoy.config);
     std::unique_ptr<FileWatcher> watcher;
     if (!watched.empty()) {
-      auto w = FileWatcher::Start(watched, [] { ::kill(::getpid(), SIGHUP); });
+      auto w =
+          FileWatcher::Start(watched, [] { ::kill(::getpid(), SIGHUP); }, {.clock = &env.clock});
       if (w.ok()) {
         watcher = std::move(*w);
       } else {
-        log.Warning(Cat("not watching the config files (reload with SIGHUP): ", w.status().message()));
+        log.Warning(
+            Cat("not watching the config files (reload with SIGHUP): ", w.status().message()));
       }
     }
 
@@ -110,7 +113,9 @@ class ServeCommand final : public Command {
     const bool remote = kind.remote;
     Store& decider = kind.breaker_per_node ? **store : static_cast<Store&>(breaker);
     Engine engine(decider, env.clock,
-                  {.local_store = local.get(), .metrics = &metrics, .log = &log,
+                  {.local_store = local.get(),
+                   .metrics = &metrics,
+                   .log = &log,
                    .over_limit_cache_keys =
                        remote && config->store.over_limit_cache ? kOverLimitCacheKeys : 0,
                    .refusals = &refusals});
@@ -127,23 +132,29 @@ class ServeCommand final : public Command {
 
     auto tls = HttpTls(*config);
     if (!tls.ok()) return UsageError(env, kName, tls.status().message());
-    StatusPage status({.engine = engine, .metrics = metrics, .health = health,
+    StatusPage status({.engine = engine,
+                       .metrics = metrics,
+                       .health = health,
                        .refusals = &refusals,
                        .store_kind = std::string((*FindStoreKind(config->store.url))->scheme)},
                       config->server.status_page);
-    auto server = HttpServer::Start({.engine = engine, .metrics = metrics, .log = log,
-                                     .health = health, .refusals = &refusals, .status = &status},
-                                    ServerOptionsFrom(config->server),
-                                    ForwardAuthFrom(config->server), *tls);
+    auto server =
+        HttpServer::Start({.engine = engine,
+                           .metrics = metrics,
+                           .log = log,
+                           .health = health,
+                           .refusals = &refusals,
+                           .status = &status},
+                          ServerOptionsFrom(config->server), ForwardAuthFrom(config->server), *tls);
     if (!server.ok()) {
       env.err << "caudal serve: " << server.status().message() << "\n";
       return kExitFailure;
     }
     const auto opts = ServerOptionsFrom(config->server);
     env.out << "caudal serve: listening on " << (*tls != nullptr ? "https://" : "http://")
-            << Bracketed(opts.host) << ':'
-            << (*server)->port() << " (store " << RedactUrl(config->store.url) << ", "
-            << config->policies->policies().size() << " policies)" << std::endl;
+            << Bracketed(opts.host) << ':' << (*server)->port() << " (store "
+            << RedactUrl(config->store.url) << ", " << config->policies->policies().size()
+            << " policies)" << std::endl;
 
     // Envoy's rate limit service, on the same engine as the HTTP API.
     envoy::RlsHandler rls(engine, {.headers = config->envoy.headers,
@@ -167,9 +178,9 @@ class ServeCommand final : public Command {
       const auto hp = ParseHostPort(config->server.grpc);
       env.out << "caudal serve: Envoy rate limit service (gRPC"
               << (config->server.tls.enabled() && config->server.tls.grpc ? " over TLS" : "")
-              << ") on " << Bracketed(hp->first)
-              << ':' << grpc->port() << " (" << engine.domains()->DomainCount()
-              << " domains from " << config->envoy.config << ")" << std::endl;
+              << ") on " << Bracketed(hp->first) << ':' << grpc->port() << " ("
+              << engine.domains()->DomainCount() << " domains from " << config->envoy.config << ")"
+              << std::endl;
     }
 
     for (;;) {
@@ -206,12 +217,14 @@ class ServeCommand final : public Command {
     }
     if (!log_level_.empty()) {
       auto level = ParseLogLevel(log_level_);
-      if (!level.ok()) return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
+      if (!level.ok())
+        return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
       config->logging.level = *level;
     }
     if (!log_format_.empty()) {
       auto format = ParseLogFormat(log_format_);
-      if (!format.ok()) return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
+      if (!format.ok())
+        return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
       config->logging.format = *format;
     }
     if (config->server.grpc.empty() != config->envoy.config.empty()) {
@@ -264,7 +277,8 @@ class ServeCommand final : public Command {
 
   static Result<std::shared_ptr<const envoy::RateLimitConfig>> LoadDomains(const Config& config) {
     auto loaded = envoy::LoadRateLimitConfig(config.envoy.config);
-    if (!loaded.ok()) return Status::InvalidArgument(Cat("envoy_config: ", loaded.status().message()));
+    if (!loaded.ok())
+      return Status::InvalidArgument(Cat("envoy_config: ", loaded.status().message()));
     return std::shared_ptr<const envoy::RateLimitConfig>(
         std::make_shared<envoy::RateLimitConfig>(std::move(*loaded)));
   }
@@ -323,8 +337,9 @@ class ServeCommand final : public Command {
                             now.client_cert != was.client_cert ||
                             now.client_ca_file.empty() != was.client_ca_file.empty());
     if ((tls != nullptr) != server.tls() || grpc_tls_changed) {
-      log.Warning("reload: turning TLS on or off, and gRPC's server.tls.listeners and "
-                  "client_cert, take effect on restart only");
+      log.Warning(
+          "reload: turning TLS on or off, and gRPC's server.tls.listeners and "
+          "client_cert, take effect on restart only");
     }
     log.SetOptions(LoggerOptionsFrom(*next));
     refusals.SetOptions(RefusalsOptionsFrom(*next));
@@ -332,7 +347,8 @@ class ServeCommand final : public Command {
     if (next->store.url != current.store.url || next->server.http != current.server.http ||
         next->store.timeout != current.store.timeout || next->server.grpc != current.server.grpc) {
       log.Warning(
-          "reload: store.url, store.timeout, server.http and server.grpc take effect on restart only");
+          "reload: store.url, store.timeout, server.http and server.grpc take effect on restart "
+          "only");
     }
     metrics.CountReload(true);
     log.Info(Cat("reloaded ", config_path_, ": ", next->policies->policies().size(), " policies",

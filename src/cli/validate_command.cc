@@ -52,4 +52,3 @@ class ValidateCommand final : public Command {
 CAUDAL_REGISTER_COMMAND(ValidateCommand, "validate", "Check a config file without serving");
 
 }  // namespace caudal::cli
-

@@ -13,8 +13,7 @@ namespace cat_internal {
 inline void Append(std::string& out, std::string_view s) { out.append(s); }
 inline void Append(std::string& out, char c) { out.push_back(c); }
 template <std::integral T>
-  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
-void Append(std::string& out, T v) {
+requires(!std::same_as<T, char> && !std::same_as<T, bool>) void Append(std::string& out, T v) {
   char digits[24];  // any 64-bit integer with its sign
   const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
   out.append(digits, end);

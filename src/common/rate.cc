@@ -48,13 +48,15 @@ bool ParseCount(std::string_view s, int64_t* value, std::string_view* rest) {
   return true;
 }
 
-Result<Micros> ParseDurationImpl(std::string_view original, std::string_view s, bool count_optional) {
+Result<Micros> ParseDurationImpl(std::string_view original, std::string_view s,
+                                 bool count_optional) {
   int64_t count = 1;
   std::string_view unit = s;
   if (!s.empty() && s.front() >= '0' && s.front() <= '9') {
     if (!ParseCount(s, &count, &unit)) return Bad("duration", original, "number too large");
   } else if (!count_optional) {
-    return Bad("duration", original, "expected a whole number followed by a unit (us, ms, s, m, h, d, w, y)");
+    return Bad("duration", original,
+               "expected a whole number followed by a unit (us, ms, s, m, h, d, w, y)");
   }
   for (const Unit& u : kUnits) {
     if (unit == u.suffix) {

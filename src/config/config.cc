@@ -8,9 +8,9 @@
 
 #include "caudal/rate.h"
 #include "caudal/store_registry.h"
+#include "common/cat.h"
 #include "config/security_config.h"
 #include "config/yaml_reader.h"
-#include "common/cat.h"
 
 namespace caudal {
 namespace {
@@ -32,14 +32,16 @@ Result<T> Choice(const YamlReader& r, const YAML::Node& n, std::string_view fiel
 
 Result<Limit> ParseLimit(const YamlReader& r, const YAML::Node& n, const std::string& field) {
   if (!n.IsMap() || !n["algorithm"]) {
-    return r.Error(n, field, "expected a map with an algorithm: {algorithm: token_bucket, "
-                             "capacity: 100, refill: 100/1m} or {algorithm: fixed_window, "
-                             "limit: 100, window: 1m}");
+    return r.Error(n, field,
+                   "expected a map with an algorithm: {algorithm: token_bucket, "
+                   "capacity: 100, refill: 100/1m} or {algorithm: fixed_window, "
+                   "limit: 100, window: 1m}");
   }
   auto name = r.String(n["algorithm"], field + ".algorithm");
   if (!name.ok()) return name.status();
   auto algorithm = ParseAlgorithm(*name);
-  if (!algorithm.ok()) return r.Error(n["algorithm"], field + ".algorithm", algorithm.status().message());
+  if (!algorithm.ok())
+    return r.Error(n["algorithm"], field + ".algorithm", algorithm.status().message());
   const bool window = IsWindowAlgorithm(*algorithm);
   if (Status s = window ? r.ExpectMap(n, field, {"algorithm", "limit", "window"})
                         : r.ExpectMap(n, field, {"algorithm", "capacity", "refill"});
@@ -64,9 +66,9 @@ Result<Limit> ParseLimit(const YamlReader& r, const YAML::Node& n, const std::st
     if (!text.ok()) return text.status();
     auto rate = ParseRate(*text);
     if (!rate.ok()) {
-      return r.Error(rate_node, rate_field,
-                     Cat("expected \"<count>/<duration>\" such as \"100/1m\": ",
-                         rate.status().message()));
+      return r.Error(
+          rate_node, rate_field,
+          Cat("expected \"<count>/<duration>\" such as \"100/1m\": ", rate.status().message()));
     }
     spec = LimitSpec::Bucket(*algorithm, *count, *rate);
   }
@@ -95,8 +97,9 @@ YAML::Node NodeForField(const YAML::Node& policy, const std::string& field) {
 
 Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const std::string& field,
                                const PolicySetOptions& options) {
-  if (Status s = r.ExpectMap(n, field, {"name", "identity", "ip_prefix", "limits", "cost",
-                                        "shadow", "count_rejected", "on_failure"});
+  if (Status s = r.ExpectMap(n, field,
+                             {"name", "identity", "ip_prefix", "limits", "cost", "shadow",
+                              "count_rejected", "on_failure"});
       !s.ok()) {
     return s;
   }
@@ -130,7 +133,8 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
     }
   }
   const YAML::Node limits = n["limits"];
-  if (Status s = r.ExpectSequence(limits, field + ".limits", kMaxLimitsPerPolicy); !s.ok()) return s;
+  if (Status s = r.ExpectSequence(limits, field + ".limits", kMaxLimitsPerPolicy); !s.ok())
+    return s;
   for (size_t i = 0; i < limits.size(); ++i) {
     auto l = ParseLimit(r, limits[i], Cat(field, ".limits[", i, ']'));
     if (!l.ok()) return l.status();
@@ -163,15 +167,17 @@ Result<PolicySpec> ParsePolicy(const YamlReader& r, const YAML::Node& n, const s
 }
 
 Status ParseStore(const YamlReader& r, const YAML::Node& n, StoreConfig& out) {
-  if (Status s = r.ExpectMap(n, "store", {"url", "password_file", "timeout", "on_failure",
-                                         "instances", "max_keys", "over_limit_cache", "tls"});
+  if (Status s = r.ExpectMap(n, "store",
+                             {"url", "password_file", "timeout", "on_failure", "instances",
+                              "max_keys", "over_limit_cache", "tls"});
       !s.ok()) {
     return s;
   }
   if (n["url"]) {
     auto url = r.String(n["url"], "store.url");
     if (!url.ok()) return url.status();
-    if (Status s = ValidateStoreUrl(*url); !s.ok()) return r.Error(n["url"], "store.url", s.message());
+    if (Status s = ValidateStoreUrl(*url); !s.ok())
+      return r.Error(n["url"], "store.url", s.message());
     out.url = *url;
   }
   if (n["password_file"]) {
@@ -256,10 +262,11 @@ Status ParseHeaders(const YamlReader& r, const YAML::Node& n, ServerConfig& out)
 }
 
 Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) {
-  if (Status s = r.ExpectMap(n, "server", {"http", "trusted_proxies", "descriptor_headers",
-                                           "max_connections", "max_connections_per_client",
-                                           "client_prefix", "header_timeout", "body_timeout",
-                                           "idle_timeout", "threads", "grpc", "tls", "auth", "status_page"});
+  if (Status s = r.ExpectMap(
+          n, "server",
+          {"http", "trusted_proxies", "descriptor_headers", "max_connections",
+           "max_connections_per_client", "client_prefix", "header_timeout", "body_timeout",
+           "idle_timeout", "threads", "grpc", "tls", "auth", "status_page"});
       !s.ok()) {
     return s;
   }
@@ -329,9 +336,9 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
     const char* name;
     Micros* value;
   };
-  for (Timeout t : {Timeout{"header_timeout", &out.header_timeout},
-                    Timeout{"body_timeout", &out.body_timeout},
-                    Timeout{"idle_timeout", &out.idle_timeout}}) {
+  for (Timeout t :
+       {Timeout{"header_timeout", &out.header_timeout}, Timeout{"body_timeout", &out.body_timeout},
+        Timeout{"idle_timeout", &out.idle_timeout}}) {
     if (!n[t.name]) continue;
     const std::string field = Cat("server.", t.name);
     auto d = r.Duration(n[t.name], field);
@@ -351,8 +358,9 @@ Status ParseServer(const YamlReader& r, const YAML::Node& n, ServerConfig& out) 
 }
 
 Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
-  if (Status s = r.ExpectMap(n, "envoy", {"descriptor_mode", "deny_as", "headers",
-                                          "max_concurrent_calls", "response_dynamic_metadata"});
+  if (Status s = r.ExpectMap(n, "envoy",
+                             {"descriptor_mode", "deny_as", "headers", "max_concurrent_calls",
+                              "response_dynamic_metadata"});
       !s.ok()) {
     return s;
   }
@@ -385,7 +393,8 @@ Status ParseEnvoy(const YamlReader& r, const YAML::Node& n, EnvoyConfig& out) {
 }
 
 Status ParseLogging(const YamlReader& r, const YAML::Node& n, LoggingConfig& out) {
-  if (Status s = r.ExpectMap(n, "logging", {"level", "format", "refusals", "identities"}); !s.ok()) {
+  if (Status s = r.ExpectMap(n, "logging", {"level", "format", "refusals", "identities"});
+      !s.ok()) {
     return s;
   }
   if (n["level"]) {
@@ -412,8 +421,9 @@ Status ParseLogging(const YamlReader& r, const YAML::Node& n, LoggingConfig& out
 }
 
 Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
-  if (Status s = r.ExpectMap(root, "", {"store", "server", "policies", "descriptor_mode",
-                                        "envoy_config", "envoy", "logging"});
+  if (Status s = r.ExpectMap(
+          root, "",
+          {"store", "server", "policies", "descriptor_mode", "envoy_config", "envoy", "logging"});
       !s.ok()) {
     return s;
   }
@@ -442,9 +452,8 @@ Result<Config> ParseRoot(const YamlReader& r, const YAML::Node& root) {
   if (root["server"]) {
     if (Status s = ParseServer(r, root["server"], config.server); !s.ok()) return s;
   }
-  const PolicySetOptions options{.on_failure = config.store.on_failure,
-                                 .instances = config.store.instances,
-                                 .mode = mode};
+  const PolicySetOptions options{
+      .on_failure = config.store.on_failure, .instances = config.store.instances, .mode = mode};
   const YAML::Node policies = root["policies"];
   if (!policies && config.envoy.config.empty()) {
     return r.Error(root, "policies", "missing (expected a list of policies, or envoy_config)");
@@ -479,9 +488,12 @@ namespace envoy {
 
 std::string_view HeaderModeName(HeaderMode m) {
   switch (m) {
-    case HeaderMode::kNone: return "none";
-    case HeaderMode::kIetf: return "ietf";
-    case HeaderMode::kIetfAndXRateLimit: return "ietf_and_x_ratelimit";
+    case HeaderMode::kNone:
+      return "none";
+    case HeaderMode::kIetf:
+      return "ietf";
+    case HeaderMode::kIetfAndXRateLimit:
+      return "ietf_and_x_ratelimit";
   }
   return "unknown";
 }
@@ -496,8 +508,10 @@ Result<HeaderMode> ParseHeaderMode(std::string_view text) {
 
 std::string_view DenyAsName(DenyAs d) {
   switch (d) {
-    case DenyAs::kOverLimit: return "over_limit";
-    case DenyAs::kUnavailable: return "unavailable";
+    case DenyAs::kOverLimit:
+      return "over_limit";
+    case DenyAs::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -515,8 +529,8 @@ Result<DenyAs> ParseDenyAs(std::string_view text) {
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
   const size_t colon = text.rfind(':');
   const auto bad = [&] {
-    return Status::InvalidArgument(Cat("expected host:port such as 127.0.0.1:8080 or [::1]:8080 (got ",
-                                       Quoted(text), ')'));
+    return Status::InvalidArgument(
+        Cat("expected host:port such as 127.0.0.1:8080 or [::1]:8080 (got ", Quoted(text), ')'));
   };
   if (colon == std::string_view::npos || colon == 0) return bad();
   std::string host(text.substr(0, colon));

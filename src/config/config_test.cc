@@ -85,7 +85,8 @@ TEST(Config, DefaultsWhenSectionsAreOmitted) {
 
 TEST(Config, ReadsThePerClientConnectionCap) {
   auto c = ParseConfig(
-      "server:\n  max_connections_per_client: 64\n  client_prefix: {v4: 24, v6: 48}\npolicies: []\n",
+      "server:\n  max_connections_per_client: 64\n  client_prefix: {v4: 24, v6: 48}\npolicies: "
+      "[]\n",
       "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server.max_connections_per_client, 64);
@@ -106,11 +107,12 @@ TEST(Config, ReadsTheStatusPageSwitch) {
 }
 
 TEST(Config, ReadsTheEnvoyService) {
-  auto c = ParseConfig("server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
-                       "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
-                       "headers: none, max_concurrent_calls: 64, response_dynamic_metadata: true}\n"
-                       "policies: []\n",
-                       "t.yaml");
+  auto c = ParseConfig(
+      "server: {grpc: '127.0.0.1:8081'}\nenvoy_config: ratelimit/\n"
+      "envoy: {descriptor_mode: consume_each, deny_as: unavailable, "
+      "headers: none, max_concurrent_calls: 64, response_dynamic_metadata: true}\n"
+      "policies: []\n",
+      "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->server.grpc, "127.0.0.1:8081");
   EXPECT_EQ(c->envoy.config, "ratelimit/");
@@ -154,15 +156,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"server: {grpc: nowhere}\npolicies: []\n", "bad.yaml:1:16: server.grpc: expected"},
         BadCase{"envoy: {descriptor_mode: some}\npolicies: []\n",
                 "bad.yaml:1:26: envoy.descriptor_mode: expected all_or_nothing or consume_each"},
-        BadCase{"envoy: {refunds: true}\npolicies: []\n", "bad.yaml:1:9: envoy.refunds: unknown field"},
+        BadCase{"envoy: {refunds: true}\npolicies: []\n",
+                "bad.yaml:1:9: envoy.refunds: unknown field"},
         BadCase{"store: {}\n", "bad.yaml:1:1: policies: missing"},
         BadCase{"polices: []\n", "bad.yaml:1:1: polices: unknown field (expected one of: store"},
-        BadCase{"store: {url: http://x}\npolicies: []\n", "bad.yaml:1:14: store.url: \"http://x\" is not a store URL (expected memory://"},
-        BadCase{"store: {timeout: fast}\npolicies: []\n", "bad.yaml:1:18: store.timeout: expected a duration"},
+        BadCase{"store: {url: http://x}\npolicies: []\n",
+                "bad.yaml:1:14: store.url: \"http://x\" is not a store URL (expected memory://"},
+        BadCase{"store: {timeout: fast}\npolicies: []\n",
+                "bad.yaml:1:18: store.timeout: expected a duration"},
         BadCase{"store: {on_failure: open}\npolicies: []\n",
                 "bad.yaml:1:21: store.on_failure: expected allow, deny or local"},
-        BadCase{"store: {instances: 0}\npolicies: []\n", "bad.yaml:1:20: store.instances: expected an integer from 1"},
-        BadCase{"server: {http: 'localhost'}\npolicies: []\n", "bad.yaml:1:16: server.http: expected host:port"},
+        BadCase{"store: {instances: 0}\npolicies: []\n",
+                "bad.yaml:1:20: store.instances: expected an integer from 1"},
+        BadCase{"server: {http: 'localhost'}\npolicies: []\n",
+                "bad.yaml:1:16: server.http: expected host:port"},
         BadCase{"server: {trusted_proxies: [10.0.0.1/8]}\npolicies: []\n",
                 "bad.yaml:1:28: server.trusted_proxies[0]: \"10.0.0.1/8\" has host bits set"},
         BadCase{"server: {status_page: yes}\npolicies: []\n",
@@ -177,28 +184,42 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:1:31: server.descriptor_headers.ip: expected a descriptor name"},
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n",
                 "bad.yaml:2:5: policies[0]: missing limits"},
-        BadCase{"policies:\n  - name: p\n    identity: []\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+        BadCase{"policies:\n  - name: p\n    identity: []\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n",
                 "bad.yaml:3:15: policies[0].identity: expected 1 to 8"},
-        BadCase{"policies:\n  - name: p q\n    identity: [a]\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+        BadCase{"policies:\n  - name: p q\n    identity: [a]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n",
                 "bad.yaml:2:11: policies[0].name: expected 1 to 64 characters"},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: leaky, capacity: 1}\n",
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: "
+                "leaky, capacity: 1}\n",
                 "bad.yaml:5:21: policies[0].limits[0].algorithm: unknown algorithm \"leaky\""},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, capacity: 1, refill: fast}\n",
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: "
+                "token_bucket, capacity: 1, refill: fast}\n",
                 "bad.yaml:5:56: policies[0].limits[0].refill: expected \"<count>/<duration>\""},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, capacity: x, refill: 1/s}\n",
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: "
+                "token_bucket, capacity: x, refill: 1/s}\n",
                 "bad.yaml:5:45: policies[0].limits[0].capacity: expected an integer from 1"},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: token_bucket, limit: 1, window: 1s}\n",
-                "bad.yaml:5:35: policies[0].limits[0].limit: unknown field (expected one of: algorithm, capacity, refill)"},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    cost: 5\n    limits:\n      - {algorithm: fixed_window, limit: 2, window: 1s}\n",
-                "bad.yaml:4:11: policies[0].cost: the default cost must be between 1 and the smallest capacity"},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    shadow: yes\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: "
+                "token_bucket, limit: 1, window: 1s}\n",
+                "bad.yaml:5:35: policies[0].limits[0].limit: unknown field (expected one of: "
+                "algorithm, capacity, refill)"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    cost: 5\n    limits:\n      "
+                "- {algorithm: fixed_window, limit: 2, window: 1s}\n",
+                "bad.yaml:4:11: policies[0].cost: the default cost must be between 1 and the "
+                "smallest capacity"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    shadow: yes\n    limits: "
+                "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
                 "bad.yaml:4:13: policies[0].shadow: expected true or false"},
-        BadCase{"policies:\n  - {name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]}\n"
-                "  - {name: p, identity: [b], limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]}\n",
-                "bad.yaml:3:12: policies[1].name: \"p\" is already the name of policies[0]"},
-        BadCase{"store: {on_failure: local, instances: 2}\npolicies:\n  - {name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, refill: 1/365d}]}\n",
+        BadCase{
+            "policies:\n  - {name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+            "refill: 1/s}]}\n"
+            "  - {name: p, identity: [b], limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]}\n",
+            "bad.yaml:3:12: policies[1].name: \"p\" is already the name of policies[0]"},
+        BadCase{"store: {on_failure: local, instances: 2}\npolicies:\n  - {name: p, identity: [a], "
+                "limits: [{algorithm: gcra, capacity: 1, refill: 1/365d}]}\n",
                 "bad.yaml:3:39: policies[0].limits[0]: divided among 2 instances"},
-        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    identity: [ip]\n    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    identity: [ip]\n    limits: "
+                "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
                 "bad.yaml:4:5: policies[0].identity: given twice"}));
 
 TEST(ConfigFile, MissingFileIsNotFound) {

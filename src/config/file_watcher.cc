@@ -195,18 +195,20 @@ FileWatcher::Counters FileWatcher::counters() const {
 }
 
 void FileWatcher::Run() {
-  using Clock = std::chrono::steady_clock;
-  bool burst = false;             // events seen, not compared yet
-  Clock::time_point first, last;  // of the current burst
-  const auto rescan = options_.rescan_interval;
-  Clock::time_point next_rescan = Clock::now() + rescan;
+  const Clock& clock = *options_.clock;
+  constexpr Nanos kNever = Nanos::max();
+  const Nanos debounce = options_.debounce, max_delay = options_.max_delay;
+  const Nanos rescan = options_.rescan_interval;
+  bool burst = false;       // events seen, not compared yet
+  Nanos first{0}, last{0};  // of the current burst
+  Nanos next_rescan = clock.Monotonic() + rescan;
   while (true) {
-    const Clock::time_point now = Clock::now();
-    Clock::time_point due = Clock::time_point::max();
-    if (burst) due = std::min(last + options_.debounce, first + options_.max_delay);
+    const Nanos now = clock.Monotonic();
+    Nanos due = kNever;
+    if (burst) due = std::min(last + debounce, first + max_delay);
     if (rescan.count() > 0) due = std::min(due, next_rescan);
     int timeout = -1;
-    if (due != Clock::time_point::max()) {
+    if (due != kNever) {
       const auto ms = std::chrono::ceil<std::chrono::milliseconds>(due - now).count();
       timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 60'000));
     }
@@ -217,13 +219,12 @@ void FileWatcher::Run() {
     if (n > 0 && fds[1].revents != 0) return;
     if (n > 0 && fds[0].revents != 0) {
       if (!ReadEvents()) return;
-      last = Clock::now();
+      last = clock.Monotonic();
       if (!burst) first = last;
       burst = true;
     }
-    const Clock::time_point after = Clock::now();
-    const bool burst_over =
-        burst && (after >= last + options_.debounce || after >= first + options_.max_delay);
+    const Nanos after = clock.Monotonic();
+    const bool burst_over = burst && (after >= last + debounce || after >= first + max_delay);
     const bool rescan_due = rescan.count() > 0 && after >= next_rescan;
     if (burst_over || rescan_due) {
       burst = false;

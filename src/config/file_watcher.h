@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "caudal/clock.h"
 #include "caudal/status.h"
 
 namespace caudal {
@@ -57,6 +58,9 @@ class FileWatcher {
     // Called on the watcher's thread after every comparison, with whether it found a change
     // (before on_change, if it did). For tests and metrics; may be empty.
     std::function<void(bool changed)> on_check = nullptr;
+    // Measures the debounce, max_delay and rescan intervals (its Monotonic()). The waits
+    // themselves are poll() timeouts, so a manual clock only shifts when a burst counts as over.
+    const Clock* clock = &SystemClock::Instance();
   };
 
   // What the watcher did so far (for tests and metrics).

@@ -1,12 +1,12 @@
 #include "caudal/store_registry.h"
 
+#include <cctype>
+#include <fstream>
+
 #include "caudal/memory_store.h"
 #include "caudal/redis_cluster_store.h"
 #include "caudal/redis_sentinel_store.h"
 #include "caudal/redis_store.h"
-#include <cctype>
-#include <fstream>
-
 #include "common/cat.h"
 #include "common/redact.h"
 #include "redis/redis_url.h"
@@ -110,19 +110,37 @@ Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, cons
 }
 
 constexpr StoreKind kKinds[] = {
-    {.scheme = "memory", .example = "memory://", .remote = false, .tls = false,
-     .validate = ValidateMemory, .open = OpenMemory},
-    {.scheme = "redis", .example = "redis://[user:password@]host:port[/db]", .remote = true,
-     .tls = false, .validate = ValidateRedis, .open = OpenRedis},
-    {.scheme = "rediss", .example = "rediss://[user:password@]host:port[/db]", .remote = true,
-     .tls = true, .validate = ValidateRedis, .open = OpenRedis},
+    {.scheme = "memory",
+     .example = "memory://",
+     .remote = false,
+     .tls = false,
+     .validate = ValidateMemory,
+     .open = OpenMemory},
+    {.scheme = "redis",
+     .example = "redis://[user:password@]host:port[/db]",
+     .remote = true,
+     .tls = false,
+     .validate = ValidateRedis,
+     .open = OpenRedis},
+    {.scheme = "rediss",
+     .example = "rediss://[user:password@]host:port[/db]",
+     .remote = true,
+     .tls = true,
+     .validate = ValidateRedis,
+     .open = OpenRedis},
     {.scheme = "redis-cluster",
      .example = "redis-cluster://[user:password@]host:port[,host:port...][?tls=true]",
-     .remote = true, .tls = false, .breaker_per_node = true, .validate = ValidateRedisCluster,
+     .remote = true,
+     .tls = false,
+     .breaker_per_node = true,
+     .validate = ValidateRedisCluster,
      .open = OpenRedisCluster},
     {.scheme = "redis-sentinel",
      .example = "redis-sentinel://[user:password@]host:port[,host:port...]/master-name[/db]",
-     .remote = true, .tls = false, .validate = ValidateRedisSentinel, .open = OpenRedisSentinel},
+     .remote = true,
+     .tls = false,
+     .validate = ValidateRedisSentinel,
+     .open = OpenRedisSentinel},
 };
 
 }  // namespace

@@ -38,7 +38,8 @@ Status YamlReader::ExpectMap(const YAML::Node& n, std::string_view field,
                              std::initializer_list<std::string_view> allowed) const {
   std::string names;
   for (std::string_view a : allowed) names += Cat(names.empty() ? "" : ", ", a);
-  if (!n.IsMap()) return Error(n, field, Cat("expected a map with ", names, " (got ", Shown(n), ')'));
+  if (!n.IsMap())
+    return Error(n, field, Cat("expected a map with ", names, " (got ", Shown(n), ')'));
   std::vector<std::string> seen;
   for (const auto& kv : n) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
@@ -95,8 +96,8 @@ Result<Micros> YamlReader::Duration(const YAML::Node& n, std::string_view field)
   }
   auto d = ParseDuration(n.Scalar());
   if (!d.ok()) {
-    return Error(n, field, Cat("expected a duration such as 5ms, 10s or 1m: ",
-                               d.status().message()));
+    return Error(n, field,
+                 Cat("expected a duration such as 5ms, 10s or 1m: ", d.status().message()));
   }
   return *d;
 }

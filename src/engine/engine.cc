@@ -5,10 +5,10 @@
 #include <mutex>
 #include <utility>
 
+#include "caudal/refusals.h"
 #include "common/cat.h"
 #include "engine/log_throttle.h"
 #include "engine/over_limit_cache.h"
-#include "caudal/refusals.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -20,12 +20,18 @@ __extension__ typedef __int128 Wide;
 
 std::string_view DecidedByName(DecidedBy d) {
   switch (d) {
-    case DecidedBy::kStore: return "store";
-    case DecidedBy::kLocal: return "local";
-    case DecidedBy::kFailOpen: return "fail_open";
-    case DecidedBy::kFailClosed: return "fail_closed";
-    case DecidedBy::kOverLimitCache: return "over_limit_cache";
-    case DecidedBy::kSkipped: return "skipped";
+    case DecidedBy::kStore:
+      return "store";
+    case DecidedBy::kLocal:
+      return "local";
+    case DecidedBy::kFailOpen:
+      return "fail_open";
+    case DecidedBy::kFailClosed:
+      return "fail_closed";
+    case DecidedBy::kOverLimitCache:
+      return "over_limit_cache";
+    case DecidedBy::kSkipped:
+      return "skipped";
   }
   return "unknown";
 }
@@ -36,9 +42,12 @@ bool IsFailover(DecidedBy d) {
 
 std::string_view OutcomeName(Outcome o) {
   switch (o) {
-    case Outcome::kAllowed: return "allowed";
-    case Outcome::kDenied: return "denied";
-    case Outcome::kUnavailable: return "unavailable";
+    case Outcome::kAllowed:
+      return "allowed";
+    case Outcome::kDenied:
+      return "denied";
+    case Outcome::kUnavailable:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -55,14 +64,21 @@ bool Tighter(const Decision& x, const Decision& y) {
 void Count(PolicyCounters& c, const PolicyResult& r) {
   if (r.kind == CheckKind::kNoLimit) return;
   switch (r.decided_by) {
-    case DecidedBy::kSkipped: return;
-    case DecidedBy::kOverLimitCache: break;
+    case DecidedBy::kSkipped:
+      return;
+    case DecidedBy::kOverLimitCache:
+      break;
     case DecidedBy::kFailOpen:
       if (!r.shadow) c.fail_open.fetch_add(1, std::memory_order_relaxed);
       return;
-    case DecidedBy::kFailClosed: c.fail_closed.fetch_add(1, std::memory_order_relaxed); return;
-    case DecidedBy::kLocal: c.local.fetch_add(1, std::memory_order_relaxed); break;
-    case DecidedBy::kStore: break;
+    case DecidedBy::kFailClosed:
+      c.fail_closed.fetch_add(1, std::memory_order_relaxed);
+      return;
+    case DecidedBy::kLocal:
+      c.local.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case DecidedBy::kStore:
+      break;
   }
   (r.allowed ? c.allowed : c.denied).fetch_add(1, std::memory_order_relaxed);
   if (r.shadow && !r.allowed) c.shadow_denied.fetch_add(1, std::memory_order_relaxed);
@@ -146,7 +162,10 @@ const PolicyResult* CheckResult::ClosestToLimit(int* decision_index) const {
 class Engine::Operation : public std::enable_shared_from_this<Operation> {
  public:
   Operation(Engine& engine, std::shared_ptr<const Snapshot> snap, Api api, CheckCallback done)
-      : engine_(engine), snap_(std::move(snap)), api_(api), done_(std::move(done)),
+      : engine_(engine),
+        snap_(std::move(snap)),
+        api_(api),
+        done_(std::move(done)),
         start_(engine.clock_.Monotonic()) {}
 
   void Abort(Status s) { Complete(std::move(s)); }
@@ -175,9 +194,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     std::vector<size_t> checks;
     std::vector<EntryRef> entries;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
-    std::vector<size_t> entry_of;  // per (check, limit) in order: its entry
-    std::vector<int64_t> units_of;  // per (check, limit): what it adds to its entry's net
-    Nanos sent{0};                 // monotonic
+    std::vector<size_t> entry_of;         // per (check, limit) in order: its entry
+    std::vector<int64_t> units_of;        // per (check, limit): what it adds to its entry's net
+    Nanos sent{0};                        // monotonic
   };
   using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
 
@@ -525,13 +544,15 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     if (refusals == nullptr) return;
     for (const PlanCheck& c : plan_.checks) {
       const PolicyResult& r = c.result;
-      const bool by_store = r.decided_by == DecidedBy::kStore || r.decided_by == DecidedBy::kLocal ||
+      const bool by_store = r.decided_by == DecidedBy::kStore ||
+                            r.decided_by == DecidedBy::kLocal ||
                             r.decided_by == DecidedBy::kOverLimitCache;
       if (r.allowed || r.shadow || r.kind != CheckKind::kLimited || !by_store) continue;
       const int t = r.Tightest();
       if (t < 0) continue;
       const Decision& d = r.decisions[static_cast<size_t>(t)];
-      refusals->Record(api_, c.stat_name, IdentityOf(c), r.limits[static_cast<size_t>(t)]->ToString(),
+      refusals->Record(api_, c.stat_name, IdentityOf(c),
+                       r.limits[static_cast<size_t>(t)]->ToString(),
                        d.verdict == Verdict::kNeverFits ? d.reset_after : d.retry_after);
     }
   }
@@ -570,11 +591,13 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
 };
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
-    : store_(store), clock_(clock), options_(options),
+    : store_(store),
+      clock_(clock),
+      options_(options),
       shadow_log_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{})),
-      cache_(options.over_limit_cache_keys == 0
-                 ? nullptr
-                 : std::make_unique<engine_internal::OverLimitCache>(options.over_limit_cache_keys)) {
+      cache_(options.over_limit_cache_keys == 0 ? nullptr
+                                                : std::make_unique<engine_internal::OverLimitCache>(
+                                                      options.over_limit_cache_keys)) {
   auto snap = std::make_shared<Snapshot>();
   snap->policies = *PolicySet::Create({}, {});
   snapshot_.store(std::move(snap));
@@ -586,8 +609,8 @@ Status Engine::SetPolicies(std::shared_ptr<const PolicySet> set) {
   if (set == nullptr) return Status::InvalidArgument("no policy set");
   for (const PolicySet::Policy& p : set->policies()) {
     if (p.on_failure == FailureMode::kLocal && options_.local_store == nullptr) {
-      return Status::InvalidArgument(
-          Cat("policy ", Quoted(p.spec.name), " fails over to local, but no local store is configured"));
+      return Status::InvalidArgument(Cat("policy ", Quoted(p.spec.name),
+                                         " fails over to local, but no local store is configured"));
     }
   }
   std::lock_guard lock(install_mu_);
@@ -609,7 +632,8 @@ std::shared_ptr<const PolicySet> Engine::policies() const {
 Status Engine::SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains,
                           DomainOptions options) {
   if (options.on_failure == FailureMode::kLocal && options_.local_store == nullptr) {
-    return Status::InvalidArgument("Envoy domains fail over to local, but no local store is configured");
+    return Status::InvalidArgument(
+        "Envoy domains fail over to local, but no local store is configured");
   }
   std::lock_guard lock(install_mu_);
   auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
@@ -618,9 +642,10 @@ Status Engine::SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains,
   snap->rule_stats.clear();
   if (snap->domains != nullptr) {
     snap->domains->ForEachRule([&](const envoy::RateLimitRule& rule, std::string_view stat_key) {
-      snap->rule_stats[&rule] = {
-          .name = std::string(stat_key),
-          .counters = options_.metrics ? &options_.metrics->ForPolicy(Api::kRls, stat_key) : nullptr};
+      snap->rule_stats[&rule] = {.name = std::string(stat_key),
+                                 .counters = options_.metrics
+                                                 ? &options_.metrics->ForPolicy(Api::kRls, stat_key)
+                                                 : nullptr};
     });
   }
   snapshot_.store(std::move(snap), std::memory_order_release);

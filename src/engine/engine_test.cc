@@ -29,10 +29,9 @@ PolicySpec Spec(std::string name, std::vector<std::string> identity, std::vector
 class EngineTest : public ::testing::Test {
  protected:
   EngineTest()
-      : store_(clock_), local_(clock_),
-        log_([this](LogLevel, std::string_view m) {
-          lines_.push_back(std::string(m));
-        }),
+      : store_(clock_),
+        local_(clock_),
+        log_([this](LogLevel, std::string_view m) { lines_.push_back(std::string(m)); }),
         engine_(store_, clock_, {.local_store = &local_, .metrics = &metrics_, .log = &log_}) {}
 
   void Install(std::vector<PolicySpec> specs, PolicySetOptions options = {}) {
@@ -144,7 +143,8 @@ TEST_F(EngineTest, ShadowRefusalsLogOneLinePerPolicyPerSecond) {
   EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
   for (int i = 0; i < 50; ++i) EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
   EXPECT_EQ(shadow_lines(), 1);  // 50 refusals, one line
-  EXPECT_EQ(metrics_.ForPolicy(Api::kHttp, "dark").shadow_denied.load(), 50u);  // every one still counted
+  EXPECT_EQ(metrics_.ForPolicy(Api::kHttp, "dark").shadow_denied.load(),
+            50u);  // every one still counted
   clock_.Advance(std::chrono::milliseconds(999));
   EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());
   EXPECT_EQ(shadow_lines(), 1);
@@ -309,7 +309,7 @@ TEST(EngineReload, InFlightRequestsFinishWithTheSetTheyStartedWith) {
   ASSERT_TRUE(engine.SetPolicies(old_set).ok());
   std::optional<Result<CheckResult>> got;
   engine.CheckAsync({.descriptors = {{"api_key", "k"}}, .cost = std::nullopt},
-                     [&](Result<CheckResult> r) { got.emplace(std::move(r)); });
+                    [&](Result<CheckResult> r) { got.emplace(std::move(r)); });
   ASSERT_FALSE(got.has_value());
   auto new_set = *PolicySet::Create({Spec("new", {"api_key"}, {Bucket(1, {1, minutes(1)})})}, {});
   ASSERT_TRUE(engine.SetPolicies(new_set).ok());

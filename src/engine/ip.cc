@@ -57,7 +57,7 @@ IpAddress IpAddress::Masked(int prefix) const {
 
 std::string IpAddress::ToString() const {
   if (family == IpFamily::kV4) {  // on every forward-auth request: skip inet_ntop's sprintf
-    std::string out;  // at most 15 characters: no allocation
+    std::string out;              // at most 15 characters: no allocation
     for (size_t i = 0; i < 4; ++i) {
       if (i > 0) out += '.';
       const unsigned b = bytes[i];
@@ -103,8 +103,6 @@ bool CidrBlock::Contains(const IpAddress& a) const {
   return a.family == network.family && a.Masked(prefix) == network;
 }
 
-std::string CidrBlock::ToString() const {
-  return Cat(network.ToString(), '/', prefix);
-}
+std::string CidrBlock::ToString() const { return Cat(network.ToString(), '/', prefix); }
 
 }  // namespace caudal

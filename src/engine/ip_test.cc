@@ -12,8 +12,8 @@ TEST(IpAddress, ParsesAndPrintsBothFamilies) {
   EXPECT_EQ(IpAddress::Parse("10.0.105.255")->ToString(), "10.0.105.255");
   EXPECT_EQ(IpAddress::Parse("2001:DB8:0:0::1")->ToString(), "2001:db8::1");
   EXPECT_EQ(IpAddress::Parse("::ffff:10.1.2.3")->family, IpFamily::kV4);
-  for (const char* bad : {"", "1.2.3", "1.2.3.4.5", "256.1.1.1", "::g", " 1.2.3.4",
-                          "1.2.3.4/8", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
+  for (const char* bad : {"", "1.2.3", "1.2.3.4.5", "256.1.1.1", "::g", " 1.2.3.4", "1.2.3.4/8",
+                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}) {
     EXPECT_FALSE(IpAddress::Parse(bad).ok()) << bad;
   }
 }

@@ -40,7 +40,8 @@ void AppendTextValue(std::string& out, std::string_view v) {
 }
 
 std::string UtcTime(Nanos now) {
-  const std::time_t t = static_cast<std::time_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  const std::time_t t =
+      static_cast<std::time_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count());
   std::tm tm{};
   gmtime_r(&t, &tm);
   char when[32];
@@ -52,10 +53,14 @@ std::string UtcTime(Nanos now) {
 
 std::string_view LogLevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
   }
   return "?";
 }
@@ -64,7 +69,8 @@ Result<LogLevel> ParseLogLevel(std::string_view text) {
   for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning, LogLevel::kError}) {
     if (LogLevelName(l) == text) return l;
   }
-  return Status::InvalidArgument(Cat("expected debug, info, warning or error (got ", Quoted(text), ')'));
+  return Status::InvalidArgument(
+      Cat("expected debug, info, warning or error (got ", Quoted(text), ')'));
 }
 
 std::string_view LogFormatName(LogFormat format) {
@@ -78,7 +84,9 @@ Result<LogFormat> ParseLogFormat(std::string_view text) {
 }
 
 Logger::Logger(LoggerOptions options, const Clock& clock)
-    : clock_(&clock), level_(options.level), format_(options.format),
+    : clock_(&clock),
+      level_(options.level),
+      format_(options.format),
       sink_([](LogLevel, std::string_view line) {
         std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
       }) {}

@@ -25,7 +25,8 @@ TEST(Logger, JsonLinesAreOneObjectEach) {
   log.Info("two\nlines \"quoted\"", {{"retry_after_ms", "1200"}});
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0],
-            "{\"level\":\"info\",\"msg\":\"two\\u000alines \\\"quoted\\\"\",\"retry_after_ms\":\"1200\"}");
+            "{\"level\":\"info\",\"msg\":\"two\\u000alines "
+            "\\\"quoted\\\"\",\"retry_after_ms\":\"1200\"}");
 }
 
 TEST(Logger, LinesBelowTheLevelAreDropped) {

@@ -1,7 +1,8 @@
 #include "engine/log_throttle.h"
-#include "support/manual_clock.h"
 
 #include <gtest/gtest.h>
+
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {

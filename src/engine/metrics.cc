@@ -77,9 +77,12 @@ void LatencyHistogram::Render(std::string& out, std::string_view name,
 
 std::string_view ApiName(Api api) {
   switch (api) {
-    case Api::kHttp: return "http";
-    case Api::kRls: return "rls";
-    case Api::kCli: return "cli";
+    case Api::kHttp:
+      return "http";
+    case Api::kRls:
+      return "rls";
+    case Api::kCli:
+      return "cli";
   }
   return "unknown";
 }
@@ -146,7 +149,8 @@ std::string Metrics::RenderPrometheus() const {
   AppendHeader(out, "caudal_shadow_denials_total", "counter",
                "Requests a shadow policy would have refused (they were allowed).");
   for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.api, r.name, "", r.c->shadow_denied.load());
+    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.api, r.name, "",
+                        r.c->shadow_denied.load());
   }
   AppendHeader(out, "caudal_failure_mode_decisions_total", "counter",
                "Decisions made by a failure mode because the store failed.");

@@ -25,8 +25,10 @@ TEST(Metrics, RendersPrometheusText) {
   for (const char* line : {
            "caudal_decisions_total{api=\"http\",policy=\"per-key\",outcome=\"allowed\"} 3\n",
            "caudal_decisions_total{api=\"http\",policy=\"per-key\",outcome=\"denied\"} 1\n",
-           "caudal_decisions_total{api=\"rls\",policy=\"mongo_cps.database_users\",outcome=\"denied\"} 4\n",
-           "caudal_failure_mode_decisions_total{api=\"http\",policy=\"per-key\",mode=\"allow\"} 2\n",
+           "caudal_decisions_total{api=\"rls\",policy=\"mongo_cps.database_users\",outcome="
+           "\"denied\"} 4\n",
+           "caudal_failure_mode_decisions_total{api=\"http\",policy=\"per-key\",mode=\"allow\"} "
+           "2\n",
            "caudal_decision_duration_seconds_bucket{api=\"http\",le=\"0.000050\"} 0\n",
            "caudal_decision_duration_seconds_bucket{api=\"http\",le=\"0.000100\"} 1\n",
            "caudal_decision_duration_seconds_bucket{api=\"http\",le=\"1.000000\"} 1\n",
@@ -67,8 +69,9 @@ TEST(Metrics, DetailedSeriesAreBoundedAndTheRestCountedTogether) {
   a.allowed += 1;
   b.allowed += 1;
   const std::string text = m.RenderPrometheus();
-  EXPECT_NE(text.find("caudal_decisions_total{api=\"rls\",policy=\"_overflow\",outcome=\"allowed\"} 2\n"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("caudal_decisions_total{api=\"rls\",policy=\"_overflow\",outcome=\"allowed\"} 2\n"),
+      std::string::npos);
   EXPECT_NE(text.find("caudal_detailed_metric_overflow_total 2\n"), std::string::npos);
   EXPECT_EQ(text.find("d.key_new1"), std::string::npos);
 }

@@ -38,7 +38,8 @@ class OverLimitCache {
   // The refusal to give a request of `cost` on `key` at monotonic time `now`, or nullopt when
   // the store must decide. The decision's retry_after is what is left of the store's.
   std::optional<Decision> Lookup(std::string_view key, int64_t cost, Nanos now);
-  // The store refused `refused` (verdict kDenied) for `cost` on `key`, for a request sent at `sent`.
+  // The store refused `refused` (verdict kDenied) for `cost` on `key`, for a request sent at
+  // `sent`.
   void Remember(std::string_view key, int64_t cost, Nanos sent, const Decision& refused);
   void Forget(std::string_view key);
 

@@ -18,13 +18,16 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 Decision Refusal(Micros retry) {
-  return {.verdict = Verdict::kDenied, .limit = 10, .remaining = 0, .reset_after = retry,
+  return {.verdict = Verdict::kDenied,
+          .limit = 10,
+          .remaining = 0,
+          .reset_after = retry,
           .retry_after = retry};
 }
 
 TEST(OverLimitCache, RefusesTheSameOrHigherCostUntilTheStoreWould) {
   OverLimitCache cache(1024);
-  cache.Remember("k", 3, Nanos(1'000), Refusal(Micros(500)));  // sent at 1 µs: until 501 µs
+  cache.Remember("k", 3, Nanos(1'000), Refusal(Micros(500)));    // sent at 1 µs: until 501 µs
   EXPECT_FALSE(cache.Lookup("k", 2, Nanos(2'000)).has_value());  // a smaller cost may fit
   auto d = cache.Lookup("k", 3, Nanos(2'000));
   ASSERT_TRUE(d.has_value());
@@ -97,10 +100,13 @@ TEST(OverLimitCacheEquivalence, RandomTrafficDecidesExactlyAsWithoutIt) {
       Engine with(with_store, clock, {.over_limit_cache_keys = 4096});
       Engine without(without_store, clock, {});
       auto set = *PolicySet::Create(
-          {Policy("bucket", {"k"}, Make(LimitSpec::Bucket(Algorithm::kTokenBucket, 6, {5, seconds(1)}))),
-           Policy("gcra", {"k", "t"}, Make(LimitSpec::Bucket(Algorithm::kGcra, 4, {3, seconds(1)}))),
+          {Policy("bucket", {"k"},
+                  Make(LimitSpec::Bucket(Algorithm::kTokenBucket, 6, {5, seconds(1)}))),
+           Policy("gcra", {"k", "t"},
+                  Make(LimitSpec::Bucket(Algorithm::kGcra, 4, {3, seconds(1)}))),
            Policy("window", {"t"}, Make(LimitSpec::Window(Algorithm::kFixedWindow, 9, seconds(2)))),
-           Policy("log", {"k"}, Make(LimitSpec::Window(Algorithm::kSlidingWindowLog, 8, seconds(3)))),
+           Policy("log", {"k"},
+                  Make(LimitSpec::Window(Algorithm::kSlidingWindowLog, 8, seconds(3)))),
            Policy("counter", {"t"},
                   Make(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 7, seconds(1))))},
           {.mode = mode});

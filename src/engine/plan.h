@@ -42,14 +42,14 @@ struct Check {
   std::shared_ptr<const Limit> override_limit;  // an Envoy descriptor's own limit
   PolicyCounters* counters = nullptr;
   std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
-  std::string detailed_name;  // Envoy: the per-value metric name (detailed_metric, ...)
+  std::string detailed_name;   // Envoy: the per-value metric name (detailed_metric, ...)
   // Counted whatever the verdict (EntryOp::kCharge): the reference's INCRBY, for Envoy checks
   // decided one by one whose limits all define it (fixed windows).
   bool charge = false;
   // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
   // the request is refused too.
   bool quota = false;
-  Status error;               // kConsumeEach: this check's store call failed
+  Status error;  // kConsumeEach: this check's store call failed
 };
 
 struct Plan {

@@ -26,8 +26,8 @@ Status Bad(size_t i, std::string_view message) {
 
 Status ValidateShape(const DomainRequest& request, const DomainOptions& options) {
   if (request.wire_bytes > options.max_request_bytes) {
-    return Status::InvalidArgument(Cat("request of ", request.wire_bytes, " bytes exceeds ",
-                                       options.max_request_bytes));
+    return Status::InvalidArgument(
+        Cat("request of ", request.wire_bytes, " bytes exceeds ", options.max_request_bytes));
   }
   if (request.domain.empty()) return Status::InvalidArgument("domain must not be empty");
   if (Status s = ValidateValue("domain", request.domain, /*allow_controls=*/true); !s.ok()) {
@@ -56,7 +56,7 @@ Status ValidateShape(const DomainRequest& request, const DomainOptions& options)
 
 Result<int64_t> Hits(const DomainRequest& request, size_t i) {
   const DomainDescriptor& d = request.descriptors[i];
-  const uint64_t hits = d.hits.has_value()          ? *d.hits
+  const uint64_t hits = d.hits.has_value()         ? *d.hits
                         : request.hits_addend == 0 ? 1
                                                    : request.hits_addend;
   if (hits > static_cast<uint64_t>(kMaxCost)) {
@@ -68,7 +68,8 @@ Result<int64_t> Hits(const DomainRequest& request, size_t i) {
 // The limit of a descriptor that carries its own: a plain fixed window, as in the reference.
 Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
   const int unit = d.limit->unit;
-  if (unit < static_cast<int>(envoy::Unit::kSecond) || unit > static_cast<int>(envoy::Unit::kYear)) {
+  if (unit < static_cast<int>(envoy::Unit::kSecond) ||
+      unit > static_cast<int>(envoy::Unit::kYear)) {
     return Bad(i, "limit override has no valid unit");
   }
   if (d.limit->requests_per_unit == 0) {

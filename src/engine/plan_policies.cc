@@ -135,9 +135,9 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     for (size_t k = 0; k < p.spec.limits.size(); ++k) {
       const Limit& l = p.spec.limits[k];
       if (!request.refund && c.result.cost > l.capacity()) {
-        return Status::InvalidArgument(
-            Cat("cost: ", c.result.cost, " exceeds the capacity ", l.capacity(), " of policy ",
-                Quoted(p.spec.name), " (limits[", k, "]), so it could never pass"));
+        return Status::InvalidArgument(Cat("cost: ", c.result.cost, " exceeds the capacity ",
+                                           l.capacity(), " of policy ", Quoted(p.spec.name),
+                                           " (limits[", k, "]), so it could never pass"));
       }
       // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
       std::string key = Cat(p.key_prefixes[k], '{', **identity, '}');

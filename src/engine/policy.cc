@@ -11,11 +11,21 @@ namespace {
 std::string Fingerprint(const Limit& l) {
   std::string s;
   switch (l.algorithm()) {
-    case Algorithm::kFixedWindow: s = "fw"; break;
-    case Algorithm::kSlidingWindowLog: s = "swl"; break;
-    case Algorithm::kSlidingWindowCounter: s = "swc"; break;
-    case Algorithm::kTokenBucket: s = "tb"; break;
-    case Algorithm::kGcra: s = "gcra"; break;
+    case Algorithm::kFixedWindow:
+      s = "fw";
+      break;
+    case Algorithm::kSlidingWindowLog:
+      s = "swl";
+      break;
+    case Algorithm::kSlidingWindowCounter:
+      s = "swc";
+      break;
+    case Algorithm::kTokenBucket:
+      s = "tb";
+      break;
+    case Algorithm::kGcra:
+      s = "gcra";
+      break;
   }
   s += std::to_string(l.capacity());
   s += ',';
@@ -33,9 +43,12 @@ PolicyError Err(std::string field, std::string message) {
 
 std::string_view FailureModeName(FailureMode m) {
   switch (m) {
-    case FailureMode::kAllow: return "allow";
-    case FailureMode::kDeny: return "deny";
-    case FailureMode::kLocal: return "local";
+    case FailureMode::kAllow:
+      return "allow";
+    case FailureMode::kDeny:
+      return "deny";
+    case FailureMode::kLocal:
+      return "local";
   }
   return "unknown";
 }
@@ -50,8 +63,10 @@ Result<FailureMode> ParseFailureMode(std::string_view text) {
 
 std::string_view DescriptorModeName(DescriptorMode m) {
   switch (m) {
-    case DescriptorMode::kAllOrNothing: return "all_or_nothing";
-    case DescriptorMode::kConsumeEach: return "consume_each";
+    case DescriptorMode::kAllOrNothing:
+      return "all_or_nothing";
+    case DescriptorMode::kConsumeEach:
+      return "consume_each";
   }
   return "unknown";
 }
@@ -67,8 +82,8 @@ Result<DescriptorMode> ParseDescriptorMode(std::string_view text) {
 bool IsValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameLength) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == '.';
   });
 }
 
@@ -86,27 +101,26 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   }
   auto local = Limit::Create(LimitSpec::Bucket(global.algorithm(), capacity, r));
   if (!local.ok()) {
-    return Status::InvalidArgument("divided among " + std::to_string(instances) +
-                                   " instances for the local failure mode: " +
-                                   local.status().message());
+    return Status::InvalidArgument(
+        "divided among " + std::to_string(instances) +
+        " instances for the local failure mode: " + local.status().message());
   }
   return local;
 }
 
-std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec,
-                                          const PolicySetOptions& options) {
+std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options) {
   if (!IsValidName(spec.name)) {
     return Err("name", "expected 1 to 64 characters of [A-Za-z0-9_.-] (got \"" + spec.name + "\")");
   }
   if (spec.identity.empty() || spec.identity.size() > kMaxIdentityFields) {
-    return Err("identity", "expected 1 to " + std::to_string(kMaxIdentityFields) +
-                               " descriptor names");
+    return Err("identity",
+               "expected 1 to " + std::to_string(kMaxIdentityFields) + " descriptor names");
   }
   for (size_t i = 0; i < spec.identity.size(); ++i) {
     const std::string field = "identity[" + std::to_string(i) + "]";
     if (!IsValidName(spec.identity[i])) {
-      return Err(field, "expected a descriptor name of [A-Za-z0-9_.-] (got \"" +
-                            spec.identity[i] + "\")");
+      return Err(field,
+                 "expected a descriptor name of [A-Za-z0-9_.-] (got \"" + spec.identity[i] + "\")");
     }
     for (size_t j = 0; j < i; ++j) {
       if (spec.identity[j] == spec.identity[i]) {

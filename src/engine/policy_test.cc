@@ -29,8 +29,14 @@ TEST(ValidatePolicy, NamesTheFieldAtFault) {
       {[](PolicySpec& s) { s.name = ""; }, "name"},
       {[](PolicySpec& s) { s.name = "has space"; }, "name"},
       {[](PolicySpec& s) { s.identity.clear(); }, "identity"},
-      {[](PolicySpec& s) { s.identity = {"a", "a"}; }, "identity[1]"},
-      {[](PolicySpec& s) { s.identity = {"ok", "no/slash"}; }, "identity[1]"},
+      {[](PolicySpec& s) {
+         s.identity = {"a", "a"};
+       },
+       "identity[1]"},
+      {[](PolicySpec& s) {
+         s.identity = {"ok", "no/slash"};
+       },
+       "identity[1]"},
       {[](PolicySpec& s) { s.ip_prefix.v4 = 33; }, "ip_prefix.v4"},
       {[](PolicySpec& s) { s.ip_prefix.v6 = -1; }, "ip_prefix.v6"},
       {[](PolicySpec& s) { s.limits.clear(); }, "limits"},
@@ -54,8 +60,8 @@ TEST(LocalLimit, DividesCapacityAndRateExactly) {
   const Limit odd = *LocalLimit(Bucket(100, {10, seconds(1)}), 3);
   EXPECT_EQ(odd.capacity(), 33);
   EXPECT_EQ(odd.rate(), (Rate{10, seconds(3)}));  // 10/3 per second, exactly
-  const Limit w = *LocalLimit(
-      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 600, minutes(1))), 7);
+  const Limit w =
+      *LocalLimit(*Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 600, minutes(1))), 7);
   EXPECT_EQ(w.capacity(), 85);
   EXPECT_EQ(w.window(), minutes(1));
   EXPECT_EQ(LocalLimit(Bucket(2, {2, seconds(1)}), 5)->capacity(), 1);  // never below one

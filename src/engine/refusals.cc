@@ -64,7 +64,9 @@ struct Refusals::Sketch {
 };
 
 Refusals::Refusals(const Clock& clock, const Logger* log, RefusalsOptions options)
-    : clock_(clock), log_(log), options_(options),
+    : clock_(clock),
+      log_(log),
+      options_(options),
       per_identity_(std::make_unique<LogThrottle>(
           clock, LogThrottleOptions{.interval = options.log_interval, .max_keys = 4096})) {}
 
@@ -96,8 +98,10 @@ void Refusals::Record(Api api, std::string_view check, std::string_view identity
     auto it = sketches_.find(std::make_pair(api, std::string(check)));
     if (it == sketches_.end()) {
       const bool room = sketches_.size() < kMaxChecks;
-      it = sketches_.try_emplace(std::make_pair(api, room ? std::string(check) : "_other"),
-                                 std::make_unique<Sketch>()).first;
+      it = sketches_
+               .try_emplace(std::make_pair(api, room ? std::string(check) : "_other"),
+                            std::make_unique<Sketch>())
+               .first;
     }
     it->second->Add(shown);
     log = options_.log && log_ != nullptr;

@@ -26,8 +26,10 @@ TEST(Refusals, HeavyHittersAreFoundWithinTheirErrorBounds) {
   // Three heavy identities among 5,000 light ones.
   for (int i = 0; i < 60'000; ++i) {
     const uint32_t r = rng() % 100;
-    const std::string id = r < 20 ? "heavy-a" : r < 30 ? "heavy-b" : r < 35 ? "heavy-c"
-                                                                   : Cat("light-", rng() % 5'000);
+    const std::string id = r < 20   ? "heavy-a"
+                           : r < 30 ? "heavy-b"
+                           : r < 35 ? "heavy-c"
+                                    : Cat("light-", rng() % 5'000);
     ++truth[id];
     refusals.Record(Api::kHttp, "per-key", id, "fixed_window", Micros(0));
   }

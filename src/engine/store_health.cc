@@ -59,11 +59,13 @@ void StoreHealth::Record(const Status& s) {
 
 Status StoreHealth::Ready() const {
   std::lock_guard lock(mu_);
-  if (!last_.ok()) return Status::Unavailable(Cat("store ", Quoted(store_.Name()), ": ", last_.ToString()));
+  if (!last_.ok())
+    return Status::Unavailable(Cat("store ", Quoted(store_.Name()), ": ", last_.ToString()));
   if (last_ok_.count() < 0 || clock_.Monotonic() - last_ok_ > options_.stale_after) {
-    return Status::Unavailable(Cat("store ", Quoted(store_.Name()), ": no answer to the probes of the last ",
-                                   std::chrono::duration_cast<std::chrono::milliseconds>(options_.stale_after).count(),
-                                   " ms"));
+    return Status::Unavailable(
+        Cat("store ", Quoted(store_.Name()), ": no answer to the probes of the last ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(options_.stale_after).count(),
+            " ms"));
   }
   return Status::Ok();
 }

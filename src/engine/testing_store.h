@@ -56,8 +56,8 @@ class MapStore final : public Store {
     std::vector<Step> steps;
     for (const EntryRef& e : entries) {
       auto it = state_.find(std::string(e.key));
-      steps.push_back(DecideCompact(*e.limit, it == state_.end() ? nullptr : &it->second, now,
-                                    e.cost));
+      steps.push_back(
+          DecideCompact(*e.limit, it == state_.end() ? nullptr : &it->second, now, e.cost));
       resp.allowed = resp.allowed && steps.back().decision.allowed();
     }
     for (size_t i = 0; i < entries.size(); ++i) {
@@ -67,10 +67,9 @@ class MapStore final : public Store {
       } else {
         // Refused: report the entries that passed without their consumption.
         auto it = state_.find(std::string(entries[i].key));
-        const Step peek = DecideCompact(*entries[i].limit,
-                                        it == state_.end() ? nullptr : &it->second, now, 0);
-        resp.decisions.push_back(steps[i].decision.allowed() ? peek.decision
-                                                             : steps[i].decision);
+        const Step peek =
+            DecideCompact(*entries[i].limit, it == state_.end() ? nullptr : &it->second, now, 0);
+        resp.decisions.push_back(steps[i].decision.allowed() ? peek.decision : steps[i].decision);
       }
     }
     return resp;

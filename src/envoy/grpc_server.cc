@@ -1,6 +1,7 @@
 #include "caudal/envoy/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
+#include <grpc/support/time.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -20,15 +21,18 @@ namespace {
 
 grpc::Status ToGrpc(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kOk:
+      return grpc::Status::OK;
     case StatusCode::kInvalidArgument:
       return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
     case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: return {grpc::StatusCode::UNAVAILABLE, s.message()};
+    case StatusCode::kDeadlineExceeded:
+      return {grpc::StatusCode::UNAVAILABLE, s.message()};
     case StatusCode::kResourceExhausted:
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, s.message()};
     case StatusCode::kNotFound:
-    case StatusCode::kInternal: break;
+    case StatusCode::kInternal:
+      break;
   }
   return {grpc::StatusCode::INTERNAL, s.message()};
 }
@@ -72,14 +76,16 @@ grpc::Status CheckCaller(const CallerAuth& caller, const grpc::CallbackServerCon
     authorization = std::string_view(it->second.data(), it->second.size());
   }
   switch (caudal::CheckCaller(caller, authorization, PeerIdentities(context))) {
-    case CallerVerdict::kAllowed: return grpc::Status::OK;
+    case CallerVerdict::kAllowed:
+      return grpc::Status::OK;
     case CallerVerdict::kNotAllowed:
       return {grpc::StatusCode::PERMISSION_DENIED,
               "the client certificate's identity is not allowed"};
     case CallerVerdict::kBadToken:
       return {grpc::StatusCode::UNAUTHENTICATED,
               "the authorization metadata does not hold the caller token"};
-    case CallerVerdict::kNoCredentials: break;
+    case CallerVerdict::kNoCredentials:
+      break;
   }
   return {grpc::StatusCode::UNAUTHENTICATED, "credentials needed: authorization: Bearer <token>"};
 }
@@ -95,11 +101,10 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServerOptions& op
   grpc::experimental::TlsServerCredentialsOptions o(provider);
   o.watch_identity_key_cert_pairs();
   if (mtls) o.watch_root_certs();
-  o.set_cert_request_type(
-      tls.client_cert == ClientCertMode::kRequire
-          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-          : (mtls ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
-                  : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE));
+  o.set_cert_request_type(tls.client_cert == ClientCertMode::kRequire
+                              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                              : (mtls ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
+                                      : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE));
   return grpc::experimental::TlsServerCredentials(o);
 }
 
@@ -109,7 +114,8 @@ class RlsGrpcServer::Service final
     : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
  public:
   Service(RlsHandler& handler, size_t max_calls, CallerAuth caller)
-      : handler_(handler), max_calls_(max_calls),
+      : handler_(handler),
+        max_calls_(max_calls),
         caller_(std::make_shared<const CallerAuth>(std::move(caller))) {}
 
   void SetCallerAuth(CallerAuth caller) {
@@ -188,16 +194,15 @@ Status RlsGrpcServer::ReloadTls(const ServerTlsConfig& tls) {
   return tls_files_->Update(tls);
 }
 
-void RlsGrpcServer::SetCallerAuth(CallerAuth caller) {
-  service_->SetCallerAuth(std::move(caller));
-}
+void RlsGrpcServer::SetCallerAuth(CallerAuth caller) { service_->SetCallerAuth(std::move(caller)); }
 
 void RlsGrpcServer::Shutdown() {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   // The Watch streams end first, or the server would wait for them until its deadline.
   health_->Shutdown();
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // A deadline relative to gRPC's own clock (a GPR_TIMESPAN), so no clock is read here.
+  server_->Shutdown(gpr_time_from_seconds(5, GPR_TIMESPAN));
   server_->Wait();
 }
 

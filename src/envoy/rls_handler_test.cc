@@ -166,16 +166,15 @@ TEST_F(RlsHandlerTest, AllOrNothingConsumesNothingWhenOneDescriptorRefuses) {
     r = Ask(both);
     EXPECT_EQ(r.overall_code(), kOver);
     EXPECT_EQ(r.statuses(0).code(), kOver);
-    EXPECT_EQ(r.statuses(1).code(), kOk);             // "five" would have passed...
-    EXPECT_EQ(r.statuses(1).limit_remaining(), 4u);   // ...and was not consumed
+    EXPECT_EQ(r.statuses(1).code(), kOk);            // "five" would have passed...
+    EXPECT_EQ(r.statuses(1).limit_remaining(), 4u);  // ...and was not consumed
   }
   EXPECT_EQ(Ask(Request({{{"five", "x"}}})).statuses(0).limit_remaining(), 3u);
 }
 
 class RlsConsumeEachTest : public RlsHandlerTest {
  protected:
-  RlsConsumeEachTest()
-      : RlsHandlerTest({.domains = {.mode = DescriptorMode::kConsumeEach}}) {}
+  RlsConsumeEachTest() : RlsHandlerTest({.domains = {.mode = DescriptorMode::kConsumeEach}}) {}
 };
 
 TEST_F(RlsConsumeEachTest, TheCompatibilitySwitchCountsEveryDescriptorLikeTheReference) {
@@ -240,7 +239,7 @@ TEST_F(RlsHandlerTest, HitsAddendAtRequestAndDescriptorLevel) {
   auto req = Request({{{"five", "h"}}});
   req.set_hits_addend(3);
   EXPECT_EQ(Ask(req).statuses(0).limit_remaining(), 2u);
-  EXPECT_EQ(Ask(req).overall_code(), kOver);  // 3 more do not fit in 2
+  EXPECT_EQ(Ask(req).overall_code(), kOver);                        // 3 more do not fit in 2
   req.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);  // check only
   auto r = Ask(req);
   EXPECT_EQ(r.overall_code(), kOk);
@@ -299,7 +298,8 @@ TEST_F(RlsHandlerTest, BadRequestsAreInvalidArgumentWithAMessage) {
   };
   expect(Request({{{"one", "x"}}}, ""), "domain must not be empty");
   expect(Request({}), "at least one descriptor");
-  expect(Request({{{"one", std::string("a\xff", 2)}}}), "descriptor 0 entry 0 value: not valid UTF-8");
+  expect(Request({{{"one", std::string("a\xff", 2)}}}),
+         "descriptor 0 entry 0 value: not valid UTF-8");
   expect(Request({{{std::string("k\0", 2), "x"}}}), "descriptor 0 entry 0 key: control characters");
   expect(Request({{{"one", std::string(70'000, 'v')}}}), "bytes exceeds 65536");
   expect(Request({{{"one", std::string(600, 'v')}}}), "exceed 512 bytes");
@@ -411,7 +411,8 @@ TEST_F(RlsFailureTest, DenyAsUnavailableFailsTheCall) {
 TEST_F(RlsFailureTest, LocalDecidesInTheLocalStoreWithTheLimitsDivided) {
   testing::CountingMemoryStore local(clock_);
   Engine engine(store_, clock_, {.local_store = &local});
-  ASSERT_TRUE(engine.SetDomains(TestConfig(), {.on_failure = FailureMode::kLocal, .instances = 2}).ok());
+  ASSERT_TRUE(
+      engine.SetDomains(TestConfig(), {.on_failure = FailureMode::kLocal, .instances = 2}).ok());
   RlsHandler handler(engine, {});
   const auto req = RlsHandlerTest::Request({{{"five", "l"}}});
   for (int i = 0; i < 2; ++i) {  // 5 per minute shared by 2 instances: 2 here

@@ -30,8 +30,9 @@ Status IoRunner::InitTls(const RedisStoreOptions& options) {
                                    "\": " + ec.message());
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return Status::InvalidArgument("redis store: a TLS client certificate needs both its "
-                                   "certificate and key files");
+    return Status::InvalidArgument(
+        "redis store: a TLS client certificate needs both its "
+        "certificate and key files");
   }
   if (options.tls_cert_file.empty()) return Status::Ok();
   tls_->use_certificate_chain_file(options.tls_cert_file, ec);

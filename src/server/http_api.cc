@@ -19,14 +19,21 @@ int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up: never 
 
 std::string_view TypeName(const json::value& v) {
   switch (v.kind()) {
-    case json::kind::null: return "null";
-    case json::kind::bool_: return "a boolean";
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
     case json::kind::int64:
-    case json::kind::uint64: return "an integer";
-    case json::kind::double_: return "a number with a fraction";
-    case json::kind::string: return "a string";
-    case json::kind::array: return "an array";
-    case json::kind::object: return "an object";
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number with a fraction";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
   }
   return "?";
 }
@@ -68,14 +75,14 @@ std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out)
   const json::object& o = v.get_object();
   if (o.empty()) return Bad("invalid_descriptors", "descriptors: expected at least one descriptor");
   if (o.size() > kMaxDescriptors) {
-    return Bad("invalid_descriptors", Cat("descriptors: at most ", kMaxDescriptors, " (got ",
-                                          o.size(), ')'));
+    return Bad("invalid_descriptors",
+               Cat("descriptors: at most ", kMaxDescriptors, " (got ", o.size(), ')'));
   }
   for (const auto& kv : o) {
     const std::string_view name = Utf8Prefix(kv.key(), 64);
     if (!kv.value().is_string()) {
-      return Bad("invalid_descriptors", Cat("descriptors.", name, ": expected a string (got ",
-                                            TypeName(kv.value()), ')'));
+      return Bad("invalid_descriptors",
+                 Cat("descriptors.", name, ": expected a string (got ", TypeName(kv.value()), ')'));
     }
     const json::string& s = kv.value().get_string();
     if (auto problem = IdentityValueProblem({s.data(), s.size()})) {
@@ -166,8 +173,8 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   }
   // Boost.JSON keeps the last of repeated keys; which one a client meant is anyone's guess.
   if (auto repeated = FindRepeatedKey(body, kMaxDepth)) {
-    out.error = Bad("duplicate_field", Cat(Utf8Prefix(*repeated, 128),
-                                           ": given more than once (ambiguous; refused)"));
+    out.error = Bad("duplicate_field",
+                    Cat(Utf8Prefix(*repeated, 128), ": given more than once (ambiguous; refused)"));
     return out;
   }
   const json::object& o = v.get_object();
@@ -196,7 +203,8 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   }
   if (const json::value* r = o.if_contains("refund")) {
     if (!r->is_bool()) {
-      out.error = Bad("invalid_refund", Cat("refund: expected true or false (got ", TypeName(*r), ')'));
+      out.error =
+          Bad("invalid_refund", Cat("refund: expected true or false (got ", TypeName(*r), ')'));
       return out;
     }
     out.request.refund = r->get_bool();
@@ -308,8 +316,9 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
       body["title"] = "Rate-limit store unavailable";
       body["status"] = r.status;
       body["reason"] = "store_unavailable";
-      body["detail"] = "the rate-limit store cannot answer and a policy fails closed; the client "
-                       "did nothing wrong";
+      body["detail"] =
+          "the rate-limit store cannot answer and a policy fails closed; the client "
+          "did nothing wrong";
       body["violated_policies"] = violated;
       break;
   }
@@ -333,15 +342,15 @@ std::string TopRefusedJson(const Refusals& refusals, std::string_view target) {
     const std::string_view n = target.substr(q + 5);
     size_t v = 0;
     const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
-    if (ec == std::errc() && ptr == n.data() + n.size()) top = std::clamp<size_t>(v, 1, kSketchSize);
+    if (ec == std::errc() && ptr == n.data() + n.size())
+      top = std::clamp<size_t>(v, 1, kSketchSize);
   }
   json::array checks;
   for (const CheckRefusals& c : refusals.Top(top)) {
     json::array hitters;
     for (const HeavyHitter& h : c.top) {
-      hitters.push_back(json::object{{"identity", ValidUtf8(h.identity)},
-                                     {"count", h.count},
-                                     {"error", h.error}});
+      hitters.push_back(json::object{
+          {"identity", ValidUtf8(h.identity)}, {"count", h.count}, {"error", h.error}});
     }
     checks.push_back(json::object{{"api", ApiName(c.api)},
                                   {"check", ValidUtf8(c.check)},

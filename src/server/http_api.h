@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "caudal/config.h"
+#include "caudal/engine.h"
 #include "caudal/ip.h"
 #include "caudal/refusals.h"
-#include "caudal/engine.h"
 #include "common/cat.h"
 
 namespace caudal::http_api {

@@ -121,7 +121,7 @@ TEST(IdentityValueProblem, SaysWhatAndWhere) {
   EXPECT_EQ(IdentityValueProblem("\xc2\x9f"), "a control character (byte 0)");
   EXPECT_EQ(IdentityValueProblem("\xc2\xa0"), std::nullopt);  // NBSP: printable
   EXPECT_EQ(IdentityValueProblem("ok\xc3"), "not well-formed UTF-8 (byte 2)");
-  EXPECT_EQ(IdentityValueProblem("\xc0\xaf"), "not well-formed UTF-8 (byte 0)");  // overlong
+  EXPECT_EQ(IdentityValueProblem("\xc0\xaf"), "not well-formed UTF-8 (byte 0)");      // overlong
   EXPECT_EQ(IdentityValueProblem("\xed\xa0\x80"), "not well-formed UTF-8 (byte 0)");  // surrogate
 }
 
@@ -161,7 +161,8 @@ TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
   PolicySpec spec;
   spec.name = "per-key";
   spec.identity = {"api_key"};
-  spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
+  spec.limits = {
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
   auto set = *PolicySet::Create({spec}, {});
   CheckResult r;
   r.keepalive = set;
@@ -172,8 +173,11 @@ TEST(DecisionReply, RefusalCarriesHeadersAndProblem) {
   p.name = p.policy->spec.name;
   p.allowed = false;
   p.limits = {&p.policy->spec.limits[0]};
-  p.decisions = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
-                       .reset_after = Micros(2'000'000), .retry_after = Micros(200'001)}};
+  p.decisions = {Decision{.verdict = Verdict::kDenied,
+                          .limit = 10,
+                          .remaining = 0,
+                          .reset_after = Micros(2'000'000),
+                          .retry_after = Micros(200'001)}};
   r.results.push_back(p);
   const Reply reply = DecisionReply(r, Endpoint::kAuth);
   EXPECT_EQ(reply.status, 429);
@@ -189,7 +193,8 @@ TEST(DecisionReply, AuthStatusesReplaceOnlyTheStatus) {
   PolicySpec spec;
   spec.name = "per-key";
   spec.identity = {"api_key"};
-  spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
+  spec.limits = {
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {5, std::chrono::seconds(1)}))};
   auto set = *PolicySet::Create({spec}, {});
   CheckResult r;
   r.keepalive = set;
@@ -200,8 +205,11 @@ TEST(DecisionReply, AuthStatusesReplaceOnlyTheStatus) {
   p.name = p.policy->spec.name;
   p.allowed = false;
   p.limits = {&p.policy->spec.limits[0]};
-  p.decisions = {Decision{.verdict = Verdict::kDenied, .limit = 10, .remaining = 0,
-                       .reset_after = Micros(2'000'000), .retry_after = Micros(2'500'000)}};
+  p.decisions = {Decision{.verdict = Verdict::kDenied,
+                          .limit = 10,
+                          .remaining = 0,
+                          .reset_after = Micros(2'000'000),
+                          .retry_after = Micros(2'500'000)}};
   r.results.push_back(p);
   const AuthStatuses nginx{.refused = 401, .unavailable = 403};
   const Reply refused = DecisionReply(r, Endpoint::kAuth, nginx);

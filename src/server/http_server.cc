@@ -1,5 +1,3 @@
-#include "caudal/server.h"
-
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -7,6 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
+#include "caudal/server.h"
 #include "common/cat.h"
 #include "engine/log_throttle.h"
 #include "server/connection_limits.h"
@@ -42,7 +41,7 @@ using http_server::WriteResponse;
 struct HttpServer::Impl {
   Deps deps;
   HttpServerOptions options;
-  std::chrono::steady_clock::duration tick;  // how often a connection checks its deadline
+  Nanos tick;  // how often a connection checks its deadline
   std::atomic<std::shared_ptr<const ForwardAuthOptions>> auth;
   // Null: plaintext. New connections take the current one; SetTls() swaps it.
   std::atomic<std::shared_ptr<net::ssl::context>> tls;
@@ -63,7 +62,8 @@ struct HttpServer::Impl {
   std::vector<std::thread> threads;
 
   Impl(Deps d, HttpServerOptions o)
-      : deps(std::move(d)), options(std::move(o)),
+      : deps(std::move(d)),
+        options(std::move(o)),
         handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
     const Micros shortest =
         std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
@@ -94,8 +94,12 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // `tls`: the listener's TLS context when it terminates TLS (the session keeps it alive).
   Session(tcp::socket socket, HttpServer::Impl& server, IpAddress peer, bool counted,
           std::shared_ptr<net::ssl::context> tls)
-      : socket_(std::move(socket)), tls_context_(std::move(tls)), timer_(socket_.get_executor()),
-        server_(server), peer_(peer), counted_(counted) {
+      : socket_(std::move(socket)),
+        tls_context_(std::move(tls)),
+        timer_(socket_.get_executor()),
+        server_(server),
+        peer_(peer),
+        counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
     if (tls_context_ != nullptr) tls_.emplace(socket_, *tls_context_);
   }
@@ -132,19 +136,19 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // nothing is cut at header_timeout, TLS or not.
   void Handshake() {
     SetDeadline(server_.options.header_timeout);
-    tls_->async_handshake(net::ssl::stream_base::server,
-                          [self = shared_from_this()](beast::error_code ec) {
-                            if (self->closed_) return;
-                            if (ec) return self->HandshakeFailed(ec);
-                            self->identities_ = server_tls::PeerIdentities(self->tls_->native_handle());
-                            self->NextRequest();
-                          });
+    tls_->async_handshake(
+        net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
+          if (self->closed_) return;
+          if (ec) return self->HandshakeFailed(ec);
+          self->identities_ = server_tls::PeerIdentities(self->tls_->native_handle());
+          self->NextRequest();
+        });
   }
 
   void HandshakeFailed(beast::error_code ec) {
     if (auto suppressed = server_.handshake_log.Admit("tls")) {
-      server_.deps.log.Warning(Cat("TLS handshake with ", peer_.ToString(), " failed: ",
-                                   ec.message(), " (logged once a minute at most",
+      server_.deps.log.Warning(Cat("TLS handshake with ", peer_.ToString(),
+                                   " failed: ", ec.message(), " (logged once a minute at most",
                                    *suppressed > 0 ? Cat("; ", *suppressed, " more since") : "",
                                    ')'));
     }
@@ -165,7 +169,9 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   void Read() {
     if (buffer_.size() >= buffer_.max_size()) return OnReadError(http::error::buffer_overflow);
     const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
-    auto done = [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnRead(ec, n); };
+    auto done = [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->OnRead(ec, n);
+    };
     if (tls_) return tls_->async_read_some(buffer_.prepare(room), std::move(done));
     socket_.async_read_some(buffer_.prepare(room), std::move(done));
   }
@@ -219,15 +225,15 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     framing_ = {.version = request_.version() == 10 ? 10 : 11,
                 .head = request_.verb() == http::verb::head};
     request_.JoinFields("X-Forwarded-For", forwarded_for_);
-    routes::Request r{.method = request_.method(),
-                      .target = request_.target(),
-                      .body = request_.body(),
-                      .peer = peer_,
-                      .header = [this](std::string_view name) { return request_.Field(name); },
-                      .header_count =
-                          [this](std::string_view name) { return request_.FieldCount(name); },
-                      .forwarded_for = forwarded_for_,
-                      .identities = identities_};
+    routes::Request r{
+        .method = request_.method(),
+        .target = request_.target(),
+        .body = request_.body(),
+        .peer = peer_,
+        .header = [this](std::string_view name) { return request_.Field(name); },
+        .header_count = [this](std::string_view name) { return request_.FieldCount(name); },
+        .forwarded_for = forwarded_for_,
+        .identities = identities_};
     server_.in_flight.fetch_add(1, std::memory_order_relaxed);
     deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
     routes::Context ctx{.engine = server_.deps.engine,
@@ -320,7 +326,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   http_server::ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<http_server::RequestParser> parser_;
   std::string forwarded_for_;
-  std::string out_;  // the response being written
+  std::string out_;                          // the response being written
   std::shared_ptr<Session> in_flight_self_;  // from Dispatch to Reply: the routes hold *this
   const IpAddress peer_;
   const bool counted_;
@@ -341,8 +347,7 @@ void HttpServer::Impl::Accept() {
     if (stopped.load()) return;
     if (ec) return AcceptFailed(ec);
     if (accept_failures > 0) {
-      deps.log.Info(Cat("accepting connections again, after ", accept_failures,
-                        " failed accepts"));
+      deps.log.Info(Cat("accepting connections again, after ", accept_failures, " failed accepts"));
       accept_failures = 0;
     }
     Admit(std::move(socket));
@@ -405,7 +410,8 @@ void HttpServer::Impl::Admit(tcp::socket socket) {
     if (admission == http_server::ClientConnections::Admission::kRefusedFirst) {
       const IpAddress group = clients->Group(*peer);
       deps.log.Warning(Cat("per-client connection cap (", clients->per_client(), ") reached by ",
-                           group.ToString(), ": closing its new connections (logged once until "
+                           group.ToString(),
+                           ": closing its new connections (logged once until "
                            "it holds none)"));
     }
     if (admission != http_server::ClientConnections::Admission::kAdmitted) {
@@ -462,8 +468,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
   if (!ec) acceptor.bind(ep, ec);
   if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    return Status::Unavailable(Cat("cannot listen on ", host, ':', options.port, ": ",
-                                   ec.message()));
+    return Status::Unavailable(
+        Cat("cannot listen on ", host, ':', options.port, ": ", ec.message()));
   }
   impl->Accept();
   for (auto& io : impl->contexts) {

@@ -138,17 +138,18 @@ std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view pat
   const CallerVerdict verdict = CheckCaller(caller, r.header("Authorization"), r.identities);
   if (verdict == CallerVerdict::kAllowed) return std::nullopt;
   if (verdict == CallerVerdict::kNotAllowed) {
-    return http_api::ErrorReply({.status = 403, .code = "forbidden",
+    return http_api::ErrorReply({.status = 403,
+                                 .code = "forbidden",
                                  .message = "the client certificate's identity is not allowed"});
   }
   const bool bad = verdict == CallerVerdict::kBadToken;
   Reply reply = http_api::ErrorReply(
-      {.status = 401, .code = "unauthenticated",
+      {.status = 401,
+       .code = "unauthenticated",
        .message = bad ? "the Authorization header does not hold the caller token"
                       : "credentials needed: Authorization: Bearer <token>"});
-  reply.headers.Add("WWW-Authenticate",
-                    bad ? "Bearer realm=\"caudal\", error=\"invalid_token\""
-                        : "Bearer realm=\"caudal\"");
+  reply.headers.Add("WWW-Authenticate", bad ? "Bearer realm=\"caudal\", error=\"invalid_token\""
+                                            : "Bearer realm=\"caudal\"");
   return reply;
 }
 

@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/ip.h"
 #include "caudal/engine.h"
+#include "caudal/ip.h"
 #include "caudal/metrics.h"
-#include "caudal/store_health.h"
 #include "caudal/server.h"
 #include "caudal/status_page.h"
+#include "caudal/store_health.h"
 #include "server/http_api.h"
 
 namespace caudal::routes {
@@ -23,7 +23,7 @@ struct Request {
   std::string_view body;
   IpAddress peer;
   std::function<std::string_view(std::string_view)> header;  // "" when absent
-  std::function<size_t(std::string_view)> header_count;     // how many fields have that name
+  std::function<size_t(std::string_view)> header_count;      // how many fields have that name
   std::string_view forwarded_for;  // every X-Forwarded-For value, comma-joined, in order
   std::span<const std::string> identities = {};  // a verified client certificate's CN and SANs
 };

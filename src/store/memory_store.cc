@@ -252,8 +252,7 @@ Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
 
 Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
                                              std::span<Pending> pending,
-                                             std::span<const uint32_t> shard_ids,
-                                             int64_t now_us) {
+                                             std::span<const uint32_t> shard_ids, int64_t now_us) {
   const Micros now(now_us);
   const FreshTick tick = TickAtOrBefore(now_us);
   bool allowed = true;
@@ -327,8 +326,7 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   return response;
 }
 
-Status MemoryStore::DecideEach(std::span<const EntryRef> entries,
-                               std::span<Decision> decisions) {
+Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Decision> decisions) {
   if (decisions.size() != entries.size()) {
     return Status::InvalidArgument("DecideEach: one decision per entry");
   }

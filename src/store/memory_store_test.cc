@@ -20,15 +20,17 @@ using std::chrono::seconds;
 
 INSTANTIATE_TEST_SUITE_P(
     Memory, StoreConformanceTest,
-    ::testing::Values(
-        StoreConformanceParam{
-            .name = "default",
-            .make = [](ManualClock& c) { return std::make_unique<MemoryStore>(c); }},
-        StoreConformanceParam{
-            .name = "one_shard",
-            .make = [](ManualClock& c) {
-              return std::make_unique<MemoryStore>(c, MemoryStoreOptions{.max_keys = 1000});
-            }}),
+    ::testing::Values(StoreConformanceParam{.name = "default",
+                                            .make =
+                                                [](ManualClock& c) {
+                                                  return std::make_unique<MemoryStore>(c);
+                                                }},
+                      StoreConformanceParam{.name = "one_shard",
+                                            .make =
+                                                [](ManualClock& c) {
+                                                  return std::make_unique<MemoryStore>(
+                                                      c, MemoryStoreOptions{.max_keys = 1000});
+                                                }}),
     StoreConformanceParamName);
 
 Limit Bucket(int64_t capacity, Rate refill) {
@@ -251,7 +253,7 @@ TEST_F(MemoryStoreTest, ConcurrentUseKeepsEveryKeyExact) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(own_admitted.load(), kThreads * kKeysPerThread * 3);  // 4 rounds, 3 tokens each
-  EXPECT_EQ(shared_admitted.load(), 4 * 50);                       // four shared logs of 50
+  EXPECT_EQ(shared_admitted.load(), 4 * 50);                      // four shared logs of 50
   EXPECT_EQ(store.Size(), size_t{kThreads * kKeysPerThread + 4});
 }
 

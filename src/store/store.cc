@@ -27,8 +27,8 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
     const EntryRef& e = entries[i];
     if (e.key.empty()) return Status::InvalidArgument(where(i) + "empty key");
     if (e.key.size() > kMaxKeyLength) {
-      return Status::InvalidArgument(where(i) + "key longer than " +
-                                     std::to_string(kMaxKeyLength) + " bytes");
+      return Status::InvalidArgument(where(i) + "key longer than " + std::to_string(kMaxKeyLength) +
+                                     " bytes");
     }
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
     if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {

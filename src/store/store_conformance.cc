@@ -221,7 +221,8 @@ TEST_P(StoreConformanceTest, RefusesMalformedRequestsWithInvalidArgument) {
   EXPECT_EQ(code({{.key = key, .limit = &limit, .cost = kMaxCost + 1}}),
             StatusCode::kInvalidArgument);
   const std::string other = Key("other");
-  EXPECT_EQ(code({{.key = key, .limit = &limit}, {.key = other, .limit = &limit},
+  EXPECT_EQ(code({{.key = key, .limit = &limit},
+                  {.key = other, .limit = &limit},
                   {.key = key, .limit = &limit}}),
             StatusCode::kInvalidArgument);
   std::vector<std::string> keys;
@@ -474,7 +475,8 @@ TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
       const size_t k = rng() % keys.size();
       if (used[k]) continue;
       used[k] = true;
-      entries.push_back({.key = keys[k], .limit = &limits[k],
+      entries.push_back({.key = keys[k],
+                         .limit = &limits[k],
                          .cost = static_cast<int64_t>(rng() % 4),
                          .op = OpFor(limits[k].algorithm() == Algorithm::kFixedWindow, rng())});
     }

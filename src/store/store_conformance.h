@@ -41,8 +41,7 @@ struct StoreConformanceParam {
 };
 
 // For INSTANTIATE_TEST_SUITE_P's name generator argument.
-std::string StoreConformanceParamName(
-    const ::testing::TestParamInfo<StoreConformanceParam>& info);
+std::string StoreConformanceParamName(const ::testing::TestParamInfo<StoreConformanceParam>& info);
 
 class StoreConformanceTest : public ::testing::TestWithParam<StoreConformanceParam> {
  protected:

@@ -1,19 +1,18 @@
 // The RLS gRPC service against a real gRPC client on a loopback port.
 #include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <google/protobuf/stubs/logging.h>
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
 
 #include "caudal/envoy/grpc_server.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "envoy/rls_client.h"
 #include "envoy/test_store.h"
-#include "support/manual_clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "rls_stack.h"
+#include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {
@@ -108,7 +107,7 @@ TEST_F(GrpcServiceTest, BadRequestsGetInvalidArgumentWithTheMessage) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("exceeds 65536"));
   s = client_->Call(Request({{"to_number", std::string(2 << 20, 'x')}}), &resp);
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);  // gRPC's own bound
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);    // gRPC's own bound
   EXPECT_EQ(Ask(Request({{"to_number", "1"}})).overall_code(), kOk);  // still serving
 }
 
@@ -123,7 +122,10 @@ TEST_F(GrpcServiceTest, TextThatIsNotUtf8IsInvalidArgumentNamingTheFieldAndLogsN
   protobuf_log_lines = 0;
   google::protobuf::LogHandler* previous = google::protobuf::SetLogHandler(&CountLogLine);
   RateLimitResponse resp;
-  grpc::Status s = client_->Call(Request({{"to_number", "20\xFF" "6"}}), &resp);
+  grpc::Status s = client_->Call(Request({{"to_number",
+                                           "20\xFF"
+                                           "6"}}),
+                                 &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(s.error_message(), "descriptor 0: entry 0 (to_number) value is not valid UTF-8");
   s = client_->Call(Request({{"message_type", "marketing"}, {"to_\xC3", "1"}}), &resp);
@@ -161,8 +163,7 @@ TEST_F(GrpcServiceTest, StoreDownWithAllowAnswersOkMarkedDegraded) {
 
 TEST_F(GrpcServiceTest, CallsBeyondTheConcurrencyBoundAreRefusedAtOnce) {
   testing::ParkingStore parking;
-  StartWith(parking, {.domains = {.on_failure = FailureMode::kDeny}},
-            {.max_concurrent_calls = 2});
+  StartWith(parking, {.domains = {.on_failure = FailureMode::kDeny}}, {.max_concurrent_calls = 2});
   std::mutex mu;
   std::condition_variable cv;
   int finished = 0;

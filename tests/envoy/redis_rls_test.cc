@@ -5,12 +5,12 @@
 #include <chrono>
 
 #include "caudal/envoy/grpc_server.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/redis_store.h"
 #include "envoy/rls_client.h"
-#include "support/redis_server.h"
-#include "support/manual_clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "rls_stack.h"
+#include "support/manual_clock.h"
+#include "support/redis_server.h"
 
 namespace caudal::envoy {
 namespace {
@@ -119,8 +119,9 @@ TEST_F(RedisRlsTest, DecidesTheTokenBucketBoundAndAllOrNothingInRedis) {
 TEST_F(RedisRlsTest, RedisStoppedAnswersByFailureModeWithinTheDeadline) {
   Service allow(*store_, clock_, {.domains = {.on_failure = FailureMode::kAllow}});
   Service deny(*store_, clock_, {.domains = {.on_failure = FailureMode::kDeny}});
-  Service unavailable(*store_, clock_, {.domains = {.on_failure = FailureMode::kDeny},
-                                        .rls = {.deny_as = DenyAs::kUnavailable}});
+  Service unavailable(
+      *store_, clock_,
+      {.domains = {.on_failure = FailureMode::kDeny}, .rls = {.deny_as = DenyAs::kUnavailable}});
   const auto req = Request({"five", "f"});
   ASSERT_EQ(Ask(allow, req).overall_code(), kOk);
   redis_->Stop();

@@ -14,9 +14,9 @@ namespace caudal::envoy::testing {
 class RlsClient {
  public:
   explicit RlsClient(int port)
-      : stub_(::envoy::service::ratelimit::v3::RateLimitService::NewStub(grpc::CreateCustomChannel(
-            "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(),
-            Arguments()))) {}
+      : stub_(::envoy::service::ratelimit::v3::RateLimitService::NewStub(
+            grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                      grpc::InsecureChannelCredentials(), Arguments()))) {}
 
   grpc::Status Call(const ::envoy::service::ratelimit::v3::RateLimitRequest& request,
                     ::envoy::service::ratelimit::v3::RateLimitResponse* response) {

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "caudal/envoy/grpc_server.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/rate.h"
 #include "envoy/test_store.h"
-#include "support/manual_clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
 #include "rls_stack.h"
+#include "support/manual_clock.h"
 
 namespace {
 
@@ -60,7 +60,8 @@ int main(int argc, char** argv) {
   testing::CountingMemoryStore memory(clock);
   testing::FailingStore down(Status::Unavailable("store stopped"));
   Store& store = store_down ? static_cast<Store&>(down) : memory;
-  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
+  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
+                          setup);
   if (!stack.status().ok()) return Fail(stack.status());
   auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
   if (!server.ok()) return Fail(server.status());

@@ -126,7 +126,9 @@ TEST_P(ClusterEquivalence, Gcra) {
   Replay(15, [](equivalence::Tracer&) { return Algorithm::kGcra; });
 }
 TEST_P(ClusterEquivalence, RequestsMixingAlgorithms) {
-  Replay(16, [](equivalence::Tracer& t) { return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))]; });
+  Replay(16, [](equivalence::Tracer& t) {
+    return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))];
+  });
 }
 
 }  // namespace

@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "redis/redis_test_util.h"
-#include "support/redis_server.h"
 #include "support/manual_clock.h"
+#include "support/redis_server.h"
 
 namespace caudal {
 namespace {

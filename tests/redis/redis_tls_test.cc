@@ -128,7 +128,8 @@ TEST(RedisTls, UnloadableClientFilesAreRefusedBeforeConnecting) {
                                               .tls_key_file = dir + "/stranger.key"})
                                 .status();
   EXPECT_EQ(mismatched.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(mismatched.message().find("stranger.key\": key values mismatch"), std::string::npos) << mismatched.message();
+  EXPECT_NE(mismatched.message().find("stranger.key\": key values mismatch"), std::string::npos)
+      << mismatched.message();
 }
 
 }  // namespace

@@ -106,7 +106,9 @@ TEST_F(SentinelEquivalence, Gcra) {
   Replay(25, [](equivalence::Tracer&) { return Algorithm::kGcra; });
 }
 TEST_F(SentinelEquivalence, RequestsMixingAlgorithms) {
-  Replay(26, [](equivalence::Tracer& t) { return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))]; });
+  Replay(26, [](equivalence::Tracer& t) {
+    return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))];
+  });
 }
 
 TEST(SentinelDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {

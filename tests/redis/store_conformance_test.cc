@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "caudal/redis_store.h"
-#include "support/redis_server.h"
 #include "support/manual_clock.h"
+#include "support/redis_server.h"
 
 namespace caudal {
 namespace {

@@ -82,12 +82,11 @@ int main(int argc, char** argv) {
   static caudal::ScriptedClock clock;
   static caudal::Hooks hooks;
   std::thread([] { hooks.Serve(clock); }).detach();
-  caudal::cli::Env env{.out = std::cout,
-                       .err = std::cerr,
-                       .clock = clock,
-                       .stores_use_clock = true,
-                       .wrap_store = [](std::unique_ptr<caudal::Store> s) {
-                         return hooks.Wrap(std::move(s));
-                       }};
+  caudal::cli::Env env{
+      .out = std::cout,
+      .err = std::cerr,
+      .clock = clock,
+      .stores_use_clock = true,
+      .wrap_store = [](std::unique_ptr<caudal::Store> s) { return hooks.Wrap(std::move(s)); }};
   return caudal::cli::RunCommandLine(argc, argv, env);
 }

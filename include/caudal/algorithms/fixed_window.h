@@ -22,7 +22,8 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t c
 // except that a peek on an overdrawn window is kDenied. Preconditions: as Decide.
 Step Charge(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
-// Takes the units back from the current window only: a past window no longer counts. Preconditions: as Decide; units >= 0.
+// Takes the units back from the current window only: a past window no longer counts. Preconditions:
+// as Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::fixed_window

@@ -19,7 +19,8 @@ namespace caudal::gcra {
 // Preconditions: limit.algorithm() is a bucket algorithm; cost >= 0.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
-// Moves TAT back by units·e, never before now: token_bucket's refund, as a time. Preconditions: as Decide; units >= 0.
+// Moves TAT back by units·e, never before now: token_bucket's refund, as a time. Preconditions: as
+// Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::gcra

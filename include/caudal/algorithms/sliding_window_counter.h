@@ -30,7 +30,8 @@ namespace caudal::sliding_window_counter {
 // Preconditions: cost >= 0.
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
-// Takes the units back from the current window first, then from the previous one. Preconditions: as Decide; units >= 0.
+// Takes the units back from the current window first, then from the previous one. Preconditions: as
+// Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::sliding_window_counter

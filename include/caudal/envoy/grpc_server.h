@@ -44,7 +44,7 @@ namespace caudal::envoy {
 namespace internal {
 class GrpcTlsFiles;
 class HealthService;
-}
+}  // namespace internal
 
 struct GrpcServerOptions {
   std::string address = "127.0.0.1:8081";  // host:port; port 0 picks a free one
@@ -97,7 +97,7 @@ class RlsGrpcServer {
   std::unique_ptr<Service> service_;
   std::unique_ptr<internal::HealthService> health_;
   std::unique_ptr<internal::GrpcTlsFiles> tls_files_;  // outlives server_
-  std::unique_ptr<grpc::Server> server_;  // last: destroyed before the services
+  std::unique_ptr<grpc::Server> server_;               // last: destroyed before the services
   int port_ = 0;
   bool shut_down_ = false;
 };
