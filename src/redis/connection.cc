@@ -205,6 +205,11 @@ void Connection::StartWrite() {
                         self->write_in_progress_ = false;
                         self->writing_.clear();
                         if (self->state_ == State::kClosed) return;
+                        // Under TLS 1.3 a server that refuses the client certificate sends
+                        // its alert and closes; a write racing that close fails with a reset.
+                        // The read outstanding since the handshake carries the alert, and the
+                        // connect timer bounds the wait for it.
+                        if (ec && self->tls_ && self->state_ == State::kConnecting) return;
                         if (ec) {
                           self->Fail(Status::Unavailable("writing to " + self->Where() +
                                                          " failed: " + ec.message()));
@@ -241,9 +246,11 @@ Status Connection::TlsFailure(const boost::system::error_code& ec) const {
     case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
     case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
       return Status::InvalidArgument(
-          what + " (redis refused the client certificate, or wanted one: store.tls.cert_file "
-                 "and key_file)");
-    default: return Status::Unavailable(what);
+          what +
+          " (redis refused the client certificate, or wanted one: store.tls.cert_file "
+          "and key_file)");
+    default:
+      return Status::Unavailable(what);
   }
 }
 
