@@ -59,6 +59,8 @@ struct HttpServer::Impl {
   // Declared last so they go first: sessions still queued in a context die before the counters.
   std::vector<std::unique_ptr<net::io_context>> contexts;
   std::unique_ptr<tcp::acceptor> acceptor;
+  // The pause after a failed accept, made once at start: out of descriptors, nothing new is made.
+  std::unique_ptr<net::steady_timer> accept_timer;
   std::vector<std::thread> threads;
 
   Impl(Deps d, HttpServerOptions o)
@@ -368,8 +370,8 @@ void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
   } else {
     accept_pause = std::min<milliseconds>(accept_pause * 2, milliseconds(1000));
   }
-  auto timer = std::make_shared<net::steady_timer>(*contexts[0], accept_pause);
-  timer->async_wait([this, timer](beast::error_code) {
+  accept_timer->expires_after(accept_pause);
+  accept_timer->async_wait([this](beast::error_code) {
     if (!stopped.load()) Accept();
   });
 }
@@ -457,6 +459,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
   if (n < 1) n = 1;
   for (int64_t i = 0; i < n; ++i) impl->contexts.push_back(std::make_unique<net::io_context>(1));
   impl->acceptor = std::make_unique<tcp::acceptor>(*impl->contexts[0]);
+  impl->accept_timer = std::make_unique<net::steady_timer>(*impl->contexts[0]);
   beast::error_code ec;
   const std::string host = options.host == "localhost" ? "127.0.0.1" : options.host;
   const auto address = net::ip::make_address(host, ec);
