@@ -92,7 +92,7 @@ void CountHits(HitCounters& h, const engine_internal::Check& c) {
   const PolicyResult& r = c.result;
   if (r.refund || (r.kind != CheckKind::kLimited && r.kind != CheckKind::kBlocked)) return;
   const auto hits = static_cast<uint64_t>(r.cost);
-  h.total_hits.fetch_add(hits, std::memory_order_relaxed);
+  if (hits != 0) h.total_hits.fetch_add(hits, std::memory_order_relaxed);
   engine_internal::HitSplit split;
   if (r.kind == CheckKind::kBlocked || r.decided_by == DecidedBy::kOverLimitCache) {
     split = {.over_limit = hits, .shadow_mode = r.shadow ? hits : 0};
@@ -102,10 +102,14 @@ void CountHits(HitCounters& h, const engine_internal::Check& c) {
   } else if (c.used_before >= 0 && !r.decisions.empty()) {
     split = engine_internal::SplitHits(r.decisions[0].limit, c.used_before, r.cost, r.shadow);
   }
-  h.within_limit.fetch_add(split.within_limit, std::memory_order_relaxed);
-  h.near_limit.fetch_add(split.near_limit, std::memory_order_relaxed);
-  h.over_limit.fetch_add(split.over_limit, std::memory_order_relaxed);
-  h.shadow_mode.fetch_add(split.shadow_mode, std::memory_order_relaxed);
+  // Only what changes is written: these counters are shared by every thread deciding the rule.
+  const std::pair<std::atomic<uint64_t>*, uint64_t> adds[] = {{&h.within_limit, split.within_limit},
+                                                              {&h.near_limit, split.near_limit},
+                                                              {&h.over_limit, split.over_limit},
+                                                              {&h.shadow_mode, split.shadow_mode}};
+  for (auto [counter, v] : adds) {
+    if (v != 0) counter->fetch_add(v, std::memory_order_relaxed);
+  }
 }
 
 // Reads one length-prefixed field ("4:demo") at `pos`; false when malformed.
