@@ -20,6 +20,10 @@ struct Decision {
   Verdict verdict = Verdict::kAllowed;
   int64_t limit = 0;      // the capacity (burst) or the per-window limit
   int64_t remaining = 0;  // whole units left after this decision
+  // Units counted beyond `limit` (remaining is 0 then): only a fixed window that charges
+  // overdrew (EntryOp::kCharge) has any. So limit - remaining + overdrawn is what the limit
+  // counts as used, exactly, which envoyproxy/ratelimit's hit statistics need.
+  int64_t overdrawn = 0;
   Micros reset_after{0};  // until the state is fresh again (full bucket, empty window)
   Micros retry_after{0};  // 0 unless kDenied: until a request of this cost could pass
 

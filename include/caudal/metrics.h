@@ -3,9 +3,10 @@
 // Counters are atomics updated on the request path without locks; per-policy counters (a caudal
 // policy, or an Envoy rule by its stat key) are found once per config install (ForPolicy takes a
 // lock) and kept by pointer, so their number is bounded by what configs name over the process's
-// life. Envoy's detailed_metric counts per descriptor value (ForDetailed): at most
-// kMaxDetailedSeries such series exist; later values are counted together under the policy label
-// "_overflow", and the decisions that landed there are counted apart.
+// life. Envoy stat keys that carry request values (detailed_metric, value_to_metric,
+// share_threshold, limit overrides) are found per request (ForDetailed, lock-free once a key is
+// known): at most kMaxDetailedSeries such series exist; later values are counted together under
+// the policy label "_overflow", and the lookups that landed there are counted apart.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -19,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "caudal/clock.h"
 #include "caudal/status.h"
@@ -48,6 +50,17 @@ class LatencyHistogram {
 
 inline constexpr size_t kMaxDetailedSeries = 1000;
 
+// envoyproxy/ratelimit's statistics of one rule, in hits (hits_addend units), as its
+// base_limiter.go counts them; Envoy rules only. See engine/hit_stats.h for which hits go where.
+struct HitCounters {
+  std::atomic<uint64_t> total_hits{0};
+  std::atomic<uint64_t> within_limit{0};
+  std::atomic<uint64_t> near_limit{0};
+  std::atomic<uint64_t> over_limit{0};
+  std::atomic<uint64_t> over_limit_with_local_cache{0};  // refused by the over-limit cache
+  std::atomic<uint64_t> shadow_mode{0};                  // over the limit, let through: shadow
+};
+
 struct PolicyCounters {
   std::atomic<uint64_t> allowed{0};
   std::atomic<uint64_t> denied{0};
@@ -55,13 +68,15 @@ struct PolicyCounters {
   std::atomic<uint64_t> fail_open{0};      // store failed; failure mode allow
   std::atomic<uint64_t> fail_closed{0};    // store failed; failure mode deny
   std::atomic<uint64_t> local{0};          // store failed; decided by the local fallback
+  HitCounters hits;
 };
 
 class Metrics {
  public:
   // Stable for the life of the Metrics.
   PolicyCounters& ForPolicy(Api api, std::string_view policy);
-  // The same for one of Envoy's detailed_metric values, bounded (see above).
+  // The same for an Envoy stat key that carries request values, bounded (see above); a name
+  // ForPolicy knows gets that policy's counters. No lock and no allocation once `name` is known.
   PolicyCounters& ForDetailed(Api api, std::string_view name);
 
   void ObserveDecision(Api api, Micros d) {
@@ -82,11 +97,28 @@ class Metrics {
 
  private:
   using Key = std::pair<Api, std::string>;
+  // A name ForDetailed has seen, published in `index_` (open addressing, never removed).
+  struct Indexed {
+    Api api;
+    std::string_view name;  // the key of its entry in policies_
+    PolicyCounters* counters;
+  };
+  static constexpr size_t kIndexSlots = 4096;  // a power of two, > 2 × what is ever indexed
+  static constexpr size_t kMaxIndexed = kIndexSlots / 2;
+
   PolicyCounters& FindLocked(Api api, std::string_view name);
+  PolicyCounters* Lookup(Api api, std::string_view name) const;  // lock-free
+  void IndexLocked(Api api, std::string_view name, PolicyCounters* counters);
 
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<PolicyCounters>> policies_;  // guarded by mu_
   size_t detailed_series_ = 0;                               // guarded by mu_
+  std::vector<std::unique_ptr<Indexed>> indexed_;            // guarded by mu_
+  std::array<std::atomic<const Indexed*>, kIndexSlots> index_{};
+  // While false, every name in policies_ is in index_.
+  std::atomic<bool> index_full_{false};
+  // Per Api, set once every detailed series exists: "_overflow"'s counters.
+  std::array<std::atomic<PolicyCounters*>, kApiCount> overflow_{};
   std::atomic<uint64_t> detailed_overflow_{0};
   std::array<LatencyHistogram, kApiCount> decision_latency_;
   LatencyHistogram store_latency_;

@@ -219,6 +219,34 @@ TEST_P(Contract, RefundingWhatWasJustConsumedUndoesTheRequest) {
 // On random traces (random costs, inter-arrival times, a few backward steps): retrying exactly
 // retry_after later passes and one µs earlier does not; reset_after later, the state decides as
 // a fresh one does.
+// What a decision reports as used (limit - remaining + overdrawn) is exact: an admitted cost c
+// takes exactly c from what a peek at the same instant saw, a refused one takes nothing, and
+// only a charge overdraws. envoyproxy/ratelimit's hit statistics (near_limit, over_limit) are
+// computed from it.
+TEST_P(Contract, TheUsageADecisionReportsIsExact) {
+  std::mt19937_64 rng(20'251'130 + static_cast<int>(GetParam()));
+  for (int trace = 0; trace < 20; ++trace) {
+    const int64_t count = 1 + static_cast<int64_t>(rng() % 30);
+    const Micros period = milliseconds(1 + static_cast<int64_t>(rng() % 2'000));
+    Replayer r(Make(GetParam(), count, period));
+    Micros now = kT0;
+    for (int i = 0; i < 200; ++i) {
+      now +=
+          Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(period.count() / count + 2)));
+      const int64_t cost = static_cast<int64_t>(rng() % static_cast<uint64_t>(count + 2));
+      const Decision before = r.Peek(now, 0);
+      const Decision d = r.Decide(now, cost);
+      ASSERT_EQ(before.overdrawn, 0);
+      ASSERT_EQ(d.overdrawn, 0) << "only a charge overdraws";
+      const int64_t taken = d.allowed() ? cost : 0;
+      ASSERT_EQ(d.remaining, before.remaining - taken)
+          << "trace " << trace << " step " << i << " cost " << cost;
+      ASSERT_EQ(d.allowed(), cost <= before.remaining)
+          << "trace " << trace << " step " << i << ": the verdict is the usage's";
+    }
+  }
+}
+
 TEST_P(Contract, RetryAfterAndResetAfterAreExactOnRandomTraces) {
   std::mt19937_64 rng(20'240'601 + static_cast<int>(GetParam()));
   int64_t denials = 0;

@@ -25,6 +25,7 @@ void Report(Step& step, int64_t max, Window win, int64_t w, int64_t now) {
   step.decision.limit = max;
   // A charge may overdraw the window (count > max); nothing is left then.
   step.decision.remaining = std::max<int64_t>(0, max - win.count);
+  step.decision.overdrawn = std::max<int64_t>(0, win.count - max);
   step.decision.reset_after = Micros(win.count > 0 ? win.start + w - now : 0);
   step.next.w = {win.start, win.count, 0};
 }

@@ -36,6 +36,33 @@ TEST(FixedWindow, AdmitsTheLimitPerAlignedWindowThenWaitsForTheNextOne) {
   EXPECT_EQ(next.next.w[0], (kStart + minutes(1)).count());
 }
 
+// A charge counts whatever the verdict; what it counts beyond the limit is reported, exactly,
+// beside a remaining of 0, and a refund takes from the overdraft first.
+TEST(FixedWindow, AChargeReportsItsOverdraft) {
+  const Limit l = Window(10, minutes(1));
+  const Micros now = kStart + seconds(1);
+  Step step = fixed_window::Charge(l, nullptr, now, 8);
+  EXPECT_TRUE(step.decision.allowed());
+  EXPECT_EQ(step.decision.remaining, 2);
+  EXPECT_EQ(step.decision.overdrawn, 0);
+  step = fixed_window::Charge(l, &step.next, now, 5);
+  EXPECT_EQ(step.decision.verdict, Verdict::kDenied);
+  EXPECT_EQ(step.decision.remaining, 0);
+  EXPECT_EQ(step.decision.overdrawn, 3);
+  EXPECT_EQ(step.next.w[1], 13);
+  const Step peek = fixed_window::Decide(l, &step.next, now, 0);
+  EXPECT_EQ(peek.decision.overdrawn, 3) << "a peek reports the overdraft too";
+  const Step denied = fixed_window::Decide(l, &step.next, now, 1);
+  EXPECT_EQ(denied.decision.verdict, Verdict::kDenied);
+  EXPECT_EQ(denied.decision.overdrawn, 3);
+  step = fixed_window::Refund(l, &step.next, now, 2);
+  EXPECT_EQ(step.decision.remaining, 0);
+  EXPECT_EQ(step.decision.overdrawn, 1);
+  step = fixed_window::Refund(l, &step.next, now, 4);
+  EXPECT_EQ(step.decision.remaining, 3);
+  EXPECT_EQ(step.decision.overdrawn, 0);
+}
+
 TEST(FixedWindow, TheSeedsBoundaryBurstPassesTwiceTheLimit) {
   const Limit l = Window(100, minutes(1));
   const Step before = fixed_window::Decide(l, nullptr, kStart - Micros(1), 100);

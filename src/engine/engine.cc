@@ -7,6 +7,7 @@
 
 #include "caudal/refusals.h"
 #include "common/cat.h"
+#include "engine/hit_stats.h"
 #include "engine/log_throttle.h"
 #include "engine/over_limit_cache.h"
 #include "engine/plan.h"
@@ -82,6 +83,33 @@ void Count(PolicyCounters& c, const PolicyResult& r) {
   }
   (r.allowed ? c.allowed : c.denied).fetch_add(1, std::memory_order_relaxed);
   if (r.shadow && !r.allowed) c.shadow_denied.fetch_add(1, std::memory_order_relaxed);
+}
+
+// envoyproxy/ratelimit's statistics of an Envoy check (engine/hit_stats.h): every hit of a rule
+// that applies is in total_hits; how the others split needs the count before the hits, which a
+// check the store did not decide (its failure mode, or skipped) does not have.
+void CountHits(HitCounters& h, const engine_internal::Check& c) {
+  const PolicyResult& r = c.result;
+  if (r.refund || (r.kind != CheckKind::kLimited && r.kind != CheckKind::kBlocked)) return;
+  const auto hits = static_cast<uint64_t>(r.cost);
+  if (hits != 0) h.total_hits.fetch_add(hits, std::memory_order_relaxed);
+  engine_internal::HitSplit split;
+  if (r.kind == CheckKind::kBlocked || r.decided_by == DecidedBy::kOverLimitCache) {
+    split = {.over_limit = hits, .shadow_mode = r.shadow ? hits : 0};
+    if (r.kind == CheckKind::kLimited) {
+      h.over_limit_with_local_cache.fetch_add(hits, std::memory_order_relaxed);
+    }
+  } else if (c.used_before >= 0 && !r.decisions.empty()) {
+    split = engine_internal::SplitHits(r.decisions[0].limit, c.used_before, r.cost, r.shadow);
+  }
+  // Only what changes is written: these counters are shared by every thread deciding the rule.
+  const std::pair<std::atomic<uint64_t>*, uint64_t> adds[] = {{&h.within_limit, split.within_limit},
+                                                              {&h.near_limit, split.near_limit},
+                                                              {&h.over_limit, split.over_limit},
+                                                              {&h.shadow_mode, split.shadow_mode}};
+  for (auto [counter, v] : adds) {
+    if (v != 0) counter->fetch_add(v, std::memory_order_relaxed);
+  }
 }
 
 // Reads one length-prefixed field ("4:demo") at `pos`; false when malformed.
@@ -317,9 +345,21 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       r.decided_by = by;
       for (size_t k = 0; k < r.limits.size(); ++k, ++n) {
         const size_t e = batch.entry_of[n];
+        const EntryRef& entry = batch.entries[e];
         Decision d = resp.decisions.at(e);
-        if (resp.allowed && batch.entries[e].op != EntryOp::kRefund && added_later[n] > 0) {
-          d.remaining = std::min(d.limit, d.remaining + added_later[n]);
+        const int64_t used = d.limit - d.remaining + d.overdrawn;  // as reported
+        // A charge, or a consume the request admitted, reports the count after the request.
+        const bool applied =
+            entry.op == EntryOp::kCharge || (entry.op == EntryOp::kConsume && resp.allowed);
+        const int64_t earlier = later[e] - added_later[n] - batch.units_of[n];
+        if (k == 0) {
+          plan_.checks[i].used_before =
+              std::max<int64_t>(0, (applied ? used - entry.cost : used) + earlier);
+        }
+        if (resp.allowed && entry.op != EntryOp::kRefund && added_later[n] > 0) {
+          const int64_t own = used - added_later[n];  // counted after this check's own hits
+          d.remaining = std::clamp<int64_t>(d.limit - own, 0, d.limit);
+          d.overdrawn = std::max<int64_t>(0, own - d.limit);
         }
         r.decisions.push_back(d);
       }
@@ -533,7 +573,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     for (const PlanCheck& c : plan_.checks) {
       PolicyCounters* counters = c.counters;
       if (!c.detailed_name.empty()) counters = &m->ForDetailed(api_, c.detailed_name);
-      if (counters != nullptr) Count(*counters, c.result);
+      if (counters == nullptr) continue;
+      Count(*counters, c.result);
+      if (api_ == Api::kRls) CountHits(counters->hits, c);
     }
   }
 
@@ -642,10 +684,11 @@ Status Engine::SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains,
   snap->rule_stats.clear();
   if (snap->domains != nullptr) {
     snap->domains->ForEachRule([&](const envoy::RateLimitRule& rule, std::string_view stat_key) {
-      snap->rule_stats[&rule] = {.name = std::string(stat_key),
-                                 .counters = options_.metrics
-                                                 ? &options_.metrics->ForPolicy(Api::kRls, stat_key)
-                                                 : nullptr};
+      std::string metric(stat_key);  // named as the reference names its stats
+      engine_internal::SanitizeStatName(metric);
+      snap->rule_stats[&rule] = {
+          .name = std::string(stat_key),
+          .counters = options_.metrics ? &options_.metrics->ForPolicy(Api::kRls, metric) : nullptr};
     });
   }
   snapshot_.store(std::move(snap), std::memory_order_release);

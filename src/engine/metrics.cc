@@ -1,6 +1,7 @@
 #include "caudal/metrics.h"
 
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 #include "common/cat.h"
@@ -92,8 +93,41 @@ PolicyCounters& Metrics::FindLocked(Api api, std::string_view name) {
   auto it = policies_.find(key);
   if (it == policies_.end()) {
     it = policies_.emplace(std::move(key), std::make_unique<PolicyCounters>()).first;
+    IndexLocked(api, it->first.second, it->second.get());
   }
   return *it->second;
+}
+
+namespace {
+
+size_t HashOf(Api api, std::string_view name) {
+  return std::hash<std::string_view>{}(name) ^ (static_cast<size_t>(api) * 0x9e3779b97f4a7c15u);
+}
+
+}  // namespace
+
+PolicyCounters* Metrics::Lookup(Api api, std::string_view name) const {
+  // At most kMaxIndexed of kIndexSlots slots are ever used, so a probe meets an empty one.
+  for (size_t i = HashOf(api, name);; ++i) {
+    const Indexed* e = index_[i & (kIndexSlots - 1)].load(std::memory_order_acquire);
+    if (e == nullptr) return nullptr;
+    if (e->api == api && e->name == name) return e->counters;
+  }
+}
+
+void Metrics::IndexLocked(Api api, std::string_view name, PolicyCounters* counters) {
+  if (indexed_.size() >= kMaxIndexed) {
+    index_full_.store(true, std::memory_order_release);
+    return;
+  }
+  indexed_.push_back(std::make_unique<Indexed>(Indexed{api, name, counters}));
+  for (size_t i = HashOf(api, name);; ++i) {
+    std::atomic<const Indexed*>& slot = index_[i & (kIndexSlots - 1)];
+    if (slot.load(std::memory_order_relaxed) == nullptr) {
+      slot.store(indexed_.back().get(), std::memory_order_release);
+      return;
+    }
+  }
 }
 
 PolicyCounters& Metrics::ForPolicy(Api api, std::string_view policy) {
@@ -102,13 +136,24 @@ PolicyCounters& Metrics::ForPolicy(Api api, std::string_view policy) {
 }
 
 PolicyCounters& Metrics::ForDetailed(Api api, std::string_view name) {
+  if (PolicyCounters* c = Lookup(api, name)) return *c;
+  std::atomic<PolicyCounters*>& overflow = overflow_[static_cast<size_t>(api)];
+  // Every known name is indexed while the index has room: this one is new, and past the bound.
+  if (!index_full_.load(std::memory_order_acquire)) {
+    if (PolicyCounters* o = overflow.load(std::memory_order_acquire)) {
+      detailed_overflow_.fetch_add(1, std::memory_order_relaxed);
+      return *o;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = policies_.find(Key(api, std::string(name))); it != policies_.end()) {
     return *it->second;
   }
   if (detailed_series_ >= kMaxDetailedSeries) {
     detailed_overflow_.fetch_add(1, std::memory_order_relaxed);
-    return FindLocked(api, "_overflow");
+    PolicyCounters& o = FindLocked(api, "_overflow");
+    overflow.store(&o, std::memory_order_release);
+    return o;
   }
   ++detailed_series_;
   return FindLocked(api, name);
@@ -162,8 +207,26 @@ std::string Metrics::RenderPrometheus() const {
     AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"local\"",
                         r.c->local.load());
   }
+  AppendHeader(out, "caudal_rule_hits_total", "counter",
+               "envoyproxy/ratelimit's statistics per Envoy rule (policy: its stat key), in hits.");
+  for (const Row& r : rows) {
+    if (r.api != Api::kRls) continue;
+    const HitCounters& h = r.c->hits;
+    const std::pair<std::string_view, const std::atomic<uint64_t>*> stats[] = {
+        {"total_hits", &h.total_hits},
+        {"within_limit", &h.within_limit},
+        {"near_limit", &h.near_limit},
+        {"over_limit", &h.over_limit},
+        {"over_limit_with_local_cache", &h.over_limit_with_local_cache},
+        {"shadow_mode", &h.shadow_mode}};
+    for (const auto& [stat, v] : stats) {
+      AppendPolicyCounter(out, "caudal_rule_hits_total", r.api, r.name, Cat("stat=\"", stat, '"'),
+                          v->load(std::memory_order_relaxed));
+    }
+  }
   AppendHeader(out, "caudal_detailed_metric_overflow_total", "counter",
-               "Decisions of Envoy detailed_metric values past the series bound, counted under "
+               "Decisions of Envoy rules whose stat key carries request values (detailed_metric, "
+               "value_to_metric, share_threshold, overrides) past the series bound, counted under "
                "policy=\"_overflow\".");
   out.append("caudal_detailed_metric_overflow_total ")
       .append(std::to_string(detailed_overflow_.load()))

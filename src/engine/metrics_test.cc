@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace caudal {
 namespace {
@@ -74,6 +76,85 @@ TEST(Metrics, DetailedSeriesAreBoundedAndTheRestCountedTogether) {
       std::string::npos);
   EXPECT_NE(text.find("caudal_detailed_metric_overflow_total 2\n"), std::string::npos);
   EXPECT_EQ(text.find("d.key_new1"), std::string::npos);
+}
+
+TEST(Metrics, RendersTheReferencesHitStatisticsForEnvoyRulesOnly) {
+  Metrics m;
+  HitCounters& h = m.ForPolicy(Api::kRls, "rl.foo.baz_shady").hits;
+  h.total_hits += 6;
+  h.within_limit += 3;
+  h.near_limit += 1;
+  h.over_limit += 3;
+  h.shadow_mode += 3;
+  m.ForPolicy(Api::kHttp, "per-key").hits.total_hits += 1;  // never counted; never shown
+  const std::string text = m.RenderPrometheus();
+  for (
+      const char* line : {
+          "# TYPE caudal_rule_hits_total counter\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"total_hits\"} 6\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"within_limit\"} "
+          "3\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"near_limit\"} 1\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"over_limit\"} 3\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"over_limit_with_"
+          "local_cache\"} 0\n",
+          "caudal_rule_hits_total{api=\"rls\",policy=\"rl.foo.baz_shady\",stat=\"shadow_mode\"} "
+          "3\n",
+      }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("caudal_rule_hits_total{api=\"http\""), std::string::npos) << text;
+}
+
+// A stat key that carries request values may equal a rule's own (the reference's counters are
+// found by name): both count in one series, which does not use up the detailed bound.
+TEST(Metrics, ADetailedNameThatIsAPolicysSharesItsCounters) {
+  Metrics m;
+  PolicyCounters& rule = m.ForPolicy(Api::kRls, "d.key_value");
+  EXPECT_EQ(&m.ForDetailed(Api::kRls, "d.key_value"), &rule);
+  EXPECT_NE(&m.ForDetailed(Api::kHttp, "d.key_value"), &rule) << "another front end's";
+  for (size_t i = 0; i + 1 < kMaxDetailedSeries; ++i) {
+    m.ForDetailed(Api::kRls, "d.key_" + std::to_string(i));
+  }
+  // The HTTP one and these 999 make the bound: the rule's own name did not count.
+  PolicyCounters& overflow = m.ForDetailed(Api::kRls, "d.key_last");
+  EXPECT_EQ(&m.ForDetailed(Api::kRls, "d.key_next"), &overflow) << "past the bound";
+  EXPECT_NE(&m.ForDetailed(Api::kRls, "d.key_998"), &overflow);
+  EXPECT_EQ(&m.ForDetailed(Api::kRls, "d.key_value"), &rule);
+  EXPECT_EQ(&m.ForPolicy(Api::kRls, "d.key_0"), &m.ForDetailed(Api::kRls, "d.key_0"));
+}
+
+// Past the bound, known names keep their series from every thread while new ones land in
+// "_overflow", whose lookups are counted.
+TEST(Metrics, DetailedLookupsFromManyThreadsAgree) {
+  Metrics m;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, t] {
+      for (size_t i = 0; i < 2 * kMaxDetailedSeries; ++i) {
+        m.ForDetailed(Api::kRls, "d.key_" + std::to_string((i * 7 + static_cast<size_t>(t)) %
+                                                           (2 * kMaxDetailedSeries)))
+            .allowed += 1;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  uint64_t total = 0;
+  size_t series = 0;
+  for (size_t i = 0; i < 2 * kMaxDetailedSeries; ++i) {
+    PolicyCounters& c = m.ForDetailed(Api::kRls, "d.key_" + std::to_string(i));
+    if (&c == &m.ForDetailed(Api::kRls, "_overflow_probe")) continue;
+    ++series;
+    total += c.allowed.load();
+  }
+  EXPECT_EQ(series, kMaxDetailedSeries);
+  const std::string text = m.RenderPrometheus();
+  const std::string prefix =
+      "caudal_decisions_total{api=\"rls\",policy=\"_overflow\",outcome=\"allowed\"} ";
+  const size_t at = text.find(prefix);
+  ASSERT_NE(at, std::string::npos) << text;
+  const uint64_t overflowed = std::stoull(text.substr(at + prefix.size()));
+  EXPECT_EQ(total + overflowed, 4 * 2 * kMaxDetailedSeries) << "every count landed somewhere";
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ struct Check {
   // the request is refused too.
   bool quota = false;
   Status error;  // kConsumeEach: this check's store call failed
+  // What its first limit had counted before this check's hits, as envoyproxy/ratelimit's counter
+  // would read before its INCRBY (the hits of earlier checks of the request on the same key
+  // included); -1 until a store (shared or local) decided it. For the hit statistics.
+  int64_t used_before = -1;
 };
 
 struct Plan {

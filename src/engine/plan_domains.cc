@@ -6,6 +6,7 @@
 
 #include "caudal/algorithms/algorithm.h"
 #include "common/cat.h"
+#include "engine/hit_stats.h"
 #include "engine/plan.h"
 
 namespace caudal::engine_internal {
@@ -156,6 +157,7 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     if (d.limit.has_value()) {
       if (Status s = ResolveOverride(d, i, c); !s.ok()) return s;
       for (const envoy::DescriptorEntry& e : d.entries) values.push_back(e.value);
+      c.detailed_name = envoy::RateLimitConfig::OverrideStatsKey(request.domain, d.entries);
     } else {
       // No matching rule: no limit, as in the reference.
       envoy::RuleMatch m = domains->MatchDetailed(request.domain, d.entries);
@@ -170,6 +172,7 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
       if (m.stats_key != c.stat_name) c.detailed_name = std::move(m.stats_key);
       values = std::move(m.counter_values);
     }
+    SanitizeStatName(c.detailed_name);  // named as the reference names its stats
     if (c.result.kind != CheckKind::kLimited) continue;
     c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries, values));
     if (c.keys[0].size() > kMaxKeyLength) {

@@ -438,6 +438,50 @@ TEST_F(RlsHandlerTest, DecisionsShowInTheMetricsByRuleLikeTheReferenceStats) {
       << text;
 }
 
+// The reference's statistics by the way a descriptor was decided (the split itself is in
+// engine/hit_stats_test.cc and the conformance cases).
+TEST_F(RlsHandlerTest, HitStatisticsNameBlockedValuesAsTheReferenceDoes) {
+  Ask(Request({{{"remote_address", "50.0.0.5"}}}));  // requests_per_unit 0: every hit is over
+  const HitCounters& h = metrics_.ForPolicy(Api::kRls, "test.remote_address_50_0_0_5").hits;
+  EXPECT_EQ(h.total_hits.load(), 1u);
+  EXPECT_EQ(h.over_limit.load(), 1u);
+  EXPECT_EQ(h.within_limit.load(), 0u);
+  EXPECT_EQ(metrics_.RenderPrometheus().find("remote_address_50.0.0.5"), std::string::npos)
+      << "the IPv4 dots are made '_', as the reference's SanitizeStatName does";
+}
+
+TEST(RlsHitStatistics, AStoreFailureCountsTotalHitsOnly) {
+  ManualClock clock;
+  testing::FailingStore store{Status::Unavailable("connection refused")};
+  Metrics metrics;
+  Engine engine(store, clock, {.metrics = &metrics});
+  ASSERT_TRUE(engine.SetDomains(TestConfig(), {.on_failure = FailureMode::kAllow}).ok());
+  RlsHandler handler(engine, {});
+  auto req = RlsHandlerTest::Request({{{"five", "f"}}});
+  req.set_hits_addend(3);
+  ASSERT_TRUE(handler.ShouldRateLimit(req).ok());
+  const HitCounters& h = metrics.ForPolicy(Api::kRls, "test.five").hits;
+  EXPECT_EQ(h.total_hits.load(), 3u);
+  EXPECT_EQ(h.within_limit.load() + h.near_limit.load() + h.over_limit.load(), 0u);
+}
+
+TEST(RlsHitStatistics, ARefusalFromTheOverLimitCacheIsOverWithLocalCache) {
+  ManualClock clock{std::chrono::seconds(1'699'999'980)};
+  testing::CountingMemoryStore store{clock};
+  Metrics metrics;
+  Engine engine(store, clock, {.metrics = &metrics, .over_limit_cache_keys = 64});
+  ASSERT_TRUE(engine.SetDomains(TestConfig(), {}).ok());
+  RlsHandler handler(engine, {});
+  const auto req = RlsHandlerTest::Request({{{"one", "c"}}});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(handler.ShouldRateLimit(req).ok());
+  EXPECT_EQ(store.requests(), 2u) << "the third was refused from the cache";
+  const HitCounters& h = metrics.ForPolicy(Api::kRls, "test.one").hits;
+  EXPECT_EQ(h.total_hits.load(), 3u);
+  EXPECT_EQ(h.within_limit.load(), 1u);
+  EXPECT_EQ(h.over_limit.load(), 2u);
+  EXPECT_EQ(h.over_limit_with_local_cache.load(), 1u);
+}
+
 TEST(RlsOptionsParse, SpellingsRoundTripAndBadOnesAreRefused) {
   // Every name parses back to its value; anything else is refused.
   for (DescriptorMode m : {DescriptorMode::kAllOrNothing, DescriptorMode::kConsumeEach}) {

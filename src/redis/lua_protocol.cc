@@ -160,6 +160,10 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
     d.verdict = static_cast<Verdict>(verdict);
     d.limit = request.limits[i];
     d.remaining = reply[pos++];
+    if (d.remaining < 0 && d.remaining >= -kMaxCapacity) {  // a window a charge overdrew
+      d.overdrawn = -d.remaining;
+      d.remaining = 0;
+    }
     d.reset_after = Micros(reply[pos++]);
     d.retry_after = Micros(reply[pos++]);
     // The contract every store keeps (decision.h); anything else came from a script or a hop

@@ -105,6 +105,20 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
   EXPECT_EQ(DecodeResponse(bad, pos, r1).status().code(), StatusCode::kInternal);
 }
 
+// A fixed window that a charge overdrew comes back as a negative remaining: nothing left, and
+// the overdraft kept, so that what the window counts is known exactly.
+TEST(LuaProtocol, DecodesAnOverdrawnWindow) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
+  const EntryRef e[] = {{.key = "x", .limit = &l, .cost = 5, .op = EntryOp::kCharge}};
+  const EncodedRequest r = EncodeRequest(e, "");
+  const std::vector<int64_t> reply = {0, 1, -1, 30'000'000, 30'000'000};
+  size_t pos = 0;
+  const Result<StoreResponse> d = DecodeResponse(reply, pos, r);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->decisions[0].remaining, 0);
+  EXPECT_EQ(d->decisions[0].overdrawn, 1);
+}
+
 // A reply that breaks the decision contract is the store's fault (a wrong script version, a proxy
 // that mangles replies): kInternal, never a header with a negative remaining or Retry-After.
 TEST(LuaProtocol, RefusesRepliesThatBreakTheDecisionContract) {
@@ -115,15 +129,15 @@ TEST(LuaProtocol, RefusesRepliesThatBreakTheDecisionContract) {
   size_t pos = 0;
   ASSERT_TRUE(DecodeResponse(good, pos, r).ok());
   const std::vector<std::vector<int64_t>> bad = {
-      {2, 0, 5, 0, 0, 0, 4, 0, 0},      // allowed is 0 or 1
-      {1, 0, 5, 0, 0, 1, 0, 300, 250},  // allowed, yet an entry was denied
-      {0, 0, 5, 0, 0, 0, 4, 0, 0},      // refused, yet every entry was allowed
-      {1, 0, -1, 0, 0, 0, 4, 0, 0},     // remaining below 0
-      {1, 0, 6, 0, 0, 0, 4, 0, 0},      // remaining above the limit
-      {1, 0, 4, -1, 0, 0, 4, 0, 0},     // reset_after below 0
-      {1, 0, 4, 0, 7, 0, 4, 0, 0},      // retry_after on an allowed entry
-      {0, 0, 5, 0, 0, 1, 0, 300, 0},    // denied with no wait
-      {0, 0, 5, 0, 0, 1, 0, 300, -5},   // denied with a negative wait
+      {2, 0, 5, 0, 0, 0, 4, 0, 0},                    // allowed is 0 or 1
+      {1, 0, 5, 0, 0, 1, 0, 300, 250},                // allowed, yet an entry was denied
+      {0, 0, 5, 0, 0, 0, 4, 0, 0},                    // refused, yet every entry was allowed
+      {1, 0, -(kMaxCapacity + 1), 0, 0, 0, 4, 0, 0},  // overdrawn beyond what a charge can
+      {1, 0, 6, 0, 0, 0, 4, 0, 0},                    // remaining above the limit
+      {1, 0, 4, -1, 0, 0, 4, 0, 0},                   // reset_after below 0
+      {1, 0, 4, 0, 7, 0, 4, 0, 0},                    // retry_after on an allowed entry
+      {0, 0, 5, 0, 0, 1, 0, 300, 0},                  // denied with no wait
+      {0, 0, 5, 0, 0, 1, 0, 300, -5},                 // denied with a negative wait
   };
   for (const auto& reply : bad) {
     pos = 0;

@@ -388,6 +388,7 @@ TEST_P(StoreConformanceTest, ChargeCountsARefusedHitAndOverdrawsTheWindow) {
   d = charge(5);
   EXPECT_EQ(d.verdict, Verdict::kDenied);
   EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.overdrawn, 1) << "11 of 10";
   EXPECT_GT(d.retry_after, Micros(0));
   EXPECT_EQ(d.retry_after, d.reset_after) << "the next window starts empty";
   EXPECT_EQ(charge(0).verdict, Verdict::kDenied) << "a peek on an overdrawn window";

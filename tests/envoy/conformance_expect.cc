@@ -147,7 +147,7 @@ void ValidateFile(const YAML::Node& file) {
   for (const auto& c : file["cases"]) {
     ExpectKeys(c, "case",
                {"name", "advance", "repeat", "load", "request", "expect", "expect_all_or_nothing",
-                "expect_consume_each", "stats"});
+                "expect_consume_each", "stats", "stats_all_or_nothing", "stats_consume_each"});
     if (c["load"]) ValidateConfigSpec(c["load"], "load", {});
     ValidateRequest(c["request"]);
     for (const char* e : {"expect", "expect_all_or_nothing", "expect_consume_each"}) {
@@ -210,6 +210,24 @@ void CheckReply(const YAML::Node& expect, const grpc::Status& status,
   for (int i = 0; i < response.statuses_size(); ++i) {
     SCOPED_TRACE("status " + std::to_string(i));
     ExpectStatus(expect["statuses"][i], response.statuses(i), repeated);
+  }
+}
+
+void CheckStats(const YAML::Node& stats, std::string_view prometheus_text) {
+  ASSERT_TRUE(stats.IsMap()) << "stats: expected a map";
+  for (const auto& kv : stats) {
+    const std::string name = kv.first.as<std::string>();
+    SCOPED_TRACE("stats." + name);
+    const size_t dot = name.rfind('.');
+    ASSERT_NE(dot, std::string::npos) << "expected <stat key>.<statistic>";
+    const std::string series = "caudal_rule_hits_total{api=\"rls\",policy=\"" +
+                               name.substr(0, dot) + "\",stat=\"" + name.substr(dot + 1) + "\"} ";
+    const size_t at = prometheus_text.find(series);
+    ASSERT_NE(at, std::string_view::npos) << "no series " << series << "in\n" << prometheus_text;
+    const size_t begin = at + series.size();
+    const std::string_view value =
+        prometheus_text.substr(begin, prometheus_text.find('\n', begin) - begin);
+    EXPECT_EQ(value, kv.second.as<std::string>());
   }
 }
 

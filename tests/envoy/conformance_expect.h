@@ -29,4 +29,9 @@ RateLimitRequest ToRequest(const YAML::Node& n);
 void CheckReply(const YAML::Node& expect, const grpc::Status& status,
                 const RateLimitResponse& response, bool repeated);
 
+// Compares a `stats` map (the reference's stat names without their prefix,
+// "domain.key_value.over_limit": count) with caudal's /metrics text, where each is the series
+// caudal_rule_hits_total{api="rls",policy="domain.key_value",stat="over_limit"}.
+void CheckStats(const YAML::Node& stats, std::string_view prometheus_text);
+
 }  // namespace caudal::envoy::conformance

@@ -12,7 +12,8 @@
 --   cost is counted whatever the verdict (the verdict still counts in the request's `allowed`).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after.
--- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining, reset_after µs,
+-- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining (negative: the
+--   units a charge overdrew a fixed window by; remaining is then 0), reset_after µs,
 --   retry_after µs; after the last request, the call's now (µs). A refused request consumes
 --   nothing and writes nothing; entries that would have passed report their state without the
 --   consumption (decided again with cost 0). Refunds apply whatever the request's other

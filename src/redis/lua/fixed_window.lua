@@ -18,9 +18,8 @@ local function fixed_window(st, max, _, w, now, cost)
   end
   local reset = 0
   if count > 0 then reset = start + w - now end
-  local remaining = 0  -- a charge may have overdrawn the window
-  if count < max then remaining = max - count end
-  return verdict, remaining, reset, retry, consumed, start, count, 0
+  -- Below 0 when a charge overdrew the window: the reply carries the overdraft that way.
+  return verdict, max - count, reset, retry, consumed, start, count, 0
 end
 
 -- The reference's INCRBY: counts `cost` whatever the verdict, up to max + MAX_CAPACITY.
@@ -43,9 +42,7 @@ local function fixed_window_charge(st, max, _, w, now, cost)
   count = counted
   local reset = 0
   if count > 0 then reset = start + w - now end
-  local remaining = 0
-  if count < max then remaining = max - count end
-  return verdict, remaining, reset, retry, changed, start, count, 0
+  return verdict, max - count, reset, retry, changed, start, count, 0
 end
 
 local function fixed_window_refund(st, max, _, w, now, units)
@@ -58,9 +55,7 @@ local function fixed_window_refund(st, max, _, w, now, units)
   count = count - back
   local reset = 0
   if count > 0 then reset = start + w - now end
-  local remaining = 0
-  if count < max then remaining = max - count end
-  return ALLOWED, remaining, reset, 0, back > 0, start, count, 0
+  return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
 end
 
 COMPACT[FIXED_WINDOW], COMPACT_REFUND[FIXED_WINDOW] = fixed_window, fixed_window_refund
