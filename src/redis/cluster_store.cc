@@ -57,7 +57,7 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   }
   void DeadlinePassed(const RequestPart& part, Nanos now) override {
     if (redis::Node* node = topology.PrimaryOf(part.slot)) {
-      node->DeadlinePassed(now, "a call passed its deadline unanswered");
+      node->DeadlinePassed(part, now, "a call passed its deadline unanswered");
     }
   }
   // TopologyListener.
