@@ -191,15 +191,26 @@ void Node::FailWaiting(const Status& why) {
 void Node::Dispatch() {
   while (!waiting_.empty()) {
     if (ready_ == 0 && starting_) return;  // Start() dispatches once its attempts are over
-    if (ready_ == 0) {
-      FailWaiting(NotConnected());
-      return;
-    }
     const Nanos now = clock_.Monotonic();
     if (breaker_ && breaker_->Refusing(now)) {
       FailWaiting(Status::Unavailable(name_ + ": circuit open after " +
                                       std::to_string(breaker_->rules().failures_to_open) +
                                       " consecutive failures; last: " + breaker_->last_error()));
+      return;
+    }
+    if (ready_ == 0) {
+      // No connection: a failure at once for the breaker (a dead server opens it on the count,
+      // and /metrics shows it), and the parts' failure mode decides.
+      const Status why = NotConnected();
+      if (breaker_) {
+        const BreakerState before = breaker_->state();
+        const bool probe = breaker_->Admit(now) == CircuitBreaker::Verdict::kProbe;
+        breaker_->Failed(now,
+                         probe ? CircuitBreaker::Call::kProbe : CircuitBreaker::Call::kOrdinary,
+                         CircuitBreaker::Failure::kAtOnce, why.message());
+        BreakerMoved(before);
+      }
+      FailWaiting(why);
       return;
     }
     std::shared_ptr<Connection> conn = PickConnection();
