@@ -51,6 +51,10 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
     const redis::Node* node = topology.PrimaryOf(part.slot);
     return node == nullptr || node->Late(now, budget);
   }
+  bool ReplyUnread(const RequestPart& part) const override {
+    const redis::Node* node = topology.PrimaryOf(part.slot);
+    return node != nullptr && node->ReplyUnread();
+  }
   void DeadlinePassed(const RequestPart& part, Nanos now) override {
     if (redis::Node* node = topology.PrimaryOf(part.slot)) {
       node->DeadlinePassed(part, now, "a call passed its deadline unanswered");

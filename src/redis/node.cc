@@ -44,6 +44,12 @@ Status Node::NotConnected() const {
   return Status::Unavailable("no connection to " + name_ + ": " + last_error_);
 }
 
+bool Node::ReplyUnread() const {
+  return std::any_of(links_.begin(), links_.end(), [](const auto& l) {
+    return l->conn && l->conn->in_flight() > 0 && l->conn->Unread() > 0;
+  });
+}
+
 bool Node::busy() const {
   if (std::any_of(waiting_.begin(), waiting_.end(),
                   [](const PartPtr& p) { return p != nullptr; })) {

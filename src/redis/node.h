@@ -148,6 +148,8 @@ class Node {
   // oldest call has waited `budget` at `now` (Redis is late, not caudal busy).
   bool Late(Nanos now, Nanos budget) const;
 
+  // True when a connection with calls in flight has bytes from the server not read yet.
+  bool ReplyUnread() const;
   bool ready() const { return ready_ > 0; }
   bool busy() const;  // parts waiting or calls in flight
   const RedisUrl& url() const { return options_.url; }

@@ -26,6 +26,7 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
     return node->Late(now, budget);
   }
+  bool ReplyUnread(const redis::RequestPart&) const override { return node->ReplyUnread(); }
   void OnCallDone(redis::Node&, std::vector<redis::PartPtr>& parts, Result<Reply> reply) override {
     redis::DeliverReply(pipeline, parts, std::move(reply));
   }

@@ -54,6 +54,9 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
     return primary == nullptr || primary->Late(now, budget);
   }
+  bool ReplyUnread(const redis::RequestPart&) const override {
+    return primary != nullptr && primary->ReplyUnread();
+  }
   // NodeListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
                   Result<Reply> reply) override;
