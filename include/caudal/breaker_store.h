@@ -1,32 +1,27 @@
 // BreakerStore: a circuit breaker around a Store, so that a failing store costs no waiting.
 //
-//   closed     every call goes to the store; `failures_to_open` consecutive failures (errors or
-//              timeouts: kUnavailable, kDeadlineExceeded, kInternal) over at least
-//              `failing_for` open the breaker
-//   open       every call fails at once with kUnavailable naming the last error, for `open_for`
-//   half-open  then one call goes through as a probe: its success closes the breaker, its
-//              failure opens it again for another `open_for`; calls meanwhile fail at once
+// The rules are CircuitBreaker's (caudal/circuit_breaker.h): `failures_to_open` consecutive
+// failures (errors or timeouts: kUnavailable, kDeadlineExceeded, kInternal) open it, a run of
+// slow ones (each taking 1 ms or more: timeouts) only once it has lasted `failing_for`; while
+// open every call fails at once with kUnavailable naming the last error, for `open_for`; then
+// one call goes through as a probe, whose success closes it and whose failure opens it again.
+// Bad requests (kInvalidArgument) and a full table (kResourceExhausted) are not the store's
+// health and change nothing. Each change is told to a BreakerReporter: the log (one line when it
+// opens, one when it closes again) and the store's state gauge in /metrics.
 //
-// Only consecutive failures open it, so isolated timeouts on a healthy store (which still each
-// go to their failure mode) never do, and interleaved successes and failures cannot make it flap.
-// A run of slow failures (each taking 1 ms or more: timeouts) must also last `failing_for`,
-// while failures answered at once (no connection) open it on their count: on a busy machine one
-// scheduling stall of a few milliseconds times out every call in flight at once — dozens of
-// consecutive failures under load — and opening on that would fail every decision for `open_for`
-// over a stall that was already over. One log line when it opens, one when it closes again; a probe
-// failing again is not logged. Bad requests (kInvalidArgument) and a full table
-// (kResourceExhausted) are not the store's health and change nothing.
-//
-// Thread-safety: as every Store. State changes take a short mutex; the closed path reads one
-// atomic.
+// Thread-safety: as every Store. State changes take a short mutex; a success on a closed
+// breaker with no failure counted reads one atomic.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <string_view>
 
+#include "caudal/circuit_breaker.h"
 #include "caudal/clock.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
@@ -34,8 +29,44 @@
 
 namespace caudal {
 
-enum class BreakerState : uint8_t { kClosed, kOpen, kHalfOpen };
-std::string_view BreakerStateName(BreakerState s);
+class LogThrottle;
+
+// Tells the log and /metrics of circuit breakers' changes, for the store's breaker and for each
+// server's (Redis Cluster). One warning when a breaker opens and one line when it closes again;
+// a failed probe reopening it is the same outage and is not logged. A flapping breaker logs at
+// most one opening per `interval` (the openings held back are counted in the next one) and a
+// closing only after a logged opening, so the lines always pair up.
+//
+// Thread-safety: every method may be called from any thread.
+class BreakerReporter {
+ public:
+  // `clock`, `log` and `metrics` (each optional but the clock) must outlive the reporter.
+  BreakerReporter(const Clock& clock, const Logger* log, Metrics* metrics,
+                  Nanos interval = std::chrono::seconds(10));
+  ~BreakerReporter();
+  BreakerReporter(const BreakerReporter&) = delete;
+  BreakerReporter& operator=(const BreakerReporter&) = delete;
+
+  // The whole store's breaker (`store` is its name) moved from `from` to `to`.
+  void StoreMoved(std::string_view store, BreakerState from, BreakerState to, std::string_view why,
+                  const BreakerRules& rules);
+  // One server's breaker ("host:port" of store `store`): its series in /metrics, the log on a
+  // change. A node first seen (from == to) only starts its series.
+  void NodeMoved(std::string_view store, std::string_view node, BreakerState from, BreakerState to,
+                 uint64_t opens, std::string_view why, const BreakerRules& rules);
+  // The server left the store's topology: its series ends.
+  void NodeRemoved(std::string_view node);
+
+ private:
+  void Log(const std::string& subject, BreakerState from, BreakerState to, std::string_view why,
+           const BreakerRules& rules);
+
+  const Logger* log_;
+  Metrics* metrics_;
+  std::unique_ptr<LogThrottle> throttle_;
+  std::mutex mu_;
+  std::set<std::string, std::less<>> logged_open_;  // guarded by mu_: opening logged, not closing
+};
 
 struct BreakerOptions {
   int failures_to_open = 5;
@@ -50,6 +81,7 @@ class BreakerStore final : public Store {
  public:
   // `inner` and `clock` (its monotonic time) must outlive the breaker.
   BreakerStore(Store& inner, const Clock& clock, BreakerOptions options);
+  ~BreakerStore() override;
 
   void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   // The inner store's Ping (a probe is the store's health, whatever the breaker says).
@@ -59,22 +91,19 @@ class BreakerStore final : public Store {
   BreakerState state() const { return state_.load(std::memory_order_acquire); }
 
  private:
-  enum class Admission : uint8_t { kRefuse, kPass, kProbe };
   // Whether the call may go to the store (kProbe: as the half-open probe); `why` when refused.
-  Admission Admit(Status* why);
-  void Observe(const Status& s, bool probe, Nanos took);
-  void SetState(BreakerState next);  // mu_ held
+  CircuitBreaker::Verdict Admit(Status* why);
+  void Observe(const Status& s, CircuitBreaker::Call call, Nanos took);
+  void Publish(BreakerState before);  // mu_ held: mirrors the breaker's state, reports a change
 
   Store& inner_;
   const Clock& clock_;
-  const BreakerOptions options_;
-  std::atomic<BreakerState> state_{BreakerState::kClosed};
-  std::atomic<int> consecutive_failures_{0};
-  std::atomic<int64_t> first_failure_{0};  // monotonic ns of the run's first failure
+  BreakerReporter reporter_;
   std::mutex mu_;
-  Nanos open_until_{0};   // guarded by mu_
-  bool probing_ = false;  // guarded by mu_: a half-open probe is in flight
-  Status last_error_;     // guarded by mu_
+  CircuitBreaker breaker_;  // guarded by mu_
+  // Mirrors of breaker_ for the lock-free paths, written under mu_.
+  std::atomic<BreakerState> state_{BreakerState::kClosed};
+  std::atomic<bool> clean_{true};  // closed with no failure counted
 };
 
 }  // namespace caudal

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "caudal/circuit_breaker.h"
 #include "caudal/clock.h"
 #include "caudal/status.h"
 
@@ -87,6 +88,12 @@ class Metrics {
   // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).
   void SetStoreBreaker(int state) { store_breaker_.store(state, std::memory_order_relaxed); }
   int StoreBreaker() const { return store_breaker_.load(std::memory_order_relaxed); }
+  // A store server's own circuit breaker (Redis Cluster: one per primary), by "host:port": its
+  // state and how often it opened. At most kMaxNodeSeries nodes (the cluster store's own bound);
+  // RemoveNode ends a node's series when it leaves the topology.
+  void SetNodeBreaker(std::string_view node, BreakerState state, uint64_t opens);
+  void RemoveNode(std::string_view node);
+  static constexpr size_t kMaxNodeSeries = 1024;
   void CountReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
   void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   // HTTP status codes 100..599; others are ignored.
@@ -124,6 +131,11 @@ class Metrics {
   LatencyHistogram store_latency_;
   std::array<std::atomic<uint64_t>, 8> store_errors_{};  // by StatusCode
   std::atomic<int> store_breaker_{0};
+  struct NodeBreakerSeries {
+    BreakerState state = BreakerState::kClosed;
+    uint64_t opens = 0;
+  };
+  std::map<std::string, NodeBreakerSeries, std::less<>> nodes_;  // guarded by mu_
   std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};

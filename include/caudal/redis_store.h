@@ -25,13 +25,27 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "caudal/circuit_breaker.h"
 #include "caudal/clock.h"
 #include "caudal/store.h"
 
 namespace caudal {
+
+// A Redis server's own circuit breaker (Redis Cluster: one per primary) changed state, or the
+// server left the store's topology.
+struct NodeBreakerEvent {
+  std::string node{};  // "host:port" ("[::1]:7000")
+  BreakerState from = BreakerState::kClosed;
+  BreakerState to = BreakerState::kClosed;
+  bool removed = false;  // the node left the topology (its series ends)
+  uint64_t opens = 0;    // times this node's breaker opened, this one included
+  std::string why{};     // the failure that last counted
+  BreakerRules rules{};
+};
 
 // Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
 // RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
@@ -84,6 +98,9 @@ struct RedisStoreOptions {
   // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
   // them on its own clock. Must outlive the store.
   const Clock* decision_clock = nullptr;
+  // Cluster: told of every change of a node's circuit breaker and of each node that leaves, on
+  // the store's io thread (it must not block); unset: nothing is told. Must outlive the store.
+  std::function<void(const NodeBreakerEvent&)> on_node_breaker{};
 };
 
 struct RedisStoreStats {

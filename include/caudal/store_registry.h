@@ -16,6 +16,7 @@
 #include <span>
 #include <string_view>
 
+#include "caudal/breaker_store.h"
 #include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/store.h"
@@ -26,6 +27,9 @@ struct StoreOpenOptions {
   // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
   // clock is scripted. The memory store always uses `clock`.
   bool decide_on_clock = false;
+  // Told of each change of a server's own circuit breaker (stores with breaker_per_node): the
+  // log and /metrics. Optional; must outlive the store.
+  BreakerReporter* node_breakers = nullptr;
 };
 
 struct StoreKind {

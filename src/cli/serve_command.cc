@@ -93,7 +93,10 @@ class ServeCommand final : public Command {
       }
     }
 
-    auto store = OpenSharedStore(env, *config, log);
+    Metrics metrics;
+    // Told of each Redis Cluster primary's breaker (the log, /metrics); outlives the store.
+    BreakerReporter node_breakers(env.clock, &log, &metrics);
+    auto store = OpenSharedStore(env, *config, log, &node_breakers);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
         return UsageError(env, kName, store.status().message());
@@ -102,7 +105,6 @@ class ServeCommand final : public Command {
       return kExitFailure;
     }
     const std::unique_ptr<Store> local = OpenLocalFallback(config->store, env.clock);
-    Metrics metrics;
     // Readiness probes the store itself; decisions go through a circuit breaker, so that a
     // failing store costs no waiting and is logged once per outage (Redis Cluster keeps its own,
     // one per primary, so that one failed primary fails only its slots).
@@ -257,8 +259,10 @@ class ServeCommand final : public Command {
   // unreachable remote store is an outage: serve by failure mode, not ready, and connect in the
   // background once it is back.
   static Result<std::unique_ptr<Store>> OpenSharedStore(Env& env, const Config& config,
-                                                        const Logger& log) {
-    const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock};
+                                                        const Logger& log,
+                                                        BreakerReporter* node_breakers) {
+    const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
+                                   .node_breakers = node_breakers};
     auto opened = OpenStore(config.store, env.clock, options);
     if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument &&
         (*FindStoreKind(config.store.url))->remote) {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <fstream>
 
+#include "caudal/breaker_store.h"
 #include "caudal/memory_store.h"
 #include "caudal/redis_cluster_store.h"
 #include "caudal/redis_sentinel_store.h"
@@ -89,6 +90,12 @@ Status ValidateRedisCluster(std::string_view url) {
 Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const Clock& clock,
                                                 StoreOpenOptions options) {
   RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
+  if (BreakerReporter* report = options.node_breakers) {
+    redis.on_node_breaker = [report](const NodeBreakerEvent& e) {
+      if (e.removed) return report->NodeRemoved(e.node);
+      report->NodeMoved("redis-cluster", e.node, e.from, e.to, e.opens, e.why, e.rules);
+    };
+  }
   auto store = RedisClusterStore::Open(std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());

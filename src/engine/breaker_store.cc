@@ -1,6 +1,7 @@
 #include "caudal/breaker_store.h"
 
 #include "common/cat.h"
+#include "engine/log_throttle.h"
 
 namespace caudal {
 namespace {
@@ -21,106 +22,129 @@ bool IsStoreFailure(const Status& s) {
 
 }  // namespace
 
-std::string_view BreakerStateName(BreakerState s) {
-  switch (s) {
-    case BreakerState::kClosed:
-      return "closed";
-    case BreakerState::kOpen:
-      return "open";
-    case BreakerState::kHalfOpen:
-      return "half_open";
+BreakerReporter::BreakerReporter(const Clock& clock, const Logger* log, Metrics* metrics,
+                                 Nanos interval)
+    : log_(log),
+      metrics_(metrics),
+      throttle_(std::make_unique<LogThrottle>(clock, LogThrottleOptions{.interval = interval})) {}
+
+BreakerReporter::~BreakerReporter() = default;
+
+void BreakerReporter::StoreMoved(std::string_view store, BreakerState from, BreakerState to,
+                                 std::string_view why, const BreakerRules& rules) {
+  if (metrics_ != nullptr) metrics_->SetStoreBreaker(static_cast<int>(to));
+  Log(Cat("store ", Quoted(store)), from, to, why, rules);
+}
+
+void BreakerReporter::NodeMoved(std::string_view store, std::string_view node, BreakerState from,
+                                BreakerState to, uint64_t opens, std::string_view why,
+                                const BreakerRules& rules) {
+  if (metrics_ != nullptr) metrics_->SetNodeBreaker(node, to, opens);
+  if (from != to) Log(Cat("store ", Quoted(store), " node ", node), from, to, why, rules);
+}
+
+void BreakerReporter::NodeRemoved(std::string_view node) {
+  if (metrics_ != nullptr) metrics_->RemoveNode(node);
+}
+
+void BreakerReporter::Log(const std::string& subject, BreakerState from, BreakerState to,
+                          std::string_view why, const BreakerRules& rules) {
+  if (log_ == nullptr) return;
+  if (from == BreakerState::kClosed && to == BreakerState::kOpen) {
+    const std::optional<uint64_t> held = throttle_->Admit(subject);
+    {
+      std::lock_guard lock(mu_);
+      // Bounded by the throttle's keys: a subject it no longer tracks logs untracked.
+      if (held && logged_open_.size() < 4096) {
+        logged_open_.insert(subject);
+      } else if (!held) {
+        logged_open_.erase(subject);
+      }
+    }
+    if (!held) return;
+    log_->Warning(Cat(subject, " failed ", rules.failures_to_open, " times in a row (", why,
+                      "): circuit open, deciding by failure mode; probing every ",
+                      std::chrono::duration_cast<std::chrono::milliseconds>(rules.open_for).count(),
+                      " ms",
+                      *held == 0 ? std::string() : Cat("; ", *held, " more openings not logged")));
+  } else if (to == BreakerState::kClosed) {
+    {
+      std::lock_guard lock(mu_);
+      const auto it = logged_open_.find(subject);
+      if (it == logged_open_.end()) return;  // its opening was held back
+      logged_open_.erase(it);
+    }
+    log_->Info(Cat(subject, " answers again: circuit closed"));
   }
-  return "unknown";
 }
 
 BreakerStore::BreakerStore(Store& inner, const Clock& clock, BreakerOptions options)
-    : inner_(inner), clock_(clock), options_(options) {
-  if (options_.metrics != nullptr) options_.metrics->SetStoreBreaker(0);
+    : inner_(inner),
+      clock_(clock),
+      reporter_(clock, options.log, options.metrics),
+      breaker_({.failures_to_open = options.failures_to_open,
+                .failing_for = options.failing_for,
+                .open_for = options.open_for}) {
+  if (options.metrics != nullptr) options.metrics->SetStoreBreaker(0);
 }
 
-BreakerStore::Admission BreakerStore::Admit(Status* why) {
-  if (state_.load(std::memory_order_acquire) == BreakerState::kClosed) return Admission::kPass;
+BreakerStore::~BreakerStore() = default;
+
+CircuitBreaker::Verdict BreakerStore::Admit(Status* why) {
+  if (state_.load(std::memory_order_acquire) == BreakerState::kClosed) {
+    return CircuitBreaker::Verdict::kPass;
+  }
   std::lock_guard lock(mu_);
-  const BreakerState s = state_.load(std::memory_order_relaxed);
-  if (s == BreakerState::kClosed) return Admission::kPass;
-  if (s == BreakerState::kOpen && clock_.Monotonic() >= open_until_) {
-    SetState(BreakerState::kHalfOpen);
+  const BreakerState before = breaker_.state();
+  const CircuitBreaker::Verdict verdict = breaker_.Admit(clock_.Monotonic());
+  Publish(before);
+  if (verdict == CircuitBreaker::Verdict::kRefuse) {
+    *why = Status::Unavailable(Cat("store ", Quoted(inner_.Name()), " circuit open after ",
+                                   breaker_.rules().failures_to_open,
+                                   " consecutive failures; last: ", breaker_.last_error()));
   }
-  if (state_.load(std::memory_order_relaxed) == BreakerState::kHalfOpen && !probing_) {
-    probing_ = true;
-    return Admission::kProbe;
-  }
-  *why = Status::Unavailable(Cat("store ", Quoted(inner_.Name()), " circuit open after ",
-                                 options_.failures_to_open,
-                                 " consecutive failures; last: ", last_error_.ToString()));
-  return Admission::kRefuse;
+  return verdict;
 }
 
 void BreakerStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Status why;
-  const Admission admission = Admit(&why);
-  if (admission == Admission::kRefuse) return done(std::move(why));
-  const bool probe = admission == Admission::kProbe;
+  const CircuitBreaker::Verdict verdict = Admit(&why);
+  if (verdict == CircuitBreaker::Verdict::kRefuse) return done(std::move(why));
+  const auto call = verdict == CircuitBreaker::Verdict::kProbe ? CircuitBreaker::Call::kProbe
+                                                               : CircuitBreaker::Call::kOrdinary;
   const Nanos start = clock_.Monotonic();
-  inner_.DecideAsync(entries,
-                     [this, probe, start, done = std::move(done)](Result<StoreResponse> r) {
-                       Observe(r.status(), probe, clock_.Monotonic() - start);
-                       done(std::move(r));
-                     });
+  inner_.DecideAsync(entries, [this, call, start, done = std::move(done)](Result<StoreResponse> r) {
+    Observe(r.status(), call, clock_.Monotonic() - start);
+    done(std::move(r));
+  });
 }
 
-void BreakerStore::Observe(const Status& s, bool probe, Nanos took) {
+void BreakerStore::Observe(const Status& s, CircuitBreaker::Call call, Nanos took) {
   const bool failed = IsStoreFailure(s);
-  if (!probe && state_.load(std::memory_order_acquire) == BreakerState::kClosed) {
-    if (!failed) {
-      if (consecutive_failures_.load(std::memory_order_relaxed) != 0) {
-        consecutive_failures_.store(0, std::memory_order_relaxed);
-      }
-      return;
-    }
-    const Nanos now = clock_.Monotonic();
-    const int run = consecutive_failures_.fetch_add(1, std::memory_order_acq_rel) + 1;
-    if (run == 1) first_failure_.store(now.count(), std::memory_order_relaxed);
-    // A store that fails at once (no connection) knows it is down; only a run of slow
-    // failures (timeouts) must also last failing_for.
-    const bool at_once = took < kAtOnce;
-    if (run < options_.failures_to_open ||
-        (!at_once &&
-         now - Nanos(first_failure_.load(std::memory_order_relaxed)) < options_.failing_for)) {
-      return;
-    }
-  } else if (!probe) {
-    return;  // a call admitted while closed, answered after the breaker moved on
+  if (!failed && s.code() != StatusCode::kOk && call == CircuitBreaker::Call::kOrdinary) return;
+  if (!failed && call == CircuitBreaker::Call::kOrdinary &&
+      clean_.load(std::memory_order_acquire)) {
+    return;  // the healthy path: nothing to change
   }
   std::lock_guard lock(mu_);
-  if (probe) probing_ = false;
-  if (failed) last_error_ = s;
-  const BreakerState now = state_.load(std::memory_order_relaxed);
-  if (!failed) {
-    if (probe && now == BreakerState::kHalfOpen) {
-      consecutive_failures_.store(0, std::memory_order_relaxed);
-      SetState(BreakerState::kClosed);
-    }
-    return;
+  const BreakerState before = breaker_.state();
+  if (failed) {
+    breaker_.Failed(
+        clock_.Monotonic(), call,
+        took < kAtOnce ? CircuitBreaker::Failure::kAtOnce : CircuitBreaker::Failure::kSlow,
+        s.ToString());
+  } else {
+    breaker_.Succeeded(call);  // an answer, even a refusal of a bad request: the store is up
   }
-  if (now == BreakerState::kOpen) return;
-  open_until_ = clock_.Monotonic() + options_.open_for;
-  SetState(BreakerState::kOpen);
+  Publish(before);
 }
 
-void BreakerStore::SetState(BreakerState next) {
-  const BreakerState prev = state_.exchange(next, std::memory_order_acq_rel);
-  if (prev == next) return;
-  if (options_.metrics != nullptr) options_.metrics->SetStoreBreaker(static_cast<int>(next));
-  if (options_.log == nullptr) return;
-  if (prev == BreakerState::kClosed && next == BreakerState::kOpen) {
-    options_.log->Warning(Cat(
-        "store ", Quoted(inner_.Name()), " failed ", options_.failures_to_open, " times in a row (",
-        last_error_.ToString(), "): circuit open, deciding by failure mode; probing every ",
-        std::chrono::duration_cast<std::chrono::milliseconds>(options_.open_for).count(), " ms"));
-  } else if (next == BreakerState::kClosed) {
-    options_.log->Info(Cat("store ", Quoted(inner_.Name()), " answers again: circuit closed"));
-  }
+void BreakerStore::Publish(BreakerState before) {
+  clean_.store(breaker_.clean(), std::memory_order_release);
+  const BreakerState after = breaker_.state();
+  if (after == before) return;
+  state_.store(after, std::memory_order_release);
+  reporter_.StoreMoved(inner_.Name(), before, after, breaker_.last_error(), breaker_.rules());
 }
 
 }  // namespace caudal

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "caudal/memory_store.h"
+#include "common/cat.h"
 #include "support/fault_injecting_store.h"
 #include "support/manual_clock.h"
 
@@ -197,6 +198,75 @@ TEST(BreakerFailingFor, FailuresAnsweredAtOnceOpenItOnTheirCount) {
     inner.Answer(Status::Unavailable("no connection to redis: connection refused"));
   }
   EXPECT_EQ(breaker.state(), BreakerState::kOpen) << "a store that says it is down is down";
+}
+
+constexpr BreakerRules kRules{.failures_to_open = 5, .open_for = milliseconds(500)};
+
+TEST(BreakerReporter, AFlappingNodeLogsOneOpeningPerIntervalAndItsClosingOnly) {
+  ManualClock clock;
+  std::vector<std::string> lines;
+  Logger log([&lines](LogLevel, std::string_view m) { lines.push_back(std::string(m)); });
+  Metrics metrics;
+  BreakerReporter report(clock, &log, &metrics, std::chrono::seconds(10));
+  using S = BreakerState;
+  report.NodeMoved("redis-cluster", "10.0.0.1:7000", S::kClosed, S::kClosed, 0, "", kRules);
+  EXPECT_TRUE(lines.empty()) << "a new node only starts its series";
+  // Opens and closes every second for 25 s.
+  for (int i = 1; i <= 25; ++i) {
+    report.NodeMoved("redis-cluster", "10.0.0.1:7000", S::kClosed, S::kOpen, i, "lost", kRules);
+    report.NodeMoved("redis-cluster", "10.0.0.1:7000", S::kOpen, S::kHalfOpen, i, "lost", kRules);
+    report.NodeMoved("redis-cluster", "10.0.0.1:7000", S::kHalfOpen, S::kClosed, i, "lost", kRules);
+    clock.Advance(std::chrono::seconds(1));
+  }
+  ASSERT_EQ(lines.size(), 6u) << "an opening and its closing at 0, 10 and 20 s";
+  EXPECT_NE(lines[0].find("store \"redis-cluster\" node 10.0.0.1:7000 failed 5 times in a row "
+                          "(lost): circuit open"),
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("node 10.0.0.1:7000 answers again: circuit closed"), std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("; 9 more openings not logged"), std::string::npos) << lines[2];
+  const std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("caudal_store_node_breaker_state{node=\"10.0.0.1:7000\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("caudal_store_node_breaker_opens_total{node=\"10.0.0.1:7000\"} 25\n"),
+            std::string::npos);
+}
+
+TEST(BreakerReporter, NodeSeriesFollowTheTopologyAndFoldIntoTheStoreGauge) {
+  ManualClock clock;
+  Metrics metrics;
+  BreakerReporter report(clock, nullptr, &metrics);
+  using S = BreakerState;
+  for (const char* node : {"a:1", "b:2", "c:3"}) {
+    report.NodeMoved("redis-cluster", node, S::kClosed, S::kClosed, 0, "", kRules);
+  }
+  EXPECT_NE(metrics.RenderPrometheus().find("caudal_store_breaker_state 0\n"), std::string::npos);
+  report.NodeMoved("redis-cluster", "b:2", S::kClosed, S::kOpen, 1, "lost", kRules);
+  report.NodeMoved("redis-cluster", "c:3", S::kClosed, S::kOpen, 1, "lost", kRules);
+  report.NodeMoved("redis-cluster", "c:3", S::kOpen, S::kHalfOpen, 1, "lost", kRules);
+  std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("caudal_store_breaker_state 1\n"), std::string::npos) << "one is open";
+  EXPECT_NE(text.find("caudal_store_degraded 1\n"), std::string::npos);
+  EXPECT_NE(text.find("caudal_store_node_breaker_state{node=\"b:2\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("caudal_store_node_breaker_state{node=\"c:3\"} 2\n"), std::string::npos);
+  report.NodeRemoved("b:2");
+  text = metrics.RenderPrometheus();
+  EXPECT_EQ(text.find("node=\"b:2\""), std::string::npos) << "a node that left has no series";
+  EXPECT_NE(text.find("caudal_store_breaker_state 2\n"), std::string::npos);
+  EXPECT_NE(text.find("caudal_store_node_breaker_state{node=\"a:1\"} 0\n"), std::string::npos);
+  // Bounded: past kMaxNodeSeries, new nodes get no series.
+  for (size_t i = 0; i < Metrics::kMaxNodeSeries + 10; ++i) {
+    report.NodeMoved("redis-cluster", Cat("n", i), S::kClosed, S::kClosed, 0, "", kRules);
+  }
+  text = metrics.RenderPrometheus();
+  size_t series = 0;
+  for (size_t at = 0; (at = text.find("caudal_store_node_breaker_state{", at)) != std::string::npos;
+       ++at) {
+    ++series;
+  }
+  EXPECT_EQ(series, Metrics::kMaxNodeSeries);
 }
 
 }  // namespace

@@ -44,7 +44,46 @@ void AppendPolicyCounter(std::string& out, std::string_view name, Api api, std::
   out.append("} ").append(std::to_string(v)).append("\n");
 }
 
+// The per-server breaker series, and the worst of their states folded into `breaker`.
+template <typename Nodes>
+std::string RenderNodeBreakers(const Nodes& nodes, int& breaker) {
+  std::string out;
+  AppendHeader(out, "caudal_store_node_breaker_state", "gauge",
+               "One store server's circuit breaker (Redis Cluster: each primary's): 0 closed, 1 "
+               "open, 2 half-open.");
+  for (const auto& [node, s] : nodes) {
+    out.append("caudal_store_node_breaker_state{node=\"");
+    AppendLabelValue(out, node);
+    out.append("\"} ").append(std::to_string(static_cast<int>(s.state))).append("\n");
+    if (s.state == BreakerState::kOpen) breaker = static_cast<int>(BreakerState::kOpen);
+    if (s.state == BreakerState::kHalfOpen && breaker == 0) breaker = static_cast<int>(s.state);
+  }
+  AppendHeader(out, "caudal_store_node_breaker_opens_total", "counter",
+               "Times one store server's circuit breaker opened.");
+  for (const auto& [node, s] : nodes) {
+    out.append("caudal_store_node_breaker_opens_total{node=\"");
+    AppendLabelValue(out, node);
+    out.append("\"} ").append(std::to_string(s.opens)).append("\n");
+  }
+  return out;
+}
+
 }  // namespace
+
+void Metrics::SetNodeBreaker(std::string_view node, BreakerState state, uint64_t opens) {
+  std::lock_guard lock(mu_);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) {
+    if (nodes_.size() >= kMaxNodeSeries) return;
+    it = nodes_.emplace(std::string(node), NodeBreakerSeries{}).first;
+  }
+  it->second = {.state = state, .opens = opens};
+}
+
+void Metrics::RemoveNode(std::string_view node) {
+  std::lock_guard lock(mu_);
+  if (auto it = nodes_.find(node); it != nodes_.end()) nodes_.erase(it);
+}
 
 void LatencyHistogram::Observe(Micros d) {
   const int64_t us = d.count() < 0 ? 0 : d.count();
@@ -249,13 +288,21 @@ std::string Metrics::RenderPrometheus() const {
         .append(std::to_string(v))
         .append("\n");
   }
-  const int breaker = store_breaker_.load(std::memory_order_relaxed);
+  int breaker = store_breaker_.load(std::memory_order_relaxed);
+  std::string node_series;
+  {
+    std::lock_guard lock(mu_);
+    if (!nodes_.empty()) node_series = RenderNodeBreakers(nodes_, breaker);
+  }
   AppendHeader(out, "caudal_store_degraded", "gauge",
-               "1 while the store's circuit breaker is not closed (decisions by failure mode).");
+               "1 while the store's circuit breaker (or one server's) is not closed (decisions by "
+               "failure mode).");
   out.append("caudal_store_degraded ").append(breaker != 0 ? "1" : "0").append("\n");
   AppendHeader(out, "caudal_store_breaker_state", "gauge",
-               "The store's circuit breaker: 0 closed, 1 open, 2 half-open.");
+               "The store's circuit breaker: 0 closed, 1 open, 2 half-open; with a breaker per "
+               "server, 1 while one is open, else 2 while one is half-open.");
   out.append("caudal_store_breaker_state ").append(std::to_string(breaker)).append("\n");
+  out += node_series;
   AppendHeader(out, "caudal_over_limit_cache_hits_total", "counter",
                "Checks refused from the store's earlier refusal, without a store call.");
   out.append("caudal_over_limit_cache_hits_total ")

@@ -36,12 +36,8 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   Impl(RedisStoreOptions o, redis::ClusterUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(options.clock != nullptr ? *options.clock : SystemClock::Instance()),
-        pipeline(runner.io, clock,
-                 {.deadline = options.deadline,
-                  .max_outstanding = options.max_outstanding,
-                  .split_by_slot = true,
-                  .key_prefix = options.key_prefix},
+        clock(redis::StoreClock(options)),
+        pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/true),
                  *this),
         topology(runner, clock, options, url, *this, counters),
         tryagain_timer(runner.io) {}
@@ -55,9 +51,13 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
     const redis::Node* node = topology.PrimaryOf(part.slot);
     return node == nullptr || node->Late(now, budget);
   }
+  bool ReplyUnread(const RequestPart& part) const override {
+    const redis::Node* node = topology.PrimaryOf(part.slot);
+    return node != nullptr && node->ReplyUnread();
+  }
   void DeadlinePassed(const RequestPart& part, Nanos now) override {
     if (redis::Node* node = topology.PrimaryOf(part.slot)) {
-      node->DeadlinePassed(now, "a call passed its deadline unanswered");
+      node->DeadlinePassed(part, now, "a call passed its deadline unanswered");
     }
   }
   // TopologyListener.
@@ -207,32 +207,22 @@ Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisStoreOpt
   url->tls_server_name = options.tls_server_name;
   auto impl = std::make_unique<Impl>(std::move(options), *url);
   Impl* raw = impl.get();
-  if (url->transport == redis::Transport::kTls) {
-    if (Status s = raw->runner.InitTls(raw->options); !s.ok()) return s;
+  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
+    return s;
   }
-  raw->runner.Start();
   std::unique_ptr<RedisClusterStore> store(new RedisClusterStore(std::move(impl)));
-  auto started = std::make_shared<std::promise<Status>>();
-  asio::post(raw->runner.io, [raw, started] {
-    raw->topology.Start([started](Status st) { started->set_value(std::move(st)); });
-  });
   // The topology always reports: every seed and node attempt is bounded by connect_timeout.
-  if (Status st = started->get_future().get(); !st.ok()) return st;
+  if (Status st = redis::StartOnIo(raw->runner, [raw](auto done) { raw->topology.Start(done); });
+      !st.ok()) {
+    return st;
+  }
   return store;
 }
 
 void RedisClusterStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
-  if (Status s = ValidateEntries(entries); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
-  if (impl.counters.ready.load() == 0) {
-    done(Status::Unavailable(
-        Cat("no connection to ", impl.url.Redacted(), ": ", impl.counters.LastError())));
-    return;
-  }
-  impl.pipeline.Submit(entries, std::move(done));
+  redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
+                        [&impl] { return impl.url.Redacted(); });
 }
 
 Status RedisClusterStore::Ping() {

@@ -222,6 +222,11 @@ void ClusterTopology::Cleanup() {
     const std::set<Node*> primaries(owner_.begin(), owner_.end());
     for (auto it = nodes_.begin(); it != nodes_.end();) {
       if (!primaries.contains(it->second.get()) && !it->second->busy()) {
+        if (options_.on_node_breaker) {
+          const BreakerState state = it->second->breaker_state();
+          options_.on_node_breaker(
+              {.node = it->second->address(), .from = state, .to = state, .removed = true});
+        }
         it = nodes_.erase(it);
       } else {
         ++it;
@@ -237,12 +242,15 @@ Node* ClusterTopology::NodeAt(const Endpoint& at) {
   NodeOptions options =
       NodeOptionsFrom(options_, url_.Node(at), Cat("redis cluster node ", address));
   // One failed primary fails its own slots at once and nothing else (node.h).
-  options.breaker = NodeBreakerOptions{};
+  options.breaker = BreakerRules{};
+  options.on_breaker = options_.on_node_breaker;
   options.max_calls_in_flight = options_.cluster_calls_in_flight;
   auto node = std::make_unique<Node>(runner_.io, runner_.tls(), clock_, std::move(options), *this,
                                      counters_);
   Node* raw = node.get();
   nodes_.emplace(address, std::move(node));
+  // A new node's series starts closed, so that every primary shows before anything fails.
+  if (options_.on_node_breaker) options_.on_node_breaker({.node = raw->address()});
   ++starting_;
   raw->Start([this](Status st) { OnNodeStarted(st); });
   return raw;

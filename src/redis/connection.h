@@ -70,6 +70,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Nanos oldest_sent() const { return handlers_.front().sent; }
   // "redis at host:port", for messages.
   std::string Where() const;
+  // Bytes the server sent that are not read yet (0 when unknown): a reply may be waiting.
+  size_t Unread() const {
+    boost::system::error_code ec;
+    const size_t n = socket_.available(ec);
+    return ec ? 0 : n;
+  }
 
  private:
   enum class State : uint8_t { kConnecting, kReady, kClosed };

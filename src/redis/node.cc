@@ -44,6 +44,12 @@ Status Node::NotConnected() const {
   return Status::Unavailable("no connection to " + name_ + ": " + last_error_);
 }
 
+bool Node::ReplyUnread() const {
+  return std::any_of(links_.begin(), links_.end(), [](const auto& l) {
+    return l->conn && l->conn->in_flight() > 0 && l->conn->Unread() > 0;
+  });
+}
+
 bool Node::busy() const {
   if (std::any_of(waiting_.begin(), waiting_.end(),
                   [](const PartPtr& p) { return p != nullptr; })) {
@@ -191,15 +197,26 @@ void Node::FailWaiting(const Status& why) {
 void Node::Dispatch() {
   while (!waiting_.empty()) {
     if (ready_ == 0 && starting_) return;  // Start() dispatches once its attempts are over
-    if (ready_ == 0) {
-      FailWaiting(NotConnected());
-      return;
-    }
     const Nanos now = clock_.Monotonic();
     if (breaker_ && breaker_->Refusing(now)) {
       FailWaiting(Status::Unavailable(name_ + ": circuit open after " +
-                                      std::to_string(breaker_->failures_to_open()) +
+                                      std::to_string(breaker_->rules().failures_to_open) +
                                       " consecutive failures; last: " + breaker_->last_error()));
+      return;
+    }
+    if (ready_ == 0) {
+      // No connection: a failure at once for the breaker (a dead server opens it on the count,
+      // and /metrics shows it), and the parts' failure mode decides.
+      const Status why = NotConnected();
+      if (breaker_) {
+        const BreakerState before = breaker_->state();
+        const bool probe = breaker_->Admit(now) == CircuitBreaker::Verdict::kProbe;
+        breaker_->Failed(now,
+                         probe ? CircuitBreaker::Call::kProbe : CircuitBreaker::Call::kOrdinary,
+                         CircuitBreaker::Failure::kAtOnce, why.message());
+        BreakerMoved(before);
+      }
+      FailWaiting(why);
       return;
     }
     std::shared_ptr<Connection> conn = PickConnection();
@@ -207,18 +224,43 @@ void Node::Dispatch() {
     auto call = std::make_shared<Call>();
     call->parts = NextBatch();
     if (call->parts.empty()) continue;
-    call->probe = breaker_ && breaker_->Admit(now) == NodeBreaker::Verdict::kProbe;
+    if (breaker_) {
+      const BreakerState before = breaker_->state();
+      call->probe = breaker_->Admit(now) == CircuitBreaker::Verdict::kProbe;
+      BreakerMoved(before);
+    }
+    for (const PartPtr& p : call->parts) p->probe = call->probe;
     SendCall(conn, std::move(call));
   }
 }
 
-void Node::DeadlinePassed(Nanos now, const std::string& why) { BreakerFailed(now, why); }
+void Node::DeadlinePassed(const Part& part, Nanos now, const std::string& why) {
+  BreakerFailed(now, part.probe ? CircuitBreaker::Call::kProbe : CircuitBreaker::Call::kOrdinary,
+                CircuitBreaker::Failure::kSlow, why);
+}
 
-void Node::BreakerFailed(Nanos now, std::string why) {
+void Node::BreakerFailed(Nanos now, CircuitBreaker::Call call, CircuitBreaker::Failure how,
+                         std::string why) {
   if (!breaker_) return;
-  const uint64_t opened = breaker_->opens();
-  breaker_->Failed(now, std::move(why));
-  if (breaker_->opens() != opened) counters_.breaker_opens.fetch_add(1, std::memory_order_relaxed);
+  const BreakerState before = breaker_->state();
+  breaker_->Failed(now, call, how, std::move(why));
+  BreakerMoved(before);
+}
+
+void Node::BreakerMoved(BreakerState before) {
+  const BreakerState after = breaker_->state();
+  if (after == before) return;
+  if (before == BreakerState::kClosed) {
+    counters_.breaker_opens.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (options_.on_breaker) {
+    options_.on_breaker({.node = address_,
+                         .from = before,
+                         .to = after,
+                         .opens = breaker_->opens(),
+                         .why = breaker_->last_error(),
+                         .rules = breaker_->rules()});
+  }
 }
 
 void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call) {
@@ -263,10 +305,16 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
     }
   }
   if (breaker_ && !shut_down_) {
+    const auto kind = call->probe ? CircuitBreaker::Call::kProbe : CircuitBreaker::Call::kOrdinary;
     if (reply.ok()) {
-      breaker_->Succeeded(call->probe);
+      const BreakerState before = breaker_->state();
+      breaker_->Succeeded(kind);
+      BreakerMoved(before);
     } else {
-      BreakerFailed(clock_.Monotonic(), reply.status().message());
+      // Slow whatever it took: a lost connection fails every call on it at once, which is one
+      // event, and a node with no connection at all fails its parts without a call.
+      BreakerFailed(clock_.Monotonic(), kind, CircuitBreaker::Failure::kSlow,
+                    reply.status().message());
     }
   }
   listener_.OnCallDone(*this, call->parts, std::move(reply));

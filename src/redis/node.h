@@ -29,11 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "caudal/circuit_breaker.h"
 #include "caudal/clock.h"
+#include "caudal/redis_store.h"
 #include "caudal/status.h"
 #include "redis/connection.h"
 #include "redis/lua_protocol.h"
-#include "redis/node_breaker.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 
@@ -51,6 +52,7 @@ struct Part {
   // When (Clock::Monotonic()) its first call was written to a connection; -1 while it waits
   // here. A deadline counts from this, not from the time spent queued in caudal.
   Nanos sent_at{-1};
+  bool probe = false;  // its last call was the node breaker's half-open probe
 };
 using PartPtr = std::shared_ptr<Part>;
 
@@ -72,7 +74,7 @@ struct NodeCounters {
   std::atomic<uint64_t> reloads{0};        // NOSCRIPT answered by loading the script again
   std::atomic<uint64_t> reconnects{0};     // connections re-established after a loss
   std::atomic<int> ready{0};               // connections ready, over every node
-  std::atomic<uint64_t> breaker_opens{0};  // node breakers opened (NodeBreaker)
+  std::atomic<uint64_t> breaker_opens{0};  // node breakers opened
 
   void SetLastError(std::string why) {
     std::lock_guard lock(mu);
@@ -101,9 +103,11 @@ struct NodeOptions {
   std::chrono::milliseconds reconnect_max{500};
   // Decide at this clock's Now() instead of Redis's TIME (tests); null in production.
   const Clock* decision_clock = nullptr;
-  // A circuit breaker of its own (NodeBreaker), for stores of several servers; none: the
-  // caller guards the store as a whole.
-  std::optional<NodeBreakerOptions> breaker{};
+  // A circuit breaker of its own (caudal/circuit_breaker.h), for stores of several servers;
+  // none: the caller guards the store as a whole.
+  std::optional<BreakerRules> breaker{};
+  // Told of each change of that breaker's state (on the io thread); may be unset.
+  std::function<void(const NodeBreakerEvent&)> on_breaker{};
 };
 
 class Node {
@@ -134,8 +138,8 @@ class Node {
   // False when no connection is ready.
   bool SendCommand(const std::vector<std::string_view>& argv, Connection::ReplyHandler handler);
 
-  // A part sent here passed its deadline at `now` unanswered: a failure for the node's breaker.
-  void DeadlinePassed(Nanos now, const std::string& why);
+  // `part`, sent here, passed its deadline at `now` unanswered: a failure for the node's breaker.
+  void DeadlinePassed(const Part& part, Nanos now, const std::string& why);
   // Drops connections whose oldest call waited `stall_timeout` at `now` (Monotonic()).
   void CheckStalls(Nanos now);
   // When the next stall check is due, if any call is in flight.
@@ -144,6 +148,8 @@ class Node {
   // oldest call has waited `budget` at `now` (Redis is late, not caudal busy).
   bool Late(Nanos now, Nanos budget) const;
 
+  // True when a connection with calls in flight has bytes from the server not read yet.
+  bool ReplyUnread() const;
   bool ready() const { return ready_ > 0; }
   bool busy() const;  // parts waiting or calls in flight
   const RedisUrl& url() const { return options_.url; }
@@ -153,8 +159,8 @@ class Node {
   Status NotConnected() const;
   const std::string& last_error() const { return last_error_; }
   // Its breaker's state; closed when it has none.
-  NodeBreaker::State breaker_state() const {
-    return breaker_ ? breaker_->state() : NodeBreaker::State::kClosed;
+  BreakerState breaker_state() const {
+    return breaker_ ? breaker_->state() : BreakerState::kClosed;
   }
 
  private:
@@ -173,7 +179,10 @@ class Node {
   void Connect(Link& link, std::function<void(Status)> done);
   // Fails every part waiting here with `why`.
   void FailWaiting(const Status& why);
-  void BreakerFailed(Nanos now, std::string why);
+  void BreakerFailed(Nanos now, CircuitBreaker::Call call, CircuitBreaker::Failure how,
+                     std::string why);
+  // Counts and tells a change of the breaker's state since `before`.
+  void BreakerMoved(BreakerState before);
   void OnLost(Link& link, const Status& why);
   void Retry(Link& link);
   std::shared_ptr<Connection> PickConnection() const;
@@ -196,7 +205,7 @@ class Node {
   bool starting_ = false;  // Start()'s first attempts are not all over yet
   bool shut_down_ = false;
   std::string last_error_ = "not connected yet";
-  std::optional<NodeBreaker> breaker_;
+  std::optional<CircuitBreaker> breaker_;
   // Outlives the node inside pending handlers, which check it before touching the node.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

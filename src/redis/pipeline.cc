@@ -14,6 +14,7 @@ struct Request {
   Nanos submitted{0};
   Nanos undo_sent{-1};  // when the last undo was sent
   bool resolved = false;
+  int reads_awaited = 0;  // sweeps that found it expired with a reply unread (kMaxReadWaits)
   std::vector<RequestPartPtr> parts;  // its decide parts: one, or one per slot group
   // Split requests only.
   size_t answered = 0;       // decide parts answered (or failed)
@@ -22,6 +23,9 @@ struct Request {
   std::optional<Status> error;
   StoreResponse response;  // decisions by entry, filled as parts answer
 };
+
+// How many times a request past its deadline waits for bytes its node already sent to be read.
+constexpr int kMaxReadWaits = 4;
 
 bool RequestPart::Abandoned() const {
   if (kind == Kind::kUndo) return false;  // an undo is never dropped
@@ -260,6 +264,13 @@ bool Pipeline::Expired(const Request& r, Nanos now) const {
   return false;
 }
 
+bool Pipeline::ReplyUnread(const Request& r) const {
+  for (const RequestPartPtr& part : r.parts) {
+    if (!part->answered && part->sent_at.count() >= 0 && router_.ReplyUnread(*part)) return true;
+  }
+  return false;
+}
+
 void Pipeline::TimeOut(Request& r, Nanos now) {
   counters_.timeouts.fetch_add(1, std::memory_order_relaxed);
   for (const RequestPartPtr& part : r.parts) {
@@ -295,6 +306,14 @@ void Pipeline::Sweep() {
   for (std::shared_ptr<Request>& r : overdue) {
     if (r->resolved) continue;
     if (Expired(*r, now)) {
+      if (r->reads_awaited < kMaxReadWaits && ReplyUnread(*r)) {
+        // Its answer may sit in a socket the io thread has not read (it ran late): look again
+        // right after the reactor's next pass, which reads sockets before it runs timers.
+        ++r->reads_awaited;
+        overdue_check_ = now;
+        overdue_.push_back(std::move(r));
+        continue;
+      }
       TimeOut(*r, now);
       continue;
     }

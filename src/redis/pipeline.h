@@ -85,6 +85,10 @@ class Router {
   virtual bool Late(const RequestPart& part, Nanos now, Nanos budget) const = 0;
   // `part`, sent, passed its deadline unanswered at `now` (for a breaker per node).
   virtual void DeadlinePassed(const RequestPart& /*part*/, Nanos /*now*/) {}
+  // True when bytes from the node `part` was sent to wait unread on one of its connections with
+  // calls in flight: an answer may have come in time and caudal not read it yet (the io thread
+  // was late). Such a part's deadline waits for the read (Node::ReplyUnread).
+  virtual bool ReplyUnread(const RequestPart& /*part*/) const { return false; }
 };
 
 struct PipelineOptions {
@@ -131,6 +135,8 @@ class Pipeline {
   void OnAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
   void OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> result, int64_t now);
   bool Expired(const Request& r, Nanos now) const;
+  // Whether a sent, unanswered part of `r` has bytes waiting unread on its node.
+  bool ReplyUnread(const Request& r) const;
   void TimeOut(Request& r, Nanos now);
   void UndoAdmitted(Request& r);
   void Undo(RequestPart& part);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 
 #include "support/manual_clock.h"
@@ -31,11 +32,19 @@ class FakeRouter final : public Router {
   void CheckStalls(Nanos) override {}
   std::optional<Nanos> NextStallCheck() const override { return std::nullopt; }
   bool Late(const RequestPart&, Nanos, Nanos) const override { return late; }
+  bool ReplyUnread(const RequestPart&) const override {
+    ++unread_queries;
+    if (unread && on_unread) on_unread();
+    return unread;
+  }
 
   std::vector<RequestPartPtr> queued;
   std::vector<RequestPartPtr> in_flight;
   size_t slots = 1;
   bool late = false;
+  bool unread = false;  // bytes from the node wait unread
+  mutable int unread_queries = 0;
+  std::function<void()> on_unread;  // when asked while bytes wait
 
  private:
   const ManualClock& clock_;
@@ -63,6 +72,15 @@ class PipelineDeadline : public ::testing::Test {
     clock_.Advance(d);
     io_.restart();
     io_.run_for(milliseconds(5));
+  }
+  // Moves the manual clock, then runs the io thread until `answer` comes (at most 2 s of real
+  // time, in steps: a loaded machine may run the real-time sweep timer late).
+  void AdvanceUntilAnswered(microseconds d, const std::optional<Status>& answer) {
+    clock_.Advance(d);
+    for (int i = 0; i < 400 && !answer.has_value(); ++i) {
+      io_.restart();
+      io_.run_for(milliseconds(5));
+    }
   }
   static bool TimedOut(const std::optional<Status>& s) {
     return s.has_value() && s->message().find("deadline") != std::string::npos;
@@ -127,6 +145,34 @@ TEST_F(PipelineDeadline, AWaitingRequestFailsOnceItsNodeTurnsLate) {
   router_.late = true;
   Advance(microseconds(300));  // looked at again within a quarter of the deadline
   EXPECT_TRUE(TimedOut(*second));
+}
+
+TEST_F(PipelineDeadline, AReplyWaitingUnreadIsReadBeforeTheDeadlineJudges) {
+  auto first = Submit();
+  // The io thread ran late: the answer sits in the socket, read on the reactor's next pass
+  // (posted here, as the read handler would run).
+  router_.unread = true;
+  router_.on_unread = [this] {
+    router_.on_unread = nullptr;
+    boost::asio::post(io_, [this] {
+      pipeline_.Fail(router_.in_flight.front(), Status::Internal("answered"));
+      router_.in_flight.clear();
+      router_.unread = false;
+    });
+  };
+  AdvanceUntilAnswered(microseconds(1100), *first);
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ(first->value().message(), "answered") << "timed out with its answer unread";
+  EXPECT_EQ(pipeline_.counters().timeouts.load(), 0u);
+}
+
+TEST_F(PipelineDeadline, UnreadBytesThatAreNotItsAnswerDelayItOnlyBriefly) {
+  auto first = Submit();
+  router_.unread = true;  // bytes keep coming, none of them its answer
+  AdvanceUntilAnswered(microseconds(1100), *first);
+  ASSERT_TRUE(TimedOut(*first)) << "waited on unread bytes without bound";
+  EXPECT_EQ(pipeline_.counters().timeouts.load(), 1u);
+  EXPECT_GE(router_.unread_queries, 2) << "looked again after the reactor's pass";
 }
 
 }  // namespace

@@ -1,8 +1,5 @@
 #include "caudal/redis_store.h"
 
-#include <boost/asio/post.hpp>
-#include <future>
-
 #include "redis/node.h"
 #include "redis/pipeline.h"
 #include "redis/redis_url.h"
@@ -11,7 +8,6 @@
 
 namespace caudal {
 
-namespace asio = boost::asio;
 using redis::Reply;
 
 // One server: one Node, every request one part.
@@ -19,12 +15,8 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   Impl(RedisStoreOptions o, redis::RedisUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(options.clock != nullptr ? *options.clock : SystemClock::Instance()),
-        pipeline(runner.io, clock,
-                 {.deadline = options.deadline,
-                  .max_outstanding = options.max_outstanding,
-                  .split_by_slot = false,
-                  .key_prefix = options.key_prefix},
+        clock(redis::StoreClock(options)),
+        pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this) {}
 
   void Route(redis::RequestPartPtr part) override { node->Enqueue(std::move(part)); }
@@ -34,6 +26,7 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
     return node->Late(now, budget);
   }
+  bool ReplyUnread(const redis::RequestPart&) const override { return node->ReplyUnread(); }
   void OnCallDone(redis::Node&, std::vector<redis::PartPtr>& parts, Result<Reply> reply) override {
     redis::DeliverReply(pipeline, parts, std::move(reply));
   }
@@ -66,36 +59,25 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) 
   url->tls_server_name = options.tls_server_name;
   auto impl = std::make_unique<Impl>(std::move(options), *url);
   Impl* raw = impl.get();
-  if (url->transport == redis::Transport::kTls) {
-    if (Status s = raw->runner.InitTls(raw->options); !s.ok()) return s;
+  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
+    return s;
   }
   raw->node = std::make_unique<redis::Node>(
       raw->runner.io, raw->runner.tls(), raw->clock,
       redis::NodeOptionsFrom(raw->options, *url, url->Redacted()), *raw, raw->counters);
-  raw->runner.Start();
   std::unique_ptr<RedisStore> store(new RedisStore(std::move(impl)));
-
-  auto started = std::make_shared<std::promise<Status>>();
-  asio::post(raw->runner.io, [raw, started] {
-    raw->node->Start([started](Status st) { started->set_value(std::move(st)); });
-  });
-  // Start() always reports, within connect_timeout.
-  if (Status st = started->get_future().get(); !st.ok()) return st;
+  // Node::Start always reports, within connect_timeout.
+  if (Status st = redis::StartOnIo(raw->runner, [raw](auto done) { raw->node->Start(done); });
+      !st.ok()) {
+    return st;
+  }
   return store;
 }
 
 void RedisStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
-  if (Status s = ValidateEntries(entries); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
-  if (impl.counters.ready.load() == 0) {
-    done(Status::Unavailable("no connection to " + impl.url.Redacted() + ": " +
-                             impl.counters.LastError()));
-    return;
-  }
-  impl.pipeline.Submit(entries, std::move(done));
+  redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
+                        [&impl] { return impl.url.Redacted(); });
 }
 
 Status RedisStore::Ping() {

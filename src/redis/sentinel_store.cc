@@ -37,12 +37,8 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   Impl(RedisStoreOptions o, redis::SentinelUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(options.clock != nullptr ? *options.clock : SystemClock::Instance()),
-        pipeline(runner.io, clock,
-                 {.deadline = options.deadline,
-                  .max_outstanding = options.max_outstanding,
-                  .split_by_slot = false,
-                  .key_prefix = options.key_prefix},
+        clock(redis::StoreClock(options)),
+        pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this),
         ask_timer(runner.io) {
     for (size_t i = 0; i < url.sentinels.size(); ++i) {
@@ -57,6 +53,9 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   std::optional<Nanos> NextStallCheck() const override { return primary->NextStallCheck(); }
   bool Late(const redis::RequestPart&, Nanos now, Nanos budget) const override {
     return primary == nullptr || primary->Late(now, budget);
+  }
+  bool ReplyUnread(const redis::RequestPart&) const override {
+    return primary != nullptr && primary->ReplyUnread();
   }
   // NodeListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
@@ -325,18 +324,19 @@ Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreO
   url->tls_server_name = options.tls_server_name;
   auto impl = std::make_unique<Impl>(std::move(options), *url);
   Impl* raw = impl.get();
-  if (url->transport == redis::Transport::kTls) {
-    if (Status s = raw->runner.InitTls(raw->options); !s.ok()) return s;
+  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
+    return s;
   }
-  raw->runner.Start();
   std::unique_ptr<RedisSentinelStore> store(new RedisSentinelStore(std::move(impl)));
-  auto opened = std::make_shared<std::promise<Status>>();
-  asio::post(raw->runner.io, [raw, opened] {
-    raw->on_opened = [opened](Status st) { opened->set_value(std::move(st)); };
-    raw->RequestAsk();
-  });
   // Every ask and connection attempt is bounded by connect_timeout.
-  if (Status st = opened->get_future().get(); !st.ok()) return st;
+  if (Status st = redis::StartOnIo(raw->runner,
+                                   [raw](auto done) {
+                                     raw->on_opened = std::move(done);
+                                     raw->RequestAsk();
+                                   });
+      !st.ok()) {
+    return st;
+  }
   asio::post(raw->runner.io, [raw] {
     for (size_t i = 0; i < raw->subscriptions.size(); ++i) raw->Subscribe(i);
   });
@@ -345,16 +345,8 @@ Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreO
 
 void RedisSentinelStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
-  if (Status s = ValidateEntries(entries); !s.ok()) {
-    done(std::move(s));
-    return;
-  }
-  if (impl.counters.ready.load() == 0) {
-    done(Status::Unavailable(Cat("no connection to the primary of ", impl.url.Redacted(), ": ",
-                                 impl.counters.LastError())));
-    return;
-  }
-  impl.pipeline.Submit(entries, std::move(done));
+  redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
+                        [&impl] { return "the primary of " + impl.url.Redacted(); });
 }
 
 Status RedisSentinelStore::Ping() {

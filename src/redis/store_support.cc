@@ -53,6 +53,30 @@ Status IoRunner::InitTls(const RedisStoreOptions& options) {
   return Status::Ok();
 }
 
+const Clock& StoreClock(const RedisStoreOptions& options) {
+  return options.clock != nullptr ? *options.clock : SystemClock::Instance();
+}
+
+PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split_by_slot) {
+  return {.deadline = options.deadline,
+          .max_outstanding = options.max_outstanding,
+          .split_by_slot = split_by_slot,
+          .key_prefix = options.key_prefix};
+}
+
+Status InitTlsIfAsked(IoRunner& runner, const RedisStoreOptions& options, Transport transport) {
+  return transport == Transport::kTls ? runner.InitTls(options) : Status::Ok();
+}
+
+Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)>)> start) {
+  runner.Start();
+  auto started = std::make_shared<std::promise<Status>>();
+  asio::post(runner.io, [start = std::move(start), started] {
+    start([started](Status st) { started->set_value(std::move(st)); });
+  });
+  return started->get_future().get();
+}
+
 void IoRunner::Start() {
   thread_ = std::thread([this] { io.run(); });
 }

@@ -50,6 +50,31 @@ class IoRunner {
 // The checks every Redis-backed store makes on its options (kInvalidArgument).
 Status ValidateStoreOptions(const RedisStoreOptions& options);
 
+// The clock a store times its calls with: options.clock, or the system's.
+const Clock& StoreClock(const RedisStoreOptions& options);
+// The pipeline's options from the store's; `split_by_slot` for Redis Cluster.
+PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split_by_slot);
+
+// What each store's Open does once its parts are built: a TLS context if `transport` asks for
+// one (kInvalidArgument naming a file that cannot be used), then the io thread, on which
+// `start` runs; waits for the Status `start` hands its callback. `start` must report, within a
+// bounded time (every store's first attempts are bounded by connect_timeout).
+Status InitTlsIfAsked(IoRunner& runner, const RedisStoreOptions& options, Transport transport);
+Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)>)> start);
+
+// Each store's DecideAsync: invalid entries fail with their reason, a store with no connection
+// fails at once (kUnavailable "no connection to <target()>: <last error>"), the rest go to the
+// pipeline.
+template <typename Target>
+void SubmitDecision(Pipeline& pipeline, const NodeCounters& counters,
+                    std::span<const EntryRef> entries, DecideCallback done, Target target) {
+  if (Status s = ValidateEntries(entries); !s.ok()) return done(std::move(s));
+  if (counters.ready.load() == 0) {
+    return done(Status::Unavailable("no connection to " + target() + ": " + counters.LastError()));
+  }
+  pipeline.Submit(entries, std::move(done));
+}
+
 // A node's options from the store's: `url` names the server, `name` is for messages.
 NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& url,
                             std::string name);

@@ -22,14 +22,26 @@ from netns import Namespace  # noqa: E402
 # engine's circuit breaker for 500 ms, failing every decision meanwhile), far below TCP's
 # retransmission timeout.
 TIMEOUT_MS = 50
-SLACK_MS = 150   # what a loaded 2-core machine may add to an answer (client and server side)
-CONFIG = """
+# The slow path's own: the relay is a Python event loop, which a loaded machine delays by tens of
+# ms, so "a round trip within the timeout" (+20 ms) must stay far inside it and "past it"
+# (+300 ms) far beyond, or the phase measures the machine rather than caudal.
+SLOW_TIMEOUT_MS = 200
+SLACK_MS = 150   # what a 2-core machine at load 2 may add to an answer (client and server side)
+CONFIG_TEMPLATE = """
 store: {url: %%s, timeout: %dms, on_failure: deny}
 policies:
   - name: api
     identity: [api_key]
     limits: [{algorithm: token_bucket, capacity: 1000000, refill: 1000000/1s}]
-""" % TIMEOUT_MS
+"""
+CONFIG = CONFIG_TEMPLATE % TIMEOUT_MS
+SLOW_CONFIG = CONFIG_TEMPLATE % SLOW_TIMEOUT_MS
+
+
+def slack_ms():
+    """SLACK_MS, scaled by how far the machine's load exceeds its cores: every process waits
+    for a core that much longer."""
+    return SLACK_MS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 ROWS = []
 
 
@@ -152,8 +164,8 @@ class Partition(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        print("\nstore.timeout %d ms, on_failure deny; a sequential keep-alive client on "
-              "/v1/auth" % TIMEOUT_MS)
+        print("\nstore.timeout %d ms (the slow path: %d ms), on_failure deny; a sequential "
+              "keep-alive client on /v1/auth" % (TIMEOUT_MS, SLOW_TIMEOUT_MS))
         print("%-44s %9s %8s %9s %9s %s" % ("phase", "requests", "failed", "p50 ms", "p99 ms",
                                            "decisions again after heal"))
         for name, results, recovered in ROWS:
@@ -171,9 +183,9 @@ class Partition(unittest.TestCase):
         return (sum(status != 200 for status, _ in results) / max(1, len(results)),
                 p99([ms for _, ms in results]))
 
-    def assert_answered_within_timeout(self, name, results):
+    def assert_answered_within_timeout(self, name, results, timeout_ms=TIMEOUT_MS):
         _, worst = self.record(name, results)
-        self.assertLess(worst, TIMEOUT_MS + SLACK_MS, name)
+        self.assertLess(worst, timeout_ms + slack_ms(), name)
 
     def test_loss_silent_partition_and_link_down(self):
         s = Serve(CONFIG % self.redis.url, test_hooks=False)
@@ -212,7 +224,7 @@ class Partition(unittest.TestCase):
     def test_slow_path(self):
         relay = DelayRelay(self.ns.ip, 6379)
         self.addCleanup(relay.close)
-        s = Serve(CONFIG % ("redis://127.0.0.1:%d" % relay.port), test_hooks=False)
+        s = Serve(SLOW_CONFIG % ("redis://127.0.0.1:%d" % relay.port), test_hooks=False)
         self.addCleanup(s.close)
         load = Load(s.port)
         self.addCleanup(load.conn.close)
@@ -220,9 +232,10 @@ class Partition(unittest.TestCase):
         relay.delay_ms = 10  # 20 ms more per round trip: within the store's timeout
         failed, _ = self.record("+10 ms each way (round trip within timeout)", load.run(2))
         self.assertLess(failed, 0.2)
-        relay.delay_ms = 40  # 80 ms more per round trip: past the timeout
+        relay.delay_ms = 150  # 300 ms more per round trip: past the timeout
         results = load.run(2)
-        self.assert_answered_within_timeout("+40 ms each way (round trip past timeout)", results)
+        self.assert_answered_within_timeout("+150 ms each way (round trip past timeout)", results,
+                                            SLOW_TIMEOUT_MS)
         self.assertGreater(self.record("-", results)[0], 0.9)
         ROWS.pop()
         relay.delay_ms = 0

@@ -1,13 +1,17 @@
 // The cluster store's circuit breaker per primary, against a real Redis Cluster of 3 primaries:
 // one primary stops answering (SIGSTOP: its connections stay open, its calls time out) and only
 // its slots go to the failure mode, at once once its breaker is open; the other primaries' slots
-// never fail; when it answers again, a probe closes its breaker.
+// never fail; when it answers again, a probe closes its breaker. A killed primary's breaker
+// shows in /metrics and in one log line, and closes once it is back.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <mutex>
 #include <thread>
 
+#include "caudal/breaker_store.h"
 #include "caudal/redis_cluster_store.h"
+#include "caudal/store_registry.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
@@ -109,6 +113,104 @@ TEST(ClusterBreaker, AStalledPrimaryFailsOnlyItsSlotsAndFastOnceItsBreakerOpens)
   std::cout << "stalled primary: " << victim_failures << " decisions failed for its slot ("
             << fast_circuit_open << " at once by its open breaker), " << other_ok
             << " on the other primaries, " << other_failures << " failed\n";
+}
+
+// The log lines written so far, from any thread.
+class Lines {
+ public:
+  Logger MakeLogger() {
+    return Logger([this](LogLevel, std::string_view m) {
+      std::lock_guard lock(mu_);
+      lines_.emplace_back(m);
+    });
+  }
+  std::vector<std::string> Get() const {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+std::string NodeState(const Metrics& m, uint16_t port) {
+  const std::string text = m.RenderPrometheus();
+  const std::string series = Cat("caudal_store_node_breaker_state{node=\"127.0.0.1:", port, "\"} ");
+  const size_t at = text.find(series);
+  return at == std::string::npos ? "absent" : text.substr(at + series.size(), 1);
+}
+
+TEST(ClusterBreaker, AKilledPrimaryShowsInMetricsAndOneLogLineAndClosesWhenBack) {
+  Result<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start(
+      {.primaries = 3, .node_timeout = seconds(60), .require_full_coverage = false});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  Lines lines;
+  const Logger log = lines.MakeLogger();
+  Metrics metrics;
+  BreakerReporter reporter(SystemClock::Instance(), &log, &metrics);
+  // Opened as `caudal serve` opens it: through the registry, the reporter told of each node.
+  StoreConfig config;
+  config.url = (*cluster)->url();
+  config.timeout = milliseconds(200);
+  Result<std::unique_ptr<Store>> store =
+      OpenStore(config, SystemClock::Instance(), {.node_breakers = &reporter});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const std::array<uint16_t, 3> ports = {(*cluster)->node(0).port(), (*cluster)->node(1).port(),
+                                         (*cluster)->node(2).port()};
+  for (uint16_t p : ports) EXPECT_EQ(NodeState(metrics, p), "0") << "every primary's series";
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, seconds(1)});
+  const std::string victim = KeyOn(**cluster, 0, "victim:");
+  const std::vector<std::string> others = {KeyOn(**cluster, 1, "a:"), KeyOn(**cluster, 2, "b:")};
+  auto decide = [&](const std::string& key) {
+    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
+    return (*store)->Decide({&e, 1});
+  };
+  ASSERT_TRUE(decide(victim).ok());
+
+  (*cluster)->node(0).Kill();
+  // Decisions for its slot fail at once (no connection); five in a row open its breaker.
+  const auto open_by = SteadyClock::now() + seconds(10);
+  while (NodeState(metrics, ports[0]) != "1" && SteadyClock::now() < open_by) {
+    EXPECT_FALSE(decide(victim).ok());
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  ASSERT_EQ(NodeState(metrics, ports[0]), "1") << metrics.RenderPrometheus();
+  EXPECT_NE(metrics.RenderPrometheus().find("caudal_store_breaker_state 1\n"), std::string::npos);
+  // Down for a while longer: its probes keep failing (each reopening it) and log nothing more.
+  const auto down_until = SteadyClock::now() + milliseconds(1500);
+  while (SteadyClock::now() < down_until) {
+    EXPECT_FALSE(decide(victim).ok());
+    for (const std::string& k : others) EXPECT_TRUE(decide(k).ok()) << k;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  EXPECT_EQ(NodeState(metrics, ports[1]), "0");
+  EXPECT_EQ(NodeState(metrics, ports[2]), "0");
+  std::vector<std::string> logged = lines.Get();
+  ASSERT_EQ(logged.size(), 1u) << "one line for the outage, whatever its probes did";
+  EXPECT_NE(logged[0].find(Cat("node 127.0.0.1:", ports[0], " failed 5 times in a row")),
+            std::string::npos)
+      << logged[0];
+  EXPECT_NE(logged[0].find("circuit open"), std::string::npos) << logged[0];
+
+  ASSERT_TRUE((*cluster)->node(0).Restart().ok());
+  const auto back_by = SteadyClock::now() + seconds(10);
+  bool back = false;
+  while (!back && SteadyClock::now() < back_by) {
+    back = decide(victim).ok();
+    if (!back) std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_TRUE(back) << "a probe after open_for closes the breaker once the primary is back";
+  EXPECT_EQ(NodeState(metrics, ports[0]), "0");
+  EXPECT_NE(metrics.RenderPrometheus().find(Cat(
+                "caudal_store_node_breaker_opens_total{node=\"127.0.0.1:", ports[0], "\"} 1\n")),
+            std::string::npos)
+      << metrics.RenderPrometheus();
+  logged = lines.Get();
+  ASSERT_EQ(logged.size(), 2u);
+  EXPECT_NE(logged[1].find(Cat("node 127.0.0.1:", ports[0], " answers again: circuit closed")),
+            std::string::npos)
+      << logged[1];
 }
 
 }  // namespace

@@ -163,6 +163,7 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
   std::vector<std::vector<size_t>> requests;
   for (size_t k = 0; k < keys.size(); ++k) requests.push_back({k});
 
+  load::StallProbe stalls;
   Load load(**store, keys, counter, requests, 4);
   std::this_thread::sleep_for(milliseconds(500));  // steady load first (no decision timing)
   const auto killed_at = SteadyClock::now();
@@ -182,12 +183,19 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
   std::map<size_t, int64_t> acked_before;
   SteadyClock::time_point first_back = SteadyClock::time_point::max();
   int64_t victim_failures = 0, admitted_in_gap = 0, bystander_errors = 0, slow_failures = 0;
+  int64_t bystanders = 0, bystander_other_errors = 0;
+  // What the machine's load adds to any wait: a failure is slow past the deadline, 400 ms and
+  // the worst scheduling stall seen; a bystander's decision may time out only in a stall that
+  // outlasts half its deadline.
+  const SteadyClock::duration stall = stalls.worst();
   for (const Outcome& o : outcomes) {
     if (is_victim(o.key) && o.ok && o.sent > killed_at) first_back = std::min(first_back, o.sent);
   }
   for (const Outcome& o : outcomes) {
     if (!is_victim(o.key)) {
+      ++bystanders;
       bystander_errors += o.ok ? 0 : 1;
+      bystander_other_errors += !o.ok && o.code != StatusCode::kUnavailable;
       continue;
     }
     if (o.allowed && o.answered < killed_at) ++acked_before[o.key];
@@ -196,14 +204,21 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
       if (!o.ok) {
         ++victim_failures;
         EXPECT_EQ(o.code, StatusCode::kUnavailable);
-        if (o.answered - o.sent > kDeadline + milliseconds(400)) ++slow_failures;
+        if (o.answered - o.sent > kDeadline + milliseconds(400) + stall) ++slow_failures;
       }
     }
   }
-  EXPECT_EQ(bystander_errors, 0) << "other primaries' slots are unaffected";
+  EXPECT_EQ(bystander_other_errors, 0);
+  if (stall < kDeadline / 2) {
+    EXPECT_EQ(bystander_errors, 0) << "other primaries' slots are unaffected";
+  } else {  // a loaded machine: only the odd timeout of a stall, never the victim's failure
+    EXPECT_LE(bystander_errors * 100, bystanders)
+        << "other primaries' slots are unaffected (worst stall " << load::Ms(stall) << " ms)";
+  }
   EXPECT_GT(victim_failures, 0);
   EXPECT_EQ(admitted_in_gap, 0);
-  EXPECT_EQ(slow_failures, 0) << "failures come within the deadline";
+  EXPECT_EQ(slow_failures, 0) << "failures come within the deadline (worst stall "
+                              << load::Ms(stall) << " ms)";
   // What the promoted replica holds against what the dead primary acknowledged.
   int64_t lost = 0, acked = 0;
   for (const auto& [k, n] : acked_before) {

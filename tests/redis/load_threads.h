@@ -74,6 +74,37 @@ class Load {
   std::vector<Outcome> outcomes_;  // guarded by mu_
 };
 
+// Measures how late this machine runs a thread: one thread sleeps 1 ms at a time and records
+// its worst oversleep. On a loaded machine every thread (the load's, the store's io thread,
+// redis-server) waits for a core about as long, so a test's timing margins add this to stay
+// true to what they prove rather than to how busy the machine is.
+class StallProbe {
+ public:
+  StallProbe()
+      : thread_([this] {
+          while (!stop_.load()) {
+            const auto before = SteadyClock::now();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const auto late = SteadyClock::now() - before - std::chrono::milliseconds(1);
+            if (late > worst_.load()) worst_.store(late);
+          }
+        }) {}
+  ~StallProbe() {
+    stop_.store(true);
+    thread_.join();
+  }
+  StallProbe(const StallProbe&) = delete;
+  StallProbe& operator=(const StallProbe&) = delete;
+
+  // The longest a 1 ms sleep overslept so far.
+  SteadyClock::duration worst() const { return worst_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<SteadyClock::duration> worst_{SteadyClock::duration::zero()};
+  std::thread thread_;
+};
+
 inline double Ms(SteadyClock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }

@@ -70,8 +70,10 @@ struct Report {
 
 // Failures, and what the store now holds against every admission it acknowledged: a counter
 // holding less than it admitted lost the difference.
+// A failure is slow past the deadline, 400 ms and the machine's worst scheduling stall
+// (`stall`, a StallProbe's): what caudal adds, not what the load on the machine does.
 Report Analyse(Store& store, const std::vector<std::string>& keys,
-               const std::vector<Outcome>& outcomes) {
+               const std::vector<Outcome>& outcomes, SteadyClock::duration stall) {
   Report r;
   std::map<size_t, int64_t> acked;
   for (const Outcome& o : outcomes) {
@@ -81,7 +83,7 @@ Report Analyse(Store& store, const std::vector<std::string>& keys,
     r.first_failure = std::min(r.first_failure, o.sent);
     r.last_failure = std::max(r.last_failure, o.answered);
     if (o.code != StatusCode::kUnavailable) ++r.other_failures;
-    if (o.answered - o.sent > kDeadline + milliseconds(400)) ++r.slow_failures;
+    if (o.answered - o.sent > kDeadline + milliseconds(400) + stall) ++r.slow_failures;
   }
   for (const auto& [k, n] : acked) {
     const EntryRef peek{.key = keys[k], .limit = &Counter(), .cost = 0};
@@ -107,6 +109,7 @@ TEST(SentinelUnderLoad, AManualFailoverIsFollowed) {
   const std::vector<std::string> keys = Keys("manual:");
   std::vector<std::vector<size_t>> requests;
   for (size_t k = 0; k < keys.size(); ++k) requests.push_back({k});
+  load::StallProbe stalls;
   Load traffic(**store, keys, Counter(), requests, 2);
   std::this_thread::sleep_for(milliseconds(300));  // steady load first (no decision timing)
   const auto started = SteadyClock::now();
@@ -128,9 +131,9 @@ TEST(SentinelUnderLoad, AManualFailoverIsFollowed) {
   bool resumed = false;
   for (const Outcome& o : outcomes) resumed |= o.ok && o.sent > started && o.answered > started;
   EXPECT_TRUE(resumed);
-  const Report r = Analyse(**store, keys, outcomes);
+  const Report r = Analyse(**store, keys, outcomes, stalls.worst());
   EXPECT_EQ(r.other_failures, 0);
-  EXPECT_EQ(r.slow_failures, 0);
+  EXPECT_EQ(r.slow_failures, 0) << "worst scheduling stall " << load::Ms(stalls.worst()) << " ms";
   std::cout << "sentinel manual failover: switched " << load::Ms(switched - started)
             << " ms after SENTINEL FAILOVER; " << outcomes.size() << " requests, " << r.failures
             << " failed (kUnavailable) over "
@@ -153,6 +156,7 @@ TEST(SentinelUnderLoad, AKilledPrimaryIsReplacedWithoutARestart) {
   const std::vector<std::string> keys = Keys("killed:");
   std::vector<std::vector<size_t>> requests;
   for (size_t k = 0; k < keys.size(); ++k) requests.push_back({k});
+  load::StallProbe stalls;
   Load traffic(**store, keys, Counter(), requests, 2);
   std::this_thread::sleep_for(milliseconds(500));
   const auto killed_at = SteadyClock::now();
@@ -177,10 +181,11 @@ TEST(SentinelUnderLoad, AKilledPrimaryIsReplacedWithoutARestart) {
   for (const Outcome& o : outcomes) {
     if (o.allowed && o.sent > killed_at && o.sent < first_back) ++admitted_in_gap;
   }
-  const Report r = Analyse(**store, keys, outcomes);
+  const Report r = Analyse(**store, keys, outcomes, stalls.worst());
   EXPECT_GT(r.failures, 0);
   EXPECT_EQ(r.other_failures, 0);
-  EXPECT_EQ(r.slow_failures, 0) << "failures come within the deadline";
+  EXPECT_EQ(r.slow_failures, 0) << "failures come within the deadline (worst scheduling stall "
+                                << load::Ms(stalls.worst()) << " ms)";
   EXPECT_EQ(admitted_in_gap, 0);
   const RedisStoreStats stats = (*store)->Stats();
   EXPECT_EQ(stats.primary_switches, 1u);
