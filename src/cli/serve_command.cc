@@ -136,7 +136,7 @@ class ServeCommand final : public Command {
                        .metrics = metrics,
                        .health = health,
                        .refusals = &refusals,
-                       .store_kind = std::string((*FindStoreKind(config->store.url))->scheme)},
+                       .store_url = config->store.url},
                       config->server.status_page);
     auto server =
         HttpServer::Start({.engine = engine,
