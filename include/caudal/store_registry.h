@@ -22,10 +22,15 @@
 
 namespace caudal {
 
+class RedisTlsReload;
+
 struct StoreOpenOptions {
   // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
   // clock is scripted. The memory store always uses `clock`.
   bool decide_on_clock = false;
+  // A Redis store over TLS registers here to take renewed TLS files (caudal/redis_tls.h); null:
+  // it keeps those it started with. Must outlive the store.
+  RedisTlsReload* redis_tls_reload = nullptr;
 };
 
 struct StoreKind {

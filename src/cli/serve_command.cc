@@ -1,6 +1,6 @@
 // `caudal serve`: the HTTP service (and Envoy's rate limit service over gRPC) over one engine.
-// SIGHUP reloads the config, the TLS certificate and the caller token (a bad file or certificate
-// is refused and the old ones keep serving);
+// SIGHUP reloads the config, the TLS certificate, the caller token and the Redis store's TLS files
+// (a bad file or certificate is refused and the old ones keep serving);
 // SIGINT / SIGTERM stop it.
 #include <pthread.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
+#include "caudal/redis_tls.h"
 #include "caudal/refusals.h"
 #include "caudal/server.h"
 #include "caudal/status_page.h"
@@ -93,7 +94,7 @@ class ServeCommand final : public Command {
       }
     }
 
-    auto store = OpenSharedStore(env, *config, log);
+    auto store = OpenSharedStore(env, *config, log, &redis_tls_);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
         return UsageError(env, kName, store.status().message());
@@ -257,8 +258,10 @@ class ServeCommand final : public Command {
   // unreachable remote store is an outage: serve by failure mode, not ready, and connect in the
   // background once it is back.
   static Result<std::unique_ptr<Store>> OpenSharedStore(Env& env, const Config& config,
-                                                        const Logger& log) {
-    const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock};
+                                                        const Logger& log,
+                                                        RedisTlsReload* redis_tls) {
+    const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
+                                   .redis_tls_reload = redis_tls};
     auto opened = OpenStore(config.store, env.clock, options);
     if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument &&
         (*FindStoreKind(config.store.url))->remote) {
@@ -305,6 +308,20 @@ class ServeCommand final : public Command {
         next = made.status();
       }
     }
+    // The Redis store's CA, client certificate and key, read again and checked with the rest.
+    RedisTlsContext redis_tls;
+    if (next.ok() && redis_tls_.stores() > 0) {
+      RedisStoreOptions files;
+      files.tls_ca_file = next->store.tls.ca_file;
+      files.tls_cert_file = next->store.tls.cert_file;
+      files.tls_key_file = next->store.tls.key_file;
+      auto loaded = RedisTlsReload::Load(files);
+      if (loaded.ok()) {
+        redis_tls = std::move(*loaded);
+      } else {
+        next = Status::InvalidArgument(Cat("store.tls: ", loaded.status().message()));
+      }
+    }
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
       auto loaded = LoadDomains(*next);
@@ -324,6 +341,8 @@ class ServeCommand final : public Command {
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
     server.SetTls(tls);
+    // New connections to Redis present the renewed files; open ones keep theirs.
+    if (redis_tls != nullptr) redis_tls_.Use(redis_tls);
     if (grpc != nullptr) {
       grpc->SetCallerAuth(CallerAuthFrom(next->server.auth));
       if (Status t = grpc->ReloadTls(next->server.tls); !t.ok()) {
@@ -363,6 +382,8 @@ class ServeCommand final : public Command {
   std::string envoy_config_;
   std::string log_level_;
   std::string log_format_;
+  // The Redis store over TLS registers here; outlives it. Reload() hands it renewed files.
+  mutable RedisTlsReload redis_tls_;
 };
 
 }  // namespace
