@@ -18,6 +18,11 @@ restore() { cp -a "$backup"/. "$lua"/; rm -rf "$backup"; }
 trap restore EXIT
 
 # file | text | replacement (the first occurrence only)
+#
+# Not here, being equivalent: gcra.lua's `if nf >= n` → `if nf > n`. It leaves the arrival time
+# as (w, n) instead of (w + 1, 0), two spellings of the same instant, and every reader of the
+# pair (the verdict, retry, remaining, the refund and the next call's carry) gives the same
+# answer for both; no test can tell them apart.
 mutants=(
   "token_bucket.lua|if frac >= p then|if frac > p then"
   "token_bucket.lua|return q + ceildiv(r - frac, n)|return q + idiv(r - frac, n)"
@@ -26,7 +31,7 @@ mutants=(
   "fixed_window.lua|elseif count + cost <= max then|elseif count + cost < max then"
   "fixed_window.lua|retry = start + w - now|retry = start + w - now - 1"
   "fixed_window.lua|local back = units < count and units or count|local back = units"
-  "gcra.lua|if nf >= n then|if nf > n then"
+  "gcra.lua|nf, nw = nf - n, nw + 1|nf, nw = nf - n, nw"
   "gcra.lua|if tf > 0 then reset = reset + 1 end|if tf > 1 then reset = reset + 1 end"
   "gcra.lua|(dw == tau_w and nf <= tau_f)|(dw == tau_w and nf < tau_f)"
   "sliding_window_counter.lua|if r > 0 then q = q + 1 end|if r > 1 then q = q + 1 end"

@@ -6,6 +6,7 @@
 //
 // One redis-server per test process, one connection, one key per replayer. A peek copies the
 // state to a scratch key (COPY), decides there and deletes it, in one pipelined round trip.
+// A reply that is not a decision throws (gtest fails the test and goes on with the next one).
 // Test-only; not thread-safe.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -162,21 +164,31 @@ class LuaReplayer {
     return Decode(*replies[0], request, now);
   }
 
+  // A reply that is not a decision (a script error, a malformed or impossible one) fails the
+  // test at once: the suites would otherwise go on with a made-up decision and judge it.
   static Decision Decode(const redisReply& reply, const EncodedRequest& request, Micros now) {
-    std::vector<int64_t> ints;
-    if (reply.type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < reply.elements; ++i) {
-        if (reply.element[i]->type == REDIS_REPLY_INTEGER)
-          ints.push_back(reply.element[i]->integer);
-      }
+    if (reply.type == REDIS_REPLY_ERROR) {
+      throw std::runtime_error(Cat("the script failed: ", std::string_view(reply.str, reply.len)));
     }
-    EXPECT_EQ(reply.type, REDIS_REPLY_ARRAY) << (reply.type == REDIS_REPLY_ERROR ? reply.str : "");
+    if (reply.type != REDIS_REPLY_ARRAY) {
+      throw std::runtime_error(Cat("the script answered with reply type ", reply.type));
+    }
+    std::vector<int64_t> ints;
+    for (size_t i = 0; i < reply.elements; ++i) {
+      if (reply.element[i]->type != REDIS_REPLY_INTEGER) {
+        throw std::runtime_error(Cat("the script's reply holds a non-integer at ", i));
+      }
+      ints.push_back(reply.element[i]->integer);
+    }
     size_t pos = 0;
     Result<StoreResponse> r = DecodeResponse(ints, pos, request);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok() || r->decisions.size() != 1) return {};
+    if (!r.ok()) throw std::runtime_error(r.status().ToString());
+    if (r->decisions.size() != 1) throw std::runtime_error("not one decision");
     const Result<int64_t> at = DecodeCallTime(ints, pos);
-    EXPECT_TRUE(at.ok() && *at == now.count());
+    if (!at.ok()) throw std::runtime_error(at.status().ToString());
+    if (*at != now.count()) {
+      throw std::runtime_error(Cat("the script decided at ", *at, " instead of ", now.count()));
+    }
     return r->decisions[0];
   }
 

@@ -46,19 +46,25 @@ local function gcra(st, cap, n, p, now, cost)
   return verdict, remaining, reset, retry, consumed, tw, tf, 0
 end
 
+-- The TAT tw + tf/n moved back by gw + gf/n, never before now.
+local function gcra_pull_back(tw, tf, gw, gf, now, n)
+  tw, tf = tw - gw, tf - gf
+  if tf < 0 then
+    tf, tw = tf + n, tw - 1
+  end
+  if tw < now or (tw == now and tf == 0) then
+    tw, tf = now, 0
+  end
+  return tw, tf
+end
+
 local function gcra_refund(st, cap, n, p, now, units)
   local tw, tf, changed = now, 0, false
   if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
     tw, tf = st[1], st[2]
     if units > 0 then
       local uw, uf = muldiv(units < cap and units or cap, p, n)
-      tw, tf = tw - uw, tf - uf
-      if tf < 0 then
-        tf, tw = tf + n, tw - 1
-      end
-      if tw < now or (tw == now and tf == 0) then
-        tw, tf = now, 0
-      end
+      tw, tf = gcra_pull_back(tw, tf, uw, uf, now, n)
       changed = true
     end
   end

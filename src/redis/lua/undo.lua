@@ -41,13 +41,7 @@ local function gcra_undo(st, cap, n, p, now, units, at, reset)
       end
     end
     if gw > 0 or gf > 0 then
-      tw, tf = tw - gw, tf - gf
-      if tf < 0 then
-        tf, tw = tf + n, tw - 1
-      end
-      if tw < now or (tw == now and tf == 0) then
-        tw, tf = now, 0
-      end
+      tw, tf = gcra_pull_back(tw, tf, gw, gf, now, n)
       changed = true
     end
   end
