@@ -21,7 +21,7 @@ namespace caudal {
 struct CallerAuth {
   std::string token{};                 // empty: no token accepted
   std::vector<std::string> allowed{};  // client certificate identities; empty: none accepted
-  bool protect_metrics = false;        // /metrics and /v1/top-refused need credentials too
+  bool protect_metrics = false;        // /metrics, /v1/top-refused, /v1/status need credentials too
   bool enabled() const { return !token.empty() || !allowed.empty(); }
 };
 

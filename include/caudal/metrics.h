@@ -62,6 +62,19 @@ struct HitCounters {
   std::atomic<uint64_t> shadow_mode{0};                  // over the limit, let through: shadow
 };
 
+// Why a TLS handshake on the HTTP listener failed: the `reason` label of
+// caudal_tls_handshake_failures_total (a fixed set, so the series are bounded).
+enum class TlsFailure : uint8_t {
+  kNoClientCertificate,   // client_cert: require, and the client sent none
+  kBadClientCertificate,  // the client's certificate did not verify against client_ca_file
+  kRefusedByClient,       // the client sent an alert: it does not trust caudal's certificate...
+  kProtocol,              // no TLS at all (plaintext), no common version or cipher, ...
+  kClosed,                // the client closed or reset the connection mid-handshake
+  kTimeout,               // the handshake was not done within header_timeout
+};
+inline constexpr size_t kTlsFailureCount = 6;
+std::string_view TlsFailureName(TlsFailure reason);
+
 struct PolicyCounters {
   std::atomic<uint64_t> allowed{0};
   std::atomic<uint64_t> denied{0};
@@ -98,6 +111,10 @@ class Metrics {
   void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
   // HTTP status codes 100..599; others are ignored.
   void CountHttpResponse(int status);
+  // A failed TLS handshake on the HTTP listener (gRPC's TLS stack reports none to its server).
+  void CountTlsHandshakeFailure(TlsFailure reason) {
+    tls_failures_[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  }
 
   // Prometheus text exposition format 0.0.4.
   std::string RenderPrometheus() const;
@@ -140,6 +157,7 @@ class Metrics {
   std::atomic<uint64_t> reloads_ok_{0};
   std::atomic<uint64_t> reloads_failed_{0};
   std::array<std::atomic<uint64_t>, 600> http_{};
+  std::array<std::atomic<uint64_t>, kTlsFailureCount> tls_failures_{};
 };
 
 }  // namespace caudal

@@ -47,6 +47,8 @@ struct NodeBreakerEvent {
   BreakerRules rules{};
 };
 
+class RedisTlsReload;
+
 // Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
 // RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
 struct RedisStoreOptions {
@@ -86,6 +88,9 @@ struct RedisStoreOptions {
   // The name sent as SNI and verified in the server's certificate; empty: the URL's host (for a
   // cluster or Sentinel: each node's address as announced).
   std::string tls_server_name{};
+  // Where renewed TLS files come from (caudal/redis_tls.h); null: the files read at start serve
+  // for the store's life. Must outlive the store.
+  RedisTlsReload* tls_reload = nullptr;
   // Cluster: MOVED, ASK and TRYAGAIN answers followed for one request before it fails.
   int max_redirects = 5;
   // Cluster: how often the slot map is read again when nothing prompted it (a MOVED, a lost

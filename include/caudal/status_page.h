@@ -7,10 +7,10 @@
 //   GET /v1/status           the JSON the page polls (see Json())
 //   GET /v1/status/chart?policy=NAME&limit=I   an SVG (see simulate/limit_chart.h)
 //
-// Nothing secret is shown: the store by its kind alone (its URL may hold a password), identities
-// as the refusal log shows them (a hash unless logging.identities: value). The JSON is bounded
-// (at most kMaxStatusChecks refusal lists of kStatusTopIdentities) and costs one lock per policy;
-// charts are cached (kMaxCachedCharts) and drawn one at a time.
+// Nothing secret is shown: the store by its URL's scheme alone (the URL may hold a password),
+// identities as the refusal log shows them (a hash unless logging.identities: value). The JSON is
+// bounded (at most kMaxStatusChecks refusal lists of kStatusTopIdentities) and costs one lock per
+// policy; charts are cached (kMaxCachedCharts) and drawn one at a time.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -39,7 +39,9 @@ struct StatusPageDeps {
   Metrics& metrics;
   const StoreHealth& health;
   const Refusals* refusals = nullptr;
-  std::string store_kind;  // the URL's scheme: "memory", "redis", ...
+  // store.url: the page shows its scheme alone ("memory", "redis", ...), since the rest may hold
+  // a password.
+  std::string store_url;
 };
 
 class StatusPage {

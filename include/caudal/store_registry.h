@@ -23,6 +23,8 @@
 
 namespace caudal {
 
+class RedisTlsReload;
+
 struct StoreOpenOptions {
   // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
   // clock is scripted. The memory store always uses `clock`.
@@ -30,6 +32,10 @@ struct StoreOpenOptions {
   // Told of each change of a server's own circuit breaker (stores with breaker_per_node): the
   // log and /metrics. Optional; must outlive the store.
   BreakerReporter* node_breakers = nullptr;
+
+  // A Redis store over TLS registers here to take renewed TLS files (caudal/redis_tls.h); null:
+  // it keeps those it started with. Must outlive the store.
+  RedisTlsReload* redis_tls_reload = nullptr;
 };
 
 struct StoreKind {

@@ -1,6 +1,6 @@
 // `caudal serve`: the HTTP service (and Envoy's rate limit service over gRPC) over one engine.
-// SIGHUP reloads the config, the TLS certificate and the caller token (a bad file or certificate
-// is refused and the old ones keep serving);
+// SIGHUP reloads the config, the TLS certificate, the caller token and the Redis store's TLS files
+// (a bad file or certificate is refused and the old ones keep serving);
 // SIGINT / SIGTERM stop it.
 #include <pthread.h>
 #include <unistd.h>
@@ -18,6 +18,7 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/log.h"
 #include "caudal/metrics.h"
+#include "caudal/redis_tls.h"
 #include "caudal/refusals.h"
 #include "caudal/server.h"
 #include "caudal/status_page.h"
@@ -96,7 +97,7 @@ class ServeCommand final : public Command {
     Metrics metrics;
     // Told of each Redis Cluster primary's breaker (the log, /metrics); outlives the store.
     BreakerReporter node_breakers(env.clock, &log, &metrics);
-    auto store = OpenSharedStore(env, *config, log, &node_breakers);
+    auto store = OpenSharedStore(env, *config, log, &node_breakers, &redis_tls_);
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
         return UsageError(env, kName, store.status().message());
@@ -138,7 +139,7 @@ class ServeCommand final : public Command {
                        .metrics = metrics,
                        .health = health,
                        .refusals = &refusals,
-                       .store_kind = std::string((*FindStoreKind(config->store.url))->scheme)},
+                       .store_url = config->store.url},
                       config->server.status_page);
     auto server =
         HttpServer::Start({.engine = engine,
@@ -260,9 +261,11 @@ class ServeCommand final : public Command {
   // background once it is back.
   static Result<std::unique_ptr<Store>> OpenSharedStore(Env& env, const Config& config,
                                                         const Logger& log,
-                                                        BreakerReporter* node_breakers) {
+                                                        BreakerReporter* node_breakers,
+                                                        RedisTlsReload* redis_tls) {
     const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
-                                   .node_breakers = node_breakers};
+                                   .node_breakers = node_breakers,
+                                   .redis_tls_reload = redis_tls};
     auto opened = OpenStore(config.store, env.clock, options);
     if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument &&
         (*FindStoreKind(config.store.url))->remote) {
@@ -309,6 +312,20 @@ class ServeCommand final : public Command {
         next = made.status();
       }
     }
+    // The Redis store's CA, client certificate and key, read again and checked with the rest.
+    RedisTlsContext redis_tls;
+    if (next.ok() && redis_tls_.stores() > 0) {
+      RedisStoreOptions files;
+      files.tls_ca_file = next->store.tls.ca_file;
+      files.tls_cert_file = next->store.tls.cert_file;
+      files.tls_key_file = next->store.tls.key_file;
+      auto loaded = RedisTlsReload::Load(files);
+      if (loaded.ok()) {
+        redis_tls = std::move(*loaded);
+      } else {
+        next = Status::InvalidArgument(Cat("store.tls: ", loaded.status().message()));
+      }
+    }
     std::shared_ptr<const envoy::RateLimitConfig> domains;
     if (next.ok() && !next->envoy.config.empty()) {
       auto loaded = LoadDomains(*next);
@@ -328,6 +345,8 @@ class ServeCommand final : public Command {
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
     server.SetTls(tls);
+    // New connections to Redis present the renewed files; open ones keep theirs.
+    if (redis_tls != nullptr) redis_tls_.Use(redis_tls);
     if (grpc != nullptr) {
       grpc->SetCallerAuth(CallerAuthFrom(next->server.auth));
       if (Status t = grpc->ReloadTls(next->server.tls); !t.ok()) {
@@ -367,6 +386,8 @@ class ServeCommand final : public Command {
   std::string envoy_config_;
   std::string log_level_;
   std::string log_format_;
+  // The Redis store over TLS registers here; outlives it. Reload() hands it renewed files.
+  mutable RedisTlsReload redis_tls_;
 };
 
 }  // namespace

@@ -127,6 +127,24 @@ std::string_view ApiName(Api api) {
   return "unknown";
 }
 
+std::string_view TlsFailureName(TlsFailure reason) {
+  switch (reason) {
+    case TlsFailure::kNoClientCertificate:
+      return "no_client_certificate";
+    case TlsFailure::kBadClientCertificate:
+      return "bad_client_certificate";
+    case TlsFailure::kRefusedByClient:
+      return "refused_by_client";
+    case TlsFailure::kProtocol:
+      return "protocol";
+    case TlsFailure::kClosed:
+      return "closed";
+    case TlsFailure::kTimeout:
+      return "timeout";
+  }
+  return "unknown";
+}
+
 PolicyCounters& Metrics::FindLocked(Api api, std::string_view name) {
   Key key(api, std::string(name));
   auto it = policies_.find(key);
@@ -324,6 +342,15 @@ std::string Metrics::RenderPrometheus() const {
           .append(std::to_string(v))
           .append("\n");
     }
+  }
+  AppendHeader(out, "caudal_tls_handshake_failures_total", "counter",
+               "TLS handshakes that failed on a listener, by reason.");
+  for (size_t i = 0; i < kTlsFailureCount; ++i) {
+    out.append("caudal_tls_handshake_failures_total{listener=\"http\",reason=\"")
+        .append(TlsFailureName(static_cast<TlsFailure>(i)))
+        .append("\"} ")
+        .append(std::to_string(tls_failures_[i].load(std::memory_order_relaxed)))
+        .append("\n");
   }
   return out;
 }

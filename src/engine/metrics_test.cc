@@ -51,6 +51,28 @@ TEST(Metrics, RendersPrometheusText) {
   EXPECT_NE(&m.ForPolicy(Api::kHttp, "per-key"), &m.ForPolicy(Api::kRls, "per-key"));
 }
 
+TEST(Metrics, CountsFailedTlsHandshakesByReasonEveryReasonFromZero) {
+  Metrics m;
+  m.CountTlsHandshakeFailure(TlsFailure::kNoClientCertificate);
+  m.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+  m.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+  const std::string text = m.RenderPrometheus();
+  for (
+      const char* line : {
+          "# TYPE caudal_tls_handshake_failures_total counter\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"no_client_certificate\"} "
+          "1\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"bad_client_"
+          "certificate\"} 0\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"refused_by_client\"} 0\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"protocol\"} 0\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"closed\"} 0\n",
+          "caudal_tls_handshake_failures_total{listener=\"http\",reason=\"timeout\"} 2\n",
+      }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+}
+
 TEST(Metrics, EscapesLabelValuesFromEnvoyConfigs) {
   Metrics m;
   m.ForPolicy(Api::kRls, "d.path_/a\"b\\c\nd").allowed += 1;

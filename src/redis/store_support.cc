@@ -12,43 +12,18 @@ namespace asio = boost::asio;
 IoRunner::IoRunner() : work_(io.get_executor()) {}
 
 IoRunner::~IoRunner() {
+  if (reload_ != nullptr) reload_->Unregister(this);
   if (thread_.joinable()) Stop([] {});
 }
 
 Status IoRunner::InitTls(const RedisStoreOptions& options) {
-  const std::string& ca_file = options.tls_ca_file;
-  tls_.emplace(asio::ssl::context::tls_client);
-  boost::system::error_code ec;
-  tls_->set_verify_mode(asio::ssl::verify_peer, ec);
-  if (ca_file.empty()) {
-    tls_->set_default_verify_paths(ec);
-  } else {
-    tls_->load_verify_file(ca_file, ec);
-  }
-  if (ec) {
-    return Status::InvalidArgument("redis store: cannot load the TLS CA certificates \"" + ca_file +
-                                   "\": " + ec.message());
-  }
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return Status::InvalidArgument(
-        "redis store: a TLS client certificate needs both its "
-        "certificate and key files");
-  }
-  if (options.tls_cert_file.empty()) return Status::Ok();
-  tls_->use_certificate_chain_file(options.tls_cert_file, ec);
-  if (ec) {
-    return Status::InvalidArgument("redis store: cannot load the TLS client certificate \"" +
-                                   options.tls_cert_file + "\": " + ec.message());
-  }
-  tls_->use_private_key_file(options.tls_key_file, asio::ssl::context::pem, ec);
-  if (!ec && SSL_CTX_check_private_key(tls_->native_handle()) != 1) {
-    return Status::InvalidArgument("redis store: \"" + options.tls_key_file +
-                                   "\" is not the key of the TLS client certificate \"" +
-                                   options.tls_cert_file + "\"");
-  }
-  if (ec) {
-    return Status::InvalidArgument("redis store: cannot load the TLS client key \"" +
-                                   options.tls_key_file + "\": " + ec.message());
+  Result<RedisTlsContext> made = RedisTlsReload::Load(options);
+  if (!made.ok()) return made.status();
+  SSL_CTX_up_ref(made->get());  // the asio context takes one reference
+  tls_.emplace(made->get());
+  if (options.tls_reload != nullptr) {
+    reload_ = options.tls_reload;
+    reload_->Register(this);
   }
   return Status::Ok();
 }
@@ -75,6 +50,15 @@ Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)
     start([started](Status st) { started->set_value(std::move(st)); });
   });
   return started->get_future().get();
+}
+
+void IoRunner::UseTls(RedisTlsContext context) {
+  // On the io thread, where connections are made: none is being made while the context changes,
+  // and the ones made before keep the old context (each SSL holds a reference to its own).
+  asio::post(io, [this, context = std::move(context)] {
+    SSL_CTX_up_ref(context.get());
+    *tls_ = asio::ssl::context(context.get());
+  });
 }
 
 void IoRunner::Start() {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "caudal/redis_store.h"
+#include "caudal/redis_tls.h"
 #include "redis/node.h"
 #include "redis/pipeline.h"
 #include "redis/redis_url.h"
@@ -32,8 +33,12 @@ class IoRunner {
   // Verifies servers against options.tls_ca_file (PEM; empty: the system's trust store) and
   // presents options.tls_cert_file and tls_key_file when given. kInvalidArgument naming the file
   // that cannot be loaded, or a key that is not the certificate's.
+  // With options.tls_reload, registers with it until destroyed.
   Status InitTls(const RedisStoreOptions& options);
   boost::asio::ssl::context* tls() { return tls_ ? &*tls_ : nullptr; }
+  // Connections made from now on use `context` (a reload); tls() keeps its address. After
+  // InitTls; any thread.
+  void UseTls(RedisTlsContext context);
 
   void Start();
   // Runs `shutdown` on the io thread, lets the handlers it leaves finish, and joins the thread.
@@ -42,7 +47,8 @@ class IoRunner {
   boost::asio::io_context io;
 
  private:
-  std::optional<boost::asio::ssl::context> tls_;
+  std::optional<boost::asio::ssl::context> tls_;  // replaced on the io thread alone
+  RedisTlsReload* reload_ = nullptr;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   std::thread thread_;
 };

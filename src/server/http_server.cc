@@ -129,7 +129,12 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     timer_.expires_after(server_.tick);
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec || self->closed_) return;
-      if (self->Now() >= self->deadline_) return self->Close();
+      if (self->Now() >= self->deadline_) {
+        if (self->handshaking_) {
+          self->server_.deps.metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+        }
+        return self->Close();
+      }
       self->Tick();
     });
   }
@@ -138,9 +143,11 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // nothing is cut at header_timeout, TLS or not.
   void Handshake() {
     SetDeadline(server_.options.header_timeout);
+    handshaking_ = true;
     tls_->async_handshake(
         net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
-          if (self->closed_) return;
+          if (self->closed_) return;  // cut at the deadline (counted there) or stopped
+          self->handshaking_ = false;
           if (ec) return self->HandshakeFailed(ec);
           self->identities_ = server_tls::PeerIdentities(self->tls_->native_handle());
           self->NextRequest();
@@ -148,6 +155,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   void HandshakeFailed(beast::error_code ec) {
+    server_.deps.metrics.CountTlsHandshakeFailure(server_tls::HandshakeFailure(ec));
     if (auto suppressed = server_.handshake_log.Admit("tls")) {
       server_.deps.log.Warning(Cat("TLS handshake with ", peer_.ToString(),
                                    " failed: ", ec.message(), " (logged once a minute at most",
@@ -338,6 +346,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   bool keep_alive_ = true;
   bool in_body_ = false;
   bool closed_ = false;
+  bool handshaking_ = false;  // a TLS handshake is under way
 };
 
 }  // namespace

@@ -133,7 +133,10 @@ std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view pat
                                   const Request& r) {
   if (!caller.enabled()) return std::nullopt;
   const bool decision = path == "/v1/check" || path == "/v1/auth";
-  const bool metrics = path == "/metrics" || path == "/v1/top-refused";
+  // The status JSON holds the refused identities /v1/top-refused shows; the page itself is a
+  // static document that stays open (it then says it cannot read /v1/status).
+  const bool metrics = path == "/metrics" || path == "/v1/top-refused" || path == "/v1/status" ||
+                       path == "/v1/status/chart";
   if (!decision && !(metrics && caller.protect_metrics)) return std::nullopt;
   const CallerVerdict verdict = CheckCaller(caller, r.header("Authorization"), r.identities);
   if (verdict == CallerVerdict::kAllowed) return std::nullopt;

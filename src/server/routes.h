@@ -58,8 +58,8 @@ struct ForwardAuth {
   std::optional<http_api::ApiError> error;
 };
 // The reply refusing a caller that CallerAuth turns away (401 with WWW-Authenticate, or 403);
-// nullopt when it may go on. Only the decision endpoints ask, and /metrics and
-// /v1/top-refused when caller.protect_metrics.
+// nullopt when it may go on. Only the decision endpoints ask, and /metrics, /v1/top-refused,
+// /v1/status and its charts when caller.protect_metrics.
 std::optional<http_api::Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
                                             const Request& r);
 

@@ -54,6 +54,12 @@ json::array RefusedJson(const Refusals& refusals) {
   return checks;
 }
 
+// The URL's scheme; "" for anything that has none, so no other part of it can show.
+std::string_view Scheme(std::string_view url) {
+  const size_t sep = url.find("://");
+  return sep == std::string_view::npos ? std::string_view() : url.substr(0, sep);
+}
+
 }  // namespace
 
 StatusPage::StatusPage(StatusPageDeps deps, bool enabled)
@@ -62,7 +68,7 @@ StatusPage::StatusPage(StatusPageDeps deps, bool enabled)
 std::string StatusPage::Json() const {
   const std::shared_ptr<const PolicySet> set = deps_.engine.policies();
   const Status ready = deps_.health.Ready();
-  json::object store{{"kind", deps_.store_kind},
+  json::object store{{"kind", http_api::ValidUtf8(Scheme(deps_.store_url))},
                      {"ready", ready.ok()},
                      {"reason", http_api::ValidUtf8(ready.message())},
                      {"breaker", BreakerName(deps_.metrics.StoreBreaker())}};

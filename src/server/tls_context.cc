@@ -97,4 +97,19 @@ std::vector<std::string> PeerIdentities(SSL* ssl) {
   return out;
 }
 
+TlsFailure HandshakeFailure(const boost::system::error_code& ec) {
+  if (ec.category() != boost::asio::error::get_ssl_category()) {
+    return TlsFailure::kClosed;  // EOF, a reset: the client went away
+  }
+  if (ec == ssl::error::stream_truncated) return TlsFailure::kClosed;
+  const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
+  if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) return TlsFailure::kNoClientCertificate;
+  if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED) return TlsFailure::kBadClientCertificate;
+  // OpenSSL reports an alert the peer sent as SSL_AD_REASON_OFFSET + its code.
+  if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256) {
+    return TlsFailure::kRefusedByClient;
+  }
+  return TlsFailure::kProtocol;
+}
+
 }  // namespace caudal::server_tls

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "caudal/config.h"
+#include "caudal/metrics.h"
 #include "caudal/status.h"
 
 namespace caudal::server_tls {
@@ -30,5 +31,8 @@ inline constexpr size_t kMaxIdentityBytes = 1024;
 // its DNS, URI and email SANs, each at most kMaxIdentityBytes, at most kMaxIdentities. Empty
 // without a verified certificate.
 std::vector<std::string> PeerIdentities(SSL* ssl);
+
+// Why a server-side handshake ended with `ec` (never kTimeout: the deadline is the caller's).
+TlsFailure HandshakeFailure(const boost::system::error_code& ec);
 
 }  // namespace caudal::server_tls

@@ -156,6 +156,49 @@ class TlsTest(unittest.TestCase):
         time.sleep(0.2)  # let any further line land: there must be none
         self.assertEqual(s.log().count("TLS handshake with"), 1, s.log())
 
+    def test_failed_handshakes_are_counted_by_reason(self):
+        s = self.serve(tls_config(self.pki, client_cert="require",
+                                  extra="  header_timeout: 300ms\n"))
+
+        def failures():
+            _, _, body = https(s, self.pki.context(self.pki.envoy), "GET", "/metrics")
+            out = {}
+            for line in body.decode().splitlines():
+                if line.startswith("caudal_tls_handshake_failures_total{"):
+                    labels, value = line.rsplit(" ", 1)
+                    self.assertIn('listener="http"', labels)
+                    out[labels.split('reason="')[1].rstrip('"}')] = int(value)
+            return out
+
+        self.assertEqual(failures(), {"no_client_certificate": 0, "bad_client_certificate": 0,
+                                      "refused_by_client": 0, "protocol": 0, "closed": 0,
+                                      "timeout": 0})
+        # No certificate, twice; one from a CA nobody configured.
+        for _ in range(2):
+            self.assertTrue(handshake_fails(s, self.pki.context()))
+        self.assertTrue(handshake_fails(s, self.pki.context(self.pki.stranger)))
+        # A client that does not trust caudal's certificate says so with an alert.
+        other = ssl.create_default_context(cafile=os.path.join(self.pki.dir, "wrong.pem"))
+        other.load_cert_chain(*self.pki.envoy)
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            https(s, other, "GET", "/healthz")
+        # Plaintext HTTP on the TLS port.
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.recv(4096)
+        # A TLS ClientHello cut short, then the connection closed.
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+            c.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        # A client that connects and says nothing until header_timeout cuts it.
+        with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+            self.assertEqual(c.recv(1), b"")
+        want = {"no_client_certificate": 2, "bad_client_certificate": 1, "refused_by_client": 1,
+                "protocol": 1, "closed": 1, "timeout": 1}
+        harness.wait_until(lambda: failures() == want, "the handshake failures counted", 5)
+        # Good handshakes count nothing.
+        self.assertEqual(check(s, self.pki.context(self.pki.envoy))[0], 200)
+        self.assertEqual(failures(), want)
+
     def test_silent_clients_are_cut_at_header_timeout_and_count_against_the_caps(self):
         s = self.serve(tls_config(self.pki, extra="  header_timeout: 300ms\n"
                                                "  max_connections_per_client: 2\n"))
@@ -317,6 +360,84 @@ class RedisTlsTest(unittest.TestCase):
         self.assertIn("store.tls.cert_file", err)
         err = self.start_fails(self.config(self.pki.ca.cert, self.pki.envoy, "redis.example"))
         self.assertIn("store.tls.server_name", err)
+
+
+class RedisTlsReloadTest(unittest.TestCase):
+    """A renewed Redis client certificate taken up on SIGHUP: new connections present it, a bad
+    one is refused and the old one keeps serving. redis-server also listens in plaintext on
+    loopback, for the test to change what it trusts and to drop caudal's connections."""
+
+    def setUp(self):
+        self.pki = Pki()
+        self.addCleanup(self.pki.close)
+        self.port = harness.free_port()
+        self.admin = harness.free_port()
+        cert, key = self.pki.server
+        both = os.path.join(self.pki.dir, "both-cas.pem")
+        with open(both, "w") as f:
+            for ca in (self.pki.ca.cert, os.path.join(self.pki.dir, "wrong.pem")):
+                with open(ca) as pem:
+                    f.write(pem.read())
+        self.redis = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.admin),
+             "--tls-port", str(self.port), "--tls-cert-file", cert, "--tls-key-file", key,
+             "--tls-ca-cert-file", both, "--tls-auth-clients", "yes", "--save", "",
+             "--appendonly", "no", "--dir", self.pki.dir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(self.stop_redis)
+        harness.wait_until(lambda: self.redis_cli("PING") == "PONG", "redis-server")
+
+    def stop_redis(self):
+        self.redis.kill()
+        self.redis.wait()
+
+    def redis_cli(self, *words):
+        r = subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.admin)] + list(words),
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip()
+
+    def install_client(self, pair):
+        for src, name in zip(pair, ("client.pem", "client.key")):
+            shutil.copy(src, os.path.join(self.pki.dir, name))
+
+    def test_sighup_takes_a_renewed_client_certificate_for_new_connections(self):
+        self.install_client(self.pki.envoy)  # signed by the CA redis trusts first
+        client = tuple(os.path.join(self.pki.dir, n) for n in ("client.pem", "client.key"))
+        s = harness.Serve(
+            "store:\n  url: rediss://127.0.0.1:%d\n  timeout: 2s\n"
+            "  tls: {ca_file: %s, server_name: localhost, cert_file: %s, key_file: %s}\n%s" % (
+                self.port, self.pki.ca.cert, client[0], client[1], POLICY), test_hooks=False)
+        self.addCleanup(s.close)
+        harness.wait_until(lambda: s.request("GET", "/readyz")[0] == 200, "ready", 10)
+
+        def decided_in_redis():
+            status, _, body = s.check({"api_key": "k"})
+            return status == 200 and body["policies"][0]["decided_by"] == "store"
+
+        self.assertTrue(decided_in_redis())
+
+        # A broken certificate refuses the reload; the connections keep deciding.
+        with open(client[0], "w") as f:
+            f.write("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+        s.signal(signal.SIGHUP)
+        harness.wait_until(lambda: "reload refused" in s.log(), "the refusal")
+        self.assertIn("store.tls: redis store: cannot load the TLS client certificate", s.log())
+        self.assertIn(client[0], s.log())
+        self.assertEqual(s.metric('caudal_config_reloads_total{result="failure"}'), 1)
+        self.assertTrue(decided_in_redis())
+
+        # Renewed under the second CA. Once redis trusts that CA alone and drops every client,
+        # caudal decides again only if it reconnects with the renewed certificate.
+        self.install_client(self.pki.stranger)
+        s.signal(signal.SIGHUP)
+        harness.wait_until(
+            lambda: s.metric('caudal_config_reloads_total{result="success"}') == 1, "the reload")
+        self.assertEqual(self.redis_cli("CONFIG", "SET", "tls-ca-cert-file",
+                                        os.path.join(self.pki.dir, "wrong.pem")), "OK")
+        self.assertGreaterEqual(int(self.redis_cli("CLIENT", "KILL", "TYPE", "normal")), 1)
+        harness.wait_until(decided_in_redis, "decisions in redis over the renewed certificate",
+                           10)
+        self.assertEqual(s.metric('caudal_config_reloads_total{result="failure"}'), 1)
 
 
 def cert_of(port, ctx):

@@ -61,9 +61,13 @@ RedisCluster::~RedisCluster() {
 Status RedisCluster::Create(const RedisClusterOptions& options) {
   const int total = options.primaries * (1 + options.replicas_per_primary);
   primaries_ = static_cast<size_t>(options.primaries);
+  tls_ = options.tls;
   for (int i = 0; i < total; ++i) {
     Result<std::unique_ptr<RedisServer>> node = RedisServer::Start(
-        {.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        {.tls = options.tls,
+         .tls_admin_port = options.tls,
+         .tls_files_from = options.tls && i > 0 ? nodes_[0]->dir() : "",
+         .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                         "--cluster-node-timeout", std::to_string(options.node_timeout.count()),
                         // a replica of a dead primary may take over however stale it is
                         "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage",
@@ -95,8 +99,9 @@ std::string RedisCluster::url() const {
   std::string out = "redis-cluster://";
   for (size_t i = 0; i < primaries_ && i < nodes_.size(); ++i) {
     if (i > 0) out += ",";
-    out.append(Loopback(nodes_[i]->port()));
+    out.append(Loopback(nodes_[i]->client_port()));
   }
+  if (tls_) out.append("?tls=true");
   return out;
 }
 

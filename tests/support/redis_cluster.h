@@ -27,6 +27,9 @@ struct RedisClusterOptions {
   // cluster-require-full-coverage: Redis's default (yes) stops every slot while one is not
   // served (a dead primary before its replica's promotion); no keeps the others serving.
   bool require_full_coverage = true;
+  // Every node serves TLS (one CA for all), talks to the others over TLS too, and keeps a
+  // plaintext port for the fixture's own commands; url() names the TLS ports.
+  bool tls = false;
 };
 
 class RedisCluster {
@@ -36,7 +39,8 @@ class RedisCluster {
   static Result<std::unique_ptr<RedisCluster>> Start(RedisClusterOptions options = {});
   ~RedisCluster();
 
-  // "redis-cluster://127.0.0.1:<p1>,127.0.0.1:<p2>" (the primaries as created).
+  // "redis-cluster://127.0.0.1:<p1>,127.0.0.1:<p2>" (the primaries as created), with "?tls=true"
+  // and the TLS ports for a TLS cluster.
   std::string url() const;
   size_t size() const { return nodes_.size(); }
   RedisServer& node(size_t i) { return *nodes_.at(i); }
@@ -68,6 +72,7 @@ class RedisCluster {
   std::string dir_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
   size_t primaries_ = 0;
+  bool tls_ = false;
 };
 
 }  // namespace caudal::testing

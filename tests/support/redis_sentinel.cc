@@ -29,18 +29,28 @@ std::vector<std::string> Field(const std::string& flat, const std::string& field
 Result<std::unique_ptr<RedisSentinels>> RedisSentinels::Start(RedisSentinelOptions options) {
   std::unique_ptr<RedisSentinels> s(new RedisSentinels());
   s->options_ = options;
-  Result<std::unique_ptr<RedisServer>> primary = RedisServer::Start();
+  const bool tls = options.tls;
+  Result<std::unique_ptr<RedisServer>> primary =
+      RedisServer::Start({.tls = tls, .tls_admin_port = tls});
   if (!primary.ok()) return primary.status();
-  const std::string primary_port = std::to_string((*primary)->port());
+  // The port the others reach it by: its TLS port for a TLS set.
+  const std::string primary_port = std::to_string((*primary)->client_port());
+  const std::string tls_files = tls ? (*primary)->dir() : "";
   s->servers_.push_back(std::move(*primary));
   Result<std::unique_ptr<RedisServer>> replica =
-      RedisServer::Start({.extra_args = {"--replicaof", "127.0.0.1", primary_port}});
+      RedisServer::Start({.tls = tls,
+                          .tls_admin_port = tls,
+                          .tls_files_from = tls_files,
+                          .extra_args = {"--replicaof", "127.0.0.1", primary_port}});
   if (!replica.ok()) return replica.status();
   s->servers_.push_back(std::move(*replica));
   for (int i = 0; i < options.sentinels; ++i) {
     const std::string& name = options.master_name;
     Result<std::unique_ptr<RedisServer>> sentinel = RedisServer::Start(
-        {.config_lines = {Join({"sentinel monitor ", name, " 127.0.0.1 ", primary_port, " 2"}),
+        {.tls = tls,
+         .tls_admin_port = tls,
+         .tls_files_from = tls_files,
+         .config_lines = {Join({"sentinel monitor ", name, " 127.0.0.1 ", primary_port, " 2"}),
                           Join({"sentinel down-after-milliseconds ", name, " ",
                                 std::to_string(options.down_after.count())}),
                           Join({"sentinel failover-timeout ", name, " 10000"}),
@@ -62,9 +72,10 @@ std::string RedisSentinels::url() const {
   std::string out = "redis-sentinel://";
   for (size_t i = 0; i < sentinels_.size(); ++i) {
     if (i > 0) out.push_back(',');
-    out.append(Join({"127.0.0.1:", std::to_string(sentinels_[i]->port())}));
+    out.append(Join({"127.0.0.1:", std::to_string(sentinels_[i]->client_port())}));
   }
   out.append(Join({"/", options_.master_name}));
+  if (options_.tls) out.append("?tls=true");
   return out;
 }
 
@@ -76,7 +87,7 @@ Result<size_t> RedisSentinels::PrimaryIndex() const {
     if (!addr.ok()) continue;
     const std::string port = addr->substr(addr->find('\n') + 1);
     for (size_t i = 0; i < servers_.size(); ++i) {
-      if (std::to_string(servers_[i]->port()) == port) return i;
+      if (std::to_string(servers_[i]->client_port()) == port) return i;
     }
     return Status::NotFound(Join({"the sentinels name an unknown primary: ", *addr}));
   }
@@ -91,7 +102,7 @@ Status RedisSentinels::WaitReady(std::chrono::milliseconds timeout) const {
 Status RedisSentinels::WaitPrimary(size_t i, std::chrono::milliseconds timeout,
                                    bool replica_too) const {
   const auto until = std::chrono::steady_clock::now() + timeout;
-  const std::string port = std::to_string(servers_.at(i)->port());
+  const std::string port = std::to_string(servers_.at(i)->client_port());
   std::string why;
   while (std::chrono::steady_clock::now() < until) {
     why.clear();

@@ -20,6 +20,9 @@ struct RedisSentinelOptions {
   std::string master_name = "mymaster";
   // How long the primary must be silent before the sentinels act.
   std::chrono::milliseconds down_after{1000};
+  // The servers and the sentinels serve TLS (one CA for all) and talk to each other over it,
+  // each keeping a plaintext port for the fixture's own commands; url() names the TLS ports.
+  bool tls = false;
 };
 
 class RedisSentinels {
@@ -29,7 +32,8 @@ class RedisSentinels {
   static Result<std::unique_ptr<RedisSentinels>> Start(RedisSentinelOptions options = {});
   ~RedisSentinels();
 
-  // "redis-sentinel://127.0.0.1:<s1>,...,127.0.0.1:<sN>/<master name>"
+  // "redis-sentinel://127.0.0.1:<s1>,...,127.0.0.1:<sN>/<master name>" (and "?tls=true", the TLS
+  // ports, for a TLS set)
   std::string url() const;
   // The two data servers (0 starts as the primary, 1 as its replica).
   RedisServer& server(size_t i) { return *servers_.at(i); }

@@ -129,6 +129,12 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions optio
         server->options_.cluster_bus_port ? FreeClusterPort() : FreeLoopbackPort();
     if (!port.ok()) return port.status();
     server->port_ = *port;
+    if (server->options_.tls && server->options_.tls_admin_port) {
+      Result<uint16_t> tls_port = FreeClusterPort();  // below the ephemeral range too
+      if (!tls_port.ok()) return tls_port.status();
+      if (*tls_port == *port || *tls_port == *port + 10000) continue;
+      server->tls_port_ = *tls_port;
+    }
     last = server->Launch();
     if (last.ok()) return server;
   }
@@ -142,10 +148,19 @@ RedisServer::~RedisServer() {
 }
 
 std::string RedisServer::url() const {
-  return std::string(options_.tls ? "rediss" : "redis") + "://127.0.0.1:" + std::to_string(port_);
+  return std::string(options_.tls ? "rediss" : "redis") +
+         "://127.0.0.1:" + std::to_string(client_port());
 }
 
 Status RedisServer::WriteTlsFiles() {
+  if (!options_.tls_files_from.empty()) {
+    std::error_code ec;
+    for (const char* name : {"/ca.crt", "/server.crt", "/server.key"}) {
+      std::filesystem::copy_file(options_.tls_files_from + name, dir_ + name, ec);
+      if (ec) return Status::Unavailable("copying the TLS files failed: " + ec.message());
+    }
+    return Status::Ok();
+  }
   // A throwaway CA and a server certificate for 127.0.0.1, valid for two days.
   const std::string cmd =
       "cd '" + dir_ +
@@ -190,8 +205,16 @@ Status RedisServer::Launch() {
     }
   }
   if (options_.tls) {
-    for (const char* a : {"--port", "0", "--tls-port"}) args.emplace_back(a);
-    args.push_back(port);
+    const bool admin = options_.tls_admin_port;
+    for (const char* a : {"--port", admin ? port.c_str() : "0", "--tls-port"}) args.emplace_back(a);
+    args.push_back(admin ? std::to_string(tls_port_) : port);
+    if (admin) {
+      for (const char* a : {"--tls-replication", "yes"}) args.emplace_back(a);
+      if (options_.cluster_bus_port) {
+        for (const char* a : {"--tls-cluster", "yes", "--cluster-port"}) args.emplace_back(a);
+        args.push_back(std::to_string(port_ + 10000));
+      }
+    }
     for (const char* a : {"--tls-cert-file", "/server.crt", "--tls-key-file", "/server.key",
                           "--tls-ca-cert-file", "/ca.crt"}) {
       args.emplace_back(a[0] == '/' ? dir_ + a : a);
@@ -239,7 +262,8 @@ Status RedisServer::WaitReady(std::chrono::milliseconds timeout) {
       return Status::Unavailable("redis-server exited at start (is it installed and on PATH?): " +
                                  ReadTail(dir_ + "/redis.log"));
     }
-    const bool ready = options_.tls ? TcpAccepts(port_) : Command({"PING"}).ok();
+    const bool ready =
+        options_.tls && !options_.tls_admin_port ? TcpAccepts(port_) : Command({"PING"}).ok();
     if (ready) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -269,7 +293,9 @@ Status RedisServer::Restart() {
 }
 
 Result<std::string> RedisServer::Command(const std::vector<std::string>& argv) const {
-  if (options_.tls) return Status::InvalidArgument("Command() is not available over TLS");
+  if (options_.tls && !options_.tls_admin_port) {
+    return Status::InvalidArgument("Command() is not available over TLS");
+  }
   const timeval tv{.tv_sec = 5, .tv_usec = 0};
   std::unique_ptr<redisContext, decltype(&redisFree)> c(
       redisConnectWithTimeout("127.0.0.1", port_, tv), &redisFree);

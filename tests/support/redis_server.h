@@ -29,6 +29,13 @@ struct RedisServerOptions {
   // Serve TLS only (plain port disabled), with a throwaway CA and server certificate generated
   // by the `openssl` command in the server's directory (see tls_ca_file()).
   bool tls = false;
+  // With tls: keep a plaintext port too (port(), for Command() and redis-cli) and serve TLS on
+  // tls_port(); a cluster node then also talks to the others over TLS (--tls-cluster yes, its
+  // bus on port() + 10000) and a replica or Sentinel to its primary (--tls-replication yes).
+  bool tls_admin_port = false;
+  // With tls: the directory whose ca.crt, server.crt and server.key to use instead of making
+  // new ones, so that servers that talk to each other trust each other (a cluster, sentinels).
+  std::string tls_files_from{};
   // Further redis-server arguments, e.g. {"--maxmemory", "10mb"}.
   std::vector<std::string> extra_args{};
   // A port whose cluster bus port (port + 10000) is free too, both below the kernel's ephemeral
@@ -52,9 +59,13 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // The port clients use: tls_port() with tls_admin_port, port() otherwise.
+  uint16_t client_port() const { return tls_port_ != 0 ? tls_port_ : port_; }
+  uint16_t tls_port() const { return tls_port_; }
   // The redis-server process, while running(); -1 otherwise.
   pid_t pid() const { return pid_; }
-  // "redis://127.0.0.1:<port>" (or rediss:// with TLS), without credentials.
+  // "redis://127.0.0.1:<port>" (or rediss://127.0.0.1:<client_port> with TLS), without
+  // credentials.
   std::string url() const;
   const std::string& dir() const { return dir_; }
   // The CA certificate that signed the server's certificate (TLS servers only).
@@ -71,7 +82,7 @@ class RedisServer {
   // Runs one command on a fresh blocking connection (authenticated as the default user when a
   // password is set) and returns the reply flattened to text: integers and strings as-is, arrays
   // as their elements joined by '\n', nil as "(nil)". An error reply is kUnavailable carrying
-  // Redis's message. Not available for TLS servers.
+  // Redis's message. Not available for TLS servers without tls_admin_port.
   Result<std::string> Command(const std::vector<std::string>& argv) const;
   // Every key matching `pattern`, via SCAN.
   Result<std::vector<std::string>> Keys(const std::string& pattern = "*") const;
@@ -85,6 +96,7 @@ class RedisServer {
   RedisServerOptions options_;
   std::string dir_;
   uint16_t port_ = 0;
+  uint16_t tls_port_ = 0;  // with tls_admin_port
   pid_t pid_ = -1;
 };
 
