@@ -24,7 +24,7 @@ h1 { font-size: 20px; margin: 0 0 12px; } h2 { font-size: 16px; margin: 20px 0 8
 table { border-collapse: collapse; width: 100%; background: #fff; }
 th, td { border-bottom: 1px solid #e5e5e5; padding: 5px 8px; text-align: left;
          vertical-align: top; white-space: pre-line; }
-th { background: #f0f0f0; font-weight: 600; } td.n { text-align: right;
+th { background: #f0f0f0; font-weight: 600; } td.n, th.n { text-align: right;
      font-variant-numeric: tabular-nums; }
 #error { background: #fdecea; border: 1px solid #c62828; padding: 8px; margin-bottom: 12px; }
 #chart { max-width: 100%; border: 1px solid #ddd; background: #fff; margin-top: 8px; }
@@ -201,14 +201,15 @@ constexpr std::string_view kBody = R"html(</style>
 <p class="muted" id="updated">loading…</p>
 <h2>Policies</h2>
 <table id="policies">
-  <thead><tr><th>policy</th><th>identity</th><th>limits</th><th>on failure</th><th>allowed</th>
-    <th>refused</th><th>decisions/s</th><th>refusals/s</th><th>by failure mode</th></tr></thead>
+  <thead><tr><th>policy</th><th>identity</th><th>limits</th><th>on failure</th><th class="n">allowed</th>
+    <th class="n">refused</th><th class="n">decisions/s</th><th class="n">refusals/s</th>
+    <th class="n">by failure mode</th></tr></thead>
   <tbody></tbody>
 </table>
 <h2>Most refused identities</h2>
 <table id="refused">
-  <thead><tr><th>policy or rule</th><th>identity</th><th>refused (at most)</th><th>error</th>
-    <th>policy total</th></tr></thead>
+  <thead><tr><th>policy or rule</th><th>identity</th><th class="n">refused (at most)</th><th class="n">error</th>
+    <th class="n">policy total</th></tr></thead>
   <tbody></tbody>
 </table>
 <p class="muted" id="refused-none">nobody refused yet</p>
