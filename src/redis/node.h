@@ -10,8 +10,8 @@
 // loading the script and sending the same call again; every other outcome goes back to the
 // store's NodeListener: the reply, or the failure of the whole call.
 //
-// Everything known about one server (its connections, its last error) lives here, so that a
-// per-node circuit breaker has one place to go.
+// Everything known about one server lives here: its connections, its last error and, in a store
+// of several servers, its own circuit breaker.
 //
 // Thread-safety: none; every member runs on the io thread of the store that owns the node.
 #pragma once
