@@ -65,7 +65,7 @@ struct StoreConfig {
   // The password itself, from password_file or the CAUDAL_STORE_PASSWORD environment variable;
   // never printed. Empty: the URL's own, if any.
   std::string password;
-  Micros timeout = std::chrono::milliseconds(5);  // per decision
+  Micros timeout = std::chrono::milliseconds(10);  // per decision
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;         // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table

@@ -58,7 +58,7 @@ struct RedisStoreOptions {
   // Prepended to every key; each store key is also wrapped in a hash tag ("caudal:{key}").
   std::string key_prefix = "caudal:";
   // Per decision, from DecideAsync to its callback.
-  std::chrono::microseconds deadline = std::chrono::milliseconds(5);
+  std::chrono::microseconds deadline = std::chrono::milliseconds(10);
   // For connecting (resolve, TCP, TLS, AUTH, SELECT, SCRIPT LOAD), and for Ping().
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(2);
   // A connection whose oldest command has waited this long is dropped and reconnected.
