@@ -5,10 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <sstream>
-#include <thread>
+#include <utility>
+
+#include "support/fixture_util.h"
 
 namespace caudal::testing {
 namespace {
@@ -21,24 +22,86 @@ std::string ReadFile(const std::string& path) {
   return s.size() > 3000 ? s.substr(s.size() - 3000) : s;
 }
 
-// Concatenates, appending (GCC 12's -Wrestrict misfires on "literal" + std::string chains).
-std::string Join(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view p : parts) out.append(p);
+std::string Quote(const std::string& s) { return Join({"'", s, "'"}); }
+
+// One line of CLUSTER NODES.
+struct NodeLine {
+  std::string id;
+  std::string address;  // "127.0.0.1:<port>@<bus port>"
+  std::string flags;
+  std::string link;
+  std::vector<std::pair<int, int>> slots;  // the ranges it serves (slots being migrated left out)
+
+  bool primary() const { return flags.find("master") != std::string::npos; }
+  int port() const { return std::stoi(address.substr(address.find(':') + 1)); }
+};
+
+std::vector<NodeLine> ParseNodes(const std::string& text) {
+  std::vector<NodeLine> out;
+  for (const std::string& line : Lines(text)) {
+    std::istringstream in(line);
+    NodeLine n;
+    std::string master, ping, pong, epoch;
+    in >> n.id >> n.address >> n.flags >> master >> ping >> pong >> epoch >> n.link;
+    for (std::string range; in >> range;) {
+      if (range.front() == '[') continue;  // a slot being migrated
+      const size_t dash = range.find('-');
+      const int first = std::stoi(range.substr(0, dash));
+      const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+      n.slots.emplace_back(first, last);
+    }
+    out.push_back(std::move(n));
+  }
   return out;
 }
 
-std::string Quote(const std::string& s) { return Join({"'", s, "'"}); }
-std::string Loopback(uint16_t port) { return Join({"127.0.0.1:", std::to_string(port)}); }
-
-std::vector<std::string> Lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back(line);
+// Why the cluster is not healthy yet, "" once it is: every live node sees cluster_state:ok,
+// every live node connected and not failed, every slot served by a live primary, every live
+// replica in sync.
+std::string Unhealthy(const std::vector<std::unique_ptr<RedisServer>>& nodes) {
+  std::set<std::string> live_ids;
+  for (const auto& n : nodes) {
+    if (!n->running()) continue;
+    Result<std::string> id = n->Command({"CLUSTER", "MYID"});
+    if (id.ok()) live_ids.insert(*id);
   }
-  return out;
+  for (const auto& n : nodes) {
+    if (!n->running()) continue;
+    const std::string port = std::to_string(n->port());
+    Result<std::string> info = n->Command({"CLUSTER", "INFO"});
+    if (!info.ok() || info->find("cluster_state:ok") == std::string::npos) {
+      return Join({"node ", port, " is not ok yet"});
+    }
+    Result<std::string> text = n->Command({"CLUSTER", "NODES"});
+    if (!text.ok()) return std::string(text.status().message());
+    std::string why;
+    int served = 0;
+    for (const NodeLine& line : ParseNodes(*text)) {
+      const bool live = live_ids.contains(line.id);
+      if (live && (line.flags.find("fail") != std::string::npos || line.link != "connected")) {
+        why = Join({"node ", line.address, " is seen as ", line.flags, "/", line.link});
+      }
+      if (!line.primary()) continue;
+      for (auto [first, last] : line.slots) {
+        if (!live) {
+          why = Join({"a dead node ", line.address, " still serves slots"});
+          continue;
+        }
+        served += last - first + 1;
+      }
+    }
+    if (served != 16384) why = Join({"node ", port, " sees slots unserved"});
+    if (!why.empty()) return why;
+  }
+  for (const auto& n : nodes) {
+    if (!n->running()) continue;
+    Result<std::string> role = n->Command({"INFO", "replication"});
+    if (role.ok() && role->find("role:slave") != std::string::npos &&
+        role->find("master_link_status:up") == std::string::npos) {
+      return Join({"replica ", std::to_string(n->port()), " is not in sync"});
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -112,22 +175,14 @@ Result<std::string> RedisCluster::NodeId(size_t i) const {
 Result<size_t> RedisCluster::PrimaryOf(int slot) const {
   for (const auto& n : nodes_) {
     if (!n->running()) continue;
-    Result<std::string> nodes = n->Command({"CLUSTER", "NODES"});
-    if (!nodes.ok()) continue;
-    for (const std::string& line : Lines(*nodes)) {
-      std::istringstream in(line);
-      std::string id, address, flags, master, ping, pong, epoch, link;
-      in >> id >> address >> flags >> master >> ping >> pong >> epoch >> link;
-      if (flags.find("master") == std::string::npos) continue;
-      for (std::string range; in >> range;) {
-        if (range.front() == '[') continue;  // a slot being migrated
-        const size_t dash = range.find('-');
-        const int first = std::stoi(range.substr(0, dash));
-        const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+    Result<std::string> text = n->Command({"CLUSTER", "NODES"});
+    if (!text.ok()) continue;
+    for (const NodeLine& line : ParseNodes(*text)) {
+      if (!line.primary()) continue;
+      for (auto [first, last] : line.slots) {
         if (slot < first || slot > last) continue;
-        const int port = std::stoi(address.substr(address.find(':') + 1));
         for (size_t i = 0; i < nodes_.size(); ++i) {
-          if (nodes_[i]->port() == port) return i;
+          if (nodes_[i]->port() == line.port()) return i;
         }
       }
     }
@@ -192,68 +247,9 @@ Status RedisCluster::MigrateSlot(int slot, size_t to, MigrationStep up_to) {
   return Status::Ok();
 }
 
-// Polling for servers to converge; no decision depends on this time.
 Status RedisCluster::WaitHealthy(std::chrono::milliseconds timeout) const {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  std::string why;
-  while (std::chrono::steady_clock::now() < until) {
-    why.clear();
-    std::set<std::string> live_ids;
-    for (const auto& n : nodes_) {
-      if (!n->running()) continue;
-      Result<std::string> id = n->Command({"CLUSTER", "MYID"});
-      if (id.ok()) live_ids.insert(*id);
-    }
-    for (const auto& n : nodes_) {
-      if (!n->running() || !why.empty()) continue;
-      Result<std::string> info = n->Command({"CLUSTER", "INFO"});
-      if (!info.ok() || info->find("cluster_state:ok") == std::string::npos) {
-        why = Join({"node ", std::to_string(n->port()), " is not ok yet"});
-        break;
-      }
-      Result<std::string> nodes = n->Command({"CLUSTER", "NODES"});
-      if (!nodes.ok()) {
-        why = nodes.status().message();
-        break;
-      }
-      int served = 0;
-      for (const std::string& line : Lines(*nodes)) {
-        std::istringstream in(line);
-        std::string id, address, flags, master, ping, pong, epoch, link;
-        in >> id >> address >> flags >> master >> ping >> pong >> epoch >> link;
-        const bool live = live_ids.contains(id);
-        if (live && (flags.find("fail") != std::string::npos || link != "connected")) {
-          why = Join({"node ", address, " is seen as ", flags, "/", link});
-        }
-        if (flags.find("master") == std::string::npos) continue;
-        for (std::string range; in >> range;) {
-          if (range.front() == '[') continue;
-          if (!live) {
-            why = Join({"a dead node ", address, " still serves slots"});
-            continue;
-          }
-          const size_t dash = range.find('-');
-          const int first = std::stoi(range.substr(0, dash));
-          const int last = dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
-          served += last - first + 1;
-        }
-      }
-      if (served != 16384) why = Join({"node ", std::to_string(n->port()), " sees slots unserved"});
-    }
-    // Every live replica is in sync with its primary.
-    for (const auto& n : nodes_) {
-      if (!n->running() || !why.empty()) continue;
-      Result<std::string> role = n->Command({"INFO", "replication"});
-      if (role.ok() && role->find("role:slave") != std::string::npos &&
-          role->find("master_link_status:up") == std::string::npos) {
-        why = Join({"replica ", std::to_string(n->port()), " is not in sync"});
-      }
-    }
-    if (why.empty()) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Status::Unavailable(Join({"the cluster did not become healthy within ",
-                                   std::to_string(timeout.count()), "ms: ", why}));
+  return WaitConverged(timeout, "the cluster did not become healthy",
+                       [this] { return Unhealthy(nodes_); });
 }
 
 }  // namespace caudal::testing

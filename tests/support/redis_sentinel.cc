@@ -1,17 +1,11 @@
 #include "support/redis_sentinel.h"
 
 #include <sstream>
-#include <thread>
+
+#include "support/fixture_util.h"
 
 namespace caudal::testing {
 namespace {
-
-// Appends, piece by piece (GCC 12's -Wrestrict misfires on "literal" + std::string chains).
-std::string Join(std::initializer_list<std::string_view> parts) {
-  std::string out;
-  for (std::string_view p : parts) out.append(p);
-  return out;
-}
 
 // A sentinel's answer flattened by RedisServer::Command: "key\nvalue\nkey\nvalue..." per
 // entity, entities one after another; the value of `field` in each entity.
@@ -72,7 +66,7 @@ std::string RedisSentinels::url() const {
   std::string out = "redis-sentinel://";
   for (size_t i = 0; i < sentinels_.size(); ++i) {
     if (i > 0) out.push_back(',');
-    out.append(Join({"127.0.0.1:", std::to_string(sentinels_[i]->client_port())}));
+    out.append(Loopback(sentinels_[i]->client_port()));
   }
   out.append(Join({"/", options_.master_name}));
   if (options_.tls) out.append("?tls=true");
@@ -98,29 +92,23 @@ Status RedisSentinels::WaitReady(std::chrono::milliseconds timeout) const {
   return WaitPrimary(0, timeout);
 }
 
-// Polling for servers to converge; no decision depends on this time.
 Status RedisSentinels::WaitPrimary(size_t i, std::chrono::milliseconds timeout,
                                    bool replica_too) const {
-  const auto until = std::chrono::steady_clock::now() + timeout;
   const std::string port = std::to_string(servers_.at(i)->client_port());
-  std::string why;
-  while (std::chrono::steady_clock::now() < until) {
-    why.clear();
+  return WaitConverged(timeout, "sentinels not ready", [&]() -> std::string {
     int live = 0;
     for (const auto& sentinel : sentinels_) live += sentinel->running() ? 1 : 0;
     for (const auto& sentinel : sentinels_) {
-      if (!sentinel->running() || !why.empty()) continue;
+      if (!sentinel->running()) continue;
       Result<std::string> addr =
           sentinel->Command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name});
       if (!addr.ok() || addr->substr(addr->find('\n') + 1) != port) {
-        why = "a sentinel names another primary";
-        break;
+        return "a sentinel names another primary";
       }
       Result<std::string> others =
           sentinel->Command({"SENTINEL", "SENTINELS", options_.master_name});
       if (!others.ok() || static_cast<int>(Field(*others, "name").size()) < live - 1) {
-        why = "a sentinel does not know the others yet";
-        break;
+        return "a sentinel does not know the others yet";
       }
       if (!replica_too) continue;
       Result<std::string> replicas =
@@ -129,22 +117,18 @@ Status RedisSentinels::WaitPrimary(size_t i, std::chrono::milliseconds timeout,
           replicas.ok() ? Field(*replicas, "flags") : std::vector<std::string>{};
       bool ok_replica = false;
       for (const std::string& f : flags) ok_replica |= f == "slave";
-      if (!ok_replica) why = "a sentinel does not see a healthy replica yet";
+      if (!ok_replica) return "a sentinel does not see a healthy replica yet";
     }
-    if (why.empty() && replica_too) {
-      const RedisServer& replica = *servers_.at(1 - i);
-      Result<std::string> info = replica.running() ? replica.Command({"INFO", "replication"})
-                                                   : Status::Unavailable("down");
-      if (!info.ok() || info->find("master_link_status:up") == std::string::npos ||
-          info->find(Join({"master_port:", port})) == std::string::npos) {
-        why = "the replica is not in sync";
-      }
+    if (!replica_too) return "";
+    const RedisServer& replica = *servers_.at(1 - i);
+    Result<std::string> info =
+        replica.running() ? replica.Command({"INFO", "replication"}) : Status::Unavailable("down");
+    if (!info.ok() || info->find("master_link_status:up") == std::string::npos ||
+        info->find(Join({"master_port:", port})) == std::string::npos) {
+      return "the replica is not in sync";
     }
-    if (why.empty()) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return Status::Unavailable(
-      Join({"sentinels not ready within ", std::to_string(timeout.count()), "ms: ", why}));
+    return "";
+  });
 }
 
 }  // namespace caudal::testing
