@@ -1,6 +1,7 @@
 """The `allow` and `local` failure modes through the network faults of test_partition.py (root; a
 network namespace the test creates, redis-server inside, caudal on this side): 10% packet loss,
-a silent partition and the link down, each followed by its heal. One sequential keep-alive client
+a silent partition, the link down and a slow path (every round trip past the store's timeout),
+each followed by its heal. One sequential keep-alive client
 asks /v1/check for a fail-open policy and a local one in turn, on keys of their own in each
 phase, and checks what each mode promises:
 
@@ -23,14 +24,14 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 from harness import Redis, Serve, wait_until  # noqa: E402
 from netns import Namespace  # noqa: E402
-from test_partition import TIMEOUT_MS, p99, slack_ms  # noqa: E402
+from test_partition import SLOW_TIMEOUT_MS, TIMEOUT_MS, DelayRelay, p99, slack_ms  # noqa: E402
 
 INSTANCES = 4
 LIMIT = 40                      # the local policy's, in Redis
 LOCAL_SHARE = LIMIT // INSTANCES  # what this instance admits alone, per key
 KEYS = 10                       # per policy and phase
-CONFIG = """
-store: {url: %%s, timeout: %dms, on_failure: deny, instances: %d}
+CONFIG_TEMPLATE = """
+store: {url: %%%%s, timeout: %%dms, on_failure: deny, instances: %d}
 policies:
   - name: open
     identity: [api_key]
@@ -40,7 +41,9 @@ policies:
     identity: [tenant]
     on_failure: local
     limits: [{algorithm: token_bucket, capacity: %d, refill: %d/1d}]
-""" % (TIMEOUT_MS, INSTANCES, LIMIT, LIMIT)
+""" % (INSTANCES, LIMIT, LIMIT)
+CONFIG = CONFIG_TEMPLATE % TIMEOUT_MS
+SLOW_CONFIG = CONFIG_TEMPLATE % SLOW_TIMEOUT_MS
 ROWS = []
 
 Answer = collections.namedtuple("Answer", "policy key status allowed by degraded ms")
@@ -104,19 +107,19 @@ class PartitionModes(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        print("\nstore.timeout %d ms, instances %d; a sequential keep-alive client on /v1/check, "
-              "a fail-open policy and a local one (%d/1d, %d per key alone) in turn"
-              % (TIMEOUT_MS, INSTANCES, LIMIT, LOCAL_SHARE))
+        print("\nstore.timeout %d ms (the slow path: %d ms), instances %d; a sequential keep-alive "
+              "client on /v1/check, a fail-open policy and a local one (%d/1d, %d per key alone) "
+              "in turn" % (TIMEOUT_MS, SLOW_TIMEOUT_MS, INSTANCES, LIMIT, LOCAL_SHARE))
         print("%-26s %-6s %9s %10s %9s %9s %s" % (
             "fault", "mode", "requests", "failover", "admitted", "p99 ms",
             "store decides again after heal"))
         for row in ROWS:
             print("%-26s %-6s %9d %9.1f%% %9s %9.1f %s" % row)
 
-    def fault(self, name, tag, begin, end, seconds, total):
+    def fault(self, name, tag, begin, end, seconds, total, timeout_ms=TIMEOUT_MS):
         """Runs the client through a fault and its heal, on keys named after `tag`; checks both
         modes. `total`: the fault cuts Redis off entirely, so every decision during it is a
-        failover."""
+        failover. `timeout_ms`: the server's store.timeout."""
         s = self.s
         allow_before = s.metric(self.ALLOW)
         local_before = s.metric(self.LOCAL)
@@ -132,7 +135,7 @@ class PartitionModes(unittest.TestCase):
         recovered = time.monotonic() - healed
 
         by_policy = {p: [a for a in answers if a.policy == p] for p in ("open", "alone")}
-        self.assertLess(p99([a.ms for a in answers]), TIMEOUT_MS + slack_ms(), name)
+        self.assertLess(p99([a.ms for a in answers]), timeout_ms + slack_ms(), name)
         self.check_allow(name, by_policy["open"], allow_counted, total)
         refused_locally = self.check_local(name, by_policy["alone"], local_counted, total)
         for policy, mine in by_policy.items():
@@ -217,6 +220,24 @@ class PartitionModes(unittest.TestCase):
         self.fault("silent partition", "silent", self.ns.blackhole, self.ns.heal, 2.0, total=True)
         self.fault("link down", "down", lambda: self.ns.link(False), lambda: self.ns.link(True),
                    2.0, total=True)
+
+    def test_allow_and_local_on_a_slow_path(self):
+        # Every round trip 300 ms longer, past the store's timeout: a store that answers, too
+        # late. The calls that timed out still reach Redis and may charge a key or two there.
+        relay = DelayRelay(self.ns.ip, 6379)
+        self.addCleanup(relay.close)
+        self.s = Serve(SLOW_CONFIG % ("redis://127.0.0.1:%d" % relay.port), test_hooks=False)
+        self.addCleanup(self.s.close)
+        self.checker = Checker(self.s.port)
+        self.addCleanup(self.checker.conn.close)
+        wait_until(lambda: self.checker.one("open", "warm").by == "store",
+                   "caudal to decide through the relay")
+
+        def delay(ms):
+            relay.delay_ms = ms
+
+        self.fault("+150 ms each way", "slow", lambda: delay(150), lambda: delay(0), 2.0,
+                   total=True, timeout_ms=SLOW_TIMEOUT_MS)
 
 
 if __name__ == "__main__":
