@@ -17,19 +17,12 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 from harness import Redis, Serve, wait_until  # noqa: E402
 from netns import Namespace  # noqa: E402
-from test_partition import TIMEOUT_MS  # noqa: E402
+from test_partition import CONFIG, TIMEOUT_MS  # noqa: E402
 
 CLIENTS = 6
 FAULT_S = 2.0
 MAX_LINES = 2      # the breaker opening, and closing once decisions are back
 MAX_BYTES = 1024   # each line names the store and the error: a few hundred bytes
-CONFIG = """
-store: {url: %%s, timeout: %dms, on_failure: deny}
-policies:
-  - name: api
-    identity: [api_key]
-    limits: [{algorithm: token_bucket, capacity: 1000000, refill: 1000000/1s}]
-""" % TIMEOUT_MS
 ROWS = []
 
 

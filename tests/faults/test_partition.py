@@ -150,17 +150,22 @@ class DelayRelay:
         self.loop.close()
 
 
+def start_namespaced_redis(cls):
+    """For a test class's setUpClass: cls.ns, a network namespace, and cls.redis, a redis-server
+    inside it on port 6379; both closed with the class, even when setUpClass fails."""
+    cls.ns = Namespace()
+    cls.addClassCleanup(cls.ns.close)
+    # Not loopback, so Redis's protected mode would refuse the client: the namespace is ours.
+    cls.redis = Redis(started=False, bind=cls.ns.ip, port=6379,
+                      persistence=["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+    cls.addClassCleanup(cls.redis.close)
+    cls.redis.start(wrap=cls.ns.wrap())
+
+
 class Partition(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ns = Namespace()
-        cls.addClassCleanup(cls.ns.close)  # runs even when setUpClass fails
-        # Not loopback, so Redis's protected mode would refuse the client: the namespace is ours.
-        cls.redis = Redis(started=False, bind=cls.ns.ip, port=6379,
-                          persistence=["--save", "", "--appendonly", "no",
-                                       "--protected-mode", "no"])
-        cls.addClassCleanup(cls.redis.close)
-        cls.redis.start(wrap=cls.ns.wrap())
+        start_namespaced_redis(cls)
 
     @classmethod
     def tearDownClass(cls):

@@ -22,9 +22,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
-from harness import Redis, Serve, wait_until  # noqa: E402
-from netns import Namespace  # noqa: E402
-from test_partition import SLOW_TIMEOUT_MS, TIMEOUT_MS, DelayRelay, p99, slack_ms  # noqa: E402
+from harness import Serve, wait_until  # noqa: E402
+from test_partition import (SLOW_TIMEOUT_MS, TIMEOUT_MS, DelayRelay, p99, slack_ms,  # noqa: E402
+                            start_namespaced_redis)
 
 INSTANCES = 4
 LIMIT = 40                      # the local policy's, in Redis
@@ -97,13 +97,7 @@ class Checker:
 class PartitionModes(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ns = Namespace()
-        cls.addClassCleanup(cls.ns.close)
-        cls.redis = Redis(started=False, bind=cls.ns.ip, port=6379,
-                          persistence=["--save", "", "--appendonly", "no",
-                                       "--protected-mode", "no"])
-        cls.addClassCleanup(cls.redis.close)
-        cls.redis.start(wrap=cls.ns.wrap())
+        start_namespaced_redis(cls)
 
     @classmethod
     def tearDownClass(cls):

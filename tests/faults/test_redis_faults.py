@@ -17,17 +17,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 from harness import Redis, Serve, wait_until  # noqa: E402
-from test_partition import Load, p99  # noqa: E402
+from test_partition import CONFIG, SLACK_MS, TIMEOUT_MS, Load, p99  # noqa: E402
 
-TIMEOUT_MS = 50  # as test_partition: above a loaded machine's scheduling stalls
-SLACK_MS = 150
-CONFIG = """
-store: {url: %%s, timeout: %dms, on_failure: deny}
-policies:
-  - name: api
-    identity: [api_key]
-    limits: [{algorithm: token_bucket, capacity: 1000000, refill: 1000000/1s}]
-""" % TIMEOUT_MS
 ROWS = []
 
 
