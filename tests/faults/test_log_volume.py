@@ -16,8 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 from harness import Redis, Serve, wait_until  # noqa: E402
-from netns import Namespace  # noqa: E402
-from test_partition import CONFIG, TIMEOUT_MS  # noqa: E402
+from test_partition import CONFIG, TIMEOUT_MS, namespaced_redis  # noqa: E402
 
 CLIENTS = 6
 FAULT_S = 2.0
@@ -136,12 +135,7 @@ class LogVolume(unittest.TestCase):
                      lambda: os.kill(redis.proc.pid, signal.SIGCONT))
 
     def test_redis_partitioned(self):
-        ns = Namespace()
-        self.addCleanup(ns.close)
-        redis = Redis(started=False, bind=ns.ip, port=6379,
-                      persistence=["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-        self.addCleanup(redis.close)
-        redis.start(wrap=ns.wrap())
+        ns, redis = namespaced_redis(self.addCleanup)
         self.measure("partitioned (every packet dropped) %g s" % FAULT_S, redis.url,
                      ns.blackhole, ns.heal)
 

@@ -150,22 +150,24 @@ class DelayRelay:
         self.loop.close()
 
 
-def start_namespaced_redis(cls):
-    """For a test class's setUpClass: cls.ns, a network namespace, and cls.redis, a redis-server
-    inside it on port 6379; both closed with the class, even when setUpClass fails."""
-    cls.ns = Namespace()
-    cls.addClassCleanup(cls.ns.close)
+def namespaced_redis(add_cleanup):
+    """A network namespace and a redis-server inside it on port 6379, as (ns, redis); each is
+    handed to `add_cleanup` (a test's addCleanup, a class's addClassCleanup) as soon as it exists,
+    so it is closed even when what follows fails."""
+    ns = Namespace()
+    add_cleanup(ns.close)
     # Not loopback, so Redis's protected mode would refuse the client: the namespace is ours.
-    cls.redis = Redis(started=False, bind=cls.ns.ip, port=6379,
-                      persistence=["--save", "", "--appendonly", "no", "--protected-mode", "no"])
-    cls.addClassCleanup(cls.redis.close)
-    cls.redis.start(wrap=cls.ns.wrap())
+    redis = Redis(started=False, bind=ns.ip, port=6379,
+                  persistence=["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+    add_cleanup(redis.close)
+    redis.start(wrap=ns.wrap())
+    return ns, redis
 
 
 class Partition(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        start_namespaced_redis(cls)
+        cls.ns, cls.redis = namespaced_redis(cls.addClassCleanup)
 
     @classmethod
     def tearDownClass(cls):

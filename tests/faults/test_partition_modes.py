@@ -24,7 +24,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
 from harness import Serve, wait_until  # noqa: E402
 from test_partition import (SLOW_TIMEOUT_MS, TIMEOUT_MS, DelayRelay, p99, slack_ms,  # noqa: E402
-                            start_namespaced_redis)
+                            namespaced_redis)
 
 INSTANCES = 4
 LIMIT = 40                      # the local policy's, in Redis
@@ -97,7 +97,7 @@ class Checker:
 class PartitionModes(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        start_namespaced_redis(cls)
+        cls.ns, cls.redis = namespaced_redis(cls.addClassCleanup)
 
     @classmethod
     def tearDownClass(cls):
