@@ -36,6 +36,19 @@ std::string KeyOn(RedisCluster& c, size_t node, const std::string& base) {
   }
 }
 
+// A key on each primary but node 0, the one the tests break.
+std::vector<std::string> OtherKeys(RedisCluster& c) {
+  return {KeyOn(c, 1, "a:"), KeyOn(c, 2, "b:")};
+}
+
+// One decision of cost 1 on a bucket that always admits: it fails only when the store does.
+Result<StoreResponse> DecideOne(Store& store, const std::string& key) {
+  static const Limit kLimit =
+      Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, std::chrono::seconds(1)});
+  const EntryRef e{.key = key, .limit = &kLimit, .cost = 1};
+  return store.Decide({&e, 1});
+}
+
 // SIGSTOP on a process, undone (SIGCONT) when it goes out of scope, failed test or not.
 class Stopped {
  public:
@@ -59,13 +72,9 @@ TEST(ClusterBreaker, AStalledPrimaryFailsOnlyItsSlotsAndFastOnceItsBreakerOpens)
   constexpr auto kDeadline = milliseconds(50);
   auto store = RedisClusterStore::Open({.url = (*cluster)->url(), .deadline = kDeadline});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
-  const Limit limit = Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, seconds(1)});
   const std::string victim = KeyOn(**cluster, 0, "victim:");
-  const std::vector<std::string> others = {KeyOn(**cluster, 1, "a:"), KeyOn(**cluster, 2, "b:")};
-  auto decide = [&](const std::string& key) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-    return (*store)->Decide({&e, 1});
-  };
+  const std::vector<std::string> others = OtherKeys(**cluster);
+  auto decide = [&](const std::string& key) { return DecideOne(**store, key); };
   ASSERT_TRUE(decide(victim).ok());
   for (const std::string& k : others) ASSERT_TRUE(decide(k).ok());
 
@@ -159,13 +168,9 @@ TEST(ClusterBreaker, AKilledPrimaryShowsInMetricsAndOneLogLineAndClosesWhenBack)
   const std::array<uint16_t, 3> ports = {(*cluster)->node(0).port(), (*cluster)->node(1).port(),
                                          (*cluster)->node(2).port()};
   for (uint16_t p : ports) EXPECT_EQ(NodeState(metrics, p), "0") << "every primary's series";
-  const Limit limit = Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, seconds(1)});
   const std::string victim = KeyOn(**cluster, 0, "victim:");
-  const std::vector<std::string> others = {KeyOn(**cluster, 1, "a:"), KeyOn(**cluster, 2, "b:")};
-  auto decide = [&](const std::string& key) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-    return (*store)->Decide({&e, 1});
-  };
+  const std::vector<std::string> others = OtherKeys(**cluster);
+  auto decide = [&](const std::string& key) { return DecideOne(**store, key); };
   ASSERT_TRUE(decide(victim).ok());
 
   (*cluster)->node(0).Kill();
