@@ -13,7 +13,8 @@
 // keys of one hash tag with --same-slot 1 (one slot, one call), otherwise N slots (a cluster
 // splits the request). Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
-//   requests_per_call=... errors=... split=... undos=... moved=... asked=... decisions_total=...
+//   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
+//   decisions_total=...
 // (decisions_total counts the warm-up too: what the servers saw, for their CPU per decision).
 #include <algorithm>
 #include <atomic>
@@ -196,12 +197,13 @@ int Run(const Args& a) {
   std::printf(
       "in_flight=%d threads=%d decisions_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
       "requests_per_call=%.1f errors=%lld split=%llu undos=%llu moved=%llu asked=%llu "
-      "decisions_total=%lld\n",
+      "not_served=%llu decisions_total=%lld\n",
       a.in_flight, a.threads, static_cast<double>(all.size()) / secs, Percentile(all, 0.50),
       Percentile(all, 0.99), Percentile(all, 0.999), calls > 0 ? requests / calls : 0.0,
       static_cast<long long>(errors.load()), static_cast<unsigned long long>(s.split_requests),
       static_cast<unsigned long long>(s.undos), static_cast<unsigned long long>(s.moved),
-      static_cast<unsigned long long>(s.asked), static_cast<long long>(answered.load()));
+      static_cast<unsigned long long>(s.asked), static_cast<unsigned long long>(s.not_served),
+      static_cast<long long>(answered.load()));
   return errors.load() == 0 ? 0 : 1;
 }
 

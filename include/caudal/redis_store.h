@@ -121,6 +121,9 @@ struct RedisStoreStats {
   uint64_t moved = 0;               // MOVED redirects followed
   uint64_t asked = 0;               // ASK redirects followed
   uint64_t tryagain = 0;            // TRYAGAIN answers retried
+  // Requests a node did not serve in a call spanning slots (the map was behind), sent again
+  // with their keys declared.
+  uint64_t not_served = 0;
   uint64_t topology_refreshes = 0;  // slot maps read, or sentinels asked for the primary
   uint64_t primary_switches = 0;    // Sentinel: the primary changed
   uint64_t node_breaker_opens = 0;  // Cluster: a primary's circuit breaker opened

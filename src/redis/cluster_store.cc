@@ -63,6 +63,15 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   // TopologyListener.
   void OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,
                   Result<Reply> reply) override;
+  bool Resend(const RequestPartPtr& part) override {
+    not_served.fetch_add(1, std::memory_order_relaxed);
+    topology.RequestRefresh();
+    if (!CountRedirect(part)) return true;
+    part->own_slot = true;
+    Route(part);
+    Send();
+    return true;
+  }
   void Reroute(std::vector<redis::PartPtr> parts) override {
     for (redis::PartPtr& p : parts) Route(std::static_pointer_cast<RequestPart>(std::move(p)));
     Send();
@@ -81,7 +90,7 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   redis::NodeCounters counters;
   redis::Pipeline pipeline;
   redis::ClusterTopology topology;
-  std::atomic<uint64_t> moved{0}, asked{0}, tryagain{0};
+  std::atomic<uint64_t> moved{0}, asked{0}, tryagain{0}, not_served{0};
 
   // io thread only.
   std::vector<redis::Node*> dirty;  // nodes given parts since the last Send()
@@ -248,6 +257,7 @@ RedisStoreStats RedisClusterStore::Stats() const {
   s.moved = impl.moved.load();
   s.asked = impl.asked.load();
   s.tryagain = impl.tryagain.load();
+  s.not_served = impl.not_served.load();
   s.topology_refreshes = impl.topology.refreshes();
   return s;
 }

@@ -201,16 +201,19 @@ void ClusterTopology::Apply(const SlotMap& map) {
   // Parts waiting on a node that no longer serves their slot go back to be routed again (a
   // part sent after ASK stays where the redirect sent it).
   std::vector<PartPtr> misplaced;
+  std::vector<Node*> kept;
   for (auto& [address, node] : nodes_) {
     for (PartPtr& p : node->TakeWaiting()) {
       if (p->asking || owner_[static_cast<size_t>(p->slot)] == node.get()) {
         node->Enqueue(std::move(p));
+        if (kept.empty() || kept.back() != node.get()) kept.push_back(node.get());
       } else {
         misplaced.push_back(std::move(p));
       }
     }
   }
   if (!misplaced.empty()) listener_.Reroute(std::move(misplaced));
+  for (Node* node : kept) node->Dispatch();  // a call slot may have freed meanwhile
   Cleanup();
 }
 
@@ -245,6 +248,7 @@ Node* ClusterTopology::NodeAt(const Endpoint& at) {
   options.breaker = BreakerRules{};
   options.on_breaker = options_.on_node_breaker;
   options.max_calls_in_flight = options_.cluster_calls_in_flight;
+  options.cross_slot = true;  // a node's parts batch whatever their slots (node.h)
   auto node = std::make_unique<Node>(runner_.io, runner_.tls(), clock_, std::move(options), *this,
                                      counters_);
   Node* raw = node.get();

@@ -112,26 +112,36 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
 }
 
 void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
-               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out) {
+               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
+               KeyPlacement placement) {
   size_t keys = 0;
   size_t args = 0;
   for (const EncodedRequest* r : requests) {
     keys += r->keys.size();
     args += r->args.size();
   }
-  out.numkeys = Decimal(static_cast<int64_t>(keys));
+  const bool declared = placement == KeyPlacement::kDeclared;
+  out.numkeys = declared ? Decimal(static_cast<int64_t>(keys)) : "0";
+  out.nkeys = Decimal(static_cast<int64_t>(keys));
   out.now = source == TimeSource::kGiven ? Decimal(now_us) : std::string();
   out.slack = source == TimeSource::kGiven ? Decimal(kGivenTimeTtlSlackMs) : "0";
   out.argv.clear();
-  out.argv.reserve(5 + keys + args);
+  out.argv.reserve(6 + keys + args);
   out.argv.push_back(verb);
   out.argv.push_back(script_or_sha);
   out.argv.push_back(out.numkeys);
-  for (const EncodedRequest* r : requests) {
-    for (const std::string& k : r->keys) out.argv.push_back(k);
-  }
+  auto push_keys = [&] {
+    for (const EncodedRequest* r : requests) {
+      for (const std::string& k : r->keys) out.argv.push_back(k);
+    }
+  };
+  if (declared) push_keys();
   out.argv.push_back(out.now);
   out.argv.push_back(out.slack);
+  if (!declared) {
+    out.argv.push_back(out.nkeys);
+    push_keys();
+  }
   for (const EncodedRequest* r : requests) {
     for (const std::string& a : r->args) out.argv.push_back(a);
   }
@@ -186,6 +196,15 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
                                          : "redis script refused a request whose entries passed");
   }
   return resp;
+}
+
+bool NotServedHere(std::span<const int64_t> reply, size_t& pos, const EncodedRequest& request) {
+  const size_t n = request.limits.size();
+  if (pos >= reply.size() || reply[pos] != kNotServedHere || reply.size() - pos < 1 + 4 * n) {
+    return false;
+  }
+  pos += 1 + 4 * n;
+  return true;
 }
 
 Result<int64_t> DecodeCallTime(std::span<const int64_t> reply, size_t pos) {

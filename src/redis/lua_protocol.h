@@ -64,14 +64,30 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
 enum class TimeSource : uint8_t { kRedisTime, kGiven };
 inline constexpr int64_t kGivenTimeTtlSlackMs = 3'600'000;
 
+// How a call passes its keys. kDeclared: as the script's KEYS, which Redis Cluster requires to
+// share one hash slot and redirects (MOVED, ASK) by. kUndeclared: in the arguments, so one call
+// can carry the requests of several slots of one node; the script then checks, request by
+// request, that the node serves every key (a request it does not serve comes back
+// kNotServedHere, untouched).
+enum class KeyPlacement : uint8_t { kDeclared, kUndeclared };
+
+// The first reply integer of a request the node did not serve (lua/decide.lua: NOT_SERVED).
+inline constexpr int64_t kNotServedHere = 2;
+
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
-// "EVAL <script> ..."). The views point into `requests` and `storage`.
+// "EVAL <script> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack> <nkeys> keys... args...".
+// The views point into `requests` and `out`.
 struct CallArgv {
   std::vector<std::string_view> argv;
-  std::string numkeys, now, slack;  // storage the argv points into
+  std::string numkeys, now, slack, nkeys;  // storage the argv points into
 };
 void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
-               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out);
+               int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
+               KeyPlacement placement = KeyPlacement::kDeclared);
+
+// True, and `pos` past the request, when the reply for `request` at `pos` says the node did not
+// serve it (kNotServedHere); false, `pos` unchanged, otherwise (DecodeResponse decodes it).
+bool NotServedHere(std::span<const int64_t> reply, size_t& pos, const EncodedRequest& request);
 
 // Decodes one request's decisions from `reply` (the script's integers) starting at `pos`;
 // advances `pos`. kInternal when the reply is too short or holds impossible values. An undo

@@ -77,6 +77,60 @@ TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   EXPECT_EQ(call.argv[7], std::to_string(kGivenTimeTtlSlackMs));
 }
 
+// Keys of several slots travel in the arguments, after their count: Redis Cluster routes by
+// declared keys and refuses declared keys that span slots.
+TEST(LuaProtocol, BuildsACallWithUndeclaredKeys) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};
+  const EntryRef e2[] = {{.key = "y", .limit = &l, .cost = 2}};
+  const EncodedRequest r1 = EncodeRequest(e1, "");
+  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest* batch[] = {&r1, &r2};
+  CallArgv call;
+  BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kUndeclared);
+  const std::vector<std::string_view> expected = {"EVALSHA", "abc", "0", "",  "0",       "2",
+                                                  "{x}",     "{y}",                            //
+                                                  "1",       "0",   "5", "5", "1000000", "1",  //
+                                                  "1",       "0",   "5", "5", "1000000", "2"};
+  EXPECT_EQ(call.argv, expected);
+}
+
+// A request the node did not serve is skipped by its size, and only such a request.
+TEST(LuaProtocol, SkipsARequestTheNodeDidNotServe) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e1[] = {{.key = "x", .limit = &l}, {.key = "w", .limit = &l}};
+  const EntryRef e2[] = {{.key = "y", .limit = &l}};
+  const EncodedRequest r1 = EncodeRequest(e1, "");
+  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const std::vector<int64_t> reply = {kNotServedHere,
+                                      0,
+                                      0,
+                                      0,
+                                      0,
+                                      0,
+                                      0,
+                                      0,
+                                      0,  //
+                                      1,
+                                      0,
+                                      4,
+                                      900,
+                                      0,
+                                      77};
+  size_t pos = 0;
+  EXPECT_TRUE(NotServedHere(reply, pos, r1));
+  EXPECT_EQ(pos, 9u);
+  EXPECT_FALSE(NotServedHere(reply, pos, r2));
+  EXPECT_EQ(pos, 9u);
+  ASSERT_TRUE(DecodeResponse(reply, pos, r2).ok());
+  EXPECT_EQ(*DecodeCallTime(reply, pos), 77);
+  // Too short to hold the request: not a skip (and DecodeResponse refuses it).
+  const std::vector<int64_t> cut = {kNotServedHere, 0, 0};
+  pos = 0;
+  EXPECT_FALSE(NotServedHere(cut, pos, r1));
+  EXPECT_EQ(DecodeResponse(cut, pos, r1).status().code(), StatusCode::kInternal);
+}
+
 TEST(LuaProtocol, DecodesEachRequestInTurn) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l}};

@@ -176,10 +176,12 @@ std::vector<PartPtr> Node::NextBatch() {
   }
   if (batch.empty() || batch.front()->asking) return batch;
   const int slot = batch.front()->slot;
+  const bool mix = options_.cross_slot && !batch.front()->own_slot;
   const size_t scan = std::min(waiting_.size(), std::max(kBatchScan, options_.max_batch));
   for (size_t i = 0; i < scan && batch.size() < options_.max_batch; ++i) {
     PartPtr& p = waiting_[i];
-    if (!usable(p) || p->asking || (slot >= 0 && p->slot != slot)) continue;
+    if (!usable(p) || p->asking) continue;
+    if (slot >= 0 && p->slot != slot && (!mix || p->own_slot)) continue;
     batch.push_back(std::move(p));  // leaves a null entry behind
   }
   while (!waiting_.empty() && waiting_.front() == nullptr) waiting_.pop_front();
@@ -273,9 +275,12 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   for (const PartPtr& p : call->parts) {
     if (p->sent_at.count() < 0) p->sent_at = sent;
   }
+  const int slot = call->parts.front()->slot;
+  const bool one_slot = std::all_of(call->parts.begin(), call->parts.end(),
+                                    [slot](const PartPtr& p) { return p->slot == slot; });
   CallArgv argv;
   BuildCall("EVALSHA", kDecideSha1, given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us,
-            encoded, argv);
+            encoded, argv, one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared);
   std::string command;
   if (call->parts.front()->asking) {
     AppendCommand(std::vector<std::string_view>{"ASKING"}, command);
@@ -333,7 +338,14 @@ bool Node::SendCommand(const std::vector<std::string_view>& argv,
   if (!conn) return false;
   std::string command;
   AppendCommand(argv, command);
-  conn->Send(command, std::move(handler));
+  // The command takes a call slot of its connection until it is answered: what waited for that
+  // slot leaves then.
+  conn->Send(command, [this, alive = std::weak_ptr<bool>(alive_),
+                       handler = std::move(handler)](Result<Reply> reply) {
+    handler(std::move(reply));
+    const auto still = alive.lock();
+    if (still && *still && !shut_down_ && !waiting_.empty()) Dispatch();
+  });
   return true;
 }
 

@@ -4,9 +4,10 @@
 // A store hands it Parts (one request's share of a script call, with the hash slot its keys
 // live in). The node sends what waits to a connection with a free call slot, up to `max_batch`
 // parts per EVALSHA; while every call slot is busy parts keep waiting, which is what makes
-// batches grow under load. Parts that carry a slot only travel with parts of the same slot
-// (Redis Cluster refuses a script whose keys span slots); a part sent after an ASK redirect
-// travels alone, after ASKING. A NOSCRIPT reply (SCRIPT FLUSH, a restart) is answered here by
+// batches grow under load. Parts of different slots share a call only with `cross_slot` (Redis
+// Cluster refuses declared keys that span slots, so such a call passes its keys undeclared and
+// the script checks them: lua_protocol.h); a part sent after an ASK redirect travels alone,
+// after ASKING. A NOSCRIPT reply (SCRIPT FLUSH, a restart) is answered here by
 // loading the script and sending the same call again; every other outcome goes back to the
 // store's NodeListener: the reply, or the failure of the whole call.
 //
@@ -49,6 +50,9 @@ struct Part {
   EncodedRequest request;
   int slot = -1;        // the hash slot of every key, or -1 (one Redis: any parts batch together)
   bool asking = false;  // after an ASK redirect: ASKING first, and this part alone in its call
+  // Travels only with parts of its own slot, keys declared: the node did not serve it in a call
+  // spanning slots, so Redis's redirects (MOVED, ASK) must now say where it goes.
+  bool own_slot = false;
   // When (Clock::Monotonic()) its first call was written to a connection; -1 while it waits
   // here. A deadline counts from this, not from the time spent queued in caudal.
   Nanos sent_at{-1};
@@ -97,6 +101,8 @@ struct NodeOptions {
   size_t connections = 2;
   size_t max_calls_in_flight = 2;
   size_t max_batch = 128;
+  // Parts of different slots may share a call, their keys undeclared (Redis Cluster).
+  bool cross_slot = false;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds stall_timeout{2000};
   std::chrono::milliseconds reconnect_min{10};

@@ -1,5 +1,6 @@
 #include "redis/pipeline.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "redis/hash_slot.h"
@@ -121,10 +122,16 @@ void Pipeline::Flush() {
 void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const int64_t> ints) {
   std::vector<Result<StoreResponse>> decoded;
   decoded.reserve(parts.size());
+  std::vector<bool> not_served(parts.size(), false);
   size_t pos = 0;
   Status broken;
-  for (const RequestPartPtr& part : parts) {
-    decoded.push_back(DecodeResponse(ints, pos, part->request));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (NotServedHere(ints, pos, parts[i]->request)) {
+      not_served[i] = true;
+      decoded.push_back(Status::Unavailable("not served by this node"));
+      continue;
+    }
+    decoded.push_back(DecodeResponse(ints, pos, parts[i]->request));
     if (!decoded.back().ok()) {
       broken = decoded.back().status();
       break;
@@ -136,8 +143,16 @@ void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const in
     return;
   }
   // Counted before the callbacks run, so a caller that saw its answer sees it in Stats().
-  counters_.requests.fetch_add(parts.size(), std::memory_order_relaxed);
-  for (size_t i = 0; i < parts.size(); ++i) OnAnswer(parts[i], std::move(decoded[i]), *now);
+  const auto served = std::count(not_served.begin(), not_served.end(), false);
+  counters_.requests.fetch_add(static_cast<uint64_t>(served), std::memory_order_relaxed);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (!not_served[i]) {
+      OnAnswer(parts[i], std::move(decoded[i]), *now);
+    } else if (!router_.Resend(parts[i])) {
+      Fail(parts[i], Status::Internal("redis: a server said a single-server call's keys are not "
+                                      "its own"));
+    }
+  }
 }
 
 void Pipeline::Fail(const RequestPartPtr& part, const Status& why) { OnAnswer(part, why, 0); }

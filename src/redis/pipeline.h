@@ -89,6 +89,10 @@ class Router {
   // calls in flight: an answer may have come in time and caudal not read it yet (the io thread
   // was late). Such a part's deadline waits for the read (Node::ReplyUnread).
   virtual bool ReplyUnread(const RequestPart& /*part*/) const { return false; }
+  // The node did not serve `part` in a call spanning slots (lua_protocol.h: kNotServedHere):
+  // sends it again with its keys declared, or fails it. False when the store never sends such
+  // calls (the pipeline then fails the part).
+  virtual bool Resend(const RequestPartPtr& /*part*/) { return false; }
 };
 
 struct PipelineOptions {

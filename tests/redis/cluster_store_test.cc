@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "caudal/config.h"
@@ -13,6 +17,7 @@
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
+#include "redis/script.h"
 #include "support/redis_cluster.h"
 
 namespace caudal {
@@ -218,6 +223,116 @@ TEST_F(ClusterStoreTest, FollowsAskDuringAMigrationAndMovedAfterIt) {
   EXPECT_EQ(DecideOne(*store_, key, bucket_, 10).remaining, 950);
   EXPECT_EQ(store_->Stats().moved, moved + 1);
   EXPECT_EQ(store_->Stats().timeouts, 0u);
+}
+
+// A node's requests leave together whatever their slots (one call, keys undeclared). A request
+// whose slot the node no longer serves (moved behind the store's back) is skipped untouched by
+// the script and sent again on its own, where MOVED takes it to its new primary.
+TEST_F(ClusterStoreTest, ANodesRequestsOfManySlotsShareACallAndAMovedSlotIsSentAgain) {
+  auto store =
+      OpenCluster({.url = cluster_->url(), .connections = 1, .cluster_calls_in_flight = 1});
+  ASSERT_NE(store, nullptr);
+  const std::string first = KeyOn(*cluster_, 0, "first");
+  const std::string moved = KeyOn(*cluster_, 0, "gone", SlotOf(first));
+  ASSERT_TRUE(DecideOne(*store, first, bucket_, 1).allowed());  // the map is read, node 0 is up
+  ASSERT_TRUE(cluster_->MigrateSlot(SlotOf(moved), 1, Step::kFinish).ok());  // the map is stale
+  constexpr int kKeys = 20;
+  std::vector<std::string> keys;
+  std::set<int> slots;
+  for (int i = 0; keys.size() < kKeys; ++i) {
+    const std::string k = KeyOn(*cluster_, 0, Cat("many", i, "_"), SlotOf(moved));
+    if (slots.insert(SlotOf(k)).second) keys.push_back(k);
+  }
+  keys.push_back(moved);
+  const RedisStoreStats before = store->Stats();
+  // The first call waits on node 0's pause; everything submitted meanwhile leaves in the next.
+  ASSERT_TRUE(cluster_->node(0).Command({"CLIENT", "PAUSE", "200", "ALL"}).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, Result<StoreResponse>> got;
+  std::vector<EntryRef> first_request = {{.key = first, .limit = &bucket_, .cost = 1}};
+  auto collect = [&](std::string key) {
+    return [&, key](Result<StoreResponse> r) {
+      std::lock_guard lock(mu);
+      got.emplace(key, std::move(r));
+      cv.notify_all();
+    };
+  };
+  store->DecideAsync(first_request, collect(first));
+  for (const std::string& k : keys) {
+    const EntryRef e[] = {{.key = k, .limit = &bucket_, .cost = 4}};
+    store->DecideAsync(e, collect(k));
+  }
+  {
+    std::unique_lock lock(mu);
+    // Every request is answered, and well within its deadline (2 s) even when a map read
+    // comes while the node's only call slot is busy.
+    ASSERT_TRUE(cv.wait_for(lock, seconds(4), [&] { return got.size() == keys.size() + 1; }));
+  }
+  for (const auto& [key, r] : got) {
+    ASSERT_TRUE(r.ok()) << key << ": " << r.status().ToString();
+    EXPECT_TRUE(r->allowed) << key;
+    EXPECT_EQ(r->decisions[0].remaining, key == first ? 998 : 996) << key;
+  }
+  const RedisStoreStats after = store->Stats();
+  // The first request, then the other 21 together; the moved one, unless a map read came first
+  // (they are periodic), again on its own and then after MOVED on its new primary.
+  EXPECT_LE(after.calls - before.calls, 4u);
+  EXPECT_LE(after.not_served - before.not_served, 1u);
+  EXPECT_LE(after.moved - before.moved, 1u);
+  // Where each key lives: the moved one on node 1 only, written once.
+  const std::string moved_key = redis::StateKey("caudal:", moved, Algorithm::kTokenBucket);
+  EXPECT_EQ(*cluster_->node(1).Command({"EXISTS", moved_key}), "1");
+  EXPECT_EQ(
+      *cluster_->node(0).Command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(SlotOf(moved))}),
+      "0");
+}
+
+// The script itself, called with undeclared keys on node 0: a request with a key node 0 does not
+// serve comes back NOT_SERVED with nothing of it written; the requests around it are decided.
+TEST_F(ClusterStoreTest, TheScriptSkipsWholeARequestWithAKeyTheNodeDoesNotServe) {
+  const Limit l = Window(Algorithm::kFixedWindow, 5, seconds(60));
+  const std::string a = KeyOn(*cluster_, 0, "a");
+  const std::string b = KeyOn(*cluster_, 0, "b", SlotOf(a));
+  const std::string c = KeyOn(*cluster_, 0, "c", SlotOf(b));
+  const std::string foreign = KeyOn(*cluster_, 1, "f");
+  const EntryRef e1[] = {{.key = a, .limit = &l, .cost = 1}};
+  const EntryRef e2[] = {{.key = b, .limit = &l, .cost = 1},
+                         {.key = foreign, .limit = &l, .cost = 1}};
+  const EntryRef e3[] = {{.key = c, .limit = &l, .cost = 2}};
+  const redis::EncodedRequest r1 = redis::EncodeRequest(e1, "caudal:");
+  const redis::EncodedRequest r2 = redis::EncodeRequest(e2, "caudal:");
+  const redis::EncodedRequest r3 = redis::EncodeRequest(e3, "caudal:");
+  const redis::EncodedRequest* batch[] = {&r1, &r2, &r3};
+  redis::CallArgv call;
+  redis::BuildCall("EVAL", redis::kDecideScript, redis::TimeSource::kRedisTime, 0, batch, call,
+                   redis::KeyPlacement::kUndeclared);
+  const Result<std::string> reply =
+      cluster_->node(0).Command(std::vector<std::string>(call.argv.begin(), call.argv.end()));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  std::vector<int64_t> ints;
+  for (std::string_view rest = *reply; !rest.empty();) {
+    const size_t nl = std::min(rest.find('\n'), rest.size());
+    ints.push_back(std::stoll(std::string(rest.substr(0, nl))));
+    rest.remove_prefix(std::min(nl + 1, rest.size()));
+  }
+  size_t pos = 0;
+  const Result<StoreResponse> d1 = redis::DecodeResponse(ints, pos, r1);
+  ASSERT_TRUE(d1.ok());
+  EXPECT_EQ(d1->decisions[0].remaining, 4);
+  EXPECT_TRUE(redis::NotServedHere(ints, pos, r2));
+  const Result<StoreResponse> d3 = redis::DecodeResponse(ints, pos, r3);
+  ASSERT_TRUE(d3.ok());
+  EXPECT_EQ(d3->decisions[0].remaining, 3);
+  EXPECT_TRUE(redis::DecodeCallTime(ints, pos).ok());
+  auto exists = [&](size_t node, const std::string& key) {
+    return *cluster_->node(node).Command(
+        {"EXISTS", redis::StateKey("caudal:", key, Algorithm::kFixedWindow)});
+  };
+  EXPECT_EQ(exists(0, a), "1");
+  EXPECT_EQ(exists(0, b), "0");  // its request was skipped before anything was written
+  EXPECT_EQ(exists(0, c), "1");
+  EXPECT_EQ(exists(1, foreign), "0");
 }
 
 TEST_F(ClusterStoreTest, ReloadsTheScriptOnTheNodeThatLostIt) {

@@ -6,6 +6,8 @@
 --   KEYS: one per entry, every request's entries in order.
 --   ARGV[1]: now in µs, or "" to read Redis's TIME (production).
 --   ARGV[2]: extra TTL in ms added to every write (0 in production; see lua_protocol.h).
+--   A call whose keys span hash slots (Redis Cluster: several slots of one node) declares no
+--   KEYS: ARGV[3] is then the key count N and ARGV[4..3+N] the keys, and the requests follow.
 --   then per request: entry count E, then per entry: algorithm, capacity, rate count,
 --   rate period (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
 --   A negative cost -u is a refund of u units. An algorithm plus CHARGE_FLAG is a charge: the
@@ -18,6 +20,10 @@
 --   nothing and writes nothing; entries that would have passed report their state without the
 --   consumption (decided again with cost 0). Refunds apply whatever the request's other
 --   entries decide, and report the state after; so do undos (always 1).
+--   In a call with undeclared keys, a request with a key this node does not serve (its slot
+--   moved, or is migrating and the key already left, or the cluster is down) is skipped whole
+--   before anything of it is read or written: its first reply integer is NOT_SERVED, then four 0
+--   per entry, and the store sends it again on its own, declaring its keys.
 
 -- Compact state: one string "w0 w1 w2"; nil when the key is absent (fresh).
 local function compact_read(key)
@@ -78,20 +84,46 @@ else
 end
 local slack = tonumber(ARGV[2])
 
+-- The keys: KEYS[kb + k] when declared, ARGV[kb + k] otherwise (`check` then says to verify
+-- that this node serves them; Redis refuses an access to a key of a slot it does not serve).
+local K, kb, check, a = KEYS, 0, false, 3
+if #KEYS == 0 and #ARGV > 2 then
+  local n = tonumber(ARGV[3])
+  K, kb, check, a = ARGV, 3, true, 4 + n
+end
+local NOT_SERVED = 2  -- lua_protocol.h: kNotServedHere
+
+-- True when this node serves keys first .. first + n - 1.
+local function served(first, n)
+  for j = first, first + n - 1 do
+    if type(redis.pcall('EXISTS', K[kb + j])) == 'table' then return false end
+  end
+  return true
+end
+
 local out, o = {}, 0
-local a, k = 3, 1
+local k = 1
 local nargs = #ARGV
 local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 while a <= nargs do
   local count = tonumber(ARGV[a])
   a = a + 1
-  if count < 0 then  -- an undo request
+  local n = count < 0 and -count or count
+  if check and not served(k, n) then
+    o = o + 1
+    out[o] = NOT_SERVED
+    for _ = 1, n do
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, 0, 0
+      o = o + 4
+    end
+    a, k = a + (count < 0 and 7 or 5) * n, k + n
+  elseif count < 0 then  -- an undo request
     o = o + 1
     out[o] = 1
     for _ = 1, -count do
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-        undo(tonumber(ARGV[a]), KEYS[k], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
+        undo(tonumber(ARGV[a]), K[kb + k], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
              tonumber(ARGV[a + 3]), now, tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]),
              tonumber(ARGV[a + 6]), slack)
       a, k, o = a + 7, k + 1, o + 4
@@ -103,7 +135,7 @@ while a <= nargs do
       charges[i] = alg >= CHARGE_FLAG
       if charges[i] then alg = alg - CHARGE_FLAG end
       keys[i], algs[i], caps[i], rns[i], rps[i], costs[i] =
-        KEYS[k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+        K[kb + k], alg, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
         tonumber(ARGV[a + 4])
       a, k = a + 5, k + 1
       if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
