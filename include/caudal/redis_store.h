@@ -115,12 +115,12 @@ struct RedisStoreStats {
   uint64_t reconnects = 0;      // connections re-established after a loss
   uint64_t timeouts = 0;        // decisions completed at their deadline
   // Cluster and Sentinel only.
-  uint64_t split_requests = 0;      // requests whose keys span slots (reserve, then commit or undo)
-  uint64_t undos = 0;               // undo calls for split requests that were refused or failed
-  uint64_t undo_failures = 0;       // undos that did not reach their node (the units stay consumed)
-  uint64_t moved = 0;               // MOVED redirects followed
-  uint64_t asked = 0;               // ASK redirects followed
-  uint64_t tryagain = 0;            // TRYAGAIN answers retried
+  uint64_t split_requests = 0;  // requests whose keys span slots (reserve, then commit or undo)
+  uint64_t undos = 0;           // undo calls for split requests that were refused or failed
+  uint64_t undo_failures = 0;   // undos that did not reach their node (the units stay consumed)
+  uint64_t moved = 0;           // MOVED redirects followed
+  uint64_t asked = 0;           // ASK redirects followed
+  uint64_t tryagain = 0;        // TRYAGAIN answers retried
   // Requests a node did not serve in a call spanning slots (the map was behind), sent again
   // with their keys declared.
   uint64_t not_served = 0;
