@@ -1,6 +1,7 @@
 #include "redis/store_support.h"
 
 #include <openssl/ssl.h>
+#include <pthread.h>
 
 #include <boost/asio/post.hpp>
 #include <future>
@@ -62,7 +63,11 @@ void IoRunner::UseTls(RedisTlsContext context) {
 }
 
 void IoRunner::Start() {
-  thread_ = std::thread([this] { io.run(); });
+  thread_ = std::thread([this] {
+    // Named, so that per-thread tools (top -H, perf, /proc/<pid>/task) tell it from the others.
+    pthread_setname_np(pthread_self(), "redis-io");
+    io.run();
+  });
 }
 
 void IoRunner::Stop(const std::function<void()>& shutdown) {
