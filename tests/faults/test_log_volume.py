@@ -120,6 +120,13 @@ class LogVolume(unittest.TestCase):
         self.assertEqual(text.count("answers again: circuit closed"), 1, text)
         return during_fault
 
+    def stoppable_redis(self):
+        # A local Redis, resumed (if a test stopped it) before it is closed.
+        redis = Redis()
+        self.addCleanup(redis.close)
+        self.addCleanup(lambda: redis.proc and os.kill(redis.proc.pid, signal.SIGCONT))
+        return redis
+
     def test_redis_killed(self):
         redis = Redis()
         self.addCleanup(redis.close)
@@ -127,9 +134,7 @@ class LogVolume(unittest.TestCase):
                      redis.stop, redis.start)
 
     def test_redis_stalled(self):
-        redis = Redis()
-        self.addCleanup(redis.close)
-        self.addCleanup(lambda: redis.proc and os.kill(redis.proc.pid, signal.SIGCONT))
+        redis = self.stoppable_redis()
         self.measure("Redis stalled (SIGSTOP) %g s" % FAULT_S, redis.url,
                      lambda: os.kill(redis.proc.pid, signal.SIGSTOP),
                      lambda: os.kill(redis.proc.pid, signal.SIGCONT))
@@ -143,9 +148,7 @@ class LogVolume(unittest.TestCase):
         # Stalled 0.3 s in every 1.2 s: the breaker opens in each stall (five timeouts over
         # 0.1 s) and its probe, 0.5 s later, finds Redis answering and closes it. Every opening
         # after the first within 10 s is held back, and so is its closing.
-        redis = Redis()
-        self.addCleanup(redis.close)
-        self.addCleanup(lambda: redis.proc and os.kill(redis.proc.pid, signal.SIGCONT))
+        redis = self.stoppable_redis()
 
         def flap(seconds):
             end = time.monotonic() + seconds
