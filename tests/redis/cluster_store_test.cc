@@ -229,6 +229,10 @@ TEST_F(ClusterStoreTest, FollowsAskDuringAMigrationAndMovedAfterIt) {
 // whose slot the node no longer serves (moved behind the store's back) is skipped untouched by
 // the script and sent again on its own, where MOVED takes it to its new primary.
 TEST_F(ClusterStoreTest, ANodesRequestsOfManySlotsShareACallAndAMovedSlotIsSentAgain) {
+  // Declared before the store, so that answers given while it shuts down still find them.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, Result<StoreResponse>> got;
   auto store =
       OpenCluster({.url = cluster_->url(), .connections = 1, .cluster_calls_in_flight = 1});
   ASSERT_NE(store, nullptr);
@@ -247,9 +251,6 @@ TEST_F(ClusterStoreTest, ANodesRequestsOfManySlotsShareACallAndAMovedSlotIsSentA
   const RedisStoreStats before = store->Stats();
   // The first call waits on node 0's pause; everything submitted meanwhile leaves in the next.
   ASSERT_TRUE(cluster_->node(0).Command({"CLIENT", "PAUSE", "200", "ALL"}).ok());
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, Result<StoreResponse>> got;
   std::vector<EntryRef> first_request = {{.key = first, .limit = &bucket_, .cost = 1}};
   auto collect = [&](std::string key) {
     return [&, key](Result<StoreResponse> r) {
