@@ -93,9 +93,6 @@ Result<Opened> Open(RedisStoreOptions options) {
     return Opened{.store = std::move(*store), .stats = [raw] { return raw->Stats(); }};
   };
   if (url.starts_with("redis-cluster://")) {
-    if (options.max_calls_in_flight != RedisStoreOptions{}.max_calls_in_flight) {
-      options.cluster_calls_in_flight = options.max_calls_in_flight;
-    }
     return wrap(RedisClusterStore::Open(std::move(options)));
   }
   if (url.starts_with("redis-sentinel://"))
@@ -143,7 +140,10 @@ int Run(const Args& a) {
   RedisStoreOptions options{.url = a.url,
                             .deadline = std::chrono::seconds(1),
                             .connections = static_cast<size_t>(a.connections)};
-  if (a.calls_in_flight > 0) options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
+  if (a.calls_in_flight > 0) {  // per connection, whatever the store (a cluster's primaries too)
+    options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
+    options.cluster_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
+  }
   Result<Opened> opened = Open(options);
   if (!opened.ok()) {
     std::fprintf(stderr, "redis_load: %s\n", opened.status().ToString().c_str());

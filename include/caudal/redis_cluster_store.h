@@ -14,8 +14,9 @@
 //     until the slowest group answered, plus one round trip. An undo gives back only what still
 //     counts (see src/redis/lua/undo.lua), so the limits hold as on one server. An undo that
 //     cannot reach its node (it failed meanwhile) leaves the units consumed.
-// Requests of one slot travel together in one call (batching), and a connection keeps
-// `cluster_calls_in_flight` calls in flight.
+// A primary's requests travel together in one call whatever their slots (batching, as on one
+// server; the script checks that the node serves each request's keys, see lua_protocol.h), and
+// a connection keeps `cluster_calls_in_flight` calls in flight.
 //
 // Topology: the slot map comes from CLUSTER SLOTS (asked of a connected node, or of the URL's
 // seeds), read again every `topology_refresh` and soon after a MOVED, a lost node or CLUSTERDOWN.

@@ -70,8 +70,9 @@ struct RedisStoreOptions {
   size_t connections = 2;
   // Script calls in flight per connection; requests beyond wait and are batched.
   size_t max_calls_in_flight = 2;
-  // The same for a cluster node, where a call carries the requests of one hash slot only, so
-  // that keeping many of them in flight is what keeps a node busy.
+  // The same for a cluster node. More than on one server: each primary has its own circuit
+  // breaker, which counts late calls, and a stalled primary must hold enough of them in flight
+  // for it to open (docs/scaling.md).
   size_t cluster_calls_in_flight = 32;
   // Requests carried by one script call; at most 4080, so that its reply fits the reply
   // parser's bound (ReplyLimits in resp.h).
