@@ -71,7 +71,7 @@ inline constexpr int64_t kGivenTimeTtlSlackMs = 3'600'000;
 // kNotServedHere, untouched).
 enum class KeyPlacement : uint8_t { kDeclared, kUndeclared };
 
-// The first reply integer of a request the node did not serve (lua/decide.lua: NOT_SERVED).
+// The first reply integer of a request the node did not serve (NOT_SERVED in the script).
 inline constexpr int64_t kNotServedHere = 2;
 
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or

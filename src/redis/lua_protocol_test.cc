@@ -102,21 +102,8 @@ TEST(LuaProtocol, SkipsARequestTheNodeDidNotServe) {
   const EntryRef e2[] = {{.key = "y", .limit = &l}};
   const EncodedRequest r1 = EncodeRequest(e1, "");
   const EncodedRequest r2 = EncodeRequest(e2, "");
-  const std::vector<int64_t> reply = {kNotServedHere,
-                                      0,
-                                      0,
-                                      0,
-                                      0,
-                                      0,
-                                      0,
-                                      0,
-                                      0,  //
-                                      1,
-                                      0,
-                                      4,
-                                      900,
-                                      0,
-                                      77};
+  // r1 not served (its two entries skipped), then r2 decided, then the call's time.
+  const std::vector<int64_t> reply = {kNotServedHere, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 4, 900, 0, 77};
   size_t pos = 0;
   EXPECT_TRUE(NotServedHere(reply, pos, r1));
   EXPECT_EQ(pos, 9u);

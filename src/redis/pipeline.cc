@@ -1,7 +1,7 @@
 #include "redis/pipeline.h"
 
-#include <algorithm>
 #include <boost/asio/post.hpp>
+#include <optional>
 
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
@@ -120,20 +120,21 @@ void Pipeline::Flush() {
 }
 
 void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const int64_t> ints) {
-  std::vector<Result<StoreResponse>> decoded;
+  // Each part's decisions, or none when the node did not serve it (a call spanning slots).
+  std::vector<std::optional<Result<StoreResponse>>> decoded;
   decoded.reserve(parts.size());
-  std::vector<bool> not_served(parts.size(), false);
   size_t pos = 0;
+  size_t served = 0;
   Status broken;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (NotServedHere(ints, pos, parts[i]->request)) {
-      not_served[i] = true;
-      decoded.push_back(Status::Unavailable("not served by this node"));
+  for (const RequestPartPtr& part : parts) {
+    if (NotServedHere(ints, pos, part->request)) {
+      decoded.emplace_back();
       continue;
     }
-    decoded.push_back(DecodeResponse(ints, pos, parts[i]->request));
-    if (!decoded.back().ok()) {
-      broken = decoded.back().status();
+    decoded.emplace_back(DecodeResponse(ints, pos, part->request));
+    ++served;
+    if (!decoded.back()->ok()) {
+      broken = decoded.back()->status();
       break;
     }
   }
@@ -143,11 +144,10 @@ void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const in
     return;
   }
   // Counted before the callbacks run, so a caller that saw its answer sees it in Stats().
-  const auto served = std::count(not_served.begin(), not_served.end(), false);
-  counters_.requests.fetch_add(static_cast<uint64_t>(served), std::memory_order_relaxed);
+  counters_.requests.fetch_add(served, std::memory_order_relaxed);
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (!not_served[i]) {
-      OnAnswer(parts[i], std::move(decoded[i]), *now);
+    if (decoded[i]) {
+      OnAnswer(parts[i], std::move(*decoded[i]), *now);
     } else if (!router_.Resend(parts[i])) {
       Fail(parts[i], Status::Internal("redis: a server said a single-server call's keys are not "
                                       "its own"));

@@ -91,7 +91,6 @@ if #KEYS == 0 and #ARGV > 2 then
   local n = tonumber(ARGV[3])
   K, kb, check, a = ARGV, 3, true, 4 + n
 end
-local NOT_SERVED = 2  -- lua_protocol.h: kNotServedHere
 
 -- True when this node serves keys first .. first + n - 1.
 local function served(first, n)
