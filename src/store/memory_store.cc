@@ -341,7 +341,10 @@ Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Deci
     for (size_t i = 0; i < n; ++i) {
       pending[i] = Pending{};
       impl_->Fingerprint(entries[base + i], pending[i]);
-      impl_->ShardOf(pending[i]).table.Prefetch(pending[i].fp);
+      Shard& shard = impl_->ShardOf(pending[i]);
+      shard.table.Prefetch(pending[i].fp);
+      // The lock's line too, for writing: the other threads' locking moves it between cores.
+      __builtin_prefetch(&shard.mu, 1);
     }
     for (size_t i = 0; i < n; ++i) {
       const uint32_t shard = pending[i].shard;

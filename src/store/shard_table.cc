@@ -90,7 +90,8 @@ void ShardTable::Record(Slot& slot, FreshTick fresh_at, int64_t consumed) {
 void ShardTable::SetFreshAt(Slot& slot, FreshTick at) {
   at = std::clamp<FreshTick>(at, 0, kNeverFresh);
   slot.Store<uint32_t>(32, static_cast<uint32_t>(at));
-  earliest_fresh_ = std::min(earliest_fresh_, at);
+  // Stored only when it moves: an unconditional store would dirty the line on every write.
+  if (at < earliest_fresh_) earliest_fresh_ = at;
 }
 
 size_t ShardTable::SlotsFor(size_t keys) const {

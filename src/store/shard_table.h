@@ -174,11 +174,14 @@ class ShardTable {
   // rebuild. While now < earliest_fresh_, nothing can be reclaimed.
   FreshTick earliest_fresh_ = kNeverFresh;
   std::vector<Slot> slots_;
-  // Copies of slots_.data() and slots_.size() for Prefetch, updated on every rebuild.
-  std::atomic<uintptr_t> hint_base_{0};
-  std::atomic<size_t> hint_slots_{0};
   std::vector<sliding_window_log::LogState> logs_;
   std::vector<uint32_t> free_logs_;
+  // Copies of slots_.data() and slots_.size() for Prefetch, updated on every rebuild. On a cache
+  // line of their own: the fields above change on every write, under the lock, so a line shared
+  // with them would move between cores on each prefetch, the stall the prefetch is there to hide.
+  alignas(64) std::atomic<uintptr_t> hint_base_{0};
+  std::atomic<size_t> hint_slots_{0};
+  char hint_line_end_[64 - sizeof(std::atomic<uintptr_t>) - sizeof(std::atomic<size_t>)] = {};
 };
 
 }  // namespace caudal
