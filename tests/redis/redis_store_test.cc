@@ -239,6 +239,34 @@ TEST(RedisStore, ARefusedSlidingLogRequestWritesNothing) {
   EXPECT_EQ(*server->Command({"LLEN", key}), "2") << "the commit dropped the entry that left";
 }
 
+// A compact state is 25 bytes of binary; the decimal text "w0 w1 w2" that earlier versions
+// wrote is still read, so that an upgrade forgets no consumption, and is rewritten in binary.
+TEST(RedisStore, ReadsTheTextStateOfEarlierVersionsAndWritesBinary) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 10, {10, hours(1)});
+  const std::string now = std::to_string(clock.Now().count() / 1000);
+  // 4 tokens left and 3/10 of a refill period (in the rate's units) toward the next, at `now`.
+  ASSERT_TRUE(server->Command({"SET", "caudal:{old}", "4 3 " + now, "PX", "60000"}).ok());
+  Decision d = DecideOne(*store, "old", bucket, 1);
+  ASSERT_TRUE(d.allowed());
+  EXPECT_EQ(d.remaining, 3) << "the text state's tokens, less this request's";
+  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{old}"}), "25") << "rewritten as binary";
+  d = DecideOne(*store, "old", bucket, 3);
+  ASSERT_TRUE(d.allowed());
+  EXPECT_EQ(d.remaining, 0) << "the binary state read back";
+  EXPECT_EQ(DecideOne(*store, "old", bucket, 1).verdict, Verdict::kDenied);
+
+  ASSERT_TRUE(DecideOne(*store, "new", bucket, 1).allowed());
+  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{new}"}), "25");
+  // Text that is not a state (written by something else) still reads as absent.
+  ASSERT_TRUE(server->Command({"SET", "caudal:{junk}", "not a state"}).ok());
+  d = DecideOne(*store, "junk", bucket, 1);
+  EXPECT_TRUE(d.allowed());
+  EXPECT_EQ(d.remaining, 9);
+}
+
 // Redis's clock, in microseconds since the epoch.
 Micros RedisNow(const RedisServer& server) {
   const Result<std::string> time = server.Command({"TIME"});
