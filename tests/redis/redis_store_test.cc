@@ -9,6 +9,7 @@
 #include <future>
 #include <thread>
 
+#include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "support/manual_clock.h"
 #include "support/redis_server.h"
@@ -239,7 +240,7 @@ TEST(RedisStore, ARefusedSlidingLogRequestWritesNothing) {
   EXPECT_EQ(*server->Command({"LLEN", key}), "2") << "the commit dropped the entry that left";
 }
 
-// A compact state is 25 bytes of binary; the decimal text "w0 w1 w2" that earlier versions
+// A compact state is 33 bytes of binary; the decimal text "w0 w1 w2" that earlier versions
 // wrote is still read, so that an upgrade forgets no consumption, and is rewritten in binary.
 TEST(RedisStore, ReadsTheTextStateOfEarlierVersionsAndWritesBinary) {
   auto server = StartServer();
@@ -252,19 +253,60 @@ TEST(RedisStore, ReadsTheTextStateOfEarlierVersionsAndWritesBinary) {
   Decision d = DecideOne(*store, "old", bucket, 1);
   ASSERT_TRUE(d.allowed());
   EXPECT_EQ(d.remaining, 3) << "the text state's tokens, less this request's";
-  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{old}"}), "25") << "rewritten as binary";
+  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{old}"}), "33") << "rewritten as binary";
   d = DecideOne(*store, "old", bucket, 3);
   ASSERT_TRUE(d.allowed());
   EXPECT_EQ(d.remaining, 0) << "the binary state read back";
   EXPECT_EQ(DecideOne(*store, "old", bucket, 1).verdict, Verdict::kDenied);
 
   ASSERT_TRUE(DecideOne(*store, "new", bucket, 1).allowed());
-  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{new}"}), "25");
+  EXPECT_EQ(*server->Command({"STRLEN", "caudal:{new}"}), "33");
   // Text that is not a state (written by something else) still reads as absent.
   ASSERT_TRUE(server->Command({"SET", "caudal:{junk}", "not a state"}).ok());
   d = DecideOne(*store, "junk", bucket, 1);
   EXPECT_TRUE(d.allowed());
   EXPECT_EQ(d.remaining, 9);
+}
+
+// A write sets a key's TTL only when the one it has would end before the state is fresh, and
+// then to an eighth more than needed; otherwise the TTL is kept. The key never expires early.
+TEST(RedisStore, SetsATtlOnlyWhenTheKeysOwnWouldEndTooSoon) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  // On a given clock every TTL carries the store's slack for Redis's own clock (lua_protocol.h).
+  const auto pttl = [&](const std::string& key) {
+    return std::stoll(*server->Command({"PTTL", key})) - redis::kGivenTimeTtlSlackMs;
+  };
+  // A bucket of 100 refilling 100 per 100 s: each unit consumed is a second more until full.
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 100, {100, seconds(100)});
+  Decision d = DecideOne(*store, "b", bucket, 8);  // fresh in 8 s
+  ASSERT_TRUE(d.allowed());
+  ASSERT_EQ(d.reset_after, seconds(8));
+  int64_t ttl = pttl("caudal:{b}");
+  EXPECT_GT(ttl, 8000) << "set to 9000 ms: an eighth beyond the need";
+  EXPECT_LE(ttl, 9000);
+  d = DecideOne(*store, "b", bucket, 1);  // fresh in 9 s: within 9000 ms, the TTL is kept
+  ASSERT_EQ(d.reset_after, seconds(9));
+  EXPECT_LE(pttl("caudal:{b}"), ttl) << "kept, not set again";
+  ttl = pttl("caudal:{b}");
+  d = DecideOne(*store, "b", bucket, 1);  // fresh in 10 s: beyond 9000 ms, set to 11250
+  ASSERT_EQ(d.reset_after, seconds(10));
+  EXPECT_GT(pttl("caudal:{b}"), 10000);
+  EXPECT_LE(pttl("caudal:{b}"), 11250);
+  // Time passing shortens the need: 5 s later the bucket is fresh in 6 s (the 5 s refilled, one
+  // consumed), which the TTL set at 11250 ms covers on the script's clock.
+  clock.Advance(seconds(5));
+  ttl = pttl("caudal:{b}");
+  d = DecideOne(*store, "b", bucket, 1);
+  ASSERT_EQ(d.reset_after, seconds(6));
+  EXPECT_LE(pttl("caudal:{b}"), ttl) << "kept";
+  // A refund needs less time; the longer TTL is kept, as the state records it.
+  const EntryRef refund{.key = "b", .limit = &bucket, .cost = 5, .op = EntryOp::kRefund};
+  const Result<StoreResponse> refunded = store->Decide({&refund, 1});
+  ASSERT_TRUE(refunded.ok()) << refunded.status().ToString();
+  EXPECT_EQ(refunded->decisions.at(0).reset_after, seconds(1));
+  EXPECT_LE(pttl("caudal:{b}"), ttl);
 }
 
 // Redis's clock, in microseconds since the epoch.
