@@ -24,9 +24,51 @@ constexpr size_t kMaxShards = size_t{1} << 12;
 constexpr size_t kMinKeysPerShard = 1024;
 constexpr int64_t kMicrosPerTick = 1'000'000;
 
+// A shard's lock: held for a table probe and a state update (a rebuild, rarely, for a scan of
+// the shard), so a waiter spins a little before it sleeps. Taking it is one compare-and-swap and
+// releasing it one exchange, inline; a waiter that sleeps is woken by the release (C++20 atomic
+// wait, a futex on Linux). std::mutex was measured 15-20% slower per decision here: its calls
+// through the C library and its sleep on the first failed attempt cost more than the table
+// probe they guard.
+class ShardLock {
+ public:
+  void lock() {
+    uint32_t expected = kFree;
+    if (state_.compare_exchange_strong(expected, kHeld, std::memory_order_acquire)) return;
+    LockSlow();
+  }
+  void unlock() {
+    if (state_.exchange(kFree, std::memory_order_release) == kHeldWithSleepers) {
+      state_.notify_one();
+    }
+  }
+
+ private:
+  static constexpr uint32_t kFree = 0, kHeld = 1, kHeldWithSleepers = 2;
+  static constexpr int kSpins = 100;  // about the time of a probe and an update, several times
+
+  void LockSlow() {
+    for (int i = 0; i < kSpins; ++i) {
+      uint32_t expected = kFree;
+      if (state_.load(std::memory_order_relaxed) == kFree &&
+          state_.compare_exchange_weak(expected, kHeld, std::memory_order_acquire)) {
+        return;
+      }
+      __builtin_ia32_pause();
+    }
+    // Marked as having sleepers from here on, until a release wakes one: a thread that takes
+    // the lock this way releases it with a wake-up, even when no one sleeps any more.
+    while (state_.exchange(kHeldWithSleepers, std::memory_order_acquire) != kFree) {
+      state_.wait(kHeldWithSleepers, std::memory_order_relaxed);
+    }
+  }
+
+  std::atomic<uint32_t> state_{kFree};
+};
+
 // Padded to a cache line so that two cores locking neighbouring shards do not share one.
 struct alignas(64) Shard {
-  std::mutex mu;
+  ShardLock mu;
   ShardTable table{1};  // guarded by mu
 };
 
@@ -350,7 +392,7 @@ Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Deci
       const uint32_t shard = pending[i].shard;
       Result<bool> allowed = false;
       {
-        std::lock_guard<std::mutex> lock(impl_->shards[shard].mu);
+        std::lock_guard<ShardLock> lock(impl_->shards[shard].mu);
         allowed = impl_->DecideLocked(entries.subspan(base + i, 1), {&pending[i], 1}, {&shard, 1},
                                       now_us);
       }
@@ -366,7 +408,7 @@ Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Deci
 size_t MemoryStore::Size() const {
   size_t total = 0;
   for (size_t i = 0; i < impl_->shard_count; ++i) {
-    std::lock_guard<std::mutex> lock(impl_->shards[i].mu);
+    std::lock_guard<ShardLock> lock(impl_->shards[i].mu);
     total += impl_->shards[i].table.size();
   }
   return total;
@@ -377,7 +419,7 @@ uint64_t MemoryStore::evictions() const { return impl_->evictions.load(std::memo
 size_t MemoryStore::MemoryUsage() const {
   size_t total = sizeof(Impl) + impl_->shard_count * sizeof(Shard);
   for (size_t i = 0; i < impl_->shard_count; ++i) {
-    std::lock_guard<std::mutex> lock(impl_->shards[i].mu);
+    std::lock_guard<ShardLock> lock(impl_->shards[i].mu);
     total += impl_->shards[i].table.MemoryUsage();
   }
   return total;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <barrier>
 #include <string>
@@ -255,6 +256,49 @@ TEST_F(MemoryStoreTest, ConcurrentUseKeepsEveryKeyExact) {
   EXPECT_EQ(own_admitted.load(), kThreads * kKeysPerThread * 3);  // 4 rounds, 3 tokens each
   EXPECT_EQ(shared_admitted.load(), 4 * 50);                      // four shared logs of 50
   EXPECT_EQ(store.Size(), size_t{kThreads * kKeysPerThread + 4});
+}
+
+// The shard lock under heavy contention: eight threads on one key of one shard (more threads
+// than cores, so waiters spin, then sleep and are woken), through Decide and DecideEach, while
+// another thread adds keys so that the shard rebuilds as it grows (a long hold). A lost update
+// would admit more than the capacity; a lost wake-up would hang the test.
+TEST_F(MemoryStoreTest, ThreadsContendingForOneKeyAdmitExactlyItsCapacity) {
+  constexpr int kThreads = 8;
+  constexpr int kRequestsPerThread = 4000;
+  constexpr int64_t kCapacity = 20'000;
+  MemoryStore store(clock_, {.max_keys = 50'000, .shards = 1});
+  const Limit hot = Bucket(kCapacity, {1, hours(1)});
+  const Limit other = Bucket(1, {1, hours(1)});
+  std::atomic<int64_t> admitted{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      const EntryRef e{.key = "hot", .limit = &hot, .cost = 1};
+      const std::array<EntryRef, 4> batch{e, e, e, e};
+      std::array<Decision, 4> decisions;
+      for (int i = 0; i < kRequestsPerThread; i += 5) {
+        const Result<StoreResponse> r = store.Decide({&e, 1});
+        if (!r.ok() || !store.DecideEach(batch, decisions).ok()) {
+          errors.fetch_add(1);
+          continue;
+        }
+        int64_t n = r->allowed;
+        for (const Decision& d : decisions) n += d.allowed();
+        admitted.fetch_add(n);
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int k = 0; k < 40'000; ++k) {
+      if (!DecideOne(store, Name("new/", k), other, 1).ok()) errors.fetch_add(1);
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(admitted.load(), kCapacity) << "each token admitted once, none twice";
+  EXPECT_EQ(DecideOne(store, "hot", hot, 0)->decisions[0].remaining, 0);
+  EXPECT_EQ(store.Size(), size_t{40'001});
 }
 
 }  // namespace

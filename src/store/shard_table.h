@@ -20,7 +20,7 @@
 // rank, then the earliest fresh time — never the request's own. Passes cost O(max_keys) each,
 // so O(kEvictionShare) per new key.
 //
-// Thread-safety: none; the owning shard's mutex guards every call.
+// Thread-safety: none; the owning shard's lock guards every call but Prefetch.
 #pragma once
 
 #include <atomic>
