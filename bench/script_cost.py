@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""What one decision costs Redis inside caudal's script: EVALSHA time per decision.
+
+    bench/script_cost.py [--build BUILD_DIR] [--against SCRIPT] [--entries 1,16,64]
+                         [--keys 10000] [--rounds 30]
+
+Starts its own redis-server on a free loopback port, loads the script built in BUILD_DIR
+(src/redis/decide_script.cc) and, with --against, another version of it (a decide_script.cc
+from another build, or the script's text), and sends each the same kind of calls: token
+buckets of 100 per hour, every decision allowed, keys drawn uniformly from --keys per version
+(so that each version's keys age alike), the script's clock 1 ms further each call. Blocks of
+20 calls alternate between the versions, round after round, and after each block `INFO
+commandstats` gives the EVALSHA time it took; the figure is the median block's microseconds per
+decision, for each batch size (decisions per call). Redis runs one script at a time on one
+core, so this time bounds the decisions per second one Redis can give.
+"""
+import argparse
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def script_text(path):
+    text = open(path, encoding="utf-8").read()
+    if 'R"caudal_lua(' in text:
+        return text.split('R"caudal_lua(', 1)[1].split(')caudal_lua"', 1)[0]
+    return text
+
+
+class Redis:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.file = self.sock.makefile("rb")
+
+    @staticmethod
+    def encode(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def read(self):
+        line = self.file.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind in (b"+", b":"):
+            return rest
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.file.read(n + 2)[:-2]
+        if kind == b"*":
+            return [self.read() for _ in range(int(rest))]
+        raise RuntimeError("unexpected reply %r" % line)
+
+    def call(self, *args):
+        self.sock.sendall(self.encode(*args))
+        return self.read()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--build", default="build")
+    p.add_argument("--against")
+    p.add_argument("--entries", default="1,16,64")
+    p.add_argument("--keys", type=int, default=10000)
+    p.add_argument("--rounds", type=int, default=30)
+    args = p.parse_args()
+
+    versions = {"built": script_text(args.build + "/src/redis/decide_script.cc")}
+    if args.against:
+        versions["against"] = script_text(args.against)
+    token_bucket = int(re.search(r"local TOKEN_BUCKET = (\d+)", versions["built"]).group(1))
+
+    port = free_port()
+    folder = tempfile.mkdtemp()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", folder],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                r = Redis(port)
+                r.call("PING")
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            sys.exit("script_cost: redis-server did not start")
+        shas = {name: r.call("SCRIPT", "LOAD", text).decode() for name, text in versions.items()}
+        now = 1_800_000_000_000_000
+        calls_per_block = 20
+        rng = random.Random(1)
+        print("EVALSHA time per decision (median block of %d calls, %d rounds), %d keys" %
+              (calls_per_block, args.rounds, args.keys))
+        for entries in [int(x) for x in args.entries.split(",")]:
+            r.call("FLUSHALL")
+            per = {name: [] for name in shas}
+            for _ in range(args.rounds):
+                for name, sha in shas.items():
+                    calls = []
+                    for _ in range(calls_per_block):
+                        now += 1000
+                        keys = ["caudal:{%s:%d}" % (name, rng.randrange(args.keys))
+                                for _ in range(entries)]
+                        argv = [now, 0]
+                        for _ in range(entries):
+                            argv += [1, token_bucket, 100, 1, 36_000_000, 1]
+                        calls.append(Redis.encode("EVALSHA", sha, entries, *keys, *argv))
+                    r.call("CONFIG", "RESETSTAT")
+                    r.sock.sendall(b"".join(calls))
+                    for _ in calls:
+                        reply = r.read()
+                        if not isinstance(reply, list) or reply[0] != b"1":
+                            sys.exit("script_cost: unexpected reply %r" % reply[:5])
+                    stats = r.call("INFO", "commandstats").decode()
+                    m = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+)", stats)
+                    per[name].append(int(m.group(2)) / (int(m.group(1)) * entries))
+            medians = {name: sorted(v)[len(v) // 2] for name, v in per.items()}
+            line = "entries per call %3d: built %.2f µs" % (entries, medians["built"])
+            if "against" in medians:
+                line += ", against %.2f µs, built / against %.2f" % (
+                    medians["against"], medians["built"] / medians["against"])
+            print(line, flush=True)
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
