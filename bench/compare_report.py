@@ -135,7 +135,10 @@ class Report:
             w = f"redis{inflight}"
             L.append(f"### Redis: {inflight} decisions in flight, 100,000 keys")
             L.append("")
-            self.table(w, ["caudal", "rate-limiter-flexible", "EVALSHA per decision"], [rate, p99],
+            self.table(w, ["caudal", "rate-limiter-flexible", "EVALSHA per decision"],
+                       [rate, p99, ("redis_cpu_us", "Redis CPU per decision",
+                                    lambda v: f"{v:.1f} µs"),
+                        ("redis_core", "Redis's core busy", lambda v: f"{100 * v:.0f}%")],
                        "caudal", f"Redis, {inflight} in flight")
             r = self.ratio(w, "caudal", "rate-limiter-flexible", "decisions_per_s")
             c99, p = self.get(w, "caudal", "p99_ms"), self.get(w, "rate-limiter-flexible", "p99_ms")
