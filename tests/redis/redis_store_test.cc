@@ -278,34 +278,33 @@ TEST(RedisStore, SetsATtlOnlyWhenTheKeysOwnWouldEndTooSoon) {
   const auto pttl = [&](const std::string& key) {
     return std::stoll(*server->Command({"PTTL", key})) - redis::kGivenTimeTtlSlackMs;
   };
-  // A bucket of 100 refilling 100 per 100 s: each unit consumed is a second more until full.
-  const Limit bucket = Bucket(Algorithm::kTokenBucket, 100, {100, seconds(100)});
-  Decision d = DecideOne(*store, "b", bucket, 8);  // fresh in 8 s
+  // A bucket of 200 refilling 2 per second: each unit consumed is half a second more until full.
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 200, {200, seconds(100)});
+  Decision d = DecideOne(*store, "b", bucket, 16);  // fresh in 8 s
   ASSERT_TRUE(d.allowed());
   ASSERT_EQ(d.reset_after, seconds(8));
   int64_t ttl = pttl("caudal:{b}");
   EXPECT_GT(ttl, 8000) << "set to 9000 ms: an eighth beyond the need";
   EXPECT_LE(ttl, 9000);
-  d = DecideOne(*store, "b", bucket, 1);  // fresh in 9 s: within 9000 ms, the TTL is kept
-  ASSERT_EQ(d.reset_after, seconds(9));
+  d = DecideOne(*store, "b", bucket, 1);  // fresh in 8.5 s: within the 9000 ms, kept
+  ASSERT_EQ(d.reset_after, milliseconds(8500));
   EXPECT_LE(pttl("caudal:{b}"), ttl) << "kept, not set again";
+  d = DecideOne(*store, "b", bucket, 2);  // fresh in 9.5 s: beyond it, set to 9500 + 1187 ms
+  ASSERT_EQ(d.reset_after, milliseconds(9500));
   ttl = pttl("caudal:{b}");
-  d = DecideOne(*store, "b", bucket, 1);  // fresh in 10 s: beyond 9000 ms, set to 11250
-  ASSERT_EQ(d.reset_after, seconds(10));
-  EXPECT_GT(pttl("caudal:{b}"), 10000);
-  EXPECT_LE(pttl("caudal:{b}"), 11250);
-  // Time passing shortens the need: 5 s later the bucket is fresh in 6 s (the 5 s refilled, one
-  // consumed), which the TTL set at 11250 ms covers on the script's clock.
+  EXPECT_GT(ttl, 9500);
+  EXPECT_LE(ttl, 10687);
+  // Time passing shortens the need: 5 s later (10 units refilled, one consumed) the bucket is
+  // fresh in 5 s, 10 s after the TTL was set, which its 10687 ms cover on the script's clock.
   clock.Advance(seconds(5));
-  ttl = pttl("caudal:{b}");
   d = DecideOne(*store, "b", bucket, 1);
-  ASSERT_EQ(d.reset_after, seconds(6));
+  ASSERT_EQ(d.reset_after, seconds(5));
   EXPECT_LE(pttl("caudal:{b}"), ttl) << "kept";
   // A refund needs less time; the longer TTL is kept, as the state records it.
   const EntryRef refund{.key = "b", .limit = &bucket, .cost = 5, .op = EntryOp::kRefund};
   const Result<StoreResponse> refunded = store->Decide({&refund, 1});
   ASSERT_TRUE(refunded.ok()) << refunded.status().ToString();
-  EXPECT_EQ(refunded->decisions.at(0).reset_after, seconds(1));
+  EXPECT_EQ(refunded->decisions.at(0).reset_after, milliseconds(2500));
   EXPECT_LE(pttl("caudal:{b}"), ttl);
 }
 

@@ -52,8 +52,9 @@ end
 -- time needed plus an eighth, so that a need that grows with each write (a bucket draining)
 -- sets it once per eighth rather than every time. A key therefore outlives its fresh time by
 -- at most an eighth of the TTL last set, and never expires before it. The recorded time is
--- never later than the real expiry: Redis's TIME, read at the call's start, is `now`. (A given
--- clock's `slack`, lua_protocol.h, is added to the TTL and not recorded.)
+-- never later than the real expiry: Redis's TIME, read at the call's start, is `now`, and Redis
+-- counts a TTL from its own clock in whole ms, read at the call's start too, so the time is
+-- recorded 1 ms short. (A given clock's `slack`, lua_protocol.h, is added and not recorded.)
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
   local ttl = ttl_ms(reset, 0)
   local keep = st and st[4]
@@ -61,8 +62,8 @@ local function compact_write(key, st, w0, w1, w2, now, reset, slack)
     redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'KEEPTTL')
   else
     ttl = ttl + floor(ttl / 8)
-    redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, now + ttl * 1000), 'PX',
-               ttl + slack)
+    redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, now + (ttl - 1) * 1000),
+               'PX', ttl + slack)
   end
 end
 
