@@ -47,6 +47,14 @@ class ShardLock {
   static constexpr uint32_t kFree = 0, kHeld = 1, kHeldWithSleepers = 2;
   static constexpr int kSpins = 100;  // about the time of a probe and an update, several times
 
+  static void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+
   void LockSlow() {
     for (int i = 0; i < kSpins; ++i) {
       uint32_t expected = kFree;
@@ -54,7 +62,7 @@ class ShardLock {
           state_.compare_exchange_weak(expected, kHeld, std::memory_order_acquire)) {
         return;
       }
-      __builtin_ia32_pause();
+      CpuRelax();
     }
     // Marked as having sleepers from here on, until a release wakes one: a thread that takes
     // the lock this way releases it with a wake-up, even when no one sleeps any more.
