@@ -7,7 +7,8 @@
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
-# decision made by the script: lua_replayer.h).
+# decision made by the script: lua_replayer.h), store (RedisStore's own tests: TTLs, the state's
+# encoding).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -38,9 +39,14 @@ mutants=(
   "sliding_window_counter.lua|if r > 0 then q = q + 1 end|if r > 1 then q = q + 1 end"
   "sliding_window_log.lua|if ats[i] > t then return i end|if ats[i] >= t then return i end"
   "sliding_window_log.lua|if left >= must_leave then|if left > must_leave then"
+  "decide.lua|if #v == 33 then|if #v == 25 then"
+  "decide.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
+  "decide.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
+  "decide.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
-        contract:redis_lua_contract_test properties:redis_lua_properties_test)
+        contract:redis_lua_contract_test properties:redis_lua_properties_test
+        store:redis_store_test)
 targets=()
 for s in "${suites[@]}"; do targets+=("${s#*:}"); done
 
