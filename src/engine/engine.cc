@@ -5,6 +5,17 @@
 #include <mutex>
 #include <utility>
 
+// GCC 12 misreads small_vector's inline buffer as the only storage at -O3 (a false
+// -Wstringop-overread on its copies).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#endif
+#include <boost/container/small_vector.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
 #include "caudal/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
@@ -186,6 +197,12 @@ const PolicyResult* CheckResult::ClosestToLimit(int* decision_index) const {
   return best;
 }
 
+// A request's checks, entries and per-entry numbers are few (one policy, one limit, most of the
+// time): inline room for them spares the allocations of a vector each on every decision.
+template <typename T>
+using Small = boost::container::small_vector<T, 4>;
+using Indices = Small<size_t>;
+
 // One decision in flight: owns its plan; kept alive by the store callbacks.
 class Engine::Operation : public std::enable_shared_from_this<Operation> {
  public:
@@ -201,7 +218,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   void Start(Plan plan) {
     plan_ = std::move(plan);
     if (plan_.mode == DescriptorMode::kConsumeEach) return DecideEach();
-    std::vector<size_t> enforced;
+    Indices enforced;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
       if (Limited(i) && !plan_.checks[i].result.shadow) enforced.push_back(i);
     }
@@ -219,11 +236,11 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   // A store request built from some checks: one entry per distinct key, hits and refunds on one
   // key netted out (a store request holds each key once).
   struct Batch {
-    std::vector<size_t> checks;
-    std::vector<EntryRef> entries;
+    Indices checks;
+    Small<EntryRef> entries;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
-    std::vector<size_t> entry_of;         // per (check, limit) in order: its entry
-    std::vector<int64_t> units_of;        // per (check, limit): what it adds to its entry's net
+    Indices entry_of;                     // per (check, limit) in order: its entry
+    Small<int64_t> units_of;              // per (check, limit): what it adds to its entry's net
     Nanos sent{0};                        // monotonic
   };
   using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
@@ -233,7 +250,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   // Over-limit cache: refuses `checks` (all-or-nothing) when one of them was refused by the store
   // for this cost or less and it still would be; the others are then skipped. Refunds among
   // them forget their keys first. False when the store must decide.
-  bool RefusedFromCache(const std::vector<size_t>& checks) {
+  bool RefusedFromCache(const Indices& checks) {
     engine_internal::OverLimitCache* cache = engine_.cache_.get();
     if (cache == nullptr) return false;
     const Nanos now = engine_.clock_.Monotonic();
@@ -277,10 +294,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     }
   }
 
-  void Send(Store& store, std::vector<size_t> checks, bool consume, bool local, Then then) {
+  void Send(Store& store, Indices checks, bool consume, bool local, Then then) {
     auto batch = std::make_shared<Batch>();
     batch->checks = std::move(checks);
-    std::vector<int64_t> net;
+    Small<int64_t> net;
     if (local) {
       for (size_t i : batch->checks) {
         const PlanCheck& c = plan_.checks[i];
@@ -289,7 +306,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         }
       }
     }
-    std::vector<bool> charged;  // per entry: a check counting whatever the verdict
+    Small<bool> charged;  // per entry: a check counting whatever the verdict
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
@@ -332,8 +349,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   // each report the remaining after their own hits, in request order (as the reference's
   // counter reads after each INCRBY), not after everyone's.
   void Distribute(const StoreResponse& resp, const Batch& batch, DecidedBy by) {
-    std::vector<int64_t> later(batch.entries.size(), 0);  // units added after (check, limit) n
-    std::vector<int64_t> added_later(batch.entry_of.size(), 0);
+    Small<int64_t> later(batch.entries.size(), 0);  // units added after (check, limit) n
+    Small<int64_t> added_later(batch.entry_of.size(), 0);
     for (size_t n = batch.entry_of.size(); n-- > 0;) {
       added_later[n] = later[batch.entry_of[n]];
       later[batch.entry_of[n]] += batch.units_of[n];
@@ -393,7 +410,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
 
   // kConsumeEach: every limited check in a store request of its own.
   void DecideEach() {
-    std::vector<size_t> todo;
+    Indices todo;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
       if (Limited(i) && !RefusedFromCache({i})) todo.push_back(i);
     }
@@ -414,7 +431,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   }
 
   void AfterEach() {
-    std::vector<size_t> failed;
+    Indices failed;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
       const Status& e = plan_.checks[i].error;
       if (e.code() == StatusCode::kInvalidArgument) return Complete(e);
@@ -429,13 +446,13 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   // The store failed for `failed`: each follows its failure mode. A shadow check under `local`
   // is decided locally too (after the enforced ones, as with the store); otherwise it is not
   // decided. A refund never refuses.
-  void FailOver(std::vector<size_t> failed) {
+  void FailOver(Indices failed) {
     if (plan_.mode == DescriptorMode::kAllOrNothing) {  // the shadow checks were never sent
       for (size_t i = 0; i < plan_.checks.size(); ++i) {
         if (Limited(i) && plan_.checks[i].result.shadow) failed.push_back(i);
       }
     }
-    std::vector<size_t> local;
+    Indices local;
     for (size_t i : failed) {
       PlanCheck& c = plan_.checks[i];
       PolicyResult& r = c.result;
@@ -494,7 +511,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     for (const PlanCheck& c : plan_.checks) {
       if (!c.result.shadow && !c.result.refund && !c.result.allowed) admitted = false;
     }
-    const std::vector<size_t> todo = std::move(local_shadow_);
+    const Indices todo = std::move(local_shadow_);
     pending_.store(todo.size(), std::memory_order_release);
     for (size_t i : todo) {
       Send(*engine_.options_.local_store, {i}, admitted, /*local=*/true,
@@ -508,7 +525,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   // After the enforced decision (all-or-nothing): charge shadow checks (admitted) or look at
   // them (refused), and charge count_rejected ones (refused).
   void RunSecondary(bool admitted) {
-    std::vector<size_t> todo;
+    Indices todo;
     for (size_t i = 0; i < plan_.checks.size(); ++i) {
       const PlanCheck& c = plan_.checks[i];
       if (!Limited(i)) continue;
@@ -629,7 +646,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   Plan plan_;
   std::atomic<size_t> pending_{0};
   Status store_error_;  // written before the failover, read after it (one thread at a time)
-  std::vector<size_t> local_shadow_;  // all-or-nothing: shadow checks to decide locally
+  Indices local_shadow_;  // all-or-nothing: shadow checks to decide locally
 };
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
