@@ -645,7 +645,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   Nanos start_;
   Plan plan_;
   std::atomic<size_t> pending_{0};
-  Status store_error_;  // written before the failover, read after it (one thread at a time)
+  Status store_error_;    // written before the failover, read after it (one thread at a time)
   Indices local_shadow_;  // all-or-nothing: shadow checks to decide locally
 };
 
