@@ -15,7 +15,9 @@ build=${1:-build}
 lua=src/redis/lua
 backup=$(mktemp -d)
 cp -a "$lua"/. "$backup"/
-restore() { cp -a "$backup"/. "$lua"/; rm -rf "$backup"; }
+# cp -a keeps the sources' old times, older than what the last mutant's build generated: touch
+# them, or the build would keep the mutant.
+restore() { cp -a "$backup"/. "$lua"/; touch "$lua"/*.lua; rm -rf "$backup"; }
 trap restore EXIT
 
 # file | text | replacement (the first occurrence only)
@@ -80,6 +82,7 @@ PY
   [[ $caught == 1 ]] || survivors=$((survivors + 1))
 done
 cp -a "$backup"/. "$lua"/
+touch "$lua"/*.lua
 cmake --build "$build" --target "${targets[@]}" >/dev/null
 echo "survivors: $survivors of ${#mutants[@]}"
 [[ $survivors == 0 ]]
