@@ -338,10 +338,9 @@ class ServeCommand final : public Command {
     Status s = next.ok() ? engine.SetPolicies(next->policies) : next.status();
     if (s.ok() && domains != nullptr) s = engine.SetDomains(domains, DomainOptionsFrom(*next));
     if (!s.ok()) {
-      // Logged before it is counted: whoever sees the count can read the line.
+      metrics.CountReload(false);
       log.Error(Cat("reload refused, the previous ", current.policies->policies().size(),
                     " policies keep serving: ", s.message()));
-      metrics.CountReload(false);
       return;
     }
     server.SetForwardAuth(ForwardAuthFrom(next->server));
@@ -374,9 +373,9 @@ class ServeCommand final : public Command {
           "reload: store.url, store.timeout, server.http and server.grpc take effect on restart "
           "only");
     }
+    metrics.CountReload(true);
     log.Info(Cat("reloaded ", config_path_, ": ", next->policies->policies().size(), " policies",
                  domains != nullptr ? Cat(", ", domains->DomainCount(), " Envoy domains") : ""));
-    metrics.CountReload(true);
     current = std::move(next).value();
   }
 
