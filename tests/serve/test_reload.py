@@ -50,12 +50,15 @@ class Reload(unittest.TestCase):
         self.assertEqual(status, 200)  # a changed limit starts from fresh state
         self.assertEqual([p["name"] for p in body["policies"]], ["p", "q"])
         self.assertEqual(h["ratelimit-policy"], '"q";q=1;w=3600')
-        self.assertIn("reloaded", self.s.log())
+        # The reload is counted before its line is logged: wait for the line.
+        wait_until(lambda: "reloaded" in self.s.log(), "the reload's log line")
 
     def test_bad_file_is_refused_and_old_policies_keep_serving(self):
         self.assertEqual(self.s.check({"api_key": "k"})[0], 200)
         self.reload(BAD, "failure")
         self.assertEqual(self.s.check({"api_key": "k"})[0], 429)  # still capacity 1, same state
+        # The refusal is counted before its line is logged: wait for the line.
+        wait_until(lambda: "reload refused" in self.s.log(), "the refusal's log line")
         log = self.s.log()
         self.assertIn("reload refused, the previous 1 policies keep serving", log)
         self.assertIn("caudal.yaml:5:42: policies[0].limits[0].capacity: expected an integer", log)
