@@ -177,11 +177,11 @@ class ShardTable {
   std::vector<sliding_window_log::LogState> logs_;
   std::vector<uint32_t> free_logs_;
   // Copies of slots_.data() and slots_.size() for Prefetch, updated on every rebuild. On a cache
-  // line of their own: the fields above change on every write, under the lock, so a line shared
-  // with them would move between cores on each prefetch, the stall the prefetch is there to hide.
+  // line of their own (the alignment pads the table to whole lines after them too): the fields
+  // above change under the lock, so a line shared with them would move between cores on each
+  // prefetch, the stall the prefetch is there to hide.
   alignas(64) std::atomic<uintptr_t> hint_base_{0};
   std::atomic<size_t> hint_slots_{0};
-  char hint_line_end_[64 - sizeof(std::atomic<uintptr_t>) - sizeof(std::atomic<size_t>)] = {};
 };
 
 }  // namespace caudal

@@ -17,7 +17,8 @@ backup=$(mktemp -d)
 cp -a "$lua"/. "$backup"/
 # cp -a keeps the sources' old times, older than what the last mutant's build generated: touch
 # them, or the build would keep the mutant.
-restore() { cp -a "$backup"/. "$lua"/; touch "$lua"/*.lua; rm -rf "$backup"; }
+put_back() { cp -a "$backup"/. "$lua"/; touch "$lua"/*.lua; }
+restore() { put_back; rm -rf "$backup"; }
 trap restore EXIT
 
 # file | text | replacement (the first occurrence only)
@@ -81,8 +82,7 @@ PY
   echo "$row"
   [[ $caught == 1 ]] || survivors=$((survivors + 1))
 done
-cp -a "$backup"/. "$lua"/
-touch "$lua"/*.lua
+put_back
 cmake --build "$build" --target "${targets[@]}" >/dev/null
 echo "survivors: $survivors of ${#mutants[@]}"
 [[ $survivors == 0 ]]
