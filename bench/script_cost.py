@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What one decision costs Redis inside caudal's script: EVALSHA time per decision.
+"""What one decision costs Redis inside caudal's script: EVALSHA time and CPU per decision.
 
     bench/script_cost.py [--build BUILD_DIR] [--against SCRIPT] [--entries 1,16,64]
                          [--keys 10000] [--rounds 30]
@@ -9,16 +9,20 @@ Starts its own redis-server on a free loopback port, loads the script built in B
 from another build, or the script's text), and sends each the same kind of calls: token
 buckets of 100 per hour, every decision allowed, keys drawn uniformly from --keys per version
 (so that each version's keys age alike), the script's clock 1 ms further each call. Blocks of
-20 calls alternate between the versions, round after round, and after each block `INFO
-commandstats` gives the EVALSHA time it took; the figure is the median block's microseconds per
-decision, for each batch size (decisions per call). Redis runs one script at a time on one
-core, so this time bounds the decisions per second one Redis can give.
+calls (about 1280 decisions each) alternate between the versions, round after round, and after
+each block `INFO commandstats` gives the EVALSHA time it took and `INFO cpu` the CPU Redis
+spent, which also counts reading the call and its arguments before the script runs; the figures
+are the median block's microseconds per decision, for each batch size (decisions per call).
+Redis runs one script at a time on one core, so this CPU bounds the decisions per second one
+Redis can give. Each version is sent its own wire format: packed numbers, one argument per
+request, when the script unpacks them, else five decimal arguments per entry (earlier versions).
 """
 import argparse
 import random
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -64,6 +68,13 @@ class Redis:
         return self.read()
 
 
+def used_cpu(r):
+    """Redis's user + system CPU so far, in µs."""
+    info = r.call("INFO", "cpu").decode()
+    return sum(float(re.search(r"%s:([\d.]+)" % f, info).group(1))
+               for f in ("used_cpu_user", "used_cpu_sys")) * 1e6
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -101,14 +112,16 @@ def main():
         else:
             sys.exit("script_cost: redis-server did not start")
         shas = {name: r.call("SCRIPT", "LOAD", text).decode() for name, text in versions.items()}
+        packed = {name: "sunpack(ENTRY" in text for name, text in versions.items()}
         now = 1_800_000_000_000_000
-        calls_per_block = 20
         rng = random.Random(1)
-        print("EVALSHA time per decision (median block of %d calls, %d rounds), %d keys" %
-              (calls_per_block, args.rounds, args.keys))
+        print("Redis's time and CPU per decision (median block, %d rounds), %d keys" %
+              (args.rounds, args.keys))
         for entries in [int(x) for x in args.entries.split(",")]:
+            calls_per_block = max(20, 1280 // entries)
             r.call("FLUSHALL")
             per = {name: [] for name in shas}
+            cpu = {name: [] for name in shas}
             for _ in range(args.rounds):
                 for name, sha in shas.items():
                     calls = []
@@ -118,22 +131,28 @@ def main():
                                 for _ in range(entries)]
                         argv = [now, 0]
                         for _ in range(entries):
-                            argv += [1, token_bucket, 100, 1, 36_000_000, 1]
+                            request = [1, token_bucket, 100, 1, 36_000_000, 1]
+                            argv += [struct.pack("<6q", *request)] if packed[name] else request
                         calls.append(Redis.encode("EVALSHA", sha, entries, *keys, *argv))
                     r.call("CONFIG", "RESETSTAT")
+                    before = used_cpu(r)
                     r.sock.sendall(b"".join(calls))
                     for _ in calls:
                         reply = r.read()
                         if not isinstance(reply, list) or reply[0] != b"1":
                             sys.exit("script_cost: unexpected reply %r" % reply[:5])
+                    cpu[name].append((used_cpu(r) - before) / (calls_per_block * entries))
                     stats = r.call("INFO", "commandstats").decode()
                     m = re.search(r"cmdstat_evalsha:calls=(\d+),usec=(\d+)", stats)
                     per[name].append(int(m.group(2)) / (int(m.group(1)) * entries))
-            medians = {name: sorted(v)[len(v) // 2] for name, v in per.items()}
-            line = "entries per call %3d: built %.2f µs" % (entries, medians["built"])
-            if "against" in medians:
-                line += ", against %.2f µs, built / against %.2f" % (
-                    medians["against"], medians["built"] / medians["against"])
+            spent = {name: sorted(v)[len(v) // 2] for name, v in per.items()}
+            used = {name: sorted(v)[len(v) // 2] for name, v in cpu.items()}
+            line = "entries per call %3d: built %.2f µs (CPU %.2f)" % (
+                entries, spent["built"], used["built"])
+            if "against" in spent:
+                line += ", against %.2f µs (CPU %.2f), built / against %.2f (CPU %.2f)" % (
+                    spent["against"], used["against"], spent["built"] / spent["against"],
+                    used["built"] / used["against"])
             print(line, flush=True)
     finally:
         server.terminate()

@@ -11,32 +11,52 @@ std::string Decimal(int64_t v) {
   return std::string(buf, res.ptr);
 }
 
-int64_t ParseDecimal(std::string_view s) {
-  int64_t v = 0;
-  std::from_chars(s.data(), s.data() + s.size(), v);
-  return v;
+constexpr size_t kWord = 8;  // bytes per packed number ('<i8' in the script)
+
+void Put(int64_t v, char* at) {
+  auto u = static_cast<uint64_t>(v);
+  for (size_t i = 0; i < kWord; ++i, u >>= 8) at[i] = static_cast<char>(u & 0xff);
 }
 
-// Appends one entry's five arguments: algorithm, capacity, rate (two), cost.
-void AppendEntryArgs(const EntryRef& e, std::vector<std::string>& args) {
+void Pack(int64_t v, std::string& out) {
+  char b[kWord];
+  Put(v, b);
+  out.append(b, kWord);
+}
+
+int64_t Unpack(std::string_view args, size_t index) {
+  uint64_t u = 0;
+  for (size_t i = kWord; i-- > 0;) {
+    u = (u << 8) | static_cast<unsigned char>(args[index * kWord + i]);
+  }
+  return static_cast<int64_t>(u);
+}
+
+// Appends one entry's five numbers: algorithm, capacity, rate (two), cost.
+void AppendEntryArgs(const EntryRef& e, std::string& args) {
   const Limit& l = *e.limit;
-  args.push_back(
-      Decimal(static_cast<int64_t>(l.algorithm()) + (e.op == EntryOp::kCharge ? kChargeFlag : 0)));
-  args.push_back(Decimal(l.capacity()));
+  Pack(static_cast<int64_t>(l.algorithm()) + (e.op == EntryOp::kCharge ? kChargeFlag : 0), args);
+  Pack(l.capacity(), args);
   if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
-    args.push_back(Decimal(l.capacity()));
-    args.push_back(Decimal(l.window().count()));
+    Pack(l.capacity(), args);
+    Pack(l.window().count(), args);
   } else {  // the reduced refill rate
-    args.push_back(Decimal(l.refill_count()));
-    args.push_back(Decimal(l.refill_period_us()));
+    Pack(l.refill_count(), args);
+    Pack(l.refill_period_us(), args);
   }
   // A refund travels as a negative cost (a refund of 0 is a peek either way).
-  args.push_back(Decimal(e.op == EntryOp::kRefund ? -e.cost : e.cost));
+  Pack(e.op == EntryOp::kRefund ? -e.cost : e.cost, args);
 }
 
 constexpr size_t kArgsPerEntry = 5;
 
 }  // namespace
+
+std::vector<int64_t> UnpackArgs(std::string_view args) {
+  std::vector<int64_t> out(args.size() / kWord);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = Unpack(args, i);
+  return out;
+}
 
 bool HasHashTag(std::string_view key) {
   const size_t open = key.find('{');
@@ -63,9 +83,9 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix) {
   EncodedRequest r;
   r.keys.reserve(entries.size());
-  r.args.reserve(1 + kArgsPerEntry * entries.size());
+  r.args.reserve(kWord * (1 + kArgsPerEntry * entries.size()));
   r.limits.reserve(entries.size());
-  r.args.push_back(Decimal(static_cast<int64_t>(entries.size())));
+  Pack(static_cast<int64_t>(entries.size()), r.args);
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
     AppendEntryArgs(e, r.args);
@@ -78,9 +98,9 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
                             std::vector<std::string> keys) {
   EncodedRequest r;
   r.keys = std::move(keys);
-  r.args.reserve(1 + kArgsPerEntry * positions.size());
+  r.args.reserve(kWord * (1 + kArgsPerEntry * positions.size()));
   r.limits.reserve(positions.size());
-  r.args.push_back(Decimal(static_cast<int64_t>(positions.size())));
+  Pack(static_cast<int64_t>(positions.size()), r.args);
   for (const uint16_t i : positions) {
     AppendEntryArgs(entries[i], r.args);
     r.limits.push_back(entries[i].limit->capacity());
@@ -92,22 +112,22 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
                           std::vector<uint16_t>& undone) {
   EncodedRequest r;
   undone.clear();
-  r.args.emplace_back();  // the count, below
-  const std::string now = Decimal(now_us);
+  Pack(0, r.args);  // the count, below
   for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
-    const std::string* a = &reserved.args[1 + kArgsPerEntry * i];
-    const int64_t cost = ParseDecimal(a[4]);
-    if (cost <= 0) continue;                          // a peek or a refund: nothing to give back
-    if (ParseDecimal(a[0]) >= kChargeFlag) continue;  // a charge counts whatever was decided
+    const size_t first = 1 + kArgsPerEntry * i;
+    if ((first + kArgsPerEntry) * kWord > reserved.args.size()) break;
+    const int64_t cost = Unpack(reserved.args, first + 4);
+    if (cost <= 0) continue;  // a peek or a refund: nothing to give back
+    if (Unpack(reserved.args, first) >= kChargeFlag) continue;  // a charge counts whatever
     r.keys.push_back(reserved.keys[i]);
-    r.args.insert(r.args.end(), a, a + 4);  // algorithm, capacity, rate
-    r.args.push_back(a[4]);
-    r.args.push_back(now);
-    r.args.push_back(Decimal(got.decisions[i].reset_after.count()));
+    // algorithm, capacity, rate (two), units
+    r.args.append(reserved.args, first * kWord, kArgsPerEntry * kWord);
+    Pack(now_us, r.args);
+    Pack(got.decisions[i].reset_after.count(), r.args);
     r.limits.push_back(reserved.limits[i]);
     undone.push_back(static_cast<uint16_t>(i));
   }
-  r.args[0] = Decimal(-static_cast<int64_t>(r.keys.size()));
+  Put(-static_cast<int64_t>(r.keys.size()), r.args.data());
   return r;
 }
 
@@ -115,18 +135,14 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
                KeyPlacement placement) {
   size_t keys = 0;
-  size_t args = 0;
-  for (const EncodedRequest* r : requests) {
-    keys += r->keys.size();
-    args += r->args.size();
-  }
+  for (const EncodedRequest* r : requests) keys += r->keys.size();
   const bool declared = placement == KeyPlacement::kDeclared;
   out.numkeys = declared ? Decimal(static_cast<int64_t>(keys)) : "0";
   out.nkeys = Decimal(static_cast<int64_t>(keys));
   out.now = source == TimeSource::kGiven ? Decimal(now_us) : std::string();
   out.slack = source == TimeSource::kGiven ? Decimal(kGivenTimeTtlSlackMs) : "0";
   out.argv.clear();
-  out.argv.reserve(6 + keys + args);
+  out.argv.reserve(6 + keys + requests.size());
   out.argv.push_back(verb);
   out.argv.push_back(script_or_sha);
   out.argv.push_back(out.numkeys);
@@ -142,9 +158,7 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
     out.argv.push_back(out.nkeys);
     push_keys();
   }
-  for (const EncodedRequest* r : requests) {
-    for (const std::string& a : r->args) out.argv.push_back(a);
-  }
+  for (const EncodedRequest* r : requests) out.argv.push_back(r->args);
 }
 
 Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos,

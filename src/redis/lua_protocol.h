@@ -33,15 +33,21 @@ bool HasHashTag(std::string_view key);
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm);
 
 // A charge (EntryOp::kCharge) travels as its algorithm's number plus this flag, so an entry keeps
-// its five arguments (lua/decide.lua reads it as CHARGE_FLAG).
+// its five numbers (lua/decide.lua reads it as CHARGE_FLAG).
 inline constexpr int64_t kChargeFlag = 64;
 
-// One request's share of a script call.
+// One request's share of a script call. Its numbers travel as one argument of little-endian
+// 64-bit integers (the script reads them with one struct.unpack per entry): Redis spends about
+// 0.15 µs on each argument of a call before the script runs, which for five decimal arguments
+// per entry was about a seventh of a decision's cost.
 struct EncodedRequest {
   std::vector<std::string> keys;  // one per entry
-  std::vector<std::string> args;  // entry count, then 5 per entry
+  std::string args;               // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;    // each entry's Decision::limit
 };
+
+// The numbers packed in `args`, in order (for tests and the undo's encoding).
+std::vector<int64_t> UnpackArgs(std::string_view args);
 
 // Preconditions: ValidateEntries(entries) is ok.
 EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix);
@@ -75,7 +81,8 @@ enum class KeyPlacement : uint8_t { kDeclared, kUndeclared };
 inline constexpr int64_t kNotServedHere = 2;
 
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
-// "EVAL <script> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack> <nkeys> keys... args...".
+// "EVAL <script> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack> <nkeys> keys... args...";
+// one `args` per request.
 // The views point into `requests` and `out`.
 struct CallArgv {
   std::vector<std::string_view> argv;

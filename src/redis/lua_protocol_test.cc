@@ -29,8 +29,10 @@ TEST(LuaProtocol, EncodesReducedBucketRatesAndRawWindows) {
                               {.key = "b", .limit = &window, .cost = 0}};
   const EncodedRequest r = EncodeRequest(entries, "c:");
   EXPECT_EQ(r.keys, (std::vector<std::string>{"c:{a}", "c:{b}"}));
-  EXPECT_EQ(r.args, (std::vector<std::string>{"2", "3", "100", "1", "600000", "3",  //
-                                              "0", "10", "10", "2000000", "0"}));
+  EXPECT_EQ(r.args.size(), 11u * 8);  // little-endian 64-bit words, as the script unpacks them
+  EXPECT_EQ(r.args.substr(0, 16), std::string("\x02\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0", 16));
+  EXPECT_EQ(UnpackArgs(r.args), (std::vector<int64_t>{2, 3, 100, 1, 600000, 3,  //
+                                                      0, 10, 10, 2000000, 0}));
   EXPECT_EQ(r.limits, (std::vector<int64_t>{100, 10}));
 }
 
@@ -41,9 +43,10 @@ TEST(LuaProtocol, EncodesAChargeByItsAlgorithmAndNeverUndoesIt) {
   const EntryRef entries[] = {{.key = "c", .limit = &window, .cost = 3, .op = EntryOp::kCharge},
                               {.key = "k", .limit = &window, .cost = 2}};
   const EncodedRequest r = EncodeRequest(entries, "p:");
-  EXPECT_EQ(r.args[1], std::to_string(kChargeFlag));
-  EXPECT_EQ(r.args[5], "3");
-  EXPECT_EQ(r.args[6], "0");
+  const std::vector<int64_t> args = UnpackArgs(r.args);
+  EXPECT_EQ(args[1], kChargeFlag);
+  EXPECT_EQ(args[5], 3);
+  EXPECT_EQ(args[6], 0);
   StoreResponse got{.allowed = true, .decisions = {}};
   for (int i = 0; i < 2; ++i) {
     got.decisions.push_back({.verdict = Verdict::kAllowed,
@@ -67,11 +70,12 @@ TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   const EncodedRequest* batch[] = {&r1, &r2};
   CallArgv call;
   BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call);
-  const std::vector<std::string_view> expected = {
-      "EVALSHA", "abc", "3", "{x}", "{y}",     "{z}", "",  "0",  //
-      "1",       "0",   "5", "5",   "1000000", "1",              //
-      "2",       "0",   "5", "5",   "1000000", "2",   "0", "5", "5", "1000000", "1"};
+  // One packed argument per request, after the keys, the time and the slack.
+  const std::vector<std::string_view> expected = {"EVALSHA", "abc", "3", "{x}",   "{y}",
+                                                  "{z}",     "",    "0", r1.args, r2.args};
   EXPECT_EQ(call.argv, expected);
+  EXPECT_EQ(UnpackArgs(call.argv[9]),
+            (std::vector<int64_t>{2, 0, 5, 5, 1000000, 2, 0, 5, 5, 1000000, 1}));
   BuildCall("EVAL", "body", TimeSource::kGiven, 123, batch, call);
   EXPECT_EQ(call.argv[6], "123");
   EXPECT_EQ(call.argv[7], std::to_string(kGivenTimeTtlSlackMs));
@@ -88,10 +92,8 @@ TEST(LuaProtocol, BuildsACallWithUndeclaredKeys) {
   const EncodedRequest* batch[] = {&r1, &r2};
   CallArgv call;
   BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kUndeclared);
-  const std::vector<std::string_view> expected = {"EVALSHA", "abc", "0", "",  "0",       "2",
-                                                  "{x}",     "{y}",                            //
-                                                  "1",       "0",   "5", "5", "1000000", "1",  //
-                                                  "1",       "0",   "5", "5", "1000000", "2"};
+  const std::vector<std::string_view> expected = {"EVALSHA", "abc", "0",   "",      "0",
+                                                  "2",       "{x}", "{y}", r1.args, r2.args};
   EXPECT_EQ(call.argv, expected);
 }
 
@@ -195,8 +197,8 @@ TEST(LuaProtocol, EncodesASubsetWithTheKeysGiven) {
   const uint16_t positions[] = {0, 2};
   const EncodedRequest r = EncodeSubset(entries, positions, {"k:{a}", "k:{c}"});
   EXPECT_EQ(r.keys, (std::vector<std::string>{"k:{a}", "k:{c}"}));
-  EXPECT_EQ(r.args, (std::vector<std::string>{"2", "0", "5", "5", "1000000", "1",  //
-                                              "0", "5", "5", "1000000", "3"}));
+  EXPECT_EQ(UnpackArgs(r.args), (std::vector<int64_t>{2, 0, 5, 5, 1000000, 1,  //
+                                                      0, 5, 5, 1000000, 3}));
   EXPECT_EQ(r.limits, (std::vector<int64_t>{5, 5}));
 }
 
@@ -223,11 +225,10 @@ TEST(LuaProtocol, UndoesOnlyTheEntriesThatConsumed) {
   EXPECT_EQ(undo.keys, (std::vector<std::string>{"p:{consumed}", "p:{also}"}));
   // A negative count marks an undo; per entry: the limit, the units, and when the reservation
   // was made with the reset_after it reported.
-  EXPECT_EQ(
-      undo.args,
-      (std::vector<std::string>{"-2",                                                         //
-                                "4", "10", "1", "100000", "2", "1700000000000000", "200000",  //
-                                "4", "10", "1", "100000", "1", "1700000000000000", "100000"}));
+  EXPECT_EQ(UnpackArgs(undo.args),
+            (std::vector<int64_t>{-2,                                             //
+                                  4, 10, 1, 100000, 2, 1700000000000000, 200000,  //
+                                  4, 10, 1, 100000, 1, 1700000000000000, 100000}));
   EXPECT_EQ(undo.limits, (std::vector<int64_t>{10, 10}));
 
   got.decisions[0].reset_after = Micros(0);
