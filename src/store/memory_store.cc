@@ -187,7 +187,7 @@ void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
   const auto a = static_cast<uint64_t>(e.limit->algorithm()) + 1;
   const SipKey k{.k0 = sip_key.k0 ^ (a * 0x9e3779b97f4a7c15ULL), .k1 = sip_key.k1};
   p.is_log = HasLogState(e.limit->algorithm());
-  p.fp = (SipHash24(k, e.key) & ~uint64_t{1}) | (p.is_log ? 1 : 0);
+  p.fp = (SipHash13(k, e.key) & ~uint64_t{1}) | (p.is_log ? 1 : 0);
   if (p.fp == 0) p.fp = 2;  // 0 marks an empty slot
   p.shard = shard_bits == 0 ? 0 : static_cast<uint32_t>(p.fp >> (64 - shard_bits));
 }

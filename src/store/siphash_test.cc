@@ -23,6 +23,38 @@ TEST(SipHash24, MatchesThePaperTestVectors) {
   EXPECT_EQ(SipHash24(kPaperKey, Bytes(15)), 0xa129ca6149be45e5ULL);  // the paper's example
 }
 
+// SipHash-1-3 under the all-zero key, as CPython computes it (its bytes hash is SipHash-1-3 of
+// the bytes under a key that PYTHONHASHSEED=0 leaves zero; hash(b"") alone is special-cased):
+// an independent implementation, over every length of the last block and several blocks.
+TEST(SipHash13, MatchesAnIndependentImplementation) {
+  constexpr SipKey kZero{};
+  EXPECT_EQ(SipHash13(kZero, "siphash"), 0x8264ceeccb16bcbeULL);
+  EXPECT_EQ(SipHash13(kZero, "user:42"), 0x223dd74fb15f308dULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(1)), 0x68a914128e01e473ULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(7)), 0x2f098ab0c751325aULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(8)), 0xead411e67ebe2eeaULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(15)), 0xf30eb725bb91c9eaULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(16)), 0x8972188433a5c5b7ULL);
+  EXPECT_EQ(SipHash13(kZero, Bytes(63)), 0x385d3e39e5f37359ULL);
+  // Its rounds are not SipHash-2-4's.
+  EXPECT_NE(SipHash13(kPaperKey, Bytes(15)), SipHash24(kPaperKey, Bytes(15)));
+}
+
+TEST(SipHash13, DependsOnTheKeyAndEveryByte) {
+  const SipKey other{.k0 = kPaperKey.k0 ^ 1, .k1 = kPaperKey.k1};
+  EXPECT_NE(SipHash13(kPaperKey, "user:42"), SipHash13(other, "user:42"));
+  std::set<uint64_t> seen;
+  std::string s(24, 'a');
+  for (size_t i = 0; i < s.size(); ++i) {
+    std::string t = s;
+    t[i] = 'b';
+    seen.insert(SipHash13(kPaperKey, t));
+  }
+  seen.insert(SipHash13(kPaperKey, s));
+  seen.insert(SipHash13(kPaperKey, s.substr(0, 23)));
+  EXPECT_EQ(seen.size(), s.size() + 2);
+}
+
 TEST(SipHash24, DependsOnTheKeyAndEveryByte) {
   const SipKey other{.k0 = kPaperKey.k0, .k1 = kPaperKey.k1 ^ 1};
   EXPECT_NE(SipHash24(kPaperKey, "user:42"), SipHash24(other, "user:42"));
