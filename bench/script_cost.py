@@ -16,6 +16,11 @@ are the median block's microseconds per decision, for each batch size (decisions
 Redis runs one script at a time on one core, so this CPU bounds the decisions per second one
 Redis can give. Each version is sent its own wire format: packed numbers, one argument per
 request, when the script unpacks them, else five decimal arguments per entry (earlier versions).
+
+--floor adds two scripts sent the same calls that decide nothing: each reads its keys (`GET`)
+and writes 33 bytes back, one with `SET ... PX` (a new TTL, as most writes of young buckets
+set), one with `SET ... KEEPTTL` when the key exists. They are what reading and writing the
+state alone costs Redis, below which no script keeping one state per key can go.
 """
 import argparse
 import random
@@ -68,6 +73,18 @@ class Redis:
         return self.read()
 
 
+# Read and write every key, deciding nothing (--floor); the reply's first integer is 1, as the
+# script's is for an allowed request.
+FLOOR = {
+    "floor-px": "for i = 1, #KEYS do redis.call('GET', KEYS[i]); "
+                "redis.call('SET', KEYS[i], string.rep('x', 33), 'PX', 3600000) end return {1}",
+    "floor-keep": "for i = 1, #KEYS do if redis.call('GET', KEYS[i]) then "
+                  "redis.call('SET', KEYS[i], string.rep('x', 33), 'KEEPTTL') else "
+                  "redis.call('SET', KEYS[i], string.rep('x', 33), 'PX', 3600000) end end "
+                  "return {1}",
+}
+
+
 def used_cpu(r):
     """Redis's user + system CPU so far, in µs."""
     info = r.call("INFO", "cpu").decode()
@@ -88,11 +105,14 @@ def main():
     p.add_argument("--entries", default="1,16,64")
     p.add_argument("--keys", type=int, default=10000)
     p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--floor", action="store_true")
     args = p.parse_args()
 
     versions = {"built": script_text(args.build + "/src/redis/decide_script.cc")}
     if args.against:
         versions["against"] = script_text(args.against)
+    if args.floor:
+        versions.update(FLOOR)
     token_bucket = int(re.search(r"local TOKEN_BUCKET = (\d+)", versions["built"]).group(1))
 
     port = free_port()
@@ -112,7 +132,8 @@ def main():
         else:
             sys.exit("script_cost: redis-server did not start")
         shas = {name: r.call("SCRIPT", "LOAD", text).decode() for name, text in versions.items()}
-        packed = {name: "sunpack(ENTRY" in text for name, text in versions.items()}
+        packed = {name: "sunpack(ENTRY" in text or name in FLOOR
+                  for name, text in versions.items()}
         now = 1_800_000_000_000_000
         rng = random.Random(1)
         print("Redis's time and CPU per decision (median block, %d rounds), %d keys" %
@@ -149,6 +170,9 @@ def main():
             used = {name: sorted(v)[len(v) // 2] for name, v in cpu.items()}
             line = "entries per call %3d: built %.2f µs (CPU %.2f)" % (
                 entries, spent["built"], used["built"])
+            for name in FLOOR:
+                if name in spent:
+                    line += ", %s %.2f µs (CPU %.2f)" % (name, spent[name], used[name])
             if "against" in spent:
                 line += ", against %.2f µs (CPU %.2f), built / against %.2f (CPU %.2f)" % (
                     spent["against"], used["against"], spent["built"] / spent["against"],

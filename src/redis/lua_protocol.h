@@ -37,9 +37,7 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 inline constexpr int64_t kChargeFlag = 64;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian
-// 64-bit integers (the script reads them with one struct.unpack per entry): Redis spends about
-// 0.15 µs on each argument of a call before the script runs, which for five decimal arguments
-// per entry was about a seventh of a decision's cost.
+// 64-bit integers, which the script reads with one struct.unpack per entry.
 struct EncodedRequest {
   std::vector<std::string> keys;  // one per entry
   std::string args;               // packed: entry count, then 5 numbers per entry (7 in an undo)
