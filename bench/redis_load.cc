@@ -4,14 +4,15 @@
 //
 //   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
-//               [--same-slot 0|1]
+//               [--same-slot 0|1] [--max-batch N]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
-// (capacity and rate 10^9/s over `keys` keys), the same call bench/redis-bench gives
-// redis-benchmark for the ceiling. With --entries N a request carries N such entries on N keys:
+// (capacity and rate 10^9/s over `keys` keys). With --entries N a request carries N such entries on N keys:
 // keys of one hash tag with --same-slot 1 (one slot, one call), otherwise N slots (a cluster
-// splits the request). Prints one line:
+// splits the request). With --max-batch 1 every request is a script call of its own, pipelined
+// (--calls-in-flight per connection): one EVALSHA per decision, as a client that does not batch
+// sends them. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -48,6 +49,7 @@ struct Args {
   int calls_in_flight = 0;  // 0: the store's default
   int entries = 1;
   int same_slot = 0;
+  int max_batch = 0;  // 0: the store's default; 1: one script call per request
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -72,11 +74,13 @@ bool Parse(int argc, char** argv, Args& a) {
       a.entries = std::atoi(v);
     else if (flag == "--same-slot")
       a.same_slot = std::atoi(v);
+    else if (flag == "--max-batch")
+      a.max_batch = std::atoi(v);
     else
       return false;
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
-         a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64;
+         a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0;
 }
 
 // The store the URL names, and its counters.
@@ -144,6 +148,7 @@ int Run(const Args& a) {
     options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
     options.cluster_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
   }
+  if (a.max_batch > 0) options.max_batch = static_cast<size_t>(a.max_batch);
   Result<Opened> opened = Open(options);
   if (!opened.ok()) {
     std::fprintf(stderr, "redis_load: %s\n", opened.status().ToString().c_str());
@@ -215,7 +220,7 @@ int main(int argc, char** argv) {
   if (!caudal::Parse(argc, argv, args)) {
     std::fprintf(stderr,
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
-                 "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] "
+                 "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
                  "[--same-slot 0|1]\n");
     return 2;
   }
