@@ -8,9 +8,10 @@
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
-// (capacity and rate 10^9/s over `keys` keys). With --entries N a request carries N such entries on N keys:
-// keys of one hash tag with --same-slot 1 (one slot, one call), otherwise N slots (a cluster
-// splits the request). With --max-batch 1 every request is a script call of its own, pipelined
+// (capacity and rate 10^9/s over `keys` keys). With --entries N a request carries N such entries on
+// N keys: keys of one hash tag with --same-slot 1 (one slot, one call), otherwise N slots (a
+// cluster splits the request). With --max-batch 1 every request is a script call of its own,
+// pipelined
 // (--calls-in-flight per connection): one EVALSHA per decision, as a client that does not batch
 // sends them. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
