@@ -2,7 +2,7 @@
 """What one decision costs Redis inside caudal's script: EVALSHA time and CPU per decision.
 
     bench/script_cost.py [--build BUILD_DIR] [--against SCRIPT] [--entries 1,16,64]
-                         [--keys 10000] [--rounds 30]
+                         [--keys 10000] [--rounds 30] [--floor]
 
 Starts its own redis-server on a free loopback port, loads the script built in BUILD_DIR
 (src/redis/decide_script.cc) and, with --against, another version of it (a decide_script.cc
