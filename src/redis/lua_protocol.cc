@@ -114,8 +114,7 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   undone.clear();
   Pack(0, r.args);  // the count, below
   for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
-    const size_t first = 1 + kArgsPerEntry * i;
-    if ((first + kArgsPerEntry) * kWord > reserved.args.size()) break;
+    const size_t first = 1 + kArgsPerEntry * i;  // one request's args hold each key's entry
     const int64_t cost = Unpack(reserved.args, first + 4);
     if (cost <= 0) continue;  // a peek or a refund: nothing to give back
     if (Unpack(reserved.args, first) >= kChargeFlag) continue;  // a charge counts whatever
