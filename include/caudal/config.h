@@ -173,7 +173,8 @@ struct Config {
 
 // Parses `yaml`, naming `filename` in errors. kInvalidArgument on any error.
 Result<Config> ParseConfig(std::string_view yaml, std::string_view filename);
-// Reads and parses a file (kNotFound / kInvalidArgument).
+// Reads and parses a file (kNotFound / kInvalidArgument); the paths it names are made relative
+// to its directory.
 Result<Config> LoadConfigFile(const std::string& path);
 
 inline constexpr size_t kMaxSecretBytes = 4096;

@@ -1,10 +1,13 @@
-// `caudal validate --config FILE`: checks a config the way `caudal serve` would, without serving.
+// `caudal validate --config FILE`: checks a config the way `caudal serve` would, without serving:
+// the file, then every file it names (the caller token, certificates, Envoy's files). With
+// `--against RUNNING`, also says which of its changes a running `caudal serve` of RUNNING would
+// take only on restart.
 #include <string>
 
 #include "caudal/config.h"
+#include "caudal/service.h"
 #include "cli/command.h"
 #include "common/redact.h"
-#include "server/tls_context.h"
 
 namespace caudal::cli {
 namespace {
@@ -15,6 +18,10 @@ class ValidateCommand final : public Command {
     app.add_option("--config", config_, "the YAML config file to check")
         ->type_name("FILE")
         ->required();
+    app.add_option("--against", against_,
+                   "the config a running caudal serves: list the changes a reload would not "
+                   "take until a restart")
+        ->type_name("FILE");
   }
 
   int Run(Env& env) override {
@@ -23,14 +30,8 @@ class ValidateCommand final : public Command {
       env.err << "caudal validate: " << config.status().message() << "\n";
       return kExitUsage;
     }
-    // The files serve would read: a certificate that does not load is caught here, not at start.
-    Status files = LoadCallerToken(*config);
-    if (files.ok() && config->server.tls.enabled()) {
-      auto tls = server_tls::MakeServerContext(config->server.tls);
-      if (!tls.ok()) files = tls.status();
-    }
-    if (!files.ok()) {
-      env.err << "caudal validate: " << config_ << ": " << files.message() << "\n";
+    if (Status s = Service::Check(*config); !s.ok()) {
+      env.err << "caudal validate: " << config_ << ": " << s.message() << "\n";
       return kExitUsage;
     }
     std::string names;
@@ -40,11 +41,21 @@ class ValidateCommand final : public Command {
     env.out << config_ << ": valid (" << config->policies->policies().size() << " policies"
             << (names.empty() ? "" : ": " + names) << "; store " << RedactUrl(config->store.url)
             << ", on_failure " << FailureModeName(config->store.on_failure) << ")\n";
+    if (against_.empty()) return kExitOk;
+    auto running = LoadConfigFile(against_);
+    if (!running.ok()) {
+      env.err << "caudal validate: --against: " << running.status().message() << "\n";
+      return kExitUsage;
+    }
+    for (const std::string& field : Service::RestartOnlyChanges(*running, *config)) {
+      env.out << "restart needed for " << field << "\n";
+    }
     return kExitOk;
   }
 
  private:
   std::string config_;
+  std::string against_;
 };
 
 }  // namespace

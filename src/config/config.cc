@@ -586,6 +586,9 @@ Result<Config> LoadConfigFile(const std::string& path) {
   }
   if (config.ok() && slash != std::string::npos) {
     config_internal::ResolveSecurityPaths(*config, path.substr(0, slash + 1));
+    if (!config->envoy.config.empty() && config->envoy.config.front() != '/') {
+      config->envoy.config = path.substr(0, slash + 1) + config->envoy.config;
+    }
   }
   return config;
 }

@@ -14,6 +14,7 @@ namespace caudal::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 constexpr int kAllowed = 0;
@@ -79,6 +80,31 @@ TEST(Validate, AMissingFileIsAUsageError) {
   const Outcome o = RunCaudal({"validate", "--config", TempPath("absent.yaml")});
   EXPECT_EQ(o.exit_code, kUsage);
   EXPECT_THAT(o.err, HasSubstr("cannot read the file"));
+}
+
+TEST(Validate, ReadsTheEnvoyFilesTheConfigNames) {
+  const std::string rules = TempPath("rules.yaml");
+  WriteFile(rules, "domain: [not closed\n");
+  const std::string path = Config("server: {grpc: 127.0.0.1:0}\nenvoy_config: " + rules + "\n");
+  const Outcome o = RunCaudal({"validate", "--config", path});
+  EXPECT_EQ(o.exit_code, kUsage);
+  EXPECT_THAT(o.err, HasSubstr("envoy_config: "));
+  WriteFile(rules, "domain: edge\ndescriptors:\n  - key: path\n");
+  EXPECT_EQ(RunCaudal({"validate", "--config", path}).exit_code, 0);
+}
+
+TEST(Validate, AgainstARunningConfigNamesWhatNeedsARestart) {
+  const std::string running = TempPath("running.yaml");
+  WriteFile(running, kConfig);
+  const std::string next =
+      Config(std::string("server: {http: 127.0.0.1:9999}\n") + kConfig);  // and the policies
+  const Outcome o = RunCaudal({"validate", "--config", next, "--against", running});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("valid (2 policies"));
+  EXPECT_THAT(o.out, HasSubstr("restart needed for server.http\n"));
+  EXPECT_THAT(o.out, Not(HasSubstr("restart needed for store")));
+  const Outcome same = RunCaudal({"validate", "--config", running, "--against", running});
+  EXPECT_THAT(same.out, Not(HasSubstr("restart needed")));
 }
 
 TEST(Check, PrintsTheDecisionOfEveryApplicablePolicy) {

@@ -1,0 +1,275 @@
+#include "caudal/service.h"
+
+#include <utility>
+
+#include "caudal/breaker_store.h"
+#include "caudal/envoy/grpc_server.h"
+#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/envoy/rls_handler.h"
+#include "caudal/redis_tls.h"
+#include "caudal/refusals.h"
+#include "caudal/server.h"
+#include "caudal/status_page.h"
+#include "caudal/store_health.h"
+#include "caudal/store_registry.h"
+#include "common/cat.h"
+#include "engine/background_store.h"
+#include "server/tls_context.h"
+#include "service/prepared_config.h"
+
+namespace caudal {
+namespace {
+
+constexpr size_t kOverLimitCacheKeys = 65'536;
+
+LoggerOptions LoggerOptionsFrom(const Config& config) {
+  return {.level = config.logging.level, .format = config.logging.format};
+}
+
+RefusalsOptions RefusalsOptionsFrom(const Config& config) {
+  return {.identities = config.logging.identities, .log = config.logging.refusals};
+}
+
+envoy::RlsOptions RlsOptionsFrom(const Config& config) {
+  return {.headers = config.envoy.headers,
+          .deny_as = config.envoy.deny_as,
+          .dynamic_metadata = config.envoy.response_dynamic_metadata};
+}
+
+std::unique_ptr<Logger> MakeLogger(const ServiceEnv& env, const Config& config) {
+  if (env.log_sink) return std::make_unique<Logger>(env.log_sink, LoggerOptionsFrom(config));
+  return std::make_unique<Logger>(LoggerOptionsFrom(config), env.clock);
+}
+
+}  // namespace
+
+// Declared in the order they are built; destroyed in reverse, so each part outlives every part
+// that uses it.
+struct Service::Parts {
+  explicit Parts(ServiceEnv e, Config c)
+      : env(std::move(e)),
+        config(std::move(c)),
+        log(MakeLogger(env, config)),
+        refusals(env.clock, log.get(), RefusalsOptionsFrom(config)),
+        node_breakers(env.clock, log.get(), &metrics) {}
+
+  ServiceEnv env;
+  Config config;
+  std::unique_ptr<Logger> log;
+  Metrics metrics;
+  Refusals refusals;
+  // Told of each Redis Cluster primary's breaker (the log, /metrics); outlives the store.
+  BreakerReporter node_breakers;
+  // A Redis store over TLS registers here; Reload hands it renewed files.
+  RedisTlsReload redis_tls;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Store> local;
+  std::unique_ptr<StoreHealth> health;
+  std::unique_ptr<BreakerStore> breaker;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<StatusPage> status;
+  std::unique_ptr<HttpServer> http;
+  std::unique_ptr<envoy::RlsHandler> rls;
+  std::unique_ptr<envoy::RlsGrpcServer> grpc;
+  bool stopped = false;
+
+  Status OpenStores();
+  Status BuildEngine(const service_internal::PreparedConfig& prepared);
+  Status StartListeners(const service_internal::PreparedConfig& prepared);
+};
+
+// The shared store. A bad URL, password or database is a mistake to fix: refuse to start. An
+// unreachable remote store is an outage: serve by failure mode, not ready, and connect in the
+// background once it is back.
+Status Service::Parts::OpenStores() {
+  const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
+                                 .node_breakers = &node_breakers,
+                                 .redis_tls_reload = &redis_tls};
+  const StoreKind& kind = **FindStoreKind(config.store.url);
+  auto opened = OpenStore(config.store, env.clock, options);
+  if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument && kind.remote) {
+    log->Warning(Cat("store unreachable at start (", opened.status().message(),
+                     "): serving by failure mode, not ready, connecting in the background"));
+    opened = std::unique_ptr<Store>(std::make_unique<BackgroundStore>(
+        [store = config.store, &clock = env.clock, options] {
+          return OpenStore(store, clock, options);
+        },
+        BackgroundStoreOptions{.name = std::string(kind.scheme), .log = log.get()}));
+  }
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kInvalidArgument) return opened.status();
+    return Status(opened.status().code(),
+                  Cat("cannot open the store: ", opened.status().ToString()));
+  }
+  store = std::move(*opened);
+  if (env.wrap_store) store = env.wrap_store(std::move(store));
+  local = OpenLocalFallback(config.store, env.clock);
+  return Status::Ok();
+}
+
+// Readiness probes the store itself; decisions go through a circuit breaker, so that a failing
+// store costs no waiting and is logged once per outage (Redis Cluster keeps its own, one per
+// primary, so that one failed primary fails only its slots).
+Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepared) {
+  health = std::make_unique<StoreHealth>(*store, env.clock, StoreHealthOptions{});
+  health->Start();
+  breaker = std::make_unique<BreakerStore>(*store, env.clock,
+                                           BreakerOptions{.log = log.get(), .metrics = &metrics});
+  const StoreKind& kind = **FindStoreKind(config.store.url);
+  Store& decider = kind.breaker_per_node ? *store : static_cast<Store&>(*breaker);
+  engine = std::make_unique<Engine>(
+      decider, env.clock,
+      EngineOptions{.local_store = local.get(),
+                    .metrics = &metrics,
+                    .log = log.get(),
+                    .over_limit_cache_keys =
+                        kind.remote && config.store.over_limit_cache ? kOverLimitCacheKeys : 0,
+                    .refusals = &refusals});
+  if (Status s = engine->SetPolicies(config.policies); !s.ok()) return s;
+  if (prepared.domains != nullptr) {
+    return engine->SetDomains(prepared.domains, service_internal::DomainOptionsFrom(config));
+  }
+  return Status::Ok();
+}
+
+Status Service::Parts::StartListeners(const service_internal::PreparedConfig& prepared) {
+  status = std::make_unique<StatusPage>(StatusPageDeps{.engine = *engine,
+                                                       .metrics = metrics,
+                                                       .health = *health,
+                                                       .refusals = &refusals,
+                                                       .store_url = config.store.url},
+                                        config.server.status_page);
+  auto started = HttpServer::Start({.engine = *engine,
+                                    .metrics = metrics,
+                                    .log = *log,
+                                    .health = *health,
+                                    .refusals = &refusals,
+                                    .status = status.get(),
+                                    .clock = env.clock},
+                                   ServerOptionsFrom(config.server), ForwardAuthFrom(config.server),
+                                   prepared.http_tls);
+  if (!started.ok()) return started.status();
+  http = std::move(*started);
+
+  // Envoy's rate limit service, on the same engine as the HTTP API.
+  rls = std::make_unique<envoy::RlsHandler>(*engine, RlsOptionsFrom(config));
+  if (config.server.grpc.empty()) return Status::Ok();
+  // gRPC health answers as /readyz does: from the store's probe (a cached value).
+  auto grpc_started = envoy::RlsGrpcServer::Start(
+      *rls, {.address = config.server.grpc,
+             .max_concurrent_calls = static_cast<size_t>(config.envoy.max_concurrent_calls),
+             .ready = [h = health.get()] { return h->Ready().ok(); },
+             .tls = config.server.tls,
+             .caller = CallerAuthFrom(config.server.auth)});
+  if (!grpc_started.ok()) {
+    http->Stop();
+    return grpc_started.status();
+  }
+  grpc = std::move(*grpc_started);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Service>> Service::Start(Config config, ServiceEnv env) {
+  auto prepared = service_internal::Prepare(std::move(config), {.redis_tls = false});
+  if (!prepared.ok()) return prepared.status();
+  auto parts = std::make_unique<Parts>(std::move(env), std::move(prepared->config));
+  if (Status s = parts->OpenStores(); !s.ok()) return s;
+  if (Status s = parts->BuildEngine(*prepared); !s.ok()) return s;
+  if (Status s = parts->StartListeners(*prepared); !s.ok()) return s;
+  return std::unique_ptr<Service>(new Service(std::move(parts)));
+}
+
+Status Service::Check(const Config& config) {
+  const StoreTlsConfig& files = config.store.tls;
+  const bool redis_tls =
+      !files.ca_file.empty() || !files.cert_file.empty() || !files.key_file.empty();
+  return service_internal::Prepare(config, {.redis_tls = redis_tls}).status();
+}
+
+std::vector<std::string> Service::RestartOnlyChanges(const Config& running, const Config& next) {
+  return service_internal::RestartOnlyChanges(running, next);
+}
+
+Service::Service(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
+
+Service::~Service() { Stop(); }
+
+void Service::Stop() {
+  if (parts_->stopped) return;
+  parts_->stopped = true;
+  parts_->log->Info("stopping");
+  if (parts_->grpc != nullptr) parts_->grpc->Shutdown();
+  parts_->http->Stop();
+}
+
+ReloadResult Service::Reload(Result<Config> next) {
+  Parts& p = *parts_;
+  auto prepared = next.ok() ? service_internal::Prepare(std::move(*next),
+                                                        {.redis_tls = p.redis_tls.stores() > 0})
+                            : Result<service_internal::PreparedConfig>(next.status());
+  Status s = prepared.status();
+  if (s.ok()) s = p.engine->SetPolicies(prepared->config.policies);
+  if (s.ok() && prepared->domains != nullptr) {
+    s = p.engine->SetDomains(prepared->domains,
+                             service_internal::DomainOptionsFrom(prepared->config));
+  }
+  if (!s.ok()) {
+    p.metrics.CountReload(false);
+    p.log->Error(Cat("reload refused, the previous ", p.config.policies->policies().size(),
+                     " policies keep serving: ", s.message()));
+    return {.status = s, .applied = {}, .restart_only = {}};
+  }
+  Config& now = prepared->config;
+  ReloadResult result;
+  result.applied = {
+      "policies",    "logging",           "server.trusted_proxies", "server.descriptor_headers",
+      "server.auth", "server.status_page"};
+  p.http->SetForwardAuth(ForwardAuthFrom(now.server));
+  p.http->SetTls(prepared->http_tls);
+  if (prepared->http_tls != nullptr) result.applied.push_back("server.tls (HTTP certificate)");
+  // New connections to Redis present the renewed files; open ones keep theirs.
+  if (prepared->redis_tls != nullptr) {
+    p.redis_tls.Use(prepared->redis_tls);
+    result.applied.push_back("store.tls");
+  }
+  if (p.grpc != nullptr) {
+    p.grpc->SetCallerAuth(CallerAuthFrom(now.server.auth));
+    if (Status t = p.grpc->ReloadTls(now.server.tls); !t.ok()) {
+      p.log->Error(Cat("reload: gRPC keeps its previous certificate: ", t.message()));
+    } else if (now.server.tls.enabled() && now.server.tls.grpc) {
+      result.applied.push_back("server.tls (gRPC certificate)");
+    }
+  }
+  if (prepared->domains != nullptr) result.applied.push_back("envoy_config");
+  p.log->SetOptions(LoggerOptionsFrom(now));
+  p.refusals.SetOptions(RefusalsOptionsFrom(now));
+  p.status->SetEnabled(now.server.status_page);
+  result.restart_only = RestartOnlyChanges(p.config, now);
+  if (!result.restart_only.empty()) {
+    std::string fields;
+    for (const std::string& f : result.restart_only) fields += (fields.empty() ? "" : ", ") + f;
+    p.log->Warning(Cat("reload: ", fields, " take effect on restart only"));
+  }
+  p.metrics.CountReload(true);
+  p.log->Info(Cat("reloaded ", now.path, ": ", now.policies->policies().size(), " policies",
+                  prepared->domains != nullptr
+                      ? Cat(", ", prepared->domains->DomainCount(), " Envoy domains")
+                      : ""));
+  // What needs a restart keeps its running value, so that config() says what is in force.
+  service_internal::KeepRestartOnly(p.config, now);
+  p.config = std::move(now);
+  return result;
+}
+
+uint16_t Service::http_port() const { return parts_->http->port(); }
+bool Service::http_tls() const { return parts_->http->tls(); }
+std::optional<uint16_t> Service::grpc_port() const {
+  if (parts_->grpc == nullptr) return std::nullopt;
+  return static_cast<uint16_t>(parts_->grpc->port());
+}
+const Config& Service::config() const { return parts_->config; }
+Engine& Service::engine() { return *parts_->engine; }
+const Metrics& Service::metrics() const { return parts_->metrics; }
+const Logger& Service::log() const { return *parts_->log; }
+
+}  // namespace caudal
