@@ -210,22 +210,13 @@ RedisClusterStore::~RedisClusterStore() {
 }
 
 Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisStoreOptions options) {
-  Result<redis::ClusterUrl> url = redis::ParseClusterUrl(options.url);
-  if (!url.ok()) return url.status();
-  if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
-  url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
-  Impl* raw = impl.get();
-  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
-    return s;
-  }
-  std::unique_ptr<RedisClusterStore> store(new RedisClusterStore(std::move(impl)));
-  // The topology always reports: every seed and node attempt is bounded by connect_timeout.
-  if (Status st = redis::StartOnIo(raw->runner, [raw](auto done) { raw->topology.Start(done); });
-      !st.ok()) {
-    return st;
-  }
-  return store;
+  return redis::OpenStore<RedisClusterStore, Impl, redis::ClusterUrl>(
+      std::move(options), redis::ParseClusterUrl,
+      [](std::unique_ptr<Impl> impl) {
+        return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));
+      },
+      // The topology always reports: every seed and node attempt is bounded by connect_timeout.
+      [](Impl& impl, std::function<void(Status)> done) { impl.topology.Start(std::move(done)); });
 }
 
 void RedisClusterStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {

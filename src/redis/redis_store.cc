@@ -53,25 +53,19 @@ RedisStore::~RedisStore() {
 }
 
 Result<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
-  Result<redis::RedisUrl> url = redis::ParseRedisUrl(options.url);
-  if (!url.ok()) return url.status();
-  if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
-  url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
-  Impl* raw = impl.get();
-  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
-    return s;
-  }
-  raw->node = std::make_unique<redis::Node>(
-      raw->runner.io, raw->runner.tls(), raw->clock,
-      redis::NodeOptionsFrom(raw->options, *url, url->Redacted()), *raw, raw->counters);
-  std::unique_ptr<RedisStore> store(new RedisStore(std::move(impl)));
-  // Node::Start always reports, within connect_timeout.
-  if (Status st = redis::StartOnIo(raw->runner, [raw](auto done) { raw->node->Start(done); });
-      !st.ok()) {
-    return st;
-  }
-  return store;
+  return redis::OpenStore<RedisStore, Impl, redis::RedisUrl>(
+      std::move(options), redis::ParseRedisUrl,
+      [](std::unique_ptr<Impl> impl) {
+        return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
+      },
+      [](Impl& impl, std::function<void(Status)> done) {
+        impl.node = std::make_unique<redis::Node>(
+            impl.runner.io, impl.runner.tls(), impl.clock,
+            redis::NodeOptionsFrom(impl.options, impl.url, impl.url.Redacted()), impl,
+            impl.counters);
+        // Node::Start always reports, within connect_timeout.
+        impl.node->Start(std::move(done));
+      });
 }
 
 void RedisStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {

@@ -318,25 +318,18 @@ RedisSentinelStore::~RedisSentinelStore() {
 }
 
 Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreOptions options) {
-  Result<redis::SentinelUrl> url = redis::ParseSentinelUrl(options.url);
-  if (!url.ok()) return url.status();
-  if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
-  url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
-  Impl* raw = impl.get();
-  if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
-    return s;
-  }
-  std::unique_ptr<RedisSentinelStore> store(new RedisSentinelStore(std::move(impl)));
-  // Every ask and connection attempt is bounded by connect_timeout.
-  if (Status st = redis::StartOnIo(raw->runner,
-                                   [raw](auto done) {
-                                     raw->on_opened = std::move(done);
-                                     raw->RequestAsk();
-                                   });
-      !st.ok()) {
-    return st;
-  }
+  auto store = redis::OpenStore<RedisSentinelStore, Impl, redis::SentinelUrl>(
+      std::move(options), redis::ParseSentinelUrl,
+      [](std::unique_ptr<Impl> impl) {
+        return std::unique_ptr<RedisSentinelStore>(new RedisSentinelStore(std::move(impl)));
+      },
+      // Every ask and connection attempt is bounded by connect_timeout.
+      [](Impl& impl, std::function<void(Status)> done) {
+        impl.on_opened = std::move(done);
+        impl.RequestAsk();
+      });
+  if (!store.ok()) return store;
+  Impl* raw = (*store)->impl_.get();
   asio::post(raw->runner.io, [raw] {
     for (size_t i = 0; i < raw->subscriptions.size(); ++i) raw->Subscribe(i);
   });

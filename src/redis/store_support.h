@@ -68,6 +68,30 @@ PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split
 Status InitTlsIfAsked(IoRunner& runner, const RedisStoreOptions& options, Transport transport);
 Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)>)> start);
 
+// Every Redis store's Open: its URL parsed by `parse`, its options checked, its parts (an `Impl`
+// made from the options and the URL, holding `runner` and `options`) built, TLS set up if the
+// URL asks for it, the store made by `make`, then `start` run on the io thread as StartOnIo
+// runs it.
+template <typename StoreT, typename Impl, typename Url>
+Result<std::unique_ptr<StoreT>> OpenStore(RedisStoreOptions options,
+                                          Result<Url> (*parse)(std::string_view),
+                                          std::unique_ptr<StoreT> (*make)(std::unique_ptr<Impl>),
+                                          void (*start)(Impl&, std::function<void(Status)>)) {
+  Result<Url> url = parse(options.url);
+  if (!url.ok()) return url.status();
+  if (Status s = ValidateStoreOptions(options); !s.ok()) return s;
+  url->tls_server_name = options.tls_server_name;
+  auto impl = std::make_unique<Impl>(std::move(options), *url);
+  Impl* raw = impl.get();
+  if (Status s = InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) return s;
+  std::unique_ptr<StoreT> store = make(std::move(impl));
+  if (Status s = StartOnIo(raw->runner, [raw, start](auto done) { start(*raw, std::move(done)); });
+      !s.ok()) {
+    return s;
+  }
+  return store;
+}
+
 // Each store's DecideAsync: invalid entries fail with their reason, a store with no connection
 // fails at once (kUnavailable "no connection to <target()>: <last error>"), the rest go to the
 // pipeline.
