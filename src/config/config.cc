@@ -9,6 +9,7 @@
 #include "caudal/rate.h"
 #include "caudal/store_registry.h"
 #include "common/cat.h"
+#include "common/port.h"
 #include "config/security_config.h"
 #include "config/yaml_reader.h"
 
@@ -542,13 +543,9 @@ Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
              (host != "localhost" && !IpAddress::Parse(host).ok())) {
     return bad();
   }
-  const std::string_view port = text.substr(colon + 1);
-  unsigned v = 0;
-  const auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), v);
-  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || v > 65535) {
-    return bad();
-  }
-  return std::make_pair(host, static_cast<uint16_t>(v));
+  const std::optional<uint16_t> port = ParsePort(text.substr(colon + 1), 0);
+  if (!port) return bad();
+  return std::make_pair(host, *port);
 }
 
 Result<Config> ParseConfig(std::string_view yaml, std::string_view filename) {

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/cat.h"
+#include "common/port.h"
 
 namespace caudal::redis {
 namespace {
@@ -85,11 +86,11 @@ Status ParseHostPort(std::string_view hp, RedisUrl& url) {
     }
   }
   if (!port.empty()) {
-    int64_t p = 0;
-    if (!ParseInt(port, 1, 65535, p)) {
+    const std::optional<uint16_t> p = ParsePort(port);
+    if (!p) {
       return Bad("port must be a number between 1 and 65535 (got \"" + std::string(port) + "\")");
     }
-    url.port = static_cast<uint16_t>(p);
+    url.port = *p;
   }
   return Status::Ok();
 }

@@ -6,34 +6,27 @@
 #include <sstream>
 #include <string>
 
+#include "common/port.h"
+
 namespace caudal::redis {
 namespace {
 
 constexpr size_t kMaxHostLength = 255;
-
-bool ParsePort(std::string_view s, uint16_t& out) {
-  int64_t v = 0;
-  const auto res = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (res.ec != std::errc() || res.ptr != s.data() + s.size() || v < 1 || v > 65535) return false;
-  out = static_cast<uint16_t>(v);
-  return true;
-}
 
 }  // namespace
 
 Result<std::optional<Endpoint>> ParseMasterAddr(const redisReply& reply) {
   if (reply.type == REDIS_REPLY_NIL) return std::optional<Endpoint>();
   if (IsError(reply)) return Status::Unavailable(std::string(Text(reply)));
-  Endpoint at;
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 2 ||
-      reply.element[0]->type != REDIS_REPLY_STRING ||
-      reply.element[1]->type != REDIS_REPLY_STRING || Text(*reply.element[0]).empty() ||
-      Text(*reply.element[0]).size() > kMaxHostLength ||
-      !ParsePort(Text(*reply.element[1]), at.port)) {
-    return Status::Internal("malformed reply to SENTINEL GET-MASTER-ADDR-BY-NAME");
-  }
-  at.host = std::string(Text(*reply.element[0]));
-  return std::optional<Endpoint>(std::move(at));
+  const bool shaped = reply.type == REDIS_REPLY_ARRAY && reply.elements == 2 &&
+                      reply.element[0]->type == REDIS_REPLY_STRING &&
+                      reply.element[1]->type == REDIS_REPLY_STRING &&
+                      !Text(*reply.element[0]).empty() &&
+                      Text(*reply.element[0]).size() <= kMaxHostLength;
+  const std::optional<uint16_t> port = shaped ? ParsePort(Text(*reply.element[1])) : std::nullopt;
+  if (!port) return Status::Internal("malformed reply to SENTINEL GET-MASTER-ADDR-BY-NAME");
+  return std::optional<Endpoint>(
+      Endpoint{.host = std::string(Text(*reply.element[0])), .port = *port});
 }
 
 std::optional<Endpoint> ParseSwitchMaster(const redisReply& message, std::string_view master_name) {
@@ -58,9 +51,9 @@ std::optional<Endpoint> ParseSwitchMaster(const redisReply& message, std::string
     return std::nullopt;
   }
   if (name != master_name || host.size() > kMaxHostLength) return std::nullopt;
-  Endpoint at{.host = host, .port = 0};
-  if (!ParsePort(port, at.port)) return std::nullopt;
-  return at;
+  const std::optional<uint16_t> p = ParsePort(port);
+  if (!p) return std::nullopt;
+  return Endpoint{.host = host, .port = *p};
 }
 
 }  // namespace caudal::redis

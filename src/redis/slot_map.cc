@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "common/cat.h"
+#include "common/port.h"
 
 namespace caudal::redis {
 namespace {
@@ -18,14 +19,6 @@ Status Malformed(std::string_view what) {
 bool SlotNumber(const redisReply& r, int& out) {
   if (r.type != REDIS_REPLY_INTEGER || r.integer < 0 || r.integer >= kHashSlots) return false;
   out = static_cast<int>(r.integer);
-  return true;
-}
-
-bool ParsePort(std::string_view s, uint16_t& out) {
-  int64_t v = 0;
-  const auto res = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (res.ec != std::errc() || res.ptr != s.data() + s.size() || v < 1 || v > 65535) return false;
-  out = static_cast<uint16_t>(v);
   return true;
 }
 
@@ -102,9 +95,10 @@ std::optional<Redirect> ParseRedirect(std::string_view error, const Endpoint& fr
   }
   const std::string_view address = error.substr(space + 1);
   const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || !ParsePort(address.substr(colon + 1), r.to.port)) {
-    return std::nullopt;
-  }
+  const std::optional<uint16_t> port =
+      colon == std::string_view::npos ? std::nullopt : ParsePort(address.substr(colon + 1));
+  if (!port) return std::nullopt;
+  r.to.port = *port;
   std::string_view host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
