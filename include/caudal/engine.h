@@ -13,8 +13,8 @@
 // then shadow checks, charged if the request was admitted and only looked at if not (a shadow
 // refusal is counted and logged, never enforced), and count_rejected checks, charged on a
 // refusal when they have room. When the store fails, each enforced check follows its failure
-// mode: allow (admitted, degraded), deny (Outcome::kUnavailable), or local (decided together in
-// `local_store` with the limits divided by the instance count).
+// mode: allow (admitted, degraded), deny (Outcome::kUnavailable), or local (decided together,
+// all-or-nothing, in `local_store` with the limits divided by the instance count).
 //
 // Errors (Result) are the caller's fault only (bad descriptors, a bad cost) and consume
 // nothing; a store's failure is never an error here, but a decision by failure mode.
