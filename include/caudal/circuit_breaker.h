@@ -9,13 +9,9 @@
 //              opens it again for another `open_for`; other calls are refused meanwhile, and a
 //              probe that never comes back is replaced after another `open_for`
 //
-// Only consecutive failures open it, so isolated timeouts on a healthy server never do and
-// interleaved successes and failures cannot make it flap. A failure answered at once (no
-// connection, the server refusing) is the server saying it is down; a run of slow failures must
-// also last `failing_for`, because on a busy machine one scheduling stall of a few milliseconds
-// times out every call in flight at once, and opening on that would fail every decision for
-// `open_for` over a stall that was already over. While open or half-open, only the probe's
-// outcome counts: calls sent before the breaker opened answer late and change nothing.
+// While open or half-open only the probe's outcome counts: calls sent before the breaker opened
+// answer late and change nothing. Why consecutive failures, and why `failing_for`:
+// docs/reliability.md, the circuit breaker.
 //
 // Thread-safety: none; the owner serializes calls (a mutex, or one io thread).
 #pragma once

@@ -2,10 +2,10 @@
 //
 // Two readings: Now() is wall-clock time, which decisions use (stores persist and compare
 // timestamps, and instances must agree on them); Monotonic() never goes backwards and measures
-// latencies and deadlines. Only main() uses the SystemClock; everything else receives a Clock&,
-// and tests drive a manual clock (tests/support/manual_clock.h), so no test ever sleeps. The Redis
-// store takes decision time from Redis itself instead (see redis_store.h), so instances whose
-// clocks disagree still decide alike.
+// latencies and deadlines. Only main() chooses the SystemClock: everything else receives a
+// Clock& (no default), waits for time only through it, and tests drive a manual clock
+// (tests/support/manual_clock.h) instead of sleeping. The Redis stores take decision time from
+// Redis itself (see redis_store.h), so instances whose clocks disagree still decide alike.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once

@@ -110,7 +110,7 @@ struct CallerAuthConfig {
   // mTLS client identities allowed: a certificate's subject CN or one of its DNS, URI or email
   // SANs, compared exactly. Needs server.tls.client_ca_file.
   std::vector<std::string> allowed_clients;
-  bool protect_metrics = false;  // /metrics and /v1/top-refused need the same credentials
+  bool protect_metrics = false;  // /metrics, /v1/top-refused, /v1/status need them too
   bool enabled() const { return !token.empty() || !token_file.empty() || !allowed_clients.empty(); }
 };
 

@@ -1,28 +1,23 @@
 // Engine: the one place a request becomes a decision, for every front end.
 //
 // HTTP (/v1/check, /v1/auth), Envoy's RLS and `caudal check` each translate their request into
-// one of the two requests below and the EngineResult back into their protocol; nothing else.
-// The engine plans (which policies or Envoy rules apply, and their store keys), calls the store,
-// and applies all-or-nothing or consume-each, refunds, shadow, count_rejected, failure modes,
-// metrics and logs, the same way whichever front end asked:
+// one of the two requests below and the CheckResult back into their protocol; nothing else.
 //
 //   Engine engine(store, clock, {.local_store = &fallback, .metrics = &metrics, .log = &log});
 //   engine.SetPolicies(*PolicySet::Create(specs, {.on_failure = FailureMode::kDeny}));
 //   engine.CheckAsync({.descriptors = {{"api_key", "k1"}}}, [](Result<CheckResult> r) { … });
 //
-// Order of a decision: every enforced check that consumes is sent to the store in one request
-// (DescriptorMode::kAllOrNothing: one refusal and nothing is consumed anywhere), or each alone
-// (kConsumeEach). Refunds ride along and apply whatever the others decide. Then, if admitted,
-// each shadow check is charged on its own (a shadow refusal is counted and logged, never
-// enforced); if refused, each check with count_rejected is charged on its own when it has room,
-// and shadow checks are only looked at (cost 0). When the store fails, each enforced check follows
-// its failure mode: allow (admitted, degraded), deny (Outcome::kUnavailable), local (decided in
-// `local_store` with the limits divided by the instance count, all local checks together,
-// all-or-nothing). Shadow refusals are logged at most once per check per second, with the count
-// of lines held back. (A BreakerStore around the store logs its failures, once per outage.)
+// A decision: the plan (which policies or Envoy rules apply, their keys: src/engine/plan.h);
+// the enforced checks that consume in one store request (kAllOrNothing: one refusal and nothing
+// is consumed) or each alone (kConsumeEach), refunds riding along whatever the others decide;
+// then shadow checks, charged if the request was admitted and only looked at if not (a shadow
+// refusal is counted and logged, never enforced), and count_rejected checks, charged on a
+// refusal when they have room. When the store fails, each enforced check follows its failure
+// mode: allow (admitted, degraded), deny (Outcome::kUnavailable), or local (decided together,
+// all-or-nothing, in `local_store` with the limits divided by the instance count).
 //
-// Errors (Result) are the caller's fault only — bad descriptors, a bad cost — and consume
-// nothing. Store failures are never errors here: they become decisions by failure mode.
+// Errors (Result) are the caller's fault only (bad descriptors, a bad cost) and consume
+// nothing; a store's failure is never an error here, but a decision by failure mode.
 //
 // Thread-safety: every method may be called from any thread. SetPolicies and SetDomains swap
 // what they install atomically; a decision uses the set it started with from beginning to end.
@@ -164,7 +159,7 @@ struct DomainOptions {
   size_t max_request_bytes = 64 * 1024;
 };
 
-class Refusals;  // engine/refusals.h
+class Refusals;  // caudal/refusals.h
 
 struct EngineOptions {
   Store* local_store = nullptr;  // required when any check may fail over to `local`

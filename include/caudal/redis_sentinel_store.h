@@ -1,17 +1,13 @@
 // RedisSentinelStore: the Store on a primary with replicas under Redis Sentinel, for high
 // availability without Redis Cluster.
 //
-// The sentinels say which server is the primary (SENTINEL GET-MASTER-ADDR-BY-NAME); the store
-// decides there exactly as RedisStore does on one server (one script call per batch, Redis's
-// TIME, all-or-nothing), after checking with ROLE that the server really is a primary: it never
-// decides on a replica. It follows a failover as soon as a sentinel announces it (a subscription
-// to +switch-master on one sentinel, moved to another if that one goes), asks again whenever the
-// primary's connections fail and every `topology_refresh` in any case.
-//
-// During a failover, decisions fail with kUnavailable (the caller's failure mode applies) from
-// the moment the primary stops answering until the promoted replica is announced; then they
-// resume there without a restart. Replication is asynchronous: what the old primary admitted but
-// had not replicated is lost with it (docs/scaling.md says how much).
+// It decides exactly as RedisStore does, on the primary the sentinels name, once ROLE has said
+// it is one: it never decides on a replica. It follows a failover as soon as a sentinel
+// announces it, asks again whenever the primary's connections fail, and every
+// `topology_refresh` in any case (docs/scaling.md). During a failover decisions fail with
+// kUnavailable (the caller's failure mode applies) until the replica being promoted answers as
+// a primary, then resume there without a restart; what the old primary had admitted but not
+// replicated is lost with it.
 //
 // Thread-safety: every member is safe to call from any thread. Callbacks run on the store's io
 // thread and must not block.

@@ -1,22 +1,15 @@
-// RedisStore: the Store shared by any number of caudal instances, kept in Redis.
+// RedisStore: the Store shared by any number of caudal instances, kept in one Redis server.
 //
-// Every decision runs inside Redis as one Lua script call (src/redis/lua/, one file per
-// algorithm, built into one script): read, refill, check and consume happen without
-// interleaving, all entries of a request are decided all-or-nothing, and time is Redis's own
-// TIME, so instances whose clocks disagree decide alike.
-// Each key written gets a TTL equal to its time until fresh, so idle identities cost nothing.
+// Every batch of decisions is one call of one Lua script (src/redis/lua/): each request is
+// decided all-or-nothing without interleaving, at Redis's own TIME, so instances whose clocks
+// disagree decide alike. A key's TTL covers its time until fresh, so idle identities cost
+// nothing. While calls are in flight new requests wait and leave together in the next call
+// (src/redis/pipeline.h); no lock is held across a round trip.
 //
-// I/O: one io thread owned by the store, a few pipelined connections (Boost.Asio; hiredis only
-// encodes commands and parses replies). Concurrent decisions are batched: while calls are in
-// flight, new requests queue and leave together in one script call, so Redis's per-call Lua
-// overhead is paid once per batch. No lock is held across a round trip.
-//
-// Failures: a decision that gets no answer within `deadline` completes with kUnavailable saying
-// so (counted in Stats().timeouts); when no connection is up it fails at once with kUnavailable
-// naming the cause. Lost
-// connections are re-established in the background with exponential backoff; AUTH, SELECT and
-// SCRIPT LOAD are sent on every new connection, and a script flushed from Redis (SCRIPT FLUSH,
-// restart) is reloaded transparently.
+// Failures: a decision with no answer within `deadline` completes with kUnavailable saying so
+// (Stats().timeouts); with no connection up it fails at once with kUnavailable naming the
+// cause. Connections are re-established in the background with backoff; a script Redis lost
+// (SCRIPT FLUSH, a restart) is loaded again and the call sent again.
 //
 // Thread-safety: every member is safe to call from any thread. Callbacks run on the store's io
 // thread and must not block (nor call the blocking Decide()).
@@ -57,7 +50,8 @@ struct RedisStoreOptions {
   std::string url = "redis://127.0.0.1:6379";
   // Prepended to every key; each store key is also wrapped in a hash tag ("caudal:{key}").
   std::string key_prefix = "caudal:";
-  // Per decision, from DecideAsync to its callback.
+  // Per decision: Redis's round trip, from when its call is written (a request queued behind
+  // calls that are on time first waits its turn; src/redis/pipeline.h).
   std::chrono::microseconds deadline = std::chrono::milliseconds(10);
   // For connecting (resolve, TCP, TLS, AUTH, SELECT, SCRIPT LOAD), and for Ping().
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(2);

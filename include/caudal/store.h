@@ -17,7 +17,7 @@
 // charge itself is applied whatever the request decides. Only algorithms that define
 // overdrawing take it (SupportsCharge: fixed_window); others are refused with kInvalidArgument.
 //
-// Keys name state. A key must always be used with the same Limit; callers (the limiter layer)
+// Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
 // Thread-safety: every Store is safe to call from any number of threads at once.

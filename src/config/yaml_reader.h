@@ -1,5 +1,6 @@
 // YamlReader: typed, bounded reads of yaml-cpp nodes whose errors carry file:line:column, the
-// field path and what was expected. The only place yaml-cpp's exceptions are caught.
+// field path and what was expected. yaml-cpp's exceptions are caught only where a document is
+// loaded and read (ParseConfig, ParseRateLimitConfig), and become such errors.
 #pragma once
 
 #include <yaml-cpp/yaml.h>

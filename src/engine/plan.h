@@ -1,6 +1,13 @@
 // Planning: a request becomes a Plan, one Check per applicable policy (policies) or per
 // descriptor (Envoy domains), each with its limits, store keys, cost and the rules that decide
 // it. Pure: no store, no clock. The engine then executes any plan the same way (engine.cc).
+//
+// Store keys name the limit, so a changed limit gets fresh state, and put an identity's limits
+// in one Redis Cluster slot through a hash tag. Identity values, and Envoy's domain, keys and
+// values, are length-prefixed ("2:k1"), so no two identities share a key:
+//   policies  caudal:<policy>:<limit index>:<algorithm, capacity, reduced rate>:{<identity>}
+//             (a token bucket of 100 per minute: tb100,1/600000)
+//   Envoy     rls|<Limit::ToString()>|{<domain><first entry's key and value>}<the other entries>
 #pragma once
 
 #include <memory>

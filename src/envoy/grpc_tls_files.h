@@ -1,12 +1,11 @@
 // The certificate files gRPC's TLS stack reads, held in memory so that only checked ones reach it.
 //
-// gRPC 1.51 reloads certificates through a FileWatcherCertificateProvider, which reads its files
-// again every few seconds by itself: pointed at the configured files, it would pick up a broken
-// certificate the moment one is written, and stop completing handshakes. Instead it is pointed
-// at anonymous in-memory files (memfd, reached as /proc/self/fd/N) that hold copies of the
-// configured ones. Update() replaces a copy whole, with one dup3() per file, only after the
-// caller has checked the new files (server_tls::MakeServerContext), so gRPC sees either the old
-// pair or the new one; the private key never lands on disk again.
+// gRPC's FileWatcherCertificateProvider re-reads its files by itself (why that matters:
+// docs/operations.md, Security); it is pointed at anonymous in-memory files (memfd, reached as
+// /proc/self/fd/N) holding copies of the configured ones. Update() replaces a copy whole, with
+// one dup3() per file, only after the caller has checked the new files
+// (server_tls::MakeServerContext), so gRPC sees either the old pair or the new one; the private
+// key never lands on disk again.
 //
 // Thread-safety: Update() from one thread at a time; gRPC reads the paths from its own.
 #pragma once

@@ -3,8 +3,11 @@
 // server.
 //
 // One script call carries several independent requests (each decided all-or-nothing within
-// itself, in order), which is how a batch pays Redis's per-call Lua overhead once. The reply is
-// each request's decisions, then the call's own time (Redis's TIME, or the time passed in).
+// itself, in order), which is how a batch pays Redis's per-call Lua overhead once. Each
+// request's numbers travel packed in one argument of little-endian 64-bit integers, since Redis
+// pays for every argument before the script runs (docs/stores.md; lua/decide.lua has the
+// layout). The reply is each request's decisions, then the call's own time (Redis's TIME, or
+// the time passed in).
 //
 // An undo request (EncodeUndo) gives back what an admitted request consumed, for stores that
 // split a request across Redis Cluster slots (see pipeline.h): lua/undo.lua says how exactly.

@@ -4,28 +4,18 @@
 // DecideAsync encodes a request on the caller's thread and queues it (one short mutex); the io
 // thread hands its parts to the store's Router, which queues each on a Node. A request is one
 // part, unless the store splits requests by hash slot (Redis Cluster): then each slot group is
-// one part, decided atomically where its slot lives, and the request is decided by reserve,
-// then commit or undo:
+// one part, and the request is decided by reserve, then commit or undo (docs/scaling.md has the
+// guarantee): every group decides at once; if all admit, their consumption stands; as soon as
+// one refuses or fails, every group that admitted is undone (lua_protocol.h), and each that
+// admits later is undone when its answer comes; the request is answered once every undo came
+// back. A request whose deadline passes is answered kUnavailable, and its admitting groups,
+// before or after, are undone.
 //
-//   * every group decides at once (in parallel, on its own node);
-//   * if all of them admit, the request is admitted: their consumption stands;
-//   * as soon as one refuses (or fails), every group that admitted is undone (an undo call, see
-//     lua_protocol.h), and each group that admits later is undone when its answer arrives; the
-//     request is answered once every undo has come back, so a caller never sees quota that a
-//     refused request still holds.
-//
-// So a refused request holds, on each group that admitted it, that group's costs from the moment
-// its script ran until its undo ran: at most until the slowest group answered, plus one round
-// trip. An undo that cannot reach its node (the node failed in between) leaves the units
-// consumed, as any consumption. A request whose deadline passes is answered kUnavailable, and
-// every group that admitted it, before or after, is undone.
-//
-// The deadline is Redis's round trip, not caudal's queueing: a request times out when one of its
-// parts was written to Redis a deadline ago and has no answer, or when it has waited here a
-// deadline and the node it waits for is late (no connection, or every connection's oldest call
-// is a deadline old: Node::Late). A request queued behind calls that are on time (a busy io
-// thread, every call slot taken by a burst) waits for its turn and then has its whole deadline;
-// so an answer takes at most about two deadlines, plus what the machine's scheduler adds.
+// The deadline is Redis's round trip, not caudal's queueing: a request times out when one of
+// its parts was written a deadline ago and has no answer, or when it has waited here a deadline
+// and the node it waits for is late (no connection, or every connection's oldest call a
+// deadline old: Node::Late). So an answer takes at most about two deadlines, plus what the
+// machine's scheduler adds (docs/reliability.md, what the store timeout counts).
 //
 // Thread-safety: Submit may be called from any thread; everything else runs on the io thread.
 #pragma once

@@ -1,27 +1,9 @@
-// RateLimitConfig: envoyproxy/ratelimit's YAML configuration, loaded as a caudal policy source.
-//
-// A deployment of the reference service switches to caudal by pointing caudal at the same files:
-//
-//   domain: mongo_cps
-//   descriptors:
-//     - key: database
-//       value: users                # or a wildcard: "user*", "*-prod", "svc*ep*rpc"
-//       rate_limit: {unit: second, requests_per_unit: 500, name: users, replaces: [{name: x}]}
-//       shadow_mode: false
-//       quota_mode: false
-//       detailed_metric: false
-//       value_to_metric: false
-//       share_threshold: false      # wildcard values only
-//       metadata: {any: {yaml: map}}
-//       descriptors: [...]          # nested descriptors
-//
-// Every field of the reference is read with the reference's meaning; anything else is refused
-// by name with file, line and field, never ignored. Units: second, minute, hour, day, week
-// (7 days), month (30 days) and year (365 days), as the reference computes them. caudal's
-// extension, inside rate_limit: `algorithm` (fixed_window by default, so a migrated file decides
-// as the reference did; or token_bucket, gcra, sliding_window_log, sliding_window_counter) and,
-// for the bucket algorithms, `capacity` (the burst; requests_per_unit by default). A bucket
-// refills requests_per_unit per unit.
+// RateLimitConfig: envoyproxy/ratelimit's YAML configuration, loaded as a caudal policy source,
+// so that a deployment of the reference switches to caudal by pointing caudal at the same files.
+// Every field of the reference is read with the reference's meaning, and caudal's `algorithm`
+// and `capacity` inside rate_limit (fixed_window by default, so a migrated file decides as the
+// reference did); docs/envoy.md lists them, with the units. Reading the files is
+// ratelimit_config_yaml.h.
 //
 // Matching is the reference's, step for step. A descriptor's composite key is `key`, or
 // `key_value` when it has a value; at each level an entry `key`/`value` selects
