@@ -158,7 +158,7 @@ inline constexpr std::array kMetricTable = {
               "caudal_store_node_breaker_opens_total",
               MetricType::kCounter,
               {"node"},
-              "Times one store server's circuit breaker opened."},
+              "Times one store server's circuit breaker opened (Redis Cluster: each primary's)."},
     MetricDef{MetricId::kOverLimitCacheHits,
               "caudal_over_limit_cache_hits_total",
               MetricType::kCounter,
@@ -178,7 +178,9 @@ inline constexpr std::array kMetricTable = {
               "caudal_tls_handshake_failures_total",
               MetricType::kCounter,
               {"listener", "reason"},
-              "TLS handshakes that failed on a listener, by reason."},
+              "TLS handshakes that failed on a listener (http: gRPC's TLS stack reports none), by "
+              "reason: no_client_certificate, bad_client_certificate, refused_by_client, protocol, "
+              "closed or timeout."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 
