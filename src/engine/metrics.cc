@@ -10,8 +10,9 @@
 namespace caudal {
 namespace {
 
-// Which of a policy's counters each series of the per-policy rows reads, by the value of the
-// row's last label (none for shadow denials), in the order they are written.
+// The per-policy rows (labels api, policy, and perhaps one more), written once per policy: which
+// of a policy's counters each series reads, by the value of the row's third label (empty when
+// the row has two), in the order they are written.
 struct PolicySeries {
   MetricId id;
   std::string_view value;
@@ -66,6 +67,13 @@ constexpr PolicySeries kPolicySeries[] = {
 ,
 }
 ;
+
+constexpr bool IsPolicyRow(MetricId id) {
+  for (const PolicySeries& s : kPolicySeries) {
+    if (s.id == id) return true;
+  }
+  return false;
+}
 
 constexpr std::string_view kReloadResults[] = {"success", "failure"};
 
@@ -263,12 +271,8 @@ std::string Metrics::RenderPrometheus() const {
 }
 
 void Metrics::RenderSeries(const MetricDef& def, PrometheusText& out) const {
+  if (IsPolicyRow(def.id)) return RenderPolicySeries(def, out);
   switch (def.id) {
-    case MetricId::kDecisions:
-    case MetricId::kShadowDenials:
-    case MetricId::kFailureModeDecisions:
-    case MetricId::kRuleHits:
-      return RenderPolicySeries(def, out);
     case MetricId::kDecisionDuration:
       for (size_t a = 0; a < kApiCount; ++a) {
         out.Histogram({ApiName(static_cast<Api>(a))}, decision_latency_[a].Read());
