@@ -357,6 +357,7 @@ class Metrics {
   std::array<std::atomic<uint64_t>*, 2> reloads_{};              // success, failure
   std::array<std::atomic<uint64_t>, 600> http_{};
   std::array<std::atomic<uint64_t>*, kTlsFailureCount> tls_failures_{};
+  mutable std::atomic<size_t> last_render_bytes_{0};
 };
 
 }  // namespace caudal

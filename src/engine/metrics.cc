@@ -16,57 +16,28 @@ namespace {
 struct PolicySeries {
   MetricId id;
   std::string_view value;
-  const std::atomic<uint64_t>& (*counter)(const PolicyCounters&);
+  std::atomic<uint64_t> PolicyCounters::*counter = nullptr;  // this counter, or
+  std::atomic<uint64_t> HitCounters::*hit = nullptr;         // this one of its hits
+
+  const std::atomic<uint64_t>& Of(const PolicyCounters& c) const {
+    return counter != nullptr ? c.*counter : c.hits.*hit;
+  }
 };
 constexpr PolicySeries kPolicySeries[] = {
-    {MetricId::kDecisions, "allowed", [](const PolicyCounters& c) -> const auto& {return c.allowed;
-}  // namespace
-}  // namespace caudal
-, {MetricId::kDecisions, "denied", [](const PolicyCounters& c) -> const auto& {return c.denied;
-}
-}
-, {MetricId::kShadowDenials, "", [](const PolicyCounters& c) -> const auto& {return c.shadow_denied;
-}
-}
-, {MetricId::kFailureModeDecisions, "allow",
-   [](const PolicyCounters& c) -> const auto& {return c.fail_open;
-}
-}
-, {MetricId::kFailureModeDecisions, "deny",
-   [](const PolicyCounters& c) -> const auto& {return c.fail_closed;
-}
-}
-, {MetricId::kFailureModeDecisions, "local",
-   [](const PolicyCounters& c) -> const auto& {return c.local;
-}
-}
-, {MetricId::kRuleHits, "total_hits",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.total_hits;
-}
-}
-, {MetricId::kRuleHits, "within_limit",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.within_limit;
-}
-}
-, {MetricId::kRuleHits, "near_limit",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.near_limit;
-}
-}
-, {MetricId::kRuleHits, "over_limit",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.over_limit;
-}
-}
-, {MetricId::kRuleHits, "over_limit_with_local_cache",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.over_limit_with_local_cache;
-}
-}
-, {MetricId::kRuleHits, "shadow_mode",
-   [](const PolicyCounters& c) -> const auto& {return c.hits.shadow_mode;
-}
-}
-,
-}
-;
+    {MetricId::kDecisions, "allowed", &PolicyCounters::allowed},
+    {MetricId::kDecisions, "denied", &PolicyCounters::denied},
+    {MetricId::kShadowDenials, "", &PolicyCounters::shadow_denied},
+    {MetricId::kFailureModeDecisions, "allow", &PolicyCounters::fail_open},
+    {MetricId::kFailureModeDecisions, "deny", &PolicyCounters::fail_closed},
+    {MetricId::kFailureModeDecisions, "local", &PolicyCounters::local},
+    {MetricId::kRuleHits, "total_hits", nullptr, &HitCounters::total_hits},
+    {MetricId::kRuleHits, "within_limit", nullptr, &HitCounters::within_limit},
+    {MetricId::kRuleHits, "near_limit", nullptr, &HitCounters::near_limit},
+    {MetricId::kRuleHits, "over_limit", nullptr, &HitCounters::over_limit},
+    {MetricId::kRuleHits, "over_limit_with_local_cache", nullptr,
+     &HitCounters::over_limit_with_local_cache},
+    {MetricId::kRuleHits, "shadow_mode", nullptr, &HitCounters::shadow_mode},
+};
 
 constexpr bool IsPolicyRow(MetricId id) {
   for (const PolicySeries& s : kPolicySeries) {
@@ -262,12 +233,17 @@ void Metrics::CountHttpResponse(int status) {
 }
 
 std::string Metrics::RenderPrometheus() const {
-  PrometheusText out;
+  // Sized once from the last rendering: growing a megabyte by doubling copies it and faults its
+  // pages in several times over.
+  const size_t last = last_render_bytes_.load(std::memory_order_relaxed);
+  PrometheusText out(last + last / 8 + 4096);
   for (const MetricDef& def : kMetricTable) {
     out.Family(def);
     RenderSeries(def, out);
   }
-  return std::move(out).Take();
+  std::string text = std::move(out).Take();
+  last_render_bytes_.store(text.size(), std::memory_order_relaxed);
+  return text;
 }
 
 void Metrics::RenderSeries(const MetricDef& def, PrometheusText& out) const {
@@ -316,7 +292,7 @@ void Metrics::RenderPolicySeries(const MetricDef& def, PrometheusText& out) cons
     if (def.id == MetricId::kRuleHits && api != Api::kRls) continue;
     for (const PolicySeries& s : kPolicySeries) {
       if (s.id != def.id) continue;
-      const uint64_t v = s.counter(*counters).load(std::memory_order_relaxed);
+      const uint64_t v = s.Of(*counters).load(std::memory_order_relaxed);
       if (s.value.empty()) {
         out.Sample({ApiName(api), name}, v);
       } else {

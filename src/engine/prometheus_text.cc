@@ -15,15 +15,16 @@ std::string_view Seconds(uint64_t us, char (&buf)[32]) {
 }
 
 // The text format escapes backslash and newline everywhere, and a double quote in label values.
+// Runs without one are appended whole.
 void AppendEscaped(std::string& out, std::string_view v, bool quote) {
-  for (char c : v) {
-    if (c == '\\' || (quote && c == '"')) out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
+  size_t run = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const char c = v[i];
+    if (c != '\\' && c != '\n' && (c != '"' || !quote)) continue;
+    out.append(v.substr(run, i - run)).append(1, '\\').append(1, c == '\n' ? 'n' : c);
+    run = i + 1;
   }
+  out.append(v.substr(run));
 }
 
 }  // namespace
