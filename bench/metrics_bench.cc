@@ -8,7 +8,8 @@
 // (Family::Add) and kept by reference, as its documentation advises.
 //
 // "render" builds the text of /metrics with kMaxDetailedSeries Envoy stat keys (each with its
-// decisions, failure modes and hit statistics: 12 series) and the histograms.
+// decisions, failure modes and hit statistics: 12 series) and the histograms; "serialize" is
+// prometheus-cpp's text writer alone, from families it collected beforehand.
 //
 // At the end the program prints the time per operation of each, wall clock and CPU (the CPU
 // figure holds when other work shares the cores), and the ratios prometheus-cpp / caudal, from
@@ -143,8 +144,8 @@ void BM_CaudalRender(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 
-void BM_PrometheusRender(benchmark::State& state) {
-  Prometheus p;
+// The 12 series of each of kMaxDetailedSeries stat keys, and the decision histograms.
+void Fill(Prometheus& p) {
   for (size_t i = 0; i < kMaxDetailedSeries; ++i) {
     const std::string key = StatKey(i);
     for (const char* outcome : {"allowed", "denied"}) {
@@ -162,6 +163,11 @@ void BM_PrometheusRender(benchmark::State& state) {
   }
   for (const char* api : {"rls", "cli"}) p.decision_latency.Add({{"api", api}}, BoundsSeconds());
   p.decision->Observe(0.0003);
+}
+
+void BM_PrometheusRender(benchmark::State& state) {
+  Prometheus p;
+  Fill(p);
   const prometheus::TextSerializer serializer;
   size_t bytes = 0;
   for (auto _ : state) {
@@ -170,6 +176,19 @@ void BM_PrometheusRender(benchmark::State& state) {
     benchmark::DoNotOptimize(text);
   }
   state.counters["bytes"] = static_cast<double>(bytes);
+}
+
+// The text alone, from families collected once: what prometheus-cpp would cost as the writer
+// over caudal's own atomics (a Collectable of them).
+void BM_PrometheusSerialize(benchmark::State& state) {
+  Prometheus p;
+  Fill(p);
+  const std::vector<prometheus::MetricFamily> families = p.registry.Collect();
+  const prometheus::TextSerializer serializer;
+  for (auto _ : state) {
+    std::string text = serializer.Serialize(families);
+    benchmark::DoNotOptimize(text);
+  }
 }
 
 // Prints as usual and keeps each run's time per operation for the ratio table.
@@ -194,9 +213,11 @@ class RatioReporter : public benchmark::ConsoleReporter {
                 medians_.empty() ? "" : ", medians");
     std::printf("%-10s %-7s %12s %15s %7s %12s %15s %7s\n", "what", "threads", "caudal",
                 "prometheus-cpp", "ratio", "caudal CPU", "prometheus CPU", "ratio");
-    for (const char* what : {"counter", "histogram", "decision", "render"}) {
+    for (const char* what : {"counter", "histogram", "decision", "render", "serialize"}) {
       for (int64_t threads : {1, 2}) {
-        const auto c = ns_.find({std::string("caudal/") + what, threads});
+        // prometheus-cpp's text alone, against caudal's whole rendering.
+        const std::string ours = std::string(what) == "serialize" ? "render" : what;
+        const auto c = ns_.find({"caudal/" + ours, threads});
         const auto p = ns_.find({std::string("prometheus-cpp/") + what, threads});
         if (c == ns_.end() || p == ns_.end()) continue;
         const Times& a = c->second;
@@ -237,6 +258,8 @@ void RegisterAll() {
   }
   benchmark::RegisterBenchmark("caudal/render", BM_CaudalRender)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("prometheus-cpp/render", BM_PrometheusRender)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("prometheus-cpp/serialize", BM_PrometheusSerialize)
       ->Unit(benchmark::kMicrosecond);
 }
 
