@@ -1,4 +1,13 @@
-// Metrics: the counters and histograms `caudal serve` exports at /metrics (Prometheus text).
+// Metrics: the counters, gauges and histograms `caudal serve` exports at /metrics (Prometheus
+// text), each one row of kMetricTable: its name, type, label names and help. The exposition
+// writes every family's # HELP, # TYPE and series from its row, in the table's order, and
+// docs/operations.md's list is generated from the table (a test fails when they differ).
+//
+// Adding a metric: its enumerator in MetricId and its row in kMetricTable, then count it where it
+// happens. A row without labels is counted with Add or Set; a labelled row with a bounded set of
+// values (reasons, results) through Series, found once and kept. Rows whose series come from
+// their own structures (the per-policy families, the histograms, the store's breakers, the HTTP
+// codes) are rendered by name in metrics.cc.
 //
 // Counters are atomics updated on the request path without locks; per-policy counters (a caudal
 // policy, or an Envoy rule by its stat key) are found once per config install (ForPolicy takes a
@@ -14,6 +23,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +38,162 @@
 
 namespace caudal {
 
+enum class MetricType : uint8_t { kCounter, kGauge, kHistogram };
+constexpr std::string_view MetricTypeName(MetricType type) {
+  switch (type) {
+    case MetricType::kCounter:
+      return "counter";
+    case MetricType::kGauge:
+      return "gauge";
+    case MetricType::kHistogram:
+      return "histogram";
+  }
+  return "untyped";
+}
+
+// Each metric's handle; one per row of kMetricTable, in the same order.
+enum class MetricId : uint8_t {
+  kDecisions,
+  kShadowDenials,
+  kFailureModeDecisions,
+  kRuleHits,
+  kDetailedMetricOverflow,
+  kDecisionDuration,
+  kStoreDuration,
+  kStoreErrors,
+  kStoreDegraded,
+  kStoreBreakerState,
+  kStoreNodeBreakerState,
+  kStoreNodeBreakerOpens,
+  kOverLimitCacheHits,
+  kConfigReloads,
+  kHttpResponses,
+  kTlsHandshakeFailures,
+};
+
+inline constexpr size_t kMaxMetricLabels = 3;
+
+// One metric family of /metrics. Its name, label names and meaning are a contract with
+// operators' dashboards: keep them; add rows.
+struct MetricDef {
+  MetricId id;
+  std::string_view name;
+  MetricType type;
+  std::array<std::string_view, kMaxMetricLabels> labels;  // in series order; the rest empty
+  std::string_view help;                                  // one line, plain text
+
+  constexpr size_t LabelCount() const {
+    size_t n = 0;
+    while (n < labels.size() && !labels[n].empty()) ++n;
+    return n;
+  }
+};
+
+// What /metrics holds, in the order it is written.
+inline constexpr std::array kMetricTable = {
+    MetricDef{MetricId::kDecisions,
+              "caudal_decisions_total",
+              MetricType::kCounter,
+              {"api", "policy", "outcome"},
+              "Decisions by policy and outcome, allowed or denied (shadow policies: what they "
+              "decided)."},
+    MetricDef{MetricId::kShadowDenials,
+              "caudal_shadow_denials_total",
+              MetricType::kCounter,
+              {"api", "policy"},
+              "Requests a shadow policy would have refused (they were allowed)."},
+    MetricDef{MetricId::kFailureModeDecisions,
+              "caudal_failure_mode_decisions_total",
+              MetricType::kCounter,
+              {"api", "policy", "mode"},
+              "Decisions made by a failure mode (allow, deny or local) because the store failed."},
+    MetricDef{MetricId::kRuleHits,
+              "caudal_rule_hits_total",
+              MetricType::kCounter,
+              {"api", "policy", "stat"},
+              "envoyproxy/ratelimit's statistics per Envoy rule (policy: its stat key), in hits; "
+              "stat is total_hits, within_limit, near_limit, over_limit, "
+              "over_limit_with_local_cache or shadow_mode. Envoy rules only."},
+    MetricDef{MetricId::kDetailedMetricOverflow,
+              "caudal_detailed_metric_overflow_total",
+              MetricType::kCounter,
+              {},
+              "Decisions of Envoy rules whose stat key carries request values (detailed_metric, "
+              "value_to_metric, share_threshold, overrides) past the series bound, counted under "
+              "policy=\"_overflow\"."},
+    MetricDef{MetricId::kDecisionDuration,
+              "caudal_decision_duration_seconds",
+              MetricType::kHistogram,
+              {"api"},
+              "Time to decide one request, store included, by front end."},
+    MetricDef{MetricId::kStoreDuration,
+              "caudal_store_duration_seconds",
+              MetricType::kHistogram,
+              {},
+              "Store round-trip time."},
+    MetricDef{MetricId::kStoreErrors,
+              "caudal_store_errors_total",
+              MetricType::kCounter,
+              {"code"},
+              "Store calls that failed, by code."},
+    MetricDef{MetricId::kStoreDegraded,
+              "caudal_store_degraded",
+              MetricType::kGauge,
+              {},
+              "1 while the store's circuit breaker (or one server's) is not closed (decisions by "
+              "failure mode)."},
+    MetricDef{MetricId::kStoreBreakerState,
+              "caudal_store_breaker_state",
+              MetricType::kGauge,
+              {},
+              "The store's circuit breaker: 0 closed, 1 open, 2 half-open; with a breaker per "
+              "server, 1 while one is open, else 2 while one is half-open."},
+    MetricDef{MetricId::kStoreNodeBreakerState,
+              "caudal_store_node_breaker_state",
+              MetricType::kGauge,
+              {"node"},
+              "One store server's circuit breaker (Redis Cluster: each primary's, by host:port, "
+              "while it is in the topology): 0 closed, 1 open, 2 half-open."},
+    MetricDef{MetricId::kStoreNodeBreakerOpens,
+              "caudal_store_node_breaker_opens_total",
+              MetricType::kCounter,
+              {"node"},
+              "Times one store server's circuit breaker opened (Redis Cluster: each primary's)."},
+    MetricDef{MetricId::kOverLimitCacheHits,
+              "caudal_over_limit_cache_hits_total",
+              MetricType::kCounter,
+              {},
+              "Checks refused from the store's earlier refusal, without a store call."},
+    MetricDef{MetricId::kConfigReloads,
+              "caudal_config_reloads_total",
+              MetricType::kCounter,
+              {"result"},
+              "Config reloads by result, success or failure."},
+    MetricDef{MetricId::kHttpResponses,
+              "caudal_http_responses_total",
+              MetricType::kCounter,
+              {"code"},
+              "HTTP responses by status code."},
+    MetricDef{MetricId::kTlsHandshakeFailures,
+              "caudal_tls_handshake_failures_total",
+              MetricType::kCounter,
+              {"listener", "reason"},
+              "TLS handshakes that failed on a listener (http: gRPC's TLS stack reports none), by "
+              "reason: no_client_certificate, bad_client_certificate, refused_by_client, protocol, "
+              "closed or timeout."},
+};
+inline constexpr size_t kMetricCount = kMetricTable.size();
+
+constexpr bool InIdOrder(const decltype(kMetricTable)& table) {
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (static_cast<size_t>(table[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(InIdOrder(kMetricTable), "kMetricTable's rows follow MetricId's order");
+
+constexpr const MetricDef& MetricOf(MetricId id) { return kMetricTable[static_cast<size_t>(id)]; }
+
 // Which front end asked: the `api` label of the decision metrics.
 enum class Api : uint8_t { kHttp, kRls, kCli };
 inline constexpr size_t kApiCount = 3;
@@ -39,13 +205,16 @@ class LatencyHistogram {
   static constexpr std::array<int64_t, 14> kBoundsUs = {50,      100,     250,     500,      1'000,
                                                         2'500,   5'000,   10'000,  25'000,   50'000,
                                                         100'000, 250'000, 500'000, 1'000'000};
+  struct Counts {
+    std::array<uint64_t, kBoundsUs.size() + 1> cumulative{};  // ≤ each bound; last: all (+Inf)
+    uint64_t sum_us = 0;
+  };
+
   void Observe(Micros d);
-  // `labels` ("api=\"http\"", or empty) go on every series.
-  void Render(std::string& out, std::string_view name, std::string_view labels) const;
+  Counts Read() const;
 
  private:
   std::array<std::atomic<uint64_t>, kBoundsUs.size() + 1> buckets_{};  // last: +Inf
-  std::atomic<uint64_t> count_{0};
   std::atomic<uint64_t> sum_us_{0};
 };
 
@@ -85,13 +254,32 @@ struct PolicyCounters {
   HitCounters hits;
 };
 
+class PrometheusText;  // engine/prometheus_text.h
+
 class Metrics {
  public:
+  Metrics();
+
   // Stable for the life of the Metrics.
   PolicyCounters& ForPolicy(Api api, std::string_view policy);
   // The same for an Envoy stat key that carries request values, bounded (see above); a name
   // ForPolicy knows gets that policy's counters. No lock and no allocation once `name` is known.
   PolicyCounters& ForDetailed(Api api, std::string_view name);
+
+  // A row without labels: a counter counts up, a gauge is set (gauges hold a count or a state,
+  // never negative). Lock-free.
+  void Add(MetricId id, uint64_t n = 1) { Scalar(id).fetch_add(n, std::memory_order_relaxed); }
+  void Set(MetricId id, uint64_t value) { Scalar(id).store(value, std::memory_order_relaxed); }
+  uint64_t Value(MetricId id) const {
+    return scalars_[static_cast<size_t>(id)].load(std::memory_order_relaxed);
+  }
+  // One series of a labelled counter or gauge row, by its label values in the row's order (as
+  // many as the row has labels). Stable for the life of the Metrics: find it once (this takes a
+  // lock) and keep it, then count on it as on any atomic. Values come from a bounded set
+  // (reasons, results); past kMaxSeriesPerMetric series of one row, the rest share one series
+  // whose every label is "_overflow". A series exists, and is rendered, from its first lookup.
+  std::atomic<uint64_t>& Series(MetricId id, std::initializer_list<std::string_view> values);
+  static constexpr size_t kMaxSeriesPerMetric = 256;
 
   void ObserveDecision(Api api, Micros d) {
     decision_latency_[static_cast<size_t>(api)].Observe(d);
@@ -99,24 +287,26 @@ class Metrics {
   void ObserveStore(Micros d) { store_latency_.Observe(d); }
   void CountStoreError(StatusCode code);
   // The store's circuit breaker: 0 closed, 1 open, 2 half-open (see breaker_store.h).
-  void SetStoreBreaker(int state) { store_breaker_.store(state, std::memory_order_relaxed); }
-  int StoreBreaker() const { return store_breaker_.load(std::memory_order_relaxed); }
+  void SetStoreBreaker(int state) {
+    Set(MetricId::kStoreBreakerState, static_cast<uint64_t>(state));
+  }
+  int StoreBreaker() const { return static_cast<int>(Value(MetricId::kStoreBreakerState)); }
   // A store server's own circuit breaker (Redis Cluster: one per primary), by "host:port": its
   // state and how often it opened. At most kMaxNodeSeries nodes (the cluster store's own bound);
   // RemoveNode ends a node's series when it leaves the topology.
   void SetNodeBreaker(std::string_view node, BreakerState state, uint64_t opens);
   void RemoveNode(std::string_view node);
   static constexpr size_t kMaxNodeSeries = 1024;
-  void CountReload(bool ok) { (ok ? reloads_ok_ : reloads_failed_).fetch_add(1); }
-  void CountOverLimitCacheHit() { cache_hits_.fetch_add(1, std::memory_order_relaxed); }
+  void CountReload(bool ok) { reloads_[ok ? 0 : 1]->fetch_add(1, std::memory_order_relaxed); }
+  void CountOverLimitCacheHit() { Add(MetricId::kOverLimitCacheHits); }
   // HTTP status codes 100..599; others are ignored.
   void CountHttpResponse(int status);
   // A failed TLS handshake on the HTTP listener (gRPC's TLS stack reports none to its server).
   void CountTlsHandshakeFailure(TlsFailure reason) {
-    tls_failures_[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+    tls_failures_[static_cast<size_t>(reason)]->fetch_add(1, std::memory_order_relaxed);
   }
 
-  // Prometheus text exposition format 0.0.4.
+  // Prometheus text exposition format 0.0.4, every row of kMetricTable in order.
   std::string RenderPrometheus() const;
 
  private:
@@ -129,10 +319,23 @@ class Metrics {
   };
   static constexpr size_t kIndexSlots = 4096;  // a power of two, > 2 × what is ever indexed
   static constexpr size_t kMaxIndexed = kIndexSlots / 2;
-
+  // One series of a row counted through Series().
+  struct LabelledSeries {
+    std::vector<std::string> values;
+    std::atomic<uint64_t> value{0};
+  };
+  struct NodeBreakerSeries {
+    BreakerState state = BreakerState::kClosed;
+    uint64_t opens = 0;
+  };
+  std::atomic<uint64_t>& Scalar(MetricId id) { return scalars_[static_cast<size_t>(id)]; }
   PolicyCounters& FindLocked(Api api, std::string_view name);
   PolicyCounters* Lookup(Api api, std::string_view name) const;  // lock-free
   void IndexLocked(Api api, std::string_view name, PolicyCounters* counters);
+  // The series of one row, written after its # HELP and # TYPE lines.
+  void RenderSeries(const MetricDef& def, PrometheusText& out) const;
+  void RenderPolicySeries(const MetricDef& def, PrometheusText& out) const;
+  void RenderBreakers(const MetricDef& def, PrometheusText& out) const;
 
   mutable std::mutex mu_;
   std::map<Key, std::unique_ptr<PolicyCounters>> policies_;  // guarded by mu_
@@ -143,21 +346,18 @@ class Metrics {
   std::atomic<bool> index_full_{false};
   // Per Api, set once every detailed series exists: "_overflow"'s counters.
   std::array<std::atomic<PolicyCounters*>, kApiCount> overflow_{};
-  std::atomic<uint64_t> detailed_overflow_{0};
+  // By row: the value of each row without labels (the store breaker's own state, folded with the
+  // servers' when written), and the labelled series Series() made, in lookup order.
+  std::array<std::atomic<uint64_t>, kMetricCount> scalars_{};
+  std::array<std::vector<std::unique_ptr<LabelledSeries>>, kMetricCount> series_;  // mu_
   std::array<LatencyHistogram, kApiCount> decision_latency_;
   LatencyHistogram store_latency_;
-  std::array<std::atomic<uint64_t>, 8> store_errors_{};  // by StatusCode
-  std::atomic<int> store_breaker_{0};
-  struct NodeBreakerSeries {
-    BreakerState state = BreakerState::kClosed;
-    uint64_t opens = 0;
-  };
+  std::array<std::atomic<uint64_t>, 8> store_errors_{};          // by StatusCode
   std::map<std::string, NodeBreakerSeries, std::less<>> nodes_;  // guarded by mu_
-  std::atomic<uint64_t> cache_hits_{0};
-  std::atomic<uint64_t> reloads_ok_{0};
-  std::atomic<uint64_t> reloads_failed_{0};
+  std::array<std::atomic<uint64_t>*, 2> reloads_{};              // success, failure
   std::array<std::atomic<uint64_t>, 600> http_{};
-  std::array<std::atomic<uint64_t>, kTlsFailureCount> tls_failures_{};
+  std::array<std::atomic<uint64_t>*, kTlsFailureCount> tls_failures_{};
+  mutable std::atomic<size_t> last_render_bytes_{0};
 };
 
 }  // namespace caudal

@@ -1,74 +1,90 @@
 #include "caudal/metrics.h"
 
-#include <cstdio>
+#include <algorithm>
+#include <cassert>
 #include <functional>
 #include <vector>
 
-#include "common/cat.h"
+#include "engine/prometheus_text.h"
 
 namespace caudal {
 namespace {
 
-void AppendSeconds(std::string& out, uint64_t us) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%llu.%06llu", static_cast<unsigned long long>(us / 1'000'000),
-                static_cast<unsigned long long>(us % 1'000'000));
-  out += buf;
-}
+// The per-policy rows (labels api, policy, and perhaps one more), written once per policy: which
+// of a policy's counters each series reads, by the value of the row's third label (empty when
+// the row has two), in the order they are written.
+struct PolicySeries {
+  MetricId id;
+  std::string_view value;
+  std::atomic<uint64_t> PolicyCounters::*counter = nullptr;  // this counter, or
+  std::atomic<uint64_t> HitCounters::*hit = nullptr;         // this one of its hits
 
-void AppendHeader(std::string& out, std::string_view name, std::string_view type,
-                  std::string_view help) {
-  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
-  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
-}
-
-// A label value as the text format wants it: backslash, quote and newline escaped. (Policy names
-// are [A-Za-z0-9_.-]; Envoy stat keys carry the config's values, which may hold anything.)
-void AppendLabelValue(std::string& out, std::string_view v) {
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
+  const std::atomic<uint64_t>& Of(const PolicyCounters& c) const {
+    return counter != nullptr ? c.*counter : c.hits.*hit;
   }
+};
+constexpr PolicySeries kPolicySeries[] = {
+    {MetricId::kDecisions, "allowed", &PolicyCounters::allowed},
+    {MetricId::kDecisions, "denied", &PolicyCounters::denied},
+    {MetricId::kShadowDenials, "", &PolicyCounters::shadow_denied},
+    {MetricId::kFailureModeDecisions, "allow", &PolicyCounters::fail_open},
+    {MetricId::kFailureModeDecisions, "deny", &PolicyCounters::fail_closed},
+    {MetricId::kFailureModeDecisions, "local", &PolicyCounters::local},
+    {MetricId::kRuleHits, "total_hits", nullptr, &HitCounters::total_hits},
+    {MetricId::kRuleHits, "within_limit", nullptr, &HitCounters::within_limit},
+    {MetricId::kRuleHits, "near_limit", nullptr, &HitCounters::near_limit},
+    {MetricId::kRuleHits, "over_limit", nullptr, &HitCounters::over_limit},
+    {MetricId::kRuleHits, "over_limit_with_local_cache", nullptr,
+     &HitCounters::over_limit_with_local_cache},
+    {MetricId::kRuleHits, "shadow_mode", nullptr, &HitCounters::shadow_mode},
+};
+
+constexpr bool IsPolicyRow(MetricId id) {
+  for (const PolicySeries& s : kPolicySeries) {
+    if (s.id == id) return true;
+  }
+  return false;
 }
 
-void AppendPolicyCounter(std::string& out, std::string_view name, Api api, std::string_view policy,
-                         std::string_view extra, uint64_t v) {
-  out.append(name).append("{api=\"").append(ApiName(api)).append("\",policy=\"");
-  AppendLabelValue(out, policy);
-  out.append("\"");
-  if (!extra.empty()) out.append(",").append(extra);
-  out.append("} ").append(std::to_string(v)).append("\n");
-}
-
-// The per-server breaker series, and the worst of their states folded into `breaker`.
-template <typename Nodes>
-std::string RenderNodeBreakers(const Nodes& nodes, int& breaker) {
-  std::string out;
-  AppendHeader(out, "caudal_store_node_breaker_state", "gauge",
-               "One store server's circuit breaker (Redis Cluster: each primary's): 0 closed, 1 "
-               "open, 2 half-open.");
-  for (const auto& [node, s] : nodes) {
-    out.append("caudal_store_node_breaker_state{node=\"");
-    AppendLabelValue(out, node);
-    out.append("\"} ").append(std::to_string(static_cast<int>(s.state))).append("\n");
-    if (s.state == BreakerState::kOpen) breaker = static_cast<int>(BreakerState::kOpen);
-    if (s.state == BreakerState::kHalfOpen && breaker == 0) breaker = static_cast<int>(s.state);
-  }
-  AppendHeader(out, "caudal_store_node_breaker_opens_total", "counter",
-               "Times one store server's circuit breaker opened.");
-  for (const auto& [node, s] : nodes) {
-    out.append("caudal_store_node_breaker_opens_total{node=\"");
-    AppendLabelValue(out, node);
-    out.append("\"} ").append(std::to_string(s.opens)).append("\n");
-  }
-  return out;
-}
+constexpr std::string_view kReloadResults[] = {"success", "failure"};
 
 }  // namespace
+
+Metrics::Metrics() {
+  // Rendered from zero: every result and every reason.
+  for (size_t i = 0; i < reloads_.size(); ++i) {
+    reloads_[i] = &Series(MetricId::kConfigReloads, {kReloadResults[i]});
+  }
+  for (size_t i = 0; i < kTlsFailureCount; ++i) {
+    tls_failures_[i] = &Series(MetricId::kTlsHandshakeFailures,
+                               {"http", TlsFailureName(static_cast<TlsFailure>(i))});
+  }
+}
+
+std::atomic<uint64_t>& Metrics::Series(MetricId id,
+                                       std::initializer_list<std::string_view> values) {
+  assert(values.size() == MetricOf(id).LabelCount() && values.size() > 0);
+  std::lock_guard lock(mu_);
+  std::vector<std::unique_ptr<LabelledSeries>>& series = series_[static_cast<size_t>(id)];
+  auto find = [&series](const auto& wanted) -> LabelledSeries* {
+    for (const auto& s : series) {
+      if (std::equal(wanted.begin(), wanted.end(), s->values.begin(), s->values.end())) {
+        return s.get();
+      }
+    }
+    return nullptr;
+  };
+  if (LabelledSeries* s = find(values)) return s->value;
+  // The last series a row may have is the overflow's, found as any other by its values.
+  const bool full = series.size() + 1 >= kMaxSeriesPerMetric;
+  std::vector<std::string> key = full ? std::vector<std::string>(values.size(), "_overflow")
+                                      : std::vector<std::string>(values.begin(), values.end());
+  if (full) {
+    if (LabelledSeries* s = find(key)) return s->value;
+  }
+  series.push_back(std::make_unique<LabelledSeries>(std::move(key)));
+  return series.back()->value;
+}
 
 void Metrics::SetNodeBreaker(std::string_view node, BreakerState state, uint64_t opens) {
   std::lock_guard lock(mu_);
@@ -90,29 +106,18 @@ void LatencyHistogram::Observe(Micros d) {
   size_t i = 0;
   while (i < kBoundsUs.size() && us > kBoundsUs[i]) ++i;
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
-  count_.fetch_add(1, std::memory_order_relaxed);
   sum_us_.fetch_add(static_cast<uint64_t>(us), std::memory_order_relaxed);
 }
 
-void LatencyHistogram::Render(std::string& out, std::string_view name,
-                              std::string_view labels) const {
+LatencyHistogram::Counts LatencyHistogram::Read() const {
+  Counts c;
   uint64_t cumulative = 0;
-  const std::string prefix = labels.empty() ? "" : Cat(labels, ',');
-  const std::string braced = labels.empty() ? "" : Cat('{', labels, '}');
-  for (size_t i = 0; i <= kBoundsUs.size(); ++i) {
+  for (size_t i = 0; i < buckets_.size(); ++i) {
     cumulative += buckets_[i].load(std::memory_order_relaxed);
-    out.append(name).append("_bucket{").append(prefix).append("le=\"");
-    if (i < kBoundsUs.size()) {
-      AppendSeconds(out, static_cast<uint64_t>(kBoundsUs[i]));
-    } else {
-      out.append("+Inf");
-    }
-    out.append("\"} ").append(std::to_string(cumulative)).append("\n");
+    c.cumulative[i] = cumulative;
   }
-  out.append(name).append("_sum").append(braced).append(" ");
-  AppendSeconds(out, sum_us_.load(std::memory_order_relaxed));
-  out.append("\n").append(name).append("_count").append(braced).append(" ");
-  out.append(std::to_string(cumulative)).append("\n");
+  c.sum_us = sum_us_.load(std::memory_order_relaxed);
+  return c;
 }
 
 std::string_view ApiName(Api api) {
@@ -198,7 +203,7 @@ PolicyCounters& Metrics::ForDetailed(Api api, std::string_view name) {
   // Every known name is indexed while the index has room: this one is new, and past the bound.
   if (!index_full_.load(std::memory_order_acquire)) {
     if (PolicyCounters* o = overflow.load(std::memory_order_acquire)) {
-      detailed_overflow_.fetch_add(1, std::memory_order_relaxed);
+      Add(MetricId::kDetailedMetricOverflow);
       return *o;
     }
   }
@@ -207,7 +212,7 @@ PolicyCounters& Metrics::ForDetailed(Api api, std::string_view name) {
     return *it->second;
   }
   if (detailed_series_ >= kMaxDetailedSeries) {
-    detailed_overflow_.fetch_add(1, std::memory_order_relaxed);
+    Add(MetricId::kDetailedMetricOverflow);
     PolicyCounters& o = FindLocked(api, "_overflow");
     overflow.store(&o, std::memory_order_release);
     return o;
@@ -228,131 +233,98 @@ void Metrics::CountHttpResponse(int status) {
 }
 
 std::string Metrics::RenderPrometheus() const {
-  std::string out;
-  out.reserve(4096);
-  struct Row {
-    Api api;
-    std::string name;
-    const PolicyCounters* c;
-  };
-  std::vector<Row> rows;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, c] : policies_) rows.push_back({key.first, key.second, c.get()});
+  // Sized once from the last rendering: growing a megabyte by doubling copies it and faults its
+  // pages in several times over.
+  const size_t last = last_render_bytes_.load(std::memory_order_relaxed);
+  PrometheusText out(last + last / 8 + 4096);
+  for (const MetricDef& def : kMetricTable) {
+    out.Family(def);
+    RenderSeries(def, out);
   }
-  AppendHeader(out, "caudal_decisions_total", "counter",
-               "Decisions by policy and outcome (shadow policies: what they decided).");
-  for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_decisions_total", r.api, r.name, "outcome=\"allowed\"",
-                        r.c->allowed.load());
-    AppendPolicyCounter(out, "caudal_decisions_total", r.api, r.name, "outcome=\"denied\"",
-                        r.c->denied.load());
+  std::string text = std::move(out).Take();
+  last_render_bytes_.store(text.size(), std::memory_order_relaxed);
+  return text;
+}
+
+void Metrics::RenderSeries(const MetricDef& def, PrometheusText& out) const {
+  if (IsPolicyRow(def.id)) return RenderPolicySeries(def, out);
+  switch (def.id) {
+    case MetricId::kDecisionDuration:
+      for (size_t a = 0; a < kApiCount; ++a) {
+        out.Histogram({ApiName(static_cast<Api>(a))}, decision_latency_[a].Read());
+      }
+      return;
+    case MetricId::kStoreDuration:
+      return out.Histogram({}, store_latency_.Read());
+    case MetricId::kStoreErrors:
+      for (size_t i = 1; i < store_errors_.size(); ++i) {
+        const uint64_t v = store_errors_[i].load(std::memory_order_relaxed);
+        if (v != 0) out.Sample({StatusCodeName(static_cast<StatusCode>(i))}, v);
+      }
+      return;
+    case MetricId::kStoreDegraded:
+    case MetricId::kStoreBreakerState:
+    case MetricId::kStoreNodeBreakerState:
+    case MetricId::kStoreNodeBreakerOpens:
+      return RenderBreakers(def, out);
+    case MetricId::kHttpResponses:
+      for (size_t i = 100; i < http_.size(); ++i) {
+        const uint64_t v = http_[i].load(std::memory_order_relaxed);
+        if (v != 0) out.Sample({std::to_string(i)}, v);
+      }
+      return;
+    default:
+      break;
   }
-  AppendHeader(out, "caudal_shadow_denials_total", "counter",
-               "Requests a shadow policy would have refused (they were allowed).");
-  for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_shadow_denials_total", r.api, r.name, "",
-                        r.c->shadow_denied.load());
+  // Rows counted through Add, Set or Series.
+  if (def.LabelCount() == 0) return out.Sample({}, Value(def.id));
+  std::lock_guard lock(mu_);
+  for (const auto& s : series_[static_cast<size_t>(def.id)]) {
+    out.Sample(s->values, s->value.load(std::memory_order_relaxed));
   }
-  AppendHeader(out, "caudal_failure_mode_decisions_total", "counter",
-               "Decisions made by a failure mode because the store failed.");
-  for (const Row& r : rows) {
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"allow\"",
-                        r.c->fail_open.load());
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"deny\"",
-                        r.c->fail_closed.load());
-    AppendPolicyCounter(out, "caudal_failure_mode_decisions_total", r.api, r.name, "mode=\"local\"",
-                        r.c->local.load());
-  }
-  AppendHeader(out, "caudal_rule_hits_total", "counter",
-               "envoyproxy/ratelimit's statistics per Envoy rule (policy: its stat key), in hits.");
-  for (const Row& r : rows) {
-    if (r.api != Api::kRls) continue;
-    const HitCounters& h = r.c->hits;
-    const std::pair<std::string_view, const std::atomic<uint64_t>*> stats[] = {
-        {"total_hits", &h.total_hits},
-        {"within_limit", &h.within_limit},
-        {"near_limit", &h.near_limit},
-        {"over_limit", &h.over_limit},
-        {"over_limit_with_local_cache", &h.over_limit_with_local_cache},
-        {"shadow_mode", &h.shadow_mode}};
-    for (const auto& [stat, v] : stats) {
-      AppendPolicyCounter(out, "caudal_rule_hits_total", r.api, r.name, Cat("stat=\"", stat, '"'),
-                          v->load(std::memory_order_relaxed));
+}
+
+void Metrics::RenderPolicySeries(const MetricDef& def, PrometheusText& out) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, counters] : policies_) {
+    const auto& [api, name] = key;
+    // envoyproxy/ratelimit's statistics belong to Envoy rules alone.
+    if (def.id == MetricId::kRuleHits && api != Api::kRls) continue;
+    for (const PolicySeries& s : kPolicySeries) {
+      if (s.id != def.id) continue;
+      const uint64_t v = s.Of(*counters).load(std::memory_order_relaxed);
+      if (s.value.empty()) {
+        out.Sample({ApiName(api), name}, v);
+      } else {
+        out.Sample({ApiName(api), name, s.value}, v);
+      }
     }
   }
-  AppendHeader(out, "caudal_detailed_metric_overflow_total", "counter",
-               "Decisions of Envoy rules whose stat key carries request values (detailed_metric, "
-               "value_to_metric, share_threshold, overrides) past the series bound, counted under "
-               "policy=\"_overflow\".");
-  out.append("caudal_detailed_metric_overflow_total ")
-      .append(std::to_string(detailed_overflow_.load()))
-      .append("\n");
-  AppendHeader(out, "caudal_decision_duration_seconds", "histogram",
-               "Time to decide one request, store included, by front end.");
-  for (size_t a = 0; a < kApiCount; ++a) {
-    decision_latency_[a].Render(out, "caudal_decision_duration_seconds",
-                                Cat("api=\"", ApiName(static_cast<Api>(a)), '"'));
+}
+
+// The store's breaker, folded with every server's: 1 while one is open, else 2 while one is
+// half-open.
+void Metrics::RenderBreakers(const MetricDef& def, PrometheusText& out) const {
+  std::lock_guard lock(mu_);
+  int breaker = StoreBreaker();
+  for (const auto& [node, s] : nodes_) {
+    if (s.state == BreakerState::kOpen) breaker = static_cast<int>(BreakerState::kOpen);
+    if (s.state == BreakerState::kHalfOpen && breaker == 0) breaker = static_cast<int>(s.state);
   }
-  AppendHeader(out, "caudal_store_duration_seconds", "histogram", "Store round-trip time.");
-  store_latency_.Render(out, "caudal_store_duration_seconds", "");
-  AppendHeader(out, "caudal_store_errors_total", "counter", "Store calls that failed, by code.");
-  for (size_t i = 1; i < store_errors_.size(); ++i) {
-    const uint64_t v = store_errors_[i].load();
-    if (v == 0) continue;
-    out.append("caudal_store_errors_total{code=\"")
-        .append(StatusCodeName(static_cast<StatusCode>(i)))
-        .append("\"} ")
-        .append(std::to_string(v))
-        .append("\n");
+  switch (def.id) {
+    case MetricId::kStoreDegraded:
+      return out.Sample({}, breaker != 0 ? 1 : 0);
+    case MetricId::kStoreBreakerState:
+      return out.Sample({}, static_cast<uint64_t>(breaker));
+    case MetricId::kStoreNodeBreakerState:
+      for (const auto& [node, s] : nodes_) out.Sample({node}, static_cast<uint64_t>(s.state));
+      return;
+    case MetricId::kStoreNodeBreakerOpens:
+      for (const auto& [node, s] : nodes_) out.Sample({node}, s.opens);
+      return;
+    default:
+      return;
   }
-  int breaker = store_breaker_.load(std::memory_order_relaxed);
-  std::string node_series;
-  {
-    std::lock_guard lock(mu_);
-    if (!nodes_.empty()) node_series = RenderNodeBreakers(nodes_, breaker);
-  }
-  AppendHeader(out, "caudal_store_degraded", "gauge",
-               "1 while the store's circuit breaker (or one server's) is not closed (decisions by "
-               "failure mode).");
-  out.append("caudal_store_degraded ").append(breaker != 0 ? "1" : "0").append("\n");
-  AppendHeader(out, "caudal_store_breaker_state", "gauge",
-               "The store's circuit breaker: 0 closed, 1 open, 2 half-open; with a breaker per "
-               "server, 1 while one is open, else 2 while one is half-open.");
-  out.append("caudal_store_breaker_state ").append(std::to_string(breaker)).append("\n");
-  out += node_series;
-  AppendHeader(out, "caudal_over_limit_cache_hits_total", "counter",
-               "Checks refused from the store's earlier refusal, without a store call.");
-  out.append("caudal_over_limit_cache_hits_total ")
-      .append(std::to_string(cache_hits_.load(std::memory_order_relaxed)))
-      .append("\n");
-  AppendHeader(out, "caudal_config_reloads_total", "counter", "Config reloads by result.");
-  out.append("caudal_config_reloads_total{result=\"success\"} ")
-      .append(std::to_string(reloads_ok_.load()))
-      .append("\ncaudal_config_reloads_total{result=\"failure\"} ")
-      .append(std::to_string(reloads_failed_.load()))
-      .append("\n");
-  AppendHeader(out, "caudal_http_responses_total", "counter", "HTTP responses by status code.");
-  for (size_t i = 100; i < http_.size(); ++i) {
-    const uint64_t v = http_[i].load(std::memory_order_relaxed);
-    if (v != 0) {
-      out.append("caudal_http_responses_total{code=\"")
-          .append(std::to_string(i))
-          .append("\"} ")
-          .append(std::to_string(v))
-          .append("\n");
-    }
-  }
-  AppendHeader(out, "caudal_tls_handshake_failures_total", "counter",
-               "TLS handshakes that failed on a listener, by reason.");
-  for (size_t i = 0; i < kTlsFailureCount; ++i) {
-    out.append("caudal_tls_handshake_failures_total{listener=\"http\",reason=\"")
-        .append(TlsFailureName(static_cast<TlsFailure>(i)))
-        .append("\"} ")
-        .append(std::to_string(tls_failures_[i].load(std::memory_order_relaxed)))
-        .append("\n");
-  }
-  return out;
 }
 
 }  // namespace caudal

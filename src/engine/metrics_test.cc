@@ -2,12 +2,170 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/cat.h"
+
 namespace caudal {
 namespace {
+
+// Every family of `text`, by name, in order of their # TYPE lines.
+std::vector<std::string> Families(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) out.push_back(line.substr(7, line.find(' ', 7) - 7));
+  }
+  return out;
+}
+
+// The label names of a series line (`name{a="x",b="y"} 1`), in order; values may hold escapes.
+std::vector<std::string> LabelNames(const std::string& line) {
+  std::vector<std::string> names;
+  const size_t open = line.find('{');
+  if (open == std::string::npos || open > line.find(' ')) return names;
+  for (size_t at = open + 1; line[at - 1] != '}';) {
+    const size_t eq = line.find('=', at);
+    names.push_back(line.substr(at, eq - at));
+    at = eq + 2;  // past ="
+    while (line[at] != '"') at += line[at] == '\\' ? 2 : 1;
+    at += 2;  // past the quote and the comma or the brace
+  }
+  return names;
+}
+
+// A Metrics with every family counted at least once.
+void CountEverything(Metrics& m) {
+  PolicyCounters& c = m.ForPolicy(Api::kRls, "d.key\"odd\\\nvalue");
+  c.allowed += 1;
+  c.hits.total_hits += 1;
+  m.ForPolicy(Api::kHttp, "per-key").denied += 1;
+  m.ObserveDecision(Api::kHttp, Micros(80));
+  m.ObserveStore(Micros(80));
+  m.CountStoreError(StatusCode::kUnavailable);
+  m.SetStoreBreaker(1);
+  m.SetNodeBreaker("127.0.0.1:7000", BreakerState::kHalfOpen, 2);
+  m.CountOverLimitCacheHit();
+  m.Add(MetricId::kDetailedMetricOverflow);
+  m.CountReload(true);
+  m.CountHttpResponse(200);
+  m.CountTlsHandshakeFailure(TlsFailure::kClosed);
+}
+
+TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {
+  Metrics m;
+  const std::string text = m.RenderPrometheus();
+  std::vector<std::string> names;
+  for (const MetricDef& def : kMetricTable) {
+    names.emplace_back(def.name);
+    EXPECT_NE(text.find(std::string("# HELP ").append(def.name).append(" ").append(def.help)),
+              std::string::npos)
+        << def.name;
+    EXPECT_NE(text.find(std::string("# TYPE ")
+                            .append(def.name)
+                            .append(" ")
+                            .append(MetricTypeName(def.type))
+                            .append("\n")),
+              std::string::npos)
+        << def.name;
+  }
+  EXPECT_EQ(Families(text), names);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "unique";
+}
+
+// Each series line names its family's row and carries the row's labels in order (a histogram's
+// buckets add le), so a row's labels are the ones operators see.
+TEST(Metrics, EverySeriesCarriesItsRowsNameAndLabels) {
+  Metrics m;
+  CountEverything(m);
+  const std::string text = m.RenderPrometheus();
+  std::istringstream in(text);
+  const MetricDef* def = nullptr;
+  std::set<std::string> seen;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const std::string name = line.substr(7, line.find(' ', 7) - 7);
+      def = nullptr;
+      for (const MetricDef& d : kMetricTable) {
+        if (d.name == name) def = &d;
+      }
+      ASSERT_NE(def, nullptr) << line;
+      continue;
+    }
+    if (line.rfind("#", 0) == 0) continue;
+    ASSERT_NE(def, nullptr) << line;
+    std::string name = line.substr(0, line.find_first_of("{ "));
+    std::vector<std::string> want(def->labels.begin(), def->labels.begin() + def->LabelCount());
+    if (def->type == MetricType::kHistogram) {
+      for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+        if (name == std::string(def->name) + suffix) name = def->name;
+      }
+      if (line.find("_bucket") != std::string::npos) want.push_back("le");
+    }
+    EXPECT_EQ(name, def->name) << line;
+    EXPECT_EQ(LabelNames(line), want) << line;
+    seen.insert(name);
+  }
+  EXPECT_EQ(seen.size(), kMetricTable.size()) << "every row has a series once counted\n" << text;
+}
+
+TEST(Metrics, RowsWithoutLabelsAreCountedAndSetByTheirId) {
+  Metrics m;
+  m.Add(MetricId::kOverLimitCacheHits);
+  m.CountOverLimitCacheHit();
+  m.Add(MetricId::kDetailedMetricOverflow, 5);
+  m.SetStoreBreaker(2);
+  EXPECT_EQ(m.Value(MetricId::kOverLimitCacheHits), 2u);
+  EXPECT_EQ(m.StoreBreaker(), 2);
+  m.Set(MetricId::kStoreBreakerState, 0);
+  EXPECT_EQ(m.StoreBreaker(), 0);
+  const std::string text = m.RenderPrometheus();
+  EXPECT_NE(text.find("\ncaudal_over_limit_cache_hits_total 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncaudal_detailed_metric_overflow_total 5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncaudal_store_breaker_state 0\n"), std::string::npos) << text;
+}
+
+// A labelled row's series are found once and kept; each exists from its first lookup, and past
+// the bound the rest share the "_overflow" series.
+TEST(Metrics, ALabelledRowsSeriesAreFoundOnceAndBounded) {
+  Metrics m;
+  std::atomic<uint64_t>& success = m.Series(MetricId::kConfigReloads, {"success"});
+  m.CountReload(true);
+  success += 2;
+  EXPECT_EQ(&m.Series(MetricId::kConfigReloads, {"success"}), &success);
+  std::atomic<uint64_t>& grpc = m.Series(MetricId::kTlsHandshakeFailures, {"grpc", "timeout"});
+  EXPECT_NE(&grpc, &m.Series(MetricId::kTlsHandshakeFailures, {"http", "timeout"}));
+  grpc += 1;
+  std::string text = m.RenderPrometheus();
+  EXPECT_NE(text.find("caudal_config_reloads_total{result=\"success\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("caudal_config_reloads_total{result=\"failure\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("caudal_tls_handshake_failures_total{listener=\"grpc\",reason=\"timeout\"} "
+                      "1\n"),
+            std::string::npos)
+      << text;
+
+  // Two already: success and failure.
+  for (size_t i = 2; i + 1 < Metrics::kMaxSeriesPerMetric; ++i) {
+    m.Series(MetricId::kConfigReloads, {Cat("r", i)}) += 1;
+  }
+  std::atomic<uint64_t>& overflow = m.Series(MetricId::kConfigReloads, {"one_too_many"});
+  EXPECT_EQ(&m.Series(MetricId::kConfigReloads, {"another"}), &overflow);
+  EXPECT_NE(&m.Series(MetricId::kConfigReloads, {"r7"}), &overflow) << "known values keep theirs";
+  overflow += 2;
+  text = m.RenderPrometheus();
+  EXPECT_NE(text.find("caudal_config_reloads_total{result=\"_overflow\"} 2\n"), std::string::npos);
+  EXPECT_EQ(text.find("one_too_many"), std::string::npos);
+  size_t series = 0;
+  for (size_t at = 0; (at = text.find("\ncaudal_config_reloads_total{", at)) != std::string::npos;
+       ++at) {
+    ++series;
+  }
+  EXPECT_EQ(series, Metrics::kMaxSeriesPerMetric);
+}
 
 TEST(Metrics, RendersPrometheusText) {
   Metrics m;

@@ -1,9 +1,18 @@
 """Who is being refused, and by which policy: the throttled refusal log (identities hashed unless
-configured otherwise), JSON logs, and GET /v1/top-refused (a heavy-hitters sketch per policy)."""
+configured otherwise), JSON logs, and GET /v1/top-refused (a heavy-hitters sketch per policy);
+and what /metrics serves: valid Prometheus text (promtool's check) holding the documented
+families."""
 import json
+import os
+import re
+import signal
+import subprocess
 import unittest
 
 from harness import Serve, wait_until
+
+OPERATIONS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                             "operations.md")
 
 CONFIG = """
 logging: {format: %s, identities: %s}
@@ -57,6 +66,67 @@ class RefusalLogAndTopRefused(unittest.TestCase):
             self.assertEqual(top["checks"][0]["top"], [{"identity": "api_key=k1", "count": 1, "error": 0}])
         finally:
             s.close()
+
+
+METRICS_CONFIG = """
+policies:
+  - name: per-key
+    identity: [api_key]
+    limits: [{algorithm: fixed_window, limit: 1, window: 1m}]
+  - name: watched
+    identity: [user]
+    shadow: true
+    limits: [{algorithm: fixed_window, limit: 1, window: 1m}]
+  - name: open
+    identity: [tenant]
+    on_failure: allow
+    limits: [{algorithm: fixed_window, limit: 5, window: 1m}]
+"""
+
+
+def documented_metrics():
+    """The metric names docs/operations.md lists (generated from the metric table)."""
+    with open(OPERATIONS_MD) as f:
+        doc = f.read()
+    section = doc[doc.index("<!-- metrics: generated"):doc.index("<!-- end of metrics -->")]
+    return re.findall(r"^\| `([a-z_]+)[{`]", section, re.M)
+
+
+class MetricsExposition(unittest.TestCase):
+    def test_metrics_are_valid_prometheus_text_with_every_documented_family(self):
+        s = Serve(METRICS_CONFIG)
+        try:
+            for _ in range(2):
+                s.check({"api_key": "k"})  # allowed, then denied
+                s.check({"user": "u"})  # allowed, then allowed by a shadow denial
+            s.request("POST", "/v1/check", "{", {"Content-Type": "application/json"})  # 400
+            s.fail_store()
+            s.check({"tenant": "t"})  # decided by the failure mode
+            s.recover_store()
+            s.signal(signal.SIGHUP)  # the same file again: a reload that succeeds
+            wait_until(lambda: s.metric('caudal_config_reloads_total{result="success"}') == 1,
+                       "the reload counted")
+            status, headers, body = s.request("GET", "/metrics")
+        finally:
+            s.close()
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["content-type"], "text/plain; version=0.0.4")
+        check = subprocess.run(["promtool", "check", "metrics"], input=body,
+                               capture_output=True, timeout=60)
+        self.assertEqual((check.returncode, check.stdout, check.stderr), (0, b"", b""),
+                         body.decode())
+        text = body.decode()
+        families = re.findall(r"^# TYPE (\S+) ", text, re.M)
+        documented = documented_metrics()
+        self.assertGreaterEqual(len(documented), 16)
+        self.assertEqual(families, documented)
+        for line in ('caudal_decisions_total{api="http",policy="per-key",outcome="denied"} 1',
+                     'caudal_shadow_denials_total{api="http",policy="watched"} 1',
+                     'caudal_failure_mode_decisions_total{api="http",policy="open",mode="allow"} 1',
+                     'caudal_http_responses_total{code="400"} 1',
+                     'caudal_config_reloads_total{result="failure"} 0'):
+            self.assertIn("\n" + line + "\n", text)
+        self.assertRegex(text, r'\ncaudal_store_errors_total\{code="[A-Z_]+"\} [1-9]')
 
 
 if __name__ == "__main__":
