@@ -275,6 +275,7 @@ class ServeCommand final : public Command {
           [store = config.store, &clock = env.clock, options] {
             return OpenStore(store, clock, options);
           },
+          env.clock,
           BackgroundStoreOptions{.name = std::string((*FindStoreKind(config.store.url))->scheme),
                                  .log = &log}));
     }
