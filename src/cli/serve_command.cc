@@ -147,7 +147,8 @@ class ServeCommand final : public Command {
                            .log = log,
                            .health = health,
                            .refusals = &refusals,
-                           .status = &status},
+                           .status = &status,
+                           .clock = env.clock},
                           ServerOptionsFrom(config->server), ForwardAuthFrom(config->server), *tls);
     if (!server.ok()) {
       env.err << "caudal serve: " << server.status().message() << "\n";

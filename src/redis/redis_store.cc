@@ -12,10 +12,10 @@ using redis::Reply;
 
 // One server: one Node, every request one part.
 struct RedisStore::Impl final : redis::Router, redis::NodeListener {
-  Impl(RedisStoreOptions o, redis::RedisUrl u)
+  Impl(const Clock& c, RedisStoreOptions o, redis::RedisUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(redis::StoreClock(options)),
+        clock(c),
         pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this) {}
 
@@ -52,12 +52,13 @@ RedisStore::~RedisStore() {
   });
 }
 
-Result<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
+Result<std::unique_ptr<RedisStore>> RedisStore::Open(const Clock& clock,
+                                                     RedisStoreOptions options) {
   Result<redis::RedisUrl> url = redis::ParseRedisUrl(options.url);
   if (!url.ok()) return url.status();
   if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
   url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
+  auto impl = std::make_unique<Impl>(clock, std::move(options), *url);
   Impl* raw = impl.get();
   if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
     return s;
@@ -82,7 +83,7 @@ void RedisStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
 
 Status RedisStore::Ping() {
   Impl& impl = *impl_;
-  return redis::PingNodes(impl.runner, impl.options.connect_timeout,
+  return redis::PingNodes(impl.runner, impl.clock, impl.options.connect_timeout,
                           [&impl] { return std::vector<redis::Node*>{impl.node.get()}; });
 }
 

@@ -34,10 +34,10 @@ std::string Address(const Endpoint& e) {
 
 // One Node, on the primary the sentinels name, replaced when they name another.
 struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
-  Impl(RedisStoreOptions o, redis::SentinelUrl u)
+  Impl(const Clock& c, RedisStoreOptions o, redis::SentinelUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(redis::StoreClock(options)),
+        clock(c),
         pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this),
         ask_timer(runner.io) {
@@ -317,12 +317,13 @@ RedisSentinelStore::~RedisSentinelStore() {
   impl.runner.Stop([&impl] { impl.Shutdown(); });
 }
 
-Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreOptions options) {
+Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(const Clock& clock,
+                                                                     RedisStoreOptions options) {
   Result<redis::SentinelUrl> url = redis::ParseSentinelUrl(options.url);
   if (!url.ok()) return url.status();
   if (Status s = redis::ValidateStoreOptions(options); !s.ok()) return s;
   url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
+  auto impl = std::make_unique<Impl>(clock, std::move(options), *url);
   Impl* raw = impl.get();
   if (Status s = redis::InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) {
     return s;
@@ -351,7 +352,7 @@ void RedisSentinelStore::DecideAsync(std::span<const EntryRef> entries, DecideCa
 
 Status RedisSentinelStore::Ping() {
   Impl& impl = *impl_;
-  return redis::PingNodes(impl.runner, impl.options.connect_timeout, [&impl] {
+  return redis::PingNodes(impl.runner, impl.clock, impl.options.connect_timeout, [&impl] {
     return impl.primary ? std::vector<redis::Node*>{impl.primary.get()}
                         : std::vector<redis::Node*>{};
   });
