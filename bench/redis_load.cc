@@ -98,11 +98,11 @@ Result<Opened> Open(RedisStoreOptions options) {
     return Opened{.store = std::move(*store), .stats = [raw] { return raw->Stats(); }};
   };
   if (url.starts_with("redis-cluster://")) {
-    return wrap(RedisClusterStore::Open(std::move(options)));
+    return wrap(RedisClusterStore::Open(SystemClock::Instance(), std::move(options)));
   }
   if (url.starts_with("redis-sentinel://"))
-    return wrap(RedisSentinelStore::Open(std::move(options)));
-  return wrap(RedisStore::Open(std::move(options)));
+    return wrap(RedisSentinelStore::Open(SystemClock::Instance(), std::move(options)));
+  return wrap(RedisStore::Open(SystemClock::Instance(), std::move(options)));
 }
 
 double Percentile(std::vector<int64_t>& v, double p) {

@@ -2,16 +2,22 @@
 //
 // Two readings: Now() is wall-clock time, which decisions use (stores persist and compare
 // timestamps, and instances must agree on them); Monotonic() never goes backwards and measures
-// latencies and deadlines. Only main() chooses the SystemClock: everything else receives a
-// Clock& (no default), waits for time only through it, and tests drive a manual clock
-// (tests/support/manual_clock.h) instead of sleeping. The Redis stores take decision time from
-// Redis itself (see redis_store.h), so instances whose clocks disagree still decide alike.
+// latencies and deadlines. A thread that waits for a deadline waits with WaitUntil(). Only main()
+// (src/cli/) makes the SystemClock; everything else receives a Clock&, and unit tests drive a
+// manual clock (tests/support/manual_clock.h), which ends a wait when it is advanced past its
+// deadline, so they never wait for time to pass. tests/lint/clock.sh holds the code to this
+// and names the few waits not yet made through a Clock. The Redis store takes decision time
+// from Redis itself instead (see redis_store.h), so instances whose clocks disagree still
+// decide alike.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 
 namespace caudal {
 
@@ -29,6 +35,14 @@ class Clock {
   // on every request where a cheaper, coarser reading is enough. Never decreases, and never
   // runs ahead of Monotonic(). By default, Monotonic() itself.
   virtual Nanos MonotonicCoarse() const { return Monotonic(); }
+
+  // Blocks until `done()` holds or Monotonic() reaches `deadline`, whichever comes first, and
+  // returns done(). `lock` holds the mutex that guards what done() reads, the one `cv` waits
+  // with; it is released while blocked and held whenever done() runs and on return. Whoever
+  // changes what done() reads does so under that mutex and then notifies `cv`. The default waits
+  // in real time for what is left until `deadline` when called, for a clock that follows real time.
+  virtual bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+                         Nanos deadline, const std::function<bool()>& done) const;
 };
 
 // std::chrono::system_clock and std::chrono::steady_clock; MonotonicCoarse() reads
@@ -38,7 +52,9 @@ class SystemClock final : public Clock {
   Nanos Now() const override;
   Nanos Monotonic() const override;
   Nanos MonotonicCoarse() const override;
-  // A process-wide instance.
+  bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Nanos deadline,
+                 const std::function<bool()>& done) const override;
+  // A process-wide instance, for main() alone.
   static SystemClock& Instance();
 };
 

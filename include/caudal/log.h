@@ -45,8 +45,8 @@ class Logger {
   // Receives each formatted line, without its newline.
   using Sink = std::function<void(LogLevel, std::string_view line)>;
 
-  // Lines to stderr, dated by `clock`'s wall time.
-  explicit Logger(LoggerOptions options = {}, const Clock& clock = SystemClock::Instance());
+  // Lines to stderr, dated by `clock`'s wall time; `clock` must outlive this.
+  Logger(LoggerOptions options, const Clock& clock);
   // Lines to `sink` (tests): "<level> <message>[ key=value...]" as text, the object as JSON
   // (without "time", so that tests need no clock).
   explicit Logger(Sink sink, LoggerOptions options = {});

@@ -33,7 +33,9 @@ class RedisClusterStore final : public Store {
   // and connects to every primary before returning. kInvalidArgument for a bad URL or option, or
   // credentials a node refuses; kUnavailable when no seed answers with a map or no primary can
   // be reached. A primary that cannot be reached while others can is retried in the background.
-  static Result<std::unique_ptr<RedisClusterStore>> Open(RedisStoreOptions options);
+  // `clock` as for RedisStore::Open.
+  static Result<std::unique_ptr<RedisClusterStore>> Open(const Clock& clock,
+                                                         RedisStoreOptions options);
   ~RedisClusterStore() override;
 
   void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;

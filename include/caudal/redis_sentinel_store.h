@@ -26,7 +26,9 @@ class RedisSentinelStore final : public Store {
   // primary and connects to it before returning. kInvalidArgument for a bad URL or option, a
   // master name no sentinel knows, or credentials refused; kUnavailable when no sentinel answers
   // or the primary cannot be reached.
-  static Result<std::unique_ptr<RedisSentinelStore>> Open(RedisStoreOptions options);
+  // `clock` as for RedisStore::Open.
+  static Result<std::unique_ptr<RedisSentinelStore>> Open(const Clock& clock,
+                                                          RedisStoreOptions options);
   ~RedisSentinelStore() override;
 
   void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;

@@ -91,8 +91,6 @@ struct RedisStoreOptions {
   // Cluster: how often the slot map is read again when nothing prompted it (a MOVED, a lost
   // node, CLUSTERDOWN prompt it at once). Sentinel: how often the sentinels are asked again.
   std::chrono::milliseconds topology_refresh = std::chrono::seconds(5);
-  // Deadlines and latencies use its Monotonic(); null: the system clock. Must outlive the store.
-  const Clock* clock = nullptr;
   // Decide at this clock's time instead of Redis's TIME. Null (the default) uses TIME, which
   // every instance shares; set it only where one clock drives every instance (replaying
   // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
@@ -129,8 +127,9 @@ class RedisStore final : public Store {
   // Parses the URL and connects every connection before returning. kInvalidArgument for a bad
   // URL or option, or when Redis refuses the URL's credentials or database (a mistake no retry
   // fixes); kUnavailable when Redis cannot be reached or fails otherwise; each with a message
-  // naming the cause.
-  static Result<std::unique_ptr<RedisStore>> Open(RedisStoreOptions options);
+  // naming the cause. Deadlines, latencies and the waits of Open() and Ping() use `clock`'s
+  // Monotonic(); it must outlive the store.
+  static Result<std::unique_ptr<RedisStore>> Open(const Clock& clock, RedisStoreOptions options);
   ~RedisStore() override;
 
   void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;

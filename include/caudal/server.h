@@ -72,7 +72,7 @@ class HttpServer {
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
-    const Clock& clock = SystemClock::Instance();
+    const Clock& clock;
   };
 
   // Binds and starts serving; over TLS when `tls` is given (server_tls::MakeServerContext).

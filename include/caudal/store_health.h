@@ -8,7 +8,7 @@
 // doubled. Ready means: the last probe succeeded, within `stale_after`.
 //
 //   StoreHealth health(store, clock, {});
-//   health.Start();             // a thread probing every `interval`
+//   health.Start();             // a thread probing every `interval` of `clock`'s monotonic time
 //   health.Ready();             // Ok, or why not; never blocks
 //
 // Thread-safety: every method may be called from any thread.

@@ -62,7 +62,8 @@ Status ValidateStoreUrl(std::string_view url);
 
 // The store `config.url` names, with `config.password` (or the one in `config.password_file`).
 // kInvalidArgument for a bad URL or password file, or a refusal no retry can fix (a wrong
-// password or database); the store's own errors when it cannot be opened.
+// password or database); the store's own errors when it cannot be opened. Every store times
+// its calls by `clock` (which must outlive it); the memory store also decides at its time.
 Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock& clock,
                                          StoreOpenOptions options = {});
 

@@ -77,7 +77,7 @@ RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock
 Result<std::unique_ptr<Store>> OpenRedis(const StoreConfig& config, const Clock& clock,
                                          StoreOpenOptions options) {
   RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
-  auto store = RedisStore::Open(std::move(redis));
+  auto store = RedisStore::Open(clock, std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
 }
@@ -97,7 +97,7 @@ Result<std::unique_ptr<Store>> OpenRedisCluster(const StoreConfig& config, const
       report->NodeMoved("redis-cluster", e.node, e.from, e.to, e.opens, e.why, e.rules);
     };
   }
-  auto store = RedisClusterStore::Open(std::move(redis));
+  auto store = RedisClusterStore::Open(clock, std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
 }
@@ -112,7 +112,7 @@ Status ValidateRedisSentinel(std::string_view url) {
 Result<std::unique_ptr<Store>> OpenRedisSentinel(const StoreConfig& config, const Clock& clock,
                                                  StoreOpenOptions options) {
   RedisStoreOptions redis = RedisOptionsFrom(config, clock, options);
-  auto store = RedisSentinelStore::Open(std::move(redis));
+  auto store = RedisSentinelStore::Open(clock, std::move(redis));
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
 }

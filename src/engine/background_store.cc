@@ -4,8 +4,11 @@
 
 namespace caudal {
 
-BackgroundStore::BackgroundStore(Opener open, BackgroundStoreOptions options)
-    : open_(std::move(open)), options_(std::move(options)), thread_([this] { Run(); }) {}
+BackgroundStore::BackgroundStore(Opener open, const Clock& clock, BackgroundStoreOptions options)
+    : open_(std::move(open)), clock_(clock), options_(std::move(options)), thread_([this] {
+        Run();
+        retrying_.store(false, std::memory_order_release);
+      }) {}
 
 BackgroundStore::~BackgroundStore() {
   {
@@ -47,7 +50,8 @@ void BackgroundStore::Run() {
                             "); retrying in the background");
       logged = s.message();
     }
-    if (wake_.wait_for(lock, backoff, [this] { return stopping_; })) return;
+    const Nanos retry_at = clock_.Monotonic() + backoff;
+    if (clock_.WaitUntil(wake_, lock, retry_at, [this] { return stopping_; })) return;
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
 }

@@ -1,15 +1,15 @@
 // BackgroundStore: a Store whose backend is opened in the background, so a service can start
 // (and decide by its failure modes, and report not-ready) while its store is still down:
 //
-//   BackgroundStore store([&] { return OpenStore(config.store, clock, {}); },
+//   BackgroundStore store([&] { return OpenStore(config.store, clock, {}); }, clock,
 //                         {.name = "redis", .log = &log});
 //   store.DecideAsync(...);  // kUnavailable "not connected yet: <why>" until the open succeeds
 //
 // A thread calls `open` until it succeeds, waiting between attempts with exponential backoff
-// (backoff_min doubling up to backoff_max); then every call goes to the opened store, which
-// from then on reconnects on its own. The first failure is logged, then each change of cause,
-// then success. A kInvalidArgument from `open` (a configuration error that retrying cannot
-// fix) is logged as an error and stops the retries; the store then stays unavailable.
+// (backoff_min doubling up to backoff_max, on `clock`); then every call goes to the opened store,
+// which from then on reconnects on its own. The first failure is logged, then each change of
+// cause, then success. A kInvalidArgument from `open` (a configuration error that retrying
+// cannot fix) is logged as an error and stops the retries; the store then stays unavailable.
 //
 // Thread-safety: every member is safe to call from any thread. The destructor stops the
 // retries, waiting for an attempt in progress to return.
@@ -24,6 +24,7 @@
 #include <string>
 #include <thread>
 
+#include "caudal/clock.h"
 #include "caudal/log.h"
 #include "caudal/store.h"
 
@@ -40,8 +41,8 @@ class BackgroundStore final : public Store {
  public:
   using Opener = std::function<Result<std::unique_ptr<Store>>()>;
 
-  // Starts opening at once, on a thread of its own.
-  BackgroundStore(Opener open, BackgroundStoreOptions options);
+  // Starts opening at once, on a thread of its own. `clock` must outlive this.
+  BackgroundStore(Opener open, const Clock& clock, BackgroundStoreOptions options);
   ~BackgroundStore() override;
   BackgroundStore(const BackgroundStore&) = delete;
   BackgroundStore& operator=(const BackgroundStore&) = delete;
@@ -54,15 +55,20 @@ class BackgroundStore final : public Store {
   bool opened() const { return store_.load(std::memory_order_acquire) != nullptr; }
   // Attempts made so far (the one in progress included).
   uint64_t attempts() const { return attempts_.load(std::memory_order_relaxed); }
+  // True until the thread has stopped trying: the open succeeded, failed for good, or the store
+  // is being destroyed.
+  bool retrying() const { return retrying_.load(std::memory_order_acquire); }
 
  private:
   void Run();
   Status NotOpen() const;
 
   Opener open_;
+  const Clock& clock_;
   const BackgroundStoreOptions options_;
   std::atomic<Store*> store_{nullptr};  // set once, to owned_.get()
   std::atomic<uint64_t> attempts_{0};
+  std::atomic<bool> retrying_{true};
   mutable std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;                         // guarded by mu_

@@ -5,7 +5,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/testing_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -13,7 +13,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-// Polls for the background thread's progress: readiness, never rate-limit time.
+// Polls for something the background thread will do (it has connected, it has stopped): a
+// presence, never an absence, and nothing that depends on how much real time passes.
 template <typename Pred>
 bool Eventually(Pred pred) {
   for (int i = 0; i < 5000; ++i) {
@@ -48,45 +49,60 @@ class BackgroundStoreTest : public ::testing::Test {
   Logger log_;
 };
 
-TEST_F(BackgroundStoreTest, UnavailableUntilTheOpenSucceedsThenDecidesThroughTheStore) {
-  std::atomic<int> failures_left{3};
-  std::atomic<bool> down{true};
+TEST_F(BackgroundStoreTest, RetriesWithBackoffOnTheClockUntilTheOpenSucceeds) {
+  // Refused four times (the third for another reason), then the store comes up.
+  std::atomic<int> attempt{0};
   BackgroundStore store(
       [&]() -> Result<std::unique_ptr<Store>> {
-        if (down.load() || failures_left.fetch_sub(1) > 0) {
-          return Status::Unavailable("cannot connect to redis at 127.0.0.1:1: refused");
-        }
-        return std::unique_ptr<Store>(std::make_unique<testing::MapStore>(clock_));
+        const int n = ++attempt;
+        if (n == 3) return Status::Unavailable("cannot resolve redis.internal");
+        if (n <= 4) return Status::Unavailable("cannot connect to redis at 127.0.0.1:1: refused");
+        return std::unique_ptr<Store>(std::make_unique<testing::FakeStore>(clock_, "map"));
       },
+      clock_,
       {.name = "redis",
-       .backoff_min = milliseconds(1),
-       .backoff_max = milliseconds(2),
+       .backoff_min = milliseconds(100),
+       .backoff_max = milliseconds(300),
        .log = &log_});
-  ASSERT_TRUE(Eventually([&] { return store.attempts() >= 2; }));
-  auto r = DecideOne(store, limit_);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(r.status().message().find("not connected yet: cannot connect"), std::string::npos)
-      << r.status().message();
-  EXPECT_EQ(store.Ping().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(store.Name(), "redis");
-  EXPECT_FALSE(store.opened());
+  // After each refusal the thread waits on the clock: 100 ms doubling, capped at 300.
+  const std::vector<milliseconds> backoffs = {milliseconds(100), milliseconds(200),
+                                              milliseconds(300), milliseconds(300)};
+  for (size_t i = 0; i < backoffs.size(); ++i) {
+    ASSERT_TRUE(clock_.AwaitWaits(i + 1)) << "no wait after attempt " << i + 1;
+    EXPECT_EQ(store.attempts(), i + 1);
+    EXPECT_EQ(clock_.deadlines(), std::vector<Nanos>{clock_.Monotonic() + backoffs[i]}) << i;
+    auto r = DecideOne(store, limit_);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(r.status().message().find("store \"redis\" not connected yet: "), std::string::npos)
+        << r.status().message();
+    EXPECT_EQ(store.Ping().code(), StatusCode::kUnavailable);
+    EXPECT_EQ(store.Name(), "redis");
+    EXPECT_FALSE(store.opened());
+    clock_.Advance(backoffs[i]);
+  }
 
-  down = false;  // the store comes up; three more refusals, then it opens
-  ASSERT_TRUE(Eventually([&] { return store.opened(); }));
+  ASSERT_TRUE(Eventually([&] { return !store.retrying(); }));
+  EXPECT_TRUE(store.opened());
+  EXPECT_EQ(store.attempts(), 5u);
+  EXPECT_EQ(clock_.waits(), 4u) << "no wait once open";
   EXPECT_TRUE(store.Ping().ok());
   EXPECT_EQ(store.Name(), "map");
-  r = DecideOne(store, limit_);
+  auto r = DecideOne(store, limit_);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->decisions[0].remaining, 1);
-  const uint64_t attempts = store.attempts();
-  EXPECT_GE(attempts, 5u);
   const std::vector<std::string> lines = Lines();
-  ASSERT_EQ(lines.size(), 2u) << "one warning for a cause however often it repeats";
+  ASSERT_EQ(lines.size(), 4u) << "one warning per change of cause, however often it repeats";
   EXPECT_NE(lines[0].find("warning store \"redis\" not connected (cannot connect"),
-            std::string::npos);
-  EXPECT_EQ(lines[1],
-            "info store \"map\" connected after " + std::to_string(attempts) + " attempts");
+            std::string::npos)
+      << lines[0];
+  EXPECT_NE(lines[1].find("warning store \"redis\" not connected (cannot resolve"),
+            std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("warning store \"redis\" not connected (cannot connect"),
+            std::string::npos)
+      << lines[2];
+  EXPECT_EQ(lines[3], "info store \"map\" connected after 5 attempts");
 }
 
 TEST_F(BackgroundStoreTest, AConfigurationErrorStopsTheRetries) {
@@ -94,21 +110,26 @@ TEST_F(BackgroundStoreTest, AConfigurationErrorStopsTheRetries) {
       []() -> Result<std::unique_ptr<Store>> {
         return Status::InvalidArgument("redis refused the credentials of user \"default\"");
       },
-      {.name = "redis", .backoff_min = milliseconds(1), .log = &log_});
-  ASSERT_TRUE(Eventually([&] { return !Lines().empty(); }));
-  std::this_thread::sleep_for(milliseconds(20));  // room for retries that must not happen
+      clock_, {.name = "redis", .backoff_min = milliseconds(1), .log = &log_});
+  // The thread has ended, so no retry can follow; and it ended without waiting for one.
+  ASSERT_TRUE(Eventually([&] { return !store.retrying(); }));
   EXPECT_EQ(store.attempts(), 1u);
+  EXPECT_EQ(clock_.waits(), 0u);
+  EXPECT_FALSE(store.opened());
   const Status s = store.Ping();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
   EXPECT_NE(s.message().find("cannot be opened: redis refused the credentials"), std::string::npos)
       << s.message();
-  EXPECT_NE(Lines()[0].find("error store \"redis\" cannot be opened, no more retries"),
-            std::string::npos);
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("error store \"redis\" cannot be opened, no more retries"),
+            std::string::npos)
+      << lines[0];
 }
 
 TEST_F(BackgroundStoreTest, BadRequestsAreRefusedAsByAnyStoreEvenBeforeOpening) {
   BackgroundStore store(
-      []() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); },
+      []() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); }, clock_,
       {.backoff_min = std::chrono::hours(1)});
   const EntryRef empty_key{.key = "", .limit = &limit_, .cost = 1};
   auto r = store.Decide({&empty_key, 1});
@@ -116,15 +137,19 @@ TEST_F(BackgroundStoreTest, BadRequestsAreRefusedAsByAnyStoreEvenBeforeOpening) 
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST_F(BackgroundStoreTest, DestroyingStopsAWaitingRetryAtOnce) {
-  const auto start = std::chrono::steady_clock::now();
+TEST_F(BackgroundStoreTest, DestroyingEndsAWaitingRetry) {
+  std::atomic<int> attempts{0};
   {
     BackgroundStore store(
-        []() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); },
-        {.backoff_min = std::chrono::hours(1), .backoff_max = std::chrono::hours(1)});
-    ASSERT_TRUE(Eventually([&] { return store.attempts() == 1; }));
-  }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+        [&]() -> Result<std::unique_ptr<Store>> {
+          ++attempts;
+          return Status::Unavailable("down");
+        },
+        clock_, {.backoff_min = std::chrono::hours(1), .backoff_max = std::chrono::hours(1)});
+    ASSERT_TRUE(clock_.AwaitWaits(1));
+  }  // the clock never reaches the retry: only the destructor can end the wait (or this hangs)
+  EXPECT_EQ(attempts.load(), 1) << "no retry on the way out";
+  EXPECT_TRUE(clock_.deadlines().empty());
 }
 
 }  // namespace

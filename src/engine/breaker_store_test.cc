@@ -5,45 +5,22 @@
 #include <string>
 #include <vector>
 
-#include "caudal/memory_store.h"
 #include "common/cat.h"
-#include "support/fault_injecting_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::FakeStore;
 
-// A store whose answers the test scripts: Ok (a real decision) or the next queued error.
-class ScriptedStore final : public Store {
- public:
-  explicit ScriptedStore(const Clock& clock) : memory_(clock) {}
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override {
-    ++calls;
-    if (!fail_next.empty()) {
-      Status s = fail_next.front();
-      fail_next.erase(fail_next.begin());
-      return done(std::move(s));
-    }
-    if (failing) return done(Status::Unavailable("connection refused"));
-    memory_.DecideAsync(entries, std::move(done));
-  }
-  Status Ping() override { return Status::Ok(); }
-  std::string_view Name() const override { return "scripted"; }
-
-  int calls = 0;
-  bool failing = false;
-  std::vector<Status> fail_next;
-
- private:
-  MemoryStore memory_;
-};
+const Status kRefused = Status::Unavailable("connection refused");
 
 class BreakerTest : public ::testing::Test {
  protected:
   BreakerTest()
-      : inner_(clock_),
+      : inner_(clock_, "scripted"),
         log_([this](LogLevel, std::string_view m) { lines_.push_back(std::string(m)); }),
         breaker_(inner_, clock_,
                  {.failures_to_open = 3,
@@ -60,7 +37,7 @@ class BreakerTest : public ::testing::Test {
   }
 
   ManualClock clock_;
-  ScriptedStore inner_;
+  FakeStore inner_;
   std::vector<std::string> lines_;
   Logger log_;
   Metrics metrics_;
@@ -68,35 +45,35 @@ class BreakerTest : public ::testing::Test {
 };
 
 TEST_F(BreakerTest, ConsecutiveFailuresOpenItAndThenCallsFailAtOnce) {
-  inner_.failing = true;
+  inner_.FailWith(kRefused);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Call().code(), StatusCode::kUnavailable);
   EXPECT_EQ(breaker_.state(), BreakerState::kOpen);
-  EXPECT_EQ(inner_.calls, 3);
+  EXPECT_EQ(inner_.calls(), 3u);
   const Status fast = Call();
   EXPECT_EQ(fast.code(), StatusCode::kUnavailable);
   EXPECT_NE(fast.message().find("circuit open"), std::string::npos) << fast.message();
   EXPECT_NE(fast.message().find("connection refused"), std::string::npos) << fast.message();
-  EXPECT_EQ(inner_.calls, 3);  // the store was not asked
+  EXPECT_EQ(inner_.calls(), 3u);  // the store was not asked
   EXPECT_NE(metrics_.RenderPrometheus().find("caudal_store_breaker_state 1\n"), std::string::npos);
   EXPECT_NE(metrics_.RenderPrometheus().find("caudal_store_degraded 1\n"), std::string::npos);
 }
 
 TEST_F(BreakerTest, OneProbeAfterOpenForClosesItWhenTheStoreAnswers) {
-  inner_.failing = true;
+  inner_.FailWith(kRefused);
   for (int i = 0; i < 3; ++i) EXPECT_FALSE(Call().ok());
   clock_.Advance(milliseconds(99));
   EXPECT_EQ(Call().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(inner_.calls, 3);
+  EXPECT_EQ(inner_.calls(), 3u);
   clock_.Advance(milliseconds(1));
   EXPECT_EQ(Call().code(), StatusCode::kUnavailable);  // the probe: still failing
-  EXPECT_EQ(inner_.calls, 4);
+  EXPECT_EQ(inner_.calls(), 4u);
   EXPECT_EQ(breaker_.state(), BreakerState::kOpen);
-  inner_.failing = false;
+  inner_.Recover();
   clock_.Advance(milliseconds(100));
   EXPECT_TRUE(Call().ok());  // the next probe succeeds
   EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
   EXPECT_TRUE(Call().ok());
-  EXPECT_EQ(inner_.calls, 6);
+  EXPECT_EQ(inner_.calls(), 6u);
   ASSERT_EQ(lines_.size(), 2u);  // one line each way, none for the failed probe
   EXPECT_NE(lines_[0].find("warning store \"scripted\" failed 3 times in a row"), std::string::npos)
       << lines_[0];
@@ -105,8 +82,8 @@ TEST_F(BreakerTest, OneProbeAfterOpenForClosesItWhenTheStoreAnswers) {
 
 TEST_F(BreakerTest, InterleavedFailuresNeverOpenItNorLog) {
   for (int i = 0; i < 1000; ++i) {
-    inner_.fail_next = {Status::DeadlineExceeded("no answer in 5ms"),
-                        Status::DeadlineExceeded("no answer in 5ms")};
+    inner_.FailNext({Status::DeadlineExceeded("no answer in 5ms"),
+                     Status::DeadlineExceeded("no answer in 5ms")});
     EXPECT_FALSE(Call().ok());
     EXPECT_FALSE(Call().ok());
     EXPECT_TRUE(Call().ok());
@@ -117,37 +94,17 @@ TEST_F(BreakerTest, InterleavedFailuresNeverOpenItNorLog) {
 
 TEST_F(BreakerTest, BadRequestsAndFullTablesAreNotTheStoresHealth) {
   for (int i = 0; i < 10; ++i) {
-    inner_.fail_next = {Status::InvalidArgument("bad key"), Status::ResourceExhausted("full")};
+    inner_.FailNext({Status::InvalidArgument("bad key"), Status::ResourceExhausted("full")});
     EXPECT_EQ(Call().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(Call().code(), StatusCode::kResourceExhausted);
   }
   EXPECT_EQ(breaker_.state(), BreakerState::kClosed);
 }
 
-// Holds every call until the test answers it: calls in flight together, as under load.
-class HeldStore final : public Store {
- public:
-  void DecideAsync(std::span<const EntryRef>, DecideCallback done) override {
-    held.push_back(std::move(done));
-  }
-  Status Ping() override { return Status::Ok(); }
-  std::string_view Name() const override { return "held"; }
-  void Answer(const Status& s) {
-    std::vector<DecideCallback> now;
-    now.swap(held);
-    for (DecideCallback& d : now) d(s);
-  }
-  void AnswerOk() {
-    std::vector<DecideCallback> now;
-    now.swap(held);
-    for (DecideCallback& d : now) d(StoreResponse{.allowed = true, .decisions = {}});
-  }
-  std::vector<DecideCallback> held;
-};
-
 TEST(BreakerFailingFor, AShortStallThatTimesOutManyCallsDoesNotOpenIt) {
   ManualClock clock;
-  HeldStore inner;
+  FakeStore inner(clock);
+  inner.Hold();  // calls in flight together, as under load, until the test answers them
   std::vector<std::string> lines;
   Logger log([&lines](LogLevel, std::string_view m) { lines.push_back(std::string(m)); });
   BreakerStore breaker(inner, clock,
@@ -163,39 +120,40 @@ TEST(BreakerFailingFor, AShortStallThatTimesOutManyCallsDoesNotOpenIt) {
   // A 20 ms stall: 100 calls in flight time out together, 5 ms after they were sent, twice.
   send(100);
   clock.Advance(milliseconds(5));
-  inner.Answer(late);
+  inner.ReleaseHeld(late);
   send(100);
   clock.Advance(milliseconds(15));
-  inner.Answer(late);
+  inner.ReleaseHeld(late);
   EXPECT_EQ(breaker.state(), BreakerState::kClosed) << "a stall already over opened it";
   send(1);
-  inner.AnswerOk();
+  inner.ReleaseHeld();
   EXPECT_TRUE(lines.empty());
 
   // An outage: timeouts for 100 ms in a row open it.
   for (int ms = 0; ms < 100; ms += 5) {
     send(3);
     clock.Advance(milliseconds(5));
-    inner.Answer(late);
+    inner.ReleaseHeld(late);
     EXPECT_EQ(breaker.state(), BreakerState::kClosed) << ms;
   }
   send(1);
   clock.Advance(milliseconds(5));
-  inner.Answer(late);
+  inner.ReleaseHeld(late);
   EXPECT_EQ(breaker.state(), BreakerState::kOpen);
   ASSERT_EQ(lines.size(), 1u);
 }
 
 TEST(BreakerFailingFor, FailuresAnsweredAtOnceOpenItOnTheirCount) {
   ManualClock clock;
-  HeldStore inner;
+  FakeStore inner(clock);
+  inner.Hold();  // each call answered by the test
   BreakerStore breaker(inner, clock, {.failures_to_open = 5, .failing_for = milliseconds(100)});
   const Limit limit =
       *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
   const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
   for (int i = 0; i < 5; ++i) {
     breaker.DecideAsync(std::span(&e, 1), [](Result<StoreResponse>) {});
-    inner.Answer(Status::Unavailable("no connection to redis: connection refused"));
+    inner.ReleaseHeld(Status::Unavailable("no connection to redis: connection refused"));
   }
   EXPECT_EQ(breaker.state(), BreakerState::kOpen) << "a store that says it is down is down";
 }

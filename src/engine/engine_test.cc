@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/testing_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -12,7 +12,7 @@ namespace {
 
 using std::chrono::minutes;
 using std::chrono::seconds;
-using testing::MapStore;
+using testing::FakeStore;
 
 Limit Bucket(int64_t capacity, Rate refill) {
   return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
@@ -47,8 +47,8 @@ class EngineTest : public ::testing::Test {
   }
 
   ManualClock clock_;
-  MapStore store_;
-  MapStore local_;
+  FakeStore store_;
+  FakeStore local_;
   Metrics metrics_;
   std::vector<std::string> lines_;
   Logger log_;
@@ -220,7 +220,7 @@ TEST_F(EngineTest, BadInputIsRefusedBeforeTheStoreIsAsked) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(r.status().message().rfind(c.field, 0), 0u) << r.status().message();
   }
-  EXPECT_EQ(store_.requests(), 0u);
+  EXPECT_EQ(store_.calls(), 0u);
 }
 
 TEST_F(EngineTest, FailureModeAllowAdmitsAndMarksDegraded) {
@@ -284,26 +284,10 @@ TEST_F(EngineTest, ChangedLimitGetsFreshState) {
   EXPECT_EQ(MustCheck({{"api_key", "k"}}).results[0].decisions[0].remaining, 1);
 }
 
-// A store that answers later, from the test, like a remote store would.
-class DeferredStore final : public Store {
- public:
-  explicit DeferredStore(Store& inner) : inner_(inner) {}
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override {
-    pending_ = [r = inner_.Decide(entries), done = std::move(done)]() mutable { done(r); };
-  }
-  Status Ping() override { return Status::Ok(); }
-  std::string_view Name() const override { return "deferred"; }
-  void Answer() { std::exchange(pending_, nullptr)(); }
-
- private:
-  Store& inner_;
-  std::function<void()> pending_;
-};
-
 TEST(EngineReload, InFlightRequestsFinishWithTheSetTheyStartedWith) {
   ManualClock clock;
-  MapStore inner(clock);
-  DeferredStore store(inner);
+  FakeStore store(clock);
+  store.Hold();  // answers later, from the test, as a remote store would
   Engine engine(store, clock, {});
   auto old_set = *PolicySet::Create({Spec("old", {"api_key"}, {Bucket(1, {1, minutes(1)})})}, {});
   ASSERT_TRUE(engine.SetPolicies(old_set).ok());
@@ -314,7 +298,8 @@ TEST(EngineReload, InFlightRequestsFinishWithTheSetTheyStartedWith) {
   auto new_set = *PolicySet::Create({Spec("new", {"api_key"}, {Bucket(1, {1, minutes(1)})})}, {});
   ASSERT_TRUE(engine.SetPolicies(new_set).ok());
   old_set.reset();  // only the in-flight request holds it now
-  store.Answer();
+  ASSERT_EQ(store.held(), 1u);
+  store.ReleaseHeld();
   ASSERT_TRUE(got.has_value() && got->ok());
   EXPECT_EQ((*got)->results.at(0).name, "old");
   EXPECT_EQ(engine.policies()->policies()[0].spec.name, "new");
@@ -322,7 +307,7 @@ TEST(EngineReload, InFlightRequestsFinishWithTheSetTheyStartedWith) {
 
 TEST(EngineLocal, RefusesALocalPolicyWithoutALocalStore) {
   ManualClock clock;
-  MapStore store(clock);
+  FakeStore store(clock);
   Engine engine(store, clock, {});
   auto set = *PolicySet::Create({Spec("p", {"api_key"}, {Bucket(1, {1, minutes(1)})})},
                                 {.on_failure = FailureMode::kLocal, .instances = 1});

@@ -2,12 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <random>
 
 #include "caudal/engine.h"
-#include "caudal/memory_store.h"
 #include "common/cat.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -16,6 +15,7 @@ namespace {
 using engine_internal::OverLimitCache;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::FakeStore;
 
 Decision Refusal(Micros retry) {
   return {.verdict = Verdict::kDenied,
@@ -62,22 +62,6 @@ TEST(OverLimitCache, StaysWithinItsBound) {
   EXPECT_GT(remembered, 0);
 }
 
-// A MemoryStore counting the calls that reach it.
-class CountingStore final : public Store {
- public:
-  explicit CountingStore(const Clock& clock) : memory_(clock) {}
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override {
-    calls.fetch_add(1, std::memory_order_relaxed);
-    memory_.DecideAsync(entries, std::move(done));
-  }
-  Status Ping() override { return Status::Ok(); }
-  std::string_view Name() const override { return "counting"; }
-  std::atomic<uint64_t> calls{0};
-
- private:
-  MemoryStore memory_;
-};
-
 Limit Make(LimitSpec spec) { return *Limit::Create(spec); }
 
 PolicySpec Policy(std::string name, std::vector<std::string> identity, Limit limit) {
@@ -96,7 +80,7 @@ TEST(OverLimitCacheEquivalence, RandomTrafficDecidesExactlyAsWithoutIt) {
     for (uint32_t seed = 1; seed <= 8; ++seed) {
       SCOPED_TRACE(Cat("seed ", seed));
       ManualClock clock;
-      CountingStore with_store(clock), without_store(clock);
+      FakeStore with_store(clock), without_store(clock);
       Engine with(with_store, clock, {.over_limit_cache_keys = 4096});
       Engine without(without_store, clock, {});
       auto set = *PolicySet::Create(
@@ -134,7 +118,7 @@ TEST(OverLimitCacheEquivalence, RandomTrafficDecidesExactlyAsWithoutIt) {
         clock.Advance(milliseconds(rng() % 120));
       }
       EXPECT_GT(refused, 1'000);
-      EXPECT_LT(with_store.calls.load(), without_store.calls.load());
+      EXPECT_LT(with_store.calls(), without_store.calls());
     }
   }
 }
@@ -143,7 +127,7 @@ TEST(OverLimitCacheEquivalence, RandomTrafficDecidesExactlyAsWithoutIt) {
 // a refused one reaches it only when the store's last refusal has run out.
 uint64_t FloodStoreCalls(Limit limit, uint64_t* requests, uint64_t* admitted) {
   ManualClock clock(seconds(1'700'000'040));  // on a minute boundary
-  CountingStore store(clock);
+  FakeStore store(clock);
   Engine engine(store, clock, {.over_limit_cache_keys = 1024});
   EXPECT_TRUE(engine.SetPolicies(*PolicySet::Create({Policy("p", {"k"}, limit)}, {})).ok());
   // 100 per second allowed, 1,000 per second offered, for 60 s.
@@ -156,7 +140,7 @@ uint64_t FloodStoreCalls(Limit limit, uint64_t* requests, uint64_t* admitted) {
     *admitted += r->allowed() ? 1 : 0;
     clock.Advance(milliseconds(1));
   }
-  return store.calls.load();
+  return store.calls();
 }
 
 TEST(OverLimitCacheEquivalence, AFloodCostsTheStoreLittleMoreThanWhatItAdmits) {

@@ -34,8 +34,8 @@ void StoreHealth::Start() {
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
     while (!stopping_) {
-      wake_.wait_for(lock, options_.interval, [this] { return stopping_; });
-      if (stopping_) break;
+      const Nanos next = clock_.Monotonic() + options_.interval;
+      if (clock_.WaitUntil(wake_, lock, next, [this] { return stopping_; })) break;
       lock.unlock();
       ProbeOnce();
       lock.lock();

@@ -7,12 +7,13 @@
 #include <map>
 
 #include "caudal/envoy/ratelimit_config_yaml.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
-#include "test_store.h"
 
 namespace caudal::envoy {
 namespace {
 
+using caudal::testing::FakeStore;
 using ::testing::HasSubstr;
 using Entries = std::vector<std::pair<std::string, std::string>>;
 constexpr auto kOk = RateLimitResponse::OK;
@@ -102,7 +103,7 @@ class RlsHandlerTest : public ::testing::Test {
   }
 
   ManualClock clock_{std::chrono::seconds(1'699'999'980)};  // on a minute boundary
-  testing::CountingMemoryStore store_{clock_};
+  FakeStore store_{clock_};
   Metrics metrics_;
   TestSetup setup_;
   std::unique_ptr<Engine> engine_;
@@ -213,7 +214,7 @@ TEST_F(RlsHandlerTest, UnlimitedAndUnmatchedDescriptorsNeverReachTheStore) {
   EXPECT_FALSE(r.statuses(0).has_current_limit());
   EXPECT_EQ(r.statuses(1).code(), kOk);
   EXPECT_FALSE(r.statuses(1).has_current_limit());
-  EXPECT_EQ(store_.requests(), 0u);
+  EXPECT_EQ(store_.calls(), 0u);
 }
 
 TEST_F(RlsHandlerTest, ZeroRequestsPerUnitBlocksAndConsumesNothingElse) {
@@ -287,7 +288,7 @@ TEST_F(RlsHandlerTest, UnknownDomainsAndEmptyDescriptorsHaveNoLimitLikeTheRefere
   // An empty value is a value like any other: the key's default rule applies.
   r = Ask(Request({{{"five", ""}}}));
   EXPECT_EQ(r.statuses(0).limit_remaining(), 4u);
-  EXPECT_EQ(store_.requests(), 2u);
+  EXPECT_EQ(store_.calls(), 2u);
 }
 
 TEST_F(RlsHandlerTest, BadRequestsAreInvalidArgumentWithAMessage) {
@@ -307,7 +308,7 @@ TEST_F(RlsHandlerTest, BadRequestsAreInvalidArgumentWithAMessage) {
   auto huge = Request({{{"five", "r"}}});
   huge.mutable_descriptors(0)->mutable_hits_addend()->set_value(uint64_t{1} << 41);
   expect(huge, "exceeds 2^40");
-  EXPECT_EQ(store_.requests(), 0u);
+  EXPECT_EQ(store_.calls(), 0u);
 }
 
 RateLimitRequest WithHits(RateLimitRequest r, int descriptor, uint64_t hits, bool refund) {
@@ -372,6 +373,7 @@ TEST_F(RlsXHeadersTest, XRateLimitHeadersFollowTheLimitClosestToRefusing) {
 
 class RlsFailureTest : public ::testing::Test {
  protected:
+  RlsFailureTest() { store_.FailWith(Status::Unavailable("connection refused")); }
   Result<RateLimitResponse> AskFailing(FailureMode mode, DenyAs deny_as = DenyAs::kOverLimit) {
     Engine engine(store_, clock_, {});
     EXPECT_TRUE(engine.SetDomains(TestConfig(), {.on_failure = mode}).ok());
@@ -380,7 +382,7 @@ class RlsFailureTest : public ::testing::Test {
     return handler.ShouldRateLimit(req);
   }
   ManualClock clock_;
-  testing::FailingStore store_{Status::Unavailable("connection refused")};
+  FakeStore store_{clock_};
 };
 
 TEST_F(RlsFailureTest, AllowAnswersOkAndSaysItIsDegraded) {
@@ -409,7 +411,7 @@ TEST_F(RlsFailureTest, DenyAsUnavailableFailsTheCall) {
 }
 
 TEST_F(RlsFailureTest, LocalDecidesInTheLocalStoreWithTheLimitsDivided) {
-  testing::CountingMemoryStore local(clock_);
+  FakeStore local(clock_);
   Engine engine(store_, clock_, {.local_store = &local});
   ASSERT_TRUE(
       engine.SetDomains(TestConfig(), {.on_failure = FailureMode::kLocal, .instances = 2}).ok());
@@ -425,7 +427,7 @@ TEST_F(RlsFailureTest, LocalDecidesInTheLocalStoreWithTheLimitsDivided) {
               "Caudal-Degraded");
   }
   EXPECT_EQ(handler.ShouldRateLimit(req)->overall_code(), kOver);
-  EXPECT_EQ(local.requests(), 3u);
+  EXPECT_EQ(local.calls(), 3u);
 }
 
 TEST_F(RlsHandlerTest, DecisionsShowInTheMetricsByRuleLikeTheReferenceStats) {
@@ -452,7 +454,8 @@ TEST_F(RlsHandlerTest, HitStatisticsNameBlockedValuesAsTheReferenceDoes) {
 
 TEST(RlsHitStatistics, AStoreFailureCountsTotalHitsOnly) {
   ManualClock clock;
-  testing::FailingStore store{Status::Unavailable("connection refused")};
+  FakeStore store(clock);
+  store.FailWith(Status::Unavailable("connection refused"));
   Metrics metrics;
   Engine engine(store, clock, {.metrics = &metrics});
   ASSERT_TRUE(engine.SetDomains(TestConfig(), {.on_failure = FailureMode::kAllow}).ok());
@@ -467,14 +470,14 @@ TEST(RlsHitStatistics, AStoreFailureCountsTotalHitsOnly) {
 
 TEST(RlsHitStatistics, ARefusalFromTheOverLimitCacheIsOverWithLocalCache) {
   ManualClock clock{std::chrono::seconds(1'699'999'980)};
-  testing::CountingMemoryStore store{clock};
+  FakeStore store{clock};
   Metrics metrics;
   Engine engine(store, clock, {.metrics = &metrics, .over_limit_cache_keys = 64});
   ASSERT_TRUE(engine.SetDomains(TestConfig(), {}).ok());
   RlsHandler handler(engine, {});
   const auto req = RlsHandlerTest::Request({{{"one", "c"}}});
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(handler.ShouldRateLimit(req).ok());
-  EXPECT_EQ(store.requests(), 2u) << "the third was refused from the cache";
+  EXPECT_EQ(store.calls(), 2u) << "the third was refused from the cache";
   const HitCounters& h = metrics.ForPolicy(Api::kRls, "test.one").hits;
   EXPECT_EQ(h.total_hits.load(), 3u);
   EXPECT_EQ(h.within_limit.load(), 1u);

@@ -1,5 +1,4 @@
 #include <boost/asio/post.hpp>
-#include <future>
 #include <map>
 
 #include "caudal/redis_cluster_store.h"
@@ -33,10 +32,10 @@ bool IsTopologyError(std::string_view text) {
 // The pipeline splits requests by slot; parts go to the node the topology says, and redirects
 // come back here.
 struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
-  Impl(RedisStoreOptions o, redis::ClusterUrl u)
+  Impl(const Clock& c, RedisStoreOptions o, redis::ClusterUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(redis::StoreClock(options)),
+        clock(c),
         pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/true),
                  *this),
         topology(runner, clock, options, url, *this, counters),
@@ -209,9 +208,10 @@ RedisClusterStore::~RedisClusterStore() {
   impl.runner.Stop([&impl] { impl.Shutdown(); });
 }
 
-Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(RedisStoreOptions options) {
+Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(const Clock& clock,
+                                                                   RedisStoreOptions options) {
   return redis::OpenStore<RedisClusterStore, Impl, redis::ClusterUrl>(
-      std::move(options), redis::ParseClusterUrl,
+      clock, std::move(options), redis::ParseClusterUrl,
       [](std::unique_ptr<Impl> impl) {
         return std::unique_ptr<RedisClusterStore>(new RedisClusterStore(std::move(impl)));
       },
@@ -227,18 +227,19 @@ void RedisClusterStore::DecideAsync(std::span<const EntryRef> entries, DecideCal
 
 Status RedisClusterStore::Ping() {
   Impl& impl = *impl_;
-  auto uncovered = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> why = uncovered->get_future();
+  auto uncovered = std::make_shared<redis::Handoff<std::string>>();
+  const Nanos deadline = impl.clock.Monotonic() + impl.options.connect_timeout;
   asio::post(impl.runner.io, [&impl, uncovered] {
-    uncovered->set_value(impl.topology.covered() ? std::string() : impl.topology.why_uncovered());
+    uncovered->Set(impl.topology.covered() ? std::string() : impl.topology.why_uncovered());
   });
-  if (why.wait_for(impl.options.connect_timeout) != std::future_status::ready) {
+  const std::optional<std::string> why = uncovered->Await(impl.clock, deadline);
+  if (!why.has_value()) {
     return Status::Unavailable("redis cluster store: the io thread did not answer");
   }
-  if (const std::string w = why.get(); !w.empty()) {
+  if (const std::string& w = *why; !w.empty()) {
     return Status::Unavailable(Cat("redis cluster: not every slot has a primary (", w, ')'));
   }
-  return redis::PingNodes(impl.runner, impl.options.connect_timeout,
+  return redis::PingNodes(impl.runner, impl.clock, impl.options.connect_timeout,
                           [&impl] { return impl.topology.Primaries(); });
 }
 

@@ -12,10 +12,10 @@ using redis::Reply;
 
 // One server: one Node, every request one part.
 struct RedisStore::Impl final : redis::Router, redis::NodeListener {
-  Impl(RedisStoreOptions o, redis::RedisUrl u)
+  Impl(const Clock& c, RedisStoreOptions o, redis::RedisUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(redis::StoreClock(options)),
+        clock(c),
         pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this) {}
 
@@ -52,9 +52,10 @@ RedisStore::~RedisStore() {
   });
 }
 
-Result<std::unique_ptr<RedisStore>> RedisStore::Open(RedisStoreOptions options) {
+Result<std::unique_ptr<RedisStore>> RedisStore::Open(const Clock& clock,
+                                                     RedisStoreOptions options) {
   return redis::OpenStore<RedisStore, Impl, redis::RedisUrl>(
-      std::move(options), redis::ParseRedisUrl,
+      clock, std::move(options), redis::ParseRedisUrl,
       [](std::unique_ptr<Impl> impl) {
         return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
       },
@@ -76,7 +77,7 @@ void RedisStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
 
 Status RedisStore::Ping() {
   Impl& impl = *impl_;
-  return redis::PingNodes(impl.runner, impl.options.connect_timeout,
+  return redis::PingNodes(impl.runner, impl.clock, impl.options.connect_timeout,
                           [&impl] { return std::vector<redis::Node*>{impl.node.get()}; });
 }
 

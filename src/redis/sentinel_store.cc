@@ -34,10 +34,10 @@ std::string Address(const Endpoint& e) {
 
 // One Node, on the primary the sentinels name, replaced when they name another.
 struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
-  Impl(RedisStoreOptions o, redis::SentinelUrl u)
+  Impl(const Clock& c, RedisStoreOptions o, redis::SentinelUrl u)
       : options(std::move(o)),
         url(std::move(u)),
-        clock(redis::StoreClock(options)),
+        clock(c),
         pipeline(runner.io, clock, redis::PipelineOptionsFrom(options, /*split_by_slot=*/false),
                  *this),
         ask_timer(runner.io) {
@@ -317,9 +317,10 @@ RedisSentinelStore::~RedisSentinelStore() {
   impl.runner.Stop([&impl] { impl.Shutdown(); });
 }
 
-Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(RedisStoreOptions options) {
+Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(const Clock& clock,
+                                                                     RedisStoreOptions options) {
   auto store = redis::OpenStore<RedisSentinelStore, Impl, redis::SentinelUrl>(
-      std::move(options), redis::ParseSentinelUrl,
+      clock, std::move(options), redis::ParseSentinelUrl,
       [](std::unique_ptr<Impl> impl) {
         return std::unique_ptr<RedisSentinelStore>(new RedisSentinelStore(std::move(impl)));
       },
@@ -344,7 +345,7 @@ void RedisSentinelStore::DecideAsync(std::span<const EntryRef> entries, DecideCa
 
 Status RedisSentinelStore::Ping() {
   Impl& impl = *impl_;
-  return redis::PingNodes(impl.runner, impl.options.connect_timeout, [&impl] {
+  return redis::PingNodes(impl.runner, impl.clock, impl.options.connect_timeout, [&impl] {
     return impl.primary ? std::vector<redis::Node*>{impl.primary.get()}
                         : std::vector<redis::Node*>{};
   });

@@ -29,10 +29,6 @@ Status IoRunner::InitTls(const RedisStoreOptions& options) {
   return Status::Ok();
 }
 
-const Clock& StoreClock(const RedisStoreOptions& options) {
-  return options.clock != nullptr ? *options.clock : SystemClock::Instance();
-}
-
 PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split_by_slot) {
   return {.deadline = options.deadline,
           .max_outstanding = options.max_outstanding,
@@ -155,26 +151,25 @@ void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply>
   pipeline.OnReply(typed, ints);
 }
 
-Status PingNodes(IoRunner& runner, std::chrono::milliseconds timeout,
+Status PingNodes(IoRunner& runner, const Clock& clock, std::chrono::milliseconds timeout,
                  std::function<std::vector<Node*>()> nodes) {
   struct Tally {
-    std::mutex mu;
-    size_t left = 0;
+    size_t left = 0;  // the io thread's alone
     Status first;
-    std::promise<Status> done;
+    Handoff<Status> done;
   };
   auto tally = std::make_shared<Tally>();
-  std::future<Status> answer = tally->done.get_future();
+  const Nanos deadline = clock.Monotonic() + timeout;
   asio::post(runner.io, [tally, nodes = std::move(nodes)] {
     const std::vector<Node*> all = nodes();
     if (all.empty()) {
-      tally->done.set_value(Status::Unavailable("redis store: no node to ask"));
+      tally->done.Set(Status::Unavailable("redis store: no node to ask"));
       return;
     }
     tally->left = all.size();
     auto report = [tally](Status st) {
       if (!st.ok() && tally->first.ok()) tally->first = std::move(st);
-      if (--tally->left == 0) tally->done.set_value(tally->first);
+      if (--tally->left == 0) tally->done.Set(tally->first);
     };
     for (Node* node : all) {
       const bool sent = node->SendCommand({"PING"}, [report, node](Result<Reply> r) {
@@ -190,11 +185,12 @@ Status PingNodes(IoRunner& runner, std::chrono::milliseconds timeout,
       if (!sent) report(node->NotConnected());
     }
   });
-  if (answer.wait_for(timeout) != std::future_status::ready) {
+  std::optional<Status> answer = tally->done.Await(clock, deadline);
+  if (!answer.has_value()) {
     return Status::Unavailable("redis did not answer PING within " +
                                std::to_string(timeout.count()) + "ms");
   }
-  return answer.get();
+  return *std::move(answer);
 }
 
 RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& pipeline) {

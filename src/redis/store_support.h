@@ -8,7 +8,9 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -56,8 +58,6 @@ class IoRunner {
 // The checks every Redis-backed store makes on its options (kInvalidArgument).
 Status ValidateStoreOptions(const RedisStoreOptions& options);
 
-// The clock a store times its calls with: options.clock, or the system's.
-const Clock& StoreClock(const RedisStoreOptions& options);
 // The pipeline's options from the store's; `split_by_slot` for Redis Cluster.
 PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split_by_slot);
 
@@ -69,11 +69,11 @@ Status InitTlsIfAsked(IoRunner& runner, const RedisStoreOptions& options, Transp
 Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)>)> start);
 
 // Every Redis store's Open: its URL parsed by `parse`, its options checked, its parts (an `Impl`
-// made from the options and the URL, holding `runner` and `options`) built, TLS set up if the
-// URL asks for it, the store made by `make`, then `start` run on the io thread as StartOnIo
-// runs it.
+// made from the clock, the options and the URL, holding `runner` and `options`) built, TLS set
+// up if the URL asks for it, the store made by `make`, then `start` run on the io thread as
+// StartOnIo runs it.
 template <typename StoreT, typename Impl, typename Url>
-Result<std::unique_ptr<StoreT>> OpenStore(RedisStoreOptions options,
+Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions options,
                                           Result<Url> (*parse)(std::string_view),
                                           std::unique_ptr<StoreT> (*make)(std::unique_ptr<Impl>),
                                           void (*start)(Impl&, std::function<void(Status)>)) {
@@ -81,7 +81,7 @@ Result<std::unique_ptr<StoreT>> OpenStore(RedisStoreOptions options,
   if (!url.ok()) return url.status();
   if (Status s = ValidateStoreOptions(options); !s.ok()) return s;
   url->tls_server_name = options.tls_server_name;
-  auto impl = std::make_unique<Impl>(std::move(options), *url);
+  auto impl = std::make_unique<Impl>(clock, std::move(options), *url);
   Impl* raw = impl.get();
   if (Status s = InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) return s;
   std::unique_ptr<StoreT> store = make(std::move(impl));
@@ -115,9 +115,34 @@ void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply>
 // The same parts failed with `why`.
 void FailParts(Pipeline& pipeline, std::vector<PartPtr>& parts, const Status& why);
 
-// PINGs every node `nodes()` lists (run on the io thread), waiting up to `timeout`; Ok when all
-// answered. Blocks: for a caller's thread.
-Status PingNodes(IoRunner& runner, std::chrono::milliseconds timeout,
+// A value handed from the io thread to a caller's thread, which waits for it through its Clock.
+// Held by a shared_ptr: the io thread may hand it over after the caller stopped waiting.
+template <typename T>
+class Handoff {
+ public:
+  void Set(T value) {
+    {
+      std::lock_guard lock(mu_);
+      value_ = std::move(value);
+    }
+    cv_.notify_all();
+  }
+  // The value, or nullopt when none came by `deadline` (`clock`'s Monotonic()).
+  std::optional<T> Await(const Clock& clock, Nanos deadline) {
+    std::unique_lock lock(mu_);
+    if (!clock.WaitUntil(cv_, lock, deadline, [this] { return value_.has_value(); })) return {};
+    return std::move(value_);
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<T> value_;  // guarded by mu_
+};
+
+// PINGs every node `nodes()` lists (run on the io thread), waiting up to `timeout` of `clock`;
+// Ok when all answered. Blocks: for a caller's thread.
+Status PingNodes(IoRunner& runner, const Clock& clock, std::chrono::milliseconds timeout,
                  std::function<std::vector<Node*>()> nodes);
 
 RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& pipeline);

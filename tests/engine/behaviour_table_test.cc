@@ -15,7 +15,7 @@
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/memory_store.h"
 #include "server/http_api.h"
-#include "support/fault_injecting_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -95,7 +95,7 @@ descriptors:
                     .SetDomains(std::make_shared<envoy::RateLimitConfig>(std::move(*domains)),
                                 {.mode = row.mode, .on_failure = mode})
                     .ok());
-    store_.SetFailing(row.store != StoreState::kUp);
+    if (row.store != StoreState::kUp) store_.FailWith(Status::Unavailable("connection refused"));
   }
 
   static Limit Window(int64_t n) {
@@ -160,7 +160,7 @@ descriptors:
  private:
   ManualClock clock_{std::chrono::seconds(1'700'000'040)};  // on a minute boundary
   MemoryStore local_;
-  testing::FaultInjectingStore store_;
+  testing::FakeStore store_;
   Engine engine_;
   envoy::RlsHandler rls_;
   Row row_;

@@ -22,7 +22,7 @@
 #include "envoy/conformance_expect.h"
 #include "envoy/rls_client.h"
 #include "envoy/rls_stack.h"
-#include "envoy/test_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal::envoy {
@@ -120,7 +120,7 @@ void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mo
   ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
   Metrics metrics;  // the reference's per-rule stats, read from what /metrics serves
   setup.metrics = &metrics;
-  testing::CountingMemoryStore store(clock);
+  caudal::testing::FakeStore store(clock);
   testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
                           setup);
   ASSERT_TRUE(stack.status().ok()) << stack.status().ToString();

@@ -10,8 +10,8 @@
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
 #include "envoy/rls_stack.h"
-#include "envoy/test_store.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal::envoy {
@@ -85,7 +85,7 @@ class GrpcHealthTest : public ::testing::Test {
 
   std::atomic<bool> ready_{true};
   ManualClock clock_{std::chrono::seconds(1'699'920'000)};
-  testing::CountingMemoryStore store_{clock_};
+  caudal::testing::FakeStore store_{clock_};
   std::unique_ptr<testing::RlsStack> stack_;
   std::unique_ptr<RlsGrpcServer> server_;
   std::unique_ptr<Health::Stub> stub_;

@@ -10,13 +10,14 @@
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
 #include "envoy/rls_client.h"
-#include "envoy/test_store.h"
 #include "rls_stack.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal::envoy {
 namespace {
 
+using caudal::testing::FakeStore;
 using ::testing::HasSubstr;
 constexpr auto kOk = RateLimitResponse::OK;
 constexpr auto kOver = RateLimitResponse::OVER_LIMIT;
@@ -72,7 +73,7 @@ class GrpcServiceTest : public ::testing::Test {
   }
 
   ManualClock clock_{std::chrono::seconds(1'699'920'000)};  // midnight UTC
-  testing::CountingMemoryStore store_{clock_};
+  FakeStore store_{clock_};
   std::unique_ptr<testing::RlsStack> stack_;
   std::unique_ptr<RlsGrpcServer> server_;
   std::unique_ptr<testing::RlsClient> client_;
@@ -142,7 +143,8 @@ TEST_F(GrpcServiceTest, TextThatIsNotUtf8IsInvalidArgumentNamingTheFieldAndLogsN
 }
 
 TEST_F(GrpcServiceTest, StoreDownWithDenyUnavailableIsAnUnavailableRpc) {
-  testing::FailingStore down(Status::Unavailable("redis: connection refused"));
+  FakeStore down(clock_);
+  down.FailWith(Status::Unavailable("redis: connection refused"));
   StartWith(down, {.domains = {.on_failure = FailureMode::kDeny},
                    .rls = {.deny_as = DenyAs::kUnavailable}});
   RateLimitResponse resp;
@@ -152,7 +154,8 @@ TEST_F(GrpcServiceTest, StoreDownWithDenyUnavailableIsAnUnavailableRpc) {
 }
 
 TEST_F(GrpcServiceTest, StoreDownWithAllowAnswersOkMarkedDegraded) {
-  testing::FailingStore down(Status::DeadlineExceeded("redis: no answer within 50ms"));
+  FakeStore down(clock_);
+  down.FailWith(Status::DeadlineExceeded("redis: no answer within 50ms"));
   StartWith(down, {.domains = {.on_failure = FailureMode::kAllow}});
   const auto r = Ask(Request({{"to_number", "1"}}));
   EXPECT_EQ(r.overall_code(), kOk);
@@ -162,7 +165,8 @@ TEST_F(GrpcServiceTest, StoreDownWithAllowAnswersOkMarkedDegraded) {
 }
 
 TEST_F(GrpcServiceTest, CallsBeyondTheConcurrencyBoundAreRefusedAtOnce) {
-  testing::ParkingStore parking;
+  FakeStore parking(clock_);
+  parking.Hold();
   StartWith(parking, {.domains = {.on_failure = FailureMode::kDeny}}, {.max_concurrent_calls = 2});
   std::mutex mu;
   std::condition_variable cv;
@@ -182,13 +186,13 @@ TEST_F(GrpcServiceTest, CallsBeyondTheConcurrencyBoundAreRefusedAtOnce) {
                                              });
   }
   // Both calls reach the store and wait there.
-  ASSERT_TRUE(parking.WaitForParked(2, std::chrono::seconds(10)));
+  ASSERT_TRUE(parking.WaitForHeld(2));
   RateLimitResponse resp;
   const grpc::Status third = client_->Call(req, &resp);
   EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(third.error_message(), HasSubstr("more than 2 calls in flight"));
 
-  parking.ReleaseAll(Status::Unavailable("released"));
+  parking.ReleaseHeld(Status::Unavailable("released"));
   std::unique_lock lock(mu);
   ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished == 2; }));
   for (int i = 0; i < 2; ++i) {

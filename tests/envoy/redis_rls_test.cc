@@ -64,7 +64,8 @@ class RedisRlsTest : public ::testing::Test {
     auto redis = caudal::testing::RedisServer::Start();
     ASSERT_TRUE(redis.ok()) << redis.status().ToString();
     redis_ = std::move(*redis);
-    auto store = RedisStore::Open({.url = redis_->url(),
+    auto store = RedisStore::Open(SystemClock::Instance(),
+                                  {.url = redis_->url(),
                                    .deadline = std::chrono::milliseconds(50),
                                    .connect_timeout = std::chrono::milliseconds(500),
                                    .decision_clock = &clock_});

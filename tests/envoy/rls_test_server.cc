@@ -11,8 +11,8 @@
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/rate.h"
-#include "envoy/test_store.h"
 #include "rls_stack.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace {
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   using namespace caudal;
   using namespace caudal::envoy;
   std::string config_path;
-  testing::RlsSetup setup;
+  caudal::envoy::testing::RlsSetup setup;
   bool store_down = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -57,11 +57,10 @@ int main(int argc, char** argv) {
   auto config = LoadRateLimitConfig(config_path);
   if (!config.ok()) return Fail(config.status());
   ManualClock clock(std::chrono::seconds(1'699'920'000));
-  testing::CountingMemoryStore memory(clock);
-  testing::FailingStore down(Status::Unavailable("store stopped"));
-  Store& store = store_down ? static_cast<Store&>(down) : memory;
-  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
-                          setup);
+  caudal::testing::FakeStore store(clock);
+  if (store_down) store.FailWith(Status::Unavailable("store stopped"));
+  caudal::envoy::testing::RlsStack stack(
+      store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
   if (!stack.status().ok()) return Fail(stack.status());
   auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
   if (!server.ok()) return Fail(server.status());

@@ -70,7 +70,8 @@ TEST(ClusterBreaker, AStalledPrimaryFailsOnlyItsSlotsAndFastOnceItsBreakerOpens)
       {.primaries = 3, .node_timeout = seconds(60), .require_full_coverage = false});
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   constexpr auto kDeadline = milliseconds(50);
-  auto store = RedisClusterStore::Open({.url = (*cluster)->url(), .deadline = kDeadline});
+  auto store = RedisClusterStore::Open(SystemClock::Instance(),
+                                       {.url = (*cluster)->url(), .deadline = kDeadline});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const std::string victim = KeyOn(**cluster, 0, "victim:");
   const std::vector<std::string> others = OtherKeys(**cluster);

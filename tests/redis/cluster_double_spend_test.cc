@@ -70,7 +70,8 @@ TEST(ClusterDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {
   const Limits limits;
   const auto start = SteadyClock::now();
   const Tally total = double_spend::RunProcesses(kProcesses, [&](Tally& tally) {
-    auto store = RedisClusterStore::Open({.url = url, .deadline = seconds(2)});
+    auto store =
+        RedisClusterStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
     if (!store.ok()) {
       tally.errors = 1'000'000;
       return;

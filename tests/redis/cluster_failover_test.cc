@@ -76,7 +76,8 @@ std::vector<std::string> Keys(const std::string& base, int count, Algorithm a,
 TEST(ClusterUnderLoad, ReshardingMovesSlotsWithoutDoubleSpend) {
   RedisCluster* cluster = Cluster();
   ASSERT_NE(cluster, nullptr);
-  auto store = RedisClusterStore::Open({.url = cluster->url(), .deadline = seconds(1)});
+  auto store = RedisClusterStore::Open(SystemClock::Instance(),
+                                       {.url = cluster->url(), .deadline = seconds(1)});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const Limit limit = Bucket(Algorithm::kTokenBucket, 10, {20, seconds(1)});
   // redis-cli takes the source's lowest slots first: keys in the first 300 of node 0's.
@@ -141,7 +142,8 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
   ASSERT_NE(cluster, nullptr);
   ASSERT_TRUE(cluster->WaitHealthy(seconds(20)).ok());
   constexpr auto kDeadline = milliseconds(100);
-  auto store = RedisClusterStore::Open({.url = cluster->url(), .deadline = kDeadline});
+  auto store = RedisClusterStore::Open(SystemClock::Instance(),
+                                       {.url = cluster->url(), .deadline = kDeadline});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const Limit counter = Bucket(Algorithm::kTokenBucket, 1'000'000, {1, std::chrono::minutes(30)});
   Result<size_t> victim_node = cluster->PrimaryOf(SlotOf("victim:0", counter.algorithm()));

@@ -37,7 +37,8 @@ std::unique_ptr<RedisCluster> StartCluster(testing::RedisClusterOptions o = {}) 
 
 std::unique_ptr<RedisClusterStore> OpenCluster(RedisStoreOptions o) {
   if (o.deadline == RedisStoreOptions{}.deadline) o.deadline = seconds(2);
-  Result<std::unique_ptr<RedisClusterStore>> s = RedisClusterStore::Open(std::move(o));
+  Result<std::unique_ptr<RedisClusterStore>> s =
+      RedisClusterStore::Open(SystemClock::Instance(), std::move(o));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? std::move(*s) : nullptr;
 }
@@ -369,11 +370,13 @@ TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
 }
 
 TEST(RedisClusterStoreOpen, SaysWhatIsWrong) {
-  Result<std::unique_ptr<RedisClusterStore>> bad = RedisClusterStore::Open({.url = "redis://h"});
+  Result<std::unique_ptr<RedisClusterStore>> bad =
+      RedisClusterStore::Open(SystemClock::Instance(), {.url = "redis://h"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   auto plain = StartServer();
   ASSERT_NE(plain, nullptr);
   Result<std::unique_ptr<RedisClusterStore>> not_cluster = RedisClusterStore::Open(
+      SystemClock::Instance(),
       {.url = Cat("redis-cluster://127.0.0.1:", plain->port()), .connect_timeout = seconds(2)});
   EXPECT_EQ(not_cluster.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(not_cluster.status().message().find("cluster support disabled"), std::string::npos)
@@ -381,6 +384,7 @@ TEST(RedisClusterStoreOpen, SaysWhatIsWrong) {
   const uint16_t port = plain->port();
   plain->Stop();
   Result<std::unique_ptr<RedisClusterStore>> nobody = RedisClusterStore::Open(
+      SystemClock::Instance(),
       {.url = Cat("redis-cluster://127.0.0.1:", port), .connect_timeout = milliseconds(500)});
   EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(nobody.status().message().find("cannot connect"), std::string::npos)

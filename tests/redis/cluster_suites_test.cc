@@ -43,6 +43,7 @@ const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new Cluster
 std::unique_ptr<RedisClusterStore> Open(const Clock& clock, std::string key_prefix) {
   // A generous deadline: the suites check decisions, not latency (and run under sanitizers).
   Result<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(
+      SystemClock::Instance(),
       {.url = Cluster() != nullptr ? Cluster()->url() : "redis-cluster://unavailable:1",
        .key_prefix = std::move(key_prefix),
        .deadline = std::chrono::seconds(5),

@@ -43,7 +43,7 @@ TEST(DoubleSpend, AtomicScriptNeverAdmitsMoreThanTheLimits) {
   const Limits limits;
   const auto start = SteadyClock::now();
   const Tally total = double_spend::RunProcesses(kProcesses, [&](Tally& tally) {
-    auto store = RedisStore::Open({.url = url, .deadline = seconds(2)});
+    auto store = RedisStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
     if (!store.ok()) {
       tally.errors = 1'000'000;
       return;

@@ -88,13 +88,15 @@ TEST(RedisStore, KeysUseThePrefixAndTheCallersHashTag) {
 }
 
 TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
-  Result<std::unique_ptr<RedisStore>> bad = RedisStore::Open({.url = "redis://host:99999"});
+  Result<std::unique_ptr<RedisStore>> bad =
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://host:99999"});
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("port"), std::string::npos);
-  EXPECT_EQ(RedisStore::Open({.url = "http://x"}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RedisStore::Open(SystemClock::Instance(), {.url = "http://x"}).status().code(),
+            StatusCode::kInvalidArgument);
   // A batch's reply must fit the reply parser's bound on one array (2^20 integers).
   const Result<std::unique_ptr<RedisStore>> huge_batch =
-      RedisStore::Open({.url = "redis://127.0.0.1:1", .max_batch = 5000});
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://127.0.0.1:1", .max_batch = 5000});
   EXPECT_EQ(huge_batch.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(huge_batch.status().message().find("max_batch"), std::string::npos);
 
@@ -103,8 +105,8 @@ TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
     auto server = StartServer();
     port = server->port();
   }  // stopped: nothing listens there now
-  Result<std::unique_ptr<RedisStore>> down =
-      RedisStore::Open({.url = std::string("redis://127.0.0.1:") + std::to_string(port)});
+  Result<std::unique_ptr<RedisStore>> down = RedisStore::Open(
+      SystemClock::Instance(), {.url = std::string("redis://127.0.0.1:") + std::to_string(port)});
   EXPECT_EQ(down.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(
       down.status().message().find("cannot connect to redis at 127.0.0.1:" + std::to_string(port)),
@@ -113,7 +115,7 @@ TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
   EXPECT_NE(down.status().message().find("refused"), std::string::npos);
 
   Result<std::unique_ptr<RedisStore>> unknown =
-      RedisStore::Open({.url = "redis://no-such-host.invalid:6379"});
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://no-such-host.invalid:6379"});
   EXPECT_EQ(unknown.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(unknown.status().message().find("cannot resolve redis host \"no-such-host.invalid\""),
             std::string::npos)
@@ -130,14 +132,17 @@ TEST(RedisStore, AuthenticatesWithPasswordOrAclUserAndNamesWrongCredentials) {
   auto as_app = MustOpen({.url = "redis://app:apppw@" + hostport});
   EXPECT_TRUE(DecideOne(*as_app, "a", limit, 1).allowed());
 
-  const Status wrong = RedisStore::Open({.url = "redis://:nope@" + hostport}).status();
+  const Status wrong =
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://:nope@" + hostport}).status();
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);  // a mistake in the URL, not an outage
   EXPECT_NE(wrong.message().find("refused the credentials of user \"default\""), std::string::npos)
       << wrong.message();
   EXPECT_EQ(wrong.message().find("nope"), std::string::npos) << "never repeat a password";
-  const Status wrong_user = RedisStore::Open({.url = "redis://app:nope@" + hostport}).status();
+  const Status wrong_user =
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://app:nope@" + hostport}).status();
   EXPECT_NE(wrong_user.message().find("user \"app\""), std::string::npos) << wrong_user.message();
-  const Status none = RedisStore::Open({.url = "redis://" + hostport}).status();
+  const Status none =
+      RedisStore::Open(SystemClock::Instance(), {.url = "redis://" + hostport}).status();
   EXPECT_EQ(none.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(none.message().find("requires a password"), std::string::npos) << none.message();
 }
@@ -149,7 +154,8 @@ TEST(RedisStore, SelectsTheDatabaseAndNamesAWrongIndex) {
   EXPECT_NE(server->Command({"INFO", "keyspace"})->find("db3:keys=1"), std::string::npos);
   EXPECT_TRUE(server->Keys()->empty()) << "nothing in db 0";
 
-  const Status wrong = RedisStore::Open({.url = server->url() + "/99"}).status();
+  const Status wrong =
+      RedisStore::Open(SystemClock::Instance(), {.url = server->url() + "/99"}).status();
   EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.message().find("refused database 99"), std::string::npos) << wrong.message();
   EXPECT_NE(wrong.message().find("out of range"), std::string::npos) << wrong.message();
@@ -162,7 +168,8 @@ TEST(RedisStore, SpeaksTlsAndVerifiesTheServer) {
   EXPECT_TRUE(DecideOne(*store, "k", Bucket(Algorithm::kGcra, 5, {5, seconds(1)}), 1).allowed());
 
   // Without the test CA the certificate does not verify against the system's trust store.
-  const Status untrusted = RedisStore::Open({.url = server->url()}).status();
+  const Status untrusted =
+      RedisStore::Open(SystemClock::Instance(), {.url = server->url()}).status();
   EXPECT_EQ(untrusted.code(), StatusCode::kInvalidArgument);  // a config mistake, not an outage
   EXPECT_NE(untrusted.message().find("TLS handshake"), std::string::npos) << untrusted.message();
   EXPECT_NE(untrusted.message().find("certificate verify failed"), std::string::npos)
@@ -170,13 +177,16 @@ TEST(RedisStore, SpeaksTlsAndVerifiesTheServer) {
 
   // Plain text to a TLS port fails rather than hangs.
   const Status plain =
-      RedisStore::Open({.url = "redis://127.0.0.1:" + std::to_string(server->port()),
+      RedisStore::Open(SystemClock::Instance(),
+                       {.url = "redis://127.0.0.1:" + std::to_string(server->port()),
                         .connect_timeout = seconds(2)})
           .status();
   EXPECT_EQ(plain.code(), StatusCode::kUnavailable);
 
   const Status no_ca =
-      RedisStore::Open({.url = server->url(), .tls_ca_file = "/nonexistent/ca.pem"}).status();
+      RedisStore::Open(SystemClock::Instance(),
+                       {.url = server->url(), .tls_ca_file = "/nonexistent/ca.pem"})
+          .status();
   EXPECT_EQ(no_ca.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_ca.message().find("/nonexistent/ca.pem"), std::string::npos);
 }

@@ -21,7 +21,7 @@ inline std::unique_ptr<testing::RedisServer> StartServer(testing::RedisServerOpt
 // two seconds instead of the production default of a few milliseconds.
 inline std::unique_ptr<RedisStore> MustOpen(RedisStoreOptions o) {
   if (o.deadline == RedisStoreOptions{}.deadline) o.deadline = std::chrono::seconds(2);
-  Result<std::unique_ptr<RedisStore>> s = RedisStore::Open(std::move(o));
+  Result<std::unique_ptr<RedisStore>> s = RedisStore::Open(SystemClock::Instance(), std::move(o));
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? std::move(*s) : nullptr;
 }

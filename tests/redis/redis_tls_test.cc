@@ -72,9 +72,9 @@ TEST(RedisTls, ClientCertificateWhenRedisRequiresOne) {
 
 TEST(RedisTls, NoClientCertificateIsAClearErrorAtStart) {
   auto server = StartMutualTls();
-  const Status s = RedisStore::Open({.url = server->url(),
-                                     .connect_timeout = seconds(5),
-                                     .tls_ca_file = server->tls_ca_file()})
+  const Status s = RedisStore::Open(SystemClock::Instance(), {.url = server->url(),
+                                                              .connect_timeout = seconds(5),
+                                                              .tls_ca_file = server->tls_ca_file()})
                        .status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("store.tls.cert_file"), std::string::npos) << s.message();
@@ -84,12 +84,13 @@ TEST(RedisTls, ClientCertificateFromAnotherCaIsAClearErrorAtStart) {
   auto server = StartMutualTls();
   const std::string dir = Dir(*server);
   MakeClientCertificates(dir);
-  const Status s = RedisStore::Open({.url = server->url(),
-                                     .connect_timeout = seconds(5),
-                                     .tls_ca_file = server->tls_ca_file(),
-                                     .tls_cert_file = dir + "/stranger.crt",
-                                     .tls_key_file = dir + "/stranger.key"})
-                       .status();
+  const Status s =
+      RedisStore::Open(SystemClock::Instance(), {.url = server->url(),
+                                                 .connect_timeout = seconds(5),
+                                                 .tls_ca_file = server->tls_ca_file(),
+                                                 .tls_cert_file = dir + "/stranger.crt",
+                                                 .tls_key_file = dir + "/stranger.key"})
+          .status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("refused the client certificate"), std::string::npos) << s.message();
 }
@@ -98,8 +99,9 @@ TEST(RedisTls, WrongCaIsAClearErrorAtStart) {
   auto server = StartServer({.tls = true});
   const std::string dir = Dir(*server);
   MakeClientCertificates(dir);
-  const Status s =
-      RedisStore::Open({.url = server->url(), .tls_ca_file = dir + "/other-ca.crt"}).status();
+  const Status s = RedisStore::Open(SystemClock::Instance(),
+                                    {.url = server->url(), .tls_ca_file = dir + "/other-ca.crt"})
+                       .status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("certificate verify failed"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("store.tls.ca_file"), std::string::npos) << s.message();
@@ -111,9 +113,9 @@ TEST(RedisTls, ServerNameReplacesTheHostForVerification) {
   auto store = MustOpen(
       {.url = server->url(), .tls_ca_file = server->tls_ca_file(), .tls_server_name = "localhost"});
   EXPECT_TRUE(store->Ping().ok());
-  const Status s = RedisStore::Open({.url = server->url(),
-                                     .tls_ca_file = server->tls_ca_file(),
-                                     .tls_server_name = "redis.example"})
+  const Status s = RedisStore::Open(SystemClock::Instance(), {.url = server->url(),
+                                                              .tls_ca_file = server->tls_ca_file(),
+                                                              .tls_server_name = "redis.example"})
                        .status();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_NE(s.message().find("store.tls.server_name"), std::string::npos) << s.message();
@@ -123,18 +125,20 @@ TEST(RedisTls, UnloadableClientFilesAreRefusedBeforeConnecting) {
   auto server = StartServer({.tls = true});
   const std::string dir = Dir(*server);
   MakeClientCertificates(dir);
-  const Status missing = RedisStore::Open({.url = server->url(),
-                                           .tls_ca_file = server->tls_ca_file(),
-                                           .tls_cert_file = "/nonexistent/client.crt",
-                                           .tls_key_file = dir + "/client.key"})
-                             .status();
+  const Status missing =
+      RedisStore::Open(SystemClock::Instance(), {.url = server->url(),
+                                                 .tls_ca_file = server->tls_ca_file(),
+                                                 .tls_cert_file = "/nonexistent/client.crt",
+                                                 .tls_key_file = dir + "/client.key"})
+          .status();
   EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(missing.message().find("/nonexistent/client.crt"), std::string::npos);
-  const Status mismatched = RedisStore::Open({.url = server->url(),
-                                              .tls_ca_file = server->tls_ca_file(),
-                                              .tls_cert_file = dir + "/client.crt",
-                                              .tls_key_file = dir + "/stranger.key"})
-                                .status();
+  const Status mismatched =
+      RedisStore::Open(SystemClock::Instance(), {.url = server->url(),
+                                                 .tls_ca_file = server->tls_ca_file(),
+                                                 .tls_cert_file = dir + "/client.crt",
+                                                 .tls_key_file = dir + "/stranger.key"})
+          .status();
   EXPECT_EQ(mismatched.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(mismatched.message().find("stranger.key\": key values mismatch"), std::string::npos)
       << mismatched.message();
@@ -222,6 +226,7 @@ TEST(RedisTls, ClusterStoreOverTls) {
   const std::string url = (*cluster)->url();
   ASSERT_NE(url.find("?tls=true"), std::string::npos) << url;
   auto store = RedisClusterStore::Open(
+      SystemClock::Instance(),
       {.url = url, .deadline = seconds(2), .tls_ca_file = (*cluster)->node(0).tls_ca_file()});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_TRUE((*store)->Ping().ok());
@@ -235,6 +240,7 @@ TEST(RedisTls, ClusterStoreOverTls) {
   MakeClientCertificates(dir);
   const Status wrong_ca =
       RedisClusterStore::Open(
+          SystemClock::Instance(),
           {.url = url, .connect_timeout = seconds(5), .tls_ca_file = dir + "/other-ca.crt"})
           .status();
   EXPECT_FALSE(wrong_ca.ok());
@@ -248,6 +254,7 @@ TEST(RedisTls, SentinelStoreOverTls) {
   const std::string url = (*sentinels)->url();
   ASSERT_NE(url.find("?tls=true"), std::string::npos) << url;
   auto store = RedisSentinelStore::Open(
+      SystemClock::Instance(),
       {.url = url, .deadline = seconds(2), .tls_ca_file = (*sentinels)->server(0).tls_ca_file()});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_TRUE((*store)->Ping().ok());

@@ -104,7 +104,8 @@ Report Analyse(Store& store, const std::vector<std::string>& keys,
 TEST(SentinelUnderLoad, AManualFailoverIsFollowed) {
   RedisSentinels* setup = Sentinels();
   ASSERT_NE(setup, nullptr);
-  auto store = RedisSentinelStore::Open({.url = setup->url(), .deadline = kDeadline});
+  auto store = RedisSentinelStore::Open(SystemClock::Instance(),
+                                        {.url = setup->url(), .deadline = kDeadline});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const std::vector<std::string> keys = Keys("manual:");
   std::vector<std::vector<size_t>> requests;
@@ -151,7 +152,8 @@ TEST(SentinelUnderLoad, AKilledPrimaryIsReplacedWithoutARestart) {
   Result<size_t> primary = setup->PrimaryIndex();
   ASSERT_TRUE(primary.ok());
   ASSERT_TRUE(setup->WaitPrimary(*primary, seconds(30)).ok());
-  auto store = RedisSentinelStore::Open({.url = setup->url(), .deadline = kDeadline});
+  auto store = RedisSentinelStore::Open(SystemClock::Instance(),
+                                        {.url = setup->url(), .deadline = kDeadline});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const std::vector<std::string> keys = Keys("killed:");
   std::vector<std::vector<size_t>> requests;

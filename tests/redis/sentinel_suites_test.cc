@@ -52,6 +52,7 @@ std::string Url() {
 
 std::unique_ptr<RedisSentinelStore> Open(const Clock* clock) {
   Result<std::unique_ptr<RedisSentinelStore>> store = RedisSentinelStore::Open(
+      SystemClock::Instance(),
       {.url = Url(), .deadline = std::chrono::seconds(5), .decision_clock = clock});
   EXPECT_TRUE(store.ok()) << store.status().ToString();
   return store.ok() ? std::move(*store) : nullptr;
@@ -116,7 +117,8 @@ TEST(SentinelDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {
   const double_spend::Limits limits;
   const auto start = double_spend::SteadyClock::now();
   const double_spend::Tally total = double_spend::RunProcesses(3, [&](double_spend::Tally& tally) {
-    auto store = RedisSentinelStore::Open({.url = url, .deadline = seconds(2)});
+    auto store =
+        RedisSentinelStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
     if (!store.ok()) {
       tally.errors = 1'000'000;
       return;
@@ -169,8 +171,8 @@ TEST(SentinelStore, FindsThePrimaryPastADeadSentinelAndSaysWhatIsWrong) {
   // A first sentinel that is not there: the next one answers.
   const std::string with_dead =
       Cat("redis-sentinel://127.0.0.1:1,", sentinels.substr(17), "/mymaster");
-  Result<std::unique_ptr<RedisSentinelStore>> store =
-      RedisSentinelStore::Open({.url = with_dead, .connect_timeout = milliseconds(500)});
+  Result<std::unique_ptr<RedisSentinelStore>> store = RedisSentinelStore::Open(
+      SystemClock::Instance(), {.url = with_dead, .connect_timeout = milliseconds(500)});
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->Name(), "redis-sentinel");
   EXPECT_TRUE((*store)->Ping().ok());
@@ -178,13 +180,14 @@ TEST(SentinelStore, FindsThePrimaryPastADeadSentinelAndSaysWhatIsWrong) {
   EXPECT_EQ(DecideOne(**store, "found", l, 1).remaining, 1);
   // A name no sentinel knows: a configuration mistake, no retry fixes it.
   Result<std::unique_ptr<RedisSentinelStore>> unknown =
-      RedisSentinelStore::Open({.url = Cat(sentinels, "/nosuchmaster")});
+      RedisSentinelStore::Open(SystemClock::Instance(), {.url = Cat(sentinels, "/nosuchmaster")});
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("knows no master named \"nosuchmaster\""),
             std::string::npos)
       << unknown.status().message();
   // No sentinel at all.
   Result<std::unique_ptr<RedisSentinelStore>> nobody = RedisSentinelStore::Open(
+      SystemClock::Instance(),
       {.url = "redis-sentinel://127.0.0.1:1/mymaster", .connect_timeout = milliseconds(500)});
   EXPECT_EQ(nobody.status().code(), StatusCode::kUnavailable);
 }

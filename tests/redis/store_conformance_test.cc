@@ -38,7 +38,8 @@ const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ServerE
 std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
   // A generous deadline: the suite checks decisions, not latency (and runs under sanitizers).
   Result<std::unique_ptr<RedisStore>> store =
-      RedisStore::Open({.url = Server() != nullptr ? Server()->url() : "redis://unavailable:1",
+      RedisStore::Open(SystemClock::Instance(),
+                       {.url = Server() != nullptr ? Server()->url() : "redis://unavailable:1",
                         .deadline = std::chrono::seconds(5),
                         .decision_clock = &clock});
   EXPECT_TRUE(store.ok()) << store.status().ToString();

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "cli/command.h"
-#include "support/fault_injecting_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -36,7 +36,7 @@ class ScriptedClock final : public Clock {
 class Hooks {
  public:
   std::unique_ptr<Store> Wrap(std::unique_ptr<Store> store) {
-    auto faulty = std::make_unique<testing::FaultInjectingStore>(std::move(store));
+    auto faulty = std::make_unique<testing::FakeStore>(std::move(store));
     std::lock_guard lock(mu_);
     stores_.push_back(faulty.get());
     return faulty;
@@ -61,7 +61,13 @@ class Hooks {
         }
       } else if (verb == "fail" || verb == "recover") {
         std::lock_guard lock(mu_);
-        for (testing::FaultInjectingStore* s : stores_) s->SetFailing(verb == "fail");
+        for (testing::FakeStore* s : stores_) {
+          if (verb == "fail") {
+            s->FailWith(Status::Unavailable("store failing on demand (test)"));
+          } else {
+            s->Recover();
+          }
+        }
         reply = verb == "fail" ? "failing" : "recovered";
       } else {
         reply = "error: unknown command " + verb;
@@ -72,7 +78,7 @@ class Hooks {
 
  private:
   std::mutex mu_;
-  std::vector<testing::FaultInjectingStore*> stores_;  // guarded by mu_; they outlive the process
+  std::vector<testing::FakeStore*> stores_;  // guarded by mu_; they outlive the process
 };
 
 }  // namespace
