@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """`caudal serve --grpc` as a process: Envoy's ShouldRateLimit beside the HTTP API, on the same
 store, clock (--test-hooks) and failure mode, with Redis stopped mid-run; gRPC health following
-the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them. Messages
+the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them, and never
+half-written when a writer rewrites one in place. Messages
 come from rls_client_test (protoc --python_out at test time); the process harness from
 tests/serve."""
 import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -188,6 +190,55 @@ class ServeGrpcTest(unittest.TestCase):
         finally:
             s.close()
             shutil.rmtree(root, ignore_errors=True)
+
+    def test_a_file_rewritten_in_place_is_never_served_half_written(self):
+        # A writer that rewrites the Envoy file in place, over and over: truncate, write a prefix
+        # that is valid YAML on its own (the rule "late" is missing from it), pause 1..50 ms, write
+        # the rest. Its writes keep the events coming, so the watcher compares while the file is
+        # half-written (at max_delay at the latest); "late" must keep its limit throughout.
+        late = "  - key: late\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n"
+        prefix = ENVOY_YAML
+        s = GrpcServe()
+        path = os.path.join(s.dir, "ratelimit.yaml")
+        with open(path, "w") as f:
+            f.write(prefix + late)
+        successes = 'caudal_config_reloads_total{result="success"}'
+        harness.wait_until(lambda: s.serve.metric(successes) >= 1, "the full file's first reload")
+        writer_script = textwrap.dedent("""\
+            import sys, time
+            path, prefix, rest = sys.argv[1], sys.argv[2], sys.argv[3]
+            end = time.monotonic() + 8
+            pause = 1
+            while time.monotonic() < end:
+                with open(path, "w") as f:  # truncates: the file is rewritten in place
+                    f.write(prefix)
+                    f.flush()
+                    time.sleep(pause / 1000)
+                    f.write(rest)
+                pause = pause % 50 + 7 if pause < 50 else 1
+                time.sleep(0.005)
+            """)
+        try:
+            def late_limit():
+                return s.ask(d("late=x")).statuses[0].current_limit.requests_per_unit
+
+            self.assertEqual(late_limit(), 1000)
+            reloads = s.serve.metric(successes)
+            writer = subprocess.Popen([sys.executable, "-c", writer_script, path, prefix, late])
+            calls, unlimited = 0, 0
+            while writer.poll() is None:
+                calls += 1
+                unlimited += late_limit() != 1000
+                time.sleep(0.002)
+            self.assertEqual(writer.returncode, 0)
+            self.assertGreater(calls, 100)
+            self.assertEqual(unlimited, 0, "%d of %d calls found no limit on \"late\"" % (
+                unlimited, calls))
+            # Once the writer stops, the file is stable: it is reloaded (whole), and only then.
+            harness.wait_until(lambda: s.serve.metric(successes) > reloads, "the settled reload")
+            self.assertEqual(late_limit(), 1000)
+        finally:
+            s.close()
 
 
 if __name__ == "__main__":
