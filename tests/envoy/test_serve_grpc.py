@@ -240,6 +240,43 @@ class ServeGrpcTest(unittest.TestCase):
         finally:
             s.close()
 
+    def test_control_characters_reach_no_metric_or_log_raw(self):
+        # The reference decides on any value Envoy sends, and so does caudal (refusing one would
+        # make Envoy, whose failure_mode_deny is false by default, let the request through). A
+        # value's control characters are replaced in the stat key it names and escaped in logs.
+        root = tempfile.mkdtemp(prefix="caudal-controls-")
+        path = os.path.join(root, "ratelimit.yaml")
+        with open(path, "w") as f:
+            f.write("domain: edge\ndescriptors:\n  - key: user\n    detailed_metric: true\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+        values = ["a\rb", "\x1b[31mred", "bell\x07", "del\x7f", "csi\u009b", "ls\u2028ep"]
+        raw = [b"\r", b"\x1b", b"\x07", b"\x7f", "\u009b".encode(), "\u2028".encode()]
+        for log_format in ("text", "json"):
+            s = GrpcServe("logging: {format: %s, identities: value}\n" % log_format,
+                          envoy_path=path)
+            try:
+                for v in values:
+                    first, second = s.ask(d("user=" + v)), s.ask(d("user=" + v))
+                    self.assertEqual((first.overall_code, second.overall_code), (OK, OVER), v)
+                    self.assertEqual(first.statuses[0].current_limit.requests_per_unit, 1)
+                _, _, metrics = s.serve.request("GET", "/metrics")
+                for b in raw:
+                    self.assertFalse(b in metrics, "%r raw in /metrics" % b)
+                self.assertIn(b'policy="edge.user_a_b",stat="over_limit"} 1', metrics)
+                self.assertIn(b'policy="edge.user__[31mred",stat="total_hits"} 2', metrics)
+                self.assertIn(b'policy="edge.user_ls_ep",stat="within_limit"} 1', metrics)
+                harness.wait_until(lambda: s.serve.log().count("refused") >= len(values),
+                                   "the refusals' log lines")
+                with open(s.serve.stderr_path, "rb") as f:
+                    log = f.read()
+                for b in raw:
+                    self.assertFalse(b in log.replace(b"\n", b""), "%r raw in the log" % b)
+                self.assertIn(b"user=a\\u000db", log)
+                self.assertIn(b"user=ls\\u2028ep", log)
+            finally:
+                s.close()
+        shutil.rmtree(root, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
