@@ -154,10 +154,15 @@ class ServeCommand final : public Command {
       return kExitFailure;
     }
     const auto opts = ServerOptionsFrom(config->server);
-    env.out << "caudal serve: listening on " << (*tls != nullptr ? "https://" : "http://")
-            << Bracketed(opts.host) << ':' << (*server)->port() << " (store "
-            << RedactUrl(config->store.url) << ", " << config->policies->policies().size()
-            << " policies)" << std::endl;
+    const std::string url =
+        Cat(*tls != nullptr ? "https://" : "http://", Bracketed(opts.host), ':', (*server)->port());
+    env.out << log.Banner(
+                   Cat("caudal serve: listening on ", url, " (store ", RedactUrl(config->store.url),
+                       ", ", config->policies->policies().size(), " policies)"),
+                   {{"url", url},
+                    {"store", RedactUrl(config->store.url)},
+                    {"policies", config->policies->policies().size()}})
+            << std::endl;
 
     // Envoy's rate limit service, on the same engine as the HTTP API.
     envoy::RlsHandler rls(engine, {.headers = config->envoy.headers,
@@ -179,10 +184,15 @@ class ServeCommand final : public Command {
       }
       grpc = std::move(*started);
       const auto hp = ParseHostPort(config->server.grpc);
-      env.out << "caudal serve: Envoy rate limit service (gRPC"
-              << (config->server.tls.enabled() && config->server.tls.grpc ? " over TLS" : "")
-              << ") on " << Bracketed(hp->first) << ':' << grpc->port() << " ("
-              << engine.domains()->DomainCount() << " domains from " << config->envoy.config << ")"
+      const std::string address = Cat(Bracketed(hp->first), ':', grpc->port());
+      env.out << log.Banner(
+                     Cat("caudal serve: Envoy rate limit service (gRPC",
+                         config->server.tls.enabled() && config->server.tls.grpc ? " over TLS" : "",
+                         ") on ", address, " (", engine.domains()->DomainCount(), " domains from ",
+                         config->envoy.config, ")"),
+                     {{"grpc", address},
+                      {"domains", engine.domains()->DomainCount()},
+                      {"envoy_config", config->envoy.config}})
               << std::endl;
     }
 

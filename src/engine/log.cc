@@ -129,7 +129,11 @@ std::string Logger::Format(LogLevel level, std::string_view message,
       line += ',';
       AppendJsonString(line, f.key);
       line += ':';
-      AppendJsonString(line, f.value);
+      if (f.number) {
+        line += f.value;
+      } else {
+        AppendJsonString(line, f.value);
+      }
     }
     line += '}';
     return line;
@@ -145,6 +149,11 @@ std::string Logger::Format(LogLevel level, std::string_view message,
     AppendTextValue(line, f.value);
   }
   return line;
+}
+
+std::string Logger::Banner(std::string_view text, std::initializer_list<LogField> fields) const {
+  if (format_.load(std::memory_order_relaxed) == LogFormat::kText) return std::string(text);
+  return Format(LogLevel::kInfo, text, fields);
 }
 
 void Logger::Log(LogLevel level, std::string_view message,
