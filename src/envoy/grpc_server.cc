@@ -72,6 +72,12 @@ grpc::Status CheckCaller(const CallerAuth& caller, const grpc::CallbackServerCon
   if (!caller.enabled()) return grpc::Status::OK;
   std::string_view authorization;
   const auto& metadata = context.client_metadata();
+  // Two of them are ambiguous (which one did a proxy check?), as over HTTP.
+  if (const size_t n = metadata.count("authorization"); n > 1) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "authorization: given " + std::to_string(n) +
+                " times (the caller's credentials must be given once)"};
+  }
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     authorization = std::string_view(it->second.data(), it->second.size());
   }
