@@ -116,6 +116,9 @@ class Metrics {
     tls_failures_[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   }
 
+  // A ShouldRateLimit call whose message was not a RateLimitRequest (INVALID_ARGUMENT).
+  void CountMalformedRlsRequest() { rls_malformed_.fetch_add(1, std::memory_order_relaxed); }
+
   // Prometheus text exposition format 0.0.4.
   std::string RenderPrometheus() const;
 
@@ -158,6 +161,7 @@ class Metrics {
   std::atomic<uint64_t> reloads_failed_{0};
   std::array<std::atomic<uint64_t>, 600> http_{};
   std::array<std::atomic<uint64_t>, kTlsFailureCount> tls_failures_{};
+  std::atomic<uint64_t> rls_malformed_{0};
 };
 
 }  // namespace caudal

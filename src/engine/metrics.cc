@@ -352,6 +352,12 @@ std::string Metrics::RenderPrometheus() const {
         .append(std::to_string(tls_failures_[i].load(std::memory_order_relaxed)))
         .append("\n");
   }
+  AppendHeader(
+      out, "caudal_rls_malformed_requests_total", "counter",
+      "ShouldRateLimit calls whose message was not a RateLimitRequest (INVALID_ARGUMENT).");
+  out.append("caudal_rls_malformed_requests_total ")
+      .append(std::to_string(rls_malformed_.load(std::memory_order_relaxed)))
+      .append("\n");
   return out;
 }
 

@@ -277,6 +277,28 @@ class ServeGrpcTest(unittest.TestCase):
                 s.close()
         shutil.rmtree(root, ignore_errors=True)
 
+    def test_bytes_that_are_no_request_are_invalid_argument_and_counted(self):
+        s = GrpcServe()
+        try:
+            raw = s.channel.unary_unary(METHOD, request_serializer=lambda b: b,
+                                        response_deserializer=rls_pb2.RateLimitResponse.FromString)
+            garbage = [b"\xff\xff\xff\xff",      # a tag that never ends
+                       b"\x0a\x05ab",              # domain: 5 bytes announced, 2 sent
+                       b"\x0f\x01"]                # field 1 with wire type 7, which none has
+            for g in garbage:
+                with self.assertRaises(grpc.RpcError) as e:
+                    raw(g, timeout=10)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, g)
+                self.assertEqual(e.exception.details(),
+                                 "request: not a RateLimitRequest (malformed protobuf, %d bytes)"
+                                 % len(g))
+            self.assertEqual(s.serve.metric("caudal_rls_malformed_requests_total"), len(garbage))
+            # The service goes on, and nothing was charged: the client's bucket is whole.
+            self.assertEqual([s.ask(d("client=a")).overall_code for _ in range(4)],
+                             [OK, OK, OK, OVER])
+        finally:
+            s.close()
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
