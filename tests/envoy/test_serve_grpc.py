@@ -293,6 +293,11 @@ class ServeGrpcTest(unittest.TestCase):
                                  "request: not a RateLimitRequest (malformed protobuf, %d bytes)"
                                  % len(g))
             self.assertEqual(s.serve.metric("caudal_rls_malformed_requests_total"), len(garbage))
+            # No bytes at all are a request, an empty one, refused for what it lacks.
+            with self.assertRaises(grpc.RpcError) as e:
+                raw(b"", timeout=10)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(e.exception.details(), "domain must not be empty")
             # The service goes on, and nothing was charged: the client's bucket is whole.
             self.assertEqual([s.ask(d("client=a")).overall_code for _ in range(4)],
                              [OK, OK, OK, OVER])
