@@ -46,7 +46,7 @@ Outcome Feed(std::string_view bytes, size_t chunk, http_server::ParsedRequest& r
     at += n;
     while (!pending.empty() && !parser.is_done()) {
       boost::beast::error_code ec;
-      const size_t used = parser.put(boost::asio::buffer(pending.data(), pending.size()), ec);
+      const size_t used = parser.Put(boost::asio::buffer(pending.data(), pending.size()), ec);
       FUZZ_CHECK(used <= pending.size());
       pending.erase(0, used);
       if (ec == boost::beast::http::error::need_more) break;

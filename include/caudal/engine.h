@@ -200,6 +200,8 @@ class Engine {
 
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }
+  // Where it counts (null without metrics), for front ends counting what never reaches it.
+  Metrics* metrics() const { return options_.metrics; }
 
   struct Snapshot;
 

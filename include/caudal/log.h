@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <functional>
 #include <initializer_list>
 #include <mutex>
@@ -30,9 +31,16 @@ enum class LogFormat : uint8_t { kText, kJson };
 std::string_view LogFormatName(LogFormat format);
 Result<LogFormat> ParseLogFormat(std::string_view text);  // text|json
 
+// A field: text, or an integer, which JSON lines write as a number ({"retry_after_ms":1200}).
 struct LogField {
+  LogField(std::string_view k, std::string v) : key(k), value(std::move(v)) {}
+  template <std::integral T>
+  requires(!std::same_as<T, bool> && !std::same_as<T, char>) LogField(std::string_view k, T v)
+      : key(k), value(std::to_string(v)), number(true) {}
+
   std::string_view key;  // [a-z_]: written as is
   std::string value;
+  bool number = false;  // `value` is an integer's decimal digits
 };
 
 struct LoggerOptions {
@@ -65,6 +73,10 @@ class Logger {
   void Error(std::string_view m, std::initializer_list<LogField> f = {}) const {
     Log(LogLevel::kError, m, f);
   }
+
+  // A line for stdout, which people and scripts read (the start-up banner): as text exactly
+  // `text`; as JSON an info line like any other, `text` its "msg", with `fields`.
+  std::string Banner(std::string_view text, std::initializer_list<LogField> fields = {}) const;
 
   bool Enabled(LogLevel level) const { return level >= level_.load(std::memory_order_relaxed); }
   // A reload may change them.

@@ -69,6 +69,7 @@ enum class MetricId : uint8_t {
   kConfigReloads,
   kHttpResponses,
   kTlsHandshakeFailures,
+  kRlsMalformedRequests,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -181,6 +182,12 @@ inline constexpr std::array kMetricTable = {
               "TLS handshakes that failed on a listener (http: gRPC's TLS stack reports none), by "
               "reason: no_client_certificate, bad_client_certificate, refused_by_client, protocol, "
               "closed or timeout."},
+    MetricDef{MetricId::kRlsMalformedRequests,
+              "caudal_rls_malformed_requests_total",
+              MetricType::kCounter,
+              {},
+              "ShouldRateLimit calls whose bytes were not a RateLimitRequest (answered "
+              "INVALID_ARGUMENT)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 
@@ -305,6 +312,9 @@ class Metrics {
   void CountTlsHandshakeFailure(TlsFailure reason) {
     tls_failures_[static_cast<size_t>(reason)]->fetch_add(1, std::memory_order_relaxed);
   }
+
+  // A ShouldRateLimit call whose message was not a RateLimitRequest (INVALID_ARGUMENT).
+  void CountMalformedRlsRequest() { Add(MetricId::kRlsMalformedRequests); }
 
   // Prometheus text exposition format 0.0.4, every row of kMetricTable in order.
   std::string RenderPrometheus() const;

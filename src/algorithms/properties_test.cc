@@ -215,7 +215,7 @@ TEST(Properties, SlidingWindowLogNeverAdmitsMoreThanItsLimitInAnyWindow) {
   EXPECT_GT(saturated, 0);
 }
 
-// The seed's example, 100 per minute: a client quiet for a window spends the whole limit in its
+// The boundary burst at 100 per minute: a client quiet for a window spends the whole limit in its
 // last 100 µs, and again in the first 100 µs of the next window; then it waits a window. A few
 // random requests on top.
 std::vector<std::pair<int64_t, int64_t>> BoundaryBurstRequests(Random& r, int64_t limit, int64_t w,

@@ -119,20 +119,29 @@ class ServeCommand final : public Command {
     return config;
   }
 
+  // What scripts look for ("listening on http://127.0.0.1:PORT"); in JSON mode, a log line.
   static void PrintBanner(Env& env, Service& service) {
     const Config& config = service.config();
-    const auto http = ParseHostPort(config.server.http);
-    env.out << "caudal serve: listening on " << (service.http_tls() ? "https://" : "http://")
-            << Bracketed(http->first) << ':' << service.http_port() << " (store "
-            << RedactUrl(config.store.url) << ", " << config.policies->policies().size()
-            << " policies)" << std::endl;
+    const Logger& log = service.log();
+    const std::string store = RedactUrl(config.store.url);
+    const std::string url =
+        Cat(service.http_tls() ? "https://" : "http://",
+            Bracketed(ParseHostPort(config.server.http)->first), ':', service.http_port());
+    const size_t policies = config.policies->policies().size();
+    env.out << log.Banner(Cat("caudal serve: listening on ", url, " (store ", store, ", ", policies,
+                              " policies)"),
+                          {{"url", url}, {"store", store}, {"policies", policies}})
+            << std::endl;
     if (!service.grpc_port()) return;
-    const auto grpc = ParseHostPort(config.server.grpc);
-    env.out << "caudal serve: Envoy rate limit service (gRPC"
-            << (config.server.tls.enabled() && config.server.tls.grpc ? " over TLS" : "") << ") on "
-            << Bracketed(grpc->first) << ':' << *service.grpc_port() << " ("
-            << service.engine().domains()->DomainCount() << " domains from " << config.envoy.config
-            << ")" << std::endl;
+    const std::string address =
+        Cat(Bracketed(ParseHostPort(config.server.grpc)->first), ':', *service.grpc_port());
+    const size_t domains = service.engine().domains()->DomainCount();
+    env.out << log.Banner(
+                   Cat("caudal serve: Envoy rate limit service (gRPC",
+                       config.server.tls.enabled() && config.server.tls.grpc ? " over TLS" : "",
+                       ") on ", address, " (", domains, " domains from ", config.envoy.config, ")"),
+                   {{"grpc", address}, {"domains", domains}, {"envoy_config", config.envoy.config}})
+            << std::endl;
   }
 
   std::string config_path_;

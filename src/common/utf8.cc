@@ -38,4 +38,25 @@ size_t FirstInvalidUtf8(std::string_view s) {
   return s.size();
 }
 
+size_t ControlCharacterLength(std::string_view s) {
+  if (s.empty()) return 0;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  if (b(0) < 0x20 || b(0) == 0x7F) return 1;
+  if (b(0) == 0xC2 && s.size() >= 2 && b(1) >= 0x80 && b(1) <= 0x9F) return 2;
+  if (b(0) == 0xE2 && s.size() >= 3 && b(1) == 0x80 && (b(2) == 0xA8 || b(2) == 0xA9)) return 3;
+  return 0;
+}
+
+char32_t ControlCharacter(std::string_view s) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(s[i]); };
+  switch (ControlCharacterLength(s)) {
+    case 1:
+      return b(0);
+    case 2:
+      return b(1);  // U+0080..U+009F: 0xC2 then the code point itself
+    default:
+      return 0x2000 + (b(2) & 0x3F);
+  }
+}
+
 }  // namespace caudal

@@ -30,5 +30,21 @@ TEST(Utf8, FindsTheFirstMalformedByte) {
   EXPECT_EQ(Utf8SequenceLength("\xE2\x82\xAC!"), 3u);
 }
 
+TEST(Utf8, FindsControlCharactersOfEveryKind) {
+  EXPECT_EQ(ControlCharacterLength(std::string("\0x", 2)), 1u);
+  for (const char* c : {"\r", "\n", "\x1b[31m", "\x07", "\x7f"}) {
+    EXPECT_EQ(ControlCharacterLength(c), 1u) << c;
+  }
+  EXPECT_EQ(ControlCharacterLength("\xC2\x9B"), 2u);  // U+009B, CSI
+  EXPECT_EQ(ControlCharacter("\xC2\x9B"), U'\u009B');
+  EXPECT_EQ(ControlCharacterLength("\xE2\x80\xA8"), 3u);  // U+2028, LINE SEPARATOR
+  EXPECT_EQ(ControlCharacter("\xE2\x80\xA9"), U'\u2029');
+  EXPECT_EQ(ControlCharacter("\x7f"), U'\x7f');
+  for (const char* c : {"", "a", " ", "~", "\xC2\xA0", "\xC3\xA9", "\xE2\x80\xA7", "\xE2\x82\xAC",
+                        "\xC2", "\xE2\x80"}) {
+    EXPECT_EQ(ControlCharacterLength(c), 0u) << c;
+  }
+}
+
 }  // namespace
 }  // namespace caudal

@@ -135,12 +135,8 @@ std::vector<std::string> DirectoriesToWatch(const std::vector<std::string>& path
 }  // namespace
 
 Result<std::unique_ptr<FileWatcher>> FileWatcher::Start(std::vector<std::string> paths,
-                                                        OnChange on_change) {
-  return Start(std::move(paths), std::move(on_change), Options{});
-}
-
-Result<std::unique_ptr<FileWatcher>> FileWatcher::Start(std::vector<std::string> paths,
                                                         OnChange on_change, Options options) {
+  if (options.clock == nullptr) return Status::InvalidArgument("file watcher: no clock");
   if (paths.empty()) return Status::InvalidArgument("file watcher: no path to watch");
   if (paths.size() > kMaxPaths) {
     return Status::InvalidArgument(Cat("file watcher: at most ", kMaxPaths, " paths"));
@@ -191,14 +187,17 @@ FileWatcher::~FileWatcher() {
 }
 
 FileWatcher::Counters FileWatcher::counters() const {
-  return {.events = events_.load(), .checks = checks_.load(), .changes = changes_.load()};
+  return {.events = events_.load(),
+          .checks = checks_.load(),
+          .unsettled = unsettled_.load(),
+          .changes = changes_.load()};
 }
 
 void FileWatcher::Run() {
   const Clock& clock = *options_.clock;
   constexpr Nanos kNever = Nanos::max();
   const Nanos debounce = options_.debounce, max_delay = options_.max_delay;
-  const Nanos rescan = options_.rescan_interval;
+  const Nanos settle = options_.settle, rescan = options_.rescan_interval;
   bool burst = false;       // events seen, not compared yet
   Nanos first{0}, last{0};  // of the current burst
   Nanos next_rescan = clock.Monotonic() + rescan;
@@ -207,6 +206,7 @@ void FileWatcher::Run() {
     Nanos due = kNever;
     if (burst) due = std::min(last + debounce, first + max_delay);
     if (rescan.count() > 0) due = std::min(due, next_rescan);
+    if (candidate_) due = std::min(due, candidate_->second + settle);
     int timeout = -1;
     if (due != kNever) {
       const auto ms = std::chrono::ceil<std::chrono::milliseconds>(due - now).count();
@@ -226,10 +226,13 @@ void FileWatcher::Run() {
     const Nanos after = clock.Monotonic();
     const bool burst_over = burst && (after >= last + debounce || after >= first + max_delay);
     const bool rescan_due = rescan.count() > 0 && after >= next_rescan;
-    if (burst_over || rescan_due) {
+    // A candidate is read again once it is due, events or not: stability is judged by what the
+    // files hold, so a stream of events beside them delays nothing.
+    const bool settle_due = candidate_ && after >= candidate_->second + settle;
+    if (burst_over || rescan_due || settle_due) {
       burst = false;
       next_rescan = after + rescan;
-      Check();
+      Check(after);
     }
   }
 }
@@ -251,16 +254,26 @@ bool FileWatcher::ReadEvents() {
   }
 }
 
-void FileWatcher::Check() {
-  const uint64_t now = Fingerprint(paths_);
+void FileWatcher::Check(Nanos now) {
+  const uint64_t read = Fingerprint(paths_);
   // Watch what the paths lead to now (a new `..data` target, a directory created again) before
   // the callback, so a change during it is seen.
   RenewWatches();
-  const bool changed = now != fingerprint_;
-  fingerprint_ = now;
   checks_.fetch_add(1, std::memory_order_relaxed);
+  bool changed = false;
+  if (read == fingerprint_) {
+    candidate_.reset();  // back to what was reported: nothing to report
+  } else if (candidate_ && candidate_->first == read &&
+             now >= candidate_->second + options_.settle) {
+    changed = true;  // the same for `settle`: not a writer between two writes
+  } else {
+    if (!candidate_ || candidate_->first != read) candidate_.emplace(read, now);
+    unsettled_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (options_.on_check) options_.on_check(changed);
   if (!changed) return;
+  fingerprint_ = read;
+  candidate_.reset();
   changes_.fetch_add(1, std::memory_order_relaxed);
   on_change_();
 }

@@ -1,5 +1,7 @@
 // FileWatcher on real directories: every way a configuration changes on disk, Kubernetes'
 // ConfigMap swap included. The tests wait for the watcher's own callbacks (bounded), never sleep.
+// Most run on the system clock (what they test is which events inotify delivers); the torn-write
+// tests run on a manual clock, so that when a read counts as settled is the test's to say.
 #include "config/file_watcher.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "support/manual_clock.h"
 
 namespace caudal {
 namespace {
@@ -53,10 +57,13 @@ std::string Read(const fs::path& p) {
 // tests wait on them, bounded.
 class Recorder {
  public:
-  explicit Recorder(fs::path read_on_change = {}) : file_(std::move(read_on_change)) {}
+  explicit Recorder(fs::path read_on_change = {}, const Clock* clock = &SystemClock::Instance())
+      : file_(std::move(read_on_change)), clock_(clock) {}
 
   FileWatcher::Options Options() {
-    return {.debounce = std::chrono::milliseconds(20),
+    return {.clock = clock_,
+            .debounce = std::chrono::milliseconds(20),
+            .settle = std::chrono::milliseconds(20),
             .max_delay = std::chrono::milliseconds(500),
             .on_check = [this](bool changed) {
               std::lock_guard lock(mu_);
@@ -70,6 +77,7 @@ class Recorder {
       std::lock_guard lock(mu_);
       ++changes_;
       seen_ = text;
+      all_seen_.push_back(text);
       cv_.notify_all();
     };
   }
@@ -101,14 +109,26 @@ class Recorder {
     std::lock_guard lock(mu_);
     return seen_;
   }
+  std::vector<std::string> all_seen() {
+    std::lock_guard lock(mu_);
+    return all_seen_;
+  }
+  // Waits (briefly, bounded) for a comparison or a call; false when none came.
+  bool WaitForAnything(std::chrono::milliseconds patience) {
+    std::unique_lock lock(mu_);
+    const size_t checks = checks_.size();
+    return cv_.wait_for(lock, patience, [&] { return checks_.size() != checks; });
+  }
 
  private:
   const fs::path file_;
+  const Clock* const clock_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<bool> checks_;
   int changes_ = 0;
   std::string seen_;
+  std::vector<std::string> all_seen_;
 };
 
 std::unique_ptr<FileWatcher> Watch(std::vector<std::string> paths, Recorder& r) {
@@ -243,15 +263,88 @@ TEST(FileWatcher, SeesAFileThatAppearsAndADirectoryCreatedAgain) {
   ASSERT_TRUE(r.WaitForChanges(before + 1));
 }
 
+// A writer that rewrites the file in place: truncates it, writes a prefix that is itself valid
+// YAML, pauses, then writes the rest. The watcher reads the prefix (the burst of events is over,
+// or max_delay forced a comparison), yet must not report it: the read must repeat, unchanged,
+// `settle` later, and by then the rest is there.
+class TornWrite : public ::testing::TestWithParam<int> {};
+
+TEST_P(TornWrite, TheHalfWrittenFileIsNeverReported) {
+  const std::chrono::milliseconds pause(GetParam());
+  const std::string full = "domain: edge\ndescriptors:\n  - key: a\n  - key: b\n";
+  const std::string prefix = "domain: edge\ndescriptors:\n  - key: a\n";
+  TempDir dir;
+  Write(dir / "rl.yaml", "domain: old\n");
+  ManualClock clock;
+  Recorder r(dir / "rl.yaml", &clock);
+  FileWatcher::Options options = r.Options();
+  options.settle = std::chrono::milliseconds(100);
+  auto w = FileWatcher::Start({(dir / "rl.yaml").string()}, r.OnChange(), options);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  // Moves the watcher's time on until `done` (each step lets the watcher's thread run).
+  const auto advance_until = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 1000 && !done(); ++i) {
+      clock.Advance(std::chrono::milliseconds(10));
+      r.WaitForAnything(std::chrono::milliseconds(20));
+    }
+    return done();
+  };
+
+  std::ofstream out(dir / "rl.yaml", std::ios::binary | std::ios::trunc);
+  out << prefix << std::flush;
+  ASSERT_TRUE(advance_until([&] { return r.checks() >= 1; }));  // the prefix was read...
+  EXPECT_EQ((*w)->counters().unsettled, 1u);
+  EXPECT_EQ(r.changes(), 0);  // ...and not reported
+  clock.Advance(pause);       // the writer's pause, shorter than `settle`
+  out << full.substr(prefix.size()) << std::flush;
+  out.close();
+  ASSERT_TRUE(advance_until([&] { return r.changes() >= 1; }));
+  EXPECT_EQ(r.all_seen(), std::vector<std::string>{full});
+}
+
+INSTANTIATE_TEST_SUITE_P(PausesFrom1To99Ms, TornWrite, ::testing::Values(1, 8, 50, 99));
+
+// A file that never stops changing is never stable, so it is not reported while it changes;
+// once it stops, it is (one call).
+TEST(FileWatcher, AFileThatKeepsChangingIsReportedOnceItStops) {
+  TempDir dir;
+  Write(dir / "a.yaml", "domain: a\n");
+  ManualClock clock;
+  Recorder r(dir / "a.yaml", &clock);
+  auto w = FileWatcher::Start({(dir / "a.yaml").string()}, r.OnChange(), r.Options());
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  for (int i = 0; i < 20; ++i) {
+    Write(dir / "a.yaml", "domain: " + std::to_string(i) + "\n");
+    const uint64_t checks = (*w)->counters().checks;
+    // Past the debounce, not past the settle time since the last read: compared, unsettled.
+    for (int j = 0; j < 500 && (*w)->counters().checks == checks; ++j) {
+      clock.Advance(std::chrono::milliseconds(5));
+      r.WaitForAnything(std::chrono::milliseconds(20));
+    }
+    ASSERT_GT((*w)->counters().checks, checks);
+  }
+  EXPECT_EQ(r.changes(), 0);
+  EXPECT_GE((*w)->counters().unsettled, 10u);
+  for (int i = 0; i < 1000 && r.changes() == 0; ++i) {
+    clock.Advance(std::chrono::milliseconds(10));
+    r.WaitForAnything(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(r.all_seen(), std::vector<std::string>{"domain: 19\n"});
+}
+
 TEST(FileWatcher, RefusesWhatItCannotWatch) {
   const auto noop = [] {};
-  EXPECT_EQ(FileWatcher::Start({}, noop).status().code(), StatusCode::kInvalidArgument);
-  auto missing = FileWatcher::Start({"/nonexistent-caudal-dir/ratelimit.yaml"}, noop);
+  const FileWatcher::Options options{.clock = &SystemClock::Instance()};
+  EXPECT_EQ(FileWatcher::Start({fs::temp_directory_path().string()}, noop, {}).status().message(),
+            "file watcher: no clock");
+  EXPECT_EQ(FileWatcher::Start({}, noop, options).status().code(), StatusCode::kInvalidArgument);
+  auto missing = FileWatcher::Start({"/nonexistent-caudal-dir/ratelimit.yaml"}, noop, options);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().message(),
             "/nonexistent-caudal-dir/ratelimit.yaml: its directory does not exist");
   std::vector<std::string> many(17, fs::temp_directory_path().string());
-  EXPECT_EQ(FileWatcher::Start(many, noop).status().message(), "file watcher: at most 16 paths");
+  EXPECT_EQ(FileWatcher::Start(many, noop, options).status().message(),
+            "file watcher: at most 16 paths");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/utf8.h"
+
 namespace caudal::engine_internal {
 
 int64_t NearLimitThreshold(int64_t limit) {
@@ -54,9 +56,17 @@ size_t MatchIpv4(const std::string& s, size_t i, int group) {
 }  // namespace
 
 void SanitizeStatName(std::string& name) {
-  for (char& c : name) {
-    if (c == ':' || c == '|') c = '_';
+  // A control character is one '_' too: the name becomes a Prometheus label value, whose text
+  // format escapes only backslash, quote and newline (some parsers refuse other escapes), and
+  // such a character would pass raw to whatever reads /metrics.
+  size_t out = 0;
+  for (size_t i = 0; i < name.size();) {
+    const size_t control = ControlCharacterLength(std::string_view(name).substr(i));
+    const char c = name[i];
+    name[out++] = control > 0 || c == ':' || c == '|' ? '_' : c;
+    i += std::max<size_t>(control, 1);
   }
+  name.resize(out);
   for (size_t i = 0; i < name.size();) {
     const size_t end = IsDigit(name[i]) ? MatchIpv4(name, i, 0) : std::string::npos;
     if (end == std::string::npos) {

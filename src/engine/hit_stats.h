@@ -33,7 +33,8 @@ struct HitSplit {
 HitSplit SplitHits(int64_t limit, int64_t before, int64_t hits, bool shadow);
 
 // The reference's SanitizeStatName, in place: ':' and '|' become '_', and so does every dot of
-// a run shaped like an IPv4 address (four groups of 1 to 3 digits).
+// a run shaped like an IPv4 address (four groups of 1 to 3 digits). Beyond the reference, each
+// control character (ControlCharacterLength: CR, ESC, DEL, C1, U+2028...) becomes one '_'.
 void SanitizeStatName(std::string& name);
 
 }  // namespace caudal::engine_internal

@@ -64,6 +64,11 @@ TEST(HitStats, SanitizesStatNamesAsTheReferenceDoes) {
       {"d.k_1.2.3.4.5", "d.k_1_2_3_4.5"},
       {"d.k_a1.22.333.4444", "d.k_a1_22_333_4444"},
       {"d.k_1.2.3.", "d.k_1.2.3."},
+      // Control characters, which the reference leaves raw, are one '_' each.
+      {"d.k_a\rb\x1b[31m\x07\x7f", "d.k_a_b_[31m__"},
+      {"d.k_l\xE2\x80\xA8s\xC2\x9B"
+       "c\xC3\xA9",
+       "d.k_l_s_c\xC3\xA9"},
   };
   for (auto [in, want] : cases) {
     std::string s = in;

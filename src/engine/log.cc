@@ -5,26 +5,37 @@
 #include <ctime>
 
 #include "common/cat.h"
+#include "common/utf8.h"
 
 namespace caudal {
 namespace {
 
-// A JSON string: quotes, backslashes and control characters escaped; other bytes as they are.
-void AppendJsonString(std::string& out, std::string_view s) {
-  out += '"';
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
+// `s` with every control character (ControlCharacterLength: C0, DEL, C1, U+2028, U+2029) as a
+// \u escape, and every byte that is not UTF-8 as \ufffd, so a line stays one line of UTF-8 that
+// drives no terminal; `quotes` also escapes quotes and backslashes (a JSON string's content).
+void AppendEscaped(std::string& out, std::string_view s, bool quotes) {
+  for (size_t i = 0; i < s.size();) {
+    const std::string_view rest = s.substr(i);
+    if (const size_t n = ControlCharacterLength(rest); n > 0) {
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(ControlCharacter(rest)));
       out += buf;
+      i += n;
+    } else if (const size_t m = Utf8SequenceLength(rest); m == 0) {
+      out += "\\ufffd";
+      ++i;
     } else {
-      out += c;
+      if (quotes && (s[i] == '"' || s[i] == '\\')) out += '\\';
+      out.append(rest.substr(0, m));
+      i += m;
     }
   }
+}
+
+// A JSON string, quotes included.
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  AppendEscaped(out, s, /*quotes=*/true);
   out += '"';
 }
 
@@ -118,7 +129,11 @@ std::string Logger::Format(LogLevel level, std::string_view message,
       line += ',';
       AppendJsonString(line, f.key);
       line += ':';
-      AppendJsonString(line, f.value);
+      if (f.number) {
+        line += f.value;
+      } else {
+        AppendJsonString(line, f.value);
+      }
     }
     line += '}';
     return line;
@@ -126,7 +141,7 @@ std::string Logger::Format(LogLevel level, std::string_view message,
   if (clock_ != nullptr) line += Cat(UtcTime(clock_->Now()), ' ');
   line += LogLevelName(level);
   line += ' ';
-  line += message;
+  AppendEscaped(line, message, /*quotes=*/false);
   for (const LogField& f : fields) {
     line += ' ';
     line += f.key;
@@ -134,6 +149,11 @@ std::string Logger::Format(LogLevel level, std::string_view message,
     AppendTextValue(line, f.value);
   }
   return line;
+}
+
+std::string Logger::Banner(std::string_view text, std::initializer_list<LogField> fields) const {
+  if (format_.load(std::memory_order_relaxed) == LogFormat::kText) return std::string(text);
+  return Format(LogLevel::kInfo, text, fields);
 }
 
 void Logger::Log(LogLevel level, std::string_view message,

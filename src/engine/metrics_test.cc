@@ -337,5 +337,18 @@ TEST(Metrics, DetailedLookupsFromManyThreadsAgree) {
   EXPECT_EQ(total + overflowed, 4 * 2 * kMaxDetailedSeries) << "every count landed somewhere";
 }
 
+TEST(Metrics, CountsMalformedRlsRequests) {
+  Metrics m;
+  EXPECT_NE(m.RenderPrometheus().find("\ncaudal_rls_malformed_requests_total 0\n"),
+            std::string::npos);
+  m.CountMalformedRlsRequest();
+  m.CountMalformedRlsRequest();
+  const std::string text = m.RenderPrometheus();
+  EXPECT_NE(text.find("# TYPE caudal_rls_malformed_requests_total counter\n"
+                      "caudal_rls_malformed_requests_total 2\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace caudal

@@ -132,9 +132,9 @@ void Refusals::Log(std::string_view check, const std::string& shown, std::string
   log_->Info("refused", {{"check", std::string(check)},
                          {"identity", shown},
                          {"limit", std::string(limit)},
-                         {"retry_after_ms", std::to_string(retry_after.count() / 1000)},
-                         {"held_back_same", std::to_string(*same)},
-                         {"held_back_others", std::to_string(others)}});
+                         {"retry_after_ms", retry_after.count() / 1000},
+                         {"held_back_same", *same},
+                         {"held_back_others", others}});
 }
 
 std::vector<CheckRefusals> Refusals::Top(size_t top) const {

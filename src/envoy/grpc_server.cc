@@ -6,6 +6,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <algorithm>
 #include <chrono>
@@ -72,6 +73,12 @@ grpc::Status CheckCaller(const CallerAuth& caller, const grpc::CallbackServerCon
   if (!caller.enabled()) return grpc::Status::OK;
   std::string_view authorization;
   const auto& metadata = context.client_metadata();
+  // Two of them are ambiguous (which one did a proxy check?), as over HTTP.
+  if (const size_t n = metadata.count("authorization"); n > 1) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "authorization: given " + std::to_string(n) +
+                " times (the caller's credentials must be given once)"};
+  }
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     authorization = std::string_view(it->second.data(), it->second.size());
   }
@@ -110,8 +117,24 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const GrpcServerOptions& op
 
 }  // namespace
 
-class RlsGrpcServer::Service final
-    : public ::envoy::service::ratelimit::v3::RateLimitService::CallbackService {
+// ShouldRateLimit takes the message's bytes (a raw method) and parses them itself: for a typed
+// method gRPC answers bytes that are no RateLimitRequest with UNIMPLEMENTED and no message,
+// before any code of caudal's runs, so the client would not learn why and nothing would count it.
+using RawRateLimitService =
+    ::envoy::service::ratelimit::v3::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<
+        ::envoy::service::ratelimit::v3::RateLimitService::Service>;
+
+// What a call owns while the engine decides it; the decision's callback holds it alone (one
+// pointer, kept inline by std::function) and frees it.
+struct RlsCall {
+  RateLimitRequest request;
+  RateLimitResponse response;
+  grpc::ServerUnaryReactor* reactor = nullptr;
+  grpc::ByteBuffer* out = nullptr;  // gRPC's, for the serialized response
+  std::atomic<size_t>* in_flight = nullptr;
+};
+
+class RlsGrpcServer::Service final : public RawRateLimitService {
  public:
   Service(RlsHandler& handler, size_t max_calls, CallerAuth caller)
       : handler_(handler),
@@ -123,15 +146,11 @@ class RlsGrpcServer::Service final
   }
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
-                                            const RateLimitRequest* request,
-                                            RateLimitResponse* response) override {
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     if (grpc::Status auth = CheckCaller(*caller_.load(), *context); !auth.ok()) {
       reactor->Finish(auth);
-      return reactor;
-    }
-    if (grpc::Status utf8 = CheckUtf8(*request); !utf8.ok()) {
-      reactor->Finish(utf8);
       return reactor;
     }
     if (in_flight_.fetch_add(1, std::memory_order_relaxed) >= max_calls_) {
@@ -140,14 +159,43 @@ class RlsGrpcServer::Service final
                        "more than " + std::to_string(max_calls_) + " calls in flight"});
       return reactor;
     }
-    handler_.ShouldRateLimit(*request, response, [this, reactor](Status s) {
+    auto call = std::make_unique<RlsCall>();
+    if (grpc::Status parsed = Parse(*request, call->request); !parsed.ok()) {
       in_flight_.fetch_sub(1, std::memory_order_relaxed);
-      reactor->Finish(ToGrpc(s));
+      reactor->Finish(parsed);
+      return reactor;
+    }
+    call->reactor = reactor;
+    call->out = response;
+    call->in_flight = &in_flight_;
+    RlsCall* c = call.release();
+    handler_.ShouldRateLimit(c->request, &c->response, [c](Status s) {
+      const std::unique_ptr<RlsCall> done(c);
+      c->in_flight->fetch_sub(1, std::memory_order_relaxed);
+      if (!s.ok()) return c->reactor->Finish(ToGrpc(s));
+      bool own = false;
+      c->reactor->Finish(
+          grpc::SerializationTraits<RateLimitResponse>::Serialize(c->response, c->out, &own));
     });
     return reactor;
   }
 
  private:
+  // The call's message, or INVALID_ARGUMENT saying why not: bytes that are no RateLimitRequest
+  // (counted in /metrics), or text fields that are not UTF-8.
+  grpc::Status Parse(const grpc::ByteBuffer& bytes, RateLimitRequest& out) {
+    // The reader only reads the buffer (gRPC's typed methods also clear it, which is not needed
+    // here): a copy would cost an allocation per call.
+    grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(&bytes));
+    if (!reader.status().ok() || !out.ParseFromZeroCopyStream(&reader)) {
+      if (Metrics* metrics = handler_.engine().metrics()) metrics->CountMalformedRlsRequest();
+      return {grpc::StatusCode::INVALID_ARGUMENT,
+              "request: not a RateLimitRequest (malformed protobuf, " +
+                  std::to_string(bytes.Length()) + " bytes)"};
+    }
+    return CheckUtf8(out);
+  }
+
   RlsHandler& handler_;
   const size_t max_calls_;
   std::atomic<std::shared_ptr<const CallerAuth>> caller_;

@@ -2,8 +2,12 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <vector>
+
+#include "common/cat.h"
 
 namespace caudal::redis {
 
@@ -26,63 +30,129 @@ void AppendCommand(std::span<const std::string_view> argv, std::string& out) {
 
 namespace {
 
-// hiredis's own reply constructors (static in hiredis.c, reachable through a reader's table).
-const redisReplyObjectFunctions& DefaultFunctions() {
-  static const redisReplyObjectFunctions* const fns = [] {
-    redisReader* r = redisReaderCreate();
-    assert(r != nullptr);
-    const redisReplyObjectFunctions* f = r->fn;
-    redisReaderFree(r);
-    return f;
-  }();
-  return *fns;
-}
+constexpr size_t kMaxDepth = 7;  // hiredis's own bound on nested arrays
+constexpr uint64_t kSaturated = uint64_t{1} << 62;
 
-// hiredis's createArray, unless the array is longer than the parser's limit: then nothing is
-// allocated, and the reader fails the stream (as out of memory; Next() says why).
-void* CreateBoundedArray(const redisReadTask* task, int elements) {
-  auto* bound = static_cast<ReplyParser::ArrayBound*>(task->privdata);
-  if (elements > bound->max_elements) {
-    bound->refused = elements;
-    return nullptr;
-  }
-  return DefaultFunctions().createArray(task, elements);
-}
-
-redisReplyObjectFunctions* BoundedFunctions() {
-  static redisReplyObjectFunctions fns = [] {
-    redisReplyObjectFunctions f = DefaultFunctions();
-    f.createArray = CreateBoundedArray;
-    return f;
-  }();
-  return &fns;
-}
+Status Breach(std::string what) { return Status::Internal("reply from redis: " + what); }
 
 }  // namespace
 
+Status ReplyParser::Framing::Scan(const char* data, size_t len) {
+  const char* p = data;
+  const char* const end = data + len;
+  while (p < end && phase_ != Phase::kStopped) {
+    switch (phase_) {
+      case Phase::kType:
+        type_ = *p++;
+        if (std::string_view("+-:$*").find(type_) == std::string_view::npos) {
+          phase_ = Phase::kStopped;  // not RESP: hiredis refuses it, naming the byte
+          break;
+        }
+        phase_ = Phase::kLine;
+        number_ = 0;
+        negative_ = false;
+        line_bytes_ = 0;
+        break;
+      case Phase::kLine: {
+        const auto* nl =
+            static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+        const char* const stop = nl != nullptr ? nl + 1 : end;
+        line_bytes_ += static_cast<size_t>(stop - p);
+        if (line_bytes_ > limits_.max_bulk_bytes + 2) {
+          return Breach(Cat("a line of more than ", limits_.max_bulk_bytes, " bytes"));
+        }
+        if (type_ == '$' || type_ == '*') {
+          for (const char* q = p; q < stop; ++q) {
+            if (*q >= '0' && *q <= '9') {
+              const auto digit = static_cast<uint64_t>(*q - '0');
+              number_ = number_ >= kSaturated / 10 ? kSaturated : number_ * 10 + digit;
+            } else if (*q == '-' && q == p && line_bytes_ == static_cast<size_t>(stop - p)) {
+              negative_ = true;
+            } else if (*q != '\r' && *q != '\n') {
+              phase_ = Phase::kStopped;  // not a length: hiredis refuses it
+            }
+          }
+        }
+        p = stop;
+        if (nl != nullptr && phase_ == Phase::kLine) {
+          if (Status s = EndLine(); !s.ok()) return s;
+        }
+        break;
+      }
+      case Phase::kPayload: {
+        const uint64_t skip = std::min<uint64_t>(payload_left_, static_cast<uint64_t>(end - p));
+        p += skip;
+        payload_left_ -= skip;
+        if (payload_left_ == 0) EndItem();
+        break;
+      }
+      case Phase::kStopped:
+        break;
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReplyParser::Framing::EndLine() {
+  if (type_ == '$' && !negative_) {
+    if (number_ > limits_.max_bulk_bytes) {
+      return Breach(
+          Cat("a bulk string of ", number_, " bytes, more than ", limits_.max_bulk_bytes));
+    }
+    payload_left_ = number_ + 2;  // and its CRLF
+    phase_ = Phase::kPayload;
+    return Status::Ok();
+  }
+  if (type_ == '*' && !negative_ && number_ > 0) {
+    const auto max = static_cast<uint64_t>(limits_.max_elements);
+    if (number_ > max) return Breach(Cat("an array of ", number_, " elements, more than ", max));
+    reply_elements_ += number_;
+    if (reply_elements_ > max) return Breach(Cat("more than ", max, " elements in one reply"));
+    if (open_.size() >= kMaxDepth) {
+      phase_ = Phase::kStopped;  // hiredis refuses the nesting
+      return Status::Ok();
+    }
+    open_.push_back(number_);
+    phase_ = Phase::kType;
+    return Status::Ok();
+  }
+  EndItem();  // a status, an error, an integer, a nil or an empty array
+  return Status::Ok();
+}
+
+void ReplyParser::Framing::EndItem() {
+  phase_ = Phase::kType;
+  // The item completes its array's count; a completed array is an item of its parent.
+  while (!open_.empty()) {
+    if (--open_.back() > 0) return;
+    open_.pop_back();
+  }
+  reply_elements_ = 0;  // the reply is whole
+}
+
 ReplyParser::ReplyParser(ReplyLimits limits)
-    : limits_(limits),
-      bound_{.max_elements = limits.max_elements},
-      reader_(redisReaderCreateWithFunctions(BoundedFunctions())) {
+    : limits_(limits), framing_(limits), reader_(redisReaderCreate()) {
   assert(reader_ != nullptr);
-  reader_->privdata = &bound_;
 }
 
 ReplyParser::~ReplyParser() { redisReaderFree(reader_); }
 
-void ReplyParser::Feed(const char* data, size_t len) { redisReaderFeed(reader_, data, len); }
+void ReplyParser::Feed(const char* data, size_t len) {
+  if (!failed_.ok()) return;
+  failed_ = framing_.Scan(data, len);
+  if (failed_.ok()) redisReaderFeed(reader_, data, len);
+}
+
+size_t ReplyParser::buffered() const { return reader_->len - reader_->pos; }
 
 Result<std::optional<Reply>> ReplyParser::Next() {
+  if (!failed_.ok()) return failed_;
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-    if (bound_.refused > 0) {
-      return Status::Internal("reply from redis: an array of " + std::to_string(bound_.refused) +
-                              " elements, more than " + std::to_string(limits_.max_elements));
-    }
     return Status::Internal(std::string("malformed reply from redis: ") + reader_->errstr);
   }
   if (raw != nullptr) return std::optional<Reply>(Reply(static_cast<redisReply*>(raw)));
-  if (reader_->len - reader_->pos > limits_.max_pending_bytes) {
+  if (buffered() > limits_.max_pending_bytes) {
     return Status::Internal("reply from redis: larger than " +
                             std::to_string(limits_.max_pending_bytes) + " bytes");
   }

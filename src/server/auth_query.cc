@@ -68,4 +68,17 @@ ParsedAuthQuery ParseAuthQuery(std::string_view target) {
   return out;
 }
 
+std::optional<ApiError> RefuseCheckQuery(std::string_view target) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty() && rest.front() == '&') rest.remove_prefix(1);
+  if (rest.empty()) return std::nullopt;
+  const std::string_view name = rest.substr(0, rest.find_first_of("=&"));
+  return BadParameter(
+      "unknown_parameter",
+      Cat(Quoted(name.substr(0, kMaxQuoted)),
+          ": unknown parameter (/v1/check takes none: descriptors go in the body)"));
+}
+
 }  // namespace caudal::http_api

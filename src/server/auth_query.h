@@ -29,4 +29,8 @@ struct ParsedAuthQuery {
 // nothing.
 ParsedAuthQuery ParseAuthQuery(std::string_view target);
 
+// /v1/check takes no query parameter: one in `target` is refused (400 unknown_parameter), as
+// /v1/auth refuses one it does not know, rather than ignored. An empty query ("?", "?&") is none.
+std::optional<ApiError> RefuseCheckQuery(std::string_view target);
+
 }  // namespace caudal::http_api

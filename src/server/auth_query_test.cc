@@ -57,5 +57,19 @@ TEST(ParseAuthQuery, RefusesARepeatedOrUnknownParameter) {
             "unavailable_status)");
 }
 
+TEST(RefuseCheckQuery, AnyParameterIsUnknown) {
+  for (const char* target : {"/v1/check", "/v1/check?", "/v1/check?&&"}) {
+    EXPECT_FALSE(RefuseCheckQuery(target).has_value()) << target;
+  }
+  for (const char* target : {"/v1/check?x=1", "/v1/check?&x", "/v1/check?cost=5&y=2"}) {
+    const std::optional<ApiError> e = RefuseCheckQuery(target);
+    ASSERT_TRUE(e.has_value()) << target;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->code, "unknown_parameter");
+  }
+  EXPECT_EQ(RefuseCheckQuery("/v1/check?cost=5")->message,
+            "\"cost\": unknown parameter (/v1/check takes none: descriptors go in the body)");
+}
+
 }  // namespace
 }  // namespace caudal::http_api

@@ -204,7 +204,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   void Parse() {
     beast::error_code ec;
     while (buffer_.size() > 0 && !parser_->is_done()) {
-      const size_t used = parser_->put(buffer_.data(), ec);
+      const size_t used = parser_->Put(buffer_.data(), ec);
       buffer_.consume(used);
       if (ec == http::error::need_more) break;
       if (ec) return OnReadError(ec);

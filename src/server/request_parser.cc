@@ -33,6 +33,12 @@ class FramingCategory final : public boost::system::error_category {
         return "Transfer-Encoding and Content-Length together";
       case FramingError::kTransferEncodingInHttp10:
         return "Transfer-Encoding in an HTTP/1.0 request";
+      case FramingError::kBareLineFeed:
+        return "a line ends in a bare LF, not CRLF";
+      case FramingError::kNoHost:
+        return "no Host field in an HTTP/1.1 request";
+      case FramingError::kRepeatedHost:
+        return "Host given more than once";
     }
     return "framing error";
   }
@@ -63,9 +69,11 @@ boost::system::error_code make_error_code(FramingError e) {
 std::optional<http_api::ApiError> RefusalFor(beast::error_code ec) {
   if (ec.category() == Framing()) {
     const bool unsupported = ec == make_error_code(FramingError::kUnsupportedTransferCoding);
+    const bool host = ec == make_error_code(FramingError::kNoHost) ||
+                      ec == make_error_code(FramingError::kRepeatedHost);
     return http_api::ApiError{
         .status = unsupported ? 501 : 400,
-        .code = unsupported ? "not_implemented" : "bad_framing",
+        .code = unsupported ? "not_implemented" : (host ? "bad_host" : "bad_framing"),
         .message = Cat("request: ", ec.message(), " (RFC 9112); the connection is closed")};
   }
   if (ec == http::error::body_limit) {
@@ -125,6 +133,23 @@ void ParsedRequest::Clear() {
   version_ = 11;
 }
 
+size_t RequestParser::Put(boost::asio::const_buffer in, beast::error_code& ec) {
+  const size_t used = put(in, ec);
+  if (ec != http::error::need_more) return used;
+  // What Beast left unconsumed while it waits is a line it has not seen the end of (a header,
+  // a chunk's size, the trailer): body bytes are consumed as they come. A LF there without its
+  // CR ends no line for Beast, which would wait for the body timeout; it is refused at once.
+  const std::string_view rest(static_cast<const char*>(in.data()) + used, in.size() - used);
+  for (size_t i = checked_ > used ? checked_ - used : 0; i < rest.size(); ++i) {
+    if (rest[i] == '\n' && (i == 0 || rest[i - 1] != '\r')) {
+      ec = make_error_code(FramingError::kBareLineFeed);
+      return used;
+    }
+  }
+  checked_ = rest.size();
+  return used;
+}
+
 void RequestParser::on_request_impl(http::verb method, BeastStringView method_str,
                                     BeastStringView target, int version, beast::error_code&) {
   out_.verb_ = method;
@@ -143,6 +168,7 @@ void RequestParser::on_field_impl(http::field f, BeastStringView name, BeastStri
   const ParsedRequest::Span v = out_.Append(Sv(value));
   out_.fields_.push_back({.name = n, .value = v});
   if (f == http::field::content_length) content_length_ = true;
+  if (f == http::field::host) ++hosts_;
   if (f != http::field::transfer_encoding) return;
   // transfer-coding = token *( OWS ";" OWS transfer-parameter ), in a list whose empty elements
   // are ignored (RFC 9110 §5.6.1). Only the names matter: chunked takes no parameter, and any
@@ -172,6 +198,11 @@ void RequestParser::on_field_impl(http::field f, BeastStringView name, BeastStri
 }
 
 void RequestParser::on_header_impl(beast::error_code& ec) {
+  // The target's authority: without it (or with two) which host is meant is unknown.
+  if (hosts_ > 1 || (hosts_ == 0 && out_.version_ >= 11)) {
+    ec = make_error_code(hosts_ > 1 ? FramingError::kRepeatedHost : FramingError::kNoHost);
+    return;
+  }
   if (!codings_.any) return;
   // In RFC 9112's order of precedence: an unknown body length (400) before a coding caudal
   // lacks (501). Beast has already refused some of these itself; the rest it would frame as

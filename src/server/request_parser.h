@@ -8,13 +8,15 @@
 // follows a body is read as the next request. Beyond Beast's own checks the parser refuses
 // (FramingError) a Transfer-Encoding whose final coding is not chunked, that names chunked
 // twice or any other coding, that comes with Content-Length, or that comes in an HTTP/1.0
-// request. Every parse error leaves the connection's framing unknown: the server answers
-// (RefusalFor) and closes.
+// request; a line (of the header, a chunk's size, the trailer) that ends in a bare LF, at once
+// (Beast would wait for a CR that never comes); and, as RFC 9112 §3.2 asks, an HTTP/1.1
+// request without Host, or any request with two. Every parse error leaves the connection's
+// framing unknown: the server answers (RefusalFor) and closes.
 //
 //   ParsedRequest req;                    // one per connection
 //   RequestParser parser(req);            // one per request
 //   parser.header_limit(16 * 1024);
-//   size_t used = parser.put(net::buffer(data, n), ec);   // error::need_more: feed more bytes
+//   size_t used = parser.Put(net::buffer(data, n), ec);   // error::need_more: feed more bytes
 //
 // Does no I/O. Thread-safety: none; a connection's parser and request are its own.
 #pragma once
@@ -42,6 +44,9 @@ enum class FramingError {
   kUnsupportedTransferCoding,   // Transfer-Encoding: gzip, chunked (a coding caudal lacks): 501
   kTransferEncodingWithLength,  // Transfer-Encoding and Content-Length together: 400
   kTransferEncodingInHttp10,    // HTTP/1.0 has no Transfer-Encoding: 400
+  kBareLineFeed,                // a line ends in LF alone, not CRLF: 400
+  kNoHost,                      // HTTP/1.1 without Host: 400
+  kRepeatedHost,                // Host given twice: 400
 };
 boost::system::error_code make_error_code(FramingError e);
 
@@ -96,6 +101,10 @@ class RequestParser final : public http::basic_parser<true> {
   // Clears `out` and fills it as the request arrives; `out` must outlive the parser.
   explicit RequestParser(ParsedRequest& out) : out_(out) { out_.Clear(); }
 
+  // basic_parser::put, and the bare LF check: `in` holds what the connection has buffered and
+  // not yet had consumed (the bytes after the last call's return value, and newer ones).
+  size_t Put(boost::asio::const_buffer in, boost::beast::error_code& ec);
+
  private:
   void on_request_impl(http::verb method, BeastStringView method_str, BeastStringView target,
                        int version, boost::beast::error_code& ec) override;
@@ -122,6 +131,8 @@ class RequestParser final : public http::basic_parser<true> {
   };
   Codings codings_;
   bool content_length_ = false;
+  int hosts_ = 0;
+  size_t checked_ = 0;  // bytes at the start of Put's next `in` known to hold no bare LF
 };
 
 }  // namespace caudal::http_server

@@ -138,6 +138,15 @@ std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view pat
   const bool metrics = path == "/metrics" || path == "/v1/top-refused" || path == "/v1/status" ||
                        path == "/v1/status/chart";
   if (!decision && !(metrics && caller.protect_metrics)) return std::nullopt;
+  // Which of two credentials counts is a guess (a proxy may check one, caudal the other), as it
+  // is for an identity header given twice: refused the same way.
+  if (const size_t n = r.header_count("Authorization"); n > 1) {
+    return http_api::ErrorReply(
+        {.status = 400,
+         .code = "ambiguous_identity",
+         .message = Cat("header Authorization: given ", n,
+                        " times (the caller's credentials must be given once)")});
+  }
   const CallerVerdict verdict = CheckCaller(caller, r.header("Authorization"), r.identities);
   if (verdict == CallerVerdict::kAllowed) return std::nullopt;
   if (verdict == CallerVerdict::kNotAllowed) {
@@ -173,6 +182,7 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   }
   if (path == "/v1/check") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    if (auto bad = http_api::RefuseCheckQuery(r.target)) return done(http_api::ErrorReply(*bad));
     http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);

@@ -123,6 +123,20 @@ TEST(RefuseCaller, CertificateIdentitiesNotAllowedAre403) {
   EXPECT_EQ(Refuse(caller, "/v1/check", {})->status, 401);
 }
 
+// Two Authorization headers, even if one holds the token: which one a proxy checked is unknown.
+TEST(RefuseCaller, TwoAuthorizationHeadersAreAmbiguous) {
+  const CallerAuth caller{.token = "t0ken", .allowed = {}, .protect_metrics = true};
+  for (std::string_view path : {"/v1/check", "/v1/auth", "/metrics"}) {
+    auto two = Refuse(caller, path,
+                      {{{"Authorization", "Bearer t0ken"}, {"Authorization", "Bearer other"}}});
+    ASSERT_TRUE(two.has_value()) << path;
+    EXPECT_EQ(two->status, 400);
+    EXPECT_NE(two->body.find("\"ambiguous_identity\""), std::string::npos) << two->body;
+    EXPECT_NE(two->body.find("header Authorization: given 2 times"), std::string::npos);
+    EXPECT_EQ(two->body.find("t0ke"), std::string::npos) << two->body;
+  }
+}
+
 TEST(RefuseCaller, NothingConfiguredRefusesNobody) {
   EXPECT_FALSE(Refuse(CallerAuth{}, "/v1/check", {}).has_value());
 }

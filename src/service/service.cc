@@ -94,7 +94,7 @@ Status Service::Parts::OpenStores() {
         [store = config.store, &clock = env.clock, options] {
           return OpenStore(store, clock, options);
         },
-        BackgroundStoreOptions{.name = std::string(kind.scheme), .log = log.get()}));
+        env.clock, BackgroundStoreOptions{.name = std::string(kind.scheme), .log = log.get()}));
   }
   if (!opened.ok()) {
     if (opened.status().code() == StatusCode::kInvalidArgument) return opened.status();

@@ -12,9 +12,11 @@
 namespace caudal::simulate {
 namespace {
 
-constexpr int kWidth = 960;
+constexpr int kWidth = 960;  // at least: wider when the legend needs it (LegendRight)
 constexpr int kHeight = 540;
 constexpr double kLeft = 80, kRight = 730, kTop = 70, kBottom = 470;  // the plot area
+constexpr double kFontSize = 13;
+constexpr double kLegendKey = kRight + 20, kLegendText = kRight + 56;  // where legend lines start
 
 std::string Num(double v) {
   std::array<char, 32> buf{};
@@ -134,16 +136,45 @@ void Series(std::string& out, const Scale& sc, const Simulation& sim, const Algo
          StrokeAttrs(st) + " points=\"" + points + "\"/>\n";
 }
 
+std::string LegendTitle(const Simulation& sim) {
+  return "most in any " + FormatDuration(sim.window) + " window";
+}
+
+std::string LegendEntry(const AlgorithmRun& run) {
+  return std::string(AlgorithmName(run.algorithm)) + "  " + std::to_string(run.max_in_window);
+}
+
+// How wide `s` can be drawn at kFontSize, overestimated: the chart cannot measure the reader's
+// font, so every character counts 0.7 em (wider than the average glyph of the common sans-serif
+// fonts, bold included; DejaVu Sans averages about 0.52 em over the legend's text) and a space
+// 0.35 em.
+double TextWidthAtMost(std::string_view s) {
+  double em = 0;
+  for (const char c : s) {
+    if ((static_cast<unsigned char>(c) & 0xC0) == 0x80) continue;  // inside a UTF-8 character
+    em += c == ' ' ? 0.35 : 0.7;
+  }
+  return em * kFontSize;
+}
+
+// Where the legend's widest line ends: the canvas reaches at least that far, so a long
+// algorithm name beside a large count is never cut at the right edge.
+double LegendRight(const Simulation& sim) {
+  double right = kLegendKey + TextWidthAtMost(LegendTitle(sim));
+  for (const AlgorithmRun& run : sim.runs) {
+    right = std::max(right, kLegendText + TextWidthAtMost(LegendEntry(run)));
+  }
+  return right;
+}
+
 void Legend(std::string& out, const Simulation& sim) {
   double y = kTop + 10;
-  Text(out, kRight + 20, y, "start", "most in any " + FormatDuration(sim.window) + " window",
-       " font-weight=\"bold\"");
+  Text(out, kLegendKey, y, "start", LegendTitle(sim), " font-weight=\"bold\"");
   for (const AlgorithmRun& run : sim.runs) {
     y += 24;
     const Style st = StyleFor(run.algorithm);
-    Line(out, kRight + 20, y - 4, kRight + 48, y - 4, StrokeAttrs(st));
-    Text(out, kRight + 56, y, "start",
-         std::string(AlgorithmName(run.algorithm)) + "  " + std::to_string(run.max_in_window));
+    Line(out, kLegendKey, y - 4, kLegendKey + 28, y - 4, StrokeAttrs(st));
+    Text(out, kLegendText, y, "start", LegendEntry(run));
   }
 }
 
@@ -191,10 +222,13 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text) {
       .y_max = std::ceil(static_cast<double>(top) * 1.1 / y_step) * y_step};
   const std::string w = FormatDuration(sim.window);
 
+  const std::string width =
+      std::to_string(std::max(kWidth, static_cast<int>(std::ceil(LegendRight(sim) + 16))));
+  const std::string height = std::to_string(kHeight);
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kWidth) +
-         "\" height=\"" + std::to_string(kHeight) + "\" viewBox=\"0 0 " + std::to_string(kWidth) +
-         " " + std::to_string(kHeight) + "\" font-family=\"sans-serif\" font-size=\"13\">\n";
+  out += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + width + "\" height=\"" + height +
+         "\" viewBox=\"0 0 " + width + " " + height + "\" font-family=\"sans-serif\" font-size=\"" +
+         Num(kFontSize) + "\">\n";
   out += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   Text(out, kLeft, 28, "start", text.title,
        " class=\"title\" font-size=\"17\" font-weight=\"bold\"");

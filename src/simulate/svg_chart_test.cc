@@ -154,5 +154,39 @@ TEST(SvgChart, HigherValuesAreDrawnHigher) {
 
 TEST(SvgChart, XmlEscape) { EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&apos;"); }
 
+// The legend's lines begin right of the plot; the canvas is widened to hold the widest of them
+// (a long name beside a count of up to 2^40) even drawn at 0.7 em per character, above what
+// common fonts need (tests/serve/test_status_page.py measures the drawn text in Chromium).
+TEST(SvgChart, TheCanvasHoldsTheWidestLegend) {
+  for (const int64_t most : {int64_t{200}, int64_t{1999}, int64_t{1} << 40}) {
+    Simulation sim = Sample();
+    sim.runs.push_back({.algorithm = Algorithm::kSlidingWindowCounter,
+                        .offered = 1,
+                        .admitted = 1,
+                        .rejected = 0,
+                        .max_in_window = most,
+                        .bound = 100,
+                        .series = std::vector<int64_t>(10, 1)});
+    std::vector<Element> elements;
+    ASSERT_TRUE(ParseXml(RenderSvg(sim, {.title = "t"}), &elements));
+    const double width = std::stod(elements[0].attrs.at("width"));
+    EXPECT_EQ(elements[0].attrs.at("viewBox"), "0 0 " + elements[0].attrs.at("width") + " 540");
+    EXPECT_GE(width, 960);
+    bool found = false;
+    for (const Element& e : elements) {
+      if (e.name != "text" || e.attrs.at("text-anchor") != "start") continue;
+      const double x = std::stod(e.attrs.at("x"));
+      const double drawn = 0.7 * 13 * static_cast<double>(e.text.size());
+      EXPECT_LE(x + drawn, width) << e.text << " at " << x << " in " << width;
+      found |= e.text == "sliding_window_counter  " + std::to_string(most);
+    }
+    EXPECT_TRUE(found);
+  }
+  // With room enough (fixed_window and gcra), the canvas keeps its size.
+  std::vector<Element> elements;
+  ASSERT_TRUE(ParseXml(RenderSvg(Sample(), {.title = "t"}), &elements));
+  EXPECT_EQ(elements[0].attrs.at("width"), "960");
+}
+
 }  // namespace
 }  // namespace caudal::simulate

@@ -1,5 +1,5 @@
 // WindowTracker: how much each key has admitted within the trailing window (t − W, t], and the
-// most any key ever had in one window — the number the seed's B + r·t bound speaks about.
+// most any key ever had in one window — the number a bucket's B + r·t bound speaks about.
 //
 // It is fed admissions in time order (the order the simulator replays them) and keeps only the
 // admissions still inside the window, in one FIFO shared by all keys, so memory follows the

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """`caudal serve --grpc` as a process: Envoy's ShouldRateLimit beside the HTTP API, on the same
 store, clock (--test-hooks) and failure mode, with Redis stopped mid-run; gRPC health following
-the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them. Messages
+the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them, and never
+half-written when a writer rewrites one in place. Messages
 come from rls_client_test (protoc --python_out at test time); the process harness from
 tests/serve."""
 import importlib.util
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -188,6 +190,119 @@ class ServeGrpcTest(unittest.TestCase):
         finally:
             s.close()
             shutil.rmtree(root, ignore_errors=True)
+
+    def test_a_file_rewritten_in_place_is_never_served_half_written(self):
+        # A writer that rewrites the Envoy file in place, over and over: truncate, write a prefix
+        # that is valid YAML on its own (the rule "late" is missing from it), pause 1..50 ms, write
+        # the rest. Its writes keep the events coming, so the watcher compares while the file is
+        # half-written (at max_delay at the latest); "late" must keep its limit throughout.
+        late = "  - key: late\n    rate_limit: {unit: minute, requests_per_unit: 1000}\n"
+        prefix = ENVOY_YAML
+        s = GrpcServe()
+        path = os.path.join(s.dir, "ratelimit.yaml")
+        with open(path, "w") as f:
+            f.write(prefix + late)
+        successes = 'caudal_config_reloads_total{result="success"}'
+        harness.wait_until(lambda: s.serve.metric(successes) >= 1, "the full file's first reload")
+        writer_script = textwrap.dedent("""\
+            import sys, time
+            path, prefix, rest = sys.argv[1], sys.argv[2], sys.argv[3]
+            end = time.monotonic() + 8
+            pause = 1
+            while time.monotonic() < end:
+                with open(path, "w") as f:  # truncates: the file is rewritten in place
+                    f.write(prefix)
+                    f.flush()
+                    time.sleep(pause / 1000)
+                    f.write(rest)
+                pause = pause % 50 + 7 if pause < 50 else 1
+                time.sleep(0.005)
+            """)
+        try:
+            def late_limit():
+                return s.ask(d("late=x")).statuses[0].current_limit.requests_per_unit
+
+            self.assertEqual(late_limit(), 1000)
+            reloads = s.serve.metric(successes)
+            writer = subprocess.Popen([sys.executable, "-c", writer_script, path, prefix, late])
+            calls, unlimited = 0, 0
+            while writer.poll() is None:
+                calls += 1
+                unlimited += late_limit() != 1000
+                time.sleep(0.002)
+            self.assertEqual(writer.returncode, 0)
+            self.assertGreater(calls, 100)
+            self.assertEqual(unlimited, 0, "%d of %d calls found no limit on \"late\"" % (
+                unlimited, calls))
+            # Once the writer stops, the file is stable: it is reloaded (whole), and only then.
+            harness.wait_until(lambda: s.serve.metric(successes) > reloads, "the settled reload")
+            self.assertEqual(late_limit(), 1000)
+        finally:
+            s.close()
+
+    def test_control_characters_reach_no_metric_or_log_raw(self):
+        # The reference decides on any value Envoy sends, and so does caudal (refusing one would
+        # make Envoy, whose failure_mode_deny is false by default, let the request through). A
+        # value's control characters are replaced in the stat key it names and escaped in logs.
+        root = tempfile.mkdtemp(prefix="caudal-controls-")
+        path = os.path.join(root, "ratelimit.yaml")
+        with open(path, "w") as f:
+            f.write("domain: edge\ndescriptors:\n  - key: user\n    detailed_metric: true\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+        values = ["a\rb", "\x1b[31mred", "bell\x07", "del\x7f", "csi\u009b", "ls\u2028ep"]
+        raw = [b"\r", b"\x1b", b"\x07", b"\x7f", "\u009b".encode(), "\u2028".encode()]
+        for log_format in ("text", "json"):
+            s = GrpcServe("logging: {format: %s, identities: value}\n" % log_format,
+                          envoy_path=path)
+            try:
+                for v in values:
+                    first, second = s.ask(d("user=" + v)), s.ask(d("user=" + v))
+                    self.assertEqual((first.overall_code, second.overall_code), (OK, OVER), v)
+                    self.assertEqual(first.statuses[0].current_limit.requests_per_unit, 1)
+                _, _, metrics = s.serve.request("GET", "/metrics")
+                for b in raw:
+                    self.assertFalse(b in metrics, "%r raw in /metrics" % b)
+                self.assertIn(b'policy="edge.user_a_b",stat="over_limit"} 1', metrics)
+                self.assertIn(b'policy="edge.user__[31mred",stat="total_hits"} 2', metrics)
+                self.assertIn(b'policy="edge.user_ls_ep",stat="within_limit"} 1', metrics)
+                harness.wait_until(lambda: s.serve.log().count("refused") >= len(values),
+                                   "the refusals' log lines")
+                with open(s.serve.stderr_path, "rb") as f:
+                    log = f.read()
+                for b in raw:
+                    self.assertFalse(b in log.replace(b"\n", b""), "%r raw in the log" % b)
+                self.assertIn(b"user=a\\u000db", log)
+                self.assertIn(b"user=ls\\u2028ep", log)
+            finally:
+                s.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+    def test_bytes_that_are_no_request_are_invalid_argument_and_counted(self):
+        s = GrpcServe()
+        try:
+            raw = s.channel.unary_unary(METHOD, request_serializer=lambda b: b,
+                                        response_deserializer=rls_pb2.RateLimitResponse.FromString)
+            garbage = [b"\xff\xff\xff\xff",      # a tag that never ends
+                       b"\x0a\x05ab",              # domain: 5 bytes announced, 2 sent
+                       b"\x0f\x01"]                # field 1 with wire type 7, which none has
+            for g in garbage:
+                with self.assertRaises(grpc.RpcError) as e:
+                    raw(g, timeout=10)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, g)
+                self.assertEqual(e.exception.details(),
+                                 "request: not a RateLimitRequest (malformed protobuf, %d bytes)"
+                                 % len(g))
+            self.assertEqual(s.serve.metric("caudal_rls_malformed_requests_total"), len(garbage))
+            # No bytes at all are a request, an empty one, refused for what it lacks.
+            with self.assertRaises(grpc.RpcError) as e:
+                raw(b"", timeout=10)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(e.exception.details(), "domain must not be empty")
+            # The service goes on, and nothing was charged: the client's bucket is whole.
+            self.assertEqual([s.ask(d("client=a")).overall_code for _ in range(4)],
+                             [OK, OK, OK, OVER])
+        finally:
+            s.close()
 
 
 if __name__ == "__main__":

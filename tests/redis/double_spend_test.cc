@@ -67,7 +67,8 @@ TEST(DoubleSpend, AtomicScriptNeverAdmitsMoreThanTheLimits) {
   for (const auto& [name, n] : total.admitted) std::cout << "atomic: " << name << " " << n << "\n";
 }
 
-// The seed's warning, made concrete: read the balance, decide, write it back — three steps.
+// The race a shared limiter must not have, made concrete: read the balance, decide, write it
+// back — three steps.
 TEST(DoubleSpend, NonAtomicGetThenSetDoubleSpendsAndTheCheckCatchesIt) {
   auto server = StartServer();
   const uint16_t port = server->port();

@@ -2,7 +2,11 @@
 // (Failure behaviour — restarts, SCRIPT FLUSH, DEBUG SLEEP — is in redis_failure_test.cc.)
 #include "caudal/redis_store.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -120,6 +124,72 @@ TEST(RedisStore, ClearErrorsForBadUrlsAndUnreachableRedis) {
   EXPECT_NE(unknown.status().message().find("cannot resolve redis host \"no-such-host.invalid\""),
             std::string::npos)
       << unknown.status().message();
+}
+
+// A misbehaving server on a loopback port: it answers the first command it reads with a bulk
+// string header declaring 100 MiB, then sends bytes of it until the client hangs up (or 128 MiB
+// have gone). sent() says how many the client took in, its socket buffers included.
+class HugeBulkServer {
+ public:
+  HugeBulkServer() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(listener_, 1), 0);
+    EXPECT_EQ(::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~HugeBulkServer() {
+    if (thread_.joinable()) thread_.join();
+    ::close(listener_);
+  }
+  uint16_t port() const { return port_; }
+  uint64_t sent() {
+    if (thread_.joinable()) thread_.join();
+    return sent_;
+  }
+
+ private:
+  void Serve() {
+    const int c = ::accept(listener_, nullptr, nullptr);
+    if (c < 0) return;
+    const timeval patience{.tv_sec = 10, .tv_usec = 0};  // a client that neither reads nor leaves
+    ::setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &patience, sizeof patience);
+    char command[4096];
+    if (::recv(c, command, sizeof command, 0) > 0) {
+      const std::string head = "$104857600\r\n";
+      const std::string chunk(64 * 1024, 'x');
+      ssize_t n = ::send(c, head.data(), head.size(), MSG_NOSIGNAL);
+      while (n > 0 && sent_ < (uint64_t{128} << 20)) {
+        n = ::send(c, chunk.data(), chunk.size(), MSG_NOSIGNAL);
+        if (n > 0) sent_ += static_cast<uint64_t>(n);
+      }
+    }
+    ::close(c);
+  }
+
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  uint64_t sent_ = 0;
+  std::thread thread_;
+};
+
+// The reply is refused at its header, before its bytes: the connection is dropped having taken
+// in what one read and the socket buffers hold, not the parser's 64 MiB bound on a reply.
+TEST(RedisStore, RefusesAnOversizedReplyAtItsHeaderWithoutReadingIt) {
+  HugeBulkServer server;
+  const Status s = RedisStore::Open({.url = "redis://127.0.0.1:" + std::to_string(server.port()),
+                                     .connections = 1})
+                       .status();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("a bulk string of 104857600 bytes, more than 1048576"),
+            std::string::npos)
+      << s.message();
+  EXPECT_LT(server.sent(), uint64_t{16} << 20);
 }
 
 TEST(RedisStore, AuthenticatesWithPasswordOrAclUserAndNamesWrongCredentials) {

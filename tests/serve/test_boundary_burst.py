@@ -1,4 +1,4 @@
-"""The seed's boundary burst over HTTP, with the server's clock driven by the test: a fixed
+"""The fixed window's boundary burst over HTTP, with the server's clock driven by the test: a fixed
 window admits a whole window's limit just before a boundary and again just after it; a sliding
 window log admits the limit once."""
 import unittest

@@ -1,8 +1,11 @@
 """HTTP framing per RFC 9112 against a real `caudal serve`, over raw sockets: a request whose body
 length is in doubt is refused and its connection closed, so that bytes smuggled after it are
-never read as a request, never decided and never charged."""
+never read as a request, never decided and never charged; and requests that are ambiguous in
+other ways (no Host or two, a line ending in a bare LF, a query /v1/check does not take, two
+Authorization headers) are refused at once, charging nothing."""
 import json
 import socket
+import time
 import unittest
 
 from harness import Serve
@@ -140,6 +143,97 @@ class Framing(unittest.TestCase):
                 self.assertEqual(status, 200, reply)
                 self.assertNotEqual(headers.get("connection"), "close")
                 self.assertEqual(json.loads(reply)["policies"][0]["remaining"], remaining)
+
+
+TOKEN = "caller-t0ken"
+
+
+class Strictness(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.s = Serve("server: {auth: {token_file: token}}\n" + CONFIG, test_hooks=False,
+                      files={"token": TOKEN + "\n"})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.s.close()
+
+    def decisions(self):
+        return sum(self.s.metric('caudal_decisions_total{api="http",policy="p",outcome="%s"}' % o)
+                   for o in ("allowed", "denied"))
+
+    def remaining(self, key):
+        body = json.dumps({"descriptors": {"api_key": key}})
+        status, _, reply = self.s.request("POST", "/v1/check", body,
+                                          {"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(status, 200, reply)
+        return json.loads(reply)["policies"][0]["remaining"]
+
+    def assert_refused_at_once(self, name, wire, code, key, closes=True):
+        """`wire` gets a 400 with `code` well within the 10 s header and body timeouts, its
+        connection closes when the request's framing was at fault (a well-framed request's
+        refusal keeps it), nothing is decided, and `key` was not charged."""
+        before = self.decisions()
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", self.s.port)) as c:
+            c.sendall(wire)
+            c.settimeout(5)
+            response = read_response(c)
+            self.assertIsNotNone(response, name)
+            status, _, reply = response
+            self.assertLess(time.monotonic() - start, 2, "%s: answered late" % name)
+            self.assertEqual(status, 400, "%s: %r" % (name, reply))
+            self.assertEqual(json.loads(reply)["error"]["code"], code, name)
+            if closes:
+                self.assertTrue(closed_after(c), "%s: the connection stayed open" % name)
+        self.assertEqual(self.decisions(), before, "%s: something was decided" % name)
+        self.assertEqual(self.remaining(key), 4, name)
+
+    def check_wire(self, key, head="Host: x\r\n", target="/v1/check",
+                   auth=("Bearer " + TOKEN,), chunked=False, eol=b"\r\n"):
+        body = json.dumps({"descriptors": {"api_key": key}}).encode()
+        fields = "".join("Authorization: %s\r\n" % a for a in auth)
+        if chunked:
+            fields += "Transfer-Encoding: chunked\r\n"
+            payload = b"%x" % len(body) + eol + body + eol + b"0" + eol + eol
+        else:
+            fields += "Content-Length: %d\r\n" % len(body)
+            payload = body
+        return ("POST %s HTTP/1.1\r\n%s%s\r\n" % (target, head, fields)).encode() + payload
+
+    def test_the_well_formed_request_is_decided(self):
+        before = self.decisions()
+        with socket.create_connection(("127.0.0.1", self.s.port)) as c:
+            c.settimeout(5)
+            for wire in (self.check_wire("fine"), self.check_wire("fine", chunked=True)):
+                c.sendall(wire)
+                status, _, reply = read_response(c)
+                self.assertEqual(status, 200, reply)
+        self.assertEqual(self.decisions(), before + 2)
+
+    def test_no_host_or_two_hosts_is_400(self):
+        self.assert_refused_at_once("no host", self.check_wire("nohost", head=""), "bad_host",
+                                    "nohost")
+        self.assert_refused_at_once("two hosts",
+                                    self.check_wire("twohosts", head="Host: a\r\nHost: b\r\n"),
+                                    "bad_host", "twohosts")
+
+    def test_chunk_lines_ending_in_a_bare_lf_are_400_at_once(self):
+        self.assert_refused_at_once("bare lf", self.check_wire("barelf", chunked=True, eol=b"\n"),
+                                    "bad_framing", "barelf")
+
+    def test_a_query_on_check_is_refused_as_auth_refuses_one(self):
+        self.assert_refused_at_once("query", self.check_wire("query", target="/v1/check?x=1"),
+                                    "unknown_parameter", "query", closes=False)
+
+    def test_two_authorization_headers_are_ambiguous(self):
+        self.assert_refused_at_once(
+            "two authorizations",
+            self.check_wire("twoauth", auth=("Bearer " + TOKEN, "Bearer someone-else")),
+            "ambiguous_identity", "twoauth", closes=False)
+        self.assert_refused_at_once(
+            "the same twice", self.check_wire("sameauth", auth=("Bearer " + TOKEN,) * 2),
+            "ambiguous_identity", "sameauth", closes=False)
 
 
 if __name__ == "__main__":

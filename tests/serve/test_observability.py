@@ -5,8 +5,10 @@ families."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import unittest
 
 from harness import Serve, wait_until
@@ -66,6 +68,43 @@ class RefusalLogAndTopRefused(unittest.TestCase):
             self.assertEqual(top["checks"][0]["top"], [{"identity": "api_key=k1", "count": 1, "error": 0}])
         finally:
             s.close()
+
+    def test_json_mode_writes_one_object_per_line_on_both_streams_numbers_as_numbers(self):
+        # The released binary (no test hooks, whose replies share stdout), with both banners.
+        envoy_dir = tempfile.mkdtemp(prefix="caudal-json-logs-")
+        envoy = os.path.join(envoy_dir, "rl.yaml")
+        with open(envoy, "w") as f:
+            f.write("domain: edge\ndescriptors:\n  - key: k\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 1}\n")
+        config = ("server: {grpc: '127.0.0.1:0'}\nenvoy_config: %s\n" % envoy) + CONFIG % (
+            "json", "value")
+        s = Serve(config, test_hooks=False)
+        try:
+            grpc_banner = s.proc.stdout.readline().decode()
+            self.refuse(s, "k1", 3)
+            wait_until(lambda: '"msg":"refused"' in s.log(), "the refusal line")
+            s.signal(signal.SIGHUP)
+            wait_until(lambda: '"msg":"reloaded' in s.log(), "the reload's line")
+            s.signal(signal.SIGTERM)
+            self.assertEqual(s.proc.wait(timeout=10), 0)
+            stdout = [s.banner, grpc_banner] + [l.decode() for l in s.proc.stdout.readlines()]
+            stderr = s.log().splitlines()
+            for line in stdout + stderr:
+                self.assertIsInstance(json.loads(line), dict, line)
+            banner, grpc = json.loads(s.banner), json.loads(grpc_banner)
+            self.assertEqual((banner["level"], banner["url"], banner["policies"]),
+                             ("info", s.base, 1))
+            self.assertIn("listening on " + s.base, banner["msg"])  # what scripts look for
+            self.assertEqual(banner["store"], "memory://")
+            self.assertTrue(re.fullmatch(r"127\.0\.0\.1:\d+", grpc["grpc"]), grpc)
+            self.assertEqual((grpc["domains"], grpc["envoy_config"]), (1, envoy))
+            [refused] = [json.loads(l) for l in stderr if '"msg":"refused"' in l]
+            self.assertGreater(refused["retry_after_ms"], 0)
+            self.assertEqual((refused["held_back_same"], refused["held_back_others"]), (0, 0))
+            self.assertEqual([json.loads(l)["msg"] for l in stderr][-1], "stopping")
+        finally:
+            s.close()
+            shutil.rmtree(envoy_dir, ignore_errors=True)
 
 
 METRICS_CONFIG = """

@@ -135,6 +135,19 @@ class GrpcTlsTest(unittest.TestCase):
         self.assertEqual(self.health(anonymous), health_pb2.HealthCheckResponse.SERVING)
         self.assertNotIn(TOKEN, self.serve.banner + self.serve.log())
 
+    def test_two_authorization_entries_are_ambiguous_and_charge_nothing(self):
+        self.start(client_cert="optional", auth="{token_file: token}")
+        ch = self.channel()
+        good = [("authorization", "Bearer " + TOKEN)]
+        for metadata in (good + [("authorization", "Bearer x")], good * 2):
+            with self.assertRaises(grpc.RpcError) as e:
+                self.ask(ch, metadata)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertIn("authorization: given 2 times", e.exception.details())
+            self.assertNotIn(TOKEN, e.exception.details())
+        # The refused calls charged nothing: the first decided one finds 99 of 100 left.
+        self.assertEqual(self.ask(ch, good).statuses[0].limit_remaining, 99)
+
     def test_sighup_serves_a_renewed_certificate_without_a_restart(self):
         self.start()
         before = self.served_cert()

@@ -1,6 +1,7 @@
 // Fixed window: at most `limit` per window of length W, windows aligned to multiples of W since
-// the Unix epoch. Cheap and simple, with the seed's flaw: a client can spend a whole window's
-// limit just before a boundary and another just after, close to 2·limit in a moment.
+// the Unix epoch. Cheap and simple, with the burst across a window boundary: a client can spend
+// a whole window's limit just before a boundary and another just after, up to 2·limit within
+// any W that spans the boundary.
 //
 // State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0). A count
 // of 0 (everything refunded) is a fresh state. Only Charge makes count exceed the limit.

@@ -1,4 +1,4 @@
-// Token bucket, exactly as the seed states it: capacity B, refill r, cost c,
+// Token bucket, in its textbook form: capacity B, refill r, cost c,
 //   Δt = max(0, now − last);  T = min(B, T + r·Δt);  allow iff T ≥ c, then T −= c.
 // T is an exact rational: whole tokens plus a fraction with the rate's period as denominator, so
 // no refill is ever lost to rounding. In any interval of length t it admits at most B + r·t.

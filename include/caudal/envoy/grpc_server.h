@@ -7,9 +7,11 @@
 // refused by gRPC itself (RESOURCE_EXHAUSTED), and requests above the handler's
 // max_request_bytes get INVALID_ARGUMENT. Handler errors map to gRPC codes: kInvalidArgument ->
 // INVALID_ARGUMENT, kUnavailable -> UNAVAILABLE, kResourceExhausted -> RESOURCE_EXHAUSTED.
-// A request whose domain or descriptor entries are not valid UTF-8 gets INVALID_ARGUMENT naming
-// the field, before the handler sees it (Envoy's schema says `string`, but Envoy forwards header
-// bytes as they came; caudal's copy of the schema reads them as bytes, see proto/).
+// Bytes that are not a RateLimitRequest get INVALID_ARGUMENT saying so (counted by the engine's
+// Metrics), and a request whose domain or descriptor entries are not valid UTF-8 gets
+// INVALID_ARGUMENT naming the field, before the handler sees it (Envoy's schema says `string`, but
+// Envoy forwards header bytes as they came; caudal's copy of the schema reads them as bytes, see
+// proto/).
 //
 // Health (gRPC's health-checking protocol, for Kubernetes' grpc probes and Envoy's gRPC health
 // checks): Check, List and Watch on "" and "envoy.service.ratelimit.v3.RateLimitService", both
