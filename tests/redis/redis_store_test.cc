@@ -182,7 +182,8 @@ class HugeBulkServer {
 // in what one read and the socket buffers hold, not the parser's 64 MiB bound on a reply.
 TEST(RedisStore, RefusesAnOversizedReplyAtItsHeaderWithoutReadingIt) {
   HugeBulkServer server;
-  const Status s = RedisStore::Open({.url = "redis://127.0.0.1:" + std::to_string(server.port()),
+  const Status s = RedisStore::Open(SystemClock::Instance(),
+                                    {.url = "redis://127.0.0.1:" + std::to_string(server.port()),
                                      .connections = 1})
                        .status();
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);

@@ -54,16 +54,20 @@ std::pair<int, std::string> Post(uint16_t port, std::string_view target, std::st
           blank == std::string::npos ? "" : response.substr(blank + 4)};
 }
 
-// Whether anything accepts a connection on `port`.
-bool Accepts(uint16_t port) {
+// Whether something still listens on `port`: it cannot be bound again while a listener holds it
+// (SO_REUSEADDR lets connections of the past, in TIME_WAIT, not count). A connect() would not
+// do: it can connect a socket to itself when its ephemeral port happens to be `port`.
+bool Listening(uint16_t port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  const int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool ok = connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  const bool in_use = bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0;
   close(fd);
-  return ok;
+  return in_use;
 }
 
 int Check(uint16_t port, std::string_view api_key) {
@@ -242,9 +246,10 @@ TEST_F(ServiceTest, StopIsIdempotentAndClosesTheListeners) {
   auto service = StartService(MakeConfig());
   ASSERT_NE(service, nullptr);
   const uint16_t port = service->http_port();
+  EXPECT_TRUE(Listening(port));
   service->Stop();
   service->Stop();
-  EXPECT_FALSE(Accepts(port)) << "the listener still accepts after Stop";
+  EXPECT_FALSE(Listening(port)) << "the listener is still open after Stop";
 }
 
 }  // namespace
