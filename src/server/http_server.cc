@@ -50,6 +50,9 @@ struct HttpServer::Impl {
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> in_flight{0};
   std::atomic<bool> stopped{false};
+  // Stop() waits on `drained` for in_flight to reach 0; Finish notifies it once stopped.
+  std::mutex drain_mu;
+  std::condition_variable drained;
   std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
   // Only touched by the accept loop, which never runs concurrently:
   bool cap_logged = false;
@@ -271,7 +274,11 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   void Finish(http_api::Reply reply) {
-    server_.in_flight.fetch_sub(1, std::memory_order_relaxed);
+    if (server_.in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+        server_.stopped.load(std::memory_order_acquire)) {
+      std::lock_guard lock(server_.drain_mu);
+      server_.drained.notify_all();
+    }
     Send(std::move(reply), keep_alive_ ? Connection::kKeepAlive : Connection::kClose);
   }
 
@@ -513,13 +520,21 @@ void HttpServer::SetTls(std::shared_ptr<net::ssl::context> tls) {
 
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
-  net::post(impl_->acceptor->get_executor(), [this] {
+  // Closed on its own thread, and waited for: once Stop returns, nothing listens on the port
+  // (a close merely posted could be dropped by the contexts' stop below).
+  std::promise<void> closed;
+  net::post(impl_->acceptor->get_executor(), [this, &closed] {
     beast::error_code ec;
     impl_->acceptor->close(ec);
+    closed.set_value();
   });
+  closed.get_future().wait();
   // Decisions still at the store hold sessions bound to this io_context: let them land first.
-  for (int i = 0; i < 200 && impl_->in_flight.load() > 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  {
+    const Clock& clock = impl_->deps.clock;
+    std::unique_lock lock(impl_->drain_mu);
+    clock.WaitUntil(impl_->drained, lock, clock.Monotonic() + std::chrono::seconds(2),
+                    [this] { return impl_->in_flight.load(std::memory_order_acquire) == 0; });
   }
   for (auto& io : impl_->contexts) io->stop();
   for (std::thread& t : impl_->threads) t.join();
