@@ -208,11 +208,13 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   // detection on: every acquisition then takes one process-wide lock and updates a graph, which
   // showed in the RLS profile (docs/benchmarks.md). caudal's own locks are std::mutex.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (options.clock == nullptr) return Status::InvalidArgument("RlsGrpcServer: no clock");
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
   server->service_ =
       std::make_unique<Service>(handler, options.max_concurrent_calls, options.caller);
   server->health_ = std::make_unique<internal::HealthService>(
-      internal::HealthService::Options{.ready = options.ready,
+      internal::HealthService::Options{.clock = options.clock,
+                                       .ready = options.ready,
                                        .poll_interval = options.health_poll_interval,
                                        .max_watchers = options.max_health_watchers});
   grpc::ServerBuilder builder;

@@ -185,7 +185,9 @@ void HealthService::Poll() {
     if (watchers_.empty()) {
       cv_.wait(lock, [&] { return stopping_ || notified_ || !watchers_.empty(); });
     } else {
-      cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_ || notified_; });
+      const Clock& clock = *options_.clock;
+      clock.WaitUntil(cv_, lock, clock.Monotonic() + options_.poll_interval,
+                      [&] { return stopping_ || notified_; });
     }
     if (stopping_) break;
     notified_ = false;

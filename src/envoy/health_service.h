@@ -26,6 +26,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "caudal/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace caudal::envoy::internal {
@@ -35,7 +36,8 @@ class HealthService final : public ::grpc::health::v1::Health::CallbackService {
   using ServingStatus = ::grpc::health::v1::HealthCheckResponse::ServingStatus;
 
   struct Options {
-    std::function<bool()> ready;  // unset: always ready
+    const Clock* clock = nullptr;  // required: the poller waits poll_interval on it
+    std::function<bool()> ready;   // unset: always ready
     std::chrono::milliseconds poll_interval{1000};
     size_t max_watchers = 100;
   };

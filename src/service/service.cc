@@ -157,6 +157,7 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
   // gRPC health answers as /readyz does: from the store's probe (a cached value).
   auto grpc_started = envoy::RlsGrpcServer::Start(
       *rls, {.address = config.server.grpc,
+             .clock = &env.clock,
              .max_concurrent_calls = static_cast<size_t>(config.envoy.max_concurrent_calls),
              .ready = [h = health.get()] { return h->Ready().ok(); },
              .tls = config.server.tls,

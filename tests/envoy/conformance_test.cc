@@ -124,7 +124,8 @@ void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mo
   testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
                           setup);
   ASSERT_TRUE(stack.status().ok()) << stack.status().ToString();
-  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
+  auto server = RlsGrpcServer::Start(stack.handler(),
+                                     {.address = "127.0.0.1:0", .clock = &SystemClock::Instance()});
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   testing::RlsClient client((*server)->port());
   for (const YAML::Node& c : file["cases"]) {

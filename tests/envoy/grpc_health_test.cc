@@ -62,6 +62,7 @@ class GrpcHealthTest : public ::testing::Test {
         store_, clock_, std::make_shared<RateLimitConfig>(std::move(*config)));
     ASSERT_TRUE(stack_->status().ok());
     options.address = "127.0.0.1:0";
+    options.clock = &SystemClock::Instance();
     options.ready = [this] { return ready_.load(); };
     auto server = RlsGrpcServer::Start(stack_->handler(), options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();

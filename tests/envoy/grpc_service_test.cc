@@ -59,6 +59,7 @@ class GrpcServiceTest : public ::testing::Test {
         store, clock_, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
     ASSERT_TRUE(stack_->status().ok());
     grpc.address = "127.0.0.1:0";
+    grpc.clock = &SystemClock::Instance();
     auto server = RlsGrpcServer::Start(stack_->handler(), grpc);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(*server);

@@ -48,7 +48,8 @@ struct Service {
     stack = std::make_unique<testing::RlsStack>(
         store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
     EXPECT_TRUE(stack->status().ok());
-    auto started = RlsGrpcServer::Start(stack->handler(), {.address = "127.0.0.1:0"});
+    auto started = RlsGrpcServer::Start(
+        stack->handler(), {.address = "127.0.0.1:0", .clock = &SystemClock::Instance()});
     EXPECT_TRUE(started.ok()) << started.status().ToString();
     server = std::move(*started);
     client = std::make_unique<testing::RlsClient>(server->port());

@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   caudal::envoy::testing::RlsStack stack(
       store, clock, std::make_shared<RateLimitConfig>(std::move(*config)), setup);
   if (!stack.status().ok()) return Fail(stack.status());
-  auto server = RlsGrpcServer::Start(stack.handler(), {.address = "127.0.0.1:0"});
+  auto server = RlsGrpcServer::Start(stack.handler(),
+                                     {.address = "127.0.0.1:0", .clock = &SystemClock::Instance()});
   if (!server.ok()) return Fail(server.status());
   std::cout << "port " << (*server)->port() << std::endl;
   std::string line;

@@ -13,16 +13,6 @@ set -euo pipefail
 root="${1:?usage: clock.sh SOURCE_DIR}"
 cd "$root"
 
-# Known exceptions, each one line of one file (its text exactly), so that anything else in the
-# same file still fails. They go when their files take a Clock:
-# - HttpServer::Stop polls for decisions in flight to land before stopping its threads;
-# - the gRPC health service's poller waits poll_interval between readings of `ready` (the gRPC
-#   server takes no Clock);
-# - FileWatcher's options default to the real clock.
-exempt_waits='^src/server/http_server\.cc:[0-9]+:    std::this_thread::sleep_for\(std::chrono::milliseconds\(10\)\);$'
-exempt_waits+='|^src/envoy/health_service\.cc:[0-9]+:      cv_\.wait_for\(lock, options_\.poll_interval, \[&\] \{ return stopping_ \|\| notified_; \}\);$'
-exempt_instance='^src/config/file_watcher\.h:[0-9]+:    const Clock\* clock = &SystemClock::Instance\(\);$'
-
 # The lines of src/ and include/ matching the extended regex $1, without tests and comments.
 scan() {
   { grep -rnE "$1" src include --include='*.cc' --include='*.h' || true; } \
@@ -44,12 +34,12 @@ reads=$(scan '(steady|system|high_resolution)_clock|gettimeofday|clock_gettime|[
 report "direct clock reads (take a caudal::Clock& instead):" "$reads"
 
 waits=$(scan '(^|[^A-Za-z0-9_])(wait_for|wait_until|sleep_for|sleep_until|usleep|nanosleep)[[:space:]]*\(' \
-  | grep -v '^src/common/clock\.cc:' | grep -vE "$exempt_waits" || true)
+  | grep -v '^src/common/clock\.cc:' || true)
 report "waits outside Clock (wait with Clock::WaitUntil, so a manual clock ends them):" "$waits"
 
 instance=$(scan 'SystemClock::Instance[[:space:]]*\(' \
-  | grep -vE '^(src/common/clock\.cc|src/cli/[^:]+):' | grep -vE "$exempt_instance" || true)
+  | grep -vE '^(src/common/clock\.cc|src/cli/[^:]+):' || true)
 report "the real clock outside main() (take a caudal::Clock& instead):" "$instance"
 
 if [ "$failed" -ne 0 ]; then exit 1; fi
-echo "no direct clock read, wait or SystemClock outside their places (clock.sh lists its exemptions)"
+echo "no direct clock read, wait or SystemClock outside their places"

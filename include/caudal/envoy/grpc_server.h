@@ -33,6 +33,7 @@
 #include <string>
 
 #include "caudal/caller_auth.h"
+#include "caudal/clock.h"
 #include "caudal/config.h"
 #include "caudal/envoy/rls_handler.h"
 #include "caudal/status.h"
@@ -50,6 +51,9 @@ class HealthService;
 
 struct GrpcServerOptions {
   std::string address = "127.0.0.1:8081";  // host:port; port 0 picks a free one
+  // Required (Start refuses none): health's poller waits health_poll_interval on its monotonic
+  // time.
+  const Clock* clock = nullptr;
   size_t max_concurrent_calls = 10'000;
   size_t max_receive_bytes = 1 << 20;
   // Readiness for the health service: true when the server can decide (the serve command passes
