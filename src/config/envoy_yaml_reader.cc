@@ -59,7 +59,8 @@ Status EnvoyReader::Fields(const YAML::Node& n, const std::string& field,
       }
     }
   }
-  return r_.ExpectMap(n, field, allowed);
+  const std::vector<std::string_view> names(allowed);
+  return r_.ExpectMap(n, field, names);
 }
 
 Result<std::string> EnvoyReader::String(const YAML::Node& n, const std::string& field) const {
