@@ -450,6 +450,16 @@ struct Rows {
     return value;
   }
 
+  // `value`, or nothing when the node is null (`~`, or a key with no value): envoyproxy/
+  // ratelimit's reading of a null list or map.
+  static Value<T> Nullable(Value<T> value) {
+    value.read = [read = std::move(value.read)](const YamlReader& r, const YAML::Node& n,
+                                                const std::string& path, T& out) {
+      return n.IsNull() ? Status::Ok() : read(r, n, path, out);
+    };
+    return value;
+  }
+
   // A value with a reader of its own; `what` says what it takes, for the reference.
   static Value<T> Custom(std::string_view what, typename Value<T>::Read read,
                          std::function<std::string(const T&)> show = nullptr) {
