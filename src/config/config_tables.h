@@ -7,6 +7,7 @@
 #include "caudal/config.h"
 #include "caudal/policy.h"
 #include "config/field_table.h"
+#include "config/field_values.h"
 
 namespace caudal::config_internal {
 

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "common/cat.h"
-#include "config/yaml11.h"
+#include "config/yaml11_values.h"
 
 namespace caudal::config_internal {
 namespace {
@@ -15,134 +15,14 @@ using envoy::DescriptorNode;
 using envoy::MetadataValue;
 using envoy::RateLimitRule;
 using envoy::Unit;
-using ScalarKind = Yaml11Scalar::Kind;
 
 // Configuration is trusted more than requests, but still bounded.
 constexpr size_t kMaxDepth = 32;
 constexpr size_t kMaxDescriptors = 100'000;
-constexpr size_t kMaxMetadataDepth = 32;
 
 constexpr std::string_view kUnits = "second, minute, hour, day, week, month or year";
 constexpr Unit kAllUnits[] = {Unit::kSecond, Unit::kMinute, Unit::kHour, Unit::kDay,
                               Unit::kWeek,   Unit::kMonth,  Unit::kYear};
-
-std::string Shown(const YAML::Node& n) {
-  if (n.IsScalar()) return Quoted(n.Scalar().substr(0, 60));
-  return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
-}
-
-// Any scalar reads as its text (null as ""), except one that YAML 1.1 reads as a float: the
-// reference refuses those outside `metadata`.
-Result<std::string> Yaml11Text(const YamlReader& r, const YAML::Node& n, const std::string& field) {
-  if (n.IsNull()) return std::string();
-  if (n.IsScalar() && Resolve(n).kind == ScalarKind::kFloat) {
-    return r.Error(n, field,
-                   Cat("expected a string, got ", Quoted(n.Scalar()),
-                       ", which YAML 1.1 reads as a floating-point number and "
-                       "envoyproxy/ratelimit refuses; quote it"));
-  }
-  return r.String(n, field);
-}
-
-// true / false, and YAML 1.1's other spellings (yes, on, ...); null is false, as for the
-// reference. Quoted text is a string, not a boolean.
-template <typename T, typename Get>
-Value<T> Yaml11Bool(Get get) {
-  return {.shape = {.kind = Shape::Kind::kBool},
-          .read = [get](const YamlReader& r, const YAML::Node& n, const std::string& path,
-                        T& out) -> Status {
-            const Yaml11Scalar s = Resolve(n);
-            if (s.kind != ScalarKind::kNull && s.kind != ScalarKind::kBool) {
-              return r.Error(n, path, Cat("expected true or false (got ", Shown(n), ')'));
-            }
-            std::invoke(get, out) = s.kind == ScalarKind::kBool && s.boolean;
-            return Status::Ok();
-          },
-          .show = [get](const T& d) { return std::invoke(get, d) ? "true" : "false"; }};
-}
-
-template <typename T, typename Get>
-Value<T> Yaml11String(Get get) {
-  return {.shape = {.kind = Shape::Kind::kText},
-          .read = [get](const YamlReader& r, const YAML::Node& n, const std::string& path,
-                        T& out) -> Status {
-            auto text = Yaml11Text(r, n, path);
-            if (!text.ok()) return text.status();
-            std::invoke(get, out) = std::move(*text);
-            return Status::Ok();
-          },
-          .show = [get](const T& d) { return std::string(std::invoke(get, d)); }};
-}
-
-// An unquoted integer (decimal, or 0x / 0o / 0b as YAML 1.1 allows) from 0 to 2^32 - 1; null
-// leaves the member as it is (the table's check tells a missing count).
-template <typename T, typename Get>
-Value<T> Yaml11Count(Get get) {
-  return {.shape = {.kind = Shape::Kind::kInteger, .min = 0, .max = UINT32_MAX},
-          .read = [get](const YamlReader& r, const YAML::Node& n, const std::string& path,
-                        T& out) -> Status {
-            if (n.IsNull()) return Status::Ok();
-            const Yaml11Scalar s = Resolve(n);
-            if (s.kind != ScalarKind::kInt || s.integer < 0 || s.integer > UINT32_MAX) {
-              return r.Error(n, path,
-                             Cat("expected an integer from 0 to 4294967295 (got ", Shown(n), ')'));
-            }
-            std::invoke(get, out) = static_cast<uint32_t>(s.integer);
-            return Status::Ok();
-          }};
-}
-
-// A `metadata` value, as the reference turns it into a google.protobuf.Struct.
-Result<MetadataValue> Metadata(const YamlReader& r, const YAML::Node& n, const std::string& field,
-                               size_t depth) {
-  if (depth > kMaxMetadataDepth) return r.Error(n, field, "nested deeper than 32 levels");
-  MetadataValue v;
-  if (n.IsNull()) return v;
-  if (n.IsScalar()) {
-    const Yaml11Scalar s = Resolve(n);
-    switch (s.kind) {
-      case ScalarKind::kNull:
-        break;
-      case ScalarKind::kBool:
-        v.kind = s.boolean;
-        break;
-      case ScalarKind::kInt:
-      case ScalarKind::kFloat:
-        v.kind = s.number;
-        break;
-      case ScalarKind::kString:
-        v.kind = n.Scalar();
-        break;
-    }
-    return v;
-  }
-  if (n.IsSequence()) {
-    MetadataValue::List list;
-    for (size_t i = 0; i < n.size(); ++i) {
-      auto item = Metadata(r, n[i], Cat(field, '[', i, ']'), depth + 1);
-      if (!item.ok()) return item.status();
-      list.push_back(std::move(*item));
-    }
-    v.kind = std::move(list);
-    return v;
-  }
-  MetadataValue::Struct fields;
-  for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) return r.Error(kv.first, field, "keys must be plain text");
-    // As the reference prints a key it decoded as a number or a boolean: `1` and `yes` are
-    // "1" and "true".
-    const Yaml11Scalar k = Resolve(kv.first);
-    if (k.kind == ScalarKind::kNull) return r.Error(kv.first, field, "a key must not be null");
-    const std::string key = GoText(k, kv.first.Scalar());
-    auto value = Metadata(r, kv.second, JoinPath(field, key), depth + 1);
-    if (!value.ok()) return value.status();
-    if (!fields.emplace(key, std::move(*value)).second) {
-      return r.Error(kv.first, JoinPath(field, key), "given twice");
-    }
-  }
-  v.kind = std::move(fields);
-  return v;
-}
 
 // A rate_limit as written; the check turns it into the rule.
 struct RuleFields {

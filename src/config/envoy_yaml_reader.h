@@ -16,6 +16,7 @@
 #include "caudal/envoy/ratelimit_config.h"
 #include "caudal/status.h"
 #include "config/field_table.h"
+#include "config/field_values.h"
 #include "config/yaml_reader.h"
 
 namespace caudal::config_internal {

@@ -1,4 +1,4 @@
-#include "config/field_table.h"
+#include "config/field_values.h"
 
 namespace caudal::config_internal {
 

@@ -8,6 +8,7 @@
 
 #include "caudal/config.h"
 #include "config/field_table.h"
+#include "config/field_values.h"
 #include "config/yaml_reader.h"
 
 namespace caudal::config_internal {
