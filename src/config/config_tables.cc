@@ -120,7 +120,7 @@ const Table<ServerConfig>& ServerTable() {
            .doc = "the HTTP API's address; host is an IP address or localhost"},
           {.name = "trusted_proxies",
            .value = R::List(&ServerConfig::trusted_proxies, kMaxTrustedProxies,
-                            ParsedItem<CidrBlock>("CIDR block", CidrBlock::Parse,
+                            ParsedItem<CidrBlock>("CIDR blocks", CidrBlock::Parse,
                                                   [](const CidrBlock& b) { return b.ToString(); })),
            .doc = "the peers that may set X-Forwarded-For"},
           {.name = "descriptor_headers",
@@ -273,7 +273,7 @@ const Table<Document>& DocumentTable() {
            .doc = "how a request's policies share a decision: consume_each decides each alone"},
           {.name = "envoy_config",
            .value = R::Path([](auto& d) -> auto& { return d.config.envoy.config; }),
-           .doc = "envoyproxy/ratelimit files (a file or a directory of them; envoy.md)"},
+           .doc = "envoyproxy/ratelimit's files: one, or a directory of them (envoy.md)"},
           {.name = "envoy",
            .value = R::Map(
                [](auto& d) -> auto& { return d.config.envoy; }, EnvoyTable()),

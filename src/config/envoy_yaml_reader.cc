@@ -290,7 +290,7 @@ namespace {
 // The top level's descriptors, kept for EnvoyReader::Descriptors; documented as their table.
 Value<EnvoyDocument> TopDescriptors() {
   Value<EnvoyDocument> v = Rows<EnvoyDocument>::Custom(
-      "list of descriptors",
+      "list of descriptors (below)",
       [](const YamlReader&, const YAML::Node& n, const std::string&, EnvoyDocument& out) {
         out.descriptors = n;
         return Status::Ok();

@@ -84,8 +84,7 @@ const Table<LimitFields>& LimitTable() {
            .need = Need::kRequired,
            .variants = kWindow},
       },
-      {.doc = "1 to 8 per policy, all of which must pass. Durations are `250ms`, `10s`, `1m`, "
-              "`1h`, `1d`, `1w`.",
+      {.doc = "A policy's limits, all of which must pass.",
        .selector = "algorithm",
        .shape_error = "expected a map with an algorithm: {algorithm: token_bucket, capacity: "
                       "100, refill: 100/1m} or {algorithm: fixed_window, limit: 100, window: 1m}",
@@ -119,7 +118,8 @@ const Table<PolicySpec>& PolicyTable() {
            .doc = "the policy's name, unique; it names the limits' state in the store",
            .need = Need::kRequired},
           {.name = "identity",
-           .value = R::List(&PolicySpec::identity, kMaxIdentityFields, TextItem("descriptor name")),
+           .value =
+               R::List(&PolicySpec::identity, kMaxIdentityFields, TextItem("descriptor names")),
            .doc = "the descriptors whose values form the key: api_key, tenant, account, ip, any "
                   "name",
            .need = Need::kRequired},

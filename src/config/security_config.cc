@@ -148,7 +148,7 @@ const Table<ServerTlsConfig>& ServerTlsTable() {
            .doc = "the listeners where caudal terminates TLS"},
       },
       {.doc = "Off by default: plaintext (bind to loopback then). The files are read at start "
-              "and on every `SIGHUP`; relative to the config file's directory.",
+              "and on every `SIGHUP`.",
        .check = CheckServerTls});
   return table;
 }
@@ -162,7 +162,7 @@ const Table<CallerAuthConfig>& CallerAuthTable() {
            .doc = "a bearer token callers send (or CAUDAL_AUTH_TOKEN); never printed"},
           {.name = "allowed_clients",
            .value = R::List(&CallerAuthConfig::allowed_clients, kMaxAllowedClients,
-                            TextItem("certificate CN or SAN", ValidIdentity)),
+                            TextItem("certificate CNs or SANs", ValidIdentity)),
            .doc = "mTLS identities allowed: a client certificate's CN or SAN, exactly"},
           {.name = "metrics",
            .value = R::Choice(&CallerAuthConfig::protect_metrics,
@@ -192,7 +192,7 @@ const Table<StoreTlsConfig>& StoreTlsTable() {
            .doc = "sent as SNI and verified against the certificate; empty: the URL's host"},
       },
       {.doc = "Only with a TLS store.url: rediss://, or ?tls=true on redis-cluster:// and "
-              "redis-sentinel://. Paths are relative to the config file's directory.",
+              "redis-sentinel://.",
        .check = [](const YamlReader& r, const YAML::Node& n, const std::string& path,
                    StoreTlsConfig& out) -> Status {
          if (out.cert_file.empty() != out.key_file.empty()) {

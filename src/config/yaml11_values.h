@@ -34,7 +34,7 @@ Result<envoy::MetadataValue> Metadata(const YamlReader& r, const YAML::Node& n,
 // reference. Quoted text is a string, not a boolean.
 template <typename T, typename Get>
 Value<T> Yaml11Bool(Get get) {
-  return {.shape = {.kind = Shape::Kind::kBool},
+  return {.shape = {.kind = Shape::Kind::kBool, .what = "or YAML 1.1's yes, no, on, off"},
           .read = [get](const YamlReader& r, const YAML::Node& n, const std::string& path,
                         T& out) -> Status {
             const Yaml11Scalar s = Resolve(n);
