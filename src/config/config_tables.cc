@@ -7,8 +7,6 @@
 namespace caudal::config_internal {
 namespace {
 
-constexpr FailureMode kFailureModes[] = {FailureMode::kAllow, FailureMode::kDeny,
-                                         FailureMode::kLocal};
 constexpr DescriptorMode kDescriptorModes[] = {DescriptorMode::kAllOrNothing,
                                                DescriptorMode::kConsumeEach};
 constexpr envoy::DenyAs kDenyAs[] = {envoy::DenyAs::kOverLimit, envoy::DenyAs::kUnavailable};

@@ -19,6 +19,9 @@ struct Document {
   std::vector<PolicySpec> policies;
 };
 
+inline constexpr FailureMode kFailureModes[] = {FailureMode::kAllow, FailureMode::kDeny,
+                                                FailureMode::kLocal};
+
 // The top level; every other table is reached from it.
 const Table<Document>& DocumentTable();
 

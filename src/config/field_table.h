@@ -1,9 +1,9 @@
 // Field tables: each config field is one row (its name, the shape of its value, its default and
 // a line of documentation) that the parser, the unknown-field check, every error's field path and
-// the generated reference (config_reference.h) all read. field_values.h builds the values. A table
-// holds the fields of one map
-// (`store`, `server.tls`, `policies[]`); a row's value may be a scalar, a list, another table, a
-// list of tables, or a scalar or a table (`lease: off` / `lease: {ttl: 250ms}`).
+// the generated reference (config_reference.h) all read. A table holds the fields of one map
+// (`store`, `server.tls`, `policies[]`); a row's value (built by field_values.h) may be a scalar,
+// a list, another table, a list of tables, or a scalar or a table (`lease: off` or
+// `lease: {ttl: 250ms}`).
 //
 // Reading a map: every key must be a row (YamlReader::ExpectMap's errors), every required row
 // must be there ("missing <name>"), each row present is read in table order into the object,
@@ -144,7 +144,6 @@ class Table {
   Status Read(const YamlReader& r, const YAML::Node& n, const std::string& path, T& out) const;
   void Visit(FieldVisitor& v, const std::string& path, const T& defaults) const;
 
-  const std::vector<Field<T>>& fields() const { return fields_; }
   const Field<T>* Find(std::string_view name) const {
     for (const Field<T>& f : fields_) {
       if (f.name == name) return &f;

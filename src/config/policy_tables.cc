@@ -12,9 +12,6 @@ namespace {
 constexpr uint8_t kBucket = 1;  // token_bucket, gcra: capacity and refill
 constexpr uint8_t kWindow = 2;  // the window algorithms: limit and window
 
-constexpr FailureMode kFailureModes[] = {FailureMode::kAllow, FailureMode::kDeny,
-                                         FailureMode::kLocal};
-
 // A limit as written: the algorithm, then capacity and refill, or limit and window.
 struct LimitFields {
   Algorithm algorithm = Algorithm::kTokenBucket;
@@ -111,45 +108,40 @@ const Table<IpPrefix>& IpPrefixTable() {
 
 const Table<PolicySpec>& PolicyTable() {
   using R = Rows<PolicySpec>;
-  static const Table<PolicySpec> table(
-      {
-          {.name = "name",
-           .value = R::Text(&PolicySpec::name, "name: `[A-Za-z0-9_.-]`, 1 to 64"),
-           .doc = "the policy's name, unique; it names the limits' state in the store",
-           .need = Need::kRequired},
-          {.name = "identity",
-           .value =
-               R::List(&PolicySpec::identity, kMaxIdentityFields, TextItem("descriptor names")),
-           .doc = "the descriptors whose values form the key: api_key, tenant, account, ip, any "
-                  "name",
-           .need = Need::kRequired},
-          {.name = "ip_prefix",
-           .value = R::Map(&PolicySpec::ip_prefix, IpPrefixTable()),
-           .doc = "an `ip` identity keyed by its network (IPv6 clients often own a /64)"},
-          {.name = "limits",
-           .value = R::List(&PolicySpec::limits, kMaxLimitsPerPolicy,
-                            MapItem<Limit>(LimitTable(), ToLimit)),
-           .doc = "the limits, all of which must pass",
-           .need = Need::kRequired},
-          {.name = "cost",
-           .value = R::Integer(&PolicySpec::cost, 1, kMaxCapacity),
-           .doc = "what a request that names no cost costs; at most the smallest capacity"},
-          {.name = "shadow",
-           .value =
-               R::Switch(&PolicySpec::enforcement, Enforcement::kShadow, Enforcement::kEnforce),
-           .doc = "decide, count and log, but always allow (a dark launch)"},
-          {.name = "count_rejected",
-           .value = R::Switch(&PolicySpec::count_rejected, RejectedCounting::kCounted,
-                              RejectedCounting::kNotCounted),
-           .doc = "charge this policy even when the request is refused (when it has room)"},
-          {.name = "on_failure",
-           .value =
-               R::Choice(&PolicySpec::on_failure, ParseFailureMode, FailureModeName, kFailureModes),
-           .doc = "what this policy does when the store cannot answer",
-           .default_note = "store.on_failure"},
-      },
-      {.doc = "A policy applies to a request that carries every descriptor of its identity; its "
-              "limits are kept per distinct identity value."});
+  static const Table<PolicySpec> table({
+      {.name = "name",
+       .value = R::Text(&PolicySpec::name, "name: `[A-Za-z0-9_.-]`, 1 to 64"),
+       .doc = "the policy's name, unique; it names the limits' state in the store",
+       .need = Need::kRequired},
+      {.name = "identity",
+       .value = R::List(&PolicySpec::identity, kMaxIdentityFields, TextItem("descriptor names")),
+       .doc = "the descriptors whose values form the key: api_key, tenant, account, ip, any "
+              "name",
+       .need = Need::kRequired},
+      {.name = "ip_prefix",
+       .value = R::Map(&PolicySpec::ip_prefix, IpPrefixTable()),
+       .doc = "an `ip` identity keyed by its network (IPv6 clients often own a /64)"},
+      {.name = "limits",
+       .value =
+           R::List(&PolicySpec::limits, kMaxLimitsPerPolicy, MapItem<Limit>(LimitTable(), ToLimit)),
+       .doc = "the limits, all of which must pass",
+       .need = Need::kRequired},
+      {.name = "cost",
+       .value = R::Integer(&PolicySpec::cost, 1, kMaxCapacity),
+       .doc = "what a request that names no cost costs; at most the smallest capacity"},
+      {.name = "shadow",
+       .value = R::Switch(&PolicySpec::enforcement, Enforcement::kShadow, Enforcement::kEnforce),
+       .doc = "decide, count and log, but always allow (a dark launch)"},
+      {.name = "count_rejected",
+       .value = R::Switch(&PolicySpec::count_rejected, RejectedCounting::kCounted,
+                          RejectedCounting::kNotCounted),
+       .doc = "charge this policy even when the request is refused (when it has room)"},
+      {.name = "on_failure",
+       .value =
+           R::Choice(&PolicySpec::on_failure, ParseFailureMode, FailureModeName, kFailureModes),
+       .doc = "what this policy does when the store cannot answer",
+       .default_note = "store.on_failure"},
+  });
   return table;
 }
 
