@@ -10,7 +10,6 @@
 
 #include <functional>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -255,11 +254,20 @@ bool FromShape(const Shape& s, Probe& p) {
 
 // `message` is an error at file:line:column naming `path`, or an item or a field of it
 // (server.trusted_proxies[0], server.descriptor_headers.ip).
-bool NamesPath(const std::string& message, const std::string& path) {
-  const std::regex error(Cat(R"(t\.yaml:\d+:\d+: )",
-                             std::regex_replace(path, std::regex(R"([.\[\]])"), R"(\$&)"),
-                             R"((: |\[|\.).*)"));
-  return std::regex_match(message, error);
+bool NamesPath(std::string_view message, std::string_view path) {
+  const auto digits = [&] {
+    const size_t n = message.find_first_not_of("0123456789");
+    if (n == 0 || n == std::string_view::npos || message[n] != ':') return false;
+    message.remove_prefix(n + 1);
+    return true;
+  };
+  if (!message.starts_with("t.yaml:")) return false;
+  message.remove_prefix(7);
+  if (!digits() || !digits() || !message.starts_with(' ')) return false;
+  message.remove_prefix(1);
+  if (!message.starts_with(path)) return false;
+  message.remove_prefix(path.size());
+  return message.starts_with(": ") || message.starts_with('[') || message.starts_with('.');
 }
 
 void ProbeEveryRow(const Format& format) {
