@@ -4,8 +4,9 @@
 // what was expected, e.g.
 //   caudal.yaml:14:21: policies[1].limits[0].refill: expected "<count>/<duration>" such as
 //   "100/1m" (got "fast")
-// Unknown fields are errors too (a typo must not silently change nothing). See
-// docs/configuration.md for the reference; examples/caudal.yaml is a complete example.
+// Unknown fields are errors too (a typo must not silently change nothing). Each field is one row
+// of a table in src/config (its name, range, default and doc); docs/configuration.md's
+// reference is generated from those tables, and examples/caudal.yaml is a complete example.
 //
 // Thread-safety: values.
 #pragma once

@@ -2,236 +2,321 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
+#include <optional>
 
 #include "common/cat.h"
-#include "config/yaml11.h"
+#include "config/yaml11_values.h"
 
 namespace caudal::config_internal {
 namespace {
 
+using envoy::DescriptorNode;
+using envoy::MetadataValue;
+using envoy::RateLimitRule;
 using envoy::Unit;
-using ScalarKind = Yaml11Scalar::Kind;
 
 // Configuration is trusted more than requests, but still bounded.
 constexpr size_t kMaxDepth = 32;
 constexpr size_t kMaxDescriptors = 100'000;
-constexpr size_t kMaxMetadataDepth = 32;
 
 constexpr std::string_view kUnits = "second, minute, hour, day, week, month or year";
 constexpr Unit kAllUnits[] = {Unit::kSecond, Unit::kMinute, Unit::kHour, Unit::kDay,
                               Unit::kWeek,   Unit::kMonth,  Unit::kYear};
 
+// A rate_limit as written; the check turns it into the rule.
+struct RuleFields {
+  RateLimitRule rule;
+  std::string unit;
+  Algorithm algorithm = Algorithm::kFixedWindow;
+  int64_t capacity = 0;  // 0: requests_per_unit
+};
+
+struct ReplaceFields {
+  std::string name;
+};
+
+struct DescriptorFields {
+  std::string key;
+  std::string value;
+  std::optional<RuleFields> rate_limit;
+  YAML::Node descriptors;  // read by EnvoyReader::Descriptors, one level down
+  bool shadow_mode = false;
+  bool quota_mode = false;
+  bool detailed_metric = false;
+  bool value_to_metric = false;
+  bool share_threshold = false;
+  MetadataValue::Struct metadata;
+};
+
+const Table<RuleFields>& RuleTable();
+const Table<DescriptorFields>& DescriptorTable();
+
 // Where a field the reference knows belongs; empty for a field it does not know.
-std::string_view HomeOf(std::string_view field) {
-  for (std::string_view f : {"unit", "requests_per_unit", "unlimited", "name", "replaces"}) {
-    if (field == f) return "in rate_limit";
-  }
-  for (std::string_view f :
-       {"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode", "detailed_metric",
-        "value_to_metric", "share_threshold", "metadata"}) {
-    if (field == f) return "in a descriptor";
-  }
-  if (field == "domain") return "at the top of the file";
+std::string_view HomeOf(std::string_view key) {
+  if (const auto* f = RuleTable().Find(key); f != nullptr && !f->extension) return "in rate_limit";
+  if (DescriptorTable().Find(key) != nullptr) return "in a descriptor";
+  if (EnvoyDocumentTable().Find(key) != nullptr) return "at the top of the file";
   return {};
 }
 
-std::string Join(std::string_view a, std::string_view b) {
-  return a.empty() ? std::string(b) : Cat(a, '.', b);
-}
-
-std::string Shown(const YAML::Node& n) {
-  if (n.IsScalar()) return Quoted(n.Scalar().substr(0, 60));
-  return n.IsMap() ? "a map" : n.IsSequence() ? "a list" : "nothing";
-}
-
-}  // namespace
-
-Status EnvoyReader::Fields(const YAML::Node& n, const std::string& field,
-                           std::initializer_list<std::string_view> allowed) const {
-  if (n.IsMap()) {
-    for (const auto& kv : n) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
-      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-      if (const std::string_view home = HomeOf(key); !home.empty()) {
-        return r_.Error(kv.first, Join(field, key),
-                        Cat("does not belong here (it goes ", home,
-                            "); envoyproxy/ratelimit would ignore it, caudal refuses it"));
-      }
-    }
-  }
-  return r_.ExpectMap(n, field, allowed);
-}
-
-Result<std::string> EnvoyReader::String(const YAML::Node& n, const std::string& field) const {
-  if (n.IsNull()) return std::string();
-  if (n.IsScalar() && config_internal::Resolve(n).kind == ScalarKind::kFloat) {
-    return r_.Error(n, field,
-                    Cat("expected a string, got ", Quoted(n.Scalar()),
-                        ", which YAML 1.1 reads as a floating-point number and "
-                        "envoyproxy/ratelimit refuses; quote it"));
-  }
-  return r_.String(n, field);
-}
-
-Result<bool> EnvoyReader::Bool(const YAML::Node& n, const std::string& field) const {
-  const Yaml11Scalar s = config_internal::Resolve(n);
-  if (s.kind == ScalarKind::kNull) return false;
-  if (s.kind == ScalarKind::kBool) return s.boolean;
-  return r_.Error(n, field, Cat("expected true or false (got ", Shown(n), ')'));
-}
-
-Result<uint32_t> EnvoyReader::Uint32(const YAML::Node& n, const std::string& field) const {
-  const Yaml11Scalar s = config_internal::Resolve(n);
-  if (s.kind != ScalarKind::kInt || s.integer < 0 || s.integer > UINT32_MAX) {
-    return r_.Error(n, field, Cat("expected an integer from 0 to 4294967295 (got ", Shown(n), ')'));
-  }
-  return static_cast<uint32_t>(s.integer);
-}
-
-Result<MetadataValue> EnvoyReader::Metadata(const YAML::Node& n, const std::string& field,
-                                            size_t depth) const {
-  if (depth > kMaxMetadataDepth) return r_.Error(n, field, "nested deeper than 32 levels");
-  MetadataValue v;
-  if (n.IsNull()) return v;
-  if (n.IsScalar()) {
-    const Yaml11Scalar s = config_internal::Resolve(n);
-    switch (s.kind) {
-      case ScalarKind::kNull:
-        break;
-      case ScalarKind::kBool:
-        v.kind = s.boolean;
-        break;
-      case ScalarKind::kInt:
-      case ScalarKind::kFloat:
-        v.kind = s.number;
-        break;
-      case ScalarKind::kString:
-        v.kind = n.Scalar();
-        break;
-    }
-    return v;
-  }
-  if (n.IsSequence()) {
-    MetadataValue::List list;
-    for (size_t i = 0; i < n.size(); ++i) {
-      auto item = Metadata(n[i], Cat(field, '[', i, ']'), depth + 1);
-      if (!item.ok()) return item.status();
-      list.push_back(std::move(*item));
-    }
-    v.kind = std::move(list);
-    return v;
-  }
-  MetadataValue::Struct fields;
+// A field the reference knows, at a level where it would silently ignore it, is named as such.
+Status Misplaced(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                 std::span<const std::string_view> allowed) {
+  if (!n.IsMap()) return Status::Ok();
   for (const auto& kv : n) {
-    if (!kv.first.IsScalar()) return r_.Error(kv.first, field, "keys must be plain text");
-    // As the reference prints a key it decoded as a number or a boolean: `1` and `yes` are
-    // "1" and "true".
-    const Yaml11Scalar k = config_internal::Resolve(kv.first);
-    if (k.kind == ScalarKind::kNull) return r_.Error(kv.first, field, "a key must not be null");
-    const std::string key = config_internal::GoText(k, kv.first.Scalar());
-    auto value = Metadata(kv.second, Join(field, key), depth + 1);
-    if (!value.ok()) return value.status();
-    if (!fields.emplace(key, std::move(*value)).second) {
-      return r_.Error(kv.first, Join(field, key), "given twice");
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    if (const std::string_view home = HomeOf(key); !home.empty()) {
+      return r.Error(kv.first, JoinPath(field, key),
+                     Cat("does not belong here (it goes ", home,
+                         "); envoyproxy/ratelimit would ignore it, caudal refuses it"));
     }
   }
-  v.kind = std::move(fields);
-  return v;
+  return Status::Ok();
 }
 
-Result<RateLimitRule> EnvoyReader::Rule(const YAML::Node& n, const std::string& field) const {
-  if (Status s = Fields(
-          n, field,
-          {"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "capacity"});
-      !s.ok()) {
-    return s;
+const Table<ReplaceFields>& ReplaceTable() {
+  static const Table<ReplaceFields> table(
+      {{.name = "name",
+        .value = Yaml11String<ReplaceFields>(&ReplaceFields::name),
+        .doc = "the name of a rule this one replaces in the same request"}},
+      {.check =
+           [](const YamlReader& r, const YAML::Node& n, const std::string& path,
+              ReplaceFields& out) {
+             return out.name.empty() ? r.Error(n, path, "should not have an empty replaces entry")
+                                     : Status::Ok();
+           },
+       .misplaced = Misplaced});
+  return table;
+}
+
+Result<Unit> ParseUnit(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                       std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (Unit u : kAllUnits) {
+    if (UnitName(u) == text) return u;
   }
-  const auto sub = [&](std::string_view name) { return Cat(field, '.', name); };
-  RateLimitRule rule;
-  if (n["unlimited"]) {
-    auto b = Bool(n["unlimited"], sub("unlimited"));
-    if (!b.ok()) return b.status();
-    rule.unlimited = *b;
-  }
-  if (n["name"]) {
-    auto s = String(n["name"], sub("name"));
-    if (!s.ok()) return s.status();
-    rule.name = *s;
-  }
-  if (const YAML::Node list = n["replaces"]; list && !list.IsNull()) {
-    if (Status s = r_.ExpectSequence(list, sub("replaces"), kMaxDescriptors); !s.ok()) return s;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string at = Cat(field, ".replaces[", i, ']');
-      if (Status s = Fields(list[i], at, {"name"}); !s.ok()) return s;
-      auto name = list[i]["name"] ? String(list[i]["name"], at + ".name")
-                                  : Result<std::string>(std::string());
-      if (!name.ok()) return name.status();
-      if (name->empty()) return r_.Error(list[i], at, "should not have an empty replaces entry");
-      if (*name == rule.name) {
-        return r_.Error(list[i], at, "replaces should not contain name of same descriptor");
-      }
-      rule.replaces.push_back(*name);
+  return r.Error(n, field,
+                 Cat("invalid rate limit unit '", n.Scalar(), "' (expected ", kUnits, ')'));
+}
+
+// The rules across a rate_limit's fields, as the reference checks them (and a few it lets pass).
+Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                 RuleFields& f) {
+  RateLimitRule& rule = f.rule;
+  const auto sub = [&](std::string_view name) { return JoinPath(field, name); };
+  for (size_t i = 0; i < rule.replaces.size(); ++i) {
+    if (rule.replaces[i] == rule.name) {
+      return r.Error(n["replaces"][i], Cat(field, ".replaces[", i, ']'),
+                     "replaces should not contain name of same descriptor");
     }
   }
   const YAML::Node unit = n["unit"];
   const YAML::Node rpu = n["requests_per_unit"];
   if (rule.unlimited) {
     if (unit && !unit.IsNull()) {
-      return r_.Error(unit, sub("unit"), "should not specify rate limit unit when unlimited");
+      return r.Error(unit, sub("unit"), "should not specify rate limit unit when unlimited");
     }
-    for (const char* f : {"requests_per_unit", "algorithm", "capacity"}) {
-      if (n[f]) return r_.Error(n[f], sub(f), "means nothing when unlimited is true");
+    for (const char* name : {"requests_per_unit", "algorithm", "capacity"}) {
+      if (n[name]) return r.Error(n[name], sub(name), "means nothing when unlimited is true");
     }
-    return rule;
+    return Status::Ok();
   }
   if (!unit || unit.IsNull()) {
-    return r_.Error(n, sub("unit"), Cat("missing (expected ", kUnits, "; or unlimited: true)"));
+    return r.Error(n, sub("unit"), Cat("missing (expected ", kUnits, "; or unlimited: true)"));
   }
-  auto unit_name = String(unit, sub("unit"));
-  if (!unit_name.ok()) return unit_name.status();
-  std::string lower = *unit_name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  const Unit* found = std::find_if(std::begin(kAllUnits), std::end(kAllUnits),
-                                   [&](Unit u) { return UnitName(u) == lower; });
-  if (found == std::end(kAllUnits)) {
-    return r_.Error(unit, sub("unit"),
-                    Cat("invalid rate limit unit '", *unit_name, "' (expected ", kUnits, ')'));
-  }
-  rule.unit = *found;
+  auto u = ParseUnit(r, unit, sub("unit"), f.unit);
+  if (!u.ok()) return u.status();
+  rule.unit = *u;
   if (!rpu || rpu.IsNull()) {
-    return r_.Error(n, sub("requests_per_unit"),
-                    "missing (envoyproxy/ratelimit would read it as 0, which refuses every "
-                    "request; write requests_per_unit: 0 if that is meant)");
+    return r.Error(n, sub("requests_per_unit"),
+                   "missing (envoyproxy/ratelimit would read it as 0, which refuses every "
+                   "request; write requests_per_unit: 0 if that is meant)");
   }
-  auto count = Uint32(rpu, sub("requests_per_unit"));
-  if (!count.ok()) return count.status();
-  rule.requests_per_unit = *count;
   if (rule.requests_per_unit == 0) {
     // The reference's way to block a value outright: every hit is over the limit.
-    for (const char* f : {"algorithm", "capacity"}) {
-      if (n[f]) return r_.Error(n[f], sub(f), "must not be set when requests_per_unit is 0");
+    for (const char* name : {"algorithm", "capacity"}) {
+      if (n[name])
+        return r.Error(n[name], sub(name), "must not be set when requests_per_unit is 0");
     }
-    return rule;
+    return Status::Ok();
   }
-  Algorithm algorithm = Algorithm::kFixedWindow;
-  if (n["algorithm"]) {
-    auto name = String(n["algorithm"], sub("algorithm"));
-    if (!name.ok()) return name.status();
-    auto a = ParseAlgorithm(*name);
-    if (!a.ok()) return r_.Error(n["algorithm"], sub("algorithm"), a.status().message());
-    algorithm = *a;
-  }
-  int64_t capacity = 0;
-  if (n["capacity"]) {
-    auto c = r_.Integer(n["capacity"], sub("capacity"), 1, kMaxCapacity);
-    if (!c.ok()) return c.status();
-    capacity = *c;
-  }
-  auto limit = MakeLimit(algorithm, rule.requests_per_unit, rule.unit, capacity);
-  if (!limit.ok()) return r_.Error(n, field, limit.status().message());
+  auto limit = MakeLimit(f.algorithm, rule.requests_per_unit, rule.unit, f.capacity);
+  if (!limit.ok()) return r.Error(n, field, limit.status().message());
   rule.limit = *limit;
-  return rule;
+  return Status::Ok();
+}
+
+// rate_limit.unit: read as text, then checked with the other fields (CheckRule).
+Value<RuleFields> UnitValue() {
+  Value<RuleFields> unit = Yaml11String<RuleFields>(&RuleFields::unit);
+  unit.shape = {.kind = Shape::Kind::kChoice, .what = "any case"};
+  for (Unit u : kAllUnits) unit.shape.choices.emplace_back(UnitName(u));
+  return unit;
+}
+
+Value<RuleFields> AlgorithmValue() {
+  Shape shape{.kind = Shape::Kind::kChoice};
+  for (Algorithm a : kAllAlgorithms) shape.choices.emplace_back(AlgorithmName(a));
+  return {.shape = std::move(shape),
+          .read = [](const YamlReader& r, const YAML::Node& n, const std::string& path,
+                     RuleFields& out) -> Status {
+            auto name = Yaml11Text(r, n, path);
+            if (!name.ok()) return name.status();
+            auto a = ParseAlgorithm(*name);
+            if (!a.ok()) return r.Error(n, path, a.status().message());
+            out.algorithm = *a;
+            return Status::Ok();
+          },
+          .show = [](const RuleFields& f) { return std::string(AlgorithmName(f.algorithm)); }};
+}
+
+Result<std::string> ReplacedName(const ReplaceFields& e) { return e.name; }
+
+const Table<RuleFields>& RuleTable() {
+  using R = Rows<RuleFields>;
+  static const Table<RuleFields> table(
+      {
+          {.name = "unit",
+           .value = UnitValue(),
+           .doc = "the period requests_per_unit counts over (week 7 days, month 30, year 365)",
+           .default_note = "required, unless unlimited"},
+          {.name = "requests_per_unit",
+           .value =
+               Yaml11Count<RuleFields>([](auto& f) -> auto& { return f.rule.requests_per_unit; }),
+           .doc = "requests allowed per unit; 0 refuses every request (the reference's block)",
+           .default_note = "required, unless unlimited"},
+          {.name = "unlimited",
+           .value = Yaml11Bool<RuleFields>([](auto& f) -> auto& { return f.rule.unlimited; }),
+           .doc = "no limit at all (no unit, no requests_per_unit)"},
+          {.name = "name",
+           .value = Yaml11String<RuleFields>([](auto& f) -> auto& { return f.rule.name; }),
+           .doc = "the rule's name, for replaces"},
+          {.name = "replaces",
+           .value = R::Nullable(R::List(
+               [](auto& f) -> auto& { return f.rule.replaces; }, kMaxDescriptors,
+               MapItem<std::string>(ReplaceTable(), ReplacedName))),
+           .doc = "rules this one replaces when both apply to a request"},
+          {.name = "algorithm",
+           .value = AlgorithmValue(),
+           .doc = "the reference's fixed window by default, so a migrated file decides as before",
+           .extension = true},
+          {.name = "capacity",
+           .value = R::Integer(&RuleFields::capacity, 1, kMaxCapacity),
+           .doc = "the burst, for token_bucket and gcra (they refill requests_per_unit per unit)",
+           .default_note = "requests_per_unit",
+           .extension = true},
+      },
+      {.check = CheckRule, .misplaced = Misplaced});
+  return table;
+}
+
+Status CheckDescriptor(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                       DescriptorFields& f) {
+  if (f.key.empty()) {
+    return r.Error(n["key"] ? n["key"] : n, JoinPath(field, "key"), "descriptor has empty key");
+  }
+  const std::string composite = DescriptorNode::ComposeKey(f.key, f.value);
+  if (f.share_threshold && composite.find('*') == std::string::npos) {
+    return r.Error(n["share_threshold"], JoinPath(field, "share_threshold"),
+                   Cat("share_threshold can only be used with wildcard values (containing "
+                       "'*'), but found key '",
+                       composite, "'"));
+  }
+  return Status::Ok();
+}
+
+Status ReadMetadata(const YamlReader& r, const YAML::Node& n, const std::string& path,
+                    DescriptorFields& out) {
+  if (!n.IsMap()) return r.Error(n, path, "expected a map");
+  auto metadata = Metadata(r, n, path, 1);
+  if (!metadata.ok()) return metadata.status();
+  out.metadata = std::get<MetadataValue::Struct>(metadata->kind);
+  return Status::Ok();
+}
+
+const Table<DescriptorFields>& DescriptorTable() {
+  using R = Rows<DescriptorFields>;
+  using D = DescriptorFields;
+  static const Table<DescriptorFields> table(
+      {
+          {.name = "key",
+           .value = Yaml11String<D>(&D::key),
+           .doc = "the descriptor entry's key it matches",
+           .default_note = "required"},
+          {.name = "value",
+           .value = Yaml11String<D>(&D::value),
+           .doc = "the entry's value; `*` matches any run of characters; empty: any value"},
+          {.name = "rate_limit",
+           .value = R::Map(&D::rate_limit, RuleTable()),
+           .doc = "the limit of a request whose last entry lands here; none: no limit"},
+          {.name = "descriptors",
+           .value =
+               R::Custom("list of descriptors, each as this one",
+                         [](const YamlReader&, const YAML::Node& n, const std::string&, D& out) {
+                           out.descriptors = n;
+                           return Status::Ok();
+                         }),
+           .doc = "nested descriptors, matched against the request's next entry"},
+          {.name = "shadow_mode",
+           .value = Yaml11Bool<D>(&D::shadow_mode),
+           .doc = "decide and count, but never refuse"},
+          {.name = "quota_mode",
+           .value = Yaml11Bool<D>(&D::quota_mode),
+           .doc = "refuse only when every quota descriptor of the request is over its limit"},
+          {.name = "detailed_metric",
+           .value = Yaml11Bool<D>(&D::detailed_metric),
+           .doc = "statistics per value (envoy.md, Statistics)"},
+          {.name = "value_to_metric",
+           .value = Yaml11Bool<D>(&D::value_to_metric),
+           .doc = "the statistics key carries the request's value at this level"},
+          {.name = "share_threshold",
+           .value = Yaml11Bool<D>(&D::share_threshold),
+           .doc = "wildcard values only: every value matched shares one counter"},
+          {.name = "metadata",
+           .value = R::Nullable(R::Custom("map, any YAML", ReadMetadata)),
+           .doc = "returned in the response's dynamic metadata when the rule passes"},
+      },
+      {.check = CheckDescriptor, .misplaced = Misplaced});
+  return table;
+}
+
+}  // namespace
+
+namespace {
+
+// The top level's descriptors, kept for EnvoyReader::Descriptors; documented as their table.
+Value<EnvoyDocument> TopDescriptors() {
+  Value<EnvoyDocument> v = Rows<EnvoyDocument>::Custom(
+      "list of descriptors (below)",
+      [](const YamlReader&, const YAML::Node& n, const std::string&, EnvoyDocument& out) {
+        out.descriptors = n;
+        return Status::Ok();
+      });
+  v.sections = [](FieldVisitor& visitor, const std::string& path, const EnvoyDocument&) {
+    DescriptorTable().Visit(visitor, Cat(path, "[]"), DescriptorFields{});
+  };
+  return v;
+}
+
+}  // namespace
+
+const Table<EnvoyDocument>& EnvoyDocumentTable() {
+  static const Table<EnvoyDocument> table(
+      {
+          {.name = "domain",
+           .value = Yaml11String<EnvoyDocument>(&EnvoyDocument::domain),
+           .doc = "the domain Envoy's requests name; one file per domain",
+           .default_note = "required"},
+          {.name = "descriptors",
+           .value = TopDescriptors(),
+           .doc = "the descriptor tree, matched against a request's entries in order"},
+      },
+      {.doc = "One file (or each `*.yaml` / `*.yml` file of a directory).",
+       .misplaced = Misplaced});
+  return table;
 }
 
 Status EnvoyReader::Descriptors(const YAML::Node& list, DescriptorNode& parent,
@@ -242,73 +327,33 @@ Status EnvoyReader::Descriptors(const YAML::Node& list, DescriptorNode& parent,
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node d = list[i];
     const std::string at = Cat(field, '[', i, ']');
-    const auto sub = [&](std::string_view name) { return Cat(at, '.', name); };
-    if (Status s = Fields(d, at,
-                          {"key", "value", "rate_limit", "descriptors", "shadow_mode", "quota_mode",
-                           "detailed_metric", "value_to_metric", "share_threshold", "metadata"});
-        !s.ok()) {
-      return s;
-    }
+    DescriptorFields f;
+    if (Status s = DescriptorTable().Read(r_, d, at, f); !s.ok()) return s;
     if (++descriptors_ > kMaxDescriptors) {
       return r_.Error(d, at, "more than 100000 descriptors in one file");
     }
     auto node = std::make_unique<DescriptorNode>();
-    auto key = d["key"] ? String(d["key"], sub("key")) : Result<std::string>(std::string());
-    if (!key.ok()) return key.status();
-    if (key->empty())
-      return r_.Error(d["key"] ? d["key"] : d, sub("key"), "descriptor has empty key");
-    node->key = *key;
-    if (d["value"]) {
-      auto value = String(d["value"], sub("value"));
-      if (!value.ok()) return value.status();
-      node->value = *value;
+    node->key = std::move(f.key);
+    node->value = std::move(f.value);
+    if (f.rate_limit) {
+      RateLimitRule& rule = node->rule.emplace(std::move(f.rate_limit->rule));
+      rule.source = Cat(r_.file(), ':', d.Mark().line + 1);
+      rule.shadow_mode = f.shadow_mode;
+      rule.quota_mode = f.quota_mode;
+      rule.detailed_metric = f.detailed_metric;
+      rule.metadata = std::move(f.metadata);
     }
+    node->value_to_metric = f.value_to_metric;
+    node->share_threshold = f.share_threshold;
     const std::string composite = DescriptorNode::ComposeKey(node->key, node->value);
-    if (const YAML::Node rl = d["rate_limit"]; rl && !rl.IsNull()) {
-      auto rule = Rule(rl, sub("rate_limit"));
-      if (!rule.ok()) return rule.status();
-      node->rule = std::move(*rule);
-      node->rule->source = Cat(r_.file(), ':', d.Mark().line + 1);
-    }
-    bool flags[5] = {};
-    const char* names[5] = {"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric",
-                            "share_threshold"};
-    for (int f = 0; f < 5; ++f) {
-      if (!d[names[f]]) continue;
-      auto b = Bool(d[names[f]], sub(names[f]));
-      if (!b.ok()) return b.status();
-      flags[f] = *b;
-    }
-    if (node->rule) {
-      node->rule->shadow_mode = flags[0];
-      node->rule->quota_mode = flags[1];
-      node->rule->detailed_metric = flags[2];
-    }
-    node->value_to_metric = flags[3];
-    node->share_threshold = flags[4];
-    if (node->share_threshold && composite.find('*') == std::string::npos) {
-      return r_.Error(d["share_threshold"], sub("share_threshold"),
-                      Cat("share_threshold can only be used with wildcard values (containing "
-                          "'*'), but found key '",
-                          composite, "'"));
-    }
-    if (const YAML::Node m = d["metadata"]; m && !m.IsNull()) {
-      if (!m.IsMap()) return r_.Error(m, sub("metadata"), "expected a map");
-      auto metadata = Metadata(m, sub("metadata"), 1);
-      if (!metadata.ok()) return metadata.status();
-      if (node->rule) node->rule->metadata = std::get<MetadataValue::Struct>(metadata->kind);
-    }
-    const YAML::Node children = d["descriptors"];
     DescriptorNode* raw = node.get();
     if (!parent.AddChild(std::move(node)).ok()) {
       return r_.Error(d, at, Cat("duplicate descriptor composite key '", path, composite, "'"));
     }
-    if (children) {
-      if (Status s =
-              Descriptors(children, *raw, sub("descriptors"), Cat(path, composite, '.'), depth + 1);
-          !s.ok()) {
-        return s;
-      }
+    if (Status s = Descriptors(f.descriptors, *raw, JoinPath(at, "descriptors"),
+                               Cat(path, composite, '.'), depth + 1);
+        !s.ok()) {
+      return s;
     }
   }
   return Status::Ok();

@@ -1,27 +1,34 @@
-// EnvoyReader: the typed reads of envoyproxy/ratelimit's YAML (fields, YAML 1.1 scalars,
-// metadata, rate limits, descriptor trees) on top of YamlReader, so errors read as in caudal's
-// own config: file:line:column: field: message.
+// envoyproxy/ratelimit's YAML as caudal reads it: one table per map of the format (field_table.h;
+// the reference's fields with the reference's meaning, caudal's additions marked as such), and
+// EnvoyReader, which builds descriptor trees from them, bounded in depth and count. Errors read
+// as in caudal's own config: file:line:column: field: message. Scalars mean what YAML 1.1 makes
+// of them, as for the reference (yaml11.h).
 //
-// Thread-safety: one reader per document.
+// Thread-safety: the tables are immutable; one reader per document.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <cstddef>
-#include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
 #include "caudal/envoy/ratelimit_config.h"
 #include "caudal/status.h"
+#include "config/field_table.h"
+#include "config/field_values.h"
 #include "config/yaml_reader.h"
 
 namespace caudal::config_internal {
 
-using envoy::DescriptorNode;
-using envoy::MetadataValue;
-using envoy::RateLimitRule;
+// A file's top level. `descriptors` is kept as written, for EnvoyReader::Descriptors.
+struct EnvoyDocument {
+  std::string domain;
+  YAML::Node descriptors;
+};
+
+// The top level; the descriptor and rate_limit tables are reached from it.
+const Table<EnvoyDocument>& EnvoyDocumentTable();
 
 class EnvoyReader {
  public:
@@ -29,27 +36,10 @@ class EnvoyReader {
 
   const YamlReader& r() const { return r_; }
 
-  // A map whose keys are all `allowed`; a field the reference knows, at a level where it would
-  // silently ignore it, is named as such.
-  Status Fields(const YAML::Node& n, const std::string& field,
-                std::initializer_list<std::string_view> allowed) const;
-  // Any scalar reads as its text (null as ""), except one that YAML 1.1 reads as a float: the
-  // reference refuses those outside `metadata`.
-  Result<std::string> String(const YAML::Node& n, const std::string& field) const;
-  // true / false, and YAML 1.1's other spellings (yes, on, ...); null is false, as for the
-  // reference. Quoted text is a string, not a boolean.
-  Result<bool> Bool(const YAML::Node& n, const std::string& field) const;
-  // An unquoted integer (decimal, or 0x / 0o / 0b as YAML 1.1 allows) from 0 to 2^32 - 1.
-  Result<uint32_t> Uint32(const YAML::Node& n, const std::string& field) const;
-
-  // A `metadata` value, as the reference turns it into a google.protobuf.Struct.
-  Result<MetadataValue> Metadata(const YAML::Node& n, const std::string& field, size_t depth) const;
-  // A `rate_limit` map.
-  Result<RateLimitRule> Rule(const YAML::Node& n, const std::string& field) const;
   // A `descriptors` list into `parent`'s children; `path` is the reference's name of `parent`
   // ("domain." or "domain.key_value."), for messages. Bounded in depth and count.
-  Status Descriptors(const YAML::Node& list, DescriptorNode& parent, const std::string& field,
-                     const std::string& path, size_t depth);
+  Status Descriptors(const YAML::Node& list, envoy::DescriptorNode& parent,
+                     const std::string& field, const std::string& path, size_t depth);
 
  private:
   YamlReader r_;

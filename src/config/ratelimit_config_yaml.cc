@@ -56,24 +56,22 @@ Status ReadDocument(const RateLimitDocument& doc, const RateLimitLoadOptions& op
   }
   const YAML::Node& root = loaded;  // const: reading a missing field must not add it
   if (root.IsNull()) return r.Error(root, "domain", "config file cannot have empty domain");
-  if (Status s = reader.Fields(root, "", {"domain", "descriptors"}); !s.ok()) return s;
-  auto domain =
-      root["domain"] ? reader.String(root["domain"], "domain") : Result<std::string>(std::string());
-  if (!domain.ok()) return domain.status();
-  if (domain->empty()) {
+  config_internal::EnvoyDocument fields;
+  if (Status s = config_internal::EnvoyDocumentTable().Read(r, root, "", fields); !s.ok()) return s;
+  const std::string& domain = fields.domain;
+  if (domain.empty()) {
     return r.Error(root["domain"] ? root["domain"] : root, "domain",
                    "config file cannot have empty domain");
   }
-  auto [it, fresh] = domains.try_emplace(*domain);
+  auto [it, fresh] = domains.try_emplace(domain);
   if (fresh) {
     it->second = {.root = std::make_shared<DescriptorNode>(), .file = doc.name};
   } else if (!options.merge_domains) {
     return r.Error(root["domain"], "domain",
-                   Cat("duplicate domain '", *domain, "' in config file (already defined in ",
+                   Cat("duplicate domain '", domain, "' in config file (already defined in ",
                        it->second.file, ')'));
   }
-  if (!root["descriptors"]) return Status::Ok();
-  return reader.Descriptors(root["descriptors"], *it->second.root, "descriptors", Cat(*domain, '.'),
+  return reader.Descriptors(fields.descriptors, *it->second.root, "descriptors", Cat(domain, '.'),
                             1);
 }
 

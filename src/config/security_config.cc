@@ -56,135 +56,152 @@ namespace {
 
 constexpr size_t kMaxAllowedClients = 1024;
 constexpr size_t kMaxIdentityBytes = 1024;
-
-// A non-empty path at n[name], stored into `out`.
-Status Path(const YamlReader& r, const YAML::Node& n, std::string_view section, const char* name,
-            std::string& out) {
-  if (!n[name]) return Status::Ok();
-  const std::string field = Cat(section, '.', name);
-  auto path = r.String(n[name], field);
-  if (!path.ok()) return path.status();
-  if (path->empty()) return r.Error(n[name], field, "empty path");
-  out = *path;
-  return Status::Ok();
-}
+constexpr ClientCertMode kClientCertModes[] = {ClientCertMode::kNone, ClientCertMode::kOptional,
+                                               ClientCertMode::kRequire};
 
 void Resolve(std::string& path, const std::string& dir) {
   if (!path.empty() && path.front() != '/') path = dir + path;
 }
 
-}  // namespace
+// server.tls.listeners: which listeners terminate TLS, each once.
+Status ReadListeners(const YamlReader& r, const YAML::Node& l, const std::string& field,
+                     ServerTlsConfig& out) {
+  if (Status s = r.ExpectSequence(l, field, 2); !s.ok()) return s;
+  if (l.size() == 0) return r.Error(l, field, "expected [http], [grpc] or [http, grpc]");
+  out.http = out.grpc = false;
+  for (size_t i = 0; i < l.size(); ++i) {
+    auto name = r.String(l[i], Cat(field, '[', i, ']'));
+    if (!name.ok()) return name.status();
+    bool& on = *name == "http" ? out.http : out.grpc;
+    if ((*name != "http" && *name != "grpc") || on) {
+      return r.Error(l[i], Cat(field, '[', i, ']'),
+                     Cat("expected http or grpc, each once (got ", Quoted(*name), ')'));
+    }
+    on = true;
+  }
+  return Status::Ok();
+}
 
-Status ParseServerTls(const YamlReader& r, const YAML::Node& n, ServerTlsConfig& out) {
-  constexpr std::string_view kSection = "server.tls";
-  if (Status s = r.ExpectMap(
-          n, kSection, {"cert_file", "key_file", "client_ca_file", "client_cert", "listeners"});
-      !s.ok()) {
-    return s;
-  }
-  for (const auto& [name, value] :
-       {std::pair{"cert_file", &out.cert_file}, std::pair{"key_file", &out.key_file},
-        std::pair{"client_ca_file", &out.client_ca_file}}) {
-    if (Status s = Path(r, n, kSection, name, *value); !s.ok()) return s;
-  }
+std::string ShowListeners(const ServerTlsConfig& tls) {
+  if (tls.http && tls.grpc) return "[http, grpc]";
+  return tls.http ? "[http]" : "[grpc]";
+}
+
+// Both files; the client certificate mode follows client_ca_file unless given.
+Status CheckServerTls(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                      ServerTlsConfig& out) {
   if (out.cert_file.empty() || out.key_file.empty()) {
-    return r.Error(n, kSection, "expected both cert_file and key_file (PEM files)");
+    return r.Error(n, field, "expected both cert_file and key_file (PEM files)");
   }
-  out.client_cert = out.client_ca_file.empty() ? ClientCertMode::kNone : ClientCertMode::kRequire;
-  if (n["client_cert"]) {
-    auto text = r.String(n["client_cert"], "server.tls.client_cert");
-    if (!text.ok()) return text.status();
-    auto mode = ParseClientCertMode(*text);
-    if (!mode.ok())
-      return r.Error(n["client_cert"], "server.tls.client_cert", mode.status().message());
-    out.client_cert = *mode;
+  if (!n["client_cert"]) {
+    out.client_cert = out.client_ca_file.empty() ? ClientCertMode::kNone : ClientCertMode::kRequire;
   }
   const YAML::Node mode_at = n["client_cert"] ? n["client_cert"] : n;
+  const std::string mode_field = JoinPath(field, "client_cert");
   if (out.client_cert != ClientCertMode::kNone && out.client_ca_file.empty()) {
-    return r.Error(mode_at, "server.tls.client_cert",
+    return r.Error(mode_at, mode_field,
                    Cat(ClientCertModeName(out.client_cert),
                        " needs client_ca_file: the CAs that sign client certificates"));
   }
   if (out.client_cert == ClientCertMode::kNone && !out.client_ca_file.empty()) {
-    return r.Error(mode_at, "server.tls.client_cert",
+    return r.Error(mode_at, mode_field,
                    "none with a client_ca_file: say optional or require, or drop client_ca_file");
   }
-  if (const YAML::Node l = n["listeners"]) {
-    const std::string field = "server.tls.listeners";
-    if (Status s = r.ExpectSequence(l, field, 2); !s.ok()) return s;
-    if (l.size() == 0) return r.Error(l, field, "expected [http], [grpc] or [http, grpc]");
-    out.http = out.grpc = false;
-    for (size_t i = 0; i < l.size(); ++i) {
-      auto name = r.String(l[i], Cat(field, '[', i, ']'));
-      if (!name.ok()) return name.status();
-      bool& on = *name == "http" ? out.http : out.grpc;
-      if ((*name != "http" && *name != "grpc") || on) {
-        return r.Error(l[i], Cat(field, '[', i, ']'),
-                       Cat("expected http or grpc, each once (got ", Quoted(*name), ')'));
-      }
-      on = true;
-    }
-  }
   return Status::Ok();
 }
 
-Status ParseCallerAuth(const YamlReader& r, const YAML::Node& n, CallerAuthConfig& out) {
-  constexpr std::string_view kSection = "server.auth";
-  if (Status s = r.ExpectMap(n, kSection, {"token_file", "allowed_clients", "metrics"}); !s.ok()) {
-    return s;
-  }
-  if (Status s = Path(r, n, kSection, "token_file", out.token_file); !s.ok()) return s;
-  if (const YAML::Node a = n["allowed_clients"]) {
-    const std::string field = "server.auth.allowed_clients";
-    if (Status s = r.ExpectSequence(a, field, kMaxAllowedClients); !s.ok()) return s;
-    for (size_t i = 0; i < a.size(); ++i) {
-      const std::string at = Cat(field, '[', i, ']');
-      auto id = r.String(a[i], at);
-      if (!id.ok()) return id.status();
-      if (id->empty() || id->size() > kMaxIdentityBytes) {
-        return r.Error(
-            a[i], at,
-            Cat("expected a certificate CN or SAN of 1 to ", kMaxIdentityBytes, " bytes"));
-      }
-      out.allowed_clients.push_back(*id);
-    }
-  }
-  if (n["metrics"]) {
-    auto text = r.String(n["metrics"], "server.auth.metrics");
-    if (!text.ok()) return text.status();
-    if (*text != "open" && *text != "protected") {
-      return r.Error(n["metrics"], "server.auth.metrics",
-                     Cat("expected open or protected (got ", Quoted(*text), ')'));
-    }
-    out.protect_metrics = *text == "protected";
-  }
-  return Status::Ok();
+Status ValidIdentity(std::string_view id) {
+  if (!id.empty() && id.size() <= kMaxIdentityBytes) return Status::Ok();
+  return Status::InvalidArgument(
+      Cat("expected a certificate CN or SAN of 1 to ", kMaxIdentityBytes, " bytes"));
 }
 
-Status ParseStoreTls(const YamlReader& r, const YAML::Node& n, StoreTlsConfig& out) {
-  constexpr std::string_view kSection = "store.tls";
-  if (Status s = r.ExpectMap(n, kSection, {"ca_file", "cert_file", "key_file", "server_name"});
-      !s.ok()) {
-    return s;
+Status ValidServerName(std::string_view name) {
+  if (!name.empty() && name.size() <= 253 && name.find_first_of(" /:@\t\r\n") == name.npos) {
+    return Status::Ok();
   }
-  for (const auto& [name, value] :
-       {std::pair{"ca_file", &out.ca_file}, std::pair{"cert_file", &out.cert_file},
-        std::pair{"key_file", &out.key_file}}) {
-    if (Status s = Path(r, n, kSection, name, *value); !s.ok()) return s;
-  }
-  if (out.cert_file.empty() != out.key_file.empty()) {
-    return r.Error(n, kSection, "expected cert_file and key_file together (a client certificate)");
-  }
-  if (n["server_name"]) {
-    auto name = r.String(n["server_name"], "store.tls.server_name");
-    if (!name.ok()) return name.status();
-    if (name->empty() || name->size() > 253 ||
-        name->find_first_of(" /:@\t\r\n") != std::string::npos) {
-      return r.Error(n["server_name"], "store.tls.server_name", "expected a host name");
-    }
-    out.server_name = *name;
-  }
-  return Status::Ok();
+  return Status::InvalidArgument("expected a host name");
+}
+
+}  // namespace
+
+const Table<ServerTlsConfig>& ServerTlsTable() {
+  using R = Rows<ServerTlsConfig>;
+  static const Table<ServerTlsConfig> table(
+      {
+          {.name = "cert_file",
+           .value = R::Path(&ServerTlsConfig::cert_file),
+           .doc = "the server's certificate chain (PEM); with key_file"},
+          {.name = "key_file",
+           .value = R::Path(&ServerTlsConfig::key_file),
+           .doc = "its private key (PEM)"},
+          {.name = "client_ca_file",
+           .value = R::Path(&ServerTlsConfig::client_ca_file),
+           .doc = "mTLS: the CAs (PEM) that sign client certificates"},
+          {.name = "client_cert",
+           .value = R::Choice(&ServerTlsConfig::client_cert, ParseClientCertMode,
+                              ClientCertModeName, kClientCertModes),
+           .doc = "whether a caller must show a certificate (optional: verified if sent)",
+           .default_note = "`require` with client_ca_file, else `none`"},
+          {.name = "listeners",
+           .value = R::Custom("list of `http`, `grpc`", ReadListeners, ShowListeners),
+           .doc = "the listeners where caudal terminates TLS"},
+      },
+      {.doc = "Off by default: plaintext (bind to loopback then). The files are read at start "
+              "and on every `SIGHUP`.",
+       .check = CheckServerTls});
+  return table;
+}
+
+const Table<CallerAuthConfig>& CallerAuthTable() {
+  using R = Rows<CallerAuthConfig>;
+  static const Table<CallerAuthConfig> table(
+      {
+          {.name = "token_file",
+           .value = R::Path(&CallerAuthConfig::token_file),
+           .doc = "a bearer token callers send (or CAUDAL_AUTH_TOKEN); never printed"},
+          {.name = "allowed_clients",
+           .value = R::List(&CallerAuthConfig::allowed_clients, kMaxAllowedClients,
+                            TextItem("certificate CNs or SANs", ValidIdentity)),
+           .doc = "mTLS identities allowed: a client certificate's CN or SAN, exactly"},
+          {.name = "metrics",
+           .value = R::Choice(&CallerAuthConfig::protect_metrics,
+                              {{"open", false}, {"protected", true}}),
+           .doc = "protected: /metrics, /v1/top-refused and /v1/status need the credentials too"},
+      },
+      {.doc = "Who may call /v1/check, /v1/auth and ShouldRateLimit; off by default. With a token "
+              "and identities, a caller passes with either."});
+  return table;
+}
+
+const Table<StoreTlsConfig>& StoreTlsTable() {
+  using R = Rows<StoreTlsConfig>;
+  static const Table<StoreTlsConfig> table(
+      {
+          {.name = "ca_file",
+           .value = R::Path(&StoreTlsConfig::ca_file),
+           .doc = "the CAs (PEM) that sign Redis's certificate; empty: the system's"},
+          {.name = "cert_file",
+           .value = R::Path(&StoreTlsConfig::cert_file),
+           .doc = "a client certificate (PEM), for tls-auth-clients yes; with key_file"},
+          {.name = "key_file",
+           .value = R::Path(&StoreTlsConfig::key_file),
+           .doc = "its private key (PEM)"},
+          {.name = "server_name",
+           .value = R::Text(&StoreTlsConfig::server_name, "host name", ValidServerName),
+           .doc = "sent as SNI and verified against the certificate; empty: the URL's host"},
+      },
+      {.doc = "Only with a TLS store.url: rediss://, or ?tls=true on redis-cluster:// and "
+              "redis-sentinel://.",
+       .check = [](const YamlReader& r, const YAML::Node& n, const std::string& path,
+                   StoreTlsConfig& out) -> Status {
+         if (out.cert_file.empty() != out.key_file.empty()) {
+           return r.Error(n, path,
+                          "expected cert_file and key_file together (a client certificate)");
+         }
+         return Status::Ok();
+       }});
+  return table;
 }
 
 Status CheckServerSecurity(const YamlReader& r, const YAML::Node& at, const ServerConfig& server) {

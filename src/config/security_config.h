@@ -7,13 +7,16 @@
 #include <string>
 
 #include "caudal/config.h"
+#include "config/field_table.h"
+#include "config/field_values.h"
 #include "config/yaml_reader.h"
 
 namespace caudal::config_internal {
 
-Status ParseServerTls(const YamlReader& r, const YAML::Node& n, ServerTlsConfig& out);
-Status ParseCallerAuth(const YamlReader& r, const YAML::Node& n, CallerAuthConfig& out);
-Status ParseStoreTls(const YamlReader& r, const YAML::Node& n, StoreTlsConfig& out);
+// The tables of server.tls, server.auth and store.tls (see field_table.h).
+const Table<ServerTlsConfig>& ServerTlsTable();
+const Table<CallerAuthConfig>& CallerAuthTable();
+const Table<StoreTlsConfig>& StoreTlsTable();
 
 // The checks across sections, once the whole server section is read: an identity allow-list
 // needs client certificates to read identities from. `at` locates the error.

@@ -35,7 +35,7 @@ Status YamlReader::Error(const YAML::Node& at, std::string_view field,
 }
 
 Status YamlReader::ExpectMap(const YAML::Node& n, std::string_view field,
-                             std::initializer_list<std::string_view> allowed) const {
+                             std::span<const std::string_view> allowed) const {
   std::string names;
   for (std::string_view a : allowed) names += Cat(names.empty() ? "" : ", ", a);
   if (!n.IsMap())

@@ -6,7 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
-#include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,7 +25,7 @@ class YamlReader {
 
   // A map whose keys are all in `allowed`, none repeated.
   Status ExpectMap(const YAML::Node& n, std::string_view field,
-                   std::initializer_list<std::string_view> allowed) const;
+                   std::span<const std::string_view> allowed) const;
   Status ExpectSequence(const YAML::Node& n, std::string_view field, size_t max_items) const;
 
   Result<std::string> String(const YAML::Node& n, std::string_view field) const;
