@@ -57,7 +57,7 @@ class ServeCommand final : public Command {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     auto config = Load();
-    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (!config.ok()) return Fail(env, kExitUsage, config.status().message());
     // A change to the config file or the Envoy files reloads as SIGHUP does: the watcher raises
     // SIGHUP, so every reload runs in the loop below, one at a time (a ConfigMap update sends no
     // signal). Watching before anything is built: a change from here on is never missed, and the
@@ -71,11 +71,8 @@ class ServeCommand final : public Command {
                                                        .stores_use_clock = env.stores_use_clock,
                                                        .wrap_store = env.wrap_store});
     if (!service.ok()) {
-      if (service.status().code() == StatusCode::kInvalidArgument) {
-        return UsageError(env, kName, service.status().message());
-      }
-      env.err << "caudal serve: " << service.status().message() << "\n";
-      return kExitFailure;
+      const bool usage = service.status().code() == StatusCode::kInvalidArgument;
+      return Fail(env, usage ? kExitUsage : kExitFailure, service.status().message());
     }
     if (!watcher.ok()) {
       (*service)->log().Warning(
@@ -101,6 +98,16 @@ class ServeCommand final : public Command {
     if (!config.ok()) return config;
     if (Status s = ApplyOverrides(*config, flags_, std::getenv); !s.ok()) return s;
     return config;
+  }
+
+  // A start-up failure, in JSON if the flag or else the file (if it can be read) says so.
+  int Fail(Env& env, int code, std::string_view message) const {
+    auto format = ParseLogFormat(flags_.log_format);
+    if (!format.ok()) {
+      auto config = LoadConfigFile(config_path_);
+      format = config.ok() ? config->logging.format : LogFormat::kText;
+    }
+    return Failure(env, kName, code, message, *format);
   }
 
   // What scripts look for ("listening on http://127.0.0.1:PORT"); in JSON mode, a log line.
