@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The OpenAPI document's validator, @redocly/cli at the version package-lock.json pins:
+#   redocly.sh install DIR            npm ci into DIR (once per lock file)
+#   redocly.sh lint DIR DOCUMENT      `redocly lint` with redocly.yaml: every problem an error
+#   redocly.sh catches DIR DOCUMENT   the lint fails on each of a few broken copies of DOCUMENT
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+command=$1
+dir=$2
+redocly="$dir/node_modules/.bin/redocly"
+
+lint() {
+  "$redocly" lint --config "$here/redocly.yaml" --format stylish "$1"
+}
+
+case "$command" in
+  install)
+    mkdir -p "$dir"
+    if [ ! -x "$redocly" ] || ! cmp -s "$here/package-lock.json" "$dir/package-lock.json"; then
+      cp "$here/package.json" "$here/package-lock.json" "$dir/"
+      # --ignore-scripts: the one install script in the tree (core-js's) only prints a banner.
+      (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+    fi
+    "$redocly" --version
+    ;;
+  lint)
+    lint "$3"
+    ;;
+  catches)
+    broken=$(mktemp -d)
+    trap 'rm -rf "$broken"' EXIT
+    # Each a mistake a hand edit could make: two operations of one id, a reference to nothing, a
+    # schema type that does not exist, a response code that is no status.
+    python3 - "$3" "$broken" <<'PY'
+import json, sys
+source, out = sys.argv[1], sys.argv[2]
+def write(name, edit):
+    with open(source) as f:
+        doc = json.load(f)
+    edit(doc)
+    with open("%s/%s.json" % (out, name), "w") as f:
+        json.dump(doc, f, indent=2)
+write("duplicate_id", lambda d: d["paths"]["/readyz"]["get"].__setitem__("operationId", "healthz"))
+write("dangling_ref", lambda d: d["components"]["schemas"]["CheckFields"]["properties"]
+      .__setitem__("policies", {"$ref": "#/components/schemas/NoSuchSchema"}))
+write("bad_type", lambda d: d["components"]["schemas"]["LimitDecision"]["properties"]
+      .__setitem__("remaining", {"type": "count"}))
+write("bad_status", lambda d: d["paths"]["/readyz"]["get"]["responses"]
+      .__setitem__("2OO", d["paths"]["/readyz"]["get"]["responses"]["200"]))
+PY
+    failed=0
+    for f in "$broken"/*.json; do
+      if lint "$f" >"$f.out" 2>&1; then
+        echo "redocly lint accepted $(basename "$f" .json):" >&2
+        cat "$f.out" >&2
+        failed=1
+      else
+        echo "caught $(basename "$f" .json): $(grep -m1 -E 'rule|error' "$f.out" || true)"
+      fi
+    done
+    exit $failed
+    ;;
+  *)
+    echo "usage: redocly.sh install|lint|catches DIR [DOCUMENT]" >&2
+    exit 2
+    ;;
+esac
