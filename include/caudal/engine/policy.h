@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 
