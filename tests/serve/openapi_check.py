@@ -82,8 +82,9 @@ class Document:
             if code not in responses:
                 code = "%dXX" % (status // 100)
             if code not in responses:
-                raise AssertionError("%s %s: status %d is not documented for %s %s (documented: %s)" % (
-                    method, path, status, key[1], key[0], ", ".join(responses)))
+                raise AssertionError(
+                    "%s %s: status %d is not documented for %s %s (documented: %s)" % (
+                        method, path, status, key[1], key[0], ", ".join(responses)))
         return key + (code,), self.deref(responses[code])
 
     def check(self, method, target, status, headers, body):
@@ -102,7 +103,8 @@ class Document:
             schema = self.deref(header["schema"])
             if schema.get("type") == "integer":
                 if not re.fullmatch(r"[0-9]+", value):
-                    raise AssertionError("%s: header %s: %r is not an integer" % (what, name, value))
+                    raise AssertionError("%s: header %s: %r is not an integer" % (
+                        what, name, value))
                 value = int(value)
             self.validate(value, schema, "%s: header %s" % (what, name))
         content = spec.get("content")
@@ -114,7 +116,8 @@ class Document:
             self._seen.add(key)
             return
         if content_type is None:
-            raise AssertionError("%s: no Content-Type (documented: %s)" % (what, ", ".join(content)))
+            raise AssertionError("%s: no Content-Type (documented: %s)" % (
+                what, ", ".join(content)))
         media = content.get(content_type)
         if media is None:
             raise AssertionError("%s: Content-Type %r is not documented (documented: %s)" % (
