@@ -9,8 +9,8 @@ command=$1
 dir=$2
 redocly="$dir/node_modules/.bin/redocly"
 # Offline but for npm's registry at install: no usage data sent to Redocly, no check for a newer
-# version, npm's cache in the build tree.
-export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true npm_config_cache="$dir/npm-cache"
+# version.
+export REDOCLY_TELEMETRY=off REDOCLY_SUPPRESS_UPDATE_NOTICE=true
 
 lint() {
   "$redocly" lint --config "$here/redocly.yaml" --format stylish "$1"
@@ -19,10 +19,14 @@ lint() {
 case "$command" in
   install)
     mkdir -p "$dir"
-    if [ ! -x "$redocly" ] || ! cmp -s "$here/package-lock.json" "$dir/package-lock.json"; then
+    # installed-lock.json: the lock file of the last install that completed.
+    if ! cmp -s "$here/package-lock.json" "$dir/installed-lock.json"; then
+      rm -f "$dir/installed-lock.json"
       cp "$here/package.json" "$here/package-lock.json" "$dir/"
       # --ignore-scripts: the one install script in the tree (core-js's) only prints a banner.
-      (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+      # --prefer-offline: what npm's cache holds (shared by build trees) is not fetched again.
+      (cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --prefer-offline --loglevel=error)
+      cp "$here/package-lock.json" "$dir/installed-lock.json"
     fi
     "$redocly" --version
     ;;
