@@ -1,9 +1,10 @@
 """deploy/prometheus's rules, checked:
   rules_test.py check DIR OPERATIONS_MD    promtool's check of the rules; every metric they name is
                                            one docs/operations.md's generated list has (a
-                                           histogram's _bucket, _count, _sum included); every
-                                           alert and recording rule met by a test; then
-                                           `promtool test rules`
+                                           histogram's _bucket, _count, _sum included), and
+                                           every label they match or group by one of those
+                                           metrics has; every alert and recording rule met by
+                                           a test; then `promtool test rules`
   rules_test.py catches DIR OPERATIONS_MD  the check fails on each of a few broken copies
 """
 import os
@@ -21,19 +22,46 @@ TESTS = "caudal.rules.test.yml"
 METRIC = re.compile(r"(?<![:\w])caudal_[a-z0-9_]+(?![:\w])")
 
 
+# Labels every series has once scraped (Prometheus's target labels).
+TARGET_LABELS = {"job", "instance"}
+GROUPING = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
+MATCHER = re.compile(r"(?<![:\w])(caudal_[a-z0-9_]+)\{([^}]*)\}")
+
+
 def exported(operations_md):
-    """The metric names /metrics serves, from the list generated from kMetricTable."""
+    """{metric name: its label names} that /metrics serves, from the list generated from
+    kMetricTable."""
     with open(operations_md) as f:
         text = f.read()
     table = text.split("<!-- metrics:", 1)[1].split("<!-- end of metrics -->", 1)[0]
-    names = set()
-    for name, kind in re.findall(r"^\| `(caudal_[a-z0-9_]+)[^`]*` \| (\w+) \|", table, re.M):
-        names.add(name)
+    names = {}
+    row = re.compile(r"^\| `(caudal_[a-z0-9_]+)(?:\{([a-z_,]*)\})?` \| (\w+) \|", re.M)
+    for name, labels, kind in row.findall(table):
+        labels = set(filter(None, labels.split(","))) | TARGET_LABELS
+        names[name] = labels
         if kind == "histogram":
-            names.update(name + suffix for suffix in ("_bucket", "_count", "_sum"))
+            names[name + "_bucket"] = labels | {"le"}
+            names[name + "_count"] = names[name + "_sum"] = labels
     if not names:
         raise SystemExit("%s: no generated list of metrics" % operations_md)
     return names
+
+
+def label_problems(name, expr, known):
+    """Labels the rule matches or groups by that none of its metrics has."""
+    metrics = set(METRIC.findall(expr)) & set(known)
+    have = set().union(*(known[m] for m in metrics)) if metrics else set()
+    problems = []
+    for metric, matchers in MATCHER.findall(expr):
+        for label in re.findall(r"([a-z_]+)\s*[=!]~?", matchers):
+            if metric in known and label not in known[metric]:
+                problems.append("%s: %s has no label %s" % (name, metric, label))
+    for group in GROUPING.findall(expr):
+        for label in filter(None, (l.strip() for l in group.split(","))):
+            if metrics and label not in have:
+                problems.append("%s: groups by %s, which none of %s has" % (
+                    name, label, ", ".join(sorted(metrics))))
+    return problems
 
 
 def check(directory, operations_md):
@@ -51,6 +79,7 @@ def check(directory, operations_md):
             if metric not in known:
                 problems.append("%s: %s is not a metric caudal exports (docs/operations.md)" % (
                     name, metric))
+        problems += label_problems(name, rule["expr"], known)
     fired = {a["alertname"] for t in tests for a in t.get("alert_rule_test", []) if a["exp_alerts"]}
     evaluated = {e["expr"].split("{")[0] for t in tests for e in t.get("promql_expr_test", [])
                  if e["exp_samples"]}
@@ -79,6 +108,12 @@ def broken_copies(directory):
         ("a misspelt metric", lambda t: t.replace(
             "rate(caudal_config_reloads_total{", "rate(caudal_config_reload_total{").replace(
             "increase(caudal_config_reloads_total{", "increase(caudal_config_reload_total{")),
+        ("a label the metric lacks", lambda t: t.replace(
+            "sum by (job, instance, node) (increase(caudal_store_node_breaker_opens_total",
+            "sum by (job, instance, server) (increase(caudal_store_node_breaker_opens_total")),
+        ("a matcher on a label the metric lacks", lambda t: t.replace(
+            'caudal_http_responses_total{code="503"}',
+            'caudal_http_responses_total{status="503"}')),
         ("an untested alert", lambda t: t + (
             "      - alert: CaudalUntested\n"
             "        expr: caudal_store_degraded == 1\n")),
