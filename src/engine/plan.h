@@ -36,6 +36,13 @@ struct Engine::Snapshot {
 
 namespace engine_internal {
 
+// Where a policy's check took its limits from (precedence: runtime, tier, policy).
+enum class LimitsFrom : uint8_t {
+  kPolicy,   // the policy's own `limits`
+  kTier,     // one of its static `overrides` (Check::tier says which)
+  kRuntime,  // the identity's runtime override
+};
+
 // One check being decided. `result` is what the front end gets back.
 struct Check {
   PolicyResult result;
@@ -57,6 +64,8 @@ struct Check {
   // the request is refused too.
   bool quota = false;
   Status error;  // kConsumeEach: this check's store call failed
+  LimitsFrom limits_from = LimitsFrom::kPolicy;
+  int tier = -1;  // kTier: the index in the policy's overrides
   // What its first limit had counted before this check's hits, as envoyproxy/ratelimit's counter
   // would read before its INCRBY (the hits of earlier checks of the request on the same key
   // included); -1 until a store (shared or local) decided it. For the hit statistics.
@@ -69,6 +78,10 @@ struct Plan {
   bool blocked = false;  // an enforced check is kBlocked: the request is refused whatever else
   int64_t instances = 1;
 };
+
+// Where `c` took its limits from, as the admin API names it: "limits", "overrides[1]",
+// "runtime_override".
+std::string LimitsFromName(const Check& c);
 
 // Policies that apply to `request`, in config order. kInvalidArgument for bad descriptors, a
 // cost < 1, or a cost above an applicable limit's capacity.
