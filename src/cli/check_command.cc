@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/store_registry.h"
+#include "caudal/config/config.h"
+#include "caudal/config/store_registry.h"
+#include "caudal/engine/engine.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "server/http_api.h"

@@ -1,6 +1,6 @@
 #include "cli/overrides.h"
 
-#include "caudal/store_registry.h"
+#include "caudal/config/store_registry.h"
 #include "common/cat.h"
 
 namespace caudal::cli {

@@ -12,8 +12,8 @@
 #include <functional>
 #include <string>
 
-#include "caudal/config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
 
 namespace caudal::cli {
 

@@ -1,6 +1,6 @@
 // `caudal serve`: turns flags, the environment and the config file into a Config and runs a
-// Service (see caudal/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config file
-// or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
+// Service (see caudal/service/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config
+// file or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
 // takes them or refuses them whole.
 #include <pthread.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/service.h"
+#include "caudal/config/config.h"
+#include "caudal/service/service.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "common/cat.h"

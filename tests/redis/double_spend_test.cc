@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 

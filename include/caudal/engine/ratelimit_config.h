@@ -31,8 +31,8 @@
 #include <variant>
 #include <vector>
 
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
 
 namespace caudal::envoy {
 

@@ -30,10 +30,10 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/decision.h"
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/ip.h"
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/ip.h"
 
 namespace caudal {
 
