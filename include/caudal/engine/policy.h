@@ -8,7 +8,8 @@
 // A policy may give some requests other limits: its `overrides` (tiers), each a `match` on
 // descriptor values, the identity's own ({tenant: acme}) or another of the request's ({plan:
 // pro}). The first override whose every value the request holds gives its limits; a request no
-// override matches gets the policy's own. Runtime overrides (caudal/admin.h) come before both.
+// override matches gets the policy's own. Runtime overrides
+// (caudal/engine/runtime_overrides.h) come before both.
 //
 // Thread-safety: a PolicySet is immutable once created; share it by shared_ptr.
 #pragma once
@@ -67,8 +68,8 @@ inline constexpr size_t kMaxIdentityFields = 8;
 inline constexpr size_t kMaxNameLength = 64;  // policy and descriptor names
 inline constexpr int64_t kMaxInstances = 1024;
 inline constexpr size_t kMaxOverridesPerPolicy = 64;
-inline constexpr size_t kMaxMatchValues = 8;           // descriptors one override matches on
-inline constexpr size_t kMaxMatchValueLength = 256;    // as a descriptor value
+inline constexpr size_t kMaxMatchValues = 8;         // descriptors one override matches on
+inline constexpr size_t kMaxMatchValueLength = 256;  // as a descriptor value
 
 // One descriptor value an override matches: the request's `descriptor` equals `value`; for
 // `ip`, the value may be an address or a CIDR block ("10.0.0.0/8") that holds the request's.
