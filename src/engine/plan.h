@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
+#include "caudal/engine/runtime_overrides.h"
 
 namespace caudal {
 
@@ -32,6 +33,7 @@ struct Engine::Snapshot {
     PolicyCounters* counters = nullptr;
   };
   std::unordered_map<const envoy::RateLimitRule*, RuleStats> rule_stats;
+  std::shared_ptr<const RuntimeOverrides> runtime;  // null: none
 };
 
 namespace engine_internal {
@@ -83,7 +85,14 @@ struct Plan {
 // "runtime_override".
 std::string LimitsFromName(const Check& c);
 
-// Policies that apply to `request`, in config order. kInvalidArgument for bad descriptors, a
+// The identity of `policy` in `descriptors` (each value length-prefixed, so no two identities
+// encode alike; `ip` masked by the policy's prefix), or nullopt when a field is missing;
+// kInvalidArgument for an `ip` that is no address.
+Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& policy,
+                                                  const Descriptors& descriptors);
+
+// Policies that apply to `request`, in config order, each with the limits that apply to its
+// identity (runtime override, static override, its own). kInvalidArgument for bad descriptors, a
 // cost < 1, or a cost above an applicable limit's capacity.
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
 

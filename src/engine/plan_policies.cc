@@ -64,8 +64,8 @@ Status ValidateDescriptors(const Descriptors& descriptors) {
   return Status::Ok();
 }
 
-// The identity of `policy` in `descriptors` (each value length-prefixed, so no two identities
-// encode alike; `ip` masked by the policy's prefix), or nullopt when a field is missing.
+}  // namespace
+
 Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& policy,
                                                   const Descriptors& descriptors) {
   std::string out;
@@ -89,6 +89,8 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
   }
   return std::optional<std::string>(std::move(out));
 }
+
+namespace {
 
 const std::string* ValueOf(const Descriptors& descriptors, std::string_view name) {
   for (const Descriptor& d : descriptors) {
@@ -175,7 +177,16 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     const std::vector<Limit>* limits = &p.spec.limits;
     const std::vector<Limit>* local = &p.local_limits;
     const std::vector<std::string>* prefixes = &p.key_prefixes;
-    if (const int t = MatchTier(p, request.descriptors); t >= 0) {
+    const RuntimeOverrides::Entry* runtime =
+        snap.runtime == nullptr
+            ? nullptr
+            : snap.runtime->Find(OverrideKind::kPolicy, p.spec.name, **identity);
+    if (runtime != nullptr) {
+      limits = &runtime->set.limits;
+      local = &runtime->set.local_limits;
+      prefixes = &runtime->set.key_prefixes;
+      c.limits_from = LimitsFrom::kRuntime;
+    } else if (const int t = MatchTier(p, request.descriptors); t >= 0) {
       const LimitSet& tier = p.tiers[static_cast<size_t>(t)].set;
       limits = &tier.limits;
       local = &tier.local_limits;
