@@ -197,7 +197,8 @@ YAML::Node NodeForField(const YAML::Node& policy, const std::string& field) {
     YAML::Node next;
     if (field[pos] == '[') {
       size_t i = 0;
-      const auto [end, ec] = std::from_chars(field.data() + pos + 1, field.data() + field.size(), i);
+      const auto [end, ec] =
+          std::from_chars(field.data() + pos + 1, field.data() + field.size(), i);
       if (ec != std::errc() || !here.IsSequence() || i >= here.size()) break;
       next.reset(here[i]);
       pos = static_cast<size_t>(end - field.data()) + 1;

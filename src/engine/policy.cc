@@ -59,8 +59,7 @@ std::optional<std::string> MatchValueProblem(const MatchValue& m) {
   return std::nullopt;
 }
 
-std::optional<PolicyError> ValidateOverride(const PolicySpec& spec,
-                                            const PolicySetOptions& options,
+std::optional<PolicyError> ValidateOverride(const PolicySpec& spec, const PolicySetOptions& options,
                                             const OverrideSpec& o, const std::string& where) {
   if (o.match.empty() || o.match.size() > kMaxMatchValues) {
     return Err(where + ".match", Cat("expected 1 to ", kMaxMatchValues, " descriptor values"));
