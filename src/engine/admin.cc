@@ -75,11 +75,67 @@ const Limit& NeverFits() {
 
 struct Admin::Resolved {
   std::shared_ptr<const Engine::Snapshot> snap;
-  const PolicySet::Policy* policy = nullptr;
-  Descriptors descriptors;
+  OverrideKind kind = OverrideKind::kPolicy;
+  const PolicySet::Policy* policy = nullptr;   // kPolicy
+  const envoy::RateLimitRule* rule = nullptr;  // kEnvoyRule
+  std::string domain;                          // kEnvoyRule: the rule's domain
+  Descriptors descriptors;  // the parameters: a policy's descriptors, or the rule's entries
   std::string identity_key;
   std::vector<std::pair<std::string, std::string>> params;
 };
+
+namespace {
+
+// The one check an admin request is about, with the plan that holds it.
+struct Planned {
+  Plan plan;
+  const Check* check = nullptr;
+};
+
+std::vector<envoy::DescriptorEntry> EntriesOf(const Descriptors& d) {
+  std::vector<envoy::DescriptorEntry> out;
+  for (const Descriptor& e : d) out.push_back({e.name, e.value});
+  return out;
+}
+
+// An Envoy rule by its stat key, and the domain it is in, or nullptr.
+const envoy::RateLimitRule* FindRule(const Engine::Snapshot& snap, std::string_view stat_key,
+                                     std::string& domain) {
+  for (const auto& [rule, stats] : snap.rule_stats) {
+    if (stats.name != stat_key || snap.domains == nullptr) continue;
+    for (size_t dot = stat_key.find('.'); dot != std::string_view::npos;
+         dot = stat_key.find('.', dot + 1)) {
+      if (snap.domains->HasDomain(stat_key.substr(0, dot))) domain = stat_key.substr(0, dot);
+    }
+    return rule;
+  }
+  return nullptr;
+}
+
+AdminResult<Planned> PlanTarget(const Admin::Resolved& r) {
+  Planned out;
+  if (r.kind == OverrideKind::kPolicy) {
+    auto plan = engine_internal::PlanPolicies(*r.snap, {.descriptors = r.descriptors, .cost = 1});
+    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    out.plan = std::move(*plan);
+    for (const Check& c : out.plan.checks) {
+      if (c.result.policy == r.policy) out.check = &c;
+    }
+  } else {
+    DomainRequest request{.domain = r.domain, .descriptors = {}, .hits_addend = 1};
+    request.descriptors.push_back(
+        {.entries = EntriesOf(r.descriptors), .hits = std::nullopt, .limit = std::nullopt});
+    auto plan = engine_internal::PlanDomain(*r.snap, request);
+    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    out.plan = std::move(*plan);
+    if (out.plan.checks.size() == 1) out.check = &out.plan.checks[0];
+  }
+  if (out.check == nullptr)
+    return Fail(AdminError::kInvalidParameter, "the identity is incomplete");
+  return out;
+}
+
+}  // namespace
 
 Admin::Admin(Engine& engine, OverrideStore& overrides, const Clock& clock, AdminOptions options)
     : engine_(engine), overrides_(overrides), clock_(clock), options_(options) {
@@ -184,10 +240,7 @@ AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
   for (const PolicySet::Policy& p : r.snap->policies->policies()) {
     if (p.spec.name == target.policy) r.policy = &p;
   }
-  if (r.policy == nullptr) {
-    return Fail(AdminError::kUnknownPolicy,
-                Cat("policy ", Quoted(target.policy.substr(0, 200)), ": no such policy"));
-  }
+  if (r.policy == nullptr) return ResolveRule(target, std::move(r));
   const std::vector<std::string>& fields = r.policy->spec.identity;
   for (const auto& [name, value] : target.params) {
     if (std::find(fields.begin(), fields.end(), name) == fields.end()) {
@@ -225,16 +278,52 @@ AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
   return r;
 }
 
+// An Envoy rule named by its stat key: the parameters are a descriptor's entries, in order, and
+// must select that rule.
+AdminResult<Admin::Resolved> Admin::ResolveRule(const AdminTarget& target, Resolved r) const {
+  r.rule = FindRule(*r.snap, target.policy, r.domain);
+  if (r.rule == nullptr || r.domain.empty()) {
+    return Fail(AdminError::kUnknownPolicy, Cat("policy ", Quoted(target.policy.substr(0, 200)),
+                                                ": no such policy, nor an Envoy rule's stat key"));
+  }
+  r.kind = OverrideKind::kEnvoyRule;
+  if (target.params.empty()) {
+    return Fail(AdminError::kMissingParameter,
+                Cat("Envoy rule ", Quoted(target.policy),
+                    ": expected its descriptor's entries as parameters, in order"));
+  }
+  for (const auto& [name, value] : target.params) {
+    if (Status s = engine_internal::ValidateValue(name, value); !s.ok()) {
+      return Fail(AdminError::kInvalidParameter, s.message());
+    }
+    r.descriptors.push_back({name, value});
+  }
+  const std::vector<envoy::DescriptorEntry> entries = EntriesOf(r.descriptors);
+  if (r.snap->domains->Match(r.domain, entries) != r.rule) {
+    return Fail(AdminError::kUnknownParameter,
+                Cat("the parameters select another rule of domain ", Quoted(r.domain), " than ",
+                    Quoted(target.policy), ", or none"));
+  }
+  r.identity_key = engine_internal::EncodeEntries(entries);
+  r.params = target.params;
+  return r;
+}
+
 AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& target,
                                                               std::vector<Limit> limits,
                                                               std::optional<Micros> expires_in,
                                                               std::string_view who) {
   auto r = Resolve(target);
   if (!r.ok()) return r.failure();
-  if (auto e = ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), limits)) {
-    return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
+  if (r->kind == OverrideKind::kEnvoyRule && limits.size() != 1) {
+    return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
   }
-  RuntimeOverride o{.kind = OverrideKind::kPolicy,
+  if (r->kind == OverrideKind::kPolicy) {
+    if (auto e = ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), limits)) {
+      return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
+    }
+  }
+  RuntimeOverride o{.kind = r->kind,
                     .policy = target.policy,
                     .identity = r->params,
                     .identity_key = r->identity_key,
@@ -271,20 +360,36 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
   return std::pair(std::move(view), *put);
 }
 
+OverrideKind Admin::KindOf(std::string_view policy) const {
+  const auto snap = engine_.snapshot();
+  for (const PolicySet::Policy& p : snap->policies->policies()) {
+    if (p.spec.name == policy) return OverrideKind::kPolicy;
+  }
+  std::string domain;
+  return FindRule(*snap, policy, domain) != nullptr ? OverrideKind::kEnvoyRule
+                                                    : OverrideKind::kPolicy;
+}
+
 AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view policy) {
   const auto snap = engine_.snapshot();
   const auto policies = snap->policies->policies();
+  OverrideKind kind = OverrideKind::kPolicy;
+  std::string domain;
   if (std::none_of(policies.begin(), policies.end(),
                    [&](const PolicySet::Policy& p) { return p.spec.name == policy; })) {
-    return Fail(AdminError::kUnknownPolicy,
-                Cat("policy ", Quoted(policy.substr(0, 200)), ": no such policy"));
+    if (FindRule(*snap, policy, domain) == nullptr) {
+      return Fail(AdminError::kUnknownPolicy,
+                  Cat("policy ", Quoted(policy.substr(0, 200)),
+                      ": no such policy, nor an Envoy rule's stat key"));
+    }
+    kind = OverrideKind::kEnvoyRule;
   }
   auto list = overrides_.List();
   if (!list.ok()) return Unavailable(list.status());
   std::vector<OverrideView> out;
   for (const OverrideRecord& r : list->records) {
     auto o = DecodeOverride(r.body, r.expires_at);
-    if (!o.ok() || o->kind != OverrideKind::kPolicy || o->policy != policy) continue;
+    if (!o.ok() || o->kind != kind || o->policy != policy) continue;
     OverrideView view{.spec = std::move(*o), .expires_in = {}};
     view.expires_in = ExpiresIn(view.spec, list->now);
     out.push_back(std::move(view));
@@ -298,7 +403,7 @@ AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view pol
 AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::string_view who) {
   auto r = Resolve(target);
   if (!r.ok()) return r.failure();
-  RuntimeOverride key{.kind = OverrideKind::kPolicy,
+  RuntimeOverride key{.kind = r->kind,
                       .policy = target.policy,
                       .identity = {},
                       .identity_key = r->identity_key,
@@ -323,13 +428,16 @@ AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::
 }
 
 AdminResult<StateView> Admin::ReadState(const Resolved& r) {
-  auto plan = engine_internal::PlanPolicies(*r.snap, {.descriptors = r.descriptors, .cost = 1});
-  if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
-  const Check* check = nullptr;
-  for (const Check& c : plan->checks) {
-    if (c.result.policy == r.policy) check = &c;
-  }
-  if (check == nullptr) return Fail(AdminError::kInvalidParameter, "the identity is incomplete");
+  auto planned = PlanTarget(r);
+  if (!planned.ok()) return planned.failure();
+  const Check* check = planned->check;
+  StateView view{.policy = std::string(check->result.name),
+                 .kind = r.kind,
+                 .identity = r.params,
+                 .limits_from = engine_internal::LimitsFromName(*check),
+                 .limits = {}};
+  if (r.kind == OverrideKind::kEnvoyRule) view.policy = check->stat_name;
+  if (check->keys.empty()) return view;  // unlimited: nothing is counted
   const std::string guard = Cat("caudal:admin-peek:{", r.identity_key, '}');
   std::vector<EntryRef> entries;
   for (size_t k = 0; k < check->keys.size(); ++k) {
@@ -338,10 +446,6 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
   entries.push_back({.key = guard, .limit = &NeverFits(), .cost = 2});
   auto decided = engine_.store().Decide(entries);
   if (!decided.ok()) return Unavailable(decided.status());
-  StateView view{.policy = r.policy->spec.name,
-                 .identity = r.params,
-                 .limits_from = engine_internal::LimitsFromName(*check),
-                 .limits = {}};
   for (size_t k = 0; k < check->keys.size(); ++k) {
     const Decision& d = decided->decisions[k];
     view.limits.push_back({.limit = *check->result.limits[k],
@@ -361,20 +465,16 @@ AdminResult<StateView> Admin::GetState(const AdminTarget& target) {
 AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_view who) {
   auto r = Resolve(target);
   if (!r.ok()) return r.failure();
-  auto plan = engine_internal::PlanPolicies(*r->snap, {.descriptors = r->descriptors, .cost = 1});
-  if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+  auto planned = PlanTarget(*r);
+  if (!planned.ok()) return planned.failure();
+  const Check& c = *planned->check;
   std::vector<EntryRef> entries;
-  for (const Check& c : plan->checks) {
-    if (c.result.policy != r->policy) continue;
-    // A refund gives back what was consumed, never past a fresh state: the largest is a reset.
-    for (size_t k = 0; k < c.keys.size(); ++k) {
-      entries.push_back({.key = c.keys[k],
-                         .limit = c.result.limits[k],
-                         .cost = kMaxCost,
-                         .op = EntryOp::kRefund});
-    }
+  // A refund gives back what was consumed, never past a fresh state: the largest is a reset.
+  for (size_t k = 0; k < c.keys.size(); ++k) {
+    entries.push_back(
+        {.key = c.keys[k], .limit = c.result.limits[k], .cost = kMaxCost, .op = EntryOp::kRefund});
   }
-  if (entries.empty()) return Fail(AdminError::kInvalidParameter, "the identity is incomplete");
+  if (entries.empty()) return ReadState(*r);  // unlimited: nothing to reset
   if (auto done = engine_.store().Decide(entries); !done.ok()) return Unavailable(done.status());
   engine_.ForgetRefusals();
   if (Status s = overrides_.Touch(); !s.ok() && options_.log != nullptr) {

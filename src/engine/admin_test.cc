@@ -210,6 +210,60 @@ TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(a_.admin.ListOverrides("per-tenant")->size(), 3u);
 }
 
+// An Envoy domain "edge" with one rule, 1 per minute per remote_address (stat key
+// "edge.remote_address"), decided by an engine beside instance a's.
+TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
+  auto root = std::make_shared<envoy::DescriptorNode>();
+  auto node = std::make_unique<envoy::DescriptorNode>();
+  node->key = "remote_address";
+  envoy::RateLimitRule rule;
+  rule.unit = envoy::Unit::kMinute;
+  rule.requests_per_unit = 1;
+  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
+  node->rule = rule;
+  ASSERT_TRUE(root->AddChild(std::move(node)).ok());
+  auto domains = std::make_shared<envoy::RateLimitConfig>();
+  ASSERT_TRUE(domains->AddDomain("edge", root).ok());
+  ASSERT_TRUE(a_.engine.SetDomains(domains, {}).ok());
+  const auto allowed = [&](std::string_view address) {
+    DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};
+    r.descriptors.push_back(
+        {.entries = {{"remote_address", address}}, .hits = std::nullopt, .limit = std::nullopt});
+    auto result = a_.engine.Check(r);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() && result->allowed();
+  };
+  const AdminTarget target{.policy = "edge.remote_address",
+                           .params = {{"remote_address", "203.0.113.7"}}};
+  ASSERT_TRUE(allowed("203.0.113.7"));
+  ASSERT_FALSE(allowed("203.0.113.7"));
+  auto state = a_.admin.GetState(target);
+  ASSERT_TRUE(state.ok()) << state.failure().message;
+  EXPECT_EQ(state->kind, OverrideKind::kEnvoyRule);
+  EXPECT_EQ(state->limits_from, "limits");
+  EXPECT_EQ(state->limits[0].remaining, 0);
+
+  auto two = a_.admin.SetOverride(target, {Bucket(5), Bucket(6)}, std::nullopt, "x");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.failure().error, AdminError::kInvalidLimits) << "a rule takes one limit";
+  auto set = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x");
+  ASSERT_TRUE(set.ok()) << set.failure().message;
+  EXPECT_EQ(set->first.spec.kind, OverrideKind::kEnvoyRule);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(allowed("203.0.113.7")) << i;
+  EXPECT_FALSE(allowed("203.0.113.7"));
+  EXPECT_FALSE(allowed("203.0.113.8") && allowed("203.0.113.8")) << "others keep the rule's 1";
+  EXPECT_EQ(a_.admin.GetState(target)->limits_from, "runtime_override");
+  EXPECT_EQ(a_.admin.ListOverrides("edge.remote_address")->size(), 1u);
+  EXPECT_EQ(a_.admin.KindOf("edge.remote_address"), OverrideKind::kEnvoyRule);
+
+  EXPECT_EQ(a_.admin.GetState({.policy = "edge.remote_address", .params = {{"other", "v"}}})
+                .failure()
+                .error,
+            AdminError::kUnknownParameter);
+  EXPECT_EQ(a_.admin.GetState({.policy = "edge.nothing", .params = {}}).failure().error,
+            AdminError::kUnknownPolicy);
+}
+
 TEST(RuntimeOverrideRecord, ReadsBackWhatItWrote) {
   RuntimeOverride o{.kind = OverrideKind::kPolicy,
                     .policy = "per-tenant",

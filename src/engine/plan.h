@@ -96,7 +96,11 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
 // cost < 1, or a cost above an applicable limit's capacity.
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
 
-// One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules.
+// An Envoy descriptor's entries as a runtime override of its rule keys them (length-prefixed).
+std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);
+
+// One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules; a runtime
+// override of the matched rule for the descriptor's entries replaces the rule's limit.
 // A request that matches a quota_mode rule is decided one by one (kConsumeEach) whatever the
 // domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.

@@ -219,8 +219,9 @@ Reply Run(Admin& admin, std::string_view method, bool state, const AdminTarget& 
                                        ": listing the overrides takes no parameter")));
     }
     auto list = admin.ListOverrides(target.policy);
-    return list.ok() ? JsonReply(200, OverrideListJson(target.policy, *list))
-                     : FailureReply(list.failure());
+    return list.ok()
+               ? JsonReply(200, OverrideListJson(target.policy, admin.KindOf(target.policy), *list))
+               : FailureReply(list.failure());
   }
   if (method == "DELETE") {
     auto removed = admin.DeleteOverride(target, who);
@@ -381,11 +382,12 @@ ParsedOverride ParseOverrideBody(std::string_view body) {
 
 std::string OverrideJson(const OverrideView& v) { return json::serialize(OverrideObject(v)); }
 
-std::string OverrideListJson(std::string_view policy, const std::vector<OverrideView>& list) {
+std::string OverrideListJson(std::string_view policy, OverrideKind kind,
+                             const std::vector<OverrideView>& list) {
   json::array items;
   for (const OverrideView& v : list) items.push_back(OverrideObject(v));
   return json::serialize(json::object{{"policy", policy},
-                                      {"kind", "policy"},
+                                      {"kind", OverrideKindName(kind)},
                                       {"count", list.size()},
                                       {"overrides", std::move(items)}});
 }
@@ -399,7 +401,7 @@ std::string StateJson(const StateView& v) {
                                   {"retry_after_ms", Ms(l.retry_after)}});
   }
   return json::serialize(json::object{{"policy", v.policy},
-                                      {"kind", "policy"},
+                                      {"kind", OverrideKindName(v.kind)},
                                       {"identity", IdentityJson(v.identity)},
                                       {"limits_from", v.limits_from},
                                       {"limits", std::move(limits)}});

@@ -47,7 +47,8 @@ ParsedOverride ParseOverrideBody(std::string_view body);
 // The JSON of an override and of a state (docs/http-api.md).
 std::string OverrideJson(const OverrideView& v);
 std::string StateJson(const StateView& v);
-std::string OverrideListJson(std::string_view policy, const std::vector<OverrideView>& list);
+std::string OverrideListJson(std::string_view policy, OverrideKind kind,
+                             const std::vector<OverrideView>& list);
 http_api::Reply FailureReply(const AdminFailure& f);
 
 // Answers a request under /v1/admin/: refused (RefuseAdmin, a bad path, query, method or body)

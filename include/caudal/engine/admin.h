@@ -103,14 +103,16 @@ struct LimitState {
 };
 
 struct StateView {
-  std::string policy;
+  std::string policy;  // a policy's name, or an Envoy rule's stat key
+  OverrideKind kind = OverrideKind::kPolicy;
   std::vector<std::pair<std::string, std::string>> identity;
-  std::string limits_from;  // "runtime_override", "overrides[i]", "limits"
+  std::string limits_from;  // "runtime_override", "overrides[i]", "limits" (an Envoy rule's own)
   std::vector<LimitState> limits;
 };
 
 class Admin {
  public:
+  struct Resolved;  // a target found in the engine's snapshot (admin.cc)
   Admin(Engine& engine, OverrideStore& overrides, const Clock& clock, AdminOptions options);
   ~Admin();  // stops the thread; work still queued is dropped
   Admin(const Admin&) = delete;
@@ -128,14 +130,16 @@ class Admin {
                                                          std::optional<Micros> expires_in,
                                                          std::string_view who);
   AdminResult<std::vector<OverrideView>> ListOverrides(std::string_view policy);
+  // Whether `policy` names a policy or (not being one) an Envoy rule's stat key.
+  OverrideKind KindOf(std::string_view policy) const;
   AdminResult<OverrideView> DeleteOverride(const AdminTarget& target, std::string_view who);
   // Consumes nothing and writes nothing.
   AdminResult<StateView> GetState(const AdminTarget& target);
   AdminResult<StateView> ResetState(const AdminTarget& target, std::string_view who);
 
  private:
-  struct Resolved;
   AdminResult<Resolved> Resolve(const AdminTarget& target) const;
+  AdminResult<Resolved> ResolveRule(const AdminTarget& target, Resolved r) const;
   AdminResult<StateView> ReadState(const Resolved& r);
   Result<OverrideList> SyncLocked(bool force);
   void Loop();
