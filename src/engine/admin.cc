@@ -64,7 +64,7 @@ std::optional<Micros> ExpiresIn(const RuntimeOverride& o, Micros now) {
 
 // A peek at cost 1 that consumes nothing: the store refuses a request whose one entry can never
 // fit, and reports every other entry's decision as if it had been asked alone, without
-// consuming it (store.h). Its key shares the identity's hash tag, so one Cluster slot serves all.
+// consuming it (store.h).
 const Limit& NeverFits() {
   static const Limit limit =
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1, {1, std::chrono::hours(1)}));
@@ -438,7 +438,14 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
                  .limits = {}};
   if (r.kind == OverrideKind::kEnvoyRule) view.policy = check->stat_name;
   if (check->keys.empty()) return view;  // unlimited: nothing is counted
-  const std::string guard = Cat("caudal:admin-peek:{", r.identity_key, '}');
+  // The guard takes the first key's hash tag: one Redis Cluster slot for the whole request.
+  const std::string_view first = check->keys[0];
+  const size_t open = first.find('{');
+  const size_t close = first.find('}', open);
+  const std::string guard =
+      Cat("caudal:admin-peek:", open == std::string_view::npos || close == std::string_view::npos
+                                    ? Cat('{', r.identity_key, '}')
+                                    : std::string(first.substr(open, close - open + 1)));
   std::vector<EntryRef> entries;
   for (size_t k = 0; k < check->keys.size(); ++k) {
     entries.push_back({.key = check->keys[k], .limit = check->result.limits[k], .cost = 1});

@@ -94,6 +94,19 @@ TEST_F(AdminTest, ARaisedLimitAdmitsAtOnceOnTheInstanceThatSetItAndAtTheOthersNe
   EXPECT_EQ(metrics_.Value(MetricId::kRuntimeOverrides), 0u);
 }
 
+TEST_F(AdminTest, NewLimitsGetFreshStateAndTheSameLimitsSetAgainKeepCounting) {
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  ASSERT_TRUE(a_.Allowed("acme"));
+  ASSERT_TRUE(a_.Allowed("acme"));
+  EXPECT_EQ(Remaining(a_.admin), 3);
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, seconds(600), "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 3) << "a new expiry is not a new limit";
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(8)}, std::nullopt, "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 8) << "other limits, other keys: fresh";
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 3) << "limits it had before find the state they left";
+}
+
 TEST_F(AdminTest, ARuntimeOverrideComesBeforeAStaticOneAndStateSaysWhichApplies) {
   const AdminTarget gold{.policy = "per-tenant", .params = {{"tenant", "gold"}}};
   auto state = a_.admin.GetState(gold);
