@@ -3,6 +3,8 @@
 #include <boost/asio/post.hpp>
 #include <charconv>
 #include <future>
+#include <mutex>
+#include <optional>
 
 #include "caudal/redis/redis_override_store.h"
 #include "common/cat.h"
@@ -92,10 +94,35 @@ std::optional<Micros> End(const std::string& text) {
   return Micros(us);
 }
 
+// "MOVED <slot> <host>:<port>": where Redis Cluster serves the keys now.
+std::optional<redis::Endpoint> Moved(const redisReply& r) {
+  const std::string_view text(r.str, r.len);
+  if (!text.starts_with("MOVED ")) return std::nullopt;
+  const size_t space = text.find(' ', 6);
+  const size_t colon = text.rfind(':');
+  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) {
+    return std::nullopt;
+  }
+  int port = 0;
+  const std::string_view digits = text.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (ec != std::errc() || end != digits.data() + digits.size() || port <= 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return redis::Endpoint{.host = std::string(text.substr(space + 1, colon - space - 1)),
+                         .port = static_cast<uint16_t>(port)};
+}
+
 class RedisOverrideStore final : public OverrideStore {
  public:
-  RedisOverrideStore(const Clock& clock, RedisStoreOptions options, redis::RedisUrl url)
-      : clock_(clock), options_(std::move(options)), url_(std::move(url)) {
+  // `url` is the server's; for Redis Cluster, the first seed's, with `cluster` to reach the
+  // others (the keys' node is found by following MOVED).
+  RedisOverrideStore(const Clock& clock, RedisStoreOptions options, redis::RedisUrl url,
+                     std::optional<redis::ClusterUrl> cluster = std::nullopt)
+      : clock_(clock),
+        options_(std::move(options)),
+        url_(std::move(url)),
+        cluster_(std::move(cluster)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
     keys_ = {base + "records", base + "ends", base + "version"};
   }
@@ -169,19 +196,37 @@ class RedisOverrideStore final : public OverrideStore {
   Status Touch() override { return Call({"touch"}).status(); }
 
  private:
-  // One EVAL on a connection of its own; an array reply, or why there is none.
+  // One EVAL on a connection of its own; an array reply, or why there is none. On Redis
+  // Cluster, a MOVED is followed (and remembered), and an unreachable node makes way for the
+  // next seed, a few times at most.
   Result<redis::Reply> Call(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"EVAL",   std::string(kScript),   "3", keys_[0], keys_[1],
-                                     keys_[2], std::to_string(url_.db)};
+    redis::RedisUrl url;
+    {
+      std::lock_guard lock(mu_);
+      url = url_;
+    }
+    std::vector<std::string> argv = {"EVAL",   std::string(kScript),  "3", keys_[0], keys_[1],
+                                     keys_[2], std::to_string(url.db)};
     for (std::string& a : args) argv.push_back(std::move(a));
-    auto promise = std::make_shared<std::promise<Result<redis::Reply>>>();
-    auto future = promise->get_future();
-    boost::asio::post(runner_.io, [this, argv = std::move(argv), promise] {
-      redis::OneShot::Ask(runner_, clock_, url_, argv, options_.connect_timeout,
-                          [promise](Result<redis::Reply> r) { promise->set_value(std::move(r)); });
-    });
-    Result<redis::Reply> r = future.get();
+    constexpr size_t kMaxTries = 4;
+    Result<redis::Reply> r = Status::Unavailable("redis: no node answered");
+    for (size_t attempt = 0; attempt < kMaxTries; ++attempt) {
+      r = Send(url, argv);
+      if (!cluster_) break;
+      if (!r.ok()) {
+        url = cluster_->Node(cluster_->seeds[(attempt + 1) % cluster_->seeds.size()]);
+        continue;
+      }
+      if ((*r)->type != REDIS_REPLY_ERROR) break;
+      auto moved = Moved(**r);
+      if (!moved) break;
+      url = cluster_->Node(*moved);
+    }
     if (!r.ok()) return r.status();
+    if (cluster_) {
+      std::lock_guard lock(mu_);
+      url_ = url;  // the node that answered: asked first next time
+    }
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Status::Unavailable(Cat("redis: ", std::string_view((*r)->str, (*r)->len)));
     }
@@ -189,9 +234,21 @@ class RedisOverrideStore final : public OverrideStore {
     return r;
   }
 
+  Result<redis::Reply> Send(const redis::RedisUrl& url, const std::vector<std::string>& argv) {
+    auto promise = std::make_shared<std::promise<Result<redis::Reply>>>();
+    auto future = promise->get_future();
+    boost::asio::post(runner_.io, [this, url, argv, promise] {
+      redis::OneShot::Ask(runner_, clock_, url, argv, options_.connect_timeout,
+                          [promise](Result<redis::Reply> r) { promise->set_value(std::move(r)); });
+    });
+    return future.get();
+  }
+
   const Clock& clock_;
   RedisStoreOptions options_;
-  redis::RedisUrl url_;
+  std::mutex mu_;
+  redis::RedisUrl url_;  // guarded by mu_: where the next call goes first
+  const std::optional<redis::ClusterUrl> cluster_;
   std::vector<std::string> keys_;
   redis::IoRunner runner_;
 };
@@ -200,6 +257,16 @@ class RedisOverrideStore final : public OverrideStore {
 
 Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock,
                                                               RedisStoreOptions options) {
+  if (options.url.starts_with("redis-cluster://")) {
+    auto cluster = redis::ParseClusterUrl(options.url);
+    if (!cluster.ok()) return cluster.status();
+    cluster->tls_server_name = options.tls_server_name;
+    redis::RedisUrl first = cluster->Node(cluster->seeds.front());
+    auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), std::move(first),
+                                                      std::move(*cluster));
+    if (Status s = store->Init(); !s.ok()) return s;
+    return std::unique_ptr<OverrideStore>(std::move(store));
+  }
   auto url = redis::ParseRedisUrl(options.url);
   if (!url.ok()) return url.status();
   url->tls_server_name = options.tls_server_name;
