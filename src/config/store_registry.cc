@@ -201,10 +201,8 @@ Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& conf
   if (!kind.ok()) return Status::InvalidArgument(Cat("store.url: ", kind.status().message()));
   const std::string_view scheme = (*kind)->scheme;
   if (scheme == "memory") return MakeMemoryOverrideStore(clock);
-  if (scheme != "redis" && scheme != "rediss" && scheme != "redis-cluster") {
-    return Status::NotFound(Cat(scheme,
-                                ":// keeps no runtime overrides yet (memory://, redis://, "
-                                "rediss:// and redis-cluster:// do)"));
+  if (!(*kind)->remote) {
+    return Status::NotFound(Cat(scheme, ":// keeps no runtime overrides yet"));
   }
   StoreConfig with_password = config;
   if (!config.password_file.empty() && config.password.empty()) {

@@ -9,6 +9,7 @@
 #include "caudal/redis/redis_override_store.h"
 #include "common/cat.h"
 #include "redis/one_shot.h"
+#include "redis/sentinel_protocol.h"
 
 namespace caudal {
 namespace {
@@ -117,12 +118,15 @@ class RedisOverrideStore final : public OverrideStore {
  public:
   // `url` is the server's; for Redis Cluster, the first seed's, with `cluster` to reach the
   // others (the keys' node is found by following MOVED).
+  // For Redis Sentinel, `sentinel` names the sentinels that say which server is the primary.
   RedisOverrideStore(const Clock& clock, RedisStoreOptions options, redis::RedisUrl url,
-                     std::optional<redis::ClusterUrl> cluster = std::nullopt)
+                     std::optional<redis::ClusterUrl> cluster = std::nullopt,
+                     std::optional<redis::SentinelUrl> sentinel = std::nullopt)
       : clock_(clock),
         options_(std::move(options)),
         url_(std::move(url)),
-        cluster_(std::move(cluster)) {
+        cluster_(std::move(cluster)),
+        sentinel_(std::move(sentinel)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
     keys_ = {base + "records", base + "ends", base + "version"};
   }
@@ -201,17 +205,36 @@ class RedisOverrideStore final : public OverrideStore {
   // next seed, a few times at most.
   Result<redis::Reply> Call(std::vector<std::string> args) {
     redis::RedisUrl url;
+    bool known = true;  // Sentinel: whether `url` is the primary a sentinel named
     {
       std::lock_guard lock(mu_);
       url = url_;
+      known = primary_known_;
     }
-    std::vector<std::string> argv = {"EVAL",   std::string(kScript),  "3", keys_[0], keys_[1],
-                                     keys_[2], std::to_string(url.db)};
+    const int64_t db = sentinel_ ? sentinel_->db : url.db;
+    std::vector<std::string> argv = {"EVAL",   std::string(kScript), "3", keys_[0], keys_[1],
+                                     keys_[2], std::to_string(db)};
     for (std::string& a : args) argv.push_back(std::move(a));
     constexpr size_t kMaxTries = 4;
     Result<redis::Reply> r = Status::Unavailable("redis: no node answered");
     for (size_t attempt = 0; attempt < kMaxTries; ++attempt) {
+      if (sentinel_ && !known) {
+        auto primary = AskSentinels();
+        if (!primary.ok()) {
+          r = primary.status();
+          break;
+        }
+        url = std::move(*primary);
+        known = true;
+      }
       r = Send(url, argv);
+      if (sentinel_) {
+        // A lost primary, or one demoted to replica: ask the sentinels again.
+        known = r.ok() && !((*r)->type == REDIS_REPLY_ERROR &&
+                            std::string_view((*r)->str, (*r)->len).starts_with("READONLY"));
+        if (known) break;
+        continue;
+      }
       if (!cluster_) break;
       if (!r.ok()) {
         url = cluster_->Node(cluster_->seeds[(attempt + 1) % cluster_->seeds.size()]);
@@ -222,16 +245,35 @@ class RedisOverrideStore final : public OverrideStore {
       if (!moved) break;
       url = cluster_->Node(*moved);
     }
-    if (!r.ok()) return r.status();
-    if (cluster_) {
+    if (cluster_ || sentinel_) {
       std::lock_guard lock(mu_);
       url_ = url;  // the node that answered: asked first next time
+      primary_known_ = known;
     }
+    if (!r.ok()) return r.status();
     if ((*r)->type == REDIS_REPLY_ERROR) {
       return Status::Unavailable(Cat("redis: ", std::string_view((*r)->str, (*r)->len)));
     }
     if ((*r)->type != REDIS_REPLY_ARRAY) return Malformed();
     return r;
+  }
+
+  // The primary's URL, as the first sentinel that knows it says.
+  Result<redis::RedisUrl> AskSentinels() {
+    Status why = Status::Unavailable("redis: no sentinel answered");
+    for (const redis::Endpoint& at : sentinel_->sentinels) {
+      auto r = Send(sentinel_->Sentinel(at),
+                    {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel_->master_name});
+      if (!r.ok()) {
+        why = r.status();
+        continue;
+      }
+      auto addr = redis::ParseMasterAddr(**r);
+      if (addr.ok() && addr->has_value()) return sentinel_->Primary(**addr);
+      why = Status::Unavailable(
+          Cat("redis: the sentinels know no primary named ", Quoted(sentinel_->master_name)));
+    }
+    return why;
   }
 
   Result<redis::Reply> Send(const redis::RedisUrl& url, const std::vector<std::string>& argv) {
@@ -247,8 +289,10 @@ class RedisOverrideStore final : public OverrideStore {
   const Clock& clock_;
   RedisStoreOptions options_;
   std::mutex mu_;
-  redis::RedisUrl url_;  // guarded by mu_: where the next call goes first
+  redis::RedisUrl url_;         // guarded by mu_: where the next call goes first
+  bool primary_known_ = false;  // guarded by mu_: Sentinel: url_ is the primary last named
   const std::optional<redis::ClusterUrl> cluster_;
+  const std::optional<redis::SentinelUrl> sentinel_;
   std::vector<std::string> keys_;
   redis::IoRunner runner_;
 };
@@ -257,6 +301,15 @@ class RedisOverrideStore final : public OverrideStore {
 
 Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock,
                                                               RedisStoreOptions options) {
+  if (options.url.starts_with("redis-sentinel://")) {
+    auto sentinel = redis::ParseSentinelUrl(options.url);
+    if (!sentinel.ok()) return sentinel.status();
+    sentinel->tls_server_name = options.tls_server_name;
+    auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), redis::RedisUrl{},
+                                                      std::nullopt, std::move(*sentinel));
+    if (Status s = store->Init(); !s.ok()) return s;
+    return std::unique_ptr<OverrideStore>(std::move(store));
+  }
   if (options.url.starts_with("redis-cluster://")) {
     auto cluster = redis::ParseClusterUrl(options.url);
     if (!cluster.ok()) return cluster.status();

@@ -1,5 +1,5 @@
-// The Redis OverrideStore against real servers: one redis-server and a three-primary Redis
-// Cluster reached through a seed that does not serve the keys' slot (MOVED followed). Records
+// The Redis OverrideStore against real servers: one redis-server, a three-primary Redis Cluster
+// reached through a seed that does not serve the keys' slot (MOVED followed), and Sentinel. Records
 // put, replaced, bounded, listed and deleted; the version raised by every change; an end kept
 // in Redis's TIME and the ended record dropped.
 #include "caudal/store/override_store.h"
@@ -11,12 +11,14 @@
 #include "caudal/config/store_registry.h"
 #include "redis/hash_slot.h"
 #include "support/redis_cluster.h"
+#include "support/redis_sentinel.h"
 #include "support/redis_server.h"
 
 namespace caudal {
 namespace {
 
 using testing::RedisCluster;
+using testing::RedisSentinels;
 using testing::RedisServer;
 
 void ExerciseStore(OverrideStore& s) {
@@ -91,6 +93,21 @@ TEST(RedisOverrideStore, FollowsMovedOnRedisCluster) {
   auto store = OpenOverrideStore(config, SystemClock::Instance());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ExerciseStore(**store);
+}
+
+TEST(RedisOverrideStore, KeepsRecordsOnTheSentinelsPrimary) {
+  auto sentinels = RedisSentinels::Start();
+  ASSERT_TRUE(sentinels.ok()) << sentinels.status().ToString();
+  StoreConfig config;
+  config.url = (*sentinels)->url();
+  auto store = OpenOverrideStore(config, SystemClock::Instance());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ExerciseStore(**store);
+  auto primary = (*sentinels)->PrimaryIndex();
+  ASSERT_TRUE(primary.ok());
+  auto keys = (*sentinels)->server(*primary).Keys("caudal:{overrides}:*");
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys->size(), 3u) << "written on the primary";
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ inline constexpr size_t kMaxPasswordBytes = 4096;
 Result<std::string> ReadPasswordFile(const std::string& path);
 
 // The runtime overrides' records beside `config.url`'s store (caudal/store/override_store.h):
-// the memory store's in this process, Redis's in Redis (redis://, rediss://, redis-cluster://).
-// kNotFound for Redis Sentinel, which has none yet; kInvalidArgument as
+// the memory store's in this process, Redis's in Redis (redis://, rediss://, redis-cluster://,
+// redis-sentinel://: its primary). kNotFound for a kind that has none; kInvalidArgument as
 // OpenStore. Nothing is connected until the first call.
 Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& config,
                                                          const Clock& clock);
