@@ -254,7 +254,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                         .health = server_.deps.health,
                         .refusals = server_.deps.refusals,
                         .status = server_.deps.status,
-                        .auth = *server_.auth.load(std::memory_order_acquire)};
+                        .auth = *server_.auth.load(std::memory_order_acquire),
+                        .admin = server_.deps.admin};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);
   }
@@ -561,7 +562,8 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
 ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c) {
   return {.trusted_proxies = c.trusted_proxies,
           .descriptor_headers = c.descriptor_headers,
-          .caller = CallerAuthFrom(c.auth)};
+          .caller = CallerAuthFrom(c.auth),
+          .admin_token = c.admin.token};
 }
 
 CallerAuth CallerAuthFrom(const CallerAuthConfig& c) {
