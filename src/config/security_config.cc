@@ -198,6 +198,11 @@ const Table<AdminConfig>& AdminTable() {
            .value = R::Path(&AdminConfig::token_file),
            .doc = "the admin's bearer token (or CAUDAL_ADMIN_TOKEN), not the callers'; never "
                   "printed"},
+          {.name = "max_overrides",
+           .value = R::Integer(&AdminConfig::max_overrides, 1,
+                               static_cast<int64_t>(kMaxRuntimeOverrides)),
+           .doc = "runtime overrides held at most, across every policy (beyond: 409); give every "
+                  "instance of a store the same"},
       },
       {.doc = "Off by default: without a token every /v1/admin/ path is 404. Turning it on takes "
               "a restart; a new token, or none, applies on reload."});

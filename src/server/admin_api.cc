@@ -424,9 +424,11 @@ void Dispatch(Admin* admin, std::string_view token, Metrics& metrics, const rout
   ParsedPath parsed = ParseAdminTarget(r.target);
   if (parsed.error) return responder.Reply(http_api::ErrorReply(*parsed.error));
   const bool state = parsed.path.state;
-  const std::string_view allow = state ? "GET, DELETE" : "GET, PUT, DELETE";
-  const bool put = r.method == "PUT";
-  if (!(r.method == "GET" || r.method == "DELETE" || (put && !state))) {
+  const std::string_view allow = state ? "GET, HEAD, DELETE" : "GET, HEAD, PUT, DELETE";
+  // HEAD is a GET whose body the writer leaves out, as on every other GET path.
+  const std::string method(r.method == "HEAD" ? std::string_view("GET") : r.method);
+  const bool put = method == "PUT";
+  if (!(method == "GET" || method == "DELETE" || (put && !state))) {
     Reply reply = http_api::ErrorReply(
         {.status = 405,
          .code = "method_not_allowed",
@@ -446,7 +448,6 @@ void Dispatch(Admin* admin, std::string_view token, Metrics& metrics, const rout
     if (body.error) return responder.Reply(http_api::ErrorReply(*body.error));
   }
   std::string who = r.identities.empty() ? r.peer.ToString() : r.identities.front();
-  const std::string method(r.method);
   AdminTarget target{.policy = std::move(parsed.path.policy),
                      .params = std::move(parsed.path.params)};
   auto work = [admin, &responder, method, state, target = std::move(target), body = std::move(body),

@@ -75,6 +75,11 @@ const RestartRule kRestartRules[] = {
               a.server.client_prefix.v6 != b.server.client_prefix.v6;
      },
      [](const C& a, C& b) { b.server.client_prefix = a.server.client_prefix; }},
+    {"server.admin.max_overrides",
+     [](const C& a, const C& b) {
+       return a.server.admin.max_overrides != b.server.admin.max_overrides;
+     },
+     [](const C& a, C& b) { b.server.admin.max_overrides = a.server.admin.max_overrides; }},
     Field<&C::server, &V::header_timeout>("server.header_timeout"),
     Field<&C::server, &V::body_timeout>("server.body_timeout"),
     Field<&C::server, &V::idle_timeout>("server.idle_timeout"),

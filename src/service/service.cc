@@ -151,7 +151,10 @@ Status Service::Parts::StartAdmin() {
   overrides = std::move(*opened);
   admin = std::make_unique<Admin>(
       *engine, *overrides, env.clock,
-      AdminOptions{.log = log.get(), .metrics = &metrics, .refusals = &refusals});
+      AdminOptions{.log = log.get(),
+                   .metrics = &metrics,
+                   .refusals = &refusals,
+                   .max_overrides = static_cast<size_t>(config.server.admin.max_overrides)});
   admin->Start();
   return Status::Ok();
 }

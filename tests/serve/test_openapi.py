@@ -15,7 +15,7 @@ import jsonschema
 
 import openapi_check
 import test_tls
-from harness import Serve, wait_until
+from harness import Redis, Serve, wait_until
 
 CONFIG = """
 store: {url: "memory://"}
@@ -37,10 +37,8 @@ server:
 """
 PROTECTED = "{token_file: token, allowed_clients: ['spiffe://mesh/envoy'], metrics: protected}"
 TOKEN = "openapi-test-token"
-# The admin API's own responses are checked once its endpoints are built; until then the lint
-# checks that part of the document, and this test the 404 every admin path answers without an
-# admin token.
 ADMIN = "/v1/admin/"
+ADMIN_TOKEN = "openapi-admin-token"
 
 
 def raw(port, data):
@@ -241,6 +239,65 @@ class OpenApiTest(unittest.TestCase):
                 self.assertEqual((status, json.loads(body)["error"]["code"]), (404, "not_found"))
         self.assertIn((ADMIN + "policies/{policy}/overrides", "put", "404"),
                       openapi_check.document().seen())
+
+
+    def test_admin_api(self):
+        """Every documented status of both admin paths, each method, from a live instance on a
+        real redis-server: the answers, the bad input, the credentials, the bound on overrides
+        and the store gone."""
+        s = self.serve("server: {admin: {max_overrides: 3}}\n" + CONFIG,
+                       env={"CAUDAL_ADMIN_TOKEN": ADMIN_TOKEN})
+        auth = {"Authorization": "Bearer " + ADMIN_TOKEN, "Content-Type": "application/json"}
+        base = ADMIN + "policies/per-key/"
+        overrides, state = base + "overrides", base + "state"
+        body = json.dumps({"limits": [{"algorithm": "token_bucket", "capacity": 9,
+                                       "refill": "9/1m"}], "expires_in": "1h"})
+        ok = lambda method, path, data=None, want=200: self.assertEqual(
+            s.request(method, path, data, auth)[0], want, (method, path))
+        ok("PUT", overrides + "?api_key=k", body, 201)
+        ok("PUT", overrides + "?api_key=k", body, 200)  # the same identity again: replaced
+        ok("GET", overrides)
+        ok("HEAD", overrides)
+        ok("GET", state + "?api_key=k")
+        ok("HEAD", state + "?api_key=k")
+        ok("DELETE", state + "?api_key=k")
+        ok("DELETE", overrides + "?api_key=k")
+        for method, path, data in (("GET", overrides, None), ("PUT", overrides, body),
+                                   ("DELETE", overrides, None), ("GET", state, None),
+                                   ("DELETE", state, None)):
+            q = "" if method == "GET" and path == overrides else "?api_key=k"
+            ok(method, path + "?tenant=x" if q == "" else path + "?api_key=k&api_key=j", data, 400)
+            self.assertEqual(s.request(method, path + q, data)[0], 401)
+            self.assertEqual(s.request(method, path + q, data,
+                                       {"Authorization": "Bearer wrong"})[0], 401)
+            ok(method, path.replace("per-key", "nothing") + q, data, 404)
+        ok("POST", overrides + "?api_key=k", body, 405)
+        ok("PUT", state + "?api_key=k", body, 405)
+        ok("PUT", overrides + "?api_key=k", "{", 400)
+        self.refused_before_routing(s, overrides + "?api_key=k", ["GET", "PUT", "DELETE"])
+        self.refused_before_routing(s, state + "?api_key=k", ["GET", "DELETE"])
+
+        # The bound (server.admin.max_overrides): three held, a fourth refused, nothing changed.
+        for key in ("f1", "f2", "f3"):
+            ok("PUT", overrides + "?api_key=" + key, body, 201)
+        ok("PUT", overrides + "?api_key=one-more", body, 409)
+        listed = json.loads(s.request("GET", overrides, None, auth)[2])["overrides"]
+        self.assertEqual(len(listed), 3)
+        ok("PUT", overrides + "?api_key=f1", body, 200)  # replacing one held is no new one
+
+        # A Redis that is gone: every operation is 503, nothing made up.
+        redis = Redis()
+        self.addCleanup(redis.close)
+        s = self.serve(CONFIG.replace('url: "memory://"', "url: %s" % redis.url),
+                       env={"CAUDAL_ADMIN_TOKEN": ADMIN_TOKEN})
+        redis.stop()
+        for method, path, data in (("GET", overrides, None), ("PUT", overrides, body),
+                                   ("DELETE", overrides, None), ("GET", state, None),
+                                   ("DELETE", state, None)):
+            q = "" if method == "GET" and path == overrides else "?api_key=k"
+            ok(method, path + q, data, 503)
+        self.assert_met(ADMIN + "policies/{policy}/overrides")
+        self.assert_met(ADMIN + "policies/{policy}/state")
 
 
 class DocumentTest(unittest.TestCase):

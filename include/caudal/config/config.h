@@ -24,6 +24,7 @@
 #include "caudal/engine/log.h"
 #include "caudal/engine/policy.h"
 #include "caudal/engine/refusals.h"
+#include "caudal/engine/runtime_overrides.h"
 
 namespace caudal {
 
@@ -120,6 +121,9 @@ struct AdminConfig {
   std::string token_file;  // the admin's bearer token (relative to the config's folder)
   // The token itself, from token_file or CAUDAL_ADMIN_TOKEN; never printed. Empty: no admin API.
   std::string token;
+  // Runtime overrides held at most, across all policies and instances of one store (an override
+  // beyond is refused with 409).
+  int64_t max_overrides = static_cast<int64_t>(kMaxRuntimeOverrides);
   bool enabled() const { return !token.empty() || !token_file.empty(); }
 };
 
