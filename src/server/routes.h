@@ -35,6 +35,7 @@ struct Context {
   const Refusals* refusals;
   StatusPage* status;  // `/`, /v1/status and its charts; null or disabled: 404
   const ForwardAuthOptions& auth;
+  bool draining = false;  // shutting down: /readyz answers 503
 };
 
 // Takes the reply to one request. The transport implements it and keeps it alive until Reply()
