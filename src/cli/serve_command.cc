@@ -143,11 +143,17 @@ class ServeCommand final : public Command {
       (*service)->Reload(Load());
     }
     if (watcher.ok()) watcher->reset();
-    // The drains end at server.shutdown_timeout; a second more is ample to close what is left.
-    const Nanos deadline = env.clock.Monotonic() + (*service)->config().server.shutdown_timeout +
-                           std::chrono::seconds(1);
-    StopGuard guard(signals, env.clock, deadline, (*service)->log());
+    // The drains end at server.shutdown_timeout; a second more is ample to close what is left
+    // (the store's connections, the background tasks). The guard's own logger outlives the
+    // service's.
+    const Config& running = (*service)->config();
+    const Logger guard_log(
+        LoggerOptions{.level = running.logging.level, .format = running.logging.format}, env.clock);
+    const Nanos deadline =
+        env.clock.Monotonic() + running.server.shutdown_timeout + std::chrono::seconds(1);
+    StopGuard guard(signals, env.clock, deadline, guard_log);
     (*service)->Stop();
+    service->reset();
     return kExitOk;
   }
 
