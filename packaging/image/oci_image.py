@@ -17,6 +17,11 @@ USER = "10001:10001"
 PORTS = {"8080/tcp": {}, "8081/tcp": {}}
 # Left to the runtime, which mounts its own (and device nodes do not belong in a layer).
 SKIPPED = ("./dev/", "./proc/", "./sys/")
+# mmdebstrap's working files, apt's and dpkg's configuration (neither runs in the image), and
+# what the runtime provides.
+DROPPED = ("./etc/apt/", "./etc/dpkg/", "./var/cache/apt/", "./var/lib/apt/", "./var/log/",
+           "./var/lib/dpkg/info/", "./var/lib/dpkg/triggers/", "./var/lib/dpkg/updates/",
+           "./var/lib/dpkg/alternatives/", "./etc/hostname/", "./etc/resolv.conf/", "./etc/fstab/")
 
 
 def layer(rootfs, epoch):
@@ -26,7 +31,7 @@ def layer(rootfs, epoch):
                                                   format=tarfile.PAX_FORMAT) as dst:
         members = sorted(src.getmembers(), key=lambda m: m.name)
         for m in members:
-            if m.name.startswith(SKIPPED) or m.ischr() or m.isblk():
+            if (m.name + "/").startswith(SKIPPED + DROPPED) or m.ischr() or m.isblk():
                 continue
             m.mtime = min(m.mtime, epoch)
             m.uname = m.gname = ""
@@ -101,7 +106,10 @@ def main():
                 "config": config_desc, "layers": [layer_desc], "annotations": labels}
     manifest_desc = blob(entries, json.dumps(manifest, sort_keys=True).encode(),
                          "application/vnd.oci.image.manifest.v1+json")
-    manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": args.version}
+    # podman names the loaded image after ref.name, Docker after containerd's annotation.
+    name = "caudal:" + args.version
+    manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": name,
+                                    "io.containerd.image.name": name}
     entries["oci-layout"] = json.dumps({"imageLayoutVersion": "1.0.0"}).encode()
     entries["index.json"] = json.dumps({"schemaVersion": 2,
                                         "mediaType": "application/vnd.oci.image.index.v1+json",
