@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cat.h"
+
 namespace caudal::cli {
 namespace {
 
@@ -49,6 +51,20 @@ int UsageError(Env& env, std::string_view command, std::string_view message) {
   env.err << "caudal " << command << ": " << message << "\n"
           << "Run 'caudal " << command << " --help' for usage.\n";
   return kExitUsage;
+}
+
+int Failure(Env& env, std::string_view command, int code, std::string_view message,
+            LogFormat format) {
+  if (format == LogFormat::kText) {
+    if (code == kExitUsage) return UsageError(env, command, message);
+    env.err << "caudal " << command << ": " << message << "\n";
+    return code;
+  }
+  const Logger log({.format = LogFormat::kJson}, env.clock);
+  env.err << log.Plain(LogLevel::kError, Cat("caudal ", command, ": ", message),
+                       {{"exit_code", code}})
+          << "\n";
+  return code;
 }
 
 int RunCommandLine(int argc, char** argv, Env& env) {

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "caudal/common/clock.h"
+#include "caudal/engine/log.h"
 #include "caudal/store/store.h"
 
 namespace caudal::cli {
@@ -66,6 +67,11 @@ std::span<const CommandInfo> RegisteredCommands();
 
 // Writes "caudal <command>: <message>" and a pointer to --help to env.err; returns kExitUsage.
 int UsageError(Env& env, std::string_view command, std::string_view message);
+// Returns `code` having written the failure: as text, "caudal <command>: <message>" (as UsageError
+// for kExitUsage); as JSON one error line with the exit code, so that a JSON-logging command
+// writes nothing but objects.
+int Failure(Env& env, std::string_view command, int code, std::string_view message,
+            LogFormat format);
 
 // `caudal <command> [flags]`: finds the command, parses its flags and runs it. The exit code.
 int RunCommandLine(int argc, char** argv, Env& env);

@@ -86,19 +86,20 @@ class ServeCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
     app.add_option("--config", config_path_, "the YAML config file")->type_name("FILE")->required();
-    app.add_option("--http", http_, "listen address, overriding server.http")
+    app.add_option("--http", flags_.http, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
-    app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
-    app.add_option("--grpc", grpc_,
+    app.add_option("--store", flags_.store_url, "store URL, overriding store.url")
+        ->type_name("URL");
+    app.add_option("--grpc", flags_.grpc,
                    "Envoy rate limit service (gRPC) address, overriding server.grpc")
         ->type_name("HOST:PORT");
-    app.add_option("--envoy-config", envoy_config_,
+    app.add_option("--envoy-config", flags_.envoy_config,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
-    app.add_option("--log-level", log_level_,
+    app.add_option("--log-level", flags_.log_level,
                    "debug, info, warning or error, overriding logging.level")
         ->type_name("LEVEL");
-    app.add_option("--log-format", log_format_, "text or json, overriding logging.format")
+    app.add_option("--log-format", flags_.log_format, "text or json, overriding logging.format")
         ->type_name("FORMAT");
   }
 
@@ -110,7 +111,7 @@ class ServeCommand final : public Command {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     auto config = Load();
-    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (!config.ok()) return Fail(env, kExitUsage, config.status().message());
     // A change to the config file or the Envoy files reloads as SIGHUP does: the watcher raises
     // SIGHUP, so every reload runs in the loop below, one at a time (a ConfigMap update sends no
     // signal). Watching before anything is built: a change from here on is never missed, and the
@@ -124,11 +125,8 @@ class ServeCommand final : public Command {
                                                        .stores_use_clock = env.stores_use_clock,
                                                        .wrap_store = env.wrap_store});
     if (!service.ok()) {
-      if (service.status().code() == StatusCode::kInvalidArgument) {
-        return UsageError(env, kName, service.status().message());
-      }
-      env.err << "caudal serve: " << service.status().message() << "\n";
-      return kExitFailure;
+      const bool usage = service.status().code() == StatusCode::kInvalidArgument;
+      return Fail(env, usage ? kExitUsage : kExitFailure, service.status().message());
     }
     if (!watcher.ok()) {
       (*service)->log().Warning(
@@ -162,25 +160,18 @@ class ServeCommand final : public Command {
   Result<Config> Load() const {
     auto config = LoadConfigFile(config_path_);
     if (!config.ok()) return config;
-    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = http_, .grpc = grpc_},
-                                  std::getenv);
-        !s.ok()) {
-      return s;
-    }
-    if (!envoy_config_.empty()) config->envoy.config = envoy_config_;
-    if (!log_level_.empty()) {
-      auto level = ParseLogLevel(log_level_);
-      if (!level.ok())
-        return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
-      config->logging.level = *level;
-    }
-    if (!log_format_.empty()) {
-      auto format = ParseLogFormat(log_format_);
-      if (!format.ok())
-        return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
-      config->logging.format = *format;
-    }
+    if (Status s = ApplyOverrides(*config, flags_, std::getenv); !s.ok()) return s;
     return config;
+  }
+
+  // A start-up failure, in JSON if the flag or else the file (if it can be read) says so.
+  int Fail(Env& env, int code, std::string_view message) const {
+    auto format = ParseLogFormat(flags_.log_format);
+    if (!format.ok()) {
+      auto config = LoadConfigFile(config_path_);
+      format = config.ok() ? config->logging.format : LogFormat::kText;
+    }
+    return Failure(env, kName, code, message, *format);
   }
 
   // What scripts look for ("listening on http://127.0.0.1:PORT"); in JSON mode, a log line.
@@ -209,12 +200,7 @@ class ServeCommand final : public Command {
   }
 
   std::string config_path_;
-  std::string http_;
-  std::string store_;
-  std::string grpc_;
-  std::string envoy_config_;
-  std::string log_level_;
-  std::string log_format_;
+  Overrides flags_;
 };
 
 }  // namespace

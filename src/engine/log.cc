@@ -151,9 +151,10 @@ std::string Logger::Format(LogLevel level, std::string_view message,
   return line;
 }
 
-std::string Logger::Banner(std::string_view text, std::initializer_list<LogField> fields) const {
+std::string Logger::Plain(LogLevel level, std::string_view text,
+                          std::initializer_list<LogField> fields) const {
   if (format_.load(std::memory_order_relaxed) == LogFormat::kText) return std::string(text);
-  return Format(LogLevel::kInfo, text, fields);
+  return Format(level, text, fields);
 }
 
 void Logger::Log(LogLevel level, std::string_view message,

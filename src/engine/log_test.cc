@@ -77,6 +77,12 @@ TEST(Logger, BannersAreTheirTextOrAJsonLine) {
   EXPECT_EQ(json.Banner("caudal serve: listening", {{"url", "http://[::1]:80"}, {"policies", 1}}),
             "{\"time\":\"2025-12-01T20:13:20Z\",\"level\":\"info\",\"msg\":\"caudal serve: "
             "listening\",\"url\":\"http://[::1]:80\",\"policies\":1}");
+  // At any level, even one the logger drops (a start-up failure is written whatever the level).
+  const Logger quiet({.level = LogLevel::kError, .format = LogFormat::kJson}, clock);
+  EXPECT_EQ(quiet.Plain(LogLevel::kWarning, "caudal serve: no store", {{"exit_code", 1}}),
+            "{\"time\":\"2025-12-01T20:13:20Z\",\"level\":\"warning\",\"msg\":\"caudal serve: "
+            "no store\",\"exit_code\":1}");
+  EXPECT_EQ(text.Plain(LogLevel::kError, "caudal serve: no store"), "caudal serve: no store");
 }
 
 TEST(Logger, LinesBelowTheLevelAreDropped) {

@@ -4,6 +4,7 @@
 
 #include "common/cat.h"
 #include "server/auth_query.h"
+#include "server/openapi.h"
 
 namespace caudal::routes {
 namespace {
@@ -196,6 +197,10 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
       (path == "/" || path == "/v1/status" || path == "/v1/status/chart")) {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
     return done(StatusReply(*ctx.status, path, r.target));
+  }
+  if (path == "/v1/openapi.json") {
+    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
+    return done(Text(200, std::string(http_api::OpenApiJson()), "application/json"));
   }
   if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));

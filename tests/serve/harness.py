@@ -12,6 +12,8 @@ import tempfile
 import time
 import urllib.request
 
+import openapi_check
+
 CAUDAL = os.environ.get("CAUDAL_BIN", "build/caudal")
 # The same command line with test hooks (a scripted clock, a store that fails on demand), driven
 # over its stdin; never the released binary.
@@ -171,15 +173,18 @@ class Serve:
             return f.read().decode(errors="replace")
 
     def request(self, method, path, body=None, headers=None):
-        """(status, headers dict (lower-case names), body bytes) without raising on 4xx/5xx."""
+        """(status, headers dict (lower-case names), body bytes) without raising on 4xx/5xx.
+        Every response is checked against docs/openapi.json (openapi_check)."""
         data = body.encode() if isinstance(body, str) else body
         req = urllib.request.Request(self.base + path, data=data, method=method,
                                      headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
-                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+                reply = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
         except urllib.error.HTTPError as e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+            reply = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+        openapi_check.check(method, path, *reply)
+        return reply
 
     def check(self, descriptors, cost=None):
         payload = {"descriptors": descriptors}

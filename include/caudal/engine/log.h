@@ -76,7 +76,12 @@ class Logger {
 
   // A line for stdout, which people and scripts read (the start-up banner): as text exactly
   // `text`; as JSON an info line like any other, `text` its "msg", with `fields`.
-  std::string Banner(std::string_view text, std::initializer_list<LogField> fields = {}) const;
+  std::string Banner(std::string_view text, std::initializer_list<LogField> fields = {}) const {
+    return Plain(LogLevel::kInfo, text, fields);
+  }
+  // The same at `level`, whatever the logger's level (a start-up failure on stderr).
+  std::string Plain(LogLevel level, std::string_view text,
+                    std::initializer_list<LogField> fields = {}) const;
 
   bool Enabled(LogLevel level) const { return level >= level_.load(std::memory_order_relaxed); }
   // A reload may change them.
