@@ -106,7 +106,9 @@ class ImageTest(unittest.TestCase):
                     "--volume", "%s:/etc/caudal/ratelimit:ro" % envoy_dir, self.image)
         self.addCleanup(self.podman, "rm", "--force", self.name, check=False)
         self.base = "http://127.0.0.1:%d" % self.http_port
+        # HTTP listens first, gRPC next: ready once both do.
         harness.wait_until(lambda: self.get("/readyz")[0] == 200, "the container to be ready")
+        harness.wait_until(lambda: not self.refused(self.grpc_port), "gRPC to listen")
         self.channel = grpc.insecure_channel("127.0.0.1:%d" % self.grpc_port)
         self.addCleanup(self.channel.close)
 
