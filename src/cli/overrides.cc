@@ -46,6 +46,13 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
     }
     config.server.auth.token = v;
   }
+  if (const std::string v = env("CAUDAL_ADMIN_TOKEN"); !v.empty()) {
+    if (v.size() > kMaxSecretBytes) {
+      return Status::InvalidArgument(
+          Cat("CAUDAL_ADMIN_TOKEN: longer than ", kMaxSecretBytes, " bytes"));
+    }
+    config.server.admin.token = v;
+  }
   if (const std::string v = env("CAUDAL_HTTP"); !v.empty()) {
     if (Status s = SetAddress(config.server.http, v, "CAUDAL_HTTP"); !s.ok()) return s;
   }

@@ -34,6 +34,9 @@ policies:
   - name: p
     identity: [a]
     limits: [{algorithm: token_bucket, capacity: 100, refill: 100/1s}]
+    overrides:
+      - match: {plan: pro}
+        limits: [{algorithm: token_bucket, capacity: 100, refill: 100/1s}]
 )";
 
 constexpr const char* kEnvoyBase = R"(
@@ -94,6 +97,31 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .bad = {"fast", "[a]"},
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: sliding_window_counter, "
                 "limit: 5, window: 1s}]}]"}},
+      {"policies[].overrides[].match",
+       {.good = {"{plan: max}", "{a: acme, ip: 10.0.0.0/8}"},
+        .bad = {"x", "{}", "{plan: ''}", "{ip: 10.0.0.1/8}", "{'p q': x}"}}},
+      {"policies[].overrides[].limits[].capacity",
+       {.good = {"1", kMax},
+        .bad = {"0", "1099511627777"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+                "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1099511627776/1s}]}]}]"}},
+      {"policies[].overrides[].limits[].algorithm",
+       {.good = {"token_bucket", "gcra"}, .bad = {"leaky", "[a]"}}},
+      {"policies[].overrides[].limits[].refill",
+       {.good = {"100/1m", "1/s"}, .bad = {"fast", "0/1s"}}},
+      {"policies[].overrides[].limits[].limit",
+       {.good = {"1", kMax},
+        .bad = {"0", "1099511627777"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+                "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: fixed_window, "
+                "limit: 5, window: 1s}]}]}]"}},
+      {"policies[].overrides[].limits[].window",
+       {.good = {"1s", "1d"},
+        .bad = {"fast", "[a]"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+                "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: "
+                "sliding_window_counter, limit: 5, window: 1s}]}]}]"}},
   };
   return probes;
 }

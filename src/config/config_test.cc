@@ -220,7 +220,29 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:3:39: policies[0].limits[0]: divided among 2 instances"},
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    identity: [ip]\n    limits: "
                 "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
-                "bad.yaml:4:5: policies[0].identity: given twice"}));
+                "bad.yaml:4:5: policies[0].identity: given twice"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: {plan: \"\"}\n"
+                "        limits: [{algorithm: gcra, capacity: 5, refill: 5/s}]\n",
+                "bad.yaml:6:23: policies[0].overrides[0].match.plan: expected a value of 1 to 256"},
+        BadCase{"policies:\n  - name: p\n    identity: [ip]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: {ip: 10.0.0.0/33}\n"
+                "        limits: [{algorithm: gcra, capacity: 5, refill: 5/s}]\n",
+                "bad.yaml:6:21: policies[0].overrides[0].match.ip: expected an IP address or a "
+                "CIDR block"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    cost: 2\n    limits: "
+                "[{algorithm: gcra, capacity: 4, refill: 1/s}]\n    overrides:\n      - match: "
+                "{api_key: k1}\n        limits:\n          - {algorithm: gcra, capacity: 9, "
+                "refill: 9/s}\n          - {algorithm: gcra, capacity: 1, refill: 1/s}\n",
+                "bad.yaml:10:13: policies[0].overrides[0].limits[1]: a capacity of 1 is below the "
+                "policy's cost (2)"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: {plan: pro}\n",
+                "bad.yaml:6:9: policies[0].overrides[0]: missing limits"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: [plan]\n"
+                "        limits: [{algorithm: gcra, capacity: 5, refill: 5/s}]\n",
+                "bad.yaml:6:16: policies[0].overrides[0].match: expected a map of descriptor"}));
 
 TEST(ConfigFile, MissingFileIsNotFound) {
   auto c = LoadConfigFile("/nonexistent/caudal.yaml");

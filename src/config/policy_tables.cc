@@ -91,6 +91,43 @@ const Table<LimitFields>& LimitTable() {
   return table;
 }
 
+// overrides[].match: descriptor names to the values a request must hold, checked by
+// ValidatePolicy (which the document's check runs, naming each value's node).
+Status ReadMatch(const YamlReader& r, const YAML::Node& n, const std::string& path,
+                 OverrideSpec& out) {
+  if (!n.IsMap() || n.size() == 0) {
+    return r.Error(n, path, "expected a map of descriptor names to values, such as {plan: pro}");
+  }
+  for (const auto& kv : n) {
+    const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    auto value = r.String(kv.second, Cat(path, '.', name));
+    if (!value.ok()) return value.status();
+    out.match.push_back({name, std::move(*value)});
+  }
+  return Status::Ok();
+}
+
+const Table<OverrideSpec>& OverrideTable() {
+  using R = Rows<OverrideSpec>;
+  static const Table<OverrideSpec> table(
+      {
+          {.name = "match",
+           .value = R::Custom("map of descriptor name to value", ReadMatch),
+           .doc = "the descriptor values a request must all hold: the identity's, or any other "
+                  "(`{plan: pro}`); an `ip` may be a CIDR block",
+           .need = Need::kRequired},
+          {.name = "limits",
+           .value = R::List(&OverrideSpec::limits, kMaxLimitsPerPolicy,
+                            MapItem<Limit>(LimitTable(), ToLimit)),
+           .doc = "the limits such requests get instead of the policy's, all of which must pass",
+           .need = Need::kRequired},
+      },
+      {.doc = "A policy's tiers: the first override whose `match` a request meets gives its "
+              "limits; a runtime override of the identity (http-api.md, Admin API) comes "
+              "first."});
+  return table;
+}
+
 }  // namespace
 
 const Table<IpPrefix>& IpPrefixTable() {
@@ -141,25 +178,41 @@ const Table<PolicySpec>& PolicyTable() {
            R::Choice(&PolicySpec::on_failure, ParseFailureMode, FailureModeName, kFailureModes),
        .doc = "what this policy does when the store cannot answer",
        .default_note = "store.on_failure"},
+      {.name = "overrides",
+       .value = R::List(&PolicySpec::overrides, kMaxOverridesPerPolicy, MapItem(OverrideTable())),
+       .doc = "tiers: other limits for requests holding some descriptor values; first match "
+              "wins"},
   });
   return table;
 }
 
 YAML::Node NodeForField(const YAML::Node& policy, const std::string& field) {
-  const size_t bracket = field.find('[');
-  const size_t dot = field.find('.');
-  const std::string head = field.substr(0, std::min(bracket, dot));
-  YAML::Node n = policy[head];
-  if (!n) return policy;
-  if (bracket != std::string::npos) {
-    size_t i = 0;
-    std::from_chars(field.data() + bracket + 1, field.data() + field.size(), i);
-    if (n.IsSequence() && i < n.size()) return n[i];
-  } else if (dot != std::string::npos) {
-    YAML::Node sub = n[field.substr(dot + 1)];
-    if (sub) return sub;
+  // Walks "overrides[0].match.plan" one step at a time: a name, then an index or a name. Nodes
+  // are rebound with reset(): assigning one yaml-cpp node to another writes into the first.
+  YAML::Node at;
+  at.reset(policy);
+  size_t pos = 0;
+  while (pos < field.size()) {
+    const YAML::Node& here = at;  // const: a missing key is not added
+    YAML::Node next;
+    if (field[pos] == '[') {
+      size_t i = 0;
+      const auto [end, ec] =
+          std::from_chars(field.data() + pos + 1, field.data() + field.size(), i);
+      if (ec != std::errc() || !here.IsSequence() || i >= here.size()) break;
+      next.reset(here[i]);
+      pos = static_cast<size_t>(end - field.data()) + 1;
+    } else {
+      if (field[pos] == '.') ++pos;
+      const size_t stop = std::min(field.find('.', pos), field.find('[', pos));
+      if (!here.IsMap()) break;
+      next.reset(here[field.substr(pos, stop - pos)]);
+      pos = stop;
+    }
+    if (!next) break;
+    at.reset(next);
   }
-  return n;
+  return at;
 }
 
 }  // namespace caudal::config_internal

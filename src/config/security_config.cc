@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "caudal/common/caller_auth.h"
 #include "common/cat.h"
 
 namespace caudal {
@@ -48,6 +49,21 @@ Status LoadCallerToken(Config& config) {
   auto token = ReadSecretFile(auth.token_file, "server.auth.token_file");
   if (!token.ok()) return token.status();
   auth.token = std::move(*token);
+  return Status::Ok();
+}
+
+Status LoadAdminToken(Config& config) {
+  AdminConfig& admin = config.server.admin;
+  if (!admin.token_file.empty() && admin.token.empty()) {
+    auto token = ReadSecretFile(admin.token_file, "server.admin.token_file");
+    if (!token.ok()) return token.status();
+    admin.token = std::move(*token);
+  }
+  // One token opening both doors would make every caller an admin.
+  if (!admin.token.empty() && ConstantTimeEquals(admin.token, config.server.auth.token)) {
+    return Status::InvalidArgument(
+        "server.admin: the admin token must differ from the callers' (server.auth)");
+  }
   return Status::Ok();
 }
 
@@ -174,6 +190,20 @@ const Table<CallerAuthConfig>& CallerAuthTable() {
   return table;
 }
 
+const Table<AdminConfig>& AdminTable() {
+  using R = Rows<AdminConfig>;
+  static const Table<AdminConfig> table(
+      {
+          {.name = "token_file",
+           .value = R::Path(&AdminConfig::token_file),
+           .doc = "the admin's bearer token (or CAUDAL_ADMIN_TOKEN), not the callers'; never "
+                  "printed"},
+      },
+      {.doc = "Off by default: without a token every /v1/admin/ path is 404. Turning it on takes "
+              "a restart; a new token, or none, applies on reload."});
+  return table;
+}
+
 const Table<StoreTlsConfig>& StoreTlsTable() {
   using R = Rows<StoreTlsConfig>;
   static const Table<StoreTlsConfig> table(
@@ -213,10 +243,10 @@ Status CheckServerSecurity(const YamlReader& r, const YAML::Node& at, const Serv
 }
 
 void ResolveSecurityPaths(Config& config, const std::string& dir) {
-  for (std::string* path :
-       {&config.server.tls.cert_file, &config.server.tls.key_file,
-        &config.server.tls.client_ca_file, &config.server.auth.token_file,
-        &config.store.tls.ca_file, &config.store.tls.cert_file, &config.store.tls.key_file}) {
+  for (std::string* path : {&config.server.tls.cert_file, &config.server.tls.key_file,
+                            &config.server.tls.client_ca_file, &config.server.auth.token_file,
+                            &config.server.admin.token_file, &config.store.tls.ca_file,
+                            &config.store.tls.cert_file, &config.store.tls.key_file}) {
     Resolve(*path, dir);
   }
 }

@@ -16,6 +16,7 @@ namespace caudal::config_internal {
 // The tables of server.tls, server.auth and store.tls (see field_table.h).
 const Table<ServerTlsConfig>& ServerTlsTable();
 const Table<CallerAuthConfig>& CallerAuthTable();
+const Table<AdminConfig>& AdminTable();  // server.admin
 const Table<StoreTlsConfig>& StoreTlsTable();
 
 // The checks across sections, once the whole server section is read: an identity allow-list

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "caudal/config/config.h"
 
 namespace caudal {
@@ -119,6 +121,33 @@ TEST(SecurityConfig, PathsAreRelativeToTheConfigFile) {
   EXPECT_EQ(c->server.tls.key_file, "/abs/s.key");
   EXPECT_EQ(c->server.auth.token_file, base + "t");
   EXPECT_EQ(c->store.tls.ca_file, base + "ca.pem");
+}
+
+}  // namespace
+}  // namespace caudal
+
+namespace caudal {
+namespace {
+
+TEST(AdminToken, IsReadFromItsFileAndMustDifferFromTheCallersToken) {
+  const std::string dir = ::testing::TempDir();
+  std::ofstream(dir + "admin_token") << "admin-secret\n";
+  auto c = ParseConfig("server: {admin: {token_file: " + dir + "admin_token}}\npolicies: []\n",
+                       "s.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->server.admin.enabled());
+  ASSERT_TRUE(LoadAdminToken(*c).ok());
+  EXPECT_EQ(c->server.admin.token, "admin-secret");
+
+  c->server.auth.token = "admin-secret";  // the callers' token opening the admin's door too
+  c->server.admin.token.clear();
+  const Status same = LoadAdminToken(*c);
+  EXPECT_EQ(same.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(same.message().find("admin-secret"), std::string::npos) << "never printed";
+
+  c->server.admin.token_file = dir + "missing";
+  c->server.admin.token.clear();
+  EXPECT_EQ(LoadAdminToken(*c).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

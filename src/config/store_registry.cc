@@ -5,9 +5,11 @@
 
 #include "caudal/engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_override_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "caudal/store/memory_store.h"
+#include "caudal/store/override_store.h"
 #include "common/cat.h"
 #include "common/redact.h"
 #include "redis/redis_url.h"
@@ -191,6 +193,24 @@ Result<std::unique_ptr<Store>> OpenStore(const StoreConfig& config, const Clock&
 Result<std::string> ReadPasswordFile(const std::string& path) {
   static_assert(kMaxPasswordBytes == kMaxSecretBytes);
   return ReadSecretFile(path, "store.password_file");
+}
+
+Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& config,
+                                                         const Clock& clock) {
+  auto kind = FindStoreKind(config.url);
+  if (!kind.ok()) return Status::InvalidArgument(Cat("store.url: ", kind.status().message()));
+  const std::string_view scheme = (*kind)->scheme;
+  if (scheme == "memory") return MakeMemoryOverrideStore(clock);
+  if (!(*kind)->remote) {
+    return Status::NotFound(Cat(scheme, ":// keeps no runtime overrides yet"));
+  }
+  StoreConfig with_password = config;
+  if (!config.password_file.empty() && config.password.empty()) {
+    auto password = ReadPasswordFile(config.password_file);
+    if (!password.ok()) return password.status();
+    with_password.password = std::move(*password);
+  }
+  return OpenRedisOverrideStore(clock, RedisOptionsFrom(with_password, clock, {}));
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

@@ -716,6 +716,28 @@ std::shared_ptr<const envoy::RateLimitConfig> Engine::domains() const {
   return snapshot_.load(std::memory_order_acquire)->domains;
 }
 
+void Engine::SetRuntimeOverrides(std::shared_ptr<const RuntimeOverrides> overrides) {
+  {
+    std::lock_guard lock(install_mu_);
+    auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
+    snap->runtime = std::move(overrides);
+    snapshot_.store(std::move(snap), std::memory_order_release);
+  }
+  ForgetRefusals();
+}
+
+std::shared_ptr<const RuntimeOverrides> Engine::runtime_overrides() const {
+  return snapshot_.load(std::memory_order_acquire)->runtime;
+}
+
+void Engine::ForgetRefusals() {
+  if (cache_ != nullptr) cache_->Clear();
+}
+
+std::shared_ptr<const Engine::Snapshot> Engine::snapshot() const {
+  return snapshot_.load(std::memory_order_acquire);
+}
+
 void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
   auto snap = snapshot_.load(std::memory_order_acquire);
   auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done));

@@ -54,6 +54,7 @@ void CountEverything(Metrics& m) {
   m.CountReload(true);
   m.CountHttpResponse(200);
   m.CountTlsHandshakeFailure(TlsFailure::kClosed);
+  m.Series(MetricId::kAdminChanges, {"set_override"}) += 1;
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

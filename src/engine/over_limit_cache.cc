@@ -57,4 +57,11 @@ void OverLimitCache::Forget(std::string_view key) {
   s.entries.erase(std::string(key));
 }
 
+void OverLimitCache::Clear() {
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.mu);
+    s.entries.clear();
+  }
+}
+
 }  // namespace caudal::engine_internal

@@ -42,6 +42,8 @@ class OverLimitCache {
   // `sent`.
   void Remember(std::string_view key, int64_t cost, Nanos sent, const Decision& refused);
   void Forget(std::string_view key);
+  // Forgets every key (an override changed, or an identity's state was reset).
+  void Clear();
 
   uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
 

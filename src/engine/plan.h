@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
+#include "caudal/engine/runtime_overrides.h"
 
 namespace caudal {
 
@@ -32,9 +33,17 @@ struct Engine::Snapshot {
     PolicyCounters* counters = nullptr;
   };
   std::unordered_map<const envoy::RateLimitRule*, RuleStats> rule_stats;
+  std::shared_ptr<const RuntimeOverrides> runtime;  // null: none
 };
 
 namespace engine_internal {
+
+// Where a policy's check took its limits from (precedence: runtime, tier, policy).
+enum class LimitsFrom : uint8_t {
+  kPolicy,   // the policy's own `limits`
+  kTier,     // one of its static `overrides` (Check::tier says which)
+  kRuntime,  // the identity's runtime override
+};
 
 // One check being decided. `result` is what the front end gets back.
 struct Check {
@@ -57,6 +66,8 @@ struct Check {
   // the request is refused too.
   bool quota = false;
   Status error;  // kConsumeEach: this check's store call failed
+  LimitsFrom limits_from = LimitsFrom::kPolicy;
+  int tier = -1;  // kTier: the index in the policy's overrides
   // What its first limit had counted before this check's hits, as envoyproxy/ratelimit's counter
   // would read before its INCRBY (the hits of earlier checks of the request on the same key
   // included); -1 until a store (shared or local) decided it. For the hit statistics.
@@ -70,11 +81,26 @@ struct Plan {
   int64_t instances = 1;
 };
 
-// Policies that apply to `request`, in config order. kInvalidArgument for bad descriptors, a
+// Where `c` took its limits from, as the admin API names it: "limits", "overrides[1]",
+// "runtime_override".
+std::string LimitsFromName(const Check& c);
+
+// The identity of `policy` in `descriptors` (each value length-prefixed, so no two identities
+// encode alike; `ip` masked by the policy's prefix), or nullopt when a field is missing;
+// kInvalidArgument for an `ip` that is no address.
+Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& policy,
+                                                  const Descriptors& descriptors);
+
+// Policies that apply to `request`, in config order, each with the limits that apply to its
+// identity (runtime override, static override, its own). kInvalidArgument for bad descriptors, a
 // cost < 1, or a cost above an applicable limit's capacity.
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
 
-// One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules.
+// An Envoy descriptor's entries as a runtime override of its rule keys them (length-prefixed).
+std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);
+
+// One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules; a runtime
+// override of the matched rule for the descriptor's entries replaces the rule's limit.
 // A request that matches a quota_mode rule is decided one by one (kConsumeEach) whatever the
 // domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.

@@ -120,12 +120,35 @@ std::string KeyOf(const Limit& limit, std::string_view domain,
   return key;
 }
 
+// A runtime override of the matched rule for these entries (by the rule's stat key) replaces
+// its limit, whatever the rule says (unlimited, or blocking, too).
+void ApplyRuntime(const Engine::Snapshot& snap, const std::vector<envoy::DescriptorEntry>& entries,
+                  Check& c) {
+  if (snap.runtime == nullptr || snap.runtime->size() == 0 || c.stat_name.empty()) return;
+  const RuntimeOverrides::Entry* o =
+      snap.runtime->Find(OverrideKind::kEnvoyRule, c.stat_name, EncodeEntries(entries));
+  if (o == nullptr) return;
+  c.override_limit = std::make_shared<const Limit>(o->set.limits[0]);
+  c.result.limits = {c.override_limit.get()};
+  c.result.kind = CheckKind::kLimited;
+  c.limits_from = LimitsFrom::kRuntime;
+}
+
 bool Chargeable(const Check& c) {
   return std::all_of(c.result.limits.begin(), c.result.limits.end(),
                      [](const Limit* l) { return SupportsCharge(l->algorithm()); });
 }
 
 }  // namespace
+
+std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries) {
+  std::string out;
+  for (const envoy::DescriptorEntry& e : entries) {
+    AppendField(out, e.key);
+    AppendField(out, e.value);
+  }
+  return out;
+}
 
 Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& request) {
   if (Status s = ValidateShape(request, snap.domain_options); !s.ok()) return s;
@@ -166,6 +189,7 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
         continue;
       }
       ResolveRule(snap, *m.rule, c);
+      ApplyRuntime(snap, d.entries, c);
       c.quota = m.rule->quota_mode;
       replaced.insert(m.rule->replaces.begin(), m.rule->replaces.end());
       // detailed_metric, value_to_metric and share_threshold name the stats by the values.

@@ -64,8 +64,8 @@ Status ValidateDescriptors(const Descriptors& descriptors) {
   return Status::Ok();
 }
 
-// The identity of `policy` in `descriptors` (each value length-prefixed, so no two identities
-// encode alike; `ip` masked by the policy's prefix), or nullopt when a field is missing.
+}  // namespace
+
 Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& policy,
                                                   const Descriptors& descriptors) {
   std::string out;
@@ -90,7 +90,49 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
   return std::optional<std::string>(std::move(out));
 }
 
+namespace {
+
+const std::string* ValueOf(const Descriptors& descriptors, std::string_view name) {
+  for (const Descriptor& d : descriptors) {
+    if (d.name == name) return &d.value;
+  }
+  return nullptr;
+}
+
+// The first of `p`'s static overrides whose every value `descriptors` hold, or -1.
+int MatchTier(const PolicySet::Policy& p, const Descriptors& descriptors) {
+  for (size_t t = 0; t < p.spec.overrides.size(); ++t) {
+    bool all = true;
+    for (const MatchValue& m : p.spec.overrides[t].match) {
+      const std::string* v = ValueOf(descriptors, m.descriptor);
+      if (v == nullptr) {
+        all = false;
+      } else if (m.descriptor == "ip") {  // validated: an address; the tier's, a block
+        auto ip = IpAddress::Parse(*v);
+        all = ip.ok() && p.tiers[t].ip->Contains(*ip);
+      } else {
+        all = *v == m.value;
+      }
+      if (!all) break;
+    }
+    if (all) return static_cast<int>(t);
+  }
+  return -1;
+}
+
 }  // namespace
+
+std::string LimitsFromName(const Check& c) {
+  switch (c.limits_from) {
+    case LimitsFrom::kPolicy:
+      return "limits";
+    case LimitsFrom::kTier:
+      return Cat("overrides[", c.tier, ']');
+    case LimitsFrom::kRuntime:
+      return "runtime_override";
+  }
+  return "limits";
+}
 
 Status ValidateValue(std::string_view field, std::string_view value, bool allow_controls) {
   for (size_t i = 0; i < value.size();) {
@@ -132,15 +174,37 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     c.on_failure = p.on_failure;
     c.count_rejected = p.spec.count_rejected == RejectedCounting::kCounted;
     c.counters = snap.policy_counters.empty() ? nullptr : snap.policy_counters[i];
-    for (size_t k = 0; k < p.spec.limits.size(); ++k) {
-      const Limit& l = p.spec.limits[k];
+    const std::vector<Limit>* limits = &p.spec.limits;
+    const std::vector<Limit>* local = &p.local_limits;
+    const std::vector<std::string>* prefixes = &p.key_prefixes;
+    const RuntimeOverrides::Entry* runtime =
+        snap.runtime == nullptr
+            ? nullptr
+            : snap.runtime->Find(OverrideKind::kPolicy, p.spec.name, **identity);
+    if (runtime != nullptr) {
+      limits = &runtime->set.limits;
+      local = &runtime->set.local_limits;
+      prefixes = &runtime->set.key_prefixes;
+      c.limits_from = LimitsFrom::kRuntime;
+    } else if (const int t = MatchTier(p, request.descriptors); t >= 0) {
+      const LimitSet& tier = p.tiers[static_cast<size_t>(t)].set;
+      limits = &tier.limits;
+      local = &tier.local_limits;
+      prefixes = &tier.key_prefixes;
+      c.limits_from = LimitsFrom::kTier;
+      c.tier = t;
+    }
+    for (size_t k = 0; k < limits->size(); ++k) {
+      const Limit& l = (*limits)[k];
       if (!request.refund && c.result.cost > l.capacity()) {
         return Status::InvalidArgument(Cat("cost: ", c.result.cost, " exceeds the capacity ",
-                                           l.capacity(), " of policy ", Quoted(p.spec.name),
-                                           " (limits[", k, "]), so it could never pass"));
+                                           l.capacity(), " of policy ", Quoted(p.spec.name), " (",
+                                           LimitsFromName(c),
+                                           c.limits_from == LimitsFrom::kPolicy ? "" : ".limits",
+                                           '[', k, "]), so it could never pass"));
       }
       // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
-      std::string key = Cat(p.key_prefixes[k], '{', **identity, '}');
+      std::string key = Cat((*prefixes)[k], '{', **identity, '}');
       if (key.size() > kMaxKeyLength) {
         return Status::InvalidArgument(Cat("descriptors: the identity of policy ",
                                            Quoted(p.spec.name), " is too long for a key (",
@@ -148,7 +212,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
       }
       c.keys.push_back(std::move(key));
       c.result.limits.push_back(&l);
-      c.local_limits.push_back(&p.local_limits[k]);
+      c.local_limits.push_back(&(*local)[k]);
     }
     plan.checks.push_back(std::move(c));
   }

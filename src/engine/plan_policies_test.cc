@@ -91,6 +91,53 @@ TEST(PlanPolicies, EachLimitHasItsKeyThePolicysPrefixAndTheIdentityAsHashTag) {
   EXPECT_EQ(c.local_limits[1], &p.local_limits[1]);
 }
 
+// A policy with tiers: pro plans, one named tenant, and a network, over a default.
+PolicySpec Tiered() {
+  PolicySpec spec = Spec("per-tenant", {"tenant"}, {Bucket(5)});
+  spec.overrides = {{.match = {{"tenant", "acme"}}, .limits = {Bucket(50), Window(500)}},
+                    {.match = {{"plan", "pro"}, {"region", "eu"}}, .limits = {Bucket(20)}},
+                    {.match = {{"plan", "pro"}}, .limits = {Bucket(10)}},
+                    {.match = {{"ip", "10.1.0.0/16"}}, .limits = {Bucket(7)}}};
+  return spec;
+}
+
+TEST(PlanPolicies, TheFirstStaticOverrideWhoseEveryValueTheRequestHoldsGivesTheLimits) {
+  const Engine::Snapshot snap = Snap({Tiered()});
+  const PolicySet::Policy& p = snap.policies->policies()[0];
+  const auto capacity = [&](Descriptors d) {
+    const Plan plan = MustPlan(snap, Req(std::move(d)));
+    return plan.checks.empty() ? int64_t{-1} : plan.checks[0].result.limits[0]->capacity();
+  };
+  EXPECT_EQ(capacity({{"tenant", "t"}}), 5) << "no override matches: the policy's limits";
+  EXPECT_EQ(capacity({{"tenant", "acme"}}), 50) << "the identity's own value";
+  EXPECT_EQ(capacity({{"tenant", "acme"}, {"plan", "pro"}}), 50) << "the first match wins";
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"plan", "pro"}}), 10) << "another descriptor's value";
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"plan", "pro"}, {"region", "eu"}}), 20);
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"region", "eu"}}), 5) << "every value must be held";
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"plan", "Pro"}}), 5) << "values compare exactly";
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"ip", "10.1.2.3"}}), 7) << "an ip within the block";
+  EXPECT_EQ(capacity({{"tenant", "t"}, {"ip", "10.2.0.1"}}), 5);
+
+  const Plan plan = MustPlan(snap, Req({{"tenant", "acme"}}));
+  const Check& c = plan.checks[0];
+  EXPECT_EQ(LimitsFromName(c), "overrides[0]");
+  ASSERT_EQ(c.keys.size(), 2u);
+  EXPECT_EQ(c.result.limits[1], &p.tiers[0].set.limits[1]);
+  EXPECT_EQ(c.local_limits[1], &p.tiers[0].set.local_limits[1]);
+  EXPECT_EQ(c.keys[0], p.tiers[0].set.key_prefixes[0] + "{4:acme}");
+  EXPECT_NE(c.keys[0], p.key_prefixes[0] + "{4:acme}") << "other limits, other state";
+  EXPECT_EQ(LimitsFromName(MustPlan(snap, Req({{"tenant", "t"}})).checks[0]), "limits");
+}
+
+TEST(PlanPolicies, ACostAboveATiersCapacityNamesTheTiersLimit) {
+  PolicySpec spec = Tiered();
+  spec.limits = {Bucket(100)};
+  const Engine::Snapshot snap = Snap({spec});
+  EXPECT_EQ(Refusal(snap, Req({{"tenant", "t"}, {"plan", "pro"}}, 11)),
+            "cost: 11 exceeds the capacity 10 of policy \"per-tenant\" (overrides[2].limits[0]), "
+            "so it could never pass");
+}
+
 TEST(PlanPolicies, ValuesAreLengthPrefixedSoNoTwoIdentitiesShareAKey) {
   const Engine::Snapshot snap = Snap({Spec("p", {"a", "b"}, {Bucket(5)})});
   const auto key = [&](std::string a, std::string b) {

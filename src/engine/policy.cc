@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/cat.h"
+#include "common/utf8.h"
 
 namespace caudal {
 namespace {
@@ -37,6 +38,48 @@ std::string Fingerprint(const Limit& l) {
 
 PolicyError Err(std::string field, std::string message) {
   return {std::move(field), Status::InvalidArgument(std::move(message))};
+}
+
+// Why `value` cannot be matched as a descriptor's value, or nullopt: a descriptor value is 1 to
+// 256 bytes of UTF-8 without control characters, and an `ip` an address or a CIDR block.
+std::optional<std::string> MatchValueProblem(const MatchValue& m) {
+  if (m.value.empty() || m.value.size() > kMaxMatchValueLength) {
+    return Cat("expected a value of 1 to ", kMaxMatchValueLength, " bytes");
+  }
+  for (std::string_view rest = m.value; !rest.empty();) {
+    if (ControlCharacterLength(rest) > 0) return "control characters are not allowed in a value";
+    const size_t n = Utf8SequenceLength(rest);
+    if (n == 0) return "not valid UTF-8";
+    rest.remove_prefix(n);
+  }
+  if (m.descriptor == "ip" && !CidrBlock::Parse(m.value).ok()) {
+    return Cat("expected an IP address or a CIDR block such as 10.0.0.0/8 (got ", Quoted(m.value),
+               ')');
+  }
+  return std::nullopt;
+}
+
+std::optional<PolicyError> ValidateOverride(const PolicySpec& spec, const PolicySetOptions& options,
+                                            const OverrideSpec& o, const std::string& where) {
+  if (o.match.empty() || o.match.size() > kMaxMatchValues) {
+    return Err(where + ".match", Cat("expected 1 to ", kMaxMatchValues, " descriptor values"));
+  }
+  for (size_t i = 0; i < o.match.size(); ++i) {
+    const MatchValue& m = o.match[i];
+    const std::string field = Cat(where, ".match.", m.descriptor);
+    if (!IsValidName(m.descriptor)) {
+      return Err(where + ".match", Cat("expected descriptor names of [A-Za-z0-9_.-] (got ",
+                                       Quoted(m.descriptor), ')'));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (o.match[j].descriptor == m.descriptor) return Err(field, "given twice");
+    }
+    if (auto problem = MatchValueProblem(m)) return Err(field, *problem);
+  }
+  if (auto e = ValidateOverrideLimits(spec, options, o.limits)) {
+    return Err(where + ".limits" + e->field, e->status.message());
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -108,6 +151,40 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   return local;
 }
 
+std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
+                                                  const PolicySetOptions& options,
+                                                  const std::vector<Limit>& limits) {
+  if (limits.empty() || limits.size() > kMaxLimitsPerPolicy) {
+    return Err("", Cat("expected 1 to ", kMaxLimitsPerPolicy, " limits"));
+  }
+  const FailureMode mode = policy.on_failure.value_or(options.on_failure);
+  for (size_t i = 0; i < limits.size(); ++i) {
+    const Limit& l = limits[i];
+    const std::string field = Cat('[', i, ']');
+    if (policy.cost > l.capacity()) {
+      return Err(field, Cat("a capacity of ", l.capacity(), " is below the policy's cost (",
+                            policy.cost, "): a request of that cost could never pass"));
+    }
+    if (mode == FailureMode::kLocal) {
+      auto local = LocalLimit(l, options.instances);
+      if (!local.ok()) return Err(field, local.status().message());
+    }
+  }
+  return std::nullopt;
+}
+
+LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances) {
+  LimitSet set;
+  for (size_t k = 0; k < limits.size(); ++k) {
+    const Limit& l = limits[k];
+    auto local = LocalLimit(l, instances);
+    set.local_limits.push_back(local.ok() ? *local : l);
+    set.key_prefixes.push_back(Cat("caudal:", policy, ':', k, ':', Fingerprint(l), ':'));
+  }
+  set.limits = std::move(limits);
+  return set;
+}
+
 std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options) {
   if (!IsValidName(spec.name)) {
     return Err("name", "expected 1 to 64 characters of [A-Za-z0-9_.-] (got \"" + spec.name + "\")");
@@ -152,6 +229,14 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
       if (!local.ok()) return Err("limits[" + std::to_string(i) + "]", local.status().message());
     }
   }
+  if (spec.overrides.size() > kMaxOverridesPerPolicy) {
+    return Err("overrides", Cat("expected at most ", kMaxOverridesPerPolicy, " overrides"));
+  }
+  for (size_t t = 0; t < spec.overrides.size(); ++t) {
+    if (auto e = ValidateOverride(spec, options, spec.overrides[t], Cat("overrides[", t, ']'))) {
+      return e;
+    }
+  }
   return std::nullopt;
 }
 
@@ -176,13 +261,16 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     }
     Policy p;
     p.on_failure = spec.on_failure.value_or(options.on_failure);
-    for (size_t k = 0; k < spec.limits.size(); ++k) {
-      const Limit& l = spec.limits[k];
-      // Validated above whenever the local fallback can be used; otherwise only reported.
-      auto local = LocalLimit(l, options.instances);
-      p.local_limits.push_back(local.ok() ? *local : l);
-      const std::string tag = spec.name + ":" + std::to_string(k) + ":";
-      p.key_prefixes.push_back("caudal:" + tag + Fingerprint(l) + ":");
+    // Local limits are validated above whenever the local fallback can be used.
+    LimitSet own = MakeLimitSet(spec.name, spec.limits, options.instances);
+    p.local_limits = std::move(own.local_limits);
+    p.key_prefixes = std::move(own.key_prefixes);
+    for (const OverrideSpec& o : spec.overrides) {
+      Policy::Tier tier{.set = MakeLimitSet(spec.name, o.limits, options.instances), .ip = {}};
+      for (const MatchValue& m : o.match) {
+        if (m.descriptor == "ip") tier.ip = *CidrBlock::Parse(m.value);
+      }
+      p.tiers.push_back(std::move(tier));
     }
     p.spec = std::move(spec);
     set->policies_.push_back(std::move(p));

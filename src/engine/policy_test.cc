@@ -42,6 +42,34 @@ TEST(ValidatePolicy, NamesTheFieldAtFault) {
       {[](PolicySpec& s) { s.limits.clear(); }, "limits"},
       {[](PolicySpec& s) { s.cost = 0; }, "cost"},
       {[](PolicySpec& s) { s.cost = 11; }, "cost"},
+      {[](PolicySpec& s) { s.overrides = {{.match = {}, .limits = s.limits}}; },
+       "overrides[0].match"},
+      {[](PolicySpec& s) {
+         s.overrides = {{.match = {{"plan", "pro"}}, .limits = {}}};
+       },
+       "overrides[0].limits"},
+      {[](PolicySpec& s) {
+         s.overrides = {{.match = {{"plan", "pro"}, {"plan", "max"}}, .limits = s.limits}};
+       },
+       "overrides[0].match.plan"},
+      {[](PolicySpec& s) {
+         s.overrides = {{.match = {{"pl/an", "pro"}}, .limits = s.limits}};
+       },
+       "overrides[0].match"},
+      {[](PolicySpec& s) {
+         s.overrides = {{.match = {{"plan", "a\x01"}}, .limits = s.limits}};
+       },
+       "overrides[0].match.plan"},
+      {[](PolicySpec& s) {
+         s.overrides = {{.match = {{"ip", "not-an-address"}}, .limits = s.limits}};
+       },
+       "overrides[0].match.ip"},
+      {[](PolicySpec& s) {
+         s.cost = 3;
+         s.overrides = {
+             {.match = {{"plan", "pro"}}, .limits = {s.limits[0], Bucket(2, {2, minutes(1)})}}};
+       },
+       "overrides[0].limits[1]"},
   };
   for (const Case& c : cases) {
     PolicySpec s = Good();

@@ -257,6 +257,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                         .refusals = server_.deps.refusals,
                         .status = server_.deps.status,
                         .auth = *server_.auth.load(std::memory_order_acquire),
+                        .admin = server_.deps.admin,
                         .draining = server_.draining.load(std::memory_order_acquire)};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);
@@ -575,7 +576,8 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
 ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c) {
   return {.trusted_proxies = c.trusted_proxies,
           .descriptor_headers = c.descriptor_headers,
-          .caller = CallerAuthFrom(c.auth)};
+          .caller = CallerAuthFrom(c.auth),
+          .admin_token = c.admin.token};
 }
 
 CallerAuth CallerAuthFrom(const CallerAuthConfig& c) {

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/cat.h"
+#include "server/admin_api.h"
 #include "server/auth_query.h"
 #include "server/openapi.h"
 
@@ -170,6 +171,10 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   const auto done = [&responder](Reply reply) { responder.Reply(std::move(reply)); };
   std::string_view path = r.target;
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
+  // The admin API has its own token, and never takes the callers'.
+  if (path.starts_with("/v1/admin/")) {
+    return admin_api::Dispatch(ctx.admin, ctx.auth.admin_token, ctx.metrics, r, responder);
+  }
   if (auto refused = RefuseCaller(ctx.auth.caller, path, r)) return done(std::move(*refused));
 
   if (path == "/v1/auth") {

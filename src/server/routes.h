@@ -35,7 +35,8 @@ struct Context {
   const Refusals* refusals;
   StatusPage* status;  // `/`, /v1/status and its charts; null or disabled: 404
   const ForwardAuthOptions& auth;
-  bool draining = false;  // shutting down: /readyz answers 503
+  Admin* admin = nullptr;  // /v1/admin/ (with auth.admin_token); null: 404
+  bool draining = false;   // shutting down: /readyz answers 503
 };
 
 // Takes the reply to one request. The transport implements it and keeps it alive until Reply()

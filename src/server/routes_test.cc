@@ -30,7 +30,8 @@ ForwardAuth Derive(const Fields& f) {
   const ForwardAuthOptions auth{
       .trusted_proxies = {},
       .descriptor_headers = {{"api_key", "X-API-Key"}, {"tenant", "X-Tenant"}},
-      .caller = {}};
+      .caller = {},
+      .admin_token = {}};
   const Request r{.method = "GET",
                   .target = "/v1/auth",
                   .body = "",

@@ -107,6 +107,7 @@ Result<PreparedConfig> Prepare(Config config, PrepareOptions options) {
             : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
   }
   if (Status s = LoadCallerToken(config); !s.ok()) return s;
+  if (Status s = LoadAdminToken(config); !s.ok()) return s;
   PreparedConfig out;
   auto tls = HttpTls(config);
   if (!tls.ok()) return tls.status();

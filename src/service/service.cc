@@ -4,6 +4,7 @@
 
 #include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/config/store_registry.h"
+#include "caudal/engine/admin.h"
 #include "caudal/engine/breaker_store.h"
 #include "caudal/engine/refusals.h"
 #include "caudal/engine/store_health.h"
@@ -12,6 +13,7 @@
 #include "caudal/redis/redis_tls.h"
 #include "caudal/server/server.h"
 #include "caudal/server/status_page.h"
+#include "caudal/store/override_store.h"
 #include "common/cat.h"
 #include "engine/background_store.h"
 #include "server/tls_context.h"
@@ -67,6 +69,8 @@ struct Service::Parts {
   std::unique_ptr<StoreHealth> health;
   std::unique_ptr<BreakerStore> breaker;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<OverrideStore> overrides;  // with the admin API only
+  std::unique_ptr<Admin> admin;
   std::unique_ptr<StatusPage> status;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<envoy::RlsHandler> rls;
@@ -75,6 +79,7 @@ struct Service::Parts {
 
   Status OpenStores();
   Status BuildEngine(const service_internal::PreparedConfig& prepared);
+  Status StartAdmin();
   Status StartListeners(const service_internal::PreparedConfig& prepared);
   void GiveBack(Nanos deadline);
 };
@@ -133,6 +138,25 @@ Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepa
   return Status::Ok();
 }
 
+// The admin API, when it has a token: its runtime overrides live beside the store's state.
+Status Service::Parts::StartAdmin() {
+  if (config.server.admin.token.empty()) return Status::Ok();
+  auto opened = OpenOverrideStore(config.store, env.clock);
+  if (!opened.ok() && opened.status().code() != StatusCode::kNotFound) return opened.status();
+  if (!opened.ok()) {
+    log->Warning(Cat("admin: ", opened.status().message(),
+                     ": runtime overrides are kept in this process only; state and resets are "
+                     "shared"));
+    opened = MakeMemoryOverrideStore(env.clock);
+  }
+  overrides = std::move(*opened);
+  admin = std::make_unique<Admin>(
+      *engine, *overrides, env.clock,
+      AdminOptions{.log = log.get(), .metrics = &metrics, .refusals = &refusals});
+  admin->Start();
+  return Status::Ok();
+}
+
 Status Service::Parts::StartListeners(const service_internal::PreparedConfig& prepared) {
   status = std::make_unique<StatusPage>(StatusPageDeps{.engine = *engine,
                                                        .metrics = metrics,
@@ -146,6 +170,7 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
                                     .health = *health,
                                     .refusals = &refusals,
                                     .status = status.get(),
+                                    .admin = admin.get(),
                                     .clock = env.clock},
                                    ServerOptionsFrom(config.server), ForwardAuthFrom(config.server),
                                    prepared.http_tls);
@@ -178,6 +203,7 @@ Result<std::unique_ptr<Service>> Service::Start(Config config, ServiceEnv env) {
   auto parts = std::make_unique<Parts>(std::move(env), std::move(prepared->config));
   if (Status s = parts->OpenStores(); !s.ok()) return s;
   if (Status s = parts->BuildEngine(*prepared); !s.ok()) return s;
+  if (Status s = parts->StartAdmin(); !s.ok()) return s;
   if (Status s = parts->StartListeners(*prepared); !s.ok()) return s;
   return std::unique_ptr<Service>(new Service(std::move(parts)));
 }

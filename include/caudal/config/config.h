@@ -115,6 +115,14 @@ struct CallerAuthConfig {
   bool enabled() const { return !token.empty() || !token_file.empty() || !allowed_clients.empty(); }
 };
 
+// The admin API (/v1/admin/: runtime overrides, an identity's state): off without a token.
+struct AdminConfig {
+  std::string token_file;  // the admin's bearer token (relative to the config's folder)
+  // The token itself, from token_file or CAUDAL_ADMIN_TOKEN; never printed. Empty: no admin API.
+  std::string token;
+  bool enabled() const { return !token.empty() || !token_file.empty(); }
+};
+
 struct ServerConfig {
   std::string http = "127.0.0.1:8080";     // host:port; host is an IP address or "localhost"
   std::vector<CidrBlock> trusted_proxies;  // only these peers may set X-Forwarded-For
@@ -136,6 +144,7 @@ struct ServerConfig {
   std::string grpc;
   ServerTlsConfig tls;
   CallerAuthConfig auth;
+  AdminConfig admin;
   // The status page at `/` and its JSON at /v1/status (see status_page.h); on by default, since
   // the listener is loopback by default and the page shows nothing secret.
   bool status_page = true;
@@ -188,6 +197,10 @@ Result<std::string> ReadSecretFile(const std::string& path, std::string_view fie
 // Sets server.auth.token from server.auth.token_file, unless the token is set already (by
 // CAUDAL_AUTH_TOKEN). ReadSecretFile's errors.
 Status LoadCallerToken(Config& config);
+// Sets server.admin.token from server.admin.token_file, unless set already (by
+// CAUDAL_ADMIN_TOKEN). ReadSecretFile's errors, and kInvalidArgument when the admin token equals
+// the callers' (server.auth): the two must not open each other's doors.
+Status LoadAdminToken(Config& config);
 
 // "127.0.0.1:8080" / "[::1]:80" / "localhost:0" → host, port. kInvalidArgument otherwise.
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text);

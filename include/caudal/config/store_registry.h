@@ -24,6 +24,7 @@
 namespace caudal {
 
 class RedisTlsReload;
+class OverrideStore;
 
 struct StoreOpenOptions {
   // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
@@ -71,6 +72,13 @@ inline constexpr size_t kMaxPasswordBytes = 4096;
 // A password file's content, without its trailing newline. kInvalidArgument when it cannot be
 // read, is empty or is longer than kMaxPasswordBytes.
 Result<std::string> ReadPasswordFile(const std::string& path);
+
+// The runtime overrides' records beside `config.url`'s store (caudal/store/override_store.h):
+// the memory store's in this process, Redis's in Redis (redis://, rediss://, redis-cluster://,
+// redis-sentinel://: its primary). kNotFound for a kind that has none; kInvalidArgument as
+// OpenStore. Nothing is connected until the first call.
+Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& config,
+                                                         const Clock& clock);
 
 // The in-process store `local` failure mode falls back to, bounded like the memory store.
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock);

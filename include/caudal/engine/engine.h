@@ -159,7 +159,8 @@ struct DomainOptions {
   size_t max_request_bytes = 64 * 1024;
 };
 
-class Refusals;  // caudal/engine/refusals.h
+class Refusals;          // caudal/engine/refusals.h
+class RuntimeOverrides;  // caudal/engine/runtime_overrides.h
 
 struct EngineOptions {
   Store* local_store = nullptr;  // required when any check may fail over to `local`
@@ -190,6 +191,13 @@ class Engine {
   // The Envoy domains and how they are decided; kInvalidArgument as for SetPolicies.
   Status SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains, DomainOptions options);
   std::shared_ptr<const envoy::RateLimitConfig> domains() const;
+  // The runtime overrides checks look up before a policy's tiers or an Envoy rule's limit
+  // (caudal/engine/runtime_overrides.h); null: none. Installing a set also forgets the over-limit
+  // cache, so that no remembered refusal outlives a raised limit.
+  void SetRuntimeOverrides(std::shared_ptr<const RuntimeOverrides> overrides);
+  std::shared_ptr<const RuntimeOverrides> runtime_overrides() const;
+  // Forgets every refusal the over-limit cache remembers (an identity's state was reset).
+  void ForgetRefusals();
 
   // `done` runs exactly once, inline or on a store thread; it must not block.
   void CheckAsync(CheckRequest request, CheckCallback done);
@@ -203,7 +211,8 @@ class Engine {
   // Where it counts (null without metrics), for front ends counting what never reaches it.
   Metrics* metrics() const { return options_.metrics; }
 
-  struct Snapshot;
+  struct Snapshot;  // what a decision uses (src/engine/plan.h)
+  std::shared_ptr<const Snapshot> snapshot() const;
 
  private:
   class Operation;

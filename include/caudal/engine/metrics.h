@@ -70,6 +70,10 @@ enum class MetricId : uint8_t {
   kHttpResponses,
   kTlsHandshakeFailures,
   kRlsMalformedRequests,
+  kAdminChanges,
+  kAdminUnauthenticated,
+  kRuntimeOverrides,
+  kOverrideSyncFailures,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -188,6 +192,29 @@ inline constexpr std::array kMetricTable = {
               {},
               "ShouldRateLimit calls whose bytes were not a RateLimitRequest (answered "
               "INVALID_ARGUMENT)."},
+    MetricDef{MetricId::kAdminChanges,
+              "caudal_admin_changes_total",
+              MetricType::kCounter,
+              {"op"},
+              "Changes made through the admin API on this instance, by op: set_override, "
+              "delete_override or reset_state."},
+    MetricDef{MetricId::kAdminUnauthenticated,
+              "caudal_admin_unauthenticated_total",
+              MetricType::kCounter,
+              {},
+              "Admin API requests refused for missing or wrong admin credentials (401)."},
+    MetricDef{MetricId::kRuntimeOverrides,
+              "caudal_runtime_overrides",
+              MetricType::kGauge,
+              {},
+              "Runtime overrides this instance applies (unexpired, as last read from the "
+              "store)."},
+    MetricDef{MetricId::kOverrideSyncFailures,
+              "caudal_override_sync_failures_total",
+              MetricType::kCounter,
+              {},
+              "Polls of the store's runtime overrides that failed (the previous ones stay "
+              "applied)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

@@ -5,6 +5,12 @@
 // validated, immutable collection the limiter decides against; reloading a config builds a new
 // PolicySet and swaps it in whole, so a request never sees half of one.
 //
+// A policy may give some requests other limits: its `overrides` (tiers), each a `match` on
+// descriptor values, the identity's own ({tenant: acme}) or another of the request's ({plan:
+// pro}). The first override whose every value the request holds gives its limits; a request no
+// override matches gets the policy's own. Runtime overrides
+// (caudal/engine/runtime_overrides.h) come before both.
+//
 // Thread-safety: a PolicySet is immutable once created; share it by shared_ptr.
 #pragma once
 
@@ -18,6 +24,7 @@
 
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
+#include "caudal/engine/ip.h"
 
 namespace caudal {
 
@@ -60,6 +67,23 @@ inline constexpr size_t kMaxLimitsPerPolicy = 8;
 inline constexpr size_t kMaxIdentityFields = 8;
 inline constexpr size_t kMaxNameLength = 64;  // policy and descriptor names
 inline constexpr int64_t kMaxInstances = 1024;
+inline constexpr size_t kMaxOverridesPerPolicy = 64;
+inline constexpr size_t kMaxMatchValues = 8;         // descriptors one override matches on
+inline constexpr size_t kMaxMatchValueLength = 256;  // as a descriptor value
+
+// One descriptor value an override matches: the request's `descriptor` equals `value`; for
+// `ip`, the value may be an address or a CIDR block ("10.0.0.0/8") that holds the request's.
+struct MatchValue {
+  std::string descriptor;
+  std::string value;
+  friend bool operator==(const MatchValue&, const MatchValue&) = default;
+};
+
+// A policy's static override (a tier): requests that hold every value of `match` get `limits`.
+struct OverrideSpec {
+  std::vector<MatchValue> match;  // 1..kMaxMatchValues, each descriptor once
+  std::vector<Limit> limits;      // 1..kMaxLimitsPerPolicy, each at least the policy's cost
+};
 
 struct PolicySpec {
   std::string name;                   // [A-Za-z0-9_.-]{1,64}, unique in a set
@@ -70,6 +94,7 @@ struct PolicySpec {
   Enforcement enforcement = Enforcement::kEnforce;
   RejectedCounting count_rejected = RejectedCounting::kNotCounted;
   std::optional<FailureMode> on_failure;  // unset: the set's default
+  std::vector<OverrideSpec> overrides;    // 0..kMaxOverridesPerPolicy; the first match wins
 };
 
 struct PolicySetOptions {
@@ -91,6 +116,26 @@ bool IsValidName(std::string_view name);
 // The limit one of `instances` instances applies on its own in `local` failure mode: capacity
 // divided (rounded down, at least 1) and the rate divided exactly.
 Result<Limit> LocalLimit(const Limit& global, int64_t instances);
+// Checks limits that are to replace a policy's own (an override's): 1..kMaxLimitsPerPolicy, each
+// taking the policy's default cost, and divisible for `local` failure mode when the policy uses
+// it. The field at fault is "[i]" for the i-th limit, "" for the list.
+std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
+                                                  const PolicySetOptions& options,
+                                                  const std::vector<Limit>& limits);
+
+// The limits a check applies, with what deciding them needs, parallel to them: the limits of
+// `local` failure mode (divided by the instance count) and the store key prefix of each, which
+// names the policy, the limit's index and the limit itself, so that other limits find other
+// state.
+struct LimitSet {
+  std::vector<Limit> limits;
+  std::vector<Limit> local_limits;
+  std::vector<std::string> key_prefixes;
+};
+// `limits` of policy `policy`, for a set of `instances` instances. A limit that cannot be
+// divided keeps its own value as local limit (only reported: validation refuses it where the
+// local fallback can be used).
+LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances);
 
 class PolicySet {
  public:
@@ -99,6 +144,12 @@ class PolicySet {
     FailureMode on_failure = FailureMode::kDeny;  // resolved
     std::vector<Limit> local_limits;              // one per spec.limits entry
     std::vector<std::string> key_prefixes;        // store key prefix per limit
+    // One per spec.overrides entry: its limits, and its `ip` match as a block (if it has one).
+    struct Tier {
+      LimitSet set;
+      std::optional<CidrBlock> ip;
+    };
+    std::vector<Tier> tiers;
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
   };

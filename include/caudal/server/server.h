@@ -43,6 +43,8 @@ class context;
 
 namespace caudal {
 
+class Admin;  // caudal/engine/admin.h
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;                    // 0: any free port (see HttpServer::port())
@@ -62,6 +64,8 @@ struct ForwardAuthOptions {
   std::vector<CidrBlock> trusted_proxies;
   std::vector<HeaderDescriptor> descriptor_headers;
   CallerAuth caller{};  // who may call /v1/check and /v1/auth (and /metrics, if protected)
+  // The admin API's bearer token (/v1/admin/, see docs/http-api.md); empty: the API is 404.
+  std::string admin_token;
 };
 
 class HttpServer {
@@ -73,6 +77,7 @@ class HttpServer {
     const StoreHealth& health;           // /readyz reads it; never waits on the store
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
+    Admin* admin = nullptr;              // /v1/admin/ (with ForwardAuthOptions::admin_token)
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock;
   };

@@ -1,0 +1,167 @@
+// Admin: the admin API's operations (docs/http-api.md, "Admin API") over an Engine and the
+// OverrideStore beside its store: runtime overrides set, listed and deleted, and an identity's
+// state read without consuming or reset to fresh.
+//
+//   Admin admin(engine, *overrides, clock, {.log = &log, .metrics = &metrics});
+//   admin.Start();  // polls the store's overrides once a second (AdminOptions::poll)
+//   admin.Submit([&] { auto r = admin.SetOverride(target, limits, std::chrono::hours(1), who); });
+//
+// Every instance polls the OverrideStore's version and, when it changed (or an override
+// expired), lists the overrides again and installs them in its Engine, which also forgets its
+// over-limit cache; the instance that made a change applies it at once. A reset touches the
+// version, so that every instance forgets the refusals it remembered. Each change is logged once
+// (who, what: the identity as the Refusals show identities) and counted in
+// caudal_admin_changes_total. Bad input is an AdminFailure and changes nothing.
+//
+// The operations block on the store (up to its deadline): run them through Submit, on the
+// admin's own thread, never on an I/O thread or in a store callback.
+//
+// Thread-safety: every method may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "caudal/common/clock.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/runtime_overrides.h"
+#include "caudal/store/override_store.h"
+
+namespace caudal {
+
+class Refusals;
+
+struct AdminOptions {
+  const Logger* log = nullptr;         // optional
+  Metrics* metrics = nullptr;          // optional
+  const Refusals* refusals = nullptr;  // shows identities in the log lines; optional (hash)
+  size_t max_overrides = kMaxRuntimeOverrides;
+  Micros poll = std::chrono::seconds(1);
+  size_t max_queued = 64;  // Submit refuses beyond
+};
+
+// What an admin request names: a policy and the identity, as the query's parameters (decoded,
+// in the order given).
+struct AdminTarget {
+  std::string policy;
+  std::vector<std::pair<std::string, std::string>> params;
+};
+
+enum class AdminError : uint8_t {
+  kUnknownPolicy,       // 404
+  kMissingParameter,    // 400: an identity field is not given
+  kUnknownParameter,    // 400: a parameter that is no identity field
+  kDuplicateParameter,  // 400: given twice
+  kInvalidParameter,    // 400: a value that cannot be a descriptor's
+  kInvalidLimits,       // 400: limits the config would refuse, or below the policy's cost
+  kNoOverride,          // 404
+  kTooManyOverrides,    // 409
+  kUnavailable,         // 503: the store did not answer
+};
+std::string_view AdminErrorCode(AdminError e);  // "unknown_policy", ...
+int AdminErrorStatus(AdminError e);             // the HTTP status
+
+struct AdminFailure {
+  AdminError error;
+  std::string message;  // names the parameter or field
+};
+
+template <typename T>
+class AdminResult {
+ public:
+  AdminResult(T value) : v_(std::move(value)) {}     // NOLINT: implicit, as Result's
+  AdminResult(AdminFailure f) : v_(std::move(f)) {}  // NOLINT
+  bool ok() const { return v_.index() == 0; }
+  T& operator*() { return std::get<0>(v_); }
+  const T& operator*() const { return std::get<0>(v_); }
+  T* operator->() { return &std::get<0>(v_); }
+  const AdminFailure& failure() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, AdminFailure> v_;
+};
+
+struct OverrideView {
+  RuntimeOverride spec;
+  std::optional<Micros> expires_in;  // from the store's now
+};
+
+struct LimitState {
+  Limit limit;
+  int64_t remaining = 0;
+  Micros reset_after{0};
+  Micros retry_after{0};  // for a request of cost 1; 0 when it would be admitted now
+};
+
+struct StateView {
+  std::string policy;  // a policy's name, or an Envoy rule's stat key
+  OverrideKind kind = OverrideKind::kPolicy;
+  std::vector<std::pair<std::string, std::string>> identity;
+  std::string limits_from;  // "runtime_override", "overrides[i]", "limits" (an Envoy rule's own)
+  std::vector<LimitState> limits;
+};
+
+class Admin {
+ public:
+  struct Resolved;  // a target found in the engine's snapshot (admin.cc)
+  Admin(Engine& engine, OverrideStore& overrides, const Clock& clock, AdminOptions options);
+  ~Admin();  // stops the thread; work still queued is dropped
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+
+  // Starts the thread that runs submitted work and polls the store.
+  void Start();
+  // Runs `work` on the admin's thread; false (nothing runs) when max_queued are waiting.
+  bool Submit(std::function<void()> work);
+  // One poll, now: reads the version and, if it changed or an override ended, the overrides.
+  Status Sync();
+
+  AdminResult<std::pair<OverrideView, bool>> SetOverride(const AdminTarget& target,
+                                                         std::vector<Limit> limits,
+                                                         std::optional<Micros> expires_in,
+                                                         std::string_view who);
+  AdminResult<std::vector<OverrideView>> ListOverrides(std::string_view policy);
+  // Whether `policy` names a policy or (not being one) an Envoy rule's stat key.
+  OverrideKind KindOf(std::string_view policy) const;
+  AdminResult<OverrideView> DeleteOverride(const AdminTarget& target, std::string_view who);
+  // Consumes nothing and writes nothing.
+  AdminResult<StateView> GetState(const AdminTarget& target);
+  AdminResult<StateView> ResetState(const AdminTarget& target, std::string_view who);
+
+ private:
+  AdminResult<Resolved> Resolve(const AdminTarget& target) const;
+  AdminResult<Resolved> ResolveRule(const AdminTarget& target, Resolved r) const;
+  AdminResult<StateView> ReadState(const Resolved& r);
+  Result<OverrideList> SyncLocked(bool force);
+  void Loop();
+  void Changed(std::string_view op, std::string message) const;
+  // An identity as the log shows identities (Refusals::Display: a hash unless configured).
+  std::string Shown(const std::vector<std::pair<std::string, std::string>>& identity) const;
+
+  Engine& engine_;
+  OverrideStore& overrides_;
+  const Clock& clock_;
+  AdminOptions options_;
+
+  std::mutex sync_mu_;                // one sync at a time
+  uint64_t version_ = 0;              // guarded by sync_mu_: the version last installed
+  bool synced_ = false;               // guarded by sync_mu_
+  std::optional<Nanos> next_expiry_;  // guarded by sync_mu_: monotonic
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace caudal

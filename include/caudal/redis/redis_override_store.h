@@ -1,0 +1,28 @@
+// The OverrideStore of Redis (redis://, rediss://, redis-cluster://, redis-sentinel://): runtime
+// overrides kept in Redis beside the rate-limit state, so that every instance pointing at it
+// reads the same ones and none is lost when they restart.
+//
+// Three keys, in one Cluster slot by their hash tag: <prefix>{overrides}:records (a hash, id →
+// body), :ends (a hash, id → end in µs of Redis's TIME) and :version (a counter). Every call is
+// one EVAL of a short script (atomic: a put counts, writes and raises the version at once),
+// sent on a connection of its own (src/redis/one_shot.h), bounded by connect_timeout. On Redis
+// Cluster the call goes to the node last found serving the keys' slot, following MOVED; with
+// Sentinel, to the primary the sentinels name, asked again when it is lost or read-only. Ended
+// records are dropped by the next list, put or delete, which then raises the version.
+//
+// Thread-safety: every method may be called from any thread, never from a store callback.
+#pragma once
+
+#include <memory>
+
+#include "caudal/common/clock.h"
+#include "caudal/redis/redis_store.h"
+#include "caudal/store/override_store.h"
+
+namespace caudal {
+
+// kInvalidArgument for a bad URL or TLS file; nothing is connected until the first call.
+Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock,
+                                                              RedisStoreOptions options);
+
+}  // namespace caudal

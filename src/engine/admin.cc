@@ -1,0 +1,514 @@
+#include "caudal/engine/admin.h"
+
+#include <algorithm>
+
+#include "caudal/engine/refusals.h"
+#include "common/cat.h"
+#include "engine/plan.h"
+
+namespace caudal {
+
+using engine_internal::Check;
+using engine_internal::Plan;
+
+std::string_view AdminErrorCode(AdminError e) {
+  switch (e) {
+    case AdminError::kUnknownPolicy:
+      return "unknown_policy";
+    case AdminError::kMissingParameter:
+      return "missing_parameter";
+    case AdminError::kUnknownParameter:
+      return "unknown_parameter";
+    case AdminError::kDuplicateParameter:
+      return "duplicate_parameter";
+    case AdminError::kInvalidParameter:
+      return "invalid_parameter";
+    case AdminError::kInvalidLimits:
+      return "invalid_limits";
+    case AdminError::kNoOverride:
+      return "no_override";
+    case AdminError::kTooManyOverrides:
+      return "too_many_overrides";
+    case AdminError::kUnavailable:
+      return "store_unavailable";
+  }
+  return "invalid_request";
+}
+
+int AdminErrorStatus(AdminError e) {
+  switch (e) {
+    case AdminError::kUnknownPolicy:
+    case AdminError::kNoOverride:
+      return 404;
+    case AdminError::kTooManyOverrides:
+      return 409;
+    case AdminError::kUnavailable:
+      return 503;
+    default:
+      return 400;
+  }
+}
+
+namespace {
+
+AdminFailure Fail(AdminError e, std::string message) { return {e, std::move(message)}; }
+
+AdminFailure Unavailable(const Status& s) {
+  return Fail(AdminError::kUnavailable, Cat("the store did not answer: ", s.message()));
+}
+
+std::optional<Micros> ExpiresIn(const RuntimeOverride& o, Micros now) {
+  if (!o.expires_at) return std::nullopt;
+  return std::max(Micros(0), *o.expires_at - now);
+}
+
+// A peek at cost 1 that consumes nothing: the store refuses a request whose one entry can never
+// fit, and reports every other entry's decision as if it had been asked alone, without
+// consuming it (store.h).
+const Limit& NeverFits() {
+  static const Limit limit =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1, {1, std::chrono::hours(1)}));
+  return limit;
+}
+
+}  // namespace
+
+struct Admin::Resolved {
+  std::shared_ptr<const Engine::Snapshot> snap;
+  OverrideKind kind = OverrideKind::kPolicy;
+  const PolicySet::Policy* policy = nullptr;   // kPolicy
+  const envoy::RateLimitRule* rule = nullptr;  // kEnvoyRule
+  std::string domain;                          // kEnvoyRule: the rule's domain
+  Descriptors descriptors;  // the parameters: a policy's descriptors, or the rule's entries
+  std::string identity_key;
+  std::vector<std::pair<std::string, std::string>> params;
+};
+
+namespace {
+
+// The one check an admin request is about, with the plan that holds it.
+struct Planned {
+  Plan plan;
+  const Check* check = nullptr;
+};
+
+std::vector<envoy::DescriptorEntry> EntriesOf(const Descriptors& d) {
+  std::vector<envoy::DescriptorEntry> out;
+  for (const Descriptor& e : d) out.push_back({e.name, e.value});
+  return out;
+}
+
+// An Envoy rule by its stat key, and the domain it is in, or nullptr.
+const envoy::RateLimitRule* FindRule(const Engine::Snapshot& snap, std::string_view stat_key,
+                                     std::string& domain) {
+  for (const auto& [rule, stats] : snap.rule_stats) {
+    if (stats.name != stat_key || snap.domains == nullptr) continue;
+    for (size_t dot = stat_key.find('.'); dot != std::string_view::npos;
+         dot = stat_key.find('.', dot + 1)) {
+      if (snap.domains->HasDomain(stat_key.substr(0, dot))) domain = stat_key.substr(0, dot);
+    }
+    return rule;
+  }
+  return nullptr;
+}
+
+AdminResult<Planned> PlanTarget(const Admin::Resolved& r) {
+  Planned out;
+  if (r.kind == OverrideKind::kPolicy) {
+    auto plan = engine_internal::PlanPolicies(*r.snap, {.descriptors = r.descriptors, .cost = 1});
+    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    out.plan = std::move(*plan);
+    for (const Check& c : out.plan.checks) {
+      if (c.result.policy == r.policy) out.check = &c;
+    }
+  } else {
+    DomainRequest request{.domain = r.domain, .descriptors = {}, .hits_addend = 1};
+    request.descriptors.push_back(
+        {.entries = EntriesOf(r.descriptors), .hits = std::nullopt, .limit = std::nullopt});
+    auto plan = engine_internal::PlanDomain(*r.snap, request);
+    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    out.plan = std::move(*plan);
+    if (out.plan.checks.size() == 1) out.check = &out.plan.checks[0];
+  }
+  if (out.check == nullptr)
+    return Fail(AdminError::kInvalidParameter, "the identity is incomplete");
+  return out;
+}
+
+}  // namespace
+
+Admin::Admin(Engine& engine, OverrideStore& overrides, const Clock& clock, AdminOptions options)
+    : engine_(engine), overrides_(overrides), clock_(clock), options_(options) {
+  if (options_.metrics != nullptr) {
+    for (std::string_view op : {"set_override", "delete_override", "reset_state"}) {
+      options_.metrics->Series(MetricId::kAdminChanges, {op});
+    }
+  }
+}
+
+Admin::~Admin() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Admin::Start() {
+  if (Status s = Sync(); !s.ok() && options_.log != nullptr) {
+    options_.log->Warning(Cat("runtime overrides: cannot read them yet: ", s.message()));
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+bool Admin::Submit(std::function<void()> work) {
+  {
+    std::lock_guard lock(mu_);
+    if (stop_ || queue_.size() >= options_.max_queued) return false;
+    queue_.push_back(std::move(work));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+void Admin::Loop() {
+  std::unique_lock lock(mu_);
+  Nanos next_poll = clock_.Monotonic() + options_.poll;
+  while (!stop_) {
+    clock_.WaitUntil(cv_, lock, next_poll, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    if (!queue_.empty()) {
+      std::function<void()> work = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      work();
+      lock.lock();
+      continue;
+    }
+    lock.unlock();
+    if (Status s = Sync(); !s.ok() && options_.metrics != nullptr) {
+      options_.metrics->Add(MetricId::kOverrideSyncFailures);
+    }
+    lock.lock();
+    next_poll = clock_.Monotonic() + options_.poll;
+  }
+}
+
+Status Admin::Sync() {
+  std::lock_guard lock(sync_mu_);
+  return SyncLocked(false).status();
+}
+
+Result<OverrideList> Admin::SyncLocked(bool force) {
+  if (!force && synced_) {
+    auto version = overrides_.Version();
+    if (!version.ok()) return version.status();
+    const bool expired = next_expiry_ && clock_.Monotonic() >= *next_expiry_;
+    if (*version == version_ && !expired)
+      return OverrideList{.version = version_, .now = {}, .records = {}};
+  }
+  auto list = overrides_.List();
+  if (!list.ok()) return list.status();
+  std::vector<RuntimeOverride> overrides;
+  std::optional<Micros> first_end;
+  for (const OverrideRecord& r : list->records) {
+    auto o = DecodeOverride(r.body, r.expires_at);
+    if (!o.ok()) {
+      if (options_.log != nullptr) {
+        options_.log->Warning(Cat("runtime overrides: skipping a record: ", o.status().message()));
+      }
+      continue;
+    }
+    if (r.expires_at) first_end = std::min(first_end.value_or(*r.expires_at), *r.expires_at);
+    overrides.push_back(std::move(*o));
+  }
+  next_expiry_.reset();
+  if (first_end) next_expiry_ = clock_.Monotonic() + (*first_end - list->now);
+  const size_t count = overrides.size();
+  engine_.SetRuntimeOverrides(
+      RuntimeOverrides::Create(std::move(overrides), engine_.policies()->options().instances));
+  if (options_.metrics != nullptr) options_.metrics->Set(MetricId::kRuntimeOverrides, count);
+  version_ = list->version;
+  synced_ = true;
+  return list;
+}
+
+AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
+  Resolved r;
+  r.snap = engine_.snapshot();
+  for (const PolicySet::Policy& p : r.snap->policies->policies()) {
+    if (p.spec.name == target.policy) r.policy = &p;
+  }
+  if (r.policy == nullptr) return ResolveRule(target, std::move(r));
+  const std::vector<std::string>& fields = r.policy->spec.identity;
+  for (const auto& [name, value] : target.params) {
+    if (std::find(fields.begin(), fields.end(), name) == fields.end()) {
+      return Fail(AdminError::kUnknownParameter,
+                  Cat("parameter ", Quoted(name.substr(0, 100)), ": not a field of policy ",
+                      Quoted(target.policy), "'s identity"));
+    }
+    for (const Descriptor& d : r.descriptors) {
+      if (d.name == name) {
+        return Fail(AdminError::kDuplicateParameter,
+                    Cat("parameter ", Quoted(name), ": given twice (an identity is given once)"));
+      }
+    }
+    if (Status s = engine_internal::ValidateValue(name, value);
+        !s.ok() || value.empty() || value.size() > kMaxDescriptorValueLength) {
+      return Fail(AdminError::kInvalidParameter,
+                  s.ok() ? Cat(name, ": expected 1 to ", kMaxDescriptorValueLength, " bytes")
+                         : s.message());
+    }
+    r.descriptors.push_back({name, value});
+  }
+  for (const std::string& field : fields) {
+    const bool given = std::any_of(r.descriptors.begin(), r.descriptors.end(),
+                                   [&](const Descriptor& d) { return d.name == field; });
+    if (!given) {
+      return Fail(AdminError::kMissingParameter,
+                  Cat("parameter ", Quoted(field), ": missing (policy ", Quoted(target.policy),
+                      " is keyed by it)"));
+    }
+  }
+  auto key = engine_internal::EncodeIdentity(*r.policy, r.descriptors);
+  if (!key.ok()) return Fail(AdminError::kInvalidParameter, key.status().message());
+  r.identity_key = std::move(**key);
+  r.params = target.params;
+  return r;
+}
+
+// An Envoy rule named by its stat key: the parameters are a descriptor's entries, in order, and
+// must select that rule.
+AdminResult<Admin::Resolved> Admin::ResolveRule(const AdminTarget& target, Resolved r) const {
+  r.rule = FindRule(*r.snap, target.policy, r.domain);
+  if (r.rule == nullptr || r.domain.empty()) {
+    return Fail(AdminError::kUnknownPolicy, Cat("policy ", Quoted(target.policy.substr(0, 200)),
+                                                ": no such policy, nor an Envoy rule's stat key"));
+  }
+  r.kind = OverrideKind::kEnvoyRule;
+  if (target.params.empty()) {
+    return Fail(AdminError::kMissingParameter,
+                Cat("Envoy rule ", Quoted(target.policy),
+                    ": expected its descriptor's entries as parameters, in order"));
+  }
+  for (const auto& [name, value] : target.params) {
+    if (Status s = engine_internal::ValidateValue(name, value); !s.ok()) {
+      return Fail(AdminError::kInvalidParameter, s.message());
+    }
+    r.descriptors.push_back({name, value});
+  }
+  const std::vector<envoy::DescriptorEntry> entries = EntriesOf(r.descriptors);
+  if (r.snap->domains->Match(r.domain, entries) != r.rule) {
+    return Fail(AdminError::kUnknownParameter,
+                Cat("the parameters select another rule of domain ", Quoted(r.domain), " than ",
+                    Quoted(target.policy), ", or none"));
+  }
+  r.identity_key = engine_internal::EncodeEntries(entries);
+  r.params = target.params;
+  return r;
+}
+
+AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& target,
+                                                              std::vector<Limit> limits,
+                                                              std::optional<Micros> expires_in,
+                                                              std::string_view who) {
+  auto r = Resolve(target);
+  if (!r.ok()) return r.failure();
+  if (r->kind == OverrideKind::kEnvoyRule && limits.size() != 1) {
+    return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
+  }
+  if (r->kind == OverrideKind::kPolicy) {
+    if (auto e = ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), limits)) {
+      return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
+    }
+  }
+  RuntimeOverride o{.kind = r->kind,
+                    .policy = target.policy,
+                    .identity = r->params,
+                    .identity_key = r->identity_key,
+                    .limits = std::move(limits),
+                    .expires_at = {},
+                    .set_by = std::string(who)};
+  const std::string id = OverrideId(o);
+  std::lock_guard lock(sync_mu_);
+  auto put = overrides_.Put(id, EncodeOverride(o), expires_in, options_.max_overrides);
+  if (!put.ok()) {
+    if (put.status().code() == StatusCode::kResourceExhausted) {
+      return Fail(AdminError::kTooManyOverrides,
+                  Cat(options_.max_overrides,
+                      " runtime overrides are held across all policies: delete some first"));
+    }
+    return Unavailable(put.status());
+  }
+  OverrideView view{.spec = o, .expires_in = expires_in};
+  auto list = SyncLocked(true);
+  if (list.ok()) {
+    for (const OverrideRecord& rec : list->records) {
+      if (rec.id != id) continue;
+      view.spec.expires_at = rec.expires_at;
+      view.expires_in = ExpiresIn(view.spec, list->now);
+    }
+  }
+  std::string limits_text;
+  for (const Limit& l : o.limits) limits_text += Cat(limits_text.empty() ? "" : "; ", l.ToString());
+  Changed(
+      "set_override",
+      Cat("admin: ", *put ? "set" : "replaced", " the runtime override of policy ",
+          Quoted(o.policy), " identity ", Shown(o.identity), ": ", limits_text,
+          expires_in ? Cat(", for ", expires_in->count() / 1000, " ms") : "", " (by ", who, ')'));
+  return std::pair(std::move(view), *put);
+}
+
+OverrideKind Admin::KindOf(std::string_view policy) const {
+  const auto snap = engine_.snapshot();
+  for (const PolicySet::Policy& p : snap->policies->policies()) {
+    if (p.spec.name == policy) return OverrideKind::kPolicy;
+  }
+  std::string domain;
+  return FindRule(*snap, policy, domain) != nullptr ? OverrideKind::kEnvoyRule
+                                                    : OverrideKind::kPolicy;
+}
+
+AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view policy) {
+  const auto snap = engine_.snapshot();
+  const auto policies = snap->policies->policies();
+  OverrideKind kind = OverrideKind::kPolicy;
+  std::string domain;
+  if (std::none_of(policies.begin(), policies.end(),
+                   [&](const PolicySet::Policy& p) { return p.spec.name == policy; })) {
+    if (FindRule(*snap, policy, domain) == nullptr) {
+      return Fail(AdminError::kUnknownPolicy,
+                  Cat("policy ", Quoted(policy.substr(0, 200)),
+                      ": no such policy, nor an Envoy rule's stat key"));
+    }
+    kind = OverrideKind::kEnvoyRule;
+  }
+  auto list = overrides_.List();
+  if (!list.ok()) return Unavailable(list.status());
+  std::vector<OverrideView> out;
+  for (const OverrideRecord& r : list->records) {
+    auto o = DecodeOverride(r.body, r.expires_at);
+    if (!o.ok() || o->kind != kind || o->policy != policy) continue;
+    OverrideView view{.spec = std::move(*o), .expires_in = {}};
+    view.expires_in = ExpiresIn(view.spec, list->now);
+    out.push_back(std::move(view));
+  }
+  std::sort(out.begin(), out.end(), [](const OverrideView& a, const OverrideView& b) {
+    return a.spec.identity < b.spec.identity;
+  });
+  return out;
+}
+
+AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::string_view who) {
+  auto r = Resolve(target);
+  if (!r.ok()) return r.failure();
+  RuntimeOverride key{.kind = r->kind,
+                      .policy = target.policy,
+                      .identity = {},
+                      .identity_key = r->identity_key,
+                      .limits = {},
+                      .expires_at = {},
+                      .set_by = {}};
+  std::lock_guard lock(sync_mu_);
+  auto removed = overrides_.Delete(OverrideId(key));
+  if (!removed.ok()) return Unavailable(removed.status());
+  if (!removed->has_value()) {
+    return Fail(AdminError::kNoOverride, Cat("policy ", Quoted(target.policy),
+                                             " has no runtime override for ", Shown(r->params)));
+  }
+  auto o = DecodeOverride((*removed)->body, (*removed)->expires_at);
+  (void)SyncLocked(true);
+  OverrideView view{.spec = o.ok() ? std::move(*o) : key, .expires_in = {}};
+  view.expires_in = ExpiresIn(view.spec, std::chrono::duration_cast<Micros>(clock_.Now()));
+  Changed("delete_override",
+          Cat("admin: deleted the runtime override of policy ", Quoted(target.policy), " identity ",
+              Shown(r->params), " (by ", who, ')'));
+  return view;
+}
+
+AdminResult<StateView> Admin::ReadState(const Resolved& r) {
+  auto planned = PlanTarget(r);
+  if (!planned.ok()) return planned.failure();
+  const Check* check = planned->check;
+  StateView view{.policy = std::string(check->result.name),
+                 .kind = r.kind,
+                 .identity = r.params,
+                 .limits_from = engine_internal::LimitsFromName(*check),
+                 .limits = {}};
+  if (r.kind == OverrideKind::kEnvoyRule) view.policy = check->stat_name;
+  if (check->keys.empty()) return view;  // unlimited: nothing is counted
+  // The guard takes the first key's hash tag: one Redis Cluster slot for the whole request.
+  const std::string_view first = check->keys[0];
+  const size_t open = first.find('{');
+  const size_t close = first.find('}', open);
+  const std::string guard =
+      Cat("caudal:admin-peek:", open == std::string_view::npos || close == std::string_view::npos
+                                    ? Cat('{', r.identity_key, '}')
+                                    : std::string(first.substr(open, close - open + 1)));
+  std::vector<EntryRef> entries;
+  for (size_t k = 0; k < check->keys.size(); ++k) {
+    entries.push_back({.key = check->keys[k], .limit = check->result.limits[k], .cost = 1});
+  }
+  entries.push_back({.key = guard, .limit = &NeverFits(), .cost = 2});
+  auto decided = engine_.store().Decide(entries);
+  if (!decided.ok()) return Unavailable(decided.status());
+  for (size_t k = 0; k < check->keys.size(); ++k) {
+    const Decision& d = decided->decisions[k];
+    view.limits.push_back({.limit = *check->result.limits[k],
+                           .remaining = d.remaining,
+                           .reset_after = d.reset_after,
+                           .retry_after = d.allowed() ? Micros(0) : d.retry_after});
+  }
+  return view;
+}
+
+AdminResult<StateView> Admin::GetState(const AdminTarget& target) {
+  auto r = Resolve(target);
+  if (!r.ok()) return r.failure();
+  return ReadState(*r);
+}
+
+AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_view who) {
+  auto r = Resolve(target);
+  if (!r.ok()) return r.failure();
+  auto planned = PlanTarget(*r);
+  if (!planned.ok()) return planned.failure();
+  const Check& c = *planned->check;
+  std::vector<EntryRef> entries;
+  // A refund gives back what was consumed, never past a fresh state: the largest is a reset.
+  for (size_t k = 0; k < c.keys.size(); ++k) {
+    entries.push_back(
+        {.key = c.keys[k], .limit = c.result.limits[k], .cost = kMaxCost, .op = EntryOp::kRefund});
+  }
+  if (entries.empty()) return ReadState(*r);  // unlimited: nothing to reset
+  if (auto done = engine_.store().Decide(entries); !done.ok()) return Unavailable(done.status());
+  engine_.ForgetRefusals();
+  if (Status s = overrides_.Touch(); !s.ok() && options_.log != nullptr) {
+    options_.log->Warning(
+        Cat("admin: the other instances may remember refusals of the reset "
+            "identity until they expire: ",
+            s.message()));
+  }
+  Changed("reset_state", Cat("admin: reset the state of policy ", Quoted(target.policy),
+                             " identity ", Shown(r->params), " (by ", who, ')'));
+  return ReadState(*r);
+}
+
+void Admin::Changed(std::string_view op, std::string message) const {
+  if (options_.metrics != nullptr) {
+    options_.metrics->Series(MetricId::kAdminChanges, {op}).fetch_add(1, std::memory_order_relaxed);
+  }
+  if (options_.log != nullptr) options_.log->Info(message);
+}
+
+std::string Admin::Shown(const std::vector<std::pair<std::string, std::string>>& identity) const {
+  std::string joined;
+  for (const auto& [name, value] : identity) {
+    joined += Cat(joined.empty() ? "" : ",", name, '=', value);
+  }
+  if (options_.refusals != nullptr) return options_.refusals->Display(joined);
+  return Cat("(", identity.size(), " values, not shown)");
+}
+
+}  // namespace caudal

@@ -1,0 +1,302 @@
+// Admin over two engines sharing one store and one OverrideStore (two instances of one
+// deployment): runtime overrides set on one and applied by the other at its next poll, their
+// expiry on the store's clock, inspecting without consuming, resetting, and bad input changing
+// nothing.
+#include "caudal/engine/admin.h"
+
+#include <gtest/gtest.h>
+
+#include "caudal/store/memory_store.h"
+#include "support/manual_clock.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+Limit Bucket(int64_t capacity) {
+  return *Limit::Create(
+      LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, {capacity, minutes(1)}));
+}
+
+// One instance: its engine (with an over-limit cache, as for a remote store) and its admin.
+struct Instance {
+  Instance(Store& store, OverrideStore& overrides, const Clock& clock, Metrics* metrics)
+      : engine(store, clock, {.metrics = metrics, .over_limit_cache_keys = 1024}),
+        admin(engine, overrides, clock, {.metrics = metrics, .max_overrides = 3}) {
+    PolicySpec spec;
+    spec.name = "per-tenant";
+    spec.identity = {"tenant"};
+    spec.limits = {Bucket(1)};
+    spec.overrides = {{.match = {{"tenant", "gold"}}, .limits = {Bucket(3)}}};
+    EXPECT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, {})).ok());
+  }
+  bool Allowed(std::string tenant) {
+    auto r = engine.Check({.descriptors = {{"tenant", std::move(tenant)}}, .cost = std::nullopt});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() && r->allowed();
+  }
+  Engine engine;
+  Admin admin;
+};
+
+class AdminTest : public ::testing::Test {
+ protected:
+  AdminTest()
+      : store_(clock_),
+        overrides_(MakeMemoryOverrideStore(clock_)),
+        a_(store_, *overrides_, clock_, &metrics_),
+        b_(store_, *overrides_, clock_, nullptr) {}
+
+  static AdminTarget Acme() { return {.policy = "per-tenant", .params = {{"tenant", "acme"}}}; }
+
+  int64_t Remaining(Admin& admin, const AdminTarget& t = Acme()) {
+    auto s = admin.GetState(t);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.failure().message);
+    return s.ok() && !s->limits.empty() ? s->limits[0].remaining : -1;
+  }
+
+  ManualClock clock_;
+  MemoryStore store_;
+  std::unique_ptr<OverrideStore> overrides_;
+  Metrics metrics_;
+  Instance a_;
+  Instance b_;
+};
+
+TEST_F(AdminTest, ARaisedLimitAdmitsAtOnceOnTheInstanceThatSetItAndAtTheOthersNextPoll) {
+  ASSERT_TRUE(a_.Allowed("acme"));
+  ASSERT_FALSE(a_.Allowed("acme"));  // remembered by a's over-limit cache
+  ASSERT_FALSE(b_.Allowed("acme"));  // and by b's
+
+  auto set = a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "127.0.0.1");
+  ASSERT_TRUE(set.ok()) << set.failure().message;
+  EXPECT_TRUE(set->second) << "new";
+  EXPECT_EQ(set->first.spec.set_by, "127.0.0.1");
+  EXPECT_FALSE(set->first.expires_in.has_value());
+  EXPECT_TRUE(a_.Allowed("acme")) << "fresh state under the new limits";
+  EXPECT_FALSE(b_.Allowed("acme")) << "b has not polled yet";
+
+  ASSERT_TRUE(b_.admin.Sync().ok());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(b_.Allowed("acme")) << i;
+  EXPECT_FALSE(a_.Allowed("acme")) << "5 in all, shared by both instances";
+  EXPECT_TRUE(a_.Allowed("other")) << "other identities keep the policy's limits";
+  EXPECT_FALSE(a_.Allowed("other"));
+  EXPECT_EQ(metrics_.Value(MetricId::kRuntimeOverrides), 1u);
+
+  // Deleted: back to the policy's limits, whose state is where it was left.
+  auto removed = b_.admin.DeleteOverride(Acme(), "10.0.0.2");
+  ASSERT_TRUE(removed.ok()) << removed.failure().message;
+  EXPECT_EQ(removed->spec.limits, std::vector<Limit>{Bucket(5)});
+  ASSERT_TRUE(a_.admin.Sync().ok());
+  EXPECT_FALSE(a_.Allowed("acme"));
+  EXPECT_EQ(metrics_.Value(MetricId::kRuntimeOverrides), 0u);
+}
+
+TEST_F(AdminTest, NewLimitsGetFreshStateAndTheSameLimitsSetAgainKeepCounting) {
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  ASSERT_TRUE(a_.Allowed("acme"));
+  ASSERT_TRUE(a_.Allowed("acme"));
+  EXPECT_EQ(Remaining(a_.admin), 3);
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, seconds(600), "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 3) << "a new expiry is not a new limit";
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(8)}, std::nullopt, "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 8) << "other limits, other keys: fresh";
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  EXPECT_EQ(Remaining(a_.admin), 3) << "limits it had before find the state they left";
+}
+
+TEST_F(AdminTest, ARuntimeOverrideComesBeforeAStaticOneAndStateSaysWhichApplies) {
+  const AdminTarget gold{.policy = "per-tenant", .params = {{"tenant", "gold"}}};
+  auto state = a_.admin.GetState(gold);
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->limits_from, "overrides[0]");
+  EXPECT_EQ(state->limits[0].limit, Bucket(3));
+  ASSERT_TRUE(a_.admin.SetOverride(gold, {Bucket(7)}, std::nullopt, "x").ok());
+  state = a_.admin.GetState(gold);
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(state->limits_from, "runtime_override");
+  EXPECT_EQ(state->limits[0].remaining, 7);
+  EXPECT_EQ(a_.admin.GetState(Acme())->limits_from, "limits");
+}
+
+TEST_F(AdminTest, AnOverrideEndsOnTheStoresClockOnEveryInstance) {
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, seconds(60), "x").ok());
+  ASSERT_TRUE(b_.admin.Sync().ok());
+  auto list = b_.admin.ListOverrides("per-tenant");
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].expires_in, seconds(60));
+  EXPECT_EQ((*list)[0].spec.expires_at,
+            std::chrono::duration_cast<Micros>(clock_.Now()) + seconds(60));
+  EXPECT_TRUE(b_.Allowed("acme"));
+  EXPECT_TRUE(b_.Allowed("acme"));
+
+  clock_.Advance(seconds(59));
+  ASSERT_TRUE(b_.admin.Sync().ok());
+  EXPECT_EQ(b_.admin.GetState(Acme())->limits_from, "runtime_override");
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(a_.admin.Sync().ok());
+  ASSERT_TRUE(b_.admin.Sync().ok());
+  EXPECT_EQ(b_.admin.GetState(Acme())->limits_from, "limits");
+  EXPECT_EQ(a_.admin.GetState(Acme())->limits_from, "limits");
+  EXPECT_TRUE(b_.admin.ListOverrides("per-tenant")->empty());
+  EXPECT_EQ(b_.engine.runtime_overrides()->size(), 0u);
+}
+
+TEST_F(AdminTest, InspectingConsumesNothingAndReportsTheWaitForOneUnit) {
+  EXPECT_EQ(Remaining(a_.admin), 1);
+  EXPECT_EQ(Remaining(a_.admin), 1) << "a look spends nothing";
+  ASSERT_TRUE(a_.Allowed("acme"));
+  auto s = b_.admin.GetState(Acme());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->limits[0].remaining, 0);
+  EXPECT_EQ(s->limits[0].retry_after, minutes(1)) << "one token refills in a minute";
+  EXPECT_EQ(s->limits[0].reset_after, minutes(1));
+  clock_.Advance(seconds(15));
+  EXPECT_EQ(b_.admin.GetState(Acme())->limits[0].retry_after, seconds(45));
+  EXPECT_FALSE(a_.Allowed("acme")) << "still empty: the looks took nothing, and gave nothing";
+}
+
+TEST_F(AdminTest, AResetRefillsTheIdentityAndNoInstanceKeepsRefusingItFromItsCache) {
+  ASSERT_TRUE(a_.Allowed("acme"));
+  ASSERT_FALSE(a_.Allowed("acme"));
+  ASSERT_FALSE(b_.Allowed("acme"));
+  ASSERT_TRUE(a_.Allowed("beta"));
+  auto reset = a_.admin.ResetState(Acme(), "x");
+  ASSERT_TRUE(reset.ok()) << reset.failure().message;
+  EXPECT_EQ(reset->limits[0].remaining, 1);
+  EXPECT_EQ(reset->limits[0].retry_after, Micros(0));
+  EXPECT_EQ(metrics_.Series(MetricId::kAdminChanges, {"reset_state"}).load(), 1u);
+  ASSERT_TRUE(b_.admin.Sync().ok()) << "the reset touched the version: b forgets its refusals";
+  EXPECT_TRUE(b_.Allowed("acme"));
+  EXPECT_FALSE(a_.Allowed("acme"));
+  EXPECT_EQ(Remaining(a_.admin, {.policy = "per-tenant", .params = {{"tenant", "beta"}}}), 0)
+      << "other identities keep their state";
+}
+
+TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
+  struct Case {
+    AdminTarget target;
+    std::vector<Limit> limits;
+    AdminError error;
+  };
+  const std::vector<Case> cases = {
+      {{.policy = "nope", .params = {{"tenant", "acme"}}}, {Bucket(5)}, AdminError::kUnknownPolicy},
+      {{.policy = "per-tenant", .params = {}}, {Bucket(5)}, AdminError::kMissingParameter},
+      {{.policy = "per-tenant", .params = {{"tenant", "acme"}, {"plan", "pro"}}},
+       {Bucket(5)},
+       AdminError::kUnknownParameter},
+      {{.policy = "per-tenant", .params = {{"tenant", "a"}, {"tenant", "b"}}},
+       {Bucket(5)},
+       AdminError::kDuplicateParameter},
+      {{.policy = "per-tenant", .params = {{"tenant", "a\x01"}}},
+       {Bucket(5)},
+       AdminError::kInvalidParameter},
+      {Acme(), {}, AdminError::kInvalidLimits},
+  };
+  for (const Case& c : cases) {
+    auto set = a_.admin.SetOverride(c.target, c.limits, std::nullopt, "x");
+    ASSERT_FALSE(set.ok());
+    EXPECT_EQ(set.failure().error, c.error) << set.failure().message;
+  }
+  EXPECT_EQ(a_.admin.DeleteOverride(Acme(), "x").failure().error, AdminError::kNoOverride);
+  EXPECT_TRUE(a_.admin.ListOverrides("per-tenant")->empty());
+  EXPECT_EQ(overrides_->Version().value(), 0u) << "nothing was written";
+  EXPECT_EQ(metrics_.Series(MetricId::kAdminChanges, {"set_override"}).load(), 0u);
+
+  // Bounded: a fourth identity is refused (max_overrides 3 here), a replacement is not.
+  for (std::string t : {"t1", "t2", "t3"}) {
+    ASSERT_TRUE(a_.admin
+                    .SetOverride({.policy = "per-tenant", .params = {{"tenant", t}}}, {Bucket(5)},
+                                 std::nullopt, "x")
+                    .ok());
+  }
+  auto full = a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x");
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.failure().error, AdminError::kTooManyOverrides);
+  auto again = a_.admin.SetOverride({.policy = "per-tenant", .params = {{"tenant", "t1"}}},
+                                    {Bucket(6)}, std::nullopt, "x");
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->second) << "replaced";
+  EXPECT_EQ(a_.admin.ListOverrides("per-tenant")->size(), 3u);
+}
+
+// An Envoy domain "edge" with one rule, 1 per minute per remote_address (stat key
+// "edge.remote_address"), decided by an engine beside instance a's.
+TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
+  auto root = std::make_shared<envoy::DescriptorNode>();
+  auto node = std::make_unique<envoy::DescriptorNode>();
+  node->key = "remote_address";
+  envoy::RateLimitRule rule;
+  rule.unit = envoy::Unit::kMinute;
+  rule.requests_per_unit = 1;
+  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
+  node->rule = rule;
+  ASSERT_TRUE(root->AddChild(std::move(node)).ok());
+  auto domains = std::make_shared<envoy::RateLimitConfig>();
+  ASSERT_TRUE(domains->AddDomain("edge", root).ok());
+  ASSERT_TRUE(a_.engine.SetDomains(domains, {}).ok());
+  const auto allowed = [&](std::string_view address) {
+    DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};
+    r.descriptors.push_back(
+        {.entries = {{"remote_address", address}}, .hits = std::nullopt, .limit = std::nullopt});
+    auto result = a_.engine.Check(r);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() && result->allowed();
+  };
+  const AdminTarget target{.policy = "edge.remote_address",
+                           .params = {{"remote_address", "203.0.113.7"}}};
+  ASSERT_TRUE(allowed("203.0.113.7"));
+  ASSERT_FALSE(allowed("203.0.113.7"));
+  auto state = a_.admin.GetState(target);
+  ASSERT_TRUE(state.ok()) << state.failure().message;
+  EXPECT_EQ(state->kind, OverrideKind::kEnvoyRule);
+  EXPECT_EQ(state->limits_from, "limits");
+  EXPECT_EQ(state->limits[0].remaining, 0);
+
+  auto two = a_.admin.SetOverride(target, {Bucket(5), Bucket(6)}, std::nullopt, "x");
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.failure().error, AdminError::kInvalidLimits) << "a rule takes one limit";
+  auto set = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x");
+  ASSERT_TRUE(set.ok()) << set.failure().message;
+  EXPECT_EQ(set->first.spec.kind, OverrideKind::kEnvoyRule);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(allowed("203.0.113.7")) << i;
+  EXPECT_FALSE(allowed("203.0.113.7"));
+  EXPECT_FALSE(allowed("203.0.113.8") && allowed("203.0.113.8")) << "others keep the rule's 1";
+  EXPECT_EQ(a_.admin.GetState(target)->limits_from, "runtime_override");
+  EXPECT_EQ(a_.admin.ListOverrides("edge.remote_address")->size(), 1u);
+  EXPECT_EQ(a_.admin.KindOf("edge.remote_address"), OverrideKind::kEnvoyRule);
+
+  EXPECT_EQ(a_.admin.GetState({.policy = "edge.remote_address", .params = {{"other", "v"}}})
+                .failure()
+                .error,
+            AdminError::kUnknownParameter);
+  EXPECT_EQ(a_.admin.GetState({.policy = "edge.nothing", .params = {}}).failure().error,
+            AdminError::kUnknownPolicy);
+}
+
+TEST(RuntimeOverrideRecord, ReadsBackWhatItWrote) {
+  RuntimeOverride o{.kind = OverrideKind::kPolicy,
+                    .policy = "per-tenant",
+                    .identity = {{"tenant", "acme corp"}},
+                    .identity_key = "9:acme corp",
+                    .limits = {Bucket(5), *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow,
+                                                                           10, seconds(1)))},
+                    .expires_at = {},
+                    .set_by = "admin\nforged line"};
+  auto back = DecodeOverride(EncodeOverride(o), Micros(42));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->policy, o.policy);
+  EXPECT_EQ(back->identity, o.identity);
+  EXPECT_EQ(back->identity_key, o.identity_key);
+  EXPECT_EQ(back->limits, o.limits);
+  EXPECT_EQ(back->set_by, "admin?forged line") << "no control character survives";
+  EXPECT_EQ(back->expires_at, Micros(42));
+  EXPECT_FALSE(DecodeOverride("something else", std::nullopt).ok());
+  EXPECT_FALSE(DecodeOverride("caudal-override 1\nkind policy\npolicy p", std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace caudal

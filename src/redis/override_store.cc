@@ -1,0 +1,331 @@
+#include <hiredis/hiredis.h>
+
+#include <boost/asio/post.hpp>
+#include <charconv>
+#include <future>
+#include <mutex>
+#include <optional>
+
+#include "caudal/redis/redis_override_store.h"
+#include "common/cat.h"
+#include "redis/one_shot.h"
+#include "redis/sentinel_protocol.h"
+
+namespace caudal {
+namespace {
+
+// KEYS: records, ends, version. ARGV: db, op, then the op's. Ends are written as integers
+// (string.format: Lua's tostring would write 1.7e+15); dropping ended records raises the
+// version, so that every instance lists again. Replies: version → {version};
+// list → {version, now, id, body, end ("" for none), ...}; put → {1 new | 0 replaced | -1 full};
+// delete → {} or {body, end}; touch → {version}.
+constexpr std::string_view kScript = R"lua(
+if ARGV[1] ~= '0' then redis.call('SELECT', ARGV[1]) end
+local op = ARGV[2]
+if op == 'version' then return {tonumber(redis.call('GET', KEYS[3]) or '0')} end
+if op == 'touch' then return {redis.call('INCR', KEYS[3])} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local ends = redis.call('HGETALL', KEYS[2])
+local ended = false
+for i = 1, #ends, 2 do
+  if tonumber(ends[i + 1]) <= now then
+    redis.call('HDEL', KEYS[1], ends[i])
+    redis.call('HDEL', KEYS[2], ends[i])
+    ended = true
+  end
+end
+if ended then redis.call('INCR', KEYS[3]) end
+if op == 'list' then
+  local out = {tonumber(redis.call('GET', KEYS[3]) or '0'), now}
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+    out[#out + 1] = redis.call('HGET', KEYS[2], all[i]) or ''
+  end
+  return out
+end
+if op == 'put' then
+  local id = ARGV[3]
+  local fresh = redis.call('HEXISTS', KEYS[1], id) == 0
+  if fresh and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[6]) then return {-1} end
+  redis.call('HSET', KEYS[1], id, ARGV[4])
+  if ARGV[5] == '' then
+    redis.call('HDEL', KEYS[2], id)
+  else
+    redis.call('HSET', KEYS[2], id, string.format('%.0f', now + tonumber(ARGV[5])))
+  end
+  redis.call('INCR', KEYS[3])
+  return {fresh and 1 or 0}
+end
+if op == 'delete' then
+  local id = ARGV[3]
+  local body = redis.call('HGET', KEYS[1], id)
+  if not body then return {} end
+  local e = redis.call('HGET', KEYS[2], id) or ''
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('INCR', KEYS[3])
+  return {body, e}
+end
+return redis.error_reply('unknown op')
+)lua";
+
+Status Malformed() {
+  return Status::Unavailable("redis: an unexpected reply to the overrides script");
+}
+
+bool Integer(const redisReply* r, int64_t& out) {
+  if (r == nullptr || r->type != REDIS_REPLY_INTEGER) return false;
+  out = r->integer;
+  return true;
+}
+
+std::optional<std::string> Text(const redisReply* r) {
+  if (r == nullptr || r->type != REDIS_REPLY_STRING) return std::nullopt;
+  return std::string(r->str, r->len);
+}
+
+// An end as the script wrote it ("" for none; anything else unreadable counts as none).
+std::optional<Micros> End(const std::string& text) {
+  int64_t us = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), us);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return Micros(us);
+}
+
+// "MOVED <slot> <host>:<port>": where Redis Cluster serves the keys now.
+std::optional<redis::Endpoint> Moved(const redisReply& r) {
+  const std::string_view text(r.str, r.len);
+  if (!text.starts_with("MOVED ")) return std::nullopt;
+  const size_t space = text.find(' ', 6);
+  const size_t colon = text.rfind(':');
+  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) {
+    return std::nullopt;
+  }
+  int port = 0;
+  const std::string_view digits = text.substr(colon + 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (ec != std::errc() || end != digits.data() + digits.size() || port <= 0 || port > 65535) {
+    return std::nullopt;
+  }
+  return redis::Endpoint{.host = std::string(text.substr(space + 1, colon - space - 1)),
+                         .port = static_cast<uint16_t>(port)};
+}
+
+class RedisOverrideStore final : public OverrideStore {
+ public:
+  // `url` is the server's; for Redis Cluster, the first seed's, with `cluster` to reach the
+  // others (the keys' node is found by following MOVED).
+  // For Redis Sentinel, `sentinel` names the sentinels that say which server is the primary.
+  RedisOverrideStore(const Clock& clock, RedisStoreOptions options, redis::RedisUrl url,
+                     std::optional<redis::ClusterUrl> cluster = std::nullopt,
+                     std::optional<redis::SentinelUrl> sentinel = std::nullopt)
+      : clock_(clock),
+        options_(std::move(options)),
+        url_(std::move(url)),
+        cluster_(std::move(cluster)),
+        sentinel_(std::move(sentinel)) {
+    const std::string base = Cat(options_.key_prefix, "{overrides}:");
+    keys_ = {base + "records", base + "ends", base + "version"};
+  }
+  ~RedisOverrideStore() override {
+    runner_.Stop([] {});
+  }
+
+  Status Init() {
+    if (url_.transport == redis::Transport::kTls) {
+      if (Status s = runner_.InitTls(options_); !s.ok()) return s;
+    }
+    runner_.Start();
+    return Status::Ok();
+  }
+
+  Result<uint64_t> Version() override {
+    auto r = Call({"version"});
+    if (!r.ok()) return r.status();
+    int64_t v = 0;
+    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return Malformed();
+    return static_cast<uint64_t>(v);
+  }
+
+  Result<OverrideList> List() override {
+    auto r = Call({"list"});
+    if (!r.ok()) return r.status();
+    const redisReply& a = **r;
+    int64_t version = 0, now = 0;
+    if (a.elements < 2 || (a.elements - 2) % 3 != 0 || !Integer(a.element[0], version) ||
+        !Integer(a.element[1], now)) {
+      return Malformed();
+    }
+    OverrideList out{.version = static_cast<uint64_t>(version), .now = Micros(now), .records = {}};
+    for (size_t i = 2; i + 2 < a.elements; i += 3) {
+      auto id = Text(a.element[i]);
+      auto body = Text(a.element[i + 1]);
+      auto end = Text(a.element[i + 2]);
+      if (!id || !body || !end) return Malformed();
+      out.records.push_back(
+          {.id = std::move(*id), .body = std::move(*body), .expires_at = End(*end)});
+    }
+    return out;
+  }
+
+  Result<bool> Put(std::string_view id, std::string_view body, std::optional<Micros> expires_in,
+                   size_t max_records) override {
+    if (Status s = ValidateOverridePut(id, body, expires_in); !s.ok()) return s;
+    auto r = Call({"put", std::string(id), std::string(body),
+                   expires_in ? std::to_string(expires_in->count()) : std::string(),
+                   std::to_string(max_records)});
+    if (!r.ok()) return r.status();
+    int64_t v = 0;
+    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return Malformed();
+    if (v < 0)
+      return Status::ResourceExhausted("the store holds as many runtime overrides as allowed");
+    return v == 1;
+  }
+
+  Result<std::optional<OverrideRecord>> Delete(std::string_view id) override {
+    auto r = Call({"delete", std::string(id)});
+    if (!r.ok()) return r.status();
+    if ((*r)->elements == 0) return std::optional<OverrideRecord>();
+    if ((*r)->elements != 2) return Malformed();
+    auto body = Text((*r)->element[0]);
+    auto end = Text((*r)->element[1]);
+    if (!body || !end) return Malformed();
+    return std::optional<OverrideRecord>(
+        OverrideRecord{.id = std::string(id), .body = std::move(*body), .expires_at = End(*end)});
+  }
+
+  Status Touch() override { return Call({"touch"}).status(); }
+
+ private:
+  // One EVAL on a connection of its own; an array reply, or why there is none. On Redis
+  // Cluster, a MOVED is followed (and remembered), and an unreachable node makes way for the
+  // next seed, a few times at most.
+  Result<redis::Reply> Call(std::vector<std::string> args) {
+    redis::RedisUrl url;
+    bool known = true;  // Sentinel: whether `url` is the primary a sentinel named
+    {
+      std::lock_guard lock(mu_);
+      url = url_;
+      known = primary_known_;
+    }
+    const int64_t db = sentinel_ ? sentinel_->db : url.db;
+    std::vector<std::string> argv = {"EVAL",   std::string(kScript), "3", keys_[0], keys_[1],
+                                     keys_[2], std::to_string(db)};
+    for (std::string& a : args) argv.push_back(std::move(a));
+    constexpr size_t kMaxTries = 4;
+    Result<redis::Reply> r = Status::Unavailable("redis: no node answered");
+    for (size_t attempt = 0; attempt < kMaxTries; ++attempt) {
+      if (sentinel_ && !known) {
+        auto primary = AskSentinels();
+        if (!primary.ok()) {
+          r = primary.status();
+          break;
+        }
+        url = std::move(*primary);
+        known = true;
+      }
+      r = Send(url, argv);
+      if (sentinel_) {
+        // A lost primary, or one demoted to replica: ask the sentinels again.
+        known = r.ok() && !((*r)->type == REDIS_REPLY_ERROR &&
+                            std::string_view((*r)->str, (*r)->len).starts_with("READONLY"));
+        if (known) break;
+        continue;
+      }
+      if (!cluster_) break;
+      if (!r.ok()) {
+        url = cluster_->Node(cluster_->seeds[(attempt + 1) % cluster_->seeds.size()]);
+        continue;
+      }
+      if ((*r)->type != REDIS_REPLY_ERROR) break;
+      auto moved = Moved(**r);
+      if (!moved) break;
+      url = cluster_->Node(*moved);
+    }
+    if (cluster_ || sentinel_) {
+      std::lock_guard lock(mu_);
+      url_ = url;  // the node that answered: asked first next time
+      primary_known_ = known;
+    }
+    if (!r.ok()) return r.status();
+    if ((*r)->type == REDIS_REPLY_ERROR) {
+      return Status::Unavailable(Cat("redis: ", std::string_view((*r)->str, (*r)->len)));
+    }
+    if ((*r)->type != REDIS_REPLY_ARRAY) return Malformed();
+    return r;
+  }
+
+  // The primary's URL, as the first sentinel that knows it says.
+  Result<redis::RedisUrl> AskSentinels() {
+    Status why = Status::Unavailable("redis: no sentinel answered");
+    for (const redis::Endpoint& at : sentinel_->sentinels) {
+      auto r = Send(sentinel_->Sentinel(at),
+                    {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel_->master_name});
+      if (!r.ok()) {
+        why = r.status();
+        continue;
+      }
+      auto addr = redis::ParseMasterAddr(**r);
+      if (addr.ok() && addr->has_value()) return sentinel_->Primary(**addr);
+      why = Status::Unavailable(
+          Cat("redis: the sentinels know no primary named ", Quoted(sentinel_->master_name)));
+    }
+    return why;
+  }
+
+  Result<redis::Reply> Send(const redis::RedisUrl& url, const std::vector<std::string>& argv) {
+    auto promise = std::make_shared<std::promise<Result<redis::Reply>>>();
+    auto future = promise->get_future();
+    boost::asio::post(runner_.io, [this, url, argv, promise] {
+      redis::OneShot::Ask(runner_, clock_, url, argv, options_.connect_timeout,
+                          [promise](Result<redis::Reply> r) { promise->set_value(std::move(r)); });
+    });
+    return future.get();
+  }
+
+  const Clock& clock_;
+  RedisStoreOptions options_;
+  std::mutex mu_;
+  redis::RedisUrl url_;         // guarded by mu_: where the next call goes first
+  bool primary_known_ = false;  // guarded by mu_: Sentinel: url_ is the primary last named
+  const std::optional<redis::ClusterUrl> cluster_;
+  const std::optional<redis::SentinelUrl> sentinel_;
+  std::vector<std::string> keys_;
+  redis::IoRunner runner_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock,
+                                                              RedisStoreOptions options) {
+  if (options.url.starts_with("redis-sentinel://")) {
+    auto sentinel = redis::ParseSentinelUrl(options.url);
+    if (!sentinel.ok()) return sentinel.status();
+    sentinel->tls_server_name = options.tls_server_name;
+    auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), redis::RedisUrl{},
+                                                      std::nullopt, std::move(*sentinel));
+    if (Status s = store->Init(); !s.ok()) return s;
+    return std::unique_ptr<OverrideStore>(std::move(store));
+  }
+  if (options.url.starts_with("redis-cluster://")) {
+    auto cluster = redis::ParseClusterUrl(options.url);
+    if (!cluster.ok()) return cluster.status();
+    cluster->tls_server_name = options.tls_server_name;
+    redis::RedisUrl first = cluster->Node(cluster->seeds.front());
+    auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), std::move(first),
+                                                      std::move(*cluster));
+    if (Status s = store->Init(); !s.ok()) return s;
+    return std::unique_ptr<OverrideStore>(std::move(store));
+  }
+  auto url = redis::ParseRedisUrl(options.url);
+  if (!url.ok()) return url.status();
+  url->tls_server_name = options.tls_server_name;
+  auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), std::move(*url));
+  if (Status s = store->Init(); !s.ok()) return s;
+  return std::unique_ptr<OverrideStore>(std::move(store));
+}
+
+}  // namespace caudal

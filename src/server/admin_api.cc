@@ -1,0 +1,464 @@
+#include "server/admin_api.h"
+
+#include <time.h>
+
+#include <boost/json.hpp>
+
+#include "caudal/common/caller_auth.h"
+#include "caudal/common/rate.h"
+#include "common/cat.h"
+#include "server/json_keys.h"
+
+namespace caudal::admin_api {
+namespace json = boost::json;
+namespace {
+
+using http_api::ApiError;
+using http_api::Reply;
+
+constexpr std::string_view kPrefix = "/v1/admin/policies/";
+
+ApiError Bad(std::string code, std::string message) {
+  return {.status = 400, .code = std::move(code), .message = std::move(message)};
+}
+
+std::string_view Bearer(std::string_view authorization) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (authorization.size() <= kScheme.size()) return {};
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    const char c = authorization[i];
+    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return {};
+  }
+  std::string_view token = authorization.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return token;
+}
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-decoding (and '+' as a space, in a query): nullopt for a bad escape.
+std::optional<std::string> Decode(std::string_view s, bool query) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%') {
+      const int hi = i + 1 < s.size() ? Hex(s[i + 1]) : -1;
+      const int lo = i + 2 < s.size() ? Hex(s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) return std::nullopt;
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(query && s[i] == '+' ? ' ' : s[i]);
+    }
+  }
+  return out;
+}
+
+std::string_view TypeName(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number with a fraction";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
+  }
+  return "?";
+}
+
+std::optional<ApiError> ReadInteger(const json::value& v, const std::string& field, int64_t& out) {
+  if (!v.is_int64() || v.get_int64() < 1) {
+    return Bad("invalid_limits", Cat(field, ": expected a positive integer (got ",
+                                     v.is_number() ? json::serialize(v) : TypeName(v), ')'));
+  }
+  out = v.get_int64();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadText(const json::value& v, const std::string& field,
+                                 std::string_view& out) {
+  if (!v.is_string()) {
+    return Bad("invalid_limits", Cat(field, ": expected a string (got ", TypeName(v), ')'));
+  }
+  out = v.get_string();
+  return std::nullopt;
+}
+
+// One limit, spelled as in the config file.
+std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
+                                  std::vector<Limit>& out) {
+  if (!v.is_object()) {
+    return Bad("invalid_limits", Cat(at, ": expected an object (got ", TypeName(v), ')'));
+  }
+  const json::object& o = v.get_object();
+  const json::value* a = o.if_contains("algorithm");
+  if (a == nullptr) return Bad("invalid_limits", Cat(at, ".algorithm: required"));
+  std::string_view name;
+  if (auto e = ReadText(*a, at + ".algorithm", name)) return e;
+  auto algorithm = ParseAlgorithm(name);
+  if (!algorithm.ok()) {
+    return Bad("invalid_limits", Cat(at, ".algorithm: ", algorithm.status().message()));
+  }
+  const bool window = IsWindowAlgorithm(*algorithm);
+  const std::string_view count_field = window ? "limit" : "capacity";
+  const std::string_view rate_field = window ? "window" : "refill";
+  for (const auto& kv : o) {
+    if (kv.key() != "algorithm" && kv.key() != count_field && kv.key() != rate_field) {
+      return Bad("unknown_field",
+                 Cat(at, '.', kv.key().substr(0, 64), ": unknown field (expected algorithm, ",
+                     count_field, ", ", rate_field, ')'));
+    }
+  }
+  const json::value* c = o.if_contains(count_field);
+  const json::value* r = o.if_contains(rate_field);
+  if (c == nullptr || r == nullptr) {
+    return Bad("invalid_limits",
+               Cat(at, '.', c == nullptr ? count_field : rate_field, ": required"));
+  }
+  int64_t count = 0;
+  if (auto e = ReadInteger(*c, Cat(at, '.', count_field), count)) return e;
+  std::string_view text;
+  if (auto e = ReadText(*r, Cat(at, '.', rate_field), text)) return e;
+  LimitSpec spec;
+  if (window) {
+    auto w = ParseDuration(text);
+    if (!w.ok()) return Bad("invalid_limits", Cat(at, ".window: ", w.status().message()));
+    spec = LimitSpec::Window(*algorithm, count, *w);
+  } else {
+    auto rate = ParseRate(text);
+    if (!rate.ok()) return Bad("invalid_limits", Cat(at, ".refill: ", rate.status().message()));
+    spec = LimitSpec::Bucket(*algorithm, count, *rate);
+  }
+  auto limit = Limit::Create(spec);
+  if (!limit.ok()) return Bad("invalid_limits", Cat(at, ": ", limit.status().message()));
+  out.push_back(*limit);
+  return std::nullopt;
+}
+
+json::value LimitJson(const Limit& l) {
+  const bool window = IsWindowAlgorithm(l.algorithm());
+  json::object o{{"algorithm", AlgorithmName(l.algorithm())}};
+  if (window) {
+    o["limit"] = l.capacity();
+    o["window"] = FormatDuration(l.window());
+  } else {
+    o["capacity"] = l.capacity();
+    o["refill"] = FormatRate(l.rate());
+  }
+  return o;
+}
+
+json::object IdentityJson(const std::vector<std::pair<std::string, std::string>>& identity) {
+  json::object o;
+  for (const auto& [name, value] : identity) o[name] = http_api::ValidUtf8(value);
+  return o;
+}
+
+std::string Rfc3339(Micros t) {
+  const time_t secs = static_cast<time_t>(t.count() / 1'000'000);
+  struct tm tm {};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  const size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  return Cat(std::string_view(buf, n), '.', (t.count() / 1000) % 1000 / 100,
+             (t.count() / 1000) % 100 / 10, (t.count() / 1000) % 10, 'Z');
+}
+
+int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up: never earlier
+
+json::object OverrideObject(const OverrideView& v) {
+  json::array limits;
+  for (const Limit& l : v.spec.limits) limits.push_back(LimitJson(l));
+  json::object o{{"policy", v.spec.policy},
+                 {"kind", OverrideKindName(v.spec.kind)},
+                 {"identity", IdentityJson(v.spec.identity)},
+                 {"limits", std::move(limits)},
+                 {"expires_at", nullptr},
+                 {"expires_in_ms", nullptr},
+                 {"set_by", http_api::ValidUtf8(v.spec.set_by)}};
+  if (v.spec.expires_at) o["expires_at"] = Rfc3339(*v.spec.expires_at);
+  if (v.expires_in) o["expires_in_ms"] = Ms(*v.expires_in);
+  return o;
+}
+
+Reply JsonReply(int status, std::string body) {
+  Reply r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = std::move(body);
+  r.headers.Add("Cache-Control", "no-store");
+  return r;
+}
+
+// Runs one admin request on the Admin's thread.
+Reply Run(Admin& admin, std::string_view method, bool state, const AdminTarget& target,
+          ParsedOverride body, const std::string& who) {
+  if (state) {
+    auto s = method == "GET" ? admin.GetState(target) : admin.ResetState(target, who);
+    return s.ok() ? JsonReply(200, StateJson(*s)) : FailureReply(s.failure());
+  }
+  if (method == "GET") {
+    if (!target.params.empty()) {
+      return http_api::ErrorReply(
+          Bad("unknown_parameter", Cat("parameter ", Quoted(target.params[0].first.substr(0, 100)),
+                                       ": listing the overrides takes no parameter")));
+    }
+    auto list = admin.ListOverrides(target.policy);
+    return list.ok()
+               ? JsonReply(200, OverrideListJson(target.policy, admin.KindOf(target.policy), *list))
+               : FailureReply(list.failure());
+  }
+  if (method == "DELETE") {
+    auto removed = admin.DeleteOverride(target, who);
+    return removed.ok() ? JsonReply(200, OverrideJson(*removed)) : FailureReply(removed.failure());
+  }
+  auto set = admin.SetOverride(target, std::move(body.limits), body.expires_in, who);
+  if (!set.ok()) return FailureReply(set.failure());
+  return JsonReply(set->second ? 201 : 200, OverrideJson(set->first));
+}
+
+}  // namespace
+
+std::optional<Reply> RefuseAdmin(std::string_view token, std::string_view authorization,
+                                 size_t authorization_count) {
+  if (token.empty()) {
+    return http_api::ErrorReply(
+        {.status = 404, .code = "not_found", .message = "the admin API is off (no admin token)"});
+  }
+  if (authorization_count > 1) {
+    return http_api::ErrorReply(
+        Bad("ambiguous_identity", Cat("header Authorization: given ", authorization_count,
+                                      " times (the admin's credentials must be given once)")));
+  }
+  const std::string_view given = Bearer(authorization);
+  if (!given.empty() && ConstantTimeEquals(given, token)) return std::nullopt;
+  Reply r = http_api::ErrorReply(
+      {.status = 401,
+       .code = "unauthenticated",
+       .message = given.empty() ? "credentials needed: Authorization: Bearer <admin token>"
+                                : "the Authorization header does not hold the admin token"});
+  r.headers.Add("WWW-Authenticate", given.empty()
+                                        ? "Bearer realm=\"caudal-admin\""
+                                        : "Bearer realm=\"caudal-admin\", error=\"invalid_token\"");
+  return r;
+}
+
+ParsedPath ParseAdminTarget(std::string_view target) {
+  ParsedPath out;
+  const size_t q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  const auto not_found = [&] {
+    out.error = ApiError{.status = 404,
+                         .code = "not_found",
+                         .message = "expected /v1/admin/policies/{policy}/overrides or .../state"};
+    return out;
+  };
+  if (!path.starts_with(kPrefix)) return not_found();
+  path.remove_prefix(kPrefix.size());
+  const size_t slash = path.find('/');
+  if (slash == std::string_view::npos || slash == 0) return not_found();
+  const std::string_view tail = path.substr(slash + 1);
+  if (tail != "overrides" && tail != "state") return not_found();
+  out.path.state = tail == "state";
+  auto policy = Decode(path.substr(0, slash), false);
+  if (!policy || http_api::IdentityValueProblem(*policy)) {
+    out.error = Bad("invalid_parameter", "the path's policy: bad percent-encoding or bytes");
+    return out;
+  }
+  out.path.policy = std::move(*policy);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const size_t eq = pair.find('=');
+    auto name = Decode(pair.substr(0, eq), true);
+    auto value = Decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), true);
+    if (!name || !value) {
+      out.error = Bad("invalid_parameter", "the query: bad percent-encoding");
+      return out;
+    }
+    for (const std::string* s : {&*name, &*value}) {
+      if (auto problem = http_api::IdentityValueProblem(*s)) {
+        out.error = Bad(
+            "invalid_parameter",
+            Cat("parameter ", Quoted(http_api::ValidUtf8(name->substr(0, 100))), ": ", *problem));
+        return out;
+      }
+    }
+    if (value->empty()) {
+      out.error = Bad("invalid_parameter",
+                      Cat("parameter ", Quoted(name->substr(0, 100)), ": expected a value"));
+      return out;
+    }
+    for (const auto& [seen, v] : out.path.params) {
+      if (seen == *name) {
+        out.error = Bad("duplicate_parameter",
+                        Cat("parameter ", Quoted(seen), ": given twice (ambiguous; refused)"));
+        return out;
+      }
+    }
+    if (out.path.params.size() >= kMaxDescriptors) {
+      out.error = Bad("unknown_parameter", "the query: too many parameters");
+      return out;
+    }
+    out.path.params.emplace_back(std::move(*name), std::move(*value));
+  }
+  return out;
+}
+
+ParsedOverride ParseOverrideBody(std::string_view body) {
+  ParsedOverride out;
+  constexpr size_t kMaxDepth = 6;
+  json::error_code ec;
+  json::parse_options opts;
+  opts.max_depth = kMaxDepth;
+  json::value v = json::parse(body, ec, {}, opts);
+  if (ec) {
+    out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
+    return out;
+  }
+  if (!v.is_object()) {
+    out.error = Bad("invalid_body", Cat("body: expected a JSON object (got ", TypeName(v), ')'));
+    return out;
+  }
+  if (auto repeated = http_api::FindRepeatedKey(body, kMaxDepth)) {
+    out.error = Bad("duplicate_field", Cat(http_api::ValidUtf8(repeated->substr(0, 128)),
+                                           ": given more than once (ambiguous; refused)"));
+    return out;
+  }
+  const json::object& o = v.get_object();
+  for (const auto& kv : o) {
+    if (kv.key() != "limits" && kv.key() != "expires_in") {
+      out.error = Bad("unknown_field", Cat(Quoted(http_api::ValidUtf8(kv.key().substr(0, 64))),
+                                           ": unknown field (expected limits and expires_in)"));
+      return out;
+    }
+  }
+  const json::value* limits = o.if_contains("limits");
+  if (limits == nullptr || !limits->is_array() || limits->get_array().empty()) {
+    out.error = Bad("missing_limits", "limits: expected a non-empty array of limits");
+    return out;
+  }
+  if (limits->get_array().size() > kMaxLimitsPerPolicy) {
+    out.error = Bad("invalid_limits", Cat("limits: at most ", kMaxLimitsPerPolicy, " limits"));
+    return out;
+  }
+  for (size_t i = 0; i < limits->get_array().size(); ++i) {
+    if (auto e = ReadLimit(limits->get_array()[i], Cat("limits[", i, ']'), out.limits)) {
+      out.error = std::move(e);
+      return out;
+    }
+  }
+  if (const json::value* e = o.if_contains("expires_in"); e != nullptr && !e->is_null()) {
+    auto d = e->is_string() ? ParseDuration(e->get_string())
+                            : Result<Micros>(Status::InvalidArgument("expected a string"));
+    if (!d.ok() || *d < std::chrono::seconds(1) || *d > std::chrono::hours(24 * 365)) {
+      out.error = Bad("invalid_expires_in",
+                      Cat("expires_in: expected a duration from 1s to 365d, such as \"1h\"",
+                          d.ok() ? "" : Cat(" (", d.status().message(), ')')));
+      return out;
+    }
+    out.expires_in = *d;
+  }
+  return out;
+}
+
+std::string OverrideJson(const OverrideView& v) { return json::serialize(OverrideObject(v)); }
+
+std::string OverrideListJson(std::string_view policy, OverrideKind kind,
+                             const std::vector<OverrideView>& list) {
+  json::array items;
+  for (const OverrideView& v : list) items.push_back(OverrideObject(v));
+  return json::serialize(json::object{{"policy", policy},
+                                      {"kind", OverrideKindName(kind)},
+                                      {"count", list.size()},
+                                      {"overrides", std::move(items)}});
+}
+
+std::string StateJson(const StateView& v) {
+  json::array limits;
+  for (const LimitState& l : v.limits) {
+    limits.push_back(json::object{{"limit", LimitJson(l.limit)},
+                                  {"remaining", l.remaining},
+                                  {"reset_after_ms", Ms(l.reset_after)},
+                                  {"retry_after_ms", Ms(l.retry_after)}});
+  }
+  return json::serialize(json::object{{"policy", v.policy},
+                                      {"kind", OverrideKindName(v.kind)},
+                                      {"identity", IdentityJson(v.identity)},
+                                      {"limits_from", v.limits_from},
+                                      {"limits", std::move(limits)}});
+}
+
+Reply FailureReply(const AdminFailure& f) {
+  return http_api::ErrorReply({.status = AdminErrorStatus(f.error),
+                               .code = std::string(AdminErrorCode(f.error)),
+                               .message = f.message});
+}
+
+void Dispatch(Admin* admin, std::string_view token, Metrics& metrics, const routes::Request& r,
+              routes::Responder& responder) {
+  if (admin == nullptr) token = {};
+  if (auto refused =
+          RefuseAdmin(token, r.header("Authorization"), r.header_count("Authorization"))) {
+    if (refused->status == 401) metrics.Add(MetricId::kAdminUnauthenticated);
+    return responder.Reply(std::move(*refused));
+  }
+  ParsedPath parsed = ParseAdminTarget(r.target);
+  if (parsed.error) return responder.Reply(http_api::ErrorReply(*parsed.error));
+  const bool state = parsed.path.state;
+  const std::string_view allow = state ? "GET, DELETE" : "GET, PUT, DELETE";
+  const bool put = r.method == "PUT";
+  if (!(r.method == "GET" || r.method == "DELETE" || (put && !state))) {
+    Reply reply = http_api::ErrorReply(
+        {.status = 405,
+         .code = "method_not_allowed",
+         .message = Cat("method ", r.method, " is not allowed here (use ", allow, ')')});
+    reply.headers.Add("Allow", allow);
+    return responder.Reply(std::move(reply));
+  }
+  ParsedOverride body;
+  if (put) {
+    if (r.body.size() > kMaxAdminBodyBytes) {
+      return responder.Reply(
+          http_api::ErrorReply({.status = 413,
+                                .code = "body_too_large",
+                                .message = Cat("body: at most ", kMaxAdminBodyBytes, " bytes")}));
+    }
+    body = ParseOverrideBody(r.body);
+    if (body.error) return responder.Reply(http_api::ErrorReply(*body.error));
+  }
+  std::string who = r.identities.empty() ? r.peer.ToString() : r.identities.front();
+  const std::string method(r.method);
+  AdminTarget target{.policy = std::move(parsed.path.policy),
+                     .params = std::move(parsed.path.params)};
+  auto work = [admin, &responder, method, state, target = std::move(target), body = std::move(body),
+               who = std::move(who)]() mutable {
+    responder.Reply(Run(*admin, method, state, target, std::move(body), who));
+  };
+  if (!admin->Submit(std::move(work))) {
+    return responder.Reply(http_api::ErrorReply(
+        {.status = 503,
+         .code = "admin_busy",
+         .message = "too many admin requests are waiting on this instance; try again"}));
+  }
+}
+
+}  // namespace caudal::admin_api
