@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build run simulate test test-asan package bench fuzz format clean
+.PHONY: deps build run simulate test test-asan package image bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -35,6 +35,11 @@ test-asan: deps
 # A .deb (CPack): $(BUILD_DIR)/caudal_<version>-1_<arch>.deb; docs/operations.md, "Installing".
 package: build
 	$(CMAKE) --build $(BUILD_DIR) --target package
+
+# The container image, an OCI archive built from Debian 12 packages with no container engine:
+# $(BUILD_DIR)/image/caudal-image.tar and its package list; docs/operations.md, "Container image".
+image: package
+	./packaging/image/build-image "$$(ls -t $(BUILD_DIR)/caudal_*.deb | head -1)" $(BUILD_DIR)/image
 
 bench: build
 	./bench/run-all $(BUILD_DIR)

@@ -1,14 +1,18 @@
 // `caudal serve`: turns flags, the environment and the config file into a Config and runs a
 // Service (see caudal/service/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config
 // file or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
-// takes them or refuses them whole.
+// takes them or refuses them whole. The first SIGINT or SIGTERM stops gracefully, within
+// server.shutdown_timeout (Service::Stop); a second one exits at once.
 #include <pthread.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "caudal/config/config.h"
@@ -27,6 +31,56 @@ constexpr std::string_view kName = "serve";
 std::string Bracketed(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
+
+// Held while the service stops: a second SIGINT or SIGTERM ends the process at once (exit code
+// 128 + the signal, as a shell reports a process a signal ended), and so does `deadline`
+// should anything hang past it (exit code 1). SIGHUP is ignored meanwhile.
+class StopGuard {
+ public:
+  StopGuard(const sigset_t& signals, const Clock& clock, Nanos deadline, const Logger& log)
+      : signals_(signals), log_(log) {
+    signal_thread_ = std::thread([this] { AwaitSecondSignal(); });
+    watchdog_ = std::thread([this, &clock, deadline] {
+      std::unique_lock lock(mu_);
+      if (clock.WaitUntil(cv_, lock, deadline, [this] { return done_; })) return;
+      log_.Error("stopping took longer than server.shutdown_timeout: exiting now");
+      std::_Exit(kExitFailure);
+    });
+  }
+  ~StopGuard() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    pthread_kill(signal_thread_.native_handle(), SIGTERM);  // ends its sigwait
+    signal_thread_.join();
+    watchdog_.join();
+  }
+  StopGuard(const StopGuard&) = delete;
+  StopGuard& operator=(const StopGuard&) = delete;
+
+ private:
+  void AwaitSecondSignal() {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&signals_, &sig) != 0 || sig == SIGHUP) continue;
+      std::lock_guard lock(mu_);
+      if (done_) return;
+      log_.Warning(Cat("second ", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                       " while stopping: exiting now, unanswered requests are cut"));
+      std::_Exit(128 + sig);
+    }
+  }
+
+  const sigset_t signals_;
+  const Logger& log_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  std::thread signal_thread_;
+  std::thread watchdog_;
+};
 
 class ServeCommand final : public Command {
  public:
@@ -87,7 +141,17 @@ class ServeCommand final : public Command {
       (*service)->Reload(Load());
     }
     if (watcher.ok()) watcher->reset();
+    // The drains end at server.shutdown_timeout; a second more is ample to close what is left
+    // (the store's connections, the background tasks). The guard's own logger outlives the
+    // service's.
+    const Config& running = (*service)->config();
+    const Logger guard_log(
+        LoggerOptions{.level = running.logging.level, .format = running.logging.format}, env.clock);
+    const Nanos deadline =
+        env.clock.Monotonic() + running.server.shutdown_timeout + std::chrono::seconds(1);
+    StopGuard guard(signals, env.clock, deadline, guard_log);
     (*service)->Stop();
+    service->reset();
     return kExitOk;
   }
 

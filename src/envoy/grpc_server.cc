@@ -10,7 +10,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_set>
 
 #include "common/utf8.h"
 #include "envoy/grpc_tls_files.h"
@@ -124,6 +128,26 @@ using RawRateLimitService =
     ::envoy::service::ratelimit::v3::RateLimitService::WithRawCallbackMethod_ShouldRateLimit<
         ::envoy::service::ratelimit::v3::RateLimitService::Service>;
 
+struct RlsCall;
+
+// The calls being decided, so that a shutdown can wait for them and answer those still
+// undecided at its deadline. Shared with each call, since a store may answer one after the
+// server is gone.
+struct CallsInFlight {
+  std::mutex mu;
+  std::condition_variable drained;     // `calls` became empty
+  std::unordered_set<RlsCall*> calls;  // guarded by mu
+
+  // True when every call has been answered by `deadline` (on `clock`'s monotonic time).
+  bool AwaitDrained(const Clock& clock, Nanos deadline) {
+    std::unique_lock lock(mu);
+    return clock.WaitUntil(drained, lock, deadline, [this] { return calls.empty(); });
+  }
+  // Answers every call still in flight with `status`; their decisions, when they land, are
+  // dropped.
+  void Abandon(const grpc::Status& status);
+};
+
 // What a call owns while the engine decides it; the decision's callback holds it alone (one
 // pointer, kept inline by std::function) and frees it.
 struct RlsCall {
@@ -132,7 +156,29 @@ struct RlsCall {
   grpc::ServerUnaryReactor* reactor = nullptr;
   grpc::ByteBuffer* out = nullptr;  // gRPC's, for the serialized response
   std::atomic<size_t>* in_flight = nullptr;
+  std::shared_ptr<CallsInFlight> registry;
+  bool abandoned = false;  // guarded by registry->mu: answered by Abandon()
+
+  // Leaves the registry; false when Abandon() has answered the call already.
+  bool Land() {
+    std::lock_guard lock(registry->mu);
+    if (abandoned) return false;
+    registry->calls.erase(this);
+    in_flight->fetch_sub(1, std::memory_order_relaxed);
+    if (registry->calls.empty()) registry->drained.notify_all();
+    return true;
+  }
 };
+
+void CallsInFlight::Abandon(const grpc::Status& status) {
+  std::lock_guard lock(mu);
+  for (RlsCall* c : calls) {
+    c->abandoned = true;
+    c->in_flight->fetch_sub(1, std::memory_order_relaxed);
+    c->reactor->Finish(status);
+  }
+  calls.clear();
+}
 
 class RlsGrpcServer::Service final : public RawRateLimitService {
  public:
@@ -144,6 +190,8 @@ class RlsGrpcServer::Service final : public RawRateLimitService {
   void SetCallerAuth(CallerAuth caller) {
     caller_.store(std::make_shared<const CallerAuth>(std::move(caller)));
   }
+
+  CallsInFlight& calls() { return *calls_; }
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
@@ -168,10 +216,15 @@ class RlsGrpcServer::Service final : public RawRateLimitService {
     call->reactor = reactor;
     call->out = response;
     call->in_flight = &in_flight_;
+    call->registry = calls_;
     RlsCall* c = call.release();
+    {
+      std::lock_guard lock(calls_->mu);
+      calls_->calls.insert(c);
+    }
     handler_.ShouldRateLimit(c->request, &c->response, [c](Status s) {
       const std::unique_ptr<RlsCall> done(c);
-      c->in_flight->fetch_sub(1, std::memory_order_relaxed);
+      if (!c->Land()) return;
       if (!s.ok()) return c->reactor->Finish(ToGrpc(s));
       bool own = false;
       c->reactor->Finish(
@@ -200,6 +253,7 @@ class RlsGrpcServer::Service final : public RawRateLimitService {
   const size_t max_calls_;
   std::atomic<std::shared_ptr<const CallerAuth>> caller_;
   std::atomic<size_t> in_flight_{0};
+  const std::shared_ptr<CallsInFlight> calls_ = std::make_shared<CallsInFlight>();
 };
 
 Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
@@ -210,6 +264,8 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (options.clock == nullptr) return Status::InvalidArgument("RlsGrpcServer: no clock");
   std::unique_ptr<RlsGrpcServer> server(new RlsGrpcServer());
+  server->clock_ = options.clock;
+  server->shutdown_timeout_ = options.shutdown_timeout;
   server->service_ =
       std::make_unique<Service>(handler, options.max_concurrent_calls, options.caller);
   server->health_ = std::make_unique<internal::HealthService>(
@@ -246,13 +302,35 @@ Status RlsGrpcServer::ReloadTls(const ServerTlsConfig& tls) {
 
 void RlsGrpcServer::SetCallerAuth(CallerAuth caller) { service_->SetCallerAuth(std::move(caller)); }
 
+void RlsGrpcServer::StopServingHealth() {
+  if (health_stopped_ || health_ == nullptr) return;
+  health_stopped_ = true;
+  health_->Shutdown();
+}
+
 void RlsGrpcServer::Shutdown() {
+  if (clock_ != nullptr) Shutdown(clock_->Monotonic() + shutdown_timeout_);
+}
+
+void RlsGrpcServer::Shutdown(Nanos deadline) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
   // The Watch streams end first, or the server would wait for them until its deadline.
-  health_->Shutdown();
-  // A deadline relative to gRPC's own clock (a GPR_TIMESPAN), so no clock is read here.
-  server_->Shutdown(gpr_time_from_seconds(5, GPR_TIMESPAN));
+  StopServingHealth();
+  // gRPC's Shutdown closes the listener, refuses new calls, and blocks until every call has
+  // been answered, so it runs beside the wait for our own calls. Those still at the store at
+  // the deadline are answered UNAVAILABLE here; gRPC's own deadline, on its clock and a second
+  // later, only backs that up (it cancels what is left, which the client sees as CANCELLED).
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::max(Nanos(0), deadline - clock_->Monotonic()) + std::chrono::seconds(1));
+  std::thread closing(
+      [this, left] { server_->Shutdown(gpr_time_from_micros(left.count(), GPR_TIMESPAN)); });
+  if (!service_->calls().AwaitDrained(*clock_, deadline)) {
+    service_->calls().Abandon({grpc::StatusCode::UNAVAILABLE,
+                               "caudal is shutting down: not decided within "
+                               "server.shutdown_timeout"});
+  }
+  closing.join();
   server_->Wait();
 }
 

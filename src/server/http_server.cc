@@ -49,8 +49,10 @@ struct HttpServer::Impl {
   LogThrottle handshake_log;
   std::atomic<int64_t> connections{0};
   std::atomic<int64_t> in_flight{0};
+  // Set by StopAccepting(): readiness off, replies close their connections.
+  std::atomic<bool> draining{false};
   std::atomic<bool> stopped{false};
-  // Stop() waits on `drained` for in_flight to reach 0; Finish notifies it once stopped.
+  // Stop() waits on `drained` for in_flight to reach 0; Finish notifies it once draining.
   std::mutex drain_mu;
   std::condition_variable drained;
   std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
@@ -255,7 +257,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                         .refusals = server_.deps.refusals,
                         .status = server_.deps.status,
                         .auth = *server_.auth.load(std::memory_order_acquire),
-                        .admin = server_.deps.admin};
+                        .admin = server_.deps.admin,
+                        .draining = server_.draining.load(std::memory_order_acquire)};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);
   }
@@ -274,13 +277,15 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     });
   }
 
+  // While draining, the reply closes the connection: its client's next request goes to a server
+  // that stays.
   void Finish(http_api::Reply reply) {
-    if (server_.in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
-        server_.stopped.load(std::memory_order_acquire)) {
+    const bool draining = server_.draining.load(std::memory_order_acquire);
+    if (server_.in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && draining) {
       std::lock_guard lock(server_.drain_mu);
       server_.drained.notify_all();
     }
-    Send(std::move(reply), keep_alive_ ? Connection::kKeepAlive : Connection::kClose);
+    Send(std::move(reply), keep_alive_ && !draining ? Connection::kKeepAlive : Connection::kClose);
   }
 
   // The socket is non-blocking, so the response, small and whole, is first tried with one send()
@@ -363,7 +368,7 @@ void HttpServer::Impl::Accept() {
   net::io_context& target = *contexts[next_context];
   next_context = (next_context + 1) % contexts.size();
   acceptor->async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
-    if (stopped.load()) return;
+    if (draining.load()) return;
     if (ec) return AcceptFailed(ec);
     if (accept_failures > 0) {
       deps.log.Info(Cat("accepting connections again, after ", accept_failures, " failed accepts"));
@@ -389,7 +394,7 @@ void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
   }
   accept_timer->expires_after(accept_pause);
   accept_timer->async_wait([this](beast::error_code) {
-    if (!stopped.load()) Accept();
+    if (!draining.load()) Accept();
   });
 }
 
@@ -519,22 +524,30 @@ void HttpServer::SetTls(std::shared_ptr<net::ssl::context> tls) {
   impl_->tls.store(std::move(tls), std::memory_order_release);
 }
 
-void HttpServer::Stop() {
-  if (impl_->stopped.exchange(true)) return;
-  // Closed on its own thread, and waited for: once Stop returns, nothing listens on the port
-  // (a close merely posted could be dropped by the contexts' stop below).
+void HttpServer::StopAccepting() {
+  if (impl_->draining.exchange(true)) return;
+  // Closed on its own thread, and waited for: once this returns, nothing listens on the port
+  // (a close merely posted could be dropped by the contexts' stop in Stop()).
   std::promise<void> closed;
   net::post(impl_->acceptor->get_executor(), [this, &closed] {
     beast::error_code ec;
+    impl_->accept_timer->cancel();
     impl_->acceptor->close(ec);
     closed.set_value();
   });
   closed.get_future().wait();
+}
+
+void HttpServer::Stop() { Stop(impl_->deps.clock.Monotonic() + impl_->options.shutdown_timeout); }
+
+void HttpServer::Stop(Nanos deadline) {
+  if (impl_->stopped.exchange(true)) return;
+  StopAccepting();
   // Decisions still at the store hold sessions bound to this io_context: let them land first.
   {
     const Clock& clock = impl_->deps.clock;
     std::unique_lock lock(impl_->drain_mu);
-    clock.WaitUntil(impl_->drained, lock, clock.Monotonic() + std::chrono::seconds(2),
+    clock.WaitUntil(impl_->drained, lock, deadline,
                     [this] { return impl_->in_flight.load(std::memory_order_acquire) == 0; });
   }
   for (auto& io : impl_->contexts) io->stop();
@@ -556,6 +569,7 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
   o.body_timeout = c.body_timeout;
   o.idle_timeout = c.idle_timeout;
   o.threads = c.threads;
+  o.shutdown_timeout = c.shutdown_timeout;
   return o;
 }
 

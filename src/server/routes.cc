@@ -213,6 +213,7 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
       return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
     }
     if (path == "/healthz") return done(Text(200, "ok\n"));
+    if (ctx.draining) return done(Text(503, "not ready: shutting down\n"));
     const Status s = ctx.health.Ready();
     if (s.ok()) return done(Text(200, "ready\n"));
     return done(Text(503, Cat("not ready: ", s.message(), '\n')));

@@ -36,6 +36,7 @@ struct Context {
   StatusPage* status;  // `/`, /v1/status and its charts; null or disabled: 404
   const ForwardAuthOptions& auth;
   Admin* admin = nullptr;  // /v1/admin/ (with auth.admin_token); null: 404
+  bool draining = false;   // shutting down: /readyz answers 503
 };
 
 // Takes the reply to one request. The transport implements it and keeps it alive until Reply()

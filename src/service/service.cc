@@ -81,6 +81,7 @@ struct Service::Parts {
   Status BuildEngine(const service_internal::PreparedConfig& prepared);
   Status StartAdmin();
   Status StartListeners(const service_internal::PreparedConfig& prepared);
+  void GiveBack(Nanos deadline);
 };
 
 // The shared store. A bad URL, password or database is a mistake to fix: refuse to start. An
@@ -189,7 +190,8 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
              .max_concurrent_calls = static_cast<size_t>(config.envoy.max_concurrent_calls),
              .ready = [h = health.get()] { return h->Ready().ok(); },
              .tls = config.server.tls,
-             .caller = CallerAuthFrom(config.server.auth)});
+             .caller = CallerAuthFrom(config.server.auth),
+             .shutdown_timeout = config.server.shutdown_timeout});
   if (!grpc_started.ok()) {
     http->Stop();
     return grpc_started.status();
@@ -224,13 +226,29 @@ Service::Service(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
 Service::~Service() { Stop(); }
 
+// Graceful shutdown, in order: readiness off (load balancers and Envoy's health checks stop
+// sending), the listeners closed, what is in flight answered, what the store holds given back.
+// Every step shares one deadline, server.shutdown_timeout from the start.
 void Service::Stop() {
-  if (parts_->stopped) return;
-  parts_->stopped = true;
-  parts_->log->Info("stopping");
-  if (parts_->grpc != nullptr) parts_->grpc->Shutdown();
-  parts_->http->Stop();
+  Parts& p = *parts_;
+  if (p.stopped) return;
+  p.stopped = true;
+  const Micros timeout = p.config.server.shutdown_timeout;
+  const Nanos deadline = p.env.clock.Monotonic() + timeout;
+  p.log->Info(Cat("stopping: answering what is in flight for up to ", FormatDuration(timeout)));
+  if (p.grpc != nullptr) p.grpc->StopServingHealth();
+  p.http->StopAccepting();
+  if (p.grpc != nullptr) p.grpc->Shutdown(deadline);
+  p.http->Stop(deadline);
+  p.GiveBack(deadline);
+  p.log->Info("stopped");
 }
+
+// Store capacity this instance holds for later decisions is handed back here, once nothing is
+// in flight, so that the other instances can use it at once rather than when it expires. The
+// stores hold none yet: a store that comes to (leases) gives it back from this step, by
+// `deadline`.
+void Service::Parts::GiveBack(Nanos /*deadline*/) {}
 
 ReloadResult Service::Reload(Result<Config> next) {
   Parts& p = *parts_;
@@ -251,9 +269,13 @@ ReloadResult Service::Reload(Result<Config> next) {
   }
   Config& now = prepared->config;
   ReloadResult result;
-  result.applied = {
-      "policies",    "logging",           "server.trusted_proxies", "server.descriptor_headers",
-      "server.auth", "server.status_page"};
+  result.applied = {"policies",
+                    "logging",
+                    "server.trusted_proxies",
+                    "server.descriptor_headers",
+                    "server.auth",
+                    "server.status_page",
+                    "server.shutdown_timeout"};
   p.http->SetForwardAuth(ForwardAuthFrom(now.server));
   p.http->SetTls(prepared->http_tls);
   if (prepared->http_tls != nullptr) result.applied.push_back("server.tls (HTTP certificate)");

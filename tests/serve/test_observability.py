@@ -101,7 +101,10 @@ class RefusalLogAndTopRefused(unittest.TestCase):
             [refused] = [json.loads(l) for l in stderr if '"msg":"refused"' in l]
             self.assertGreater(refused["retry_after_ms"], 0)
             self.assertEqual((refused["held_back_same"], refused["held_back_others"]), (0, 0))
-            self.assertEqual([json.loads(l)["msg"] for l in stderr][-1], "stopping")
+            # A graceful stop says it starts, and then that it is done (docs/operations.md).
+            msgs = [json.loads(l)["msg"] for l in stderr]
+            self.assertTrue(msgs[-2].startswith("stopping: answering what is in flight"), msgs)
+            self.assertEqual(msgs[-1], "stopped")
         finally:
             s.close()
             shutil.rmtree(envoy_dir, ignore_errors=True)

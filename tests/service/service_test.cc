@@ -2,12 +2,8 @@
 // ephemeral ports, reloaded (live and restart-only fields, refusals) and stopped.
 #include "caudal/service/service.h"
 
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -17,6 +13,7 @@
 #include <vector>
 
 #include "envoy/rls_client.h"
+#include "service/http_probe.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 
@@ -30,48 +27,8 @@ using ::testing::IsEmpty;
 using RateLimitRequest = ::envoy::service::ratelimit::v3::RateLimitRequest;
 using RateLimitResponse = ::envoy::service::ratelimit::v3::RateLimitResponse;
 
-// One HTTP/1.1 exchange on a fresh connection: the status (0 when nothing answered) and the
-// body.
-std::pair<int, std::string> Post(uint16_t port, std::string_view target, std::string_view body) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
-    const std::string request = "POST " + std::string(target) +
-                                " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                                "Content-Type: application/json\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + std::string(body);
-    if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-        static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) response.append(buf, n);
-    }
-  }
-  close(fd);
-  if (!response.starts_with("HTTP/1.1 ") || response.size() < 12) return {0, ""};
-  const size_t blank = response.find("\r\n\r\n");
-  return {std::stoi(response.substr(9, 3)),
-          blank == std::string::npos ? "" : response.substr(blank + 4)};
-}
-
-// Whether something still listens on `port`: it cannot be bound again while a listener holds it
-// (SO_REUSEADDR lets connections of the past, in TIME_WAIT, not count). A connect() would not
-// do: it can connect a socket to itself when its ephemeral port happens to be `port`.
-bool Listening(uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  const int on = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const bool in_use = bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0;
-  close(fd);
-  return in_use;
-}
+using testing::Listening;
+using testing::Post;
 
 int Check(uint16_t port, std::string_view api_key) {
   return Post(port, "/v1/check",

@@ -9,6 +9,13 @@
 //   advance <ms>   moves the clock forward        → "now <µs since the epoch>"
 //   fail           every store call fails          → "failing"
 //   recover        the store answers again         → "recovered"
+//   hold           answers are parked from now on  → "holding"
+//   held <n>       waits until n answers are parked → "held <n>" (or "held <k>" after 10 s)
+//   release        the parked answers are delivered (later ones are parked still) → "released"
+#include <pthread.h>
+
+#include <algorithm>
+#include <csignal>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -69,6 +76,20 @@ class Hooks {
           }
         }
         reply = verb == "fail" ? "failing" : "recovered";
+      } else if (verb == "hold" || verb == "release") {
+        std::lock_guard lock(mu_);
+        for (testing::FakeStore* s : stores_) {
+          if (verb == "hold") {
+            s->Hold();
+          } else {
+            s->ReleaseHeld();
+          }
+        }
+        reply = verb == "hold" ? "holding" : "released";
+      } else if (verb == "held") {
+        size_t n = 0;
+        in >> n;
+        reply = "held " + std::to_string(Held(n));
       } else {
         reply = "error: unknown command " + verb;
       }
@@ -77,6 +98,17 @@ class Hooks {
   }
 
  private:
+  // Parked answers across the stores, once at least `n` are (or after 10 s without).
+  size_t Held(size_t n) {
+    std::lock_guard lock(mu_);
+    size_t held = 0;
+    for (testing::FakeStore* s : stores_) {
+      s->WaitForHeld(n - std::min(n, held));
+      held += s->held();
+    }
+    return held;
+  }
+
   std::mutex mu_;
   std::vector<testing::FakeStore*> stores_;  // guarded by mu_; they outlive the process
 };
@@ -87,7 +119,15 @@ class Hooks {
 int main(int argc, char** argv) {
   static caudal::ScriptedClock clock;
   static caudal::Hooks hooks;
-  std::thread([] { hooks.Serve(clock); }).detach();
+  std::thread([] {
+    // Signals are serve's, which waits for them on its own thread (sigwait): a thread that
+    // does not block them would take them instead, and die of them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    for (int s : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&signals, s);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    hooks.Serve(clock);
+  }).detach();
   caudal::cli::Env env{
       .out = std::cout,
       .err = std::cerr,

@@ -142,6 +142,8 @@ struct ServerConfig {
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);  // keep-alive between requests
   int64_t threads = 0;                             // 0: one per core
+  // On SIGTERM: how long requests in flight may take to be answered before caudal exits.
+  Micros shutdown_timeout = std::chrono::seconds(10);
   // Envoy's rate limit service (gRPC) listens here; empty: not served. Needs envoy_config.
   std::string grpc;
   ServerTlsConfig tls;

@@ -72,6 +72,8 @@ struct GrpcServerOptions {
   // Who may call ShouldRateLimit (health stays open): a token in the `authorization` metadata
   // ("Bearer <token>"), or an allowed client certificate identity.
   CallerAuth caller = {};
+  // Shutdown(): how long calls in flight have to be answered.
+  Micros shutdown_timeout = std::chrono::seconds(10);
 };
 
 class RlsGrpcServer {
@@ -92,8 +94,13 @@ class RlsGrpcServer {
   // stops completing handshakes on a pair that does not load. No-op without TLS; on an error
   // the previous files stay.
   Status ReloadTls(const ServerTlsConfig& tls);
-  // Reports NOT_SERVING and ends the Watch streams, stops accepting calls and waits (up to 5 s)
-  // for those in flight. Idempotent.
+  // Readiness off: health reports NOT_SERVING from now on and the Watch streams are told and
+  // ended. Calls are still served. Idempotent.
+  void StopServingHealth();
+  // StopServingHealth(), then stops accepting calls and answers those in flight until
+  // `deadline` (on options.clock's Monotonic()); gRPC cancels any still open then. Idempotent.
+  void Shutdown(Nanos deadline);
+  // Shutdown(options.shutdown_timeout from now).
   void Shutdown();
 
   class Service;  // the generated service's implementation, in grpc_server.cc
@@ -104,7 +111,10 @@ class RlsGrpcServer {
   std::unique_ptr<internal::HealthService> health_;
   std::unique_ptr<internal::GrpcTlsFiles> tls_files_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;               // last: destroyed before the services
+  const Clock* clock_ = nullptr;
+  Micros shutdown_timeout_{0};
   int port_ = 0;
+  bool health_stopped_ = false;
   bool shut_down_ = false;
 };
 

@@ -55,6 +55,8 @@ struct HttpServerOptions {
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);
   int64_t threads = 0;  // 0: one per core
+  // Stop(): how long decisions in flight have to finish.
+  Micros shutdown_timeout = std::chrono::seconds(10);
 };
 
 // The part of the server's behaviour a config reload may change.
@@ -98,7 +100,15 @@ class HttpServer {
   // New connections handshake with `tls` (a reloaded certificate); open ones keep theirs. Ignored
   // on a plaintext listener: turning TLS on or off takes a restart.
   void SetTls(std::shared_ptr<boost::asio::ssl::context> tls);
-  // Stops accepting, lets in-flight decisions finish (up to 2 s), then stops the I/O threads.
+  // Readiness off (/readyz answers 503 "shutting down"), the listener closed (once it returns,
+  // nothing listens on the port), and from then on each reply closes its connection, so that
+  // keep-alive clients go elsewhere. Idempotent.
+  void StopAccepting();
+  // StopAccepting(), then answers the decisions in flight as they land until `deadline` (on the
+  // clock's Monotonic()), then stops the I/O threads: a connection still open then is closed
+  // unanswered. Idempotent.
+  void Stop(Nanos deadline);
+  // Stop(options.shutdown_timeout from now).
   void Stop();
 
   struct Impl;

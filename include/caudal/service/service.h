@@ -79,8 +79,10 @@ class Service {
   // caudal_config_reloads_total either way.
   ReloadResult Reload(Result<Config> next);
 
-  // Stops accepting, answers what is in flight (HTTP up to 2 s, gRPC up to 5 s), then stops the
-  // background tasks. Idempotent.
+  // Graceful shutdown within server.shutdown_timeout: /readyz and gRPC health turn NOT_SERVING,
+  // the listeners close, the requests in flight are answered as the store decides them (those
+  // still undecided at the deadline are cut), and what the store holds is given back.
+  // Idempotent.
   void Stop();
 
   uint16_t http_port() const;
