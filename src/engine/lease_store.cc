@@ -102,7 +102,8 @@ LeaseStore::LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions optio
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
     while (!stopping_) {
-      wake_.wait_for(lock, options_.return_interval, [this] { return stopping_; });
+      clock_.WaitUntil(wake_, lock, clock_.Monotonic() + options_.return_interval,
+                       [this] { return stopping_; });
       if (stopping_) break;
       lock.unlock();
       ReturnEnded();
@@ -166,7 +167,8 @@ void LeaseStore::ReturnEnded() {
 void LeaseStore::ReturnAll(Nanos wait) {
   GiveBack(inner_, core_, core_->table.TakeAll());
   std::unique_lock lock(core_->mu);
-  core_->idle.wait_for(lock, wait, [this] { return core_->returning == 0; });
+  clock_.WaitUntil(core_->idle, lock, clock_.Monotonic() + wait,
+                   [this] { return core_->returning == 0; });
 }
 
 const LeaseCounters& LeaseStore::counters() const { return core_->counters; }

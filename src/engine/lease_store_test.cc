@@ -2,13 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <deque>
-#include <mutex>
 #include <optional>
-#include <random>
 
 #include "caudal/memory_store.h"
-#include "support/fault_injecting_store.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -26,49 +23,12 @@ Limit Window(int64_t limit, Micros w) {
   return *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, limit, w));
 }
 
-// A store that counts its calls and can hold them until released (a store call in flight).
-class CallCountingStore final : public Store {
- public:
-  explicit CallCountingStore(Store& inner) : inner_(inner) {}
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override {
-    ++calls_;
-    for (const EntryRef& e : entries) leases_asked_ += e.lease;
-    std::unique_lock lock(mu_);
-    if (!holding_) {
-      lock.unlock();
-      return inner_.DecideAsync(entries, std::move(done));
-    }
-    // Decided now, answered on Release(): what a store in flight looks like to its caller.
-    held_.push_back({*inner_.Decide(entries), std::move(done)});
-  }
-  Status Ping() override { return Status::Ok(); }
-  std::string_view Name() const override { return "counting"; }
-
-  void Hold() { holding_ = true; }
-  void Release() {
-    std::deque<std::pair<StoreResponse, DecideCallback>> held;
-    {
-      std::lock_guard lock(mu_);
-      holding_ = false;
-      held.swap(held_);
-    }
-    for (auto& [r, done] : held) done(std::move(r));
-  }
-  int calls() const { return calls_; }
-  int64_t leases_asked() const { return leases_asked_; }
-
- private:
-  Store& inner_;
-  int calls_ = 0;
-  int64_t leases_asked_ = 0;
-  std::mutex mu_;
-  bool holding_ = false;
-  std::deque<std::pair<StoreResponse, DecideCallback>> held_;
-};
-
 class LeaseStoreTest : public ::testing::Test {
  protected:
-  LeaseStoreTest() : memory_(clock_), counting_(memory_), leases_(counting_, clock_, Options()) {}
+  LeaseStoreTest()
+      : memory_(new MemoryStore(clock_)),
+        store_(std::unique_ptr<Store>(memory_)),
+        leases_(store_, clock_, Options()) {}
 
   static LeaseStoreOptions Options() {
     return {.ttl = kTtl, .max_share_ppm = 500'000, .instances = 1};
@@ -82,12 +42,12 @@ class LeaseStoreTest : public ::testing::Test {
   // What the store itself holds for the key (a peek straight at it).
   int64_t StoreRemaining(std::string_view key, const Limit& limit) {
     const EntryRef e{.key = key, .limit = &limit, .cost = 0};
-    return memory_.Decide({&e, 1})->decisions[0].remaining;
+    return memory_->Decide({&e, 1})->decisions[0].remaining;
   }
 
   ManualClock clock_;
-  MemoryStore memory_;
-  CallCountingStore counting_;
+  MemoryStore* memory_;  // owned by store_
+  testing::FakeStore store_;
   LeaseStore leases_;
 };
 
@@ -97,7 +57,6 @@ TEST_F(LeaseStoreTest, AKeySeenOnceGoesToTheStoreAsWithoutLeases) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->decisions[0].remaining, 97);
   EXPECT_EQ(r->decisions[0].leased, 0);
-  EXPECT_EQ(counting_.leases_asked(), 0);
   EXPECT_EQ(StoreRemaining("cold", limit), 97);
   EXPECT_EQ(leases_.UnitsHeld(), 0);
 }
@@ -115,19 +74,18 @@ TEST_F(LeaseStoreTest, AHotKeyTakesALeaseAndIsAnsweredFromIt) {
   EXPECT_EQ(leases_.UnitsHeld(), 2);
   // The store is slow from here: the third request is answered at once, from the lease, and
   // the one call made is its renewal (half of the 3 units the key should hold is spent).
-  counting_.Hold();
-  const int calls = counting_.calls();
-  const int64_t asked = counting_.leases_asked();
+  store_.Hold();
+  const uint64_t calls = store_.calls();
   std::optional<Result<StoreResponse>> third;
   const EntryRef e{.key = "hot", .limit = &limit, .cost = 1};
   leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { third = std::move(r); });
   ASSERT_TRUE(third.has_value() && third->ok());
   EXPECT_TRUE((*third)->allowed);
   EXPECT_EQ((*third)->decisions[0].remaining, 1) << "from a lease: the units it still holds";
-  EXPECT_EQ(counting_.calls(), calls + 1);
-  EXPECT_EQ(counting_.leases_asked(), asked + 2) << "the renewal: a lease of 2, no cost";
+  EXPECT_EQ(store_.calls(), calls + 1);
   EXPECT_EQ(leases_.counters().local.load(), 1u);
-  counting_.Release();
+  store_.ReleaseHeld();
+  EXPECT_EQ(leases_.counters().renewals.load(), 1u) << "the renewal: a lease of 2, no cost";
   EXPECT_EQ(leases_.UnitsHeld(), 3);
   EXPECT_EQ(StoreRemaining("hot", limit), 100 - 3 - 3) << "three spent, three held";
 }
@@ -136,7 +94,7 @@ TEST_F(LeaseStoreTest, ALeaseIsNeverSpentAtOrAfterItsExpiry) {
   const Limit limit = Bucket(1000, {1000, seconds(1)});
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(Ask("k", limit, 1).ok());
   ASSERT_GT(leases_.UnitsHeld(), 0);
-  counting_.Hold();  // renewals stay in flight: only the first lease counts
+  store_.Hold();  // renewals stay in flight: only the first lease counts
   // The lease was taken when the second request was sent, at 0: it lives ttl less 1/1024.
   const Nanos life = kTtl - kTtl / 1024;
   clock_.Advance(life - Nanos(1));
@@ -149,7 +107,7 @@ TEST_F(LeaseStoreTest, ALeaseIsNeverSpentAtOrAfterItsExpiry) {
   bool answered = false;
   leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse>) { answered = true; });
   EXPECT_FALSE(answered) << "at its expiry the store decides";
-  counting_.Release();
+  store_.ReleaseHeld();
   EXPECT_TRUE(answered);
 }
 
@@ -160,7 +118,7 @@ TEST_F(LeaseStoreTest, AFixedWindowLeaseEndsWithItsWindow) {
   ASSERT_TRUE(Ask("w", limit, 1).ok());
   ASSERT_TRUE(Ask("w", limit, 1).ok());
   ASSERT_GT(leases_.UnitsHeld(), 0);
-  counting_.Hold();
+  store_.Hold();
   const Nanos life = Nanos(milliseconds(40)) - Nanos(milliseconds(40)) / 1024;
   clock_.Advance(life - Nanos(1));
   bool local = false;
@@ -172,7 +130,7 @@ TEST_F(LeaseStoreTest, AFixedWindowLeaseEndsWithItsWindow) {
   bool answered = false;
   leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse>) { answered = true; });
   EXPECT_FALSE(answered) << "the window's end ends the lease, not the ttl";
-  counting_.Release();
+  store_.ReleaseHeld();
   EXPECT_TRUE(answered);
 }
 
@@ -194,8 +152,8 @@ TEST_F(LeaseStoreTest, UnspentUnitsGoBackOnceWhenTheLeaseEnds) {
 TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   const Limit limit = Bucket(1000, {1000, seconds(1)});
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(Ask("r", limit, 1).ok());  // demand: 20 per ttl
-  counting_.Hold();                                                   // the store is slow now
-  const int calls = counting_.calls();
+  store_.Hold();                                                      // the store is slow now
+  const uint64_t calls = store_.calls();
   const uint64_t renewals = leases_.counters().renewals.load();
   int answered = 0;
   for (int i = 0; i < 12; ++i) {
@@ -204,8 +162,8 @@ TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
                         [&](Result<StoreResponse> r) { answered += r.ok() && r->allowed; });
   }
   EXPECT_EQ(answered, 12) << "every request answered while the renewal is in flight";
-  EXPECT_EQ(counting_.calls(), calls + 1) << "one renewal, however many requests";
-  counting_.Release();
+  EXPECT_EQ(store_.calls(), calls + 1) << "one renewal, however many requests";
+  store_.ReleaseHeld();
   EXPECT_EQ(leases_.counters().renewals.load(), renewals + 1);
   // Everything the store consumed is what was spent plus what is held: nothing counted twice.
   EXPECT_EQ(1000 - StoreRemaining("r", limit), 20 + 12 + leases_.UnitsHeld());
@@ -226,16 +184,14 @@ TEST_F(LeaseStoreTest, ARefundGoesBackIntoTheLease) {
 }
 
 TEST_F(LeaseStoreTest, WhileTheStoreIsDownLiveLeasesAreSpentAndOnlyThen) {
-  auto failing =
-      std::make_unique<testing::FaultInjectingStore>(std::make_unique<MemoryStore>(clock_));
-  testing::FaultInjectingStore& fault = *failing;
+  testing::FakeStore fault(std::make_unique<MemoryStore>(clock_));
   LeaseStore leases(fault, clock_, Options());
   const Limit limit = Bucket(1000, {1000, seconds(1)});
   const EntryRef e{.key = "d", .limit = &limit, .cost = 1};
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(leases.Decide({&e, 1}).ok());
   const int64_t held = leases.UnitsHeld();
   ASSERT_GT(held, 0);
-  fault.SetFailing(true);
+  fault.FailWith(Status::Unavailable("connection refused"));
   for (int64_t i = 0; i < held; ++i) {
     const Result<StoreResponse> r = leases.Decide({&e, 1});
     ASSERT_TRUE(r.ok()) << "unit " << i << ": " << r.status().ToString();
@@ -252,16 +208,17 @@ TEST_F(LeaseStoreTest, AKeyUsedWithAnotherLimitEndsItsLeases) {
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(Ask("c", before, 1).ok());
   const int64_t held = leases_.UnitsHeld();
   ASSERT_GT(held, 0);
-  counting_.Hold();
+  store_.Hold();
   const EntryRef e{.key = "c", .limit = &after, .cost = 1};
   std::optional<Result<StoreResponse>> r;
   leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> got) { r = std::move(got); });
   EXPECT_FALSE(r.has_value()) << "the old limit's leases cover nothing under the new one";
   EXPECT_EQ(leases_.UnitsHeld(), 0) << "they ended";
-  counting_.Release();
+  store_.ReleaseHeld();
   ASSERT_TRUE(r.has_value() && r->ok());
   EXPECT_EQ((*r)->decisions[0].limit, 50) << "the new limit decides at once";
   leases_.ReturnEnded();
+  store_.ReleaseHeld();  // the give-back (the store still holds its answers)
   EXPECT_EQ(leases_.counters().units_given_back.load(), static_cast<uint64_t>(held));
 }
 
@@ -276,7 +233,7 @@ TEST_F(LeaseStoreTest, ReturnAllGivesEveryLeaseBack) {
 
 TEST_F(LeaseStoreTest, AllInstancesTogetherHoldAtMostTheirShare) {
   const Limit limit = Bucket(100, {100'000, seconds(1)});
-  LeaseStore tenth(counting_, clock_, {.ttl = kTtl, .max_share_ppm = 100'000, .instances = 2});
+  LeaseStore tenth(store_, clock_, {.ttl = kTtl, .max_share_ppm = 100'000, .instances = 2});
   const EntryRef e{.key = "share", .limit = &limit, .cost = 1};
   for (int i = 0; i < 500; ++i) {
     clock_.Advance(Micros(20));  // half the bucket's rate
