@@ -34,30 +34,36 @@
 #include <thread>
 
 #include "caudal/clock.h"
+#include "caudal/metrics.h"
 #include "caudal/store.h"
 
 namespace caudal {
 
 struct LeaseStoreOptions {
+  // The terms of entries that carry none (EntryRef::terms); the engine gives each entry its
+  // policy's or rule's.
   Nanos ttl = std::chrono::milliseconds(250);
   // The share of a limit's capacity all instances together may hold in leases, in parts per
   // million (100'000: a tenth).
   int64_t max_share_ppm = 100'000;
+  // Whether entries that carry no terms lease (with the two above).
+  bool lease_by_default = true;
   int64_t instances = 1;     // how many instances share the store (store.instances)
   size_t max_keys = 65'536;  // keys whose demand and leases are tracked
   // Ended leases are given back this often by a thread of the store's own; 0: no thread (the
   // owner calls ReturnEnded()).
   Nanos return_interval = Nanos(0);
+  Metrics* metrics = nullptr;  // the caudal_lease_* rows; null: counted apart (counts())
 };
 
-struct LeaseCounters {
-  std::atomic<uint64_t> grants{0};            // leases taken in the call deciding a request
-  std::atomic<uint64_t> renewals{0};          // leases taken by a renewal call
-  std::atomic<uint64_t> units_leased{0};      // units of both
-  std::atomic<uint64_t> local{0};             // requests answered from leases
-  std::atomic<uint64_t> forwarded{0};         // requests sent to the store
-  std::atomic<uint64_t> units_given_back{0};  // unspent units the store took back
-  std::atomic<uint64_t> units_lost{0};        // unspent units whose give-back failed
+// What a LeaseStore has done, as its rows of /metrics count it (caudal_lease_*).
+struct LeaseCounts {
+  uint64_t grants = 0;            // leases taken in the call deciding a request
+  uint64_t renewals = 0;          // leases taken by a renewal call
+  uint64_t local = 0;             // requests answered from leases
+  uint64_t forwarded = 0;         // requests of keys that may lease, sent to the store
+  uint64_t units_given_back = 0;  // unspent units given back
+  uint64_t units_lost = 0;        // unspent units whose give-back failed
 };
 
 class LeaseStore final : public Store {
@@ -78,9 +84,9 @@ class LeaseStore final : public Store {
   // answers (shutdown). Leases taken afterwards end as usual.
   void ReturnAll(Nanos wait);
 
-  const LeaseCounters& counters() const;
+  LeaseCounts counters() const;
   // Units held in live leases (granted, unspent): at most the under-admission this instance
-  // causes at any moment.
+  // causes at any moment. Also sets the caudal_lease_units gauge.
   int64_t UnitsHeld() const;
 
   struct Core;

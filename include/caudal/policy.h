@@ -18,6 +18,7 @@
 
 #include "caudal/limit.h"
 #include "caudal/status.h"
+#include "caudal/store.h"
 
 namespace caudal {
 
@@ -70,12 +71,14 @@ struct PolicySpec {
   Enforcement enforcement = Enforcement::kEnforce;
   RejectedCounting count_rejected = RejectedCounting::kNotCounted;
   std::optional<FailureMode> on_failure;  // unset: the set's default
+  std::optional<LeaseTerms> lease;        // unset: the set's default (store.lease)
 };
 
 struct PolicySetOptions {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // divides the limits of `local` failure mode, 1..kMaxInstances
   DescriptorMode mode = DescriptorMode::kAllOrNothing;
+  LeaseTerms lease{};  // store.lease: the terms of policies that set none
 };
 
 // A policy's field that failed validation ("name", "identity[1]", "limits[0]", "cost", ...).
@@ -86,6 +89,9 @@ struct PolicyError {
 
 // Checks one policy on its own (not the uniqueness of its name). Returns the field at fault.
 std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options);
+// kInvalidArgument unless enabled terms have a ttl within kMinLeaseTtl..kMaxLeaseTtl and a share
+// above 0 and at most 1 (10^6 per million). Disabled terms are always valid.
+Status ValidateLeaseTerms(const LeaseTerms& terms);
 // True for names made of [A-Za-z0-9_.-], 1..kMaxNameLength long.
 bool IsValidName(std::string_view name);
 // The limit one of `instances` instances applies on its own in `local` failure mode: capacity
@@ -99,6 +105,7 @@ class PolicySet {
     FailureMode on_failure = FailureMode::kDeny;  // resolved
     std::vector<Limit> local_limits;              // one per spec.limits entry
     std::vector<std::string> key_prefixes;        // store key prefix per limit
+    LeaseTerms lease;                             // resolved: its own, or the set's
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
   };

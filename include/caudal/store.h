@@ -69,6 +69,18 @@ struct LeaseGrant {
   Micros reset_after{0};  // the grant's Decision::reset_after
 };
 
+// Whether and how a key may be leased, for the LeaseStore above a store (caudal/lease_store.h);
+// stores themselves ignore it. From `store.lease`, a policy's or an Envoy rule's `lease`.
+struct LeaseTerms {
+  bool enabled = false;
+  Nanos ttl = std::chrono::milliseconds(250);  // a lease is never spent longer after its request
+  // All instances together hold at most this share of a limit's capacity, per million.
+  int64_t max_share_ppm = 100'000;
+  friend bool operator==(const LeaseTerms&, const LeaseTerms&) = default;
+};
+inline constexpr Nanos kMinLeaseTtl = std::chrono::milliseconds(1);
+inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
+
 struct EntryRef {
   std::string_view key;
   const Limit* limit = nullptr;
@@ -76,6 +88,7 @@ struct EntryRef {
   EntryOp op = EntryOp::kConsume;
   int64_t lease = 0;                  // kConsume: also take up to this many units (see above)
   const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
+  const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
 };
 
 struct StoreResponse {

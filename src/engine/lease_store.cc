@@ -13,22 +13,28 @@ using engine_internal::LeaseAsk;
 
 struct LeaseStore::Core {
   explicit Core(const LeaseStoreOptions& o)
-      : table({.ttl = o.ttl,
-               .share_ppm = o.max_share_ppm,
+      : table({.defaults = {.enabled = o.lease_by_default, .ttl = o.ttl, .max_share_ppm = o.max_share_ppm},
                .instances = o.instances,
-               .max_keys = o.max_keys}) {}
+               .max_keys = o.max_keys}),
+        own(o.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
+        metrics(o.metrics != nullptr ? *o.metrics : *own),
+        local(metrics.Series(MetricId::kLeaseRequests, {"lease"})),
+        forwarded(metrics.Series(MetricId::kLeaseRequests, {"store"})) {}
 
   // One give-back call answered (ReturnAll waits for them).
   void Answered(int64_t units, bool ok) {
-    (ok ? counters.units_given_back : counters.units_lost)
-        .fetch_add(static_cast<uint64_t>(units), std::memory_order_relaxed);
+    metrics.Add(ok ? MetricId::kLeaseUnitsGivenBack : MetricId::kLeaseUnitsLost,
+                static_cast<uint64_t>(units));
     std::lock_guard lock(mu);
     --returning;
     if (returning == 0) idle.notify_all();
   }
 
   engine_internal::LeaseTable table;
-  LeaseCounters counters;
+  const std::unique_ptr<Metrics> own;  // when none was given
+  Metrics& metrics;
+  std::atomic<uint64_t>& local;
+  std::atomic<uint64_t>& forwarded;
   std::mutex mu;
   std::condition_variable idle;
   int64_t returning = 0;  // guarded by mu: give-back calls in flight
@@ -49,9 +55,7 @@ void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Na
       const int64_t added =
           core->table.Granted(ask->key, ask->limit, sent, got.ok() && got->allowed, d);
       if (added > 0) {
-        core->counters.renewals.fetch_add(1, std::memory_order_relaxed);
-        core->counters.units_leased.fetch_add(static_cast<uint64_t>(added),
-                                              std::memory_order_relaxed);
+        core->metrics.Add(MetricId::kLeaseRenewals);
       }
     });
   }
@@ -122,17 +126,22 @@ LeaseStore::~LeaseStore() {
 }
 
 void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  // Entries whose terms do not lease go straight on: their requests cost one scan here.
+  const bool leasing = std::any_of(entries.begin(), entries.end(), [this](const EntryRef& e) {
+    return e.terms == nullptr ? options_.lease_by_default : e.terms->enabled;
+  });
+  if (!leasing) return inner_.DecideAsync(entries, std::move(done));
   // Validated first: a request answered here must be one the store would take, and the table
   // relies on distinct keys.
   if (Status s = ValidateEntries(entries); !s.ok()) return done(s);
   const Nanos now = clock_.Monotonic();
   engine_internal::LeasePlan plan = core_->table.Begin(entries, now);
   if (plan.local) {
-    core_->counters.local.fetch_add(1, std::memory_order_relaxed);
+    core_->local.fetch_add(1, std::memory_order_relaxed);
     done(StoreResponse{.allowed = true, .decisions = std::move(plan.decisions)});
     return Renew(inner_, core_, std::move(plan.renewals), now);
   }
-  core_->counters.forwarded.fetch_add(1, std::memory_order_relaxed);
+  core_->forwarded.fetch_add(1, std::memory_order_relaxed);
   if (plan.asks.empty()) {
     inner_.DecideAsync(entries, std::move(done));
     return Renew(inner_, core_, std::move(plan.renewals), now);
@@ -147,9 +156,7 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
           const bool allowed = r.ok() && r->allowed;
           const int64_t added = core->table.Granted(a.key, a.limit, now, allowed, d);
           if (added > 0) {
-            core->counters.grants.fetch_add(1, std::memory_order_relaxed);
-            core->counters.units_leased.fetch_add(static_cast<uint64_t>(added),
-                                                  std::memory_order_relaxed);
+            core->metrics.Add(MetricId::kLeaseGrants);
           }
           // What this instance now holds for the key is there for its requests: counted as
           // remaining, as without the lease.
@@ -162,6 +169,7 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
 
 void LeaseStore::ReturnEnded() {
   GiveBack(inner_, core_, core_->table.TakeEnded(clock_.Monotonic()));
+  UnitsHeld();  // the gauge
 }
 
 void LeaseStore::ReturnAll(Nanos wait) {
@@ -171,8 +179,20 @@ void LeaseStore::ReturnAll(Nanos wait) {
                    [this] { return core_->returning == 0; });
 }
 
-const LeaseCounters& LeaseStore::counters() const { return core_->counters; }
+LeaseCounts LeaseStore::counters() const {
+  const Metrics& m = core_->metrics;
+  return {.grants = m.Value(MetricId::kLeaseGrants),
+          .renewals = m.Value(MetricId::kLeaseRenewals),
+          .local = core_->local.load(std::memory_order_relaxed),
+          .forwarded = core_->forwarded.load(std::memory_order_relaxed),
+          .units_given_back = m.Value(MetricId::kLeaseUnitsGivenBack),
+          .units_lost = m.Value(MetricId::kLeaseUnitsLost)};
+}
 
-int64_t LeaseStore::UnitsHeld() const { return core_->table.Counts().held; }
+int64_t LeaseStore::UnitsHeld() const {
+  const int64_t held = core_->table.Counts().held;
+  core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(held));
+  return held;
+}
 
 }  // namespace caudal

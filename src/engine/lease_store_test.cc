@@ -83,9 +83,9 @@ TEST_F(LeaseStoreTest, AHotKeyTakesALeaseAndIsAnsweredFromIt) {
   EXPECT_TRUE((*third)->allowed);
   EXPECT_EQ((*third)->decisions[0].remaining, 1) << "from a lease: the units it still holds";
   EXPECT_EQ(store_.calls(), calls + 1);
-  EXPECT_EQ(leases_.counters().local.load(), 1u);
+  EXPECT_EQ(leases_.counters().local, 1u);
   store_.ReleaseHeld();
-  EXPECT_EQ(leases_.counters().renewals.load(), 1u) << "the renewal: a lease of 2, no cost";
+  EXPECT_EQ(leases_.counters().renewals, 1u) << "the renewal: a lease of 2, no cost";
   EXPECT_EQ(leases_.UnitsHeld(), 3);
   EXPECT_EQ(StoreRemaining("hot", limit), 100 - 3 - 3) << "three spent, three held";
 }
@@ -144,7 +144,7 @@ TEST_F(LeaseStoreTest, UnspentUnitsGoBackOnceWhenTheLeaseEnds) {
   leases_.ReturnEnded();
   EXPECT_EQ(leases_.UnitsHeld(), 0);
   EXPECT_EQ(StoreRemaining("g", limit), 96) << "only the spent units stay counted";
-  EXPECT_EQ(leases_.counters().units_given_back.load(), static_cast<uint64_t>(held));
+  EXPECT_EQ(leases_.counters().units_given_back, static_cast<uint64_t>(held));
   leases_.ReturnEnded();
   EXPECT_EQ(StoreRemaining("g", limit), 96) << "given back once";
 }
@@ -154,7 +154,7 @@ TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(Ask("r", limit, 1).ok());  // demand: 20 per ttl
   store_.Hold();                                                      // the store is slow now
   const uint64_t calls = store_.calls();
-  const uint64_t renewals = leases_.counters().renewals.load();
+  const uint64_t renewals = leases_.counters().renewals;
   int answered = 0;
   for (int i = 0; i < 12; ++i) {
     const EntryRef e{.key = "r", .limit = &limit, .cost = 1};
@@ -164,7 +164,7 @@ TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   EXPECT_EQ(answered, 12) << "every request answered while the renewal is in flight";
   EXPECT_EQ(store_.calls(), calls + 1) << "one renewal, however many requests";
   store_.ReleaseHeld();
-  EXPECT_EQ(leases_.counters().renewals.load(), renewals + 1);
+  EXPECT_EQ(leases_.counters().renewals, renewals + 1);
   // Everything the store consumed is what was spent plus what is held: nothing counted twice.
   EXPECT_EQ(1000 - StoreRemaining("r", limit), 20 + 12 + leases_.UnitsHeld());
 }
@@ -219,7 +219,7 @@ TEST_F(LeaseStoreTest, AKeyUsedWithAnotherLimitEndsItsLeases) {
   EXPECT_EQ((*r)->decisions[0].limit, 50) << "the new limit decides at once";
   leases_.ReturnEnded();
   store_.ReleaseHeld();  // the give-back (the store still holds its answers)
-  EXPECT_EQ(leases_.counters().units_given_back.load(), static_cast<uint64_t>(held));
+  EXPECT_EQ(leases_.counters().units_given_back, static_cast<uint64_t>(held));
 }
 
 TEST_F(LeaseStoreTest, ReturnAllGivesEveryLeaseBack) {
@@ -240,7 +240,7 @@ TEST_F(LeaseStoreTest, AllInstancesTogetherHoldAtMostTheirShare) {
     ASSERT_TRUE(tenth.Decide({&e, 1})->allowed);
     ASSERT_LE(tenth.UnitsHeld(), 5) << "a tenth of 100, over two instances";
   }
-  EXPECT_GT(tenth.counters().local.load(), 200u);
+  EXPECT_GT(tenth.counters().local, 200u);
 }
 
 }  // namespace

@@ -22,7 +22,9 @@ struct Lot {
 struct KeyLeases {
   explicit KeyLeases(const Limit& l) : limit(l) {}
 
-  Limit limit;                           // the lots' limit: a key used with another one ends them
+  Limit limit;  // the lots' limit: a key used with another one ends them
+  Nanos ttl{0};  // its terms, as its last request gave them
+  int64_t share_ppm = 0;
   std::array<Lot, kMaxLotsPerKey> lots;  // [0, n), by expiry, earliest first
   size_t n = 0;
   bool asking = false;  // an ask for this key is in flight (one at a time)
@@ -138,9 +140,9 @@ LeaseTable::~LeaseTable() = default;
 
 Shard& LeaseTable::ShardOf(std::string_view key) const { return shards_[Hash{}(key) % kShards]; }
 
-int64_t LeaseTable::MaxHeld(const Limit& limit) const {
+int64_t LeaseTable::MaxHeld(const Limit& limit, int64_t share_ppm) const {
   const int64_t instances = std::max<int64_t>(1, options_.instances);
-  return exact::MulDiv(limit.capacity(), options_.share_ppm, 1'000'000 * instances).quot;
+  return exact::MulDiv(limit.capacity(), share_ppm, 1'000'000 * instances).quot;
 }
 
 namespace {
@@ -171,7 +173,8 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
   bool covered = true;
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
-    if (!SupportsLease(e.limit->algorithm()) || e.op == EntryOp::kGiveBack) {
+    const LeaseTerms& terms = e.terms != nullptr ? *e.terms : options_.defaults;
+    if (!terms.enabled || !SupportsLease(e.limit->algorithm()) || e.op == EntryOp::kGiveBack) {
       covered = false;
       continue;
     }
@@ -183,11 +186,11 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
         covered = false;
         continue;
       }
-      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.ttl) {
+      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.defaults.ttl) {
         shard.pruned = now;  // forget keys idle for two periods, holding nothing
         std::erase_if(shard.keys, [&](const auto& kv) {
           const KeyLeases& k = kv.second;
-          return k.n == 0 && !k.asking && !k.listed && now - k.last_seen >= 2 * options_.ttl;
+          return k.n == 0 && !k.asking && !k.listed && now - k.last_seen >= 2 * k.ttl;
         });
       }
       if (shard.keys.size() >= shard.capacity) {  // full of live keys: this one is not tracked
@@ -203,7 +206,9 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       k.limit = *e.limit;
     }
     Expire(shard, it->first, k, now, /*all=*/false);
-    if (spends) Observe(k, e.cost, now, options_.ttl);
+    k.ttl = terms.ttl;
+    k.share_ppm = terms.max_share_ppm;
+    if (spends) Observe(k, e.cost, now, k.ttl);
     found[i] = {.shard = &shard, .key = &it->first, .k = &k};
     if (spends) {
       covered = covered && k.n > 0 && k.Left() >= e.cost;
@@ -218,7 +223,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       KeyLeases* k = found[i].k;
       if (k == nullptr || k->asking || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
-      const int64_t units = Target(*k, MaxHeld(k->limit)) - k->Left();
+      const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm)) - k->Left();
       // A consume takes its lease in its own store call; a charge cannot, so it renews.
       const bool rides = e.op == EntryOp::kConsume;
       if (units < (rides ? 1 : kMinRenewal)) continue;
@@ -262,7 +267,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     d.remaining = k.Left();
     d.reset_after = std::max(
         Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
-    const int64_t target = Target(k, MaxHeld(k.limit));
+    const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm));
     const int64_t more = target - d.remaining;
     if (!k.asking && k.n < kMaxLotsPerKey && 2 * d.remaining <= target && more >= kMinRenewal) {
       k.asking = true;
@@ -295,7 +300,7 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
   // Spent before sent + life in this instance's time is spent before the store's time of the
   // grant + life, the request having been sent before the store decided. A fixed window's lease
   // lives no longer than its window. The margin (a 1024th) covers the two clocks' rates.
-  Nanos life = options_.ttl;
+  Nanos life = k.ttl;
   if (IsWindowAlgorithm(limit.algorithm())) life = std::min<Nanos>(life, decision->reset_after);
   life -= life / 1024;
   if (k.n >= kMaxLotsPerKey || life <= Nanos(0)) {

@@ -1,7 +1,8 @@
 // LeaseTable: the bookkeeping behind LeaseStore (caudal/lease_store.h), with no store calls, so
 // every rule is tested on a manual clock.
 //
-// Per key (a bounded table): the lots the store granted it (each its units left, its local
+// Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
+// granted it (each its units left, its local
 // expiry and its grant), the demand seen at this instance in the last two periods of `ttl`, and
 // whether an ask for more is in flight. Begin() takes a request: when every entry is covered by
 // a live lot it spends from the lots (earliest expiry first) and answers; otherwise it says which
@@ -32,10 +33,10 @@ inline constexpr size_t kMaxLotsPerKey = 4;
 inline constexpr int64_t kMinRenewal = 2;
 
 struct LeaseTableOptions {
-  Nanos ttl = std::chrono::milliseconds(250);
-  // Every instance together holds at most share_ppm / 10^6 of a limit's capacity: each one
-  // capacity · share_ppm / (10^6 · instances), rounded down.
-  int64_t share_ppm = 100'000;
+  // For entries without terms of their own (EntryRef::terms). Every instance together holds at
+  // most max_share_ppm / 10^6 of a limit's capacity: each capacity · max_share_ppm /
+  // (10^6 · instances), rounded down.
+  LeaseTerms defaults{.enabled = true};
   int64_t instances = 1;
   size_t max_keys = 65'536;
 };
@@ -75,8 +76,8 @@ class LeaseTable {
   LeaseTable(const LeaseTable&) = delete;
   LeaseTable& operator=(const LeaseTable&) = delete;
 
-  // The largest lease one instance holds on `limit` (LeaseTableOptions::share_ppm).
-  int64_t MaxHeld(const Limit& limit) const;
+  // The most one instance holds in leases of `limit` with a share of `share_ppm`.
+  int64_t MaxHeld(const Limit& limit, int64_t share_ppm) const;
 
   // Takes a request at monotonic time `now` (see above). Preconditions: ValidateEntries.
   LeasePlan Begin(std::span<const EntryRef> entries, Nanos now);

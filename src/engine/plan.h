@@ -56,6 +56,9 @@ struct Check {
   // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
   // the request is refused too.
   bool quota = false;
+  // How its keys lease (EntryRef::terms): its policy's, its rule's or the domain's; outlives the
+  // plan (the snapshot holds it). Null: none given.
+  const LeaseTerms* lease = nullptr;
   Status error;  // kConsumeEach: this check's store call failed
   // What its first limit had counted before this check's hits, as envoyproxy/ratelimit's counter
   // would read before its INCRBY (the hits of earlier checks of the request on the same key

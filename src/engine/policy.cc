@@ -108,6 +108,17 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   return local;
 }
 
+Status ValidateLeaseTerms(const LeaseTerms& terms) {
+  if (!terms.enabled) return Status::Ok();
+  if (terms.ttl < kMinLeaseTtl || terms.ttl > kMaxLeaseTtl) {
+    return Status::InvalidArgument("a lease's ttl must be between 1ms and 10s");
+  }
+  if (terms.max_share_ppm <= 0 || terms.max_share_ppm > 1'000'000) {
+    return Status::InvalidArgument("a lease's max_share must be above 0 and at most 1");
+  }
+  return Status::Ok();
+}
+
 std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options) {
   if (!IsValidName(spec.name)) {
     return Err("name", "expected 1 to 64 characters of [A-Za-z0-9_.-] (got \"" + spec.name + "\")");
@@ -139,6 +150,9 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
   }
   if (options.instances < 1 || options.instances > kMaxInstances) {
     return Err("instances", "expected 1.." + std::to_string(kMaxInstances));
+  }
+  if (spec.lease) {
+    if (Status s = ValidateLeaseTerms(*spec.lease); !s.ok()) return Err("lease", s.message());
   }
   const FailureMode mode = spec.on_failure.value_or(options.on_failure);
   for (size_t i = 0; i < spec.limits.size(); ++i) {
@@ -176,6 +190,7 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     }
     Policy p;
     p.on_failure = spec.on_failure.value_or(options.on_failure);
+    p.lease = spec.lease.value_or(options.lease);
     for (size_t k = 0; k < spec.limits.size(); ++k) {
       const Limit& l = spec.limits[k];
       // Validated above whenever the local fallback can be used; otherwise only reported.

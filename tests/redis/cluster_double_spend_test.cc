@@ -115,8 +115,8 @@ TEST(ClusterDoubleSpend, ThreeProcessesWithLeasesNeverAdmitMoreThanTheLimitsAllo
                        .instances = kProcesses,
                        .return_interval = kTtl / 4});
     HammerPairs(tally, limits, **store, leases);
-    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local.load());
-    tally.admitted["~leases"] += static_cast<int64_t>(leases.counters().grants.load());
+    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local);
+    tally.admitted["~leases"] += static_cast<int64_t>(leases.counters().grants);
     leases.ReturnAll(seconds(2));
   });
   const auto elapsed = SteadyClock::now() - start;

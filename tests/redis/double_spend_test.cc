@@ -95,7 +95,7 @@ TEST(DoubleSpend, WithLeasesNeverAdmitsMoreThanTheLimitsAllowWithLeases) {
                            if (!r.ok()) return r.status();
                            return r->decisions[0];
                          });
-    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local.load());
+    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local);
     leases.ReturnAll(seconds(2));
   });
   const auto elapsed = SteadyClock::now() - start;
