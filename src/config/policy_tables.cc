@@ -5,6 +5,7 @@
 #include "caudal/limit.h"
 #include "caudal/rate.h"
 #include "config/config_tables.h"
+#include "config/lease_rows.h"
 
 namespace caudal::config_internal {
 namespace {
@@ -141,6 +142,10 @@ const Table<PolicySpec>& PolicyTable() {
            R::Choice(&PolicySpec::on_failure, ParseFailureMode, FailureModeName, kFailureModes),
        .doc = "what this policy does when the store cannot answer",
        .default_note = "store.on_failure"},
+      {.name = "lease",
+       .value = LeaseValue<PolicySpec>(&PolicySpec::lease),
+       .doc = "this policy's leases: off, on, or its own terms",
+       .default_note = "store.lease"},
   });
   return table;
 }
