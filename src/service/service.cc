@@ -6,6 +6,7 @@
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/ratelimit_config_yaml.h"
 #include "caudal/envoy/rls_handler.h"
+#include "caudal/lease_store.h"
 #include "caudal/redis_tls.h"
 #include "caudal/refusals.h"
 #include "caudal/server.h"
@@ -21,6 +22,10 @@ namespace caudal {
 namespace {
 
 constexpr size_t kOverLimitCacheKeys = 65'536;
+// Ended leases are given back this often (each ended lease waits at most this long).
+constexpr Nanos kLeaseReturnInterval = std::chrono::milliseconds(50);
+// Service::Stop waits this long at most for the store to take the leases back.
+constexpr Nanos kLeaseReturnWait = std::chrono::seconds(1);
 
 LoggerOptions LoggerOptionsFrom(const Config& config) {
   return {.level = config.logging.level, .format = config.logging.format};
@@ -66,6 +71,7 @@ struct Service::Parts {
   std::unique_ptr<Store> local;
   std::unique_ptr<StoreHealth> health;
   std::unique_ptr<BreakerStore> breaker;
+  std::unique_ptr<LeaseStore> leases;  // a remote store's; above the breaker
   std::unique_ptr<Engine> engine;
   std::unique_ptr<StatusPage> status;
   std::unique_ptr<HttpServer> http;
@@ -116,9 +122,22 @@ Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepa
   breaker = std::make_unique<BreakerStore>(*store, env.clock,
                                            BreakerOptions{.log = log.get(), .metrics = &metrics});
   const StoreKind& kind = **FindStoreKind(config.store.url);
-  Store& decider = kind.breaker_per_node ? *store : static_cast<Store&>(*breaker);
+  Store* decider = kind.breaker_per_node ? store.get() : breaker.get();
+  // Leases sit above the breaker, so that live ones keep being spent while the store is down.
+  // Built for every remote store: a policy or rule may turn leases on by a reload.
+  if (kind.remote) {
+    leases = std::make_unique<LeaseStore>(
+        *decider, env.clock,
+        LeaseStoreOptions{.ttl = config.store.lease.ttl,
+                          .max_share_ppm = config.store.lease.max_share_ppm,
+                          .lease_by_default = false,
+                          .instances = config.store.instances,
+                          .return_interval = kLeaseReturnInterval,
+                          .metrics = &metrics});
+    decider = leases.get();
+  }
   engine = std::make_unique<Engine>(
-      decider, env.clock,
+      *decider, env.clock,
       EngineOptions{.local_store = local.get(),
                     .metrics = &metrics,
                     .log = log.get(),
@@ -201,6 +220,8 @@ void Service::Stop() {
   parts_->log->Info("stopping");
   if (parts_->grpc != nullptr) parts_->grpc->Shutdown();
   parts_->http->Stop();
+  // No decision is in flight any more: what the leases hold goes back to the store.
+  if (parts_->leases != nullptr) parts_->leases->ReturnAll(kLeaseReturnWait);
 }
 
 ReloadResult Service::Reload(Result<Config> next) {
@@ -242,6 +263,9 @@ ReloadResult Service::Reload(Result<Config> next) {
     }
   }
   if (prepared->domains != nullptr) result.applied.push_back("envoy_config");
+  // A changed limit or lease term applies at once: the leases taken under the old ones end
+  // and go back (new ones are taken as the keys are seen again).
+  if (p.leases != nullptr) p.leases->ReturnAll(Nanos(0));
   p.log->SetOptions(LoggerOptionsFrom(now));
   p.refusals.SetOptions(RefusalsOptionsFrom(now));
   p.status->SetEnabled(now.server.status_page);
