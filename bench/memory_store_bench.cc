@@ -27,7 +27,7 @@
 
 #include "baseline_flat_table.h"
 #include "baseline_token_bucket.h"
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 
 namespace {
 

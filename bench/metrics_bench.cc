@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/metrics.h"
+#include "caudal/engine/metrics.h"
 
 namespace caudal::bench {
 namespace {

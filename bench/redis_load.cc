@@ -31,9 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/redis_cluster_store.h"
-#include "caudal/redis_sentinel_store.h"
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
 
 namespace caudal {
 namespace {

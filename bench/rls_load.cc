@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/rate.h"
+#include "caudal/common/rate.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 
 namespace {

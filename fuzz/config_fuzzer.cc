@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "caudal/config.h"
+#include "caudal/config/config.h"
 #include "fuzz_check.h"
 
 namespace caudal {

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/ip.h"
+#include "caudal/engine/ip.h"
 #include "fuzz_check.h"
 #include "server/http_api.h"
 #include "server/request_parser.h"

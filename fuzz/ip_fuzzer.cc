@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "caudal/ip.h"
+#include "caudal/engine/ip.h"
 #include "fuzz_check.h"
 
 namespace caudal {

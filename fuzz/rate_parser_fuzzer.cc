@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/limit.h"
-#include "caudal/rate.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/rate.h"
 #include "fuzz_check.h"
 
 namespace caudal {

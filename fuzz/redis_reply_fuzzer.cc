@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/limit.h"
+#include "caudal/algorithms/limit.h"
 #include "fuzz_check.h"
 #include "redis/lua_protocol.h"
 #include "redis/resp.h"

@@ -15,10 +15,10 @@
 #include <memory>
 #include <string>
 
-#include "caudal/clock.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/common/clock.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/envoy/rls_handler.h"
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "support/manual_clock.h"
 

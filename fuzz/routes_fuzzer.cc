@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/memory_store.h"
-#include "caudal/status_page.h"
+#include "caudal/server/status_page.h"
+#include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "server/routes.h"
 #include "support/manual_clock.h"

@@ -1,10 +1,10 @@
-#include "caudal/limit.h"
+#include "caudal/algorithms/limit.h"
 
 #include <numeric>
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/decision.h"
+#include "caudal/algorithms/decision.h"
 
 namespace caudal {
 

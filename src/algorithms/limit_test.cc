@@ -1,4 +1,4 @@
-#include "caudal/limit.h"
+#include "caudal/algorithms/limit.h"
 
 #include <gtest/gtest.h>
 

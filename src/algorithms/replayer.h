@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "caudal/algorithms/algorithm.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 #include "caudal/algorithms/sliding_window_log.h"
-#include "caudal/decision.h"
-#include "caudal/limit.h"
 
 namespace caudal::testing {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/store_registry.h"
+#include "caudal/config/config.h"
+#include "caudal/config/store_registry.h"
+#include "caudal/engine/engine.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "server/http_api.h"
@@ -22,7 +22,8 @@ class CheckCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
     app.add_option("--config", config_, "the YAML config file")->type_name("FILE")->required();
-    app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
+    app.add_option("--store", flags_.store_url, "store URL, overriding store.url")
+        ->type_name("URL");
     app.add_option("--descriptor", descriptors_, "a descriptor of the request (repeatable)")
         ->type_name("KEY=VALUE")
         ->required();
@@ -33,9 +34,7 @@ class CheckCommand final : public Command {
   int Run(Env& env) override {
     auto config = LoadConfigFile(config_);
     if (!config.ok()) return UsageError(env, kName, config.status().message());
-    if (Status s =
-            ApplyOverrides(*config, {.store_url = store_, .http = "", .grpc = ""}, std::getenv);
-        !s.ok()) {
+    if (Status s = ApplyOverrides(*config, flags_, std::getenv); !s.ok()) {
       return UsageError(env, kName, s.message());
     }
     CheckRequest request;
@@ -98,7 +97,7 @@ class CheckCommand final : public Command {
   }
 
   std::string config_;
-  std::string store_;
+  Overrides flags_;  // --store alone
   std::vector<std::string> descriptors_;
   std::optional<int64_t> cost_;
 };

@@ -22,8 +22,8 @@
 #include <span>
 #include <string_view>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal::cli {
 

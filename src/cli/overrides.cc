@@ -1,6 +1,7 @@
 #include "cli/overrides.h"
 
-#include "caudal/store_registry.h"
+#include "caudal/config/store_registry.h"
+#include "caudal/engine/log.h"
 #include "common/cat.h"
 
 namespace caudal::cli {
@@ -59,6 +60,18 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
   }
   if (!flags.grpc.empty()) {
     if (Status s = SetAddress(config.server.grpc, flags.grpc, "--grpc"); !s.ok()) return s;
+  }
+  if (!flags.envoy_config.empty()) config.envoy.config = flags.envoy_config;
+  if (!flags.log_level.empty()) {
+    auto level = ParseLogLevel(flags.log_level);
+    if (!level.ok()) return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
+    config.logging.level = *level;
+  }
+  if (!flags.log_format.empty()) {
+    auto format = ParseLogFormat(flags.log_format);
+    if (!format.ok())
+      return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
+    config.logging.format = *format;
   }
   return Status::Ok();
 }

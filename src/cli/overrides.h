@@ -12,16 +12,19 @@
 #include <functional>
 #include <string>
 
-#include "caudal/config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
 
 namespace caudal::cli {
 
-// Flags of the same meaning; empty: not given.
+// The same settings as flags, and --envoy-config, --log-level, --log-format; empty: not given.
 struct Overrides {
   std::string store_url;
   std::string http;
   std::string grpc;
+  std::string envoy_config;
+  std::string log_level;
+  std::string log_format;
 };
 
 using GetEnv = std::function<const char*(const char*)>;

@@ -1,6 +1,6 @@
 // `caudal serve`: turns flags, the environment and the config file into a Config and runs a
-// Service (see caudal/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config file
-// or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
+// Service (see caudal/service/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config
+// file or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
 // takes them or refuses them whole.
 #include <pthread.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/service.h"
+#include "caudal/config/config.h"
+#include "caudal/service/service.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "common/cat.h"
@@ -32,19 +32,20 @@ class ServeCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
     app.add_option("--config", config_path_, "the YAML config file")->type_name("FILE")->required();
-    app.add_option("--http", http_, "listen address, overriding server.http")
+    app.add_option("--http", flags_.http, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
-    app.add_option("--store", store_, "store URL, overriding store.url")->type_name("URL");
-    app.add_option("--grpc", grpc_,
+    app.add_option("--store", flags_.store_url, "store URL, overriding store.url")
+        ->type_name("URL");
+    app.add_option("--grpc", flags_.grpc,
                    "Envoy rate limit service (gRPC) address, overriding server.grpc")
         ->type_name("HOST:PORT");
-    app.add_option("--envoy-config", envoy_config_,
+    app.add_option("--envoy-config", flags_.envoy_config,
                    "envoyproxy/ratelimit YAML file or directory, overriding envoy_config")
         ->type_name("PATH");
-    app.add_option("--log-level", log_level_,
+    app.add_option("--log-level", flags_.log_level,
                    "debug, info, warning or error, overriding logging.level")
         ->type_name("LEVEL");
-    app.add_option("--log-format", log_format_, "text or json, overriding logging.format")
+    app.add_option("--log-format", flags_.log_format, "text or json, overriding logging.format")
         ->type_name("FORMAT");
   }
 
@@ -98,24 +99,7 @@ class ServeCommand final : public Command {
   Result<Config> Load() const {
     auto config = LoadConfigFile(config_path_);
     if (!config.ok()) return config;
-    if (Status s = ApplyOverrides(*config, {.store_url = store_, .http = http_, .grpc = grpc_},
-                                  std::getenv);
-        !s.ok()) {
-      return s;
-    }
-    if (!envoy_config_.empty()) config->envoy.config = envoy_config_;
-    if (!log_level_.empty()) {
-      auto level = ParseLogLevel(log_level_);
-      if (!level.ok())
-        return Status::InvalidArgument(Cat("--log-level: ", level.status().message()));
-      config->logging.level = *level;
-    }
-    if (!log_format_.empty()) {
-      auto format = ParseLogFormat(log_format_);
-      if (!format.ok())
-        return Status::InvalidArgument(Cat("--log-format: ", format.status().message()));
-      config->logging.format = *format;
-    }
+    if (Status s = ApplyOverrides(*config, flags_, std::getenv); !s.ok()) return s;
     return config;
   }
 
@@ -145,12 +129,7 @@ class ServeCommand final : public Command {
   }
 
   std::string config_path_;
-  std::string http_;
-  std::string store_;
-  std::string grpc_;
-  std::string envoy_config_;
-  std::string log_level_;
-  std::string log_format_;
+  Overrides flags_;
 };
 
 }  // namespace

@@ -4,8 +4,8 @@
 // take only on restart.
 #include <string>
 
-#include "caudal/config.h"
-#include "caudal/service.h"
+#include "caudal/config/config.h"
+#include "caudal/service/service.h"
 #include "cli/command.h"
 #include "common/redact.h"
 

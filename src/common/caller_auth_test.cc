@@ -1,4 +1,4 @@
-#include "caudal/caller_auth.h"
+#include "caudal/common/caller_auth.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/circuit_breaker.h"
+#include "caudal/common/circuit_breaker.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 
 #include <ctime>
 

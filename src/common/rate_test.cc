@@ -1,4 +1,4 @@
-#include "caudal/rate.h"
+#include "caudal/common/rate.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

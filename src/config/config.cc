@@ -1,4 +1,4 @@
-#include "caudal/config.h"
+#include "caudal/config/config.h"
 
 #include <charconv>
 #include <fstream>

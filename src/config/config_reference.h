@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 #include "config/field_table.h"
 
 namespace caudal::config_internal {

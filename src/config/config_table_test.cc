@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/config/config.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "config/config_tables.h"
 #include "config/envoy_yaml_reader.h"
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/policy.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/policy.h"
 #include "config/field_table.h"
 #include "config/field_values.h"
 

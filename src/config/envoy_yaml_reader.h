@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/envoy/ratelimit_config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/ratelimit_config.h"
 #include "config/field_table.h"
 #include "config/field_values.h"
 #include "config/yaml_reader.h"

@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 #include "common/cat.h"
 #include "config/yaml_reader.h"
 

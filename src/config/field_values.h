@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/rate.h"
+#include "caudal/common/rate.h"
 #include "config/field_table.h"
 
 namespace caudal::config_internal {

@@ -46,8 +46,8 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <charconv>
 
-#include "caudal/limit.h"
-#include "caudal/rate.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/rate.h"
 #include "config/config_tables.h"
 #include "config/lease_rows.h"
 

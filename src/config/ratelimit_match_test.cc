@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "caudal/config.h"
+#include "caudal/config/config.h"
 #include "config/field_table.h"
 #include "config/field_values.h"
 #include "config/yaml_reader.h"

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "caudal/config.h"
+#include "caudal/config/config.h"
 
 namespace caudal {
 namespace {

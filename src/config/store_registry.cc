@@ -1,13 +1,13 @@
-#include "caudal/store_registry.h"
+#include "caudal/config/store_registry.h"
 
 #include <cctype>
 #include <fstream>
 
-#include "caudal/breaker_store.h"
-#include "caudal/memory_store.h"
-#include "caudal/redis_cluster_store.h"
-#include "caudal/redis_sentinel_store.h"
-#include "caudal/redis_store.h"
+#include "caudal/engine/breaker_store.h"
+#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
+#include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "common/redact.h"
 #include "redis/redis_url.h"

@@ -10,8 +10,8 @@
 #include <functional>
 #include <string>
 
-#include "caudal/envoy/ratelimit_config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/ratelimit_config.h"
 #include "config/field_table.h"
 #include "config/yaml11.h"
 #include "config/yaml_reader.h"

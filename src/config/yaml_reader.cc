@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "caudal/rate.h"
+#include "caudal/common/rate.h"
 #include "common/cat.h"
 
 namespace caudal::config_internal {

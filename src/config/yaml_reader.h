@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal::config_internal {
 

@@ -24,9 +24,9 @@
 #include <string>
 #include <thread>
 
-#include "caudal/clock.h"
-#include "caudal/log.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/engine/log.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -1,4 +1,4 @@
-#include "caudal/breaker_store.h"
+#include "caudal/engine/breaker_store.h"
 
 #include "common/cat.h"
 #include "engine/log_throttle.h"

@@ -1,4 +1,4 @@
-#include "caudal/engine.h"
+#include "caudal/engine/engine.h"
 
 #include <algorithm>
 #include <future>
@@ -16,7 +16,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "caudal/refusals.h"
+#include "caudal/engine/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/log_throttle.h"

@@ -1,4 +1,4 @@
-#include "caudal/engine.h"
+#include "caudal/engine/engine.h"
 
 #include <gtest/gtest.h>
 

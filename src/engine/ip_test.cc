@@ -1,4 +1,4 @@
-#include "caudal/ip.h"
+#include "caudal/engine/ip.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/lease_store.h"
+#include "caudal/engine/lease_store.h"
 
 #include <algorithm>
 #include <utility>

@@ -1,10 +1,10 @@
-#include "caudal/lease_store.h"
+#include "caudal/engine/lease_store.h"
 
 #include <gtest/gtest.h>
 
 #include <optional>
 
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

@@ -1,4 +1,4 @@
-// LeaseTable: the bookkeeping behind LeaseStore (caudal/lease_store.h), with no store calls, so
+// LeaseTable: the bookkeeping behind LeaseStore (caudal/engine/lease_store.h), with no store calls, so
 // every rule is tested on a manual clock.
 //
 // Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
@@ -23,8 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal::engine_internal {
 

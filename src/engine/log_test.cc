@@ -1,4 +1,4 @@
-#include "caudal/log.h"
+#include "caudal/engine/log.h"
 
 #include <gtest/gtest.h>
 

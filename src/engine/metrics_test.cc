@@ -1,4 +1,4 @@
-#include "caudal/metrics.h"
+#include "caudal/engine/metrics.h"
 
 #include <gtest/gtest.h>
 

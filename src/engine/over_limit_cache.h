@@ -26,8 +26,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "caudal/clock.h"
-#include "caudal/decision.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/common/clock.h"
 
 namespace caudal::engine_internal {
 

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "caudal/engine.h"
+#include "caudal/engine/engine.h"
 #include "common/cat.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"

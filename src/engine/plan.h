@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "caudal/engine.h"
+#include "caudal/engine/engine.h"
 
 namespace caudal {
 

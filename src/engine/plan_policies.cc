@@ -1,7 +1,7 @@
 // PlanPolicies: which of caudal's policies apply to a request, and the store keys of their limits.
 #include <algorithm>
 
-#include "caudal/ip.h"
+#include "caudal/engine/ip.h"
 #include "common/cat.h"
 #include "engine/plan.h"
 

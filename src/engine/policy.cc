@@ -1,4 +1,4 @@
-#include "caudal/policy.h"
+#include "caudal/engine/policy.h"
 
 #include <algorithm>
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/metrics.h"
+#include "caudal/engine/metrics.h"
 
 namespace caudal {
 

@@ -1,4 +1,4 @@
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/engine/ratelimit_config.h"
 
 #include <chrono>
 #include <string>

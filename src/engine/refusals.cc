@@ -1,4 +1,4 @@
-#include "caudal/refusals.h"
+#include "caudal/engine/refusals.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "caudal/refusals.h"
+#include "caudal/engine/refusals.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "caudal/engine.h"
-#include "caudal/memory_store.h"
+#include "caudal/engine/engine.h"
+#include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"
 

@@ -1,4 +1,4 @@
-#include "caudal/store_health.h"
+#include "caudal/engine/store_health.h"
 
 #include "common/cat.h"
 

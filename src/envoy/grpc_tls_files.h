@@ -12,8 +12,8 @@
 
 #include <string>
 
-#include "caudal/config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
 
 namespace caudal::envoy::internal {
 

@@ -26,7 +26,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace caudal::envoy::internal {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <map>
 
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

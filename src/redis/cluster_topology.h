@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/hash_slot.h"
 #include "redis/node.h"
 #include "redis/one_shot.h"

@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 

@@ -30,10 +30,10 @@
 #include <string>
 #include <vector>
 
-#include "caudal/circuit_breaker.h"
-#include "caudal/clock.h"
-#include "caudal/redis_store.h"
-#include "caudal/status.h"
+#include "caudal/common/circuit_breaker.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/connection.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_url.h"
@@ -109,7 +109,7 @@ struct NodeOptions {
   std::chrono::milliseconds reconnect_max{500};
   // Decide at this clock's Now() instead of Redis's TIME (tests); null in production.
   const Clock* decision_clock = nullptr;
-  // A circuit breaker of its own (caudal/circuit_breaker.h), for stores of several servers;
+  // A circuit breaker of its own (caudal/common/circuit_breaker.h), for stores of several servers;
   // none: the caller guards the store as a whole.
   std::optional<BreakerRules> breaker{};
   // Told of each change of that breaker's state (on the io thread); may be unset.

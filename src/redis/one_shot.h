@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 #include "redis/connection.h"
 #include "redis/redis_url.h"
 #include "redis/store_support.h"

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 #include "redis/node.h"
 
 namespace caudal::redis {

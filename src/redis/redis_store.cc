@@ -1,4 +1,4 @@
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 
 #include "redis/node.h"
 #include "redis/pipeline.h"

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 
 namespace caudal::redis {
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string_view>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 

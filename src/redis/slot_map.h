@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 #include "redis/hash_slot.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"

@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/redis_store.h"
-#include "caudal/redis_tls.h"
+#include "caudal/redis/redis_store.h"
+#include "caudal/redis/redis_tls.h"
 #include "redis/node.h"
 #include "redis/pipeline.h"
 #include "redis/redis_url.h"

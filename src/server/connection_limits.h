@@ -17,8 +17,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "caudal/ip.h"
-#include "caudal/policy.h"
+#include "caudal/engine/ip.h"
+#include "caudal/engine/policy.h"
 
 namespace caudal::http_server {
 

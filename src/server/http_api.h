@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/ip.h"
-#include "caudal/refusals.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/ip.h"
+#include "caudal/engine/refusals.h"
 #include "common/cat.h"
 
 namespace caudal::http_api {

@@ -5,7 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
-#include "caudal/server.h"
+#include "caudal/server/server.h"
 #include "common/cat.h"
 #include "engine/log_throttle.h"
 #include "server/connection_limits.h"

@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "caudal/memory_store.h"
-#include "caudal/server.h"
+#include "caudal/server/server.h"
+#include "caudal/store/memory_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/engine.h"
-#include "caudal/ip.h"
-#include "caudal/metrics.h"
-#include "caudal/server.h"
-#include "caudal/status_page.h"
-#include "caudal/store_health.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/ip.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/engine/store_health.h"
+#include "caudal/server/server.h"
+#include "caudal/server/status_page.h"
 #include "server/http_api.h"
 
 namespace caudal::routes {

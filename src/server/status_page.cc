@@ -1,4 +1,4 @@
-#include "caudal/status_page.h"
+#include "caudal/server/status_page.h"
 
 #include <boost/json.hpp>
 

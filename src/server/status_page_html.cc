@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/status_page.h"
+#include "caudal/server/status_page.h"
 
 namespace caudal {
 namespace {

@@ -1,6 +1,6 @@
 // The status routes through routes::Dispatch, without sockets: the page, its JSON and its charts,
 // their methods, types and caching, what they refuse, and that no secret reaches them.
-#include "caudal/status_page.h"
+#include "caudal/server/status_page.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "server/routes.h"
 #include "support/manual_clock.h"

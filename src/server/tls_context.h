@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/metrics.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/metrics.h"
 
 namespace caudal::server_tls {
 

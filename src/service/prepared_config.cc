@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "common/cat.h"
 #include "server/tls_context.h"
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/envoy/ratelimit_config.h"
-#include "caudal/redis_tls.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/ratelimit_config.h"
+#include "caudal/redis/redis_tls.h"
 
 namespace boost::asio::ssl {
 class context;

@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
 
 namespace caudal::simulate {
 

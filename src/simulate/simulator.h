@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "caudal/limit.h"
-#include "caudal/rate.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/rate.h"
+#include "caudal/common/status.h"
 #include "simulate/traffic.h"
 
 namespace caudal::simulate {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 
 namespace caudal::simulate {
 namespace {

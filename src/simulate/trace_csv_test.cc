@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 
 namespace caudal::simulate {
 namespace {

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/rate.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/rate.h"
+#include "caudal/common/status.h"
 
 namespace caudal::simulate {
 

@@ -14,7 +14,7 @@
 #include <deque>
 #include <vector>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 
 namespace caudal::simulate {
 

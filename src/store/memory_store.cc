@@ -1,4 +1,4 @@
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 
 #include <algorithm>
 #include <array>

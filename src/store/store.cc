@@ -1,4 +1,4 @@
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 
 #include <future>
 #include <string>

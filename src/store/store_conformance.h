@@ -27,8 +27,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

@@ -15,7 +15,7 @@
 
 #include "caudal/algorithms/compact_state.h"
 #include "caudal/algorithms/sliding_window_log.h"
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -5,7 +5,7 @@
 #include <boost/json.hpp>
 #include <map>
 
-#include "caudal/limit.h"
+#include "caudal/algorithms/limit.h"
 #include "cli/run_caudal.h"
 
 namespace caudal::testing {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "caudal/engine.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
+#include "caudal/config/ratelimit_config_yaml.h"
+#include "caudal/engine/engine.h"
 #include "caudal/envoy/rls_handler.h"
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 #include "server/http_api.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"

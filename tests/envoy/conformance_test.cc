@@ -16,9 +16,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "caudal/common/rate.h"
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/envoy/grpc_server.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
-#include "caudal/rate.h"
 #include "envoy/conformance_expect.h"
 #include "envoy/rls_client.h"
 #include "envoy/rls_stack.h"

@@ -4,9 +4,9 @@
 
 #include <chrono>
 
+#include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/envoy/grpc_server.h"
-#include "caudal/envoy/ratelimit_config_yaml.h"
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "envoy/rls_client.h"
 #include "rls_stack.h"
 #include "support/manual_clock.h"

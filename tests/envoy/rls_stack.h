@@ -4,8 +4,8 @@
 
 #include <memory>
 
-#include "caudal/engine.h"
-#include "caudal/envoy/ratelimit_config.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/ratelimit_config.h"
 #include "caudal/envoy/rls_handler.h"
 
 namespace caudal::envoy::testing {

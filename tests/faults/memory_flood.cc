@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/memory_store.h"
+#include "caudal/store/memory_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

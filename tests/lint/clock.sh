@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Time enters caudal through caudal::Clock alone (include/caudal/clock.h), so that tests drive it
+# Time enters caudal through caudal::Clock alone (include/caudal/common/clock.h), so that tests drive it
 # with a manual clock. Fails, naming the lines, when code
 #   - reads a clock directly (steady_clock, clock_gettime, ...), outside src/common/clock.cc;
 #   - waits for time to pass other than through Clock::WaitUntil (wait_for and wait_until of a

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/breaker_store.h"
-#include "caudal/redis_cluster_store.h"
-#include "caudal/store_registry.h"
+#include "caudal/config/store_registry.h"
+#include "caudal/engine/breaker_store.h"
+#include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"

@@ -10,9 +10,9 @@
 #include <set>
 #include <thread>
 
-#include "caudal/config.h"
-#include "caudal/redis_cluster_store.h"
-#include "caudal/store_registry.h"
+#include "caudal/config/config.h"
+#include "caudal/config/store_registry.h"
+#include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"

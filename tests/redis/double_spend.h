@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
 #include "redis/redis_test_util.h"
 
 namespace caudal::double_spend {

@@ -22,7 +22,7 @@
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 #include "store/store_reference_model.h"
 
 namespace caudal::equivalence {

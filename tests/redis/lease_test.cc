@@ -28,10 +28,10 @@
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/breaker_store.h"
-#include "caudal/engine.h"
-#include "caudal/lease_store.h"
-#include "caudal/redis_store.h"
+#include "caudal/engine/breaker_store.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/lease_store.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 

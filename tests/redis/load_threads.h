@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/store.h"
+#include "caudal/store/store.h"
 
 namespace caudal::load {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/decision.h"
-#include "caudal/limit.h"
-#include "caudal/store.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/store/store.h"
 #include "common/cat.h"
 #include "redis/lua_protocol.h"
 #include "redis/script.h"

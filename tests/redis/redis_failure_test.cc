@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 

@@ -1,6 +1,6 @@
 // RedisStore against a real redis-server: time from Redis, handshake errors, TLS, TTLs.
 // (Failure behaviour — restarts, SCRIPT FLUSH, DEBUG SLEEP — is in redis_failure_test.cc.)
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "support/redis_server.h"
 
 namespace caudal {

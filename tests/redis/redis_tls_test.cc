@@ -3,7 +3,7 @@
 // SNI and verification; and the failures each gets wrong, which must stop the store at start
 // with the reason rather than look like an outage. The renewal of those files (SIGHUP), and the
 // Cluster and Sentinel stores over TLS.
-#include "caudal/redis_tls.h"
+#include "caudal/redis/redis_tls.h"
 
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <string>
 #include <thread>
 
-#include "caudal/redis_cluster_store.h"
-#include "caudal/redis_sentinel_store.h"
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_cluster.h"
 #include "support/redis_sentinel.h"

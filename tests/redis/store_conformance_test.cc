@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "caudal/redis_store.h"
+#include "caudal/redis/redis_store.h"
 #include "support/manual_clock.h"
 #include "support/redis_server.h"
 

@@ -1,6 +1,6 @@
 // Service in-process: started from a Config on a manual clock, decided over HTTP and gRPC on
 // ephemeral ports, reloaded (live and restart-only fields, refusals) and stopped.
-#include "caudal/service.h"
+#include "caudal/service/service.h"
 
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
@@ -9,12 +9,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "envoy/rls_client.h"
+#include "support/fake_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -250,6 +253,35 @@ TEST_F(ServiceTest, StopIsIdempotentAndClosesTheListeners) {
   service->Stop();
   service->Stop();
   EXPECT_FALSE(Listening(port)) << "the listener is still open after Stop";
+}
+
+TEST_F(ServiceTest, StopAnswersTheRequestsInFlight) {
+  testing::FakeStore* fake = nullptr;
+  auto started = Service::Start(MakeConfig(5),
+                                {.clock = clock_, .wrap_store = [&](std::unique_ptr<Store> inner) {
+                                   auto f = std::make_unique<testing::FakeStore>(std::move(inner));
+                                   fake = f.get();
+                                   return std::unique_ptr<Store>(std::move(f));
+                                 }});
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<Service> service = std::move(*started);
+  ASSERT_NE(fake, nullptr);
+  const uint16_t port = service->http_port();
+  fake->Hold();
+  std::atomic<int> answers[2] = {0, 0};
+  std::thread clients[2];
+  for (int i = 0; i < 2; ++i) clients[i] = std::thread([&, i] { answers[i] = Check(port, "k"); });
+  ASSERT_TRUE(fake->WaitForHeld(2));
+  std::thread stopper([&] { service->Stop(); });
+  // Stop closes the listener first, then waits for what is in flight.
+  for (int i = 0; i < 10'000 && Listening(port); ++i) std::this_thread::yield();
+  EXPECT_FALSE(Listening(port));
+  EXPECT_EQ(answers[0] + answers[1], 0);  // nothing answered yet: the store holds both
+  fake->ReleaseHeld();
+  for (std::thread& c : clients) c.join();
+  stopper.join();
+  EXPECT_EQ(answers[0], 200);
+  EXPECT_EQ(answers[1], 200);
 }
 
 }  // namespace

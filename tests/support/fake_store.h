@@ -36,8 +36,8 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

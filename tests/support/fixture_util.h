@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 
 namespace caudal::testing {
 

@@ -19,7 +19,7 @@
 #include <mutex>
 #include <vector>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 
 namespace caudal {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 #include "support/redis_server.h"
 
 namespace caudal::testing {

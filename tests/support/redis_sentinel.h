@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 #include "support/redis_server.h"
 
 namespace caudal::testing {

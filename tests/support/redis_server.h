@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 
 namespace caudal::testing {
 

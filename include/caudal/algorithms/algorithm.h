@@ -14,13 +14,13 @@
 #include <string_view>
 
 #include "caudal/algorithms/compact_state.h"
+#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/fixed_window.h"
 #include "caudal/algorithms/gcra.h"
+#include "caudal/algorithms/limit.h"
 #include "caudal/algorithms/sliding_window_counter.h"
 #include "caudal/algorithms/sliding_window_log.h"
 #include "caudal/algorithms/token_bucket.h"
-#include "caudal/decision.h"
-#include "caudal/limit.h"
 
 namespace caudal {
 

@@ -27,7 +27,7 @@
 #include <array>
 #include <cstdint>
 
-#include "caudal/decision.h"
+#include "caudal/algorithms/decision.h"
 
 namespace caudal {
 

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "caudal/algorithms/compact_state.h"
-#include "caudal/limit.h"
+#include "caudal/algorithms/limit.h"
 
 namespace caudal::gcra {
 

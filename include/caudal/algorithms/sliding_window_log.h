@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "caudal/decision.h"
-#include "caudal/limit.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 
 namespace caudal::sliding_window_log {
 

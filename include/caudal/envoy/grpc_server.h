@@ -32,11 +32,11 @@
 #include <memory>
 #include <string>
 
-#include "caudal/caller_auth.h"
-#include "caudal/clock.h"
-#include "caudal/config.h"
+#include "caudal/common/caller_auth.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
 #include "caudal/envoy/rls_handler.h"
-#include "caudal/status.h"
 
 namespace grpc {
 class Server;

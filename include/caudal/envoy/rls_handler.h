@@ -20,9 +20,9 @@
 
 #include <functional>
 
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/engine.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 
 namespace caudal::envoy {

@@ -1,9 +1,9 @@
 // A program outside caudal's tree, built against the installed package: a token bucket of 2
 // refilled at 1 per hour, on the memory store, asked three times at one instant.
 #include <caudal/algorithms/algorithm.h>
-#include <caudal/clock.h>
-#include <caudal/limit.h>
-#include <caudal/memory_store.h>
+#include <caudal/algorithms/limit.h>
+#include <caudal/common/clock.h>
+#include <caudal/store/memory_store.h>
 
 #include <chrono>
 #include <cstdio>

@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
-#include "caudal/circuit_breaker.h"
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/circuit_breaker.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 
@@ -83,8 +83,8 @@ struct RedisStoreOptions {
   // The name sent as SNI and verified in the server's certificate; empty: the URL's host (for a
   // cluster or Sentinel: each node's address as announced).
   std::string tls_server_name{};
-  // Where renewed TLS files come from (caudal/redis_tls.h); null: the files read at start serve
-  // for the store's life. Must outlive the store.
+  // Where renewed TLS files come from (caudal/redis/redis_tls.h); null: the files read at start
+  // serve for the store's life. Must outlive the store.
   RedisTlsReload* tls_reload = nullptr;
   // Cluster: MOVED, ASK and TRYAGAIN answers followed for one request before it fails.
   int max_redirects = 5;

@@ -22,8 +22,8 @@
 
 #include <memory>
 
-#include "caudal/redis_store.h"
-#include "caudal/store.h"
+#include "caudal/redis/redis_store.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

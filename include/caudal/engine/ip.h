@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/status.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

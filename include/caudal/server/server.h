@@ -27,15 +27,15 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/caller_auth.h"
-#include "caudal/clock.h"
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/refusals.h"
-#include "caudal/status_page.h"
-#include "caudal/store_health.h"
+#include "caudal/common/caller_auth.h"
+#include "caudal/common/clock.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/engine/refusals.h"
+#include "caudal/engine/store_health.h"
+#include "caudal/server/status_page.h"
 
 namespace boost::asio::ssl {
 class context;

@@ -42,10 +42,10 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/decision.h"
-#include "caudal/limit.h"
-#include "caudal/status.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 
@@ -69,7 +69,7 @@ struct LeaseGrant {
   Micros reset_after{0};  // the grant's Decision::reset_after
 };
 
-// Whether and how a key may be leased, for the LeaseStore above a store (caudal/lease_store.h);
+// Whether and how a key may be leased, for the LeaseStore above a store (caudal/engine/lease_store.h);
 // stores themselves ignore it. From `store.lease`, a policy's or an Envoy rule's `lease`.
 struct LeaseTerms {
   bool enabled = false;

@@ -18,8 +18,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/envoy/ratelimit_config.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/ratelimit_config.h"
 
 namespace caudal::envoy {
 

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 
 namespace caudal {
 

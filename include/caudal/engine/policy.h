@@ -16,9 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/limit.h"
-#include "caudal/status.h"
-#include "caudal/store.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/status.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -33,9 +33,9 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/clock.h"
-#include "caudal/metrics.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

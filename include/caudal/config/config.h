@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/ip.h"
-#include "caudal/log.h"
-#include "caudal/policy.h"
-#include "caudal/refusals.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/ip.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/policy.h"
+#include "caudal/engine/refusals.h"
 
 namespace caudal {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

@@ -1,6 +1,6 @@
 // BreakerStore: a circuit breaker around a Store, so that a failing store costs no waiting.
 //
-// The rules are CircuitBreaker's (caudal/circuit_breaker.h): `failures_to_open` consecutive
+// The rules are CircuitBreaker's (caudal/common/circuit_breaker.h): `failures_to_open` consecutive
 // failures (errors or timeouts: kUnavailable, kDeadlineExceeded, kInternal) open it, a run of
 // slow ones (each taking 1 ms or more: timeouts) only once it has lasted `failing_for`; while
 // open every call fails at once with kUnavailable naming the last error, for `open_for`; then
@@ -21,11 +21,11 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/circuit_breaker.h"
-#include "caudal/clock.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/store.h"
+#include "caudal/common/circuit_breaker.h"
+#include "caudal/common/clock.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -16,10 +16,10 @@
 #include <span>
 #include <string_view>
 
-#include "caudal/breaker_store.h"
-#include "caudal/clock.h"
-#include "caudal/config.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/breaker_store.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 
@@ -33,8 +33,8 @@ struct StoreOpenOptions {
   // log and /metrics. Optional; must outlive the store.
   BreakerReporter* node_breakers = nullptr;
 
-  // A Redis store over TLS registers here to take renewed TLS files (caudal/redis_tls.h); null:
-  // it keeps those it started with. Must outlive the store.
+  // A Redis store over TLS registers here to take renewed TLS files (caudal/redis/redis_tls.h);
+  // null: it keeps those it started with. Must outlive the store.
   RedisTlsReload* redis_tls_reload = nullptr;
 };
 

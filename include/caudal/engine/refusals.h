@@ -29,10 +29,10 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/status.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/metrics.h"
 
 namespace caudal {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "caudal/clock.h"
+#include "caudal/common/clock.h"
 
 namespace caudal {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/rate.h"
-#include "caudal/status.h"
+#include "caudal/common/rate.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

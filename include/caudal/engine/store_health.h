@@ -19,9 +19,9 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/clock.h"
-#include "caudal/limit.h"
-#include "caudal/store.h"
+#include "caudal/algorithms/limit.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -22,11 +22,11 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/engine.h"
-#include "caudal/metrics.h"
-#include "caudal/refusals.h"
-#include "caudal/status.h"
-#include "caudal/store_health.h"
+#include "caudal/common/status.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/engine/refusals.h"
+#include "caudal/engine/store_health.h"
 
 namespace caudal {
 

@@ -19,8 +19,8 @@
 #include <mutex>
 #include <vector>
 
-#include "caudal/redis_store.h"
-#include "caudal/status.h"
+#include "caudal/common/status.h"
+#include "caudal/redis/redis_store.h"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
 

@@ -28,13 +28,13 @@
 #include <string>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/config.h"
-#include "caudal/engine.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/status.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
+#include "caudal/config/config.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

@@ -32,13 +32,13 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/clock.h"
-#include "caudal/decision.h"
-#include "caudal/envoy/ratelimit_config.h"
-#include "caudal/log.h"
-#include "caudal/metrics.h"
-#include "caudal/policy.h"
-#include "caudal/store.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/common/clock.h"
+#include "caudal/engine/log.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/engine/policy.h"
+#include "caudal/engine/ratelimit_config.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 
@@ -160,7 +160,7 @@ struct DomainOptions {
   LeaseTerms lease{};  // store.lease: the terms of rules that set none (and of overrides)
 };
 
-class Refusals;  // caudal/refusals.h
+class Refusals;  // caudal/engine/refusals.h
 
 struct EngineOptions {
   Store* local_store = nullptr;  // required when any check may fail over to `local`

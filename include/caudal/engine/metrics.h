@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/circuit_breaker.h"
-#include "caudal/clock.h"
-#include "caudal/status.h"
+#include "caudal/common/circuit_breaker.h"
+#include "caudal/common/clock.h"
+#include "caudal/common/status.h"
 
 namespace caudal {
 

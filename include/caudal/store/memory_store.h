@@ -25,8 +25,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "caudal/clock.h"
-#include "caudal/store.h"
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 

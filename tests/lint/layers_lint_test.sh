@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# layers.py passes a tree whose includes point down and fails, naming the line, on an upward
+# include (public or private spelling) and on a front end including a store implementation.
+set -euo pipefail
+lint="$(cd "$(dirname "$0")" && pwd)/layers.py"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+printf 'set(CAUDAL_LAYERS\n  src/common\n  src/store\n  src/redis\n  src/engine\n  src/server\n  src/cli\n)\n' \
+  > "$scratch/CMakeLists.txt"
+for d in include/caudal/common include/caudal/store include/caudal/redis include/caudal/engine \
+  src/common src/store src/redis src/engine src/server src/cli; do
+  mkdir -p "$scratch/$d"
+done
+touch "$scratch/include/caudal/common/clock.h" "$scratch/include/caudal/store/store.h" \
+  "$scratch/include/caudal/store/memory_store.h" "$scratch/include/caudal/redis/redis_store.h" \
+  "$scratch/include/caudal/engine/engine.h" "$scratch/src/engine/plan.h"
+printf '#include "caudal/common/clock.h"\n#include "caudal/store/store.h"\n' > "$scratch/src/engine/ok.cc"
+printf '#include "caudal/engine/engine.h"\n#include "engine/plan.h"\n' > "$scratch/src/server/ok.cc"
+printf '#include "caudal/store/memory_store.h"\n' > "$scratch/src/server/ok_test.cc"
+python3 "$lint" "$scratch" > /dev/null || { echo "layers.py refused a tree that keeps its rules"; exit 1; }
+
+refused() {  # FILE LINE WHAT: layers.py must fail on LINE as the only line of FILE, saying WHAT
+  printf '%s\n' "$2" > "$scratch/$1"
+  local out
+  if out=$(python3 "$lint" "$scratch"); then
+    echo "layers.py let through $1: $2"
+    exit 1
+  fi
+  grep -qF "$1:1: $3" <<< "$out" || { echo "layers.py failed without naming $1:1 ($3): $out"; exit 1; }
+  rm "$scratch/$1"
+}
+refused src/store/up.cc '#include "caudal/engine/engine.h"' 'the store layer includes'
+refused src/store/private_up.cc '#include "engine/plan.h"' 'the store layer includes'
+refused include/caudal/common/up.h '#include "caudal/store/store.h"' 'the common layer includes'
+refused src/server/store.cc '#include "caudal/redis/redis_store.h"' 'the front end server includes'
+refused src/cli/store.cc '#include "caudal/store/memory_store.h"' 'the front end cli includes'
+echo "layers.py catches an upward include and a front end that includes a store"
