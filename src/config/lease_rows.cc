@@ -54,11 +54,10 @@ const Table<LeaseTerms>& LeaseTermsTable() {
                  auto d = r.Duration(n, path);
                  if (!d.ok()) return d.status();
                  if (*d < kMinLeaseTtl || *d > kMaxLeaseTtl) {
-                   return r.Error(n, path,
-                                  Cat("expected between ",
-                                      FormatDuration(duration_cast<Micros>(kMinLeaseTtl)),
-                                      " and ",
-                                      FormatDuration(duration_cast<Micros>(kMaxLeaseTtl))));
+                   return r.Error(
+                       n, path,
+                       Cat("expected between ", FormatDuration(duration_cast<Micros>(kMinLeaseTtl)),
+                           " and ", FormatDuration(duration_cast<Micros>(kMaxLeaseTtl))));
                  }
                  out.ttl = *d;
                  return Status::Ok();

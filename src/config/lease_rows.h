@@ -1,7 +1,7 @@
-// The rows of a lease's terms (LeaseTerms, caudal/store/store.h), shared by `store.lease`, a policy's
-// `lease` and an Envoy rule's `rate_limit.lease`: `off` (or `on`, the default terms), or a map
-// `{ttl: 250ms, max_share: 0.1}` whose fields left out take their defaults. A map turns leasing
-// on.
+// The rows of a lease's terms (LeaseTerms, caudal/store/store.h), shared by `store.lease`, a
+// policy's `lease` and an Envoy rule's `rate_limit.lease`: `off` (or `on`, the default terms),
+// or a map `{ttl: 250ms, max_share: 0.1}` whose fields left out take their defaults. A map turns
+// leasing on.
 #pragma once
 
 #include <optional>
@@ -26,9 +26,9 @@ Value<T> LeaseValue(Get get) {
   using M = typename R::template Member<Get>;
   const LeaseTerms off{};
   const LeaseTerms on{.enabled = true};
-  return R::Either(R::Choice(get, {{"off", M{off}}, {"on", M{on}}, {"false", M{off}},
-                                   {"true", M{on}}}),
-                   R::Map(get, LeaseTermsTable()));
+  return R::Either(
+      R::Choice(get, {{"off", M{off}}, {"on", M{on}}, {"false", M{off}}, {"true", M{on}}}),
+      R::Map(get, LeaseTermsTable()));
 }
 
 }  // namespace caudal::config_internal
