@@ -112,8 +112,7 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
   }
   for (auto& i : instances) {
     run.local += static_cast<int64_t>(i->counters().local);
-    run.store_calls +=
-        static_cast<int64_t>(i->counters().forwarded + i->counters().renewals);
+    run.store_calls += static_cast<int64_t>(i->counters().forwarded + i->counters().renewals);
   }
   run.elapsed_us = clock.Now().count() / 1000 - start_us;
   for (const Window& win : per_window) {

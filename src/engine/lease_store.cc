@@ -13,7 +13,9 @@ using engine_internal::LeaseAsk;
 
 struct LeaseStore::Core {
   explicit Core(const LeaseStoreOptions& o)
-      : table({.defaults = {.enabled = o.lease_by_default, .ttl = o.ttl, .max_share_ppm = o.max_share_ppm},
+      : table({.defaults = {.enabled = o.lease_by_default,
+                            .ttl = o.ttl,
+                            .max_share_ppm = o.max_share_ppm},
                .instances = o.instances,
                .max_keys = o.max_keys}),
         own(o.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),

@@ -22,7 +22,7 @@ struct Lot {
 struct KeyLeases {
   explicit KeyLeases(const Limit& l) : limit(l) {}
 
-  Limit limit;  // the lots' limit: a key used with another one ends them
+  Limit limit;   // the lots' limit: a key used with another one ends them
   Nanos ttl{0};  // its terms, as its last request gave them
   int64_t share_ppm = 0;
   std::array<Lot, kMaxLotsPerKey> lots;  // [0, n), by expiry, earliest first

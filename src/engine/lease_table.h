@@ -1,14 +1,14 @@
-// LeaseTable: the bookkeeping behind LeaseStore (caudal/engine/lease_store.h), with no store calls, so
-// every rule is tested on a manual clock.
+// LeaseTable: the bookkeeping behind LeaseStore (caudal/engine/lease_store.h), with no store calls,
+// so every rule is tested on a manual clock.
 //
 // Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
-// granted it (each its units left, its local
-// expiry and its grant), the demand seen at this instance in the last two periods of `ttl`, and
-// whether an ask for more is in flight. Begin() takes a request: when every entry is covered by
-// a live lot it spends from the lots (earliest expiry first) and answers; otherwise it says which
-// entries should ask the store for a lease, and which keys need a renewal of their own. Lots
-// end at their expiry, when their key is used with another limit, or all at once (TakeAll);
-// what they held unspent is returned by TakeEnded() to be given back.
+// granted it (each its units left, its local expiry and its grant), the demand seen at this
+// instance in the last two periods of `ttl`, and whether an ask for more is in flight. Begin()
+// takes a request: when every entry is covered by a live lot it spends from the lots (earliest
+// expiry first) and answers; otherwise it says which entries should ask the store for a lease,
+// and which keys need a renewal of their own. Lots end at their expiry, when their key is used
+// with another limit, or all at once (TakeAll); what they held unspent is returned by
+// TakeEnded() to be given back.
 //
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once
