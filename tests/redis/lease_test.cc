@@ -296,8 +296,11 @@ TEST(Leases, WhileRedisIsDownLiveLeasesAreSpentExactlyThenTheFailureModeApplies)
   spec.name = "api";
   spec.identity = {"key"};
   spec.limits = {limit};
-  ASSERT_TRUE(
-      engine.SetPolicies(*PolicySet::Create({spec}, {.on_failure = FailureMode::kDeny})).ok());
+  // The policy's terms (store.lease's, as the config gives them) are what the engine sends.
+  const PolicySetOptions options{
+      .on_failure = FailureMode::kDeny,
+      .lease = {.enabled = true, .ttl = seconds(30), .max_share_ppm = 500'000}};
+  ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, options)).ok());
   CheckRequest request;
   request.descriptors = {{"key", "k"}};
   for (int i = 0; i < 50; ++i) ASSERT_TRUE(engine.Check(request)->allowed());
