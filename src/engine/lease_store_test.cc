@@ -183,6 +183,28 @@ TEST_F(LeaseStoreTest, ARefundGoesBackIntoTheLease) {
   EXPECT_GT(StoreRemaining("f", limit), in_store);
 }
 
+TEST_F(LeaseStoreTest, ARefundGoesBackToTheLeaseItWasSpentFromAndEndsWithIt) {
+  const Limit limit = Bucket(1000, {1000, seconds(1)});
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(Ask("e", limit, 1).ok());  // a lease, taken at 0
+  clock_.Advance(kTtl / 2);
+  store_.Hold();
+  const uint64_t calls = store_.calls();
+  while (store_.calls() == calls) ASSERT_TRUE(Ask("e", limit, 1).ok());  // until it renews
+  const int64_t first = leases_.UnitsHeld();
+  ASSERT_GT(first, 0) << "the first lease is not spent out";
+  store_.ReleaseHeld();  // the renewal: a second lease, taken at ttl/2
+  const int64_t second = leases_.UnitsHeld() - first;
+  ASSERT_GT(second, 0);
+  ASSERT_TRUE(Ask("e", limit, 1, EntryOp::kRefund).ok());
+  EXPECT_EQ(leases_.UnitsHeld(), first + second + 1);
+  // The refunded unit came from the first lease: it ends with it, not with the second.
+  clock_.Advance(kTtl - kTtl / 1024 - kTtl / 2);
+  leases_.ReturnEnded();
+  store_.ReleaseHeld();  // the give-back
+  EXPECT_EQ(leases_.UnitsHeld(), second) << "the second lease holds what it was granted";
+  EXPECT_EQ(leases_.counters().units_given_back, static_cast<uint64_t>(first + 1));
+}
+
 TEST_F(LeaseStoreTest, WhileTheStoreIsDownLiveLeasesAreSpentAndOnlyThen) {
   testing::FakeStore fault(std::make_unique<MemoryStore>(clock_));
   LeaseStore leases(fault, clock_, Options());
