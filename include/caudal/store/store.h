@@ -69,8 +69,8 @@ struct LeaseGrant {
   Micros reset_after{0};  // the grant's Decision::reset_after
 };
 
-// Whether and how a key may be leased, for the LeaseStore above a store (caudal/engine/lease_store.h);
-// stores themselves ignore it. From `store.lease`, a policy's or an Envoy rule's `lease`.
+// Whether and how a key may lease, for a LeaseStore above the store (engine/lease_store.h): the
+// stores ignore it. From `store.lease`, a policy's or an Envoy rule's `lease`.
 struct LeaseTerms {
   bool enabled = false;
   Nanos ttl = std::chrono::milliseconds(250);  // a lease is never spent longer after its request
