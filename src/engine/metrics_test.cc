@@ -54,6 +54,7 @@ void CountEverything(Metrics& m) {
   m.CountReload(true);
   m.CountHttpResponse(200);
   m.CountTlsHandshakeFailure(TlsFailure::kClosed);
+  m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {
