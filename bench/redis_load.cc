@@ -4,7 +4,7 @@
 //
 //   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
-//               [--same-slot 0|1] [--max-batch N]
+//               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL_MS]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -13,7 +13,10 @@
 // cluster splits the request). With --max-batch 1 every request is a script call of its own,
 // pipelined
 // (--calls-in-flight per connection): one EVALSHA per decision, as a client that does not batch
-// sends them. Prints one line:
+// sends them. --keys-dist zipf:1.1 draws each request's key from a Zipf distribution of exponent
+// S over the keys (a few keys carry most requests, as a real API's tenants do; default uniform:
+// the keys in turn). --lease TTL_MS decides through a LeaseStore (leases of up to TTL_MS, a tenth
+// of the capacity at most) above the store, as `store.lease` does. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -21,16 +24,20 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <semaphore>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "caudal/engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
@@ -51,6 +58,8 @@ struct Args {
   int entries = 1;
   int same_slot = 0;
   int max_batch = 0;  // 0: the store's default; 1: one script call per request
+  double zipf = 0;    // the Zipf exponent of --keys-dist zipf:S; 0: uniform
+  int lease_ms = 0;   // --lease: 0, none
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -77,11 +86,18 @@ bool Parse(int argc, char** argv, Args& a) {
       a.same_slot = std::atoi(v);
     else if (flag == "--max-batch")
       a.max_batch = std::atoi(v);
+    else if (flag == "--keys-dist" && std::strcmp(v, "uniform") == 0)
+      a.zipf = 0;
+    else if (flag == "--keys-dist" && std::strncmp(v, "zipf:", 5) == 0 && std::atof(v + 5) > 0)
+      a.zipf = std::atof(v + 5);
+    else if (flag == "--lease")
+      a.lease_ms = std::atoi(v);
     else
       return false;
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
-         a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0;
+         a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
+         a.lease_ms >= 0;
 }
 
 // The store the URL names, and its counters.
@@ -104,6 +120,26 @@ Result<Opened> Open(RedisStoreOptions options) {
     return wrap(RedisSentinelStore::Open(SystemClock::Instance(), std::move(options)));
   return wrap(RedisStore::Open(SystemClock::Instance(), std::move(options)));
 }
+
+// Key indices drawn from Zipf(s) over [0, n): the inverse of its cumulative distribution.
+class Zipf {
+ public:
+  Zipf(int n, double s) : cdf_(static_cast<size_t>(n)) {
+    double sum = 0;
+    for (int k = 0; k < n; ++k) sum += 1.0 / std::pow(k + 1, s);
+    double acc = 0;
+    for (int k = 0; k < n; ++k)
+      cdf_[static_cast<size_t>(k)] = (acc += 1.0 / std::pow(k + 1, s) / sum);
+  }
+  size_t Draw(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    const auto it = std::lower_bound(cdf_.begin(), cdf_.end(), u);
+    return std::min(static_cast<size_t>(it - cdf_.begin()), cdf_.size() - 1);
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
 
 double Percentile(std::vector<int64_t>& v, double p) {
   if (v.empty()) return 0;
@@ -128,7 +164,12 @@ int Run(const Args& a) {
   std::atomic<bool> measuring{false};
   std::atomic<int64_t> errors{0};
   std::atomic<int64_t> answered{0};
-  std::vector<std::vector<int64_t>> latencies(a.threads);  // written by callbacks (io thread)
+  // Written by callbacks: on the io thread, or inline on the caller's (a LeaseStore's answers).
+  struct Latencies {
+    std::mutex mu;
+    std::vector<int64_t> us;  // guarded by mu
+  };
+  std::vector<Latencies> latencies(static_cast<size_t>(a.threads));
   const auto warmup = std::chrono::milliseconds(500);
   const auto measure =
       std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(a.seconds));
@@ -156,6 +197,15 @@ int Run(const Args& a) {
     return 1;
   }
   Store* store = opened->store.get();
+  std::unique_ptr<LeaseStore> leases;
+  if (a.lease_ms > 0) {
+    leases = std::make_unique<LeaseStore>(
+        *store, SystemClock::Instance(),
+        LeaseStoreOptions{.ttl = std::chrono::milliseconds(a.lease_ms),
+                          .return_interval = std::chrono::milliseconds(50)});
+    store = leases.get();
+  }
+  const Zipf zipf(a.zipf > 0 ? a.keys : 1, a.zipf > 0 ? a.zipf : 1);
 
   std::vector<std::thread> threads;
   for (int t = 0; t < a.threads; ++t) {
@@ -163,10 +213,12 @@ int Run(const Args& a) {
       const int window = a.in_flight / a.threads + (t < a.in_flight % a.threads ? 1 : 0);
       std::counting_semaphore<1 << 20>& free_slots = *slots[t];
       uint64_t i = static_cast<uint64_t>(t) * 7919;
+      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
       while (SteadyClock::now() < until) {
         free_slots.acquire();
         std::vector<EntryRef> entries;
-        const size_t first = (i++ % static_cast<size_t>(a.keys)) * static_cast<size_t>(a.entries);
+        const size_t key = a.zipf > 0 ? zipf.Draw(rng) : i++ % static_cast<size_t>(a.keys);
+        const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
           entries.push_back(
               {.key = keys[first + static_cast<size_t>(j)], .limit = &limit, .cost = 1});
@@ -176,9 +228,11 @@ int Run(const Args& a) {
           answered.fetch_add(1, std::memory_order_relaxed);
           if (issued >= measure_from && issued < until) {
             if (!r.ok() || !r->allowed) errors.fetch_add(1);
-            latencies[t].push_back(
+            const int64_t us =
                 std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - issued)
-                    .count());
+                    .count();
+            std::lock_guard lock(latencies[static_cast<size_t>(t)].mu);
+            latencies[static_cast<size_t>(t)].us.push_back(us);
           }
           free_slots.release();
         });
@@ -196,20 +250,21 @@ int Run(const Args& a) {
   const RedisStoreStats s = opened->stats();
 
   std::vector<int64_t> all;
-  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  for (Latencies& v : latencies) all.insert(all.end(), v.us.begin(), v.us.end());
   const double secs = std::chrono::duration<double>(measure).count();
   const double calls = static_cast<double>(s.calls - calls_at_start.load());
   const double requests = static_cast<double>(s.requests - requests_at_start.load());
   std::printf(
       "in_flight=%d threads=%d decisions_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
       "requests_per_call=%.1f errors=%lld split=%llu undos=%llu moved=%llu asked=%llu "
-      "not_served=%llu decisions_total=%lld\n",
+      "not_served=%llu decisions_total=%lld from_leases=%llu\n",
       a.in_flight, a.threads, static_cast<double>(all.size()) / secs, Percentile(all, 0.50),
       Percentile(all, 0.99), Percentile(all, 0.999), calls > 0 ? requests / calls : 0.0,
       static_cast<long long>(errors.load()), static_cast<unsigned long long>(s.split_requests),
       static_cast<unsigned long long>(s.undos), static_cast<unsigned long long>(s.moved),
       static_cast<unsigned long long>(s.asked), static_cast<unsigned long long>(s.not_served),
-      static_cast<long long>(answered.load()));
+      static_cast<long long>(answered.load()),
+      static_cast<unsigned long long>(leases != nullptr ? leases->counters().local : 0));
   return errors.load() == 0 ? 0 : 1;
 }
 
@@ -222,7 +277,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
                  "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
-                 "[--same-slot 0|1]\n");
+                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL_MS]\n");
     return 2;
   }
   return caudal::Run(args);

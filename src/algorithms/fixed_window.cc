@@ -90,4 +90,13 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   return step;
 }
 
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
+              Micros reset) {
+  // The decision counted its units in the window ending at at + reset; once another window is
+  // stored, they no longer count.
+  const bool same =
+      state != nullptr && state->w[0] == at.count() + reset.count() - limit.window().count();
+  return Refund(limit, state, now, same ? units : 0);
+}
+
 }  // namespace caudal::fixed_window

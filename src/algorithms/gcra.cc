@@ -32,6 +32,20 @@ void Report(Decision& d, int64_t tw, int64_t tf, int64_t now, const Limit& limit
   d.reset_after = Micros(dw + (tf > 0 ? 1 : 0));
 }
 
+// The arrival time tw + tf/n moved back by gw + gf/n, never before now.
+void PullBack(int64_t& tw, int64_t& tf, int64_t gw, int64_t gf, int64_t now, int64_t n) {
+  tw -= gw;
+  tf -= gf;
+  if (tf < 0) {
+    tf += n;
+    --tw;
+  }
+  if (tw < now || (tw == now && tf == 0)) {
+    tw = now;
+    tf = 0;
+  }
+}
+
 }  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
@@ -103,16 +117,41 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
       // TAT − units·e, never before now (a full bucket holds no more). Capping units at B keeps
       // the product within the limit's fill time.
       const auto [uw, uf] = exact::MulDiv(std::min(units, limit.capacity()), p, n);
-      tw -= uw;
-      tf -= uf;
-      if (tf < 0) {
-        tf += n;
-        --tw;
+      PullBack(tw, tf, uw, uf, now, n);
+      step.changed = true;
+    }
+  }
+  Report(step.decision, tw, tf, now, limit, exact::MulDiv(limit.capacity(), p, n));
+  step.next.w = {tw, tf, 0};
+  if (!step.changed && state != nullptr) step.next = *state;
+  return step;
+}
+
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now_us, int64_t units,
+              Micros at, Micros reset) {
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  Step step;
+  int64_t tw = now;
+  int64_t tf = 0;
+  if (InDebt(state, now)) {
+    tw = state->w[0];
+    tf = state->w[1];
+    // The units' time, but no more than was left until the decision's arrival time (at + reset).
+    auto [gw, gf] = exact::MulDiv(std::min(units, limit.capacity()), p, n);
+    if (now > at.count()) {
+      const int64_t left = at.count() + reset.count() - now;
+      if (left <= 0) {
+        gw = 0;
+        gf = 0;
+      } else if (left < gw || (left == gw && gf > 0)) {
+        gw = left;
+        gf = 0;
       }
-      if (tw < now || (tw == now && tf == 0)) {
-        tw = now;
-        tf = 0;
-      }
+    }
+    if (gw > 0 || gf > 0) {
+      PullBack(tw, tf, gw, gf, now, n);
       step.changed = true;
     }
   }

@@ -95,4 +95,42 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   return step;
 }
 
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now_us, int64_t units,
+              Micros at, Micros reset) {
+  const int64_t cap = limit.capacity();
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  Level level = Refill(state, now, cap, n, p);
+  // Whole units and a fraction over p: all of them at the decision's own time; later, what
+  // refills in the time that was left until its bucket would have been full.
+  int64_t whole = units;
+  int64_t frac = 0;
+  if (now > at.count()) {
+    const int64_t left = at.count() + reset.count() - now;
+    if (left <= 0) {
+      whole = 0;
+    } else if (const auto [q, r] = exact::MulDiv(left, n, p); q < whole) {
+      whole = q;
+      frac = r;
+    }
+  }
+  Step step;
+  if (level.tokens < cap && (whole > 0 || frac > 0)) {
+    step.changed = true;
+    level.tokens += whole;
+    level.frac += frac;
+    if (level.frac >= p) {
+      level.frac -= p;
+      ++level.tokens;
+    }
+    if (level.tokens >= cap) {
+      level.tokens = cap;
+      level.frac = 0;
+    }
+  }
+  Report(step, level, now, cap, n, p);
+  return step;
+}
+
 }  // namespace caudal::token_bucket

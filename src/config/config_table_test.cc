@@ -72,6 +72,15 @@ const std::map<std::string, Probe>& ConfigProbes() {
       {"server.tls.listeners", {.good = {"[http]", "[grpc, http]"}, .bad = {"[http, http]", "[]"}}},
       {"server.auth.allowed_clients",
        {.good = {"[envoy, 'spiffe://mesh/ns/edge']"}, .bad = {"['']", "x"}}},
+      {"store.lease", {.good = {"off", "on", "false", "{ttl: 1s}", "{}"}, .bad = {"maybe", "[a]"}}},
+      {"store.lease.ttl", {.good = {"1ms", "10s"}, .bad = {"0s", "11s", "fast"}}},
+      {"store.lease.max_share",
+       {.good = {"0.1", "1", "0.000001"}, .bad = {"0", "1.5", "0.0000001", "x", "[a]"}}},
+      {"policies[].lease",
+       {.good = {"off", "on", "false", "{ttl: 1s}", "{}"}, .bad = {"maybe", "[a]"}}},
+      {"policies[].lease.ttl", {.good = {"1ms", "10s"}, .bad = {"0s", "11s", "fast"}}},
+      {"policies[].lease.max_share",
+       {.good = {"0.1", "1", "0.000001"}, .bad = {"0", "1.5", "0.0000001", "x", "[a]"}}},
       {"policies[].name", {.good = {"p.1-a_b"}, .bad = {"'p q'", "[a]"}}},
       {"policies[].identity", {.good = {"[api_key, ip]"}, .bad = {"[]", "['a b']", "x"}}},
       {"policies[].cost",
@@ -140,6 +149,21 @@ const std::map<std::string, Probe>& EnvoyProbes() {
        {.good = {"true", "on"},
         .bad = {"x"},
         .base = "domain: d\ndescriptors: [{key: k, rate_limit: {name: n, unlimited: true}}]"}},
+      {"descriptors[].rate_limit.lease",
+       {.good = {"off", "on", "false", "{ttl: 1s}", "{}"},
+        .bad = {"maybe", "[a]"},
+        .base = "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: "
+                "5}}]"}},
+      {"descriptors[].rate_limit.lease.ttl",
+       {.good = {"1ms", "10s"},
+        .bad = {"0s", "11s", "fast"},
+        .base = "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: "
+                "5}}]"}},
+      {"descriptors[].rate_limit.lease.max_share",
+       {.good = {"0.1", "1", "0.000001"},
+        .bad = {"0", "1.5", "0.0000001", "x", "[a]"},
+        .base = "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: "
+                "5}}]"}},
       {"descriptors[].rate_limit.capacity",
        {.good = {"1", kMax},
         .bad = {"0", "1099511627777"},
@@ -381,7 +405,8 @@ TEST(EnvoyTable, CaudalsAdditionsAreMarkedAndKnownFieldsElsewhereAreNamedAsSuch)
     if (row.info.extension) additions.push_back(row.info.path);
   }
   EXPECT_THAT(additions, ::testing::ElementsAre("descriptors[].rate_limit.algorithm",
-                                                "descriptors[].rate_limit.capacity"));
+                                                "descriptors[].rate_limit.capacity",
+                                                "descriptors[].rate_limit.lease"));
   // A reference field at the wrong level is "misplaced", read from the tables; an addition is
   // not the reference's, so it is merely unknown there.
   const auto parse = EnvoyFormat().parse;

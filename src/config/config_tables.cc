@@ -2,6 +2,7 @@
 #include "config/config_tables.h"
 
 #include "caudal/config/store_registry.h"
+#include "config/lease_rows.h"
 #include "config/security_config.h"
 
 namespace caudal::config_internal {
@@ -96,6 +97,10 @@ const Table<StoreConfig>& StoreTable() {
       {.name = "over_limit_cache",
        .value = R::Bool(&StoreConfig::over_limit_cache),
        .doc = "remote stores: refuse a flooding key without asking the store again"},
+      {.name = "lease",
+       .value = LeaseValue<StoreConfig>(&StoreConfig::lease),
+       .doc = "remote stores: exact leases of hot keys, for every policy and Envoy rule that "
+              "sets none"},
       {.name = "tls",
        // A plaintext URL would silently ignore store.tls.
        .value = R::Only([](const StoreConfig& store) { return IsTlsUrl(store.url); },
@@ -232,7 +237,8 @@ Status CheckDocument(const YamlReader& r, const YAML::Node& root, const std::str
   }
   const PolicySetOptions options{.on_failure = config.store.on_failure,
                                  .instances = config.store.instances,
-                                 .mode = doc.descriptor_mode};
+                                 .mode = doc.descriptor_mode,
+                                 .lease = config.store.lease};
   for (size_t i = 0; i < doc.policies.size(); ++i) {
     const PolicySpec& spec = doc.policies[i];
     const std::string field = Cat("policies[", i, ']');

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "common/cat.h"
+
 namespace caudal {
 namespace {
 
@@ -72,6 +74,37 @@ policies:
   EXPECT_EQ(p.spec.limits[0].rate(), (Rate{100, minutes(1)}));
   EXPECT_EQ(p.spec.limits[1].algorithm(), Algorithm::kSlidingWindowLog);
   EXPECT_EQ(p.local_limits[0].capacity(), 25);
+}
+
+TEST(Config, LeasesAreOffUnlessStoreLeaseSetsThemAndAPolicyMayChooseItsOwn) {
+  constexpr std::string_view kLimits =
+      "limits: [{algorithm: token_bucket, capacity: 10, refill: 10/1s}]";
+  auto off = ParseConfig(
+      Cat("store: {url: 'redis://r:6379'}\npolicies: [{name: p, identity: [k], ", kLimits, "}]\n"),
+      "t.yaml");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->store.lease.enabled);
+  EXPECT_FALSE(off->policies->policies()[0].lease.enabled);
+
+  auto c = ParseConfig(Cat("store: {url: 'redis://r:6379', lease: {ttl: 1s, max_share: 0.25}}\n",
+                           "policies:\n", "  - {name: a, identity: [k], ", kLimits, "}\n",
+                           "  - {name: b, identity: [k], lease: off, ", kLimits, "}\n",
+                           "  - {name: c, identity: [k], lease: {ttl: 50ms}, ", kLimits, "}\n"),
+                       "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const LeaseTerms store{.enabled = true, .ttl = std::chrono::seconds(1), .max_share_ppm = 250'000};
+  EXPECT_EQ(c->store.lease, store);
+  const auto& policies = c->policies->policies();
+  EXPECT_EQ(policies[0].lease, store) << "store.lease, the default";
+  EXPECT_FALSE(policies[1].lease.enabled) << "lease: off";
+  EXPECT_EQ(policies[2].lease, (LeaseTerms{.enabled = true, .ttl = milliseconds(50)}))
+      << "its own terms, the others at their defaults";
+
+  auto bad = ParseConfig("store: {lease: {max_share: 0.5%}}\npolicies: []\n", "t.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "t.yaml:1:28: store.lease.max_share: expected a share above 0 and at most 1 such as "
+            "0.1, at most 6 decimals (got \"0.5%\")");
 }
 
 TEST(Config, DefaultsWhenSectionsAreOmitted) {

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common/cat.h"
+#include "config/lease_rows.h"
 #include "config/yaml11_values.h"
 
 namespace caudal::config_internal {
@@ -207,6 +208,11 @@ const Table<RuleFields>& RuleTable() {
            .value = R::Integer(&RuleFields::capacity, 1, kMaxCapacity),
            .doc = "the burst, for token_bucket and gcra (they refill requests_per_unit per unit)",
            .default_note = "requests_per_unit",
+           .extension = true},
+          {.name = "lease",
+           .value = LeaseValue<RuleFields>([](auto& f) -> auto& { return f.rule.lease; }),
+           .doc = "this rule's leases: off, on, or its own terms (store.lease)",
+           .default_note = "store.lease",
            .extension = true},
       },
       {.check = CheckRule, .misplaced = Misplaced});

@@ -5,6 +5,7 @@
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/rate.h"
 #include "config/config_tables.h"
+#include "config/lease_rows.h"
 
 namespace caudal::config_internal {
 namespace {
@@ -182,6 +183,10 @@ const Table<PolicySpec>& PolicyTable() {
        .value = R::List(&PolicySpec::overrides, kMaxOverridesPerPolicy, MapItem(OverrideTable())),
        .doc = "tiers: other limits for requests holding some descriptor values; first match "
               "wins"},
+      {.name = "lease",
+       .value = LeaseValue<PolicySpec>(&PolicySpec::lease),
+       .doc = "this policy's leases: off, on, or its own terms",
+       .default_note = "store.lease"},
   });
   return table;
 }

@@ -92,6 +92,27 @@ descriptors:
 
 // envoyproxy/ratelimit test/config/metadata.yaml: arbitrary YAML, kept as protobuf Struct
 // values (YAML 1.1 scalars: numbers become doubles, yes/no booleans, ~ null).
+TEST(RateLimitConfigYaml, ARuleMayChooseItsLeases) {
+  const auto c = Load(R"(
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 5, lease: off}
+  - key: c
+    rate_limit: {unit: second, requests_per_unit: 5, algorithm: gcra, lease: {max_share: 0.5}}
+)");
+  EXPECT_FALSE(Match(c, "d", {{"a", "1"}})->lease.has_value()) << "store.lease decides";
+  EXPECT_EQ(Match(c, "d", {{"b", "1"}})->lease, LeaseTerms{});
+  EXPECT_EQ(Match(c, "d", {{"c", "1"}})->lease,
+            (LeaseTerms{.enabled = true, .max_share_ppm = 500'000}));
+  EXPECT_THAT(
+      LoadError(Descriptor("    rate_limit: {unit: second, requests_per_unit: 5, "
+                           "lease: {ttl: 1h}}\n")),
+      testing::HasSubstr("descriptors[0].rate_limit.lease.ttl: expected between 1ms and 10s"));
+}
+
 TEST(RateLimitConfigYaml, MetadataKeepsTheYamlStructure) {
   const auto c = Load(R"(
 domain: test-domain

@@ -228,6 +228,7 @@ Result<OverrideList> Admin::SyncLocked(bool force) {
   const size_t count = overrides.size();
   engine_.SetRuntimeOverrides(
       RuntimeOverrides::Create(std::move(overrides), engine_.policies()->options().instances));
+  if (options_.on_change) options_.on_change();
   if (options_.metrics != nullptr) options_.metrics->Set(MetricId::kRuntimeOverrides, count);
   version_ = list->version;
   synced_ = true;
@@ -484,6 +485,7 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
   if (entries.empty()) return ReadState(*r);  // unlimited: nothing to reset
   if (auto done = engine_.store().Decide(entries); !done.ok()) return Unavailable(done.status());
   engine_.ForgetRefusals();
+  if (options_.on_change) options_.on_change();
   if (Status s = overrides_.Touch(); !s.ok() && options_.log != nullptr) {
     options_.log->Warning(
         Cat("admin: the other instances may remember refusals of the reset "

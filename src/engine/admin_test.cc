@@ -176,6 +176,30 @@ TEST_F(AdminTest, AResetRefillsTheIdentityAndNoInstanceKeepsRefusingItFromItsCac
       << "other identities keep their state";
 }
 
+// What the Service ends the leases through: told of every change where it took effect, a
+// reset at once, a change made elsewhere at the next poll that sees it, nothing on a poll that
+// finds no change.
+TEST_F(AdminTest, EveryChangeIsToldWhereItTakesEffectAndNoOtherPoll) {
+  int told = 0;
+  Engine engine(store_, clock_, {.over_limit_cache_keys = 1024});
+  PolicySpec spec;
+  spec.name = "per-tenant";
+  spec.identity = {"tenant"};
+  spec.limits = {Bucket(1)};
+  ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, {})).ok());
+  Admin c(engine, *overrides_, clock_, {.on_change = [&] { ++told; }});
+  ASSERT_TRUE(c.Sync().ok());
+  const int at_start = told;
+  ASSERT_TRUE(c.Sync().ok());
+  EXPECT_EQ(told, at_start) << "a poll that finds no change";
+  ASSERT_TRUE(c.ResetState(Acme(), "x").ok());
+  EXPECT_EQ(told, at_start + 1) << "a reset here, at once";
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  EXPECT_EQ(told, at_start + 1) << "made elsewhere: not yet";
+  ASSERT_TRUE(c.Sync().ok());
+  EXPECT_GE(told, at_start + 2) << "at the poll that sees it";
+}
+
 TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
   struct Case {
     AdminTarget target;

@@ -316,8 +316,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         size_t e = 0;
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
-          batch->entries.push_back(
-              {.key = key, .limit = local ? c.local_limits[k] : c.result.limits[k], .cost = 0});
+          batch->entries.push_back({.key = key,
+                                    .limit = local ? c.local_limits[k] : c.result.limits[k],
+                                    .cost = 0,
+                                    .terms = local ? nullptr : c.lease});
           net.push_back(0);
           charged.push_back(false);
         }

@@ -55,6 +55,7 @@ void CountEverything(Metrics& m) {
   m.CountHttpResponse(200);
   m.CountTlsHandshakeFailure(TlsFailure::kClosed);
   m.Series(MetricId::kAdminChanges, {"set_override"}) += 1;
+  m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

@@ -65,6 +65,9 @@ struct Check {
   // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
   // the request is refused too.
   bool quota = false;
+  // How its keys lease (EntryRef::terms): its policy's, its rule's or the domain's; outlives the
+  // plan (the snapshot holds it). Null: none given.
+  const LeaseTerms* lease = nullptr;
   Status error;  // kConsumeEach: this check's store call failed
   LimitsFrom limits_from = LimitsFrom::kPolicy;
   int tier = -1;  // kTier: the index in the policy's overrides

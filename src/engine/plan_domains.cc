@@ -87,6 +87,7 @@ Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
 
 void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule, Check& c) {
   c.result.rule = &rule;
+  if (rule.lease) c.lease = &*rule.lease;
   c.result.name = rule.name;
   c.result.shadow = rule.shadow_mode;
   if (auto it = snap.rule_stats.find(&rule); it != snap.rule_stats.end()) {
@@ -162,6 +163,7 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     const DomainDescriptor& d = request.descriptors[i];
     Check& c = plan.checks[i];
     c.on_failure = snap.domain_options.on_failure;
+    c.lease = &snap.domain_options.lease;  // a rule with its own replaces it (ResolveRule)
     c.result.kind = CheckKind::kLimited;
     auto hits = Hits(request, i);
     if (!hits.ok()) return hits.status();

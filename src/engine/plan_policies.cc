@@ -172,6 +172,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     c.result.cost = request.cost.value_or(p.spec.cost);
     c.result.refund = request.refund;
     c.on_failure = p.on_failure;
+    c.lease = &p.lease;
     c.count_rejected = p.spec.count_rejected == RejectedCounting::kCounted;
     c.counters = snap.policy_counters.empty() ? nullptr : snap.policy_counters[i];
     const std::vector<Limit>* limits = &p.spec.limits;

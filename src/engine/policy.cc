@@ -185,6 +185,17 @@ LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_
   return set;
 }
 
+Status ValidateLeaseTerms(const LeaseTerms& terms) {
+  if (!terms.enabled) return Status::Ok();
+  if (terms.ttl < kMinLeaseTtl || terms.ttl > kMaxLeaseTtl) {
+    return Status::InvalidArgument("a lease's ttl must be between 1ms and 10s");
+  }
+  if (terms.max_share_ppm <= 0 || terms.max_share_ppm > 1'000'000) {
+    return Status::InvalidArgument("a lease's max_share must be above 0 and at most 1");
+  }
+  return Status::Ok();
+}
+
 std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options) {
   if (!IsValidName(spec.name)) {
     return Err("name", "expected 1 to 64 characters of [A-Za-z0-9_.-] (got \"" + spec.name + "\")");
@@ -216,6 +227,9 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
   }
   if (options.instances < 1 || options.instances > kMaxInstances) {
     return Err("instances", "expected 1.." + std::to_string(kMaxInstances));
+  }
+  if (spec.lease) {
+    if (Status s = ValidateLeaseTerms(*spec.lease); !s.ok()) return Err("lease", s.message());
   }
   const FailureMode mode = spec.on_failure.value_or(options.on_failure);
   for (size_t i = 0; i < spec.limits.size(); ++i) {
@@ -261,6 +275,7 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     }
     Policy p;
     p.on_failure = spec.on_failure.value_or(options.on_failure);
+    p.lease = spec.lease.value_or(options.lease);
     // Local limits are validated above whenever the local fallback can be used.
     LimitSet own = MakeLimitSet(spec.name, spec.limits, options.instances);
     p.local_limits = std::move(own.local_limits);

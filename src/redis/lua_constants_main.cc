@@ -37,6 +37,7 @@ std::string Constants() {
     out += "local " + Upper(VerdictName(v)) + " = " + std::to_string(static_cast<int>(v)) + "\n";
   }
   out += "local CHARGE_FLAG = " + std::to_string(redis::kChargeFlag) + "\n";
+  out += "local LEASE_FLAG = " + std::to_string(redis::kLeaseFlag) + "\n";
   out += "local NOT_SERVED = " + std::to_string(redis::kNotServedHere) + "\n";
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   return out;

@@ -32,10 +32,9 @@ int64_t Unpack(std::string_view args, size_t index) {
   return static_cast<int64_t>(u);
 }
 
-// Appends one entry's five numbers: algorithm, capacity, rate (two), cost.
-void AppendEntryArgs(const EntryRef& e, std::string& args) {
-  const Limit& l = *e.limit;
-  Pack(static_cast<int64_t>(l.algorithm()) + (e.op == EntryOp::kCharge ? kChargeFlag : 0), args);
+// The algorithm's number, capacity and rate (two): how every entry starts.
+void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
+  Pack(algorithm, args);
   Pack(l.capacity(), args);
   if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
     Pack(l.capacity(), args);
@@ -44,11 +43,49 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     Pack(l.refill_count(), args);
     Pack(l.refill_period_us(), args);
   }
+}
+
+// Appends one entry's numbers: algorithm, capacity, rate (two), cost, and the lease asked for
+// when there is one; a give-back's are an undo entry's (units, the grant's time and reset_after).
+void AppendEntryArgs(const EntryRef& e, std::string& args) {
+  const auto algorithm = static_cast<int64_t>(e.limit->algorithm());
+  if (e.op == EntryOp::kGiveBack) {
+    AppendLimitArgs(algorithm, *e.limit, args);
+    Pack(e.cost, args);
+    Pack(e.grant->at.count(), args);
+    Pack(e.grant->reset_after.count(), args);
+    return;
+  }
+  const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
+  AppendLimitArgs(algorithm + flag, *e.limit, args);
   // A refund travels as a negative cost (a refund of 0 is a peek either way).
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.cost, args);
+  if (flag == kLeaseFlag) Pack(e.lease, args);
 }
 
 constexpr size_t kArgsPerEntry = 5;
+constexpr size_t kArgsPerUndoEntry = 7;
+
+// How many numbers an entry of a request (not an undo) takes, from its first one.
+size_t EntryWidth(int64_t algorithm) {
+  return algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry;
+}
+
+// Starts a request of `n` entries, the first of them `first`: its count (negative for
+// give-backs, which travel as an undo request) and room for its numbers.
+void StartRequest(EncodedRequest& r, const EntryRef& first, size_t n) {
+  const bool give_backs = first.op == EntryOp::kGiveBack;
+  r.args.reserve(kWord * (1 + (give_backs ? kArgsPerUndoEntry : kArgsPerEntry) * n));
+  r.limits.reserve(n);
+  const auto count = static_cast<int64_t>(n);
+  Pack(give_backs ? -count : count, r.args);
+}
+
+void AddEntry(EncodedRequest& r, const EntryRef& e) {
+  AppendEntryArgs(e, r.args);
+  if (e.lease > 0) r.leases.push_back(static_cast<uint16_t>(r.limits.size()));
+  r.limits.push_back(e.limit->capacity());
+}
 
 }  // namespace
 
@@ -83,13 +120,10 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix) {
   EncodedRequest r;
   r.keys.reserve(entries.size());
-  r.args.reserve(kWord * (1 + kArgsPerEntry * entries.size()));
-  r.limits.reserve(entries.size());
-  Pack(static_cast<int64_t>(entries.size()), r.args);
+  StartRequest(r, entries[0], entries.size());
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
-    AppendEntryArgs(e, r.args);
-    r.limits.push_back(e.limit->capacity());
+    AddEntry(r, e);
   }
   return r;
 }
@@ -98,13 +132,8 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
                             std::vector<std::string> keys) {
   EncodedRequest r;
   r.keys = std::move(keys);
-  r.args.reserve(kWord * (1 + kArgsPerEntry * positions.size()));
-  r.limits.reserve(positions.size());
-  Pack(static_cast<int64_t>(positions.size()), r.args);
-  for (const uint16_t i : positions) {
-    AppendEntryArgs(entries[i], r.args);
-    r.limits.push_back(entries[i].limit->capacity());
-  }
+  StartRequest(r, entries[positions[0]], positions.size());
+  for (const uint16_t i : positions) AddEntry(r, entries[i]);
   return r;
 }
 
@@ -113,14 +142,25 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   EncodedRequest r;
   undone.clear();
   Pack(0, r.args);  // the count, below
+  // Give-backs are never undone (they are never refused), and hold undo entries already.
+  if (reserved.args.size() >= kWord && Unpack(reserved.args, 0) < 0) return r;
+  size_t first = 1;  // one request's args hold each key's entry, in order
   for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
-    const size_t first = 1 + kArgsPerEntry * i;  // one request's args hold each key's entry
-    const int64_t cost = Unpack(reserved.args, first + 4);
-    if (cost <= 0) continue;  // a peek or a refund: nothing to give back
-    if (Unpack(reserved.args, first) >= kChargeFlag) continue;  // a charge counts whatever
+    int64_t algorithm = Unpack(reserved.args, first);
+    const size_t at = first;
+    first += EntryWidth(algorithm);
+    if (algorithm >= kLeaseFlag) {
+      algorithm -= kLeaseFlag;
+    } else if (algorithm >= kChargeFlag) {
+      continue;  // a charge counts whatever
+    }
+    const int64_t units = Unpack(reserved.args, at + 4) + got.decisions[i].leased;
+    if (Unpack(reserved.args, at + 4) < 0 || units <= 0) continue;  // a refund or a peek
     r.keys.push_back(reserved.keys[i]);
-    // algorithm, capacity, rate (two), units
-    r.args.append(reserved.args, first * kWord, kArgsPerEntry * kWord);
+    Pack(algorithm, r.args);
+    // capacity, rate (two)
+    r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
+    Pack(units, r.args);
     Pack(now_us, r.args);
     Pack(got.decisions[i].reset_after.count(), r.args);
     r.limits.push_back(reserved.limits[i]);
@@ -170,10 +210,14 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
   if (allowed != 0 && allowed != 1) {
     return Status::Internal("redis script returned allowed=" + std::to_string(allowed));
   }
+  if (reply.size() - pos < 4 * n + request.leases.size()) {
+    return Status::Internal("redis script reply too short");
+  }
   StoreResponse resp;
   resp.allowed = allowed == 1;
   resp.decisions.resize(n);
   bool every_entry_allowed = true;
+  size_t next_lease = 0;  // in request.leases
   for (size_t i = 0; i < n; ++i) {
     const int64_t verdict = reply[pos++];
     if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
@@ -201,6 +245,16 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
                               std::to_string(d.limit) + ", reset_after " +
                               std::to_string(d.reset_after.count()) + "us, retry_after " +
                               std::to_string(d.retry_after.count()) + "us");
+    }
+    if (next_lease < request.leases.size() && request.leases[next_lease] == i) {
+      ++next_lease;
+      d.leased = reply[pos++];
+      // The reply ends with the call's time, when the lease was granted.
+      if (d.leased > 0) d.leased_at = Micros(reply.back());
+      if (d.leased < 0 || d.leased > d.limit || (d.leased > 0 && allowed != 1)) {
+        return Status::Internal("redis script leased " + std::to_string(d.leased) +
+                                " units for entry " + std::to_string(i));
+      }
     }
     every_entry_allowed = every_entry_allowed && d.allowed();
   }

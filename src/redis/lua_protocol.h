@@ -38,6 +38,11 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 // A charge (EntryOp::kCharge) travels as its algorithm's number plus this flag, so an entry keeps
 // its five numbers (lua/decide.lua reads it as CHARGE_FLAG).
 inline constexpr int64_t kChargeFlag = 64;
+// An entry asking for a lease (EntryRef::lease) travels as its algorithm's number plus this flag,
+// followed by a sixth number, the lease asked for; its reply carries a fifth integer, the units
+// leased. A request of give-backs (EntryOp::kGiveBack) travels as an undo request: a give-back
+// is an undo of the grant's unspent units (lua/undo.lua).
+inline constexpr int64_t kLeaseFlag = 128;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian
 // 64-bit integers, which the script reads with one struct.unpack per entry.
@@ -45,6 +50,7 @@ struct EncodedRequest {
   std::vector<std::string> keys;  // one per entry
   std::string args;               // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;    // each entry's Decision::limit
+  std::vector<uint16_t> leases;   // the entries that ask for a lease, ascending (usually none)
 };
 
 // The numbers packed in `args`, in order (for tests and the undo's encoding).
@@ -59,8 +65,9 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
                             std::vector<std::string> keys);
 
 // The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
-// decisions `got`: one undo entry per entry that consumed (cost > 0, not a refund, not a charge,
-// which counts whatever the request decides), whose
+// decisions `got`: one undo entry per entry that consumed (cost or lease > 0, not a refund, not
+// a charge, which counts whatever the request decides; the units leased are undone with the
+// cost), whose
 // positions in `reserved` go to `undone`. Empty (no keys) when nothing consumed.
 EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
                           std::vector<uint16_t>& undone);

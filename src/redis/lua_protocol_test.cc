@@ -61,6 +61,57 @@ TEST(LuaProtocol, EncodesAChargeByItsAlgorithmAndNeverUndoesIt) {
   EXPECT_EQ(undo.keys, (std::vector<std::string>{"p:{k}"}));
 }
 
+// A lease ask is its algorithm's number plus the flag and a sixth number; its reply carries a
+// fifth integer, the units leased, granted at the call's time (the reply's last integer).
+TEST(LuaProtocol, EncodesALeaseAskAndDecodesTheUnitsLeased) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
+  const EntryRef entries[] = {{.key = "a", .limit = &bucket, .cost = 2},
+                              {.key = "b", .limit = &bucket, .cost = 1, .lease = 30}};
+  const EncodedRequest r = EncodeRequest(entries, "p:");
+  EXPECT_EQ(UnpackArgs(r.args), (std::vector<int64_t>{2, 3, 100, 1, 600000, 2,  //
+                                                      3 + kLeaseFlag, 100, 1, 600000, 1, 30}));
+  EXPECT_EQ(r.leases, (std::vector<uint16_t>{1}));
+  const std::vector<int64_t> reply = {1, 0, 98, 1200000, 0, 0, 69, 18600000, 0, 30, 1'700'000};
+  size_t pos = 0;
+  const Result<StoreResponse> got = DecodeResponse(reply, pos, r);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->decisions[0].leased, 0);
+  EXPECT_EQ(got->decisions[1].leased, 30);
+  EXPECT_EQ(got->decisions[1].leased_at.count(), 1'700'000);
+  EXPECT_EQ(got->decisions[1].remaining, 69);
+  EXPECT_EQ(pos, reply.size() - 1);
+  // The undo of an admitted lease gives back its cost and the units leased.
+  std::vector<uint16_t> undone;
+  const EncodedRequest undo = EncodeUndo(r, *got, 1'700'000, undone);
+  EXPECT_EQ(undone, (std::vector<uint16_t>{0, 1}));
+  EXPECT_EQ(UnpackArgs(undo.args),
+            (std::vector<int64_t>{-2, 3, 100, 1, 600000, 2, 1'700'000, 1200000, 3, 100, 1, 600000,
+                                  31, 1'700'000, 18600000}));
+  // A lease granted in a refused request, or more units than the limit, is not ours.
+  const std::vector<int64_t> refused = {0, 1, 0, 0, 600000, 0, 69, 0, 0, 30, 1'700'000};
+  pos = 0;
+  EXPECT_FALSE(DecodeResponse(refused, pos, r).ok());
+  const std::vector<int64_t> too_many = {1, 0, 98, 1, 0, 0, 69, 1, 0, 101, 1'700'000};
+  pos = 0;
+  EXPECT_FALSE(DecodeResponse(too_many, pos, r).ok());
+}
+
+// Give-backs travel as an undo request, and are never undone themselves.
+TEST(LuaProtocol, EncodesGiveBacksAsAnUndoRequest) {
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
+  const LeaseGrant grant{.at = Micros(1'700'000), .reset_after = Micros(300'000)};
+  const EntryRef back{
+      .key = "w", .limit = &window, .cost = 4, .op = EntryOp::kGiveBack, .grant = &grant};
+  const EncodedRequest r = EncodeRequest({&back, 1}, "p:");
+  EXPECT_EQ(UnpackArgs(r.args),
+            (std::vector<int64_t>{-1, 0, 10, 10, 2000000, 4, 1'700'000, 300'000}));
+  StoreResponse got{.allowed = true, .decisions = {Decision{.limit = 10, .remaining = 9}}};
+  std::vector<uint16_t> undone;
+  EXPECT_TRUE(EncodeUndo(r, got, 1'700'001, undone).keys.empty());
+  EXPECT_TRUE(undone.empty());
+}
+
 TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};

@@ -142,7 +142,8 @@ Result<PreparedConfig> Prepare(Config config, PrepareOptions options) {
 DomainOptions DomainOptionsFrom(const Config& config) {
   return {.mode = config.envoy.descriptor_mode,
           .on_failure = config.store.on_failure,
-          .instances = config.store.instances};
+          .instances = config.store.instances,
+          .lease = config.store.lease};
 }
 
 std::vector<std::string> RestartOnlyChanges(const Config& running, const Config& next) {

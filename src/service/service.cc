@@ -1,11 +1,13 @@
 #include "caudal/service/service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/config/store_registry.h"
 #include "caudal/engine/admin.h"
 #include "caudal/engine/breaker_store.h"
+#include "caudal/engine/lease_store.h"
 #include "caudal/engine/refusals.h"
 #include "caudal/engine/store_health.h"
 #include "caudal/envoy/grpc_server.h"
@@ -23,6 +25,9 @@ namespace caudal {
 namespace {
 
 constexpr size_t kOverLimitCacheKeys = 65'536;
+// Ended leases are given back this often (each ended lease waits at most this long).
+constexpr Nanos kLeaseReturnInterval = std::chrono::milliseconds(50);
+// Service::Stop waits this long at most for the store to take the leases back.
 
 LoggerOptions LoggerOptionsFrom(const Config& config) {
   return {.level = config.logging.level, .format = config.logging.format};
@@ -68,6 +73,7 @@ struct Service::Parts {
   std::unique_ptr<Store> local;
   std::unique_ptr<StoreHealth> health;
   std::unique_ptr<BreakerStore> breaker;
+  std::unique_ptr<LeaseStore> leases;  // a remote store's; above the breaker
   std::unique_ptr<Engine> engine;
   std::unique_ptr<OverrideStore> overrides;  // with the admin API only
   std::unique_ptr<Admin> admin;
@@ -122,9 +128,22 @@ Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepa
   breaker = std::make_unique<BreakerStore>(*store, env.clock,
                                            BreakerOptions{.log = log.get(), .metrics = &metrics});
   const StoreKind& kind = **FindStoreKind(config.store.url);
-  Store& decider = kind.breaker_per_node ? *store : static_cast<Store&>(*breaker);
+  Store* decider = kind.breaker_per_node ? store.get() : breaker.get();
+  // Leases sit above the breaker, so that live ones keep being spent while the store is down.
+  // Built for every remote store: a policy or rule may turn leases on by a reload.
+  if (kind.remote) {
+    leases = std::make_unique<LeaseStore>(
+        *decider, env.clock,
+        LeaseStoreOptions{.ttl = config.store.lease.ttl,
+                          .max_share_ppm = config.store.lease.max_share_ppm,
+                          .lease_by_default = false,
+                          .instances = config.store.instances,
+                          .return_interval = kLeaseReturnInterval,
+                          .metrics = &metrics});
+    decider = leases.get();
+  }
   engine = std::make_unique<Engine>(
-      decider, env.clock,
+      *decider, env.clock,
       EngineOptions{.local_store = local.get(),
                     .metrics = &metrics,
                     .log = log.get(),
@@ -155,7 +174,10 @@ Status Service::Parts::StartAdmin() {
       AdminOptions{.log = log.get(),
                    .metrics = &metrics,
                    .refusals = &refusals,
-                   .max_overrides = static_cast<size_t>(config.server.admin.max_overrides)});
+                   .max_overrides = static_cast<size_t>(config.server.admin.max_overrides),
+                   .on_change = [this] {
+                     if (leases != nullptr) leases->ReturnAll(Nanos(0));
+                   }});
   admin->Start();
   return Status::Ok();
 }
@@ -244,11 +266,13 @@ void Service::Stop() {
   p.log->Info("stopped");
 }
 
-// Store capacity this instance holds for later decisions is handed back here, once nothing is
-// in flight, so that the other instances can use it at once rather than when it expires. The
-// stores hold none yet: a store that comes to (leases) gives it back from this step, by
-// `deadline`.
-void Service::Parts::GiveBack(Nanos /*deadline*/) {}
+// Store capacity this instance holds for later decisions (its leases) is handed back here, once
+// nothing is in flight, so that the other instances can use it at once rather than when it
+// expires; the store's answers are awaited until `deadline` at the latest.
+void Service::Parts::GiveBack(Nanos deadline) {
+  if (leases == nullptr) return;
+  leases->ReturnAll(std::max(Nanos(0), deadline - env.clock.Monotonic()));
+}
 
 ReloadResult Service::Reload(Result<Config> next) {
   Parts& p = *parts_;
@@ -293,6 +317,9 @@ ReloadResult Service::Reload(Result<Config> next) {
     }
   }
   if (prepared->domains != nullptr) result.applied.push_back("envoy_config");
+  // A changed limit or lease term applies at once: the leases taken under the old ones end
+  // and go back (new ones are taken as the keys are seen again).
+  if (p.leases != nullptr) p.leases->ReturnAll(Nanos(0));
   p.log->SetOptions(LoggerOptionsFrom(now));
   p.refusals.SetOptions(RefusalsOptionsFrom(now));
   p.status->SetEnabled(now.server.status_page);

@@ -196,7 +196,8 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
   p.slot = slot;
-  p.refund = e.op == EntryOp::kRefund;
+  // A give-back is applied as a refund is (never refused, never a new slot), with its own rule.
+  p.refund = e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack;
   p.charge = e.op == EntryOp::kCharge;
   if (p.is_log) {  // never a charge (ValidateEntries)
     static const sliding_window_log::LogState kEmpty;
@@ -209,9 +210,13 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     CompactState state;
     if (slot != nullptr) state = slot->State();
     const CompactState* s = slot != nullptr ? &state : nullptr;
-    p.step = p.refund   ? RefundCompact(*e.limit, s, now, e.cost)
-             : p.charge ? ChargeCompact(*e.limit, s, now, e.cost)
-                        : DecideCompact(*e.limit, s, now, e.cost);
+    if (e.op == EntryOp::kGiveBack) {
+      p.step = GiveBackCompact(*e.limit, s, now, e.cost, e.grant->at, e.grant->reset_after);
+    } else {
+      p.step = p.refund   ? RefundCompact(*e.limit, s, now, e.cost)
+               : p.charge ? ChargeCompact(*e.limit, s, now, e.cost)
+                          : DecideCompactWithLease(*e.limit, s, now, e.cost, e.lease);
+    }
     p.writes = p.step.changed;
   }
   // A refund never needs a slot: with none there was nothing to give back.

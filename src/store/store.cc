@@ -14,6 +14,34 @@ Result<StoreResponse> Store::Decide(std::span<const EntryRef> entries) {
   return future.get();
 }
 
+namespace {
+
+// The lease fields of one entry; `give_backs`: the request gives back (its first entry does).
+Status ValidateLease(const EntryRef& e, bool give_backs) {
+  const bool leasing = SupportsLease(e.limit->algorithm());
+  if (e.lease != 0) {
+    if (e.lease < 0 || e.lease > kMaxCost) {
+      return Status::InvalidArgument("a lease must be between 0 and 2^40 (got " +
+                                     std::to_string(e.lease) + ")");
+    }
+    if (e.op != EntryOp::kConsume) return Status::InvalidArgument("only a consume takes a lease");
+  }
+  if ((e.op == EntryOp::kGiveBack) != give_backs) {
+    return Status::InvalidArgument("a request that gives leases back holds nothing else");
+  }
+  if (e.op == EntryOp::kGiveBack && e.grant == nullptr) {
+    return Status::InvalidArgument("a give-back names its lease's grant");
+  }
+  if ((e.lease != 0 || e.op == EntryOp::kGiveBack) && !leasing) {
+    return Status::InvalidArgument(
+        "leases are taken for token_bucket, gcra and fixed_window (not " +
+        std::string(AlgorithmName(e.limit->algorithm())) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateEntries(std::span<const EntryRef> entries) {
   if (entries.empty()) return Status::InvalidArgument("a request needs at least one entry");
   if (entries.size() > kMaxEntriesPerRequest) {
@@ -39,6 +67,9 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
     if (e.cost < 0 || e.cost > kMaxCost) {
       return Status::InvalidArgument(where(i) + "cost must be between 0 and 2^40 (got " +
                                      std::to_string(e.cost) + ")");
+    }
+    if (Status s = ValidateLease(e, entries[0].op == EntryOp::kGiveBack); !s.ok()) {
+      return Status::InvalidArgument(where(i) + s.message());
     }
     for (size_t j = 0; j < i; ++j) {
       if (entries[j].key == e.key) {

@@ -4,14 +4,15 @@
 
 namespace caudal {
 
-Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, Step* step) {
+Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease,
+                                  Step* step) {
   if (HasLogState(e.limit->algorithm())) {
     return LogFunctionsOf(*e.limit).evaluate(*e.limit, logs_[std::string(e.key)], now, cost);
   }
   const auto it = compact_.find(e.key);
   const CompactState* state = it == compact_.end() ? nullptr : &it->second;
   *step = e.op == EntryOp::kCharge ? ChargeCompact(*e.limit, state, now, cost)
-                                   : DecideCompact(*e.limit, state, now, cost);
+                                   : DecideCompactWithLease(*e.limit, state, now, cost, lease);
   return step->decision;
 }
 
@@ -20,8 +21,10 @@ Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
     return LogFunctionsOf(*e.limit).refund(*e.limit, logs_[std::string(e.key)], now, e.cost);
   }
   const auto it = compact_.find(e.key);
-  const Step step =
-      RefundCompact(*e.limit, it == compact_.end() ? nullptr : &it->second, now, e.cost);
+  const CompactState* state = it == compact_.end() ? nullptr : &it->second;
+  const Step step = e.op == EntryOp::kGiveBack ? GiveBackCompact(*e.limit, state, now, e.cost,
+                                                                 e.grant->at, e.grant->reset_after)
+                                               : RefundCompact(*e.limit, state, now, e.cost);
   if (step.changed) compact_[std::string(e.key)] = step.next;
   return step.decision;
 }
@@ -32,19 +35,20 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
   response.decisions.resize(entries.size());
   std::vector<Step> steps(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].op == EntryOp::kRefund) continue;
-    response.decisions[i] = Evaluate(entries[i], now, entries[i].cost, &steps[i]);
+    if (entries[i].op == EntryOp::kRefund || entries[i].op == EntryOp::kGiveBack) continue;
+    response.decisions[i] = Evaluate(entries[i], now, entries[i].cost, entries[i].lease, &steps[i]);
     response.allowed = response.allowed && response.decisions[i].allowed();
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
-    if (e.op == EntryOp::kRefund) {
+    if (e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack) {
       response.decisions[i] = Refund(e, now);  // whatever the other entries decided
     } else if (e.op == EntryOp::kCharge) {
       if (steps[i].changed) compact_[std::string(e.key)] = steps[i].next;  // whatever they decided
     } else if (!response.allowed) {
       // Would-have-passed entries report their unchanged state; refusals keep their verdict.
-      if (response.decisions[i].allowed()) response.decisions[i] = Evaluate(e, now, 0, &steps[i]);
+      if (response.decisions[i].allowed())
+        response.decisions[i] = Evaluate(e, now, 0, 0, &steps[i]);
     } else if (HasLogState(e.limit->algorithm())) {
       LogFunctionsOf(*e.limit).commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
     } else if (steps[i].changed) {

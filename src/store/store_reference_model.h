@@ -3,8 +3,8 @@
 //
 // It keeps every key forever in a std::map and decides a request exactly as the Store contract
 // says: evaluate every consuming entry at `now`; if all are allowed, commit all; otherwise commit
-// nothing and report the entries that would have passed as a peek (cost 0). Refunds and charges
-// are applied in either case.
+// nothing and report the entries that would have passed as a peek (cost 0). Refunds, charges and
+// give-backs are applied in either case; a lease is taken only when the request is allowed.
 //
 // Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
 #pragma once
@@ -24,7 +24,7 @@ class ReferenceModel {
   StoreResponse Decide(std::span<const EntryRef> entries, Micros now);
 
  private:
-  Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, Step* step);
+  Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease, Step* step);
   Decision Refund(const EntryRef& e, Micros now);
 
   std::map<std::string, CompactState, std::less<>> compact_;

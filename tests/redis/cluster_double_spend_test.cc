@@ -8,6 +8,7 @@
 #include <iostream>
 #include <mutex>
 
+#include "caudal/engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "redis/double_spend.h"
 #include "support/redis_cluster.h"
@@ -26,7 +27,8 @@ constexpr int kThreads = 8;
 constexpr auto kRunFor = milliseconds(1500);
 
 // Runs in each process: requests of one limit, or of one limit and the next (two slots).
-void HammerPairs(Tally& tally, const Limits& l, RedisClusterStore& store) {
+// `through` is `store` or leases over it.
+void HammerPairs(Tally& tally, const Limits& l, RedisClusterStore& store, Store& through) {
   const std::pair<std::string, const Limit*> all[] = {{"token_bucket", &l.token_bucket},
                                                       {"gcra", &l.gcra},
                                                       {"sliding_window_log", &l.log},
@@ -44,7 +46,7 @@ void HammerPairs(Tally& tally, const Limits& l, RedisClusterStore& store) {
           const EntryRef pair[] = {{.key = name, .limit = limit, .cost = 1},
                                    {.key = next_name, .limit = next_limit, .cost = 1}};
           const size_t n = round % 2 == 0 ? 1 : 2;
-          const Result<StoreResponse> r = store.Decide(std::span<const EntryRef>(pair, n));
+          const Result<StoreResponse> r = through.Decide(std::span<const EntryRef>(pair, n));
           std::lock_guard lock(mu);
           if (!r.ok()) {
             ++tally.errors;
@@ -76,7 +78,7 @@ TEST(ClusterDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {
       tally.errors = 1'000'000;
       return;
     }
-    HammerPairs(tally, limits, **store);
+    HammerPairs(tally, limits, **store, **store);
   });
   const auto elapsed = SteadyClock::now() - start;
   EXPECT_EQ(total.errors, 0);
@@ -89,6 +91,45 @@ TEST(ClusterDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {
   EXPECT_GT(total.admitted.at("~split_requests"), 1000);
   EXPECT_GT(total.admitted.at("~undos"), 100);
   for (const auto& [name, n] : total.admitted) std::cout << "cluster: " << name << " " << n << "\n";
+}
+
+// The same through leases: a request of two slots asks each of its groups for a lease, granted
+// by that slot's primary in the same call (or undone with the group when another refuses).
+TEST(ClusterDoubleSpend, ThreeProcessesWithLeasesNeverAdmitMoreThanTheLimitsAllow) {
+  Result<std::unique_ptr<testing::RedisCluster>> cluster = testing::RedisCluster::Start();
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  const std::string url = (*cluster)->url();
+  const Limits limits;
+  constexpr Nanos kTtl = milliseconds(100);
+  const auto start = SteadyClock::now();
+  const Tally total = double_spend::RunProcesses(kProcesses, [&](Tally& tally) {
+    auto store =
+        RedisClusterStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
+    if (!store.ok()) {
+      tally.errors = 1'000'000;
+      return;
+    }
+    LeaseStore leases(**store, SystemClock::Instance(),
+                      {.ttl = kTtl,
+                       .max_share_ppm = 1'000'000,
+                       .instances = kProcesses,
+                       .return_interval = kTtl / 4});
+    HammerPairs(tally, limits, **store, leases);
+    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local);
+    tally.admitted["~leases"] += static_cast<int64_t>(leases.counters().grants);
+    leases.ReturnAll(seconds(2));
+  });
+  const auto elapsed = SteadyClock::now() - start;
+  EXPECT_EQ(total.errors, 0);
+  for (const std::string& v : double_spend::Violations(total, limits, elapsed, kTtl)) {
+    ADD_FAILURE() << v;
+  }
+  EXPECT_GE(total.admitted.at("token_bucket"), 20);
+  EXPECT_EQ(total.admitted.at("sliding_window_log"), limits.log.capacity());
+  EXPECT_GT(total.admitted.at("~split_requests"), 1000);
+  EXPECT_GT(total.admitted.at("~from_leases"), 20);
+  EXPECT_GT(total.admitted.at("~leases"), 10);
+  for (const auto& [name, n] : total.admitted) std::cout << "leases: " << name << " " << n << "\n";
 }
 
 }  // namespace

@@ -87,11 +87,13 @@ struct Tally {
   }
 };
 
-// Every way the tally exceeds the limits over a run of `elapsed`.
+// Every way the tally exceeds the limits over a run of `elapsed`. With leases of `lease_ttl`, the
+// buckets' bound is B + r·(t + ttl) (docs/algorithms.md, Leases); the windows' is unchanged.
 inline std::vector<std::string> Violations(const Tally& t, const Limits& l,
-                                           SteadyClock::duration elapsed) {
+                                           SteadyClock::duration elapsed,
+                                           Nanos lease_ttl = Nanos(0)) {
   std::vector<std::string> out;
-  const double secs = std::chrono::duration<double>(elapsed).count();
+  const double secs = std::chrono::duration<double>(elapsed + lease_ttl).count();
   auto check = [&](const std::string& name, int64_t bound) {
     const auto it = t.admitted.find(name);
     const int64_t got = it == t.admitted.end() ? 0 : it->second;
@@ -99,7 +101,7 @@ inline std::vector<std::string> Violations(const Tally& t, const Limits& l,
       out.push_back(name + ": admitted " + std::to_string(got) + " > " + std::to_string(bound));
     }
   };
-  // B + r·t for the buckets.
+  // B + r·t (or r·(t + ttl)) for the buckets.
   check("token_bucket", 20 + static_cast<int64_t>(50 * secs));
   check("gcra", 20 + static_cast<int64_t>(50 * secs));
   check("sliding_window_log", l.log.capacity());

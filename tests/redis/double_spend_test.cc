@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "caudal/algorithms/algorithm.h"
+#include "caudal/engine/lease_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
@@ -65,6 +66,46 @@ TEST(DoubleSpend, AtomicScriptNeverAdmitsMoreThanTheLimits) {
   EXPECT_GE(total.admitted.at("sliding_window_counter"), limits.counter.capacity() - 1);
   EXPECT_GE(total.fixed_per_window.size(), 2u);
   for (const auto& [name, n] : total.admitted) std::cout << "atomic: " << name << " " << n << "\n";
+}
+
+// The same, every process deciding through leases (LeaseStore) over its store: each process asks
+// for leases of every key it sees again, spends them locally and gives them back; the total stays
+// within the bounds with leases (buckets: B + r·(t + ttl); windows: unchanged).
+TEST(DoubleSpend, WithLeasesNeverAdmitsMoreThanTheLimitsAllowWithLeases) {
+  auto server = StartServer();
+  const std::string url = server->url();
+  const Limits limits;
+  constexpr Nanos kTtl = milliseconds(100);
+  const auto start = SteadyClock::now();
+  const Tally total = double_spend::RunProcesses(kProcesses, [&](Tally& tally) {
+    auto store = RedisStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
+    if (!store.ok()) {
+      tally.errors = 1'000'000;
+      return;
+    }
+    LeaseStore leases(**store, SystemClock::Instance(),
+                      {.ttl = kTtl,
+                       .max_share_ppm = 1'000'000,
+                       .instances = kProcesses,
+                       .return_interval = kTtl / 4});
+    double_spend::Hammer(tally, limits, kThreads, kRunFor,
+                         [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
+                           const EntryRef e{.key = name, .limit = &limit, .cost = 1};
+                           Result<StoreResponse> r = leases.Decide({&e, 1});
+                           if (!r.ok()) return r.status();
+                           return r->decisions[0];
+                         });
+    tally.admitted["~from_leases"] += static_cast<int64_t>(leases.counters().local);
+    leases.ReturnAll(seconds(2));
+  });
+  const auto elapsed = SteadyClock::now() - start;
+  EXPECT_EQ(total.errors, 0);
+  for (const std::string& v : Violations(total, limits, elapsed, kTtl)) ADD_FAILURE() << v;
+  EXPECT_GE(total.admitted.at("token_bucket"), 20);
+  EXPECT_EQ(total.admitted.at("sliding_window_log"), limits.log.capacity());
+  EXPECT_GE(total.fixed_per_window.size(), 2u);
+  EXPECT_GT(total.admitted.at("~from_leases"), 20) << "the leases were spent";
+  for (const auto& [name, n] : total.admitted) std::cout << "leases: " << name << " " << n << "\n";
 }
 
 // The race a shared limiter must not have, made concrete: read the balance, decide, write it

@@ -172,14 +172,26 @@ using BatchCall = std::function<std::vector<StoreResponse>(
 
 inline constexpr int64_t kDecisionsPerAlgorithm = 10'000;
 
+// A lease granted during a replay, some of whose units a later request gives back.
+struct HeldLease {
+  int key = 0;
+  int64_t units = 0;
+  LeaseGrant grant;
+};
+
 // Replays traces of keys bound to limits drawn by `pick` until `min_decisions` entry decisions
-// have been compared. Each call carries 1..6 requests of 1..3 distinct keys; keys start with
-// `key_prefix`. With `forward_only`, time never moves back.
+// have been compared. Each call carries 1..6 requests of 1..3 distinct keys, and sometimes one
+// more that gives leases back; keys start with `key_prefix`. Consumes of the algorithms that
+// lease often ask for one, and parts of the grants are given back at random later times (a part
+// twice, sometimes). The lease draws come from a generator of their own, so the rest of each
+// trace is drawn as without them. With `forward_only`, time never moves back.
 inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
                    int64_t min_decisions, const BatchCall& call, const std::string& key_prefix = "",
                    bool forward_only = false) {
   Tracer t(seed);
-  ReferenceModel reference;  // the conformance suite's model of the Store contract
+  Tracer lt(seed ^ 0x1ea5e);  // the lease draws
+  ReferenceModel reference;   // the conformance suite's model of the Store contract
+  int64_t leases_asked = 0, grants = 0, give_backs = 0;
   int64_t compared = 0;
   std::map<Verdict, int64_t> verdicts;
   int64_t refused_with_passing_entry = 0;
@@ -198,6 +210,7 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
     }
     const int64_t scale = Tracer::Scale(limits[0]);
     int64_t now = int64_t{1'700'000'000'000'000} + t.Uniform(0, kYear);
+    std::vector<HeldLease> held;
     for (int step = 0; step < 60; ++step) {
       const int64_t gap =
           forward_only ? std::max<int64_t>(0, t.Gap(scale, now)) : t.Gap(scale, now);
@@ -215,6 +228,31 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
             op = EntryOp::kCharge;
           }
           r.push_back({.key = keys[k], .limit = &limits[k], .cost = t.Cost(limits[k]), .op = op});
+          if (op == EntryOp::kConsume && SupportsLease(limits[k].algorithm()) && lt.Chance(30)) {
+            r.back().lease = lt.Chance(20) ? lt.Uniform(1, kMaxCost) : lt.Cost(limits[k]);
+            leases_asked += r.back().lease > 0;
+          }
+        }
+      }
+      std::vector<HeldLease> backs;  // outlives the call: the give-backs point into it
+      if (!held.empty() && lt.Chance(25)) {
+        for (int j = 0, n = static_cast<int>(lt.Uniform(1, 2)); j < n && !held.empty(); ++j) {
+          const auto g = static_cast<size_t>(lt.Uniform(0, std::ssize(held) - 1));
+          bool repeated = false;
+          for (const HeldLease& b : backs) repeated = repeated || b.key == held[g].key;
+          if (repeated) continue;
+          backs.push_back(held[g]);
+          backs.back().units = lt.Uniform(1, held[g].units);
+          if (!lt.Chance(20)) held.erase(held.begin() + static_cast<ptrdiff_t>(g));
+        }
+        requests.emplace_back();
+        for (const HeldLease& b : backs) {
+          requests.back().push_back({.key = keys[static_cast<size_t>(b.key)],
+                                     .limit = &limits[static_cast<size_t>(b.key)],
+                                     .cost = b.units,
+                                     .op = EntryOp::kGiveBack,
+                                     .grant = &b.grant});
+          ++give_backs;
         }
       }
       const std::vector<StoreResponse> got = call(requests, now);
@@ -237,7 +275,15 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
                           << " rem " << w.remaining << " reset " << w.reset_after.count()
                           << " retry " << w.retry_after.count();
           ++compared;
-          if (e.op == EntryOp::kRefund) {
+          if (g.leased > 0) {
+            ++grants;
+            const auto k = std::find(keys.begin(), keys.end(), std::string(e.key)) - keys.begin();
+            held.push_back({.key = static_cast<int>(k),
+                            .units = g.leased,
+                            .grant = {.at = g.leased_at, .reset_after = g.reset_after}});
+            if (held.size() > 16) held.erase(held.begin());
+          }
+          if (e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack) {
             ++refunds;
             if (!got[i].allowed) ++refunds_in_refused_requests;
             continue;
@@ -261,6 +307,10 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
   EXPECT_GE(refused_with_passing_entry, compared / 100);
   EXPECT_GE(refunds, compared / 20);
   EXPECT_GE(refunds_in_refused_requests, compared / 200);
+  if (leases_asked >= 1000) {  // leases must be granted and given back, not only asked for
+    EXPECT_GE(grants, leases_asked / 10);
+    EXPECT_GE(give_backs, grants / 10);
+  }
   if (chargeable >= 1000) {  // the charges must overdraw, not just agree on what fits
     EXPECT_GE(charges, chargeable / 10);
     EXPECT_GE(charges_over, charges / 20);
@@ -270,7 +320,8 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
             << "; entries passing in refused requests " << refused_with_passing_entry
             << "; refunds " << refunds << " (" << refunds_in_refused_requests
             << " in refused requests); charges " << charges << " (" << charges_over
-            << " over the limit)\n";
+            << " over the limit); leases asked " << leases_asked << ", granted " << grants
+            << ", give-backs " << give_backs << "\n";
 }
 
 }  // namespace caudal::equivalence

@@ -3,15 +3,18 @@
 # test binaries are rebuilt, and the script says which suites catch it. A mutant no suite catches
 # is a hole in the tests. The sources are restored after each mutant (and on exit).
 #
-#   tests/redis/lua_mutants.sh [build-dir]      (default: build; configured by `make build`)
+#   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
+#
+# `lease` as the second argument runs the lease mutants alone.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
 # decision made by the script: lua_replayer.h), store (RedisStore's own tests: TTLs, the state's
-# encoding).
+# encoding), undo (undo.lua against the reference model: a split request's undo, a give-back).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
+only=${2:-}
 lua=src/redis/lua
 backup=$(mktemp -d)
 cp -a "$lua"/. "$backup"/
@@ -47,9 +50,22 @@ mutants=(
   "decide.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
   "decide.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
 )
+# Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
+# taken by a refused request, a lease of the ask whether or not it fits, a give-back applied
+# twice, give-backs of units that no longer count (a window that passed, a bucket refilled).
+# The bookkeeping above the store has its own: tests/redis/lease_mutants.sh.
+lease_mutants=(
+  "decide.lua|caps[i], rns[i], rps[i], now, leased)|caps[i], rns[i], rps[i], now, leased + leased)"
+  "decide.lua|if all and asks[i] and asks[i] > 0|if asks[i] and asks[i] > 0"
+  "decide.lua|leased = asks[i] < remainings[i] and asks[i] or remainings[i]|leased = asks[i]"
+  "decide.lua|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack) undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)"
+  "undo.lua|if not st or st[1] ~= at + reset - w then return 0 end|if not st then return 0 end"
+  "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
+)
+if [[ $only == lease ]]; then mutants=("${lease_mutants[@]}"); else mutants+=("${lease_mutants[@]}"); fi
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
-        store:redis_store_test)
+        store:redis_store_test undo:redis_undo_test)
 targets=()
 for s in "${suites[@]}"; do targets+=("${s#*:}"); done
 

@@ -41,6 +41,10 @@ struct CompactFunctions {
   // Counts `cost` whatever the verdict (EntryOp::kCharge); nullptr where overdrawing has no
   // meaning the algorithm defines (only the reference's fixed window has one).
   Step (*charge)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
+  // Gives back a lease's units that still count (EntryOp::kGiveBack); nullptr where the algorithm
+  // takes no leases (SupportsLease).
+  Step (*give_back)(const Limit&, const CompactState*, Micros now, int64_t units, Micros at,
+                    Micros reset) = nullptr;
 };
 
 // The pure functions of a log algorithm (see sliding_window_log.h for their contract).
@@ -76,7 +80,8 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .name = "fixed_window",
      .family = AlgorithmFamily::kWindow,
      .state = StateShape::kCompact,
-     .compact = {fixed_window::Decide, fixed_window::Refund, fixed_window::Charge},
+     .compact = {fixed_window::Decide, fixed_window::Refund, fixed_window::Charge,
+                 fixed_window::GiveBack},
      .chart = {.colour = "#d62728"}},
     {.algorithm = Algorithm::kSlidingWindowLog,
      .name = "sliding_window_log",
@@ -94,13 +99,13 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .name = "token_bucket",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {token_bucket::Decide, token_bucket::Refund},
+     .compact = {token_bucket::Decide, token_bucket::Refund, nullptr, token_bucket::GiveBack},
      .chart = {.colour = "#2ca02c"}},
     {.algorithm = Algorithm::kGcra,
      .name = "gcra",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {gcra::Decide, gcra::Refund},
+     .compact = {gcra::Decide, gcra::Refund, nullptr, gcra::GiveBack},
      .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
 };
 
@@ -153,6 +158,38 @@ inline bool SupportsCharge(Algorithm a) {
 inline Step ChargeCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost) {
   assert(SupportsCharge(limit.algorithm()));
   return AlgorithmInfoOf(limit.algorithm()).compact.charge(limit, state, now, cost);
+}
+
+// Whether a store takes leases for the algorithm (EntryRef::lease) and gives them back
+// (EntryOp::kGiveBack). The sliding windows do not: see docs/algorithms.md, Leases.
+inline bool SupportsLease(Algorithm a) {
+  return AlgorithmInfoOf(a).state == StateShape::kCompact &&
+         AlgorithmInfoOf(a).compact.give_back != nullptr;
+}
+
+// Gives back what still counts of `units` leased at `at` with `reset` (compact_state.h).
+// Preconditions: SupportsLease; units >= 0.
+inline Step GiveBackCompact(const Limit& limit, const CompactState* state, Micros now,
+                            int64_t units, Micros at, Micros reset) {
+  assert(SupportsLease(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).compact.give_back(limit, state, now, units, at, reset);
+}
+
+// Decides `cost` and, when allowed, takes up to `lease` more units, as many as fit (the lease a
+// store grants in the same step, EntryRef::lease): the decision reports them in `leased` and
+// the state after both. Preconditions: as DecideCompact; SupportsLease when lease > 0.
+inline Step DecideCompactWithLease(const Limit& limit, const CompactState* state, Micros now,
+                                   int64_t cost, int64_t lease) {
+  Step step = DecideCompact(limit, state, now, cost);
+  if (lease <= 0 || !step.decision.allowed() || step.decision.remaining <= 0) return step;
+  const int64_t units = lease < step.decision.remaining ? lease : step.decision.remaining;
+  Step taken = DecideCompact(limit, &step.next, now, units);
+  // `remaining` is the most a request could take now, so taking it always fits.
+  assert(taken.decision.allowed());
+  taken.changed = true;
+  taken.decision.leased = units;
+  taken.decision.leased_at = now;
+  return taken;
 }
 
 // The log algorithm `limit` names, as sliding_window_log.h describes. Precondition: HasLogState.

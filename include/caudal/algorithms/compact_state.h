@@ -16,6 +16,12 @@
 //   always kAllowed with retry_after 0, and it reports the state after the refund. A fresh state
 //   has nothing to give back and needs no write. Refunding what a request of cost c consumed,
 //   right after it, leaves the state deciding exactly as before the request.
+// - GiveBack(units, at, reset), where an algorithm takes leases (token_bucket, gcra,
+//   fixed_window): gives back up to `units` that a decision at `at` (the store's time) consumed
+//   and reported `reset` (its reset_after) for, but only those that still count: a unit counted
+//   in a window that has passed, or absorbed by a bucket that has refilled since, stays. So the
+//   state never ends fuller than if those units had not been consumed, whatever came between.
+//   At `at` itself it is a refund of `units`. Like Refund, it reports the state after it.
 #pragma once
 
 #include <array>

@@ -26,6 +26,12 @@ struct Decision {
   int64_t overdrawn = 0;
   Micros reset_after{0};  // until the state is fresh again (full bucket, empty window)
   Micros retry_after{0};  // 0 unless kDenied: until a request of this cost could pass
+  // Units taken beyond the cost as a lease (EntryRef::lease); `remaining` and `reset_after` are
+  // after them. 0 unless the entry asked for a lease and the request was allowed.
+  int64_t leased = 0;
+  // leased > 0: the store's time of the grant (µs since the epoch, on the store's clock), which
+  // giving the units back names (LeaseGrant).
+  Micros leased_at{0};
 
   bool allowed() const { return verdict == Verdict::kAllowed; }
   friend bool operator==(const Decision&, const Decision&) = default;

@@ -27,4 +27,10 @@ Step Charge(const Limit& limit, const CompactState* state, Micros now, int64_t c
 // as Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
+// Gives back up to `units` consumed by a decision at `at` that reported `reset`, from the window
+// that decision counted them in (the one ending at at + reset), and nothing once that window is
+// no longer the stored one. Preconditions: as Refund.
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
+              Micros reset);
+
 }  // namespace caudal::fixed_window

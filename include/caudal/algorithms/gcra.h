@@ -23,4 +23,10 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t c
 // Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
+// Gives back up to `units` consumed by a decision at `at` that reported `reset`: the arrival time
+// moves back by the units' time, but by no more than was left until at + reset, and never before
+// now (compact_state.h). Preconditions: as Refund.
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
+              Micros reset);
+
 }  // namespace caudal::gcra

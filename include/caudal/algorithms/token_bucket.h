@@ -18,4 +18,11 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t c
 // Adds the units back after the refill, up to the capacity. Preconditions: as Decide; units >= 0.
 Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
+// Gives back up to `units` consumed by a decision at `at` that reported `reset`: all of them at
+// `at`; later, at most what refills in the time left until that decision's bucket would have
+// been full (at + reset), in time, fractions of a unit included (compact_state.h). Preconditions:
+// as Refund.
+Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
+              Micros reset);
+
 }  // namespace caudal::token_bucket

@@ -75,6 +75,9 @@ struct StoreConfig {
   // A remote store's refusals are remembered until they run out, so a flooding key costs it
   // nothing more (see src/engine/over_limit_cache.h).
   bool over_limit_cache = true;
+  // Exact leases for the policies and Envoy rules that set no `lease` of their own (off unless
+  // given); a remote store only: the memory store decides in memory already.
+  LeaseTerms lease;
 };
 
 struct HeaderDescriptor {

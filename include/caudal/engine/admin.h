@@ -47,6 +47,9 @@ struct AdminOptions {
   size_t max_overrides = kMaxRuntimeOverrides;
   Micros poll = std::chrono::seconds(1);
   size_t max_queued = 64;  // Submit refuses beyond
+  // Called on the admin's thread after a change of the overrides or a reset took effect here
+  // (the Service ends the instance's leases, so none keeps admitting from units taken before).
+  std::function<void()> on_change = nullptr;
 };
 
 // What an admin request names: a policy and the identity, as the query's parameters (decoded,

@@ -157,6 +157,7 @@ struct DomainOptions {
   FailureMode on_failure = FailureMode::kAllow;
   int64_t instances = 1;  // divides the limits of `local` failure mode
   size_t max_request_bytes = 64 * 1024;
+  LeaseTerms lease{};  // store.lease: the terms of rules that set none (and of overrides)
 };
 
 class Refusals;          // caudal/engine/refusals.h

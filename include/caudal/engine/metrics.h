@@ -74,6 +74,12 @@ enum class MetricId : uint8_t {
   kAdminUnauthenticated,
   kRuntimeOverrides,
   kOverrideSyncFailures,
+  kLeaseGrants,
+  kLeaseRenewals,
+  kLeaseRequests,
+  kLeaseUnitsGivenBack,
+  kLeaseUnitsLost,
+  kLeaseUnits,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -215,6 +221,40 @@ inline constexpr std::array kMetricTable = {
               {},
               "Polls of the store's runtime overrides that failed (the previous ones stay "
               "applied)."},
+    MetricDef{MetricId::kLeaseGrants,
+              "caudal_lease_grants_total",
+              MetricType::kCounter,
+              {},
+              "Leases the store granted in the call that decided a request (store.lease)."},
+    MetricDef{MetricId::kLeaseRenewals,
+              "caudal_lease_renewals_total",
+              MetricType::kCounter,
+              {},
+              "Leases the store granted to a renewal, a call of its own sent before a lease ran "
+              "dry."},
+    MetricDef{MetricId::kLeaseRequests,
+              "caudal_lease_requests_total",
+              MetricType::kCounter,
+              {"answered_by"},
+              "Store requests of keys that may lease, by what answered them: lease (in memory, "
+              "from units the store granted) or store."},
+    MetricDef{MetricId::kLeaseUnitsGivenBack,
+              "caudal_lease_units_given_back_total",
+              MetricType::kCounter,
+              {},
+              "Unspent units of ended leases given back to the store (it keeps those that no "
+              "longer count)."},
+    MetricDef{MetricId::kLeaseUnitsLost,
+              "caudal_lease_units_lost_total",
+              MetricType::kCounter,
+              {},
+              "Unspent units of ended leases whose give-back failed: consumed in the store, never "
+              "spent (under-admission, never over)."},
+    MetricDef{MetricId::kLeaseUnits,
+              "caudal_lease_units",
+              MetricType::kGauge,
+              {},
+              "Units this instance holds in live leases: granted, not yet spent."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

@@ -25,6 +25,7 @@
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
 #include "caudal/engine/ip.h"
+#include "caudal/store/store.h"
 
 namespace caudal {
 
@@ -95,12 +96,14 @@ struct PolicySpec {
   RejectedCounting count_rejected = RejectedCounting::kNotCounted;
   std::optional<FailureMode> on_failure;  // unset: the set's default
   std::vector<OverrideSpec> overrides;    // 0..kMaxOverridesPerPolicy; the first match wins
+  std::optional<LeaseTerms> lease;        // unset: the set's default (store.lease)
 };
 
 struct PolicySetOptions {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;  // divides the limits of `local` failure mode, 1..kMaxInstances
   DescriptorMode mode = DescriptorMode::kAllOrNothing;
+  LeaseTerms lease{};  // store.lease: the terms of policies that set none
 };
 
 // A policy's field that failed validation ("name", "identity[1]", "limits[0]", "cost", ...).
@@ -111,6 +114,9 @@ struct PolicyError {
 
 // Checks one policy on its own (not the uniqueness of its name). Returns the field at fault.
 std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySetOptions& options);
+// kInvalidArgument unless enabled terms have a ttl within kMinLeaseTtl..kMaxLeaseTtl and a share
+// above 0 and at most 1 (10^6 per million). Disabled terms are always valid.
+Status ValidateLeaseTerms(const LeaseTerms& terms);
 // True for names made of [A-Za-z0-9_.-], 1..kMaxNameLength long.
 bool IsValidName(std::string_view name);
 // The limit one of `instances` instances applies on its own in `local` failure mode: capacity
@@ -150,6 +156,7 @@ class PolicySet {
       std::optional<CidrBlock> ip;
     };
     std::vector<Tier> tiers;
+    LeaseTerms lease;  // resolved: its own, or the set's
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
   };

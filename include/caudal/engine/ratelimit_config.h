@@ -33,6 +33,7 @@
 
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
+#include "caudal/store/store.h"
 
 namespace caudal::envoy {
 
@@ -86,6 +87,8 @@ struct RateLimitRule {
   // The descriptor's metadata: the reference returns the merged metadata of the descriptors
   // that passed in the response's dynamic_metadata, under "metadata". Empty when none.
   Metadata metadata;
+  // caudal's addition: how the rule's keys lease (LeaseStore); unset: store.lease.
+  std::optional<LeaseTerms> lease;
 
   // requests_per_unit 0: every hit is over the limit (the reference's way to block a value).
   bool blocks_all() const { return !unlimited && requests_per_unit == 0; }

@@ -17,6 +17,18 @@
 // charge itself is applied whatever the request decides. Only algorithms that define
 // overdrawing take it (SupportsCharge: fixed_window); others are refused with kInvalidArgument.
 //
+// An entry may ask for a lease (EntryRef::lease, kConsume only): when the whole request is
+// allowed, the store consumes `cost` and then up to `lease` more units, as many as fit at that
+// moment, in the same atomic step, and reports them in Decision::leased (with the grant's time,
+// Decision::leased_at). A lease of cost 0 is a renewal: a peek that takes what fits. Only
+// algorithms with SupportsLease take leases (token_bucket, gcra, fixed_window).
+//
+// A lease's unspent units go back with EntryOp::kGiveBack: up to `cost` units of the grant
+// EntryRef::grant names, and only those that still count, as an undo does (a unit counted in a
+// window that has passed, or absorbed by a bucket that has refilled since, stays consumed), so
+// a give-back never leaves the state fuller than if the units had never been leased. A request
+// that gives back holds give-backs only, and is always allowed.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -44,16 +56,39 @@ inline constexpr size_t kMaxKeyLength = 512;
 inline constexpr int64_t kMaxCost = kMaxCapacity;
 
 enum class EntryOp : uint8_t {
-  kConsume,  // decide; consume `cost` if the whole request is allowed
-  kRefund,   // give back up to `cost` units (see above)
-  kCharge,   // consume `cost` whatever the verdict (see above)
+  kConsume,   // decide; consume `cost` if the whole request is allowed
+  kRefund,    // give back up to `cost` units (see above)
+  kCharge,    // consume `cost` whatever the verdict (see above)
+  kGiveBack,  // give back up to `cost` unspent units of the lease `grant` (see above)
 };
+
+// A lease's grant, as its decision reported it: what a give-back needs to return only what still
+// counts.
+struct LeaseGrant {
+  Micros at{0};           // Decision::leased_at
+  Micros reset_after{0};  // the grant's Decision::reset_after
+};
+
+// Whether and how a key may lease, for a LeaseStore above the store (engine/lease_store.h): the
+// stores ignore it. From `store.lease`, a policy's or an Envoy rule's `lease`.
+struct LeaseTerms {
+  bool enabled = false;
+  Nanos ttl = std::chrono::milliseconds(250);  // a lease is never spent longer after its request
+  // All instances together hold at most this share of a limit's capacity, per million.
+  int64_t max_share_ppm = 100'000;
+  friend bool operator==(const LeaseTerms&, const LeaseTerms&) = default;
+};
+inline constexpr Nanos kMinLeaseTtl = std::chrono::milliseconds(1);
+inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
 
 struct EntryRef {
   std::string_view key;
   const Limit* limit = nullptr;
   int64_t cost = 1;  // 0 is a peek: report, consume nothing
   EntryOp op = EntryOp::kConsume;
+  int64_t lease = 0;                  // kConsume: also take up to this many units (see above)
+  const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
+  const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
 };
 
 struct StoreResponse {
@@ -75,7 +110,9 @@ class Store {
   // DecideAsync returns, possibly on a store thread; it must not block.
   // Errors: kInvalidArgument (empty key, key over kMaxKeyLength, duplicate key in one request,
   // cost < 0 or > kMaxCost, too many entries, null limit, a charge on an algorithm without
-  // SupportsCharge), kUnavailable / kDeadlineExceeded
+  // SupportsCharge, a lease < 0 or > kMaxCost or on an entry that is not a kConsume or on an
+  // algorithm without SupportsLease, a give-back without its grant or beside other ops),
+  // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;
 

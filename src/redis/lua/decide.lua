@@ -13,11 +13,14 @@
 --   (µs), cost. Buckets pass the reduced refill rate, windows limit and window.
 --   A negative cost -u is a refund of u units. An algorithm plus CHARGE_FLAG is a charge: the
 --   cost is counted whatever the verdict (the verdict still counts in the request's `allowed`).
+--   An algorithm plus LEASE_FLAG asks for a lease: a sixth number follows, the units asked for,
+--   which are taken after the cost, as many as fit, when the whole request is allowed.
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining (negative: the
 --   units a charge overdrew a fixed window by; remaining is then 0), reset_after µs,
---   retry_after µs; after the last request, the call's now (µs). A refused request consumes
+--   retry_after µs, and for an entry asking for a lease the units leased (0 when refused); after
+--   the last request, the call's now (µs), the time of every lease granted in the call. A refused request consumes
 --   nothing and writes nothing; entries that would have passed report their state without the
 --   consumption (decided again with cost 0). Refunds apply whatever the request's other
 --   entries decide, and report the state after; so do undos (always 1).
@@ -138,6 +141,7 @@ local out, o = {}, 0
 local k = 1
 local nargs = #ARGV
 local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
+local asks = {}  -- per entry: the lease asked for, or false
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 while a <= nargs do
   local req = ARGV[a]
@@ -167,6 +171,11 @@ while a <= nargs do
     for i = 1, count do
       local alg
       alg, caps[i], rns[i], rps[i], costs[i], p = sunpack(ENTRY, req, p)
+      asks[i] = false
+      if alg >= LEASE_FLAG then
+        alg = alg - LEASE_FLAG
+        asks[i], p = sunpack(COUNT, req, p)
+      end
       charges[i] = alg >= CHARGE_FLAG
       if charges[i] then alg = alg - CHARGE_FLAG end
       keys[i], algs[i] = K[kb + k], alg
@@ -185,6 +194,19 @@ while a <= nargs do
     o = o + 1
     out[o] = all and 1 or 0
     for i = 1, count do
+      local leased = 0
+      if all and asks[i] and asks[i] > 0 and remainings[i] > 0 then
+        -- The lease: a second decision, on the state after the cost, of what still fits.
+        leased = asks[i] < remainings[i] and asks[i] or remainings[i]
+        local v, rem, rst, _, _, w0, w1, w2 =
+          COMPACT[algs[i]]({x1[i], x2[i], x3[i]}, caps[i], rns[i], rps[i], now, leased)
+        if v == ALLOWED then
+          remainings[i], resets[i], consumeds[i] = rem, rst, true
+          x1[i], x2[i], x3[i] = w0, w1, w2
+        else
+          leased = 0
+        end
+      end
       if costs[i] < 0 then
         verdicts[i], remainings[i], resets[i], retries[i] =
           refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
@@ -201,6 +223,10 @@ while a <= nargs do
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
         verdicts[i], remainings[i], resets[i], retries[i]
       o = o + 4
+      if asks[i] then
+        o = o + 1
+        out[o] = leased
+      end
     end
   end
 end

@@ -1,0 +1,105 @@
+// LeaseStore: exact leases in front of a remote store, so that a hot key is decided at local
+// speed without ever admitting a unit the store did not consume first (docs/algorithms.md,
+// Leases, states and proves the bounds).
+//
+// A key this instance sees again within `ttl` asks, in the same store call that decides its
+// request, for a lease: the store consumes the request's cost and then up to L more units, as
+// many as fit (EntryRef::lease). Later requests whose every entry is covered by live leases are
+// answered here, in memory; any other request goes to the store as it would without leases (and
+// may ask for one). L follows the key's demand at this instance (units per `ttl`), within
+// capacity · max_share / instances, so that all instances together hold at most max_share of it.
+// A lease is renewed, off the request path, once half of what the key should hold is spent; it
+// is spent earliest-expiring first and never after its local expiry: `ttl` after the request
+// that took it was sent, for a fixed window no later than its window's end, less 1/1024 for the
+// two clocks' rates. Its unspent units are then given back (EntryOp::kGiveBack: only what still
+// counts), batched, by ReturnEnded() — a thread when return_interval is set. A refund of a key
+// with live leases goes back into them (never beyond what they were granted).
+//
+// What a decision from a lease reports: verdict kAllowed; remaining is the units the key's
+// leases still hold here (a lower bound on what the store would admit through this instance,
+// never more than the store granted); reset_after is the latest grant's, less the time since.
+// A decision from the store reports remaining as the store's plus what this instance now holds
+// for the key. Put it above the circuit breaker: while the store is down, leases keep being
+// spent, exactly, and only requests they do not cover meet the failure mode.
+//
+// Thread-safety: as every Store. Store calls it makes answer into state shared with their
+// callbacks, so the store may answer after the LeaseStore is gone.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "caudal/common/clock.h"
+#include "caudal/engine/metrics.h"
+#include "caudal/store/store.h"
+
+namespace caudal {
+
+struct LeaseStoreOptions {
+  // The terms of entries that carry none (EntryRef::terms); the engine gives each entry its
+  // policy's or rule's.
+  Nanos ttl = std::chrono::milliseconds(250);
+  // The share of a limit's capacity all instances together may hold in leases, in parts per
+  // million (100'000: a tenth).
+  int64_t max_share_ppm = 100'000;
+  // Whether entries that carry no terms lease (with the two above).
+  bool lease_by_default = true;
+  int64_t instances = 1;     // how many instances share the store (store.instances)
+  size_t max_keys = 65'536;  // keys whose demand and leases are tracked
+  // Ended leases are given back this often by a thread of the store's own; 0: no thread (the
+  // owner calls ReturnEnded()).
+  Nanos return_interval = Nanos(0);
+  Metrics* metrics = nullptr;  // the caudal_lease_* rows; null: counted apart (counts())
+};
+
+// What a LeaseStore has done, as its rows of /metrics count it (caudal_lease_*).
+struct LeaseCounts {
+  uint64_t grants = 0;            // leases taken in the call deciding a request
+  uint64_t renewals = 0;          // leases taken by a renewal call
+  uint64_t local = 0;             // requests answered from leases
+  uint64_t forwarded = 0;         // requests of keys that may lease, sent to the store
+  uint64_t units_given_back = 0;  // unspent units given back
+  uint64_t units_lost = 0;        // unspent units whose give-back failed
+};
+
+class LeaseStore final : public Store {
+ public:
+  // `inner` and `clock` (its monotonic time) must outlive the LeaseStore.
+  LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions options);
+  ~LeaseStore() override;  // stops the thread; gives nothing back (ReturnAll does)
+  LeaseStore(const LeaseStore&) = delete;
+  LeaseStore& operator=(const LeaseStore&) = delete;
+
+  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
+  Status Ping() override { return inner_.Ping(); }
+  std::string_view Name() const override { return inner_.Name(); }
+
+  // Gives back, batched, what the leases that ended since the last call held unspent.
+  void ReturnEnded();
+  // Ends every lease and gives back what they held, then waits up to `wait` for the store's
+  // answers (shutdown). Leases taken afterwards end as usual.
+  void ReturnAll(Nanos wait);
+
+  LeaseCounts counters() const;
+  // Units held in live leases (granted, unspent): at most the under-admission this instance
+  // causes at any moment. Also sets the caudal_lease_units gauge.
+  int64_t UnitsHeld() const;
+
+  struct Core;
+
+ private:
+  Store& inner_;
+  const Clock& clock_;
+  const LeaseStoreOptions options_;
+  std::shared_ptr<Core> core_;  // shared with the store's callbacks
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace caudal

@@ -1,0 +1,200 @@
+#include "caudal/engine/lease_store.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "engine/lease_table.h"
+
+namespace caudal {
+
+using engine_internal::EndedLot;
+using engine_internal::LeaseAsk;
+
+struct LeaseStore::Core {
+  explicit Core(const LeaseStoreOptions& o)
+      : table({.defaults = {.enabled = o.lease_by_default,
+                            .ttl = o.ttl,
+                            .max_share_ppm = o.max_share_ppm},
+               .instances = o.instances,
+               .max_keys = o.max_keys}),
+        own(o.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
+        metrics(o.metrics != nullptr ? *o.metrics : *own),
+        local(metrics.Series(MetricId::kLeaseRequests, {"lease"})),
+        forwarded(metrics.Series(MetricId::kLeaseRequests, {"store"})) {}
+
+  // One give-back call answered (ReturnAll waits for them).
+  void Answered(int64_t units, bool ok) {
+    metrics.Add(ok ? MetricId::kLeaseUnitsGivenBack : MetricId::kLeaseUnitsLost,
+                static_cast<uint64_t>(units));
+    std::lock_guard lock(mu);
+    --returning;
+    if (returning == 0) idle.notify_all();
+  }
+
+  engine_internal::LeaseTable table;
+  const std::unique_ptr<Metrics> own;  // when none was given
+  Metrics& metrics;
+  std::atomic<uint64_t>& local;
+  std::atomic<uint64_t>& forwarded;
+  std::mutex mu;
+  std::condition_variable idle;
+  int64_t returning = 0;  // guarded by mu: give-back calls in flight
+};
+
+namespace {
+
+using CorePtr = std::shared_ptr<LeaseStore::Core>;
+
+// Each ask as a request of its own (a renewal: a peek that takes a lease), answered into the
+// table.
+void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Nanos sent) {
+  for (LeaseAsk& r : renewals) {
+    auto ask = std::make_shared<LeaseAsk>(std::move(r));
+    const EntryRef e{.key = ask->key, .limit = &ask->limit, .cost = 0, .lease = ask->units};
+    inner.DecideAsync({&e, 1}, [core, ask, sent](Result<StoreResponse> got) {
+      const Decision* d = got.ok() && !got->decisions.empty() ? &got->decisions[0] : nullptr;
+      const int64_t added =
+          core->table.Granted(ask->key, ask->limit, sent, got.ok() && got->allowed, d);
+      if (added > 0) {
+        core->metrics.Add(MetricId::kLeaseRenewals);
+      }
+    });
+  }
+}
+
+// Gives `ended` back, at most kMaxEntriesPerRequest entries per call and each key once per call
+// (a key's several lots go in separate calls).
+void GiveBack(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
+  if (ended.empty()) return;
+  std::vector<std::vector<size_t>> calls;
+  for (size_t i = 0; i < ended.size(); ++i) {
+    auto fits = [&](const std::vector<size_t>& call) {
+      if (call.size() >= kMaxEntriesPerRequest) return false;
+      return std::none_of(call.begin(), call.end(),
+                          [&](size_t j) { return ended[j].key == ended[i].key; });
+    };
+    auto it = std::find_if(calls.begin(), calls.end(), fits);
+    if (it == calls.end()) it = calls.insert(calls.end(), std::vector<size_t>{});
+    it->push_back(i);
+  }
+  auto lots = std::make_shared<std::vector<EndedLot>>(std::move(ended));
+  {
+    std::lock_guard lock(core->mu);
+    core->returning += static_cast<int64_t>(calls.size());
+  }
+  for (const std::vector<size_t>& call : calls) {
+    std::vector<EntryRef> entries;
+    int64_t units = 0;
+    for (size_t i : call) {
+      const EndedLot& lot = (*lots)[i];
+      entries.push_back({.key = lot.key,
+                         .limit = &lot.limit,
+                         .cost = lot.units,
+                         .op = EntryOp::kGiveBack,
+                         .grant = &lot.grant});
+      units += lot.units;
+    }
+    inner.DecideAsync(
+        entries, [core, lots, units](Result<StoreResponse> r) { core->Answered(units, r.ok()); });
+  }
+}
+
+}  // namespace
+
+LeaseStore::LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions options)
+    : inner_(inner), clock_(clock), options_(options), core_(std::make_shared<Core>(options)) {
+  if (options_.return_interval <= Nanos(0)) return;
+  thread_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      clock_.WaitUntil(wake_, lock, clock_.Monotonic() + options_.return_interval,
+                       [this] { return stopping_; });
+      if (stopping_) break;
+      lock.unlock();
+      ReturnEnded();
+      lock.lock();
+    }
+  });
+}
+
+LeaseStore::~LeaseStore() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  // Entries whose terms do not lease go straight on: their requests cost one scan here.
+  const bool leasing = std::any_of(entries.begin(), entries.end(), [this](const EntryRef& e) {
+    return e.terms == nullptr ? options_.lease_by_default : e.terms->enabled;
+  });
+  if (!leasing) return inner_.DecideAsync(entries, std::move(done));
+  // Validated first: a request answered here must be one the store would take, and the table
+  // relies on distinct keys.
+  if (Status s = ValidateEntries(entries); !s.ok()) return done(s);
+  const Nanos now = clock_.Monotonic();
+  engine_internal::LeasePlan plan = core_->table.Begin(entries, now);
+  if (plan.local) {
+    core_->local.fetch_add(1, std::memory_order_relaxed);
+    done(StoreResponse{.allowed = true, .decisions = std::move(plan.decisions)});
+    return Renew(inner_, core_, std::move(plan.renewals), now);
+  }
+  core_->forwarded.fetch_add(1, std::memory_order_relaxed);
+  if (plan.asks.empty()) {
+    inner_.DecideAsync(entries, std::move(done));
+    return Renew(inner_, core_, std::move(plan.renewals), now);
+  }
+  std::vector<EntryRef> asking(entries.begin(), entries.end());
+  for (const LeaseAsk& a : plan.asks) asking[a.entry].lease = a.units;
+  auto asks = std::make_shared<std::vector<LeaseAsk>>(std::move(plan.asks));
+  inner_.DecideAsync(
+      asking, [core = core_, asks, now, done = std::move(done)](Result<StoreResponse> r) mutable {
+        for (const LeaseAsk& a : *asks) {
+          Decision* d = r.ok() && a.entry < r->decisions.size() ? &r->decisions[a.entry] : nullptr;
+          const bool allowed = r.ok() && r->allowed;
+          const int64_t added = core->table.Granted(a.key, a.limit, now, allowed, d);
+          if (added > 0) {
+            core->metrics.Add(MetricId::kLeaseGrants);
+          }
+          // What this instance now holds for the key is there for its requests: counted as
+          // remaining, as without the lease.
+          if (d != nullptr && allowed) d->remaining = std::min(d->limit, d->remaining + d->leased);
+        }
+        done(std::move(r));
+      });
+  Renew(inner_, core_, std::move(plan.renewals), now);
+}
+
+void LeaseStore::ReturnEnded() {
+  GiveBack(inner_, core_, core_->table.TakeEnded(clock_.Monotonic()));
+  UnitsHeld();  // the gauge
+}
+
+void LeaseStore::ReturnAll(Nanos wait) {
+  GiveBack(inner_, core_, core_->table.TakeAll());
+  std::unique_lock lock(core_->mu);
+  clock_.WaitUntil(core_->idle, lock, clock_.Monotonic() + wait,
+                   [this] { return core_->returning == 0; });
+}
+
+LeaseCounts LeaseStore::counters() const {
+  const Metrics& m = core_->metrics;
+  return {.grants = m.Value(MetricId::kLeaseGrants),
+          .renewals = m.Value(MetricId::kLeaseRenewals),
+          .local = core_->local.load(std::memory_order_relaxed),
+          .forwarded = core_->forwarded.load(std::memory_order_relaxed),
+          .units_given_back = m.Value(MetricId::kLeaseUnitsGivenBack),
+          .units_lost = m.Value(MetricId::kLeaseUnitsLost)};
+}
+
+int64_t LeaseStore::UnitsHeld() const {
+  const int64_t held = core_->table.Counts().held;
+  core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(held));
+  return held;
+}
+
+}  // namespace caudal

@@ -1,0 +1,364 @@
+#include "engine/lease_table.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
+
+namespace caudal::engine_internal {
+namespace {
+
+constexpr size_t kShards = 64;
+
+struct Lot {
+  int64_t left = 0;     // unspent units
+  int64_t granted = 0;  // units the store granted
+  Nanos sent{0};        // monotonic: when the request that took it was sent
+  Nanos expires{0};     // monotonic: never spent at or after this
+  LeaseGrant grant;
+};
+
+struct KeyLeases {
+  explicit KeyLeases(const Limit& l) : limit(l) {}
+
+  Limit limit;   // the lots' limit: a key used with another one ends them
+  Nanos ttl{0};  // its terms, as its last request gave them
+  int64_t share_ppm = 0;
+  std::array<Lot, kMaxLotsPerKey> lots;  // [0, n), by expiry, earliest first
+  size_t n = 0;
+  bool asking = false;  // an ask for this key is in flight (one at a time)
+  bool listed = false;  // in the shard's holders
+  // Demand at this instance: units and requests in the current period of `ttl` and the one before.
+  Nanos period_start{0};
+  int64_t units_now = 0, units_before = 0;
+  int64_t requests_now = 0, requests_before = 0;
+  Nanos last_seen{0};
+
+  int64_t Left() const {
+    int64_t s = 0;
+    for (size_t i = 0; i < n; ++i) s += lots[i].left;
+    return s;
+  }
+  int64_t Spent() const {
+    int64_t s = 0;
+    for (size_t i = 0; i < n; ++i) s += lots[i].granted - lots[i].left;
+    return s;
+  }
+};
+
+struct Hash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace
+
+struct LeaseTable::Shard {
+  mutable std::mutex mu;
+  std::unordered_map<std::string, KeyLeases, Hash, std::equal_to<>> keys;  // guarded by mu
+  std::vector<std::string> holders;  // guarded by mu: keys with lots, or an ask in flight
+  std::vector<EndedLot> ended;       // guarded by mu: to give back
+  int64_t held = 0;                  // guarded by mu: units in lots
+  Nanos pruned{Nanos::min()};        // guarded by mu
+  size_t capacity = 0;
+};
+
+namespace {
+
+using Shard = LeaseTable::Shard;
+
+void EndLot(Shard& shard, const std::string& key, const Limit& limit, const Lot& lot) {
+  shard.held -= lot.left;
+  if (lot.left > 0) shard.ended.push_back({key, limit, lot.left, lot.grant});
+}
+
+// Ends the lots of `k` that expired by `now` (all of them when `all`).
+void Expire(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, bool all) {
+  size_t live = 0;
+  for (size_t i = 0; i < k.n; ++i) {
+    if (all || k.lots[i].expires <= now) {
+      EndLot(shard, key, k.limit, k.lots[i]);
+    } else {
+      k.lots[live++] = k.lots[i];
+    }
+  }
+  k.n = live;
+}
+
+void Observe(KeyLeases& k, int64_t units, Nanos now, Nanos period) {
+  if (now - k.period_start >= period) {
+    const bool next = now - k.period_start < 2 * period;
+    k.units_before = next ? k.units_now : 0;
+    k.requests_before = next ? k.requests_now : 0;
+    k.units_now = 0;
+    k.requests_now = 0;
+    k.period_start = now;
+  }
+  k.units_now += units;
+  ++k.requests_now;
+  k.last_seen = now;
+}
+
+void List(Shard& shard, const std::string& key, KeyLeases& k) {
+  if (k.listed) return;
+  k.listed = true;
+  shard.holders.push_back(key);
+}
+
+// Locks the distinct shards of a request in ascending order (no two requests wait in a cycle).
+class ShardLocks {
+ public:
+  ShardLocks(Shard* shards, std::span<const size_t> ids) : shards_(shards) {
+    for (size_t id : ids) ids_[n_++] = id;
+    std::sort(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(n_));
+    n_ = static_cast<size_t>(std::unique(ids_.begin(), ids_.begin() + static_cast<ptrdiff_t>(n_)) -
+                             ids_.begin());
+    for (size_t i = 0; i < n_; ++i) shards_[ids_[i]].mu.lock();
+  }
+  ~ShardLocks() {
+    for (size_t i = n_; i > 0; --i) shards_[ids_[i - 1]].mu.unlock();
+  }
+  ShardLocks(const ShardLocks&) = delete;
+  ShardLocks& operator=(const ShardLocks&) = delete;
+
+ private:
+  Shard* shards_;
+  std::array<size_t, kMaxEntriesPerRequest> ids_{};
+  size_t n_ = 0;
+};
+
+}  // namespace
+
+LeaseTable::LeaseTable(LeaseTableOptions options)
+    : options_(options), shards_(std::make_unique<Shard[]>(kShards)) {
+  const size_t per_shard = std::max<size_t>(1, (options.max_keys + kShards - 1) / kShards);
+  for (size_t i = 0; i < kShards; ++i) shards_[i].capacity = per_shard;
+}
+
+LeaseTable::~LeaseTable() = default;
+
+Shard& LeaseTable::ShardOf(std::string_view key) const { return shards_[Hash{}(key) % kShards]; }
+
+int64_t LeaseTable::MaxHeld(const Limit& limit, int64_t share_ppm) const {
+  const int64_t instances = std::max<int64_t>(1, options_.instances);
+  return exact::MulDiv(limit.capacity(), share_ppm, 1'000'000 * instances).quot;
+}
+
+namespace {
+
+// What one entry of a request found, under its shard's lock.
+struct Found {
+  Shard* shard = nullptr;
+  const std::string* key = nullptr;  // the table's copy
+  KeyLeases* k = nullptr;
+};
+
+// The lease `k` should hold now: its demand over the last period of ttl, within `max`.
+int64_t Target(const KeyLeases& k, int64_t max) {
+  return std::min(std::max(k.units_now, k.units_before), max);
+}
+
+bool Hot(const KeyLeases& k) { return k.requests_now + k.requests_before >= 2; }
+
+}  // namespace
+
+LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
+  std::array<size_t, kMaxEntriesPerRequest> ids{};
+  for (size_t i = 0; i < entries.size(); ++i) {
+    ids[i] = static_cast<size_t>(&ShardOf(entries[i].key) - shards_.get());
+  }
+  ShardLocks locks(shards_.get(), {ids.data(), entries.size()});
+  std::array<Found, kMaxEntriesPerRequest> found{};
+  bool covered = true;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryRef& e = entries[i];
+    const LeaseTerms& terms = e.terms != nullptr ? *e.terms : options_.defaults;
+    if (!terms.enabled || !SupportsLease(e.limit->algorithm()) || e.op == EntryOp::kGiveBack) {
+      covered = false;
+      continue;
+    }
+    Shard& shard = shards_[ids[i]];
+    auto it = shard.keys.find(e.key);
+    const bool spends = e.op == EntryOp::kConsume || e.op == EntryOp::kCharge;
+    if (it == shard.keys.end()) {
+      if (!spends) {
+        covered = false;
+        continue;
+      }
+      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.defaults.ttl) {
+        shard.pruned = now;  // forget keys idle for two periods, holding nothing
+        std::erase_if(shard.keys, [&](const auto& kv) {
+          const KeyLeases& k = kv.second;
+          return k.n == 0 && !k.asking && !k.listed && now - k.last_seen >= 2 * k.ttl;
+        });
+      }
+      if (shard.keys.size() >= shard.capacity) {  // full of live keys: this one is not tracked
+        covered = false;
+        continue;
+      }
+      it = shard.keys.emplace(std::string(e.key), KeyLeases(*e.limit)).first;
+      it->second.period_start = now;
+    }
+    KeyLeases& k = it->second;
+    if (!(k.limit == *e.limit)) {  // the key's limit changed: its lots end
+      Expire(shard, it->first, k, now, /*all=*/true);
+      k.limit = *e.limit;
+    }
+    Expire(shard, it->first, k, now, /*all=*/false);
+    k.ttl = terms.ttl;
+    k.share_ppm = terms.max_share_ppm;
+    if (spends) Observe(k, e.cost, now, k.ttl);
+    found[i] = {.shard = &shard, .key = &it->first, .k = &k};
+    if (spends) {
+      covered = covered && k.n > 0 && k.Left() >= e.cost;
+    } else {  // a refund: back into the lots it was spent from
+      covered = covered && k.n > 0 && k.Spent() >= e.cost;
+    }
+  }
+  LeasePlan plan;
+  if (!covered) {
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const EntryRef& e = entries[i];
+      KeyLeases* k = found[i].k;
+      if (k == nullptr || k->asking || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
+      if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
+      const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm)) - k->Left();
+      // A consume takes its lease in its own store call; a charge cannot, so it renews.
+      const bool rides = e.op == EntryOp::kConsume;
+      if (units < (rides ? 1 : kMinRenewal)) continue;
+      k->asking = true;
+      List(*found[i].shard, *found[i].key, *k);
+      (rides ? plan.asks : plan.renewals)
+          .push_back({.entry = i, .key = *found[i].key, .limit = k->limit, .units = units});
+    }
+    return plan;
+  }
+  plan.local = true;
+  plan.decisions.resize(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryRef& e = entries[i];
+    KeyLeases& k = *found[i].k;
+    Shard& shard = *found[i].shard;
+    int64_t units = e.cost;
+    if (e.op == EntryOp::kRefund) {
+      // Newest lots first: they live longest. A lot never holds more than it was granted.
+      for (size_t j = k.n; j-- > 0 && units > 0;) {
+        const int64_t back = std::min(units, k.lots[j].granted - k.lots[j].left);
+        k.lots[j].left += back;
+        units -= back;
+        shard.held += back;
+      }
+    } else {
+      for (size_t j = 0; j < k.n && units > 0; ++j) {  // earliest expiry first
+        const int64_t take = std::min(units, k.lots[j].left);
+        k.lots[j].left -= take;
+        units -= take;
+        shard.held -= take;
+      }
+    }
+    const Lot last = k.lots[k.n - 1];
+    // A spent lot has nothing left to give back: its place is free for the next grant.
+    k.n = static_cast<size_t>(std::remove_if(k.lots.begin(), k.lots.begin() + k.n,
+                                             [](const Lot& l) { return l.left == 0; }) -
+                              k.lots.begin());
+    Decision& d = plan.decisions[i];
+    d.limit = k.limit.capacity();
+    d.remaining = k.Left();
+    d.reset_after = std::max(
+        Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
+    const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm));
+    const int64_t more = target - d.remaining;
+    if (!k.asking && k.n < kMaxLotsPerKey && 2 * d.remaining <= target && more >= kMinRenewal) {
+      k.asking = true;
+      plan.renewals.push_back({.entry = i, .key = *found[i].key, .limit = k.limit, .units = more});
+    }
+  }
+  return plan;
+}
+
+int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent, bool allowed,
+                            const Decision* decision) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard lock(shard.mu);
+  const auto it = shard.keys.find(key);
+  const int64_t units = decision != nullptr && allowed ? decision->leased : 0;
+  if (it != shard.keys.end()) it->second.asking = false;
+  if (it == shard.keys.end() || !(it->second.limit == limit)) {
+    // Nowhere to keep it (its key now has another limit): given back at once.
+    if (units > 0) {
+      shard.ended.push_back({std::string(key),
+                             limit,
+                             units,
+                             {.at = decision->leased_at, .reset_after = decision->reset_after}});
+    }
+    return 0;
+  }
+  KeyLeases& k = it->second;
+  if (units <= 0) return 0;
+  const LeaseGrant grant{.at = decision->leased_at, .reset_after = decision->reset_after};
+  // Spent before sent + life in this instance's time is spent before the store's time of the
+  // grant + life, the request having been sent before the store decided. A fixed window's lease
+  // lives no longer than its window. The margin (a 1024th) covers the two clocks' rates.
+  Nanos life = k.ttl;
+  if (IsWindowAlgorithm(limit.algorithm())) life = std::min<Nanos>(life, decision->reset_after);
+  life -= life / 1024;
+  if (k.n >= kMaxLotsPerKey || life <= Nanos(0)) {
+    shard.ended.push_back({std::string(key), limit, units, grant});
+    return 0;
+  }
+  const Lot lot{
+      .left = units, .granted = units, .sent = sent, .expires = sent + life, .grant = grant};
+  size_t at = k.n++;
+  for (; at > 0 && k.lots[at - 1].expires > lot.expires; --at) k.lots[at] = k.lots[at - 1];
+  k.lots[at] = lot;
+  shard.held += units;
+  List(shard, it->first, k);
+  return units;
+}
+
+std::vector<EndedLot> LeaseTable::TakeEnded(Nanos now) {
+  std::vector<EndedLot> out;
+  for (size_t s = 0; s < kShards; ++s) {
+    Shard& shard = shards_[s];
+    std::lock_guard lock(shard.mu);
+    std::erase_if(shard.holders, [&](const std::string& key) {
+      const auto it = shard.keys.find(key);
+      if (it == shard.keys.end()) return true;
+      KeyLeases& k = it->second;
+      Expire(shard, it->first, k, now, /*all=*/false);
+      k.listed = k.n > 0 || k.asking;
+      return !k.listed;
+    });
+    std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
+    shard.ended.clear();
+  }
+  return out;
+}
+
+std::vector<EndedLot> LeaseTable::TakeAll() {
+  std::vector<EndedLot> out;
+  for (size_t s = 0; s < kShards; ++s) {
+    Shard& shard = shards_[s];
+    std::lock_guard lock(shard.mu);
+    for (const std::string& key : shard.holders) {
+      const auto it = shard.keys.find(key);
+      if (it != shard.keys.end()) Expire(shard, it->first, it->second, Nanos(0), /*all=*/true);
+    }
+    std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
+    shard.ended.clear();
+  }
+  return out;
+}
+
+LeaseTableCounts LeaseTable::Counts() const {
+  LeaseTableCounts c;
+  for (size_t s = 0; s < kShards; ++s) {
+    std::lock_guard lock(shards_[s].mu);
+    c.held += shards_[s].held;
+    c.keys += shards_[s].keys.size();
+  }
+  return c;
+}
+
+}  // namespace caudal::engine_internal

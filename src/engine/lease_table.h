@@ -1,0 +1,109 @@
+// LeaseTable: the bookkeeping behind LeaseStore (caudal/engine/lease_store.h), with no store calls,
+// so every rule is tested on a manual clock.
+//
+// Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
+// granted it (each its units left, its local expiry and its grant), the demand seen at this
+// instance in the last two periods of `ttl`, and whether an ask for more is in flight. Begin()
+// takes a request: when every entry is covered by a live lot it spends from the lots (earliest
+// expiry first) and answers; otherwise it says which entries should ask the store for a lease,
+// and which keys need a renewal of their own. Lots end at their expiry, when their key is used
+// with another limit, or all at once (TakeAll); what they held unspent is returned by
+// TakeEnded() to be given back.
+//
+// Thread-safety: every method may be called from any thread; a mutex per shard.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "caudal/common/clock.h"
+#include "caudal/store/store.h"
+
+namespace caudal::engine_internal {
+
+inline constexpr size_t kMaxLotsPerKey = 4;
+// A renewal costs a store call of its own: it is sent only for this many units or more.
+inline constexpr int64_t kMinRenewal = 2;
+
+struct LeaseTableOptions {
+  // For entries without terms of their own (EntryRef::terms). Every instance together holds at
+  // most max_share_ppm / 10^6 of a limit's capacity: each capacity · max_share_ppm /
+  // (10^6 · instances), rounded down.
+  LeaseTerms defaults{.enabled = true};
+  int64_t instances = 1;
+  size_t max_keys = 65'536;
+};
+
+// Units of a lot that ended unspent, to be given back (EntryOp::kGiveBack).
+struct EndedLot {
+  std::string key;
+  Limit limit;
+  int64_t units = 0;
+  LeaseGrant grant;
+};
+
+// A lease to ask the store for, for one entry of a request or as a renewal of its own.
+struct LeaseAsk {
+  size_t entry = 0;  // the entry of the request (renewals: unused)
+  std::string key;
+  Limit limit;
+  int64_t units = 0;
+};
+
+struct LeasePlan {
+  bool local = false;               // every entry was covered: `decisions` answer the request
+  std::vector<Decision> decisions;  // local: one per entry
+  std::vector<LeaseAsk> asks;       // not local: leases the forwarded entries ask for
+  std::vector<LeaseAsk> renewals;   // renewals to send now, each as a request of its own
+};
+
+struct LeaseTableCounts {
+  int64_t held = 0;  // units in live lots (granted, unspent)
+  size_t keys = 0;   // keys tracked
+};
+
+class LeaseTable {
+ public:
+  explicit LeaseTable(LeaseTableOptions options);
+  ~LeaseTable();
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
+
+  // The most one instance holds in leases of `limit` with a share of `share_ppm`.
+  int64_t MaxHeld(const Limit& limit, int64_t share_ppm) const;
+
+  // Takes a request at monotonic time `now` (see above). Preconditions: ValidateEntries.
+  LeasePlan Begin(std::span<const EntryRef> entries, Nanos now);
+
+  // The store answered an ask for `key` sent at `sent` (monotonic): `allowed` and its decision,
+  // or `decision` null when the call failed. A grant becomes a lot living until sent + ttl (a
+  // fixed window's: no later than its window's end), less a margin for clock rates (see .cc).
+  // Returns the units added.
+  int64_t Granted(std::string_view key, const Limit& limit, Nanos sent, bool allowed,
+                  const Decision* decision);
+
+  // Ends every lot past its expiry at `now`; returns what ended unspent since the last call
+  // (expired, or displaced by a changed limit), and forgets idle keys.
+  std::vector<EndedLot> TakeEnded(Nanos now);
+  // Ends every lot now, for shutdown; returns what they held and what had ended before.
+  std::vector<EndedLot> TakeAll();
+
+  LeaseTableCounts Counts() const;
+
+  struct Shard;
+
+ private:
+  Shard& ShardOf(std::string_view key) const;
+
+  const LeaseTableOptions options_;
+  std::unique_ptr<Shard[]> shards_;
+};
+
+}  // namespace caudal::engine_internal

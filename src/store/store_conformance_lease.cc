@@ -1,0 +1,240 @@
+// The conformance suite's lease tests (store_conformance.h): a lease taken in the deciding step,
+// renewals, give-backs of what still counts, their validation, and random traces of all of them
+// against the reference model.
+#include <random>
+#include <vector>
+
+#include "caudal/algorithms/algorithm.h"
+#include "store/store_conformance.h"
+#include "store/store_reference_model.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr Algorithm kLeasing[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
+                                  Algorithm::kFixedWindow};
+
+Limit TenPerSecond(Algorithm a) {
+  const LimitSpec spec = IsWindowAlgorithm(a)
+                             ? LimitSpec::Window(a, 10, seconds(1))
+                             : LimitSpec::Bucket(a, 10, {.count = 10, .period = seconds(1)});
+  return *Limit::Create(spec);
+}
+
+TEST_P(StoreConformanceTest, ALeaseTakesUpToItsAskAfterTheCostAsManyAsFit) {
+  for (Algorithm a : kLeasing) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key("lease:" + std::string(AlgorithmName(a)));
+    const EntryRef first{.key = key, .limit = &limit, .cost = 2, .lease = 5};
+    const StoreResponse r1 = MustDecide({&first, 1});
+    ASSERT_TRUE(r1.allowed);
+    EXPECT_EQ(r1.decisions[0].leased, 5);
+    EXPECT_EQ(r1.decisions[0].remaining, 3) << "remaining is after the cost and the lease";
+    EXPECT_EQ(r1.decisions[0].leased_at.count(), clock_.Now().count() / 1000);
+    // Only three fit now: the lease takes those, and the cost still passes.
+    const EntryRef second{.key = key, .limit = &limit, .cost = 1, .lease = 5};
+    const StoreResponse r2 = MustDecide({&second, 1});
+    ASSERT_TRUE(r2.allowed);
+    EXPECT_EQ(r2.decisions[0].leased, 2);
+    EXPECT_EQ(r2.decisions[0].remaining, 0);
+    EXPECT_FALSE(MustDecideOne(key, limit, 1).allowed()) << "the leased units are consumed";
+  }
+}
+
+TEST_P(StoreConformanceTest, ARenewalIsAPeekThatTakesWhatFits) {
+  for (Algorithm a : kLeasing) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key("renew:" + std::string(AlgorithmName(a)));
+    ASSERT_TRUE(MustDecideOne(key, limit, 7).allowed());
+    const EntryRef renew{.key = key, .limit = &limit, .cost = 0, .lease = 8};
+    const StoreResponse r = MustDecide({&renew, 1});
+    ASSERT_TRUE(r.allowed);
+    EXPECT_EQ(r.decisions[0].leased, 3);
+    EXPECT_EQ(r.decisions[0].remaining, 0);
+  }
+}
+
+TEST_P(StoreConformanceTest, ARefusedRequestTakesNoLease) {
+  const Limit bucket = TenPerSecond(Algorithm::kTokenBucket);
+  const Limit window = TenPerSecond(Algorithm::kFixedWindow);
+  const std::string leased = Key("refused:leased");
+  const std::string full = Key("refused:full");
+  ASSERT_TRUE(MustDecideOne(full, window, 10).allowed());
+  const EntryRef both[] = {{.key = leased, .limit = &bucket, .cost = 1, .lease = 4},
+                           {.key = full, .limit = &window, .cost = 1}};
+  const StoreResponse r = MustDecide(both);
+  EXPECT_FALSE(r.allowed);
+  EXPECT_EQ(r.decisions[0].leased, 0);
+  EXPECT_EQ(r.decisions[0].remaining, 10) << "nothing consumed, nothing leased";
+}
+
+TEST_P(StoreConformanceTest, AGiveBackAtOnceLeavesTheStateAsIfNothingWasLeased) {
+  for (Algorithm a : kLeasing) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key("giveback:" + std::string(AlgorithmName(a)));
+    const EntryRef take{.key = key, .limit = &limit, .cost = 1, .lease = 6};
+    const Decision d = MustDecide({&take, 1}).decisions[0];
+    ASSERT_EQ(d.leased, 6);
+    const LeaseGrant grant{.at = d.leased_at, .reset_after = d.reset_after};
+    const EntryRef back{
+        .key = key, .limit = &limit, .cost = 6, .op = EntryOp::kGiveBack, .grant = &grant};
+    const StoreResponse r = MustDecide({&back, 1});
+    EXPECT_TRUE(r.allowed);
+    EXPECT_EQ(r.decisions[0].remaining, 9) << "the cost stays consumed, the lease is back";
+    // The state decides as if only the cost had been consumed.
+    EXPECT_FALSE(MustDecideOne(key, limit, 10).allowed());
+    EXPECT_TRUE(MustDecideOne(key, limit, 9).allowed());
+  }
+}
+
+TEST_P(StoreConformanceTest, AGiveBackReturnsOnlyWhatStillCounts) {
+  // A bucket that has refilled since the grant absorbed the units: nothing to give back.
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = TenPerSecond(a);
+    const std::string key = Key("absorbed:" + std::string(AlgorithmName(a)));
+    const EntryRef take{.key = key, .limit = &limit, .cost = 0, .lease = 4};
+    const Decision d = MustDecide({&take, 1}).decisions[0];
+    ASSERT_EQ(d.leased, 4);
+    const LeaseGrant grant{.at = d.leased_at, .reset_after = d.reset_after};
+    clock_.Advance(milliseconds(300));                    // three of the four refilled
+    ASSERT_TRUE(MustDecideOne(key, limit, 5).allowed());  // 9 left, 4 after this
+    const EntryRef back{
+        .key = key, .limit = &limit, .cost = 4, .op = EntryOp::kGiveBack, .grant = &grant};
+    // Of the four, one still counts (the grant's bucket would have been full 100 ms from now).
+    EXPECT_EQ(MustDecide({&back, 1}).decisions[0].remaining, 5);
+  }
+  // A window that has passed keeps what it counted.
+  const Limit window = TenPerSecond(Algorithm::kFixedWindow);
+  const std::string key = Key("absorbed:window");
+  const EntryRef take{.key = key, .limit = &window, .cost = 0, .lease = 4};
+  const Decision d = MustDecide({&take, 1}).decisions[0];
+  ASSERT_EQ(d.leased, 4);
+  const LeaseGrant grant{.at = d.leased_at, .reset_after = d.reset_after};
+  clock_.Advance(d.reset_after);  // the next window
+  ASSERT_TRUE(MustDecideOne(key, window, 3).allowed());
+  const EntryRef back{
+      .key = key, .limit = &window, .cost = 4, .op = EntryOp::kGiveBack, .grant = &grant};
+  EXPECT_EQ(MustDecide({&back, 1}).decisions[0].remaining, 7);
+}
+
+TEST_P(StoreConformanceTest, RefusesMalformedLeasesAndGiveBacks) {
+  const Limit bucket = TenPerSecond(Algorithm::kTokenBucket);
+  const Limit log = TenPerSecond(Algorithm::kSlidingWindowLog);
+  const Limit counter = TenPerSecond(Algorithm::kSlidingWindowCounter);
+  const std::string key = Key("malformed");
+  const std::string other = Key("malformed:other");
+  const LeaseGrant grant{};
+  const std::vector<std::vector<EntryRef>> bad = {
+      {{.key = key, .limit = &bucket, .cost = 1, .lease = -1}},
+      {{.key = key, .limit = &bucket, .cost = 1, .lease = kMaxCost + 1}},
+      {{.key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kRefund, .lease = 2}},
+      {{.key = key, .limit = &log, .cost = 1, .lease = 2}},
+      {{.key = key, .limit = &counter, .cost = 1, .lease = 2}},
+      {{.key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kGiveBack}},
+      {{.key = key, .limit = &log, .cost = 1, .op = EntryOp::kGiveBack, .grant = &grant}},
+      {{.key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kGiveBack, .grant = &grant},
+       {.key = other, .limit = &bucket, .cost = 1}},
+      {{.key = other, .limit = &bucket, .cost = 1},
+       {.key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kGiveBack, .grant = &grant}},
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const Result<StoreResponse> r = store_->Decide(bad[i]);
+    ASSERT_FALSE(r.ok()) << "request " << i;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << "request " << i;
+  }
+  EXPECT_EQ(MustDecideOne(other, bucket, 0).remaining, 10) << "nothing was consumed";
+}
+
+struct HeldGrant {
+  size_t key = 0;
+  int64_t units = 0;
+  LeaseGrant grant;
+};
+
+// Random requests asking for leases over keys of every algorithm, and give-backs of random parts
+// of earlier grants at random later times (a part given back twice included), against the model.
+TEST_P(StoreConformanceTest, RandomLeasesAndGiveBacksMatchTheReferenceModel) {
+  std::mt19937_64 rng(28);
+  std::vector<Limit> limits;
+  std::vector<std::string> keys;
+  for (Algorithm a : kAllAlgorithms) {
+    for (int i = 0; i < 2; ++i) {
+      const LimitSpec spec = IsWindowAlgorithm(a)
+                                 ? LimitSpec::Window(a, 12 + i, milliseconds(200))
+                                 : LimitSpec::Bucket(a, 12 + i, {3, milliseconds(100)});
+      limits.push_back(*Limit::Create(spec));
+      keys.push_back(Key(std::string(AlgorithmName(a)) + std::to_string(i)));
+    }
+  }
+  ReferenceModel model;
+  std::vector<HeldGrant> held;
+  int64_t leased = 0, given_back = 0;
+  for (int step = 0; step < 800; ++step) {
+    clock_.Advance(Micros(static_cast<int64_t>(rng() % 40'000)));
+    std::vector<EntryRef> entries;
+    std::vector<size_t> key_of;  // per entry: its index in keys
+    std::vector<HeldGrant> backs;
+    if (!held.empty() && rng() % 4 == 0) {
+      // Give back up to three grants of distinct keys, each in part or whole.
+      backs.reserve(3);
+      for (int j = 0; j < 3 && !held.empty(); ++j) {
+        const size_t g = rng() % held.size();
+        bool repeated = false;
+        for (const HeldGrant& b : backs) repeated = repeated || b.key == held[g].key;
+        if (repeated) continue;
+        HeldGrant b = held[g];
+        b.units = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(b.units));
+        backs.push_back(b);
+        if (rng() % 3 != 0) held.erase(held.begin() + static_cast<ptrdiff_t>(g));
+      }
+      for (const HeldGrant& b : backs) {
+        key_of.push_back(b.key);
+        entries.push_back({.key = keys[b.key],
+                           .limit = &limits[b.key],
+                           .cost = b.units,
+                           .op = EntryOp::kGiveBack,
+                           .grant = &b.grant});
+      }
+    } else {
+      std::vector<bool> used(keys.size(), false);
+      for (size_t j = 0, n = 1 + rng() % 3; j < n; ++j) {
+        const size_t k = rng() % keys.size();
+        if (used[k]) continue;
+        used[k] = true;
+        const bool leasing = SupportsLease(limits[k].algorithm());
+        key_of.push_back(k);
+        entries.push_back(
+            {.key = keys[k],
+             .limit = &limits[k],
+             .cost = static_cast<int64_t>(rng() % 4),
+             .lease = leasing && rng() % 3 != 0 ? static_cast<int64_t>(rng() % 7) : 0});
+      }
+    }
+    const StoreResponse got = MustDecide(entries);
+    const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));
+    ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
+    ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
+    for (size_t j = 0; j < entries.size(); ++j) {
+      const Decision& d = got.decisions[j];
+      if (d.leased == 0) continue;
+      leased += d.leased;
+      held.push_back({.key = key_of[j],
+                      .units = d.leased,
+                      .grant = {.at = d.leased_at, .reset_after = d.reset_after}});
+    }
+    for (const HeldGrant& b : backs) given_back += b.units;
+  }
+  // The trace must grant and give back, not only agree on requests that do neither.
+  EXPECT_GE(leased, 200);
+  EXPECT_GE(given_back, 100);
+}
+
+}  // namespace
+}  // namespace caudal

@@ -1,0 +1,324 @@
+// Leases across processes on a real redis-server (docs/algorithms.md, Leases): three processes,
+// each with its own RedisStore and LeaseStore, on one hot key. Every admission is reported to the
+// parent as it happens (time and units), so that the parent counts exactly, even for a process
+// killed mid-run:
+//   - steady load under the limit: everything admitted, at most 0.05 Redis calls per decision;
+//   - load above the limit: never above B + r·(t + ttl) over any interval, at least 95% of what
+//     the limit allows (B + r·T);
+//   - one process killed (SIGKILL): nothing admitted twice; the units the store counts beyond
+//     those admitted are at most the killed one's leases;
+//   - Redis killed: live leases keep being spent, exactly what they hold, then the failure mode.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
+#include "caudal/engine/breaker_store.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/lease_store.h"
+#include "caudal/redis/redis_store.h"
+#include "redis/redis_test_util.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using exact::Int128;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr int kProcesses = 3;
+constexpr Nanos kTtl = milliseconds(250);
+
+struct Admission {
+  int64_t at_us = 0;  // the machine's wall clock, which Redis's TIME reads too
+  int64_t units = 0;
+};
+
+struct Reported {
+  std::vector<Admission> admitted;
+  int64_t offered = 0;                 // units asked for
+  int64_t decisions = 0;               // requests decided (admitted or not)
+  std::vector<Admission> offers;       // every request, as asked
+  std::map<pid_t, int64_t> last_held;  // per process: the units its leases held last
+  int64_t admitted_units = 0;
+};
+
+int64_t WallMicros() {
+  return std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A child's report: "a <at_us> <units>" per admission, "o <at_us> <units>" per request, written as
+// they happen (one write each), so a process killed mid-run has reported all it admitted but at
+// most the request it was deciding.
+class Reporter {
+ public:
+  explicit Reporter(int fd) : fd_(fd) {}
+  void Offered(int64_t at_us, int64_t units) {
+    Write("o " + std::to_string(at_us) + " " + std::to_string(units) + "\n");
+  }
+  void Held(int64_t units) { Write("h " + std::to_string(units) + "\n"); }
+  void Admitted(int64_t at_us, int64_t units) {
+    Write("a " + std::to_string(at_us) + " " + std::to_string(units) + "\n");
+  }
+
+ private:
+  void Write(const std::string& line) { (void)!::write(fd_, line.data(), line.size()); }
+  int fd_;
+};
+
+// A forked process and what it has reported so far, read as it writes: a child must never wait
+// on a full pipe while its leases run out.
+struct Child {
+  pid_t pid = -1;
+  std::shared_ptr<std::string> text = std::make_shared<std::string>();
+  std::shared_ptr<std::thread> reader;
+};
+
+Child Fork(const std::function<void(Reporter&)>& work) {
+  int fds[2];
+  if (::pipe(fds) != 0) ADD_FAILURE() << "pipe";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    Reporter r(fds[1]);
+    work(r);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  Child c;
+  c.pid = pid;
+  c.reader = std::make_shared<std::thread>([fd = fds[0], text = c.text] {
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;)
+      text->append(buf, static_cast<size_t>(n));
+    ::close(fd);
+  });
+  return c;
+}
+
+// Waits for every child and its report; `killed` children may end by signal, mid-line.
+Reported Collect(const std::vector<Child>& children, const std::vector<pid_t>& killed = {}) {
+  Reported run;
+  for (const Child& c : children) {
+    c.reader->join();
+    int status = 0;
+    ::waitpid(c.pid, &status, 0);
+    if (std::find(killed.begin(), killed.end(), c.pid) == killed.end()) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    // A line cut by the kill is not part of the report.
+    const std::string text = c.text->substr(0, c.text->rfind('\n') + 1);
+    std::istringstream in(text);
+    for (std::string tag; in >> tag;) {
+      if (tag == "o") {
+        int64_t at = 0, units = 0;
+        in >> at >> units;
+        run.offers.push_back({at, units});
+        run.offered += units;
+        ++run.decisions;
+      } else if (tag == "h") {
+        in >> run.last_held[c.pid];
+      } else {
+        Admission a;
+        in >> a.at_us >> a.units;
+        run.admitted.push_back(a);
+        run.admitted_units += a.units;
+      }
+    }
+  }
+  const auto by_time = [](const Admission& x, const Admission& y) { return x.at_us < y.at_us; };
+  std::sort(run.admitted.begin(), run.admitted.end(), by_time);
+  std::sort(run.offers.begin(), run.offers.end(), by_time);
+  return run;
+}
+
+// max over intervals [t_i, t_j] of p·admitted − n·(t_j − t_i) − p·B, in units·p: at most n·ttl.
+Int128 WorstExcess(const std::vector<Admission>& a, const Limit& l) {
+  const Int128 n = l.refill_count();
+  const Int128 p = l.refill_period_us();
+  Int128 best = 0, prefix = 0, worst = -p * l.capacity();
+  for (size_t j = 0; j < a.size(); ++j) {
+    best = j == 0 ? n * a[0].at_us : std::max(best, n * a[j].at_us - p * prefix);
+    prefix += a[j].units;
+    worst = std::max(worst, p * prefix - n * a[j].at_us + best - p * l.capacity());
+  }
+  return worst;
+}
+
+// What one exact limiter without leases would have admitted of `offers`: the ideal.
+int64_t Ideal(const std::vector<Admission>& offers, const Limit& limit) {
+  std::optional<CompactState> state;
+  int64_t admitted = 0;
+  for (const Admission& o : offers) {
+    const Step s = DecideCompact(limit, state ? &*state : nullptr, Micros(o.at_us), o.units);
+    if (s.changed) state = s.next;
+    if (s.decision.allowed()) admitted += o.units;
+  }
+  return admitted;
+}
+
+int64_t EvalshaCalls(const testing::RedisServer& server) {
+  Result<std::string> info = server.Command({"INFO", "commandstats"});
+  if (!info.ok()) return -1;
+  const size_t at = info->find("cmdstat_evalsha:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoll(info->substr(at + 22));
+}
+
+LeaseStoreOptions Leases() {
+  return {.ttl = kTtl, .instances = kProcesses, .return_interval = kTtl / 4};
+}
+
+// One process: its own store and leases, `rate` requests a second of `cost` for `run_for`.
+void Drive(const std::string& url, const Limit& limit, int64_t rate, SteadyClock::duration run_for,
+           Reporter& report, std::string_view key = "hot") {
+  auto store = RedisStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
+  if (!store.ok()) return;
+  LeaseStore leases(**store, SystemClock::Instance(), Leases());
+  const auto start = SteadyClock::now();
+  const auto step = std::chrono::duration_cast<SteadyClock::duration>(seconds(1)) / rate;
+  for (int64_t i = 0; SteadyClock::now() - start < run_for; ++i) {
+    std::this_thread::sleep_until(start + i * step);
+    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
+    report.Offered(WallMicros(), 1);
+    const Result<StoreResponse> r = leases.Decide({&e, 1});
+    if (r.ok() && r->allowed) report.Admitted(WallMicros(), 1);
+    report.Held(leases.UnitsHeld());
+  }
+  leases.ReturnAll(seconds(2));
+}
+
+TEST(Leases, ThreeProcessesUnderTheLimitAdmitEverythingAtFewRedisCallsPerDecision) {
+  auto server = StartServer();
+  // 10,000 a second with a burst of a second; the three offer 9,000 a second between them.
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 10'000, {10'000, seconds(1)});
+  const int64_t before = EvalshaCalls(*server);
+  std::vector<Child> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    children.push_back(
+        Fork([&](Reporter& r) { Drive(server->url(), limit, 3'000, seconds(2), r); }));
+  }
+  const Reported run = Collect(children);
+  const int64_t calls = EvalshaCalls(*server) - before;
+  ASSERT_GT(run.decisions, 5'000);
+  EXPECT_LE(WorstExcess(run.admitted, limit), 0) << "within B + r·t: the bucket never ran dry";
+  EXPECT_GE(run.admitted_units * 100, run.offered * 95);
+  const double per_decision = static_cast<double>(calls) / static_cast<double>(run.decisions);
+  EXPECT_LE(per_decision, 0.05) << calls << " calls for " << run.decisions << " decisions";
+  std::cout << "under the limit: " << run.admitted_units << " of " << run.offered << " admitted, "
+            << calls << " EVALSHA calls for " << run.decisions << " decisions (" << per_decision
+            << " per decision)\n";
+}
+
+TEST(Leases, ThreeProcessesAboveTheLimitStayWithinBPlusRTimesTPlusTtl) {
+  auto server = StartServer();
+  // 2,000 a second with a burst of 500 (a tenth of it in leases); the three offer 3,600.
+  const Limit limit = Bucket(Algorithm::kGcra, 500, {2'000, seconds(1)});
+  const int64_t before = EvalshaCalls(*server);
+  std::vector<Child> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    children.push_back(
+        Fork([&](Reporter& r) { Drive(server->url(), limit, 1'200, seconds(2), r); }));
+  }
+  const Reported run = Collect(children);
+  const int64_t calls = EvalshaCalls(*server) - before;
+  const Int128 excess = WorstExcess(run.admitted, limit);
+  const Int128 allowed = Int128{limit.refill_count()} * (kTtl.count() / 1000);
+  EXPECT_LE(excess, allowed) << "admitted past B + r·(t + ttl)";
+  // What one exact limiter would have admitted of the same requests, against what was.
+  const int64_t ideal = Ideal(run.offers, limit);
+  EXPECT_GE(run.admitted_units * 100, ideal * 95) << run.admitted_units << " of " << ideal;
+  std::cout << "above the limit: " << run.admitted_units << " admitted of " << run.offered
+            << " offered, " << ideal << " by an exact limiter without leases; worst interval "
+            << static_cast<double>(excess) / static_cast<double>(limit.refill_period_us())
+            << " units past B + r·t (bound: r·ttl = "
+            << static_cast<double>(allowed) / static_cast<double>(limit.refill_period_us()) << "); "
+            << calls << " EVALSHA calls for " << run.decisions << " decisions\n";
+}
+
+TEST(Leases, AKilledProcessLosesAtMostItsLeasesAndNothingIsAdmittedTwice) {
+  auto server = StartServer();
+  // One window of an hour, started at least 20 s before its end.
+  while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
+  // An instance holds at most a tenth of 20,000 over 3: 666 units.
+  const Limit limit = Window(Algorithm::kFixedWindow, 20'000, std::chrono::hours(1));
+  std::vector<Child> children;
+  for (int p = 0; p < kProcesses; ++p) {
+    children.push_back(Fork([&, p](Reporter& r) {
+      Drive(server->url(), limit, 2'000, p == 0 ? seconds(60) : seconds(2), r);
+    }));
+  }
+  std::this_thread::sleep_for(seconds(1));
+  ASSERT_EQ(::kill(children[0].pid, SIGKILL), 0);
+  const Reported run = Collect(children, {children[0].pid});
+  auto store = MustOpen({.url = server->url()});
+  const Decision d = DecideOne(*store, "hot", limit, 0);
+  const int64_t counted = d.limit - d.remaining;
+  const int64_t most_held = limit.capacity() / 10 / kProcesses;
+  // The survivors gave everything back: what the store counts beyond the admitted units is what
+  // the killed process held (and the one request it may have been deciding).
+  EXPECT_GE(counted, run.admitted_units) << "every admitted unit was consumed in the store";
+  EXPECT_LE(counted - run.admitted_units, most_held + 1);
+  std::cout << "killed: it held " << run.last_held.at(children[0].pid)
+            << " units when it last said; " << run.admitted_units << " admitted, " << counted
+            << " counted by the store: " << counted - run.admitted_units
+            << " lost with the killed process (at most " << most_held << ")\n";
+}
+
+TEST(Leases, WhileRedisIsDownLiveLeasesAreSpentExactlyThenTheFailureModeApplies) {
+  auto server = StartServer();
+  auto redis = MustOpen({.url = server->url(), .deadline = milliseconds(200)});
+  BreakerStore breaker(*redis, SystemClock::Instance(), {});
+  // A long ttl: the leases outlive the outage's first seconds.
+  LeaseStore leases(breaker, SystemClock::Instance(),
+                    {.ttl = seconds(30), .max_share_ppm = 500'000, .instances = 1});
+  Engine engine(leases, SystemClock::Instance(), {});
+  const Limit limit = Window(Algorithm::kFixedWindow, 1'000, std::chrono::hours(1));
+  PolicySpec spec;
+  spec.name = "api";
+  spec.identity = {"key"};
+  spec.limits = {limit};
+  // The policy's terms (store.lease's, as the config gives them) are what the engine sends.
+  const PolicySetOptions options{
+      .on_failure = FailureMode::kDeny,
+      .lease = {.enabled = true, .ttl = seconds(30), .max_share_ppm = 500'000}};
+  ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, options)).ok());
+  CheckRequest request;
+  request.descriptors = {{"key", "k"}};
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(engine.Check(request)->allowed());
+  const int64_t held = leases.UnitsHeld();
+  ASSERT_GT(held, 0);
+  server->Kill();
+  for (int64_t i = 0; i < held; ++i) {
+    const Result<CheckResult> r = engine.Check(request);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->outcome, Outcome::kAllowed) << "unit " << i << " of " << held;
+    EXPECT_FALSE(r->degraded) << "decided from a lease the store granted";
+  }
+  const Result<CheckResult> dry = engine.Check(request);
+  ASSERT_TRUE(dry.ok());
+  EXPECT_EQ(dry->outcome, Outcome::kUnavailable) << "the leases ran out: deny";
+  EXPECT_TRUE(dry->degraded);
+  std::cout << "Redis down: " << held << " decisions from live leases, then the failure mode\n";
+}
+
+}  // namespace
+}  // namespace caudal
