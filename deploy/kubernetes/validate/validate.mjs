@@ -59,6 +59,7 @@ const matches = (selector) =>
 // Probes, security, resources.
 check(container.livenessProbe?.httpGet?.path === "/healthz", "liveness probe on /healthz");
 check(container.readinessProbe?.httpGet?.path === "/readyz", "readiness probe on /readyz");
+check(container.startupProbe?.grpc?.port === 8081, "startup probe on gRPC health (8081)");
 check(pod.securityContext?.runAsNonRoot === true, "runAsNonRoot");
 check(container.securityContext?.readOnlyRootFilesystem === true, "readOnlyRootFilesystem");
 check(container.securityContext?.allowPrivilegeEscalation === false, "no privilege escalation");
