@@ -6,19 +6,17 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "caudal/config/config.h"
 #include "caudal/service/service.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
+#include "cli/stop_guard.h"
 #include "common/cat.h"
 #include "common/redact.h"
 #include "config/file_watcher.h"
@@ -31,56 +29,6 @@ constexpr std::string_view kName = "serve";
 std::string Bracketed(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
 }
-
-// Held while the service stops: a second SIGINT or SIGTERM ends the process at once (exit code
-// 128 + the signal, as a shell reports a process a signal ended), and so does `deadline`
-// should anything hang past it (exit code 1). SIGHUP is ignored meanwhile.
-class StopGuard {
- public:
-  StopGuard(const sigset_t& signals, const Clock& clock, Nanos deadline, const Logger& log)
-      : signals_(signals), log_(log) {
-    signal_thread_ = std::thread([this] { AwaitSecondSignal(); });
-    watchdog_ = std::thread([this, &clock, deadline] {
-      std::unique_lock lock(mu_);
-      if (clock.WaitUntil(cv_, lock, deadline, [this] { return done_; })) return;
-      log_.Error("stopping took longer than server.shutdown_timeout: exiting now");
-      std::_Exit(kExitFailure);
-    });
-  }
-  ~StopGuard() {
-    {
-      std::lock_guard lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    pthread_kill(signal_thread_.native_handle(), SIGTERM);  // ends its sigwait
-    signal_thread_.join();
-    watchdog_.join();
-  }
-  StopGuard(const StopGuard&) = delete;
-  StopGuard& operator=(const StopGuard&) = delete;
-
- private:
-  void AwaitSecondSignal() {
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&signals_, &sig) != 0 || sig == SIGHUP) continue;
-      std::lock_guard lock(mu_);
-      if (done_) return;
-      log_.Warning(Cat("second ", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                       " while stopping: exiting now, unanswered requests are cut"));
-      std::_Exit(128 + sig);
-    }
-  }
-
-  const sigset_t signals_;
-  const Logger& log_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
-  std::thread signal_thread_;
-  std::thread watchdog_;
-};
 
 class ServeCommand final : public Command {
  public:
