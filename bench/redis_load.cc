@@ -4,7 +4,7 @@
 //
 //   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
-//               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL_MS]
+//               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -15,8 +15,8 @@
 // (--calls-in-flight per connection): one EVALSHA per decision, as a client that does not batch
 // sends them. --keys-dist zipf:1.1 draws each request's key from a Zipf distribution of exponent
 // S over the keys (a few keys carry most requests, as a real API's tenants do; default uniform:
-// the keys in turn). --lease TTL_MS decides through a LeaseStore (leases of up to TTL_MS, a tenth
-// of the capacity at most) above the store, as `store.lease` does. Prints one line:
+// the keys in turn). --lease TTL (250ms, 1s) decides through a LeaseStore (leases of up to TTL, a
+// tenth of the capacity at most) above the store, as `store.lease` does. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "caudal/common/rate.h"
 #include "caudal/engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
@@ -90,9 +91,11 @@ bool Parse(int argc, char** argv, Args& a) {
       a.zipf = 0;
     else if (flag == "--keys-dist" && std::strncmp(v, "zipf:", 5) == 0 && std::atof(v + 5) > 0)
       a.zipf = std::atof(v + 5);
-    else if (flag == "--lease")
-      a.lease_ms = std::atoi(v);
-    else
+    else if (flag == "--lease") {
+      auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
+      if (!ttl.ok() || ttl->count() < 1000) return false;
+      a.lease_ms = static_cast<int>(ttl->count() / 1000);
+    } else
       return false;
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
@@ -277,7 +280,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
                  "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
-                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL_MS]\n");
+                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL]\n");
     return 2;
   }
   return caudal::Run(args);
