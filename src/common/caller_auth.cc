@@ -16,9 +16,6 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
-namespace {
-
-// The credentials of "Bearer <token>" (the scheme is case-insensitive, RFC 9110 §11.1), or "".
 std::string_view BearerToken(std::string_view authorization) {
   constexpr std::string_view kScheme = "bearer ";
   if (authorization.size() <= kScheme.size()) return {};
@@ -31,8 +28,6 @@ std::string_view BearerToken(std::string_view authorization) {
   while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
   return token;
 }
-
-}  // namespace
 
 CallerVerdict CheckCaller(const CallerAuth& auth, std::string_view authorization,
                           std::span<const std::string> identities) {

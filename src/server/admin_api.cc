@@ -22,19 +22,6 @@ ApiError Bad(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
 
-std::string_view Bearer(std::string_view authorization) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (authorization.size() <= kScheme.size()) return {};
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    const char c = authorization[i];
-    if ((c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) != kScheme[i]) return {};
-  }
-  std::string_view token = authorization.substr(kScheme.size());
-  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-  return token;
-}
-
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -60,31 +47,11 @@ std::optional<std::string> Decode(std::string_view s, bool query) {
   return out;
 }
 
-std::string_view TypeName(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "an integer";
-    case json::kind::double_:
-      return "a number with a fraction";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "?";
-}
-
 std::optional<ApiError> ReadInteger(const json::value& v, const std::string& field, int64_t& out) {
   if (!v.is_int64() || v.get_int64() < 1) {
-    return Bad("invalid_limits", Cat(field, ": expected a positive integer (got ",
-                                     v.is_number() ? json::serialize(v) : TypeName(v), ')'));
+    return Bad("invalid_limits",
+               Cat(field, ": expected a positive integer (got ",
+                   v.is_number() ? json::serialize(v) : http_api::JsonTypeName(v), ')'));
   }
   out = v.get_int64();
   return std::nullopt;
@@ -93,7 +60,8 @@ std::optional<ApiError> ReadInteger(const json::value& v, const std::string& fie
 std::optional<ApiError> ReadText(const json::value& v, const std::string& field,
                                  std::string_view& out) {
   if (!v.is_string()) {
-    return Bad("invalid_limits", Cat(field, ": expected a string (got ", TypeName(v), ')'));
+    return Bad("invalid_limits",
+               Cat(field, ": expected a string (got ", http_api::JsonTypeName(v), ')'));
   }
   out = v.get_string();
   return std::nullopt;
@@ -103,7 +71,8 @@ std::optional<ApiError> ReadText(const json::value& v, const std::string& field,
 std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
                                   std::vector<Limit>& out) {
   if (!v.is_object()) {
-    return Bad("invalid_limits", Cat(at, ": expected an object (got ", TypeName(v), ')'));
+    return Bad("invalid_limits",
+               Cat(at, ": expected an object (got ", http_api::JsonTypeName(v), ')'));
   }
   const json::object& o = v.get_object();
   const json::value* a = o.if_contains("algorithm");
@@ -245,7 +214,7 @@ std::optional<Reply> RefuseAdmin(std::string_view token, std::string_view author
         Bad("ambiguous_identity", Cat("header Authorization: given ", authorization_count,
                                       " times (the admin's credentials must be given once)")));
   }
-  const std::string_view given = Bearer(authorization);
+  const std::string_view given = BearerToken(authorization);
   if (!given.empty() && ConstantTimeEquals(given, token)) return std::nullopt;
   Reply r = http_api::ErrorReply(
       {.status = 401,
@@ -335,7 +304,8 @@ ParsedOverride ParseOverrideBody(std::string_view body) {
     return out;
   }
   if (!v.is_object()) {
-    out.error = Bad("invalid_body", Cat("body: expected a JSON object (got ", TypeName(v), ')'));
+    out.error = Bad("invalid_body",
+                    Cat("body: expected a JSON object (got ", http_api::JsonTypeName(v), ')'));
     return out;
   }
   if (auto repeated = http_api::FindRepeatedKey(body, kMaxDepth)) {

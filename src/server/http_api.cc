@@ -17,27 +17,6 @@ constexpr std::string_view kJson = "application/json";
 
 int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up: never earlier
 
-std::string_view TypeName(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-      return "an integer";
-    case json::kind::double_:
-      return "a number with a fraction";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "?";
-}
-
 // The first `max` bytes of `s`, or fewer so as not to split a UTF-8 sequence.
 std::string_view Utf8Prefix(std::string_view s, size_t max) {
   if (s.size() <= max) return s;
@@ -57,7 +36,8 @@ std::optional<ApiError> ReadCost(const json::value& v, CheckRequest& out) {
   } else if (v.is_uint64()) {
     cost = kMaxCost + 1;  // beyond int64: certainly too large
   } else {
-    return Bad("invalid_cost", Cat("cost: expected a positive integer (got ", TypeName(v), ')'));
+    return Bad("invalid_cost",
+               Cat("cost: expected a positive integer (got ", JsonTypeName(v), ')'));
   }
   if (cost < 1 || cost > kMaxCost) {
     return Bad("invalid_cost",
@@ -70,7 +50,7 @@ std::optional<ApiError> ReadCost(const json::value& v, CheckRequest& out) {
 std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out) {
   if (!v.is_object()) {
     return Bad("invalid_descriptors",
-               Cat("descriptors: expected an object of strings (got ", TypeName(v), ')'));
+               Cat("descriptors: expected an object of strings (got ", JsonTypeName(v), ')'));
   }
   const json::object& o = v.get_object();
   if (o.empty()) return Bad("invalid_descriptors", "descriptors: expected at least one descriptor");
@@ -81,8 +61,8 @@ std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out)
   for (const auto& kv : o) {
     const std::string_view name = Utf8Prefix(kv.key(), 64);
     if (!kv.value().is_string()) {
-      return Bad("invalid_descriptors",
-                 Cat("descriptors.", name, ": expected a string (got ", TypeName(kv.value()), ')'));
+      return Bad("invalid_descriptors", Cat("descriptors.", name, ": expected a string (got ",
+                                            JsonTypeName(kv.value()), ')'));
     }
     const json::string& s = kv.value().get_string();
     if (auto problem = IdentityValueProblem({s.data(), s.size()})) {
@@ -131,6 +111,27 @@ int64_t WindowSeconds(const Limit& l) {
 
 }  // namespace
 
+std::string_view JsonTypeName(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+      return "an integer";
+    case json::kind::double_:
+      return "a number with a fraction";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
+  }
+  return "?";
+}
+
 std::string ValidUtf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -168,7 +169,8 @@ ParsedCheck ParseCheckBody(std::string_view body) {
     return out;
   }
   if (!v.is_object()) {
-    out.error = Bad("invalid_body", Cat("body: expected a JSON object (got ", TypeName(v), ')'));
+    out.error =
+        Bad("invalid_body", Cat("body: expected a JSON object (got ", JsonTypeName(v), ')'));
     return out;
   }
   // Boost.JSON keeps the last of repeated keys; which one a client meant is anyone's guess.
@@ -204,7 +206,7 @@ ParsedCheck ParseCheckBody(std::string_view body) {
   if (const json::value* r = o.if_contains("refund")) {
     if (!r->is_bool()) {
       out.error =
-          Bad("invalid_refund", Cat("refund: expected true or false (got ", TypeName(*r), ')'));
+          Bad("invalid_refund", Cat("refund: expected true or false (got ", JsonTypeName(*r), ')'));
       return out;
     }
     out.request.refund = r->get_bool();

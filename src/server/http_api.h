@@ -2,6 +2,7 @@
 // No sockets here (the transport is http_server.cc), so every case is unit-tested directly.
 #pragma once
 
+#include <boost/json/value.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,9 @@
 #include "common/cat.h"
 
 namespace caudal::http_api {
+
+// "an integer", "a string", ...: what a JSON value is, for an error message.
+std::string_view JsonTypeName(const boost::json::value& v);
 
 inline constexpr size_t kMaxBodyBytes = 64 * 1024;
 

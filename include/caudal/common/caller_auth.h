@@ -37,6 +37,9 @@ enum class CallerVerdict : uint8_t {
 CallerVerdict CheckCaller(const CallerAuth& auth, std::string_view authorization,
                           std::span<const std::string> identities);
 
+// The credentials of "Bearer <token>" (the scheme is case-insensitive, RFC 9110 §11.1), or "".
+std::string_view BearerToken(std::string_view authorization);
+
 // True when a and b are equal, reading every byte of both whatever they hold.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
