@@ -29,6 +29,7 @@ struct LeaseStore::Core {
                 static_cast<uint64_t>(units));
     std::lock_guard lock(mu);
     --returning;
+    returning_units -= units;
     if (returning == 0) idle.notify_all();
   }
 
@@ -39,7 +40,8 @@ struct LeaseStore::Core {
   std::atomic<uint64_t>& forwarded;
   std::mutex mu;
   std::condition_variable idle;
-  int64_t returning = 0;  // guarded by mu: give-back calls in flight
+  int64_t returning = 0;        // guarded by mu: give-back calls in flight
+  int64_t returning_units = 0;  // guarded by mu: the units they carry
 };
 
 namespace {
@@ -63,8 +65,18 @@ void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Na
   }
 }
 
-// Gives `ended` back, at most kMaxEntriesPerRequest entries per call and each key once per call
-// (a key's several lots go in separate calls).
+// Takes from the table what `take` ends and counts it as being given back, in one step under the
+// core's lock: Owed() sees each unit in exactly one place.
+template <typename Take>
+std::vector<EndedLot> TakeToGiveBack(const CorePtr& core, Take take) {
+  std::lock_guard lock(core->mu);
+  std::vector<EndedLot> ended = take(core->table);
+  for (const EndedLot& lot : ended) core->returning_units += lot.units;
+  return ended;
+}
+
+// Gives `ended` (taken by TakeToGiveBack) back, at most kMaxEntriesPerRequest entries per call and
+// each key once per call (a key's several lots go in separate calls).
 void GiveBack(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
   if (ended.empty()) return;
   std::vector<std::vector<size_t>> calls;
@@ -170,12 +182,14 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
 }
 
 void LeaseStore::ReturnEnded() {
-  GiveBack(inner_, core_, core_->table.TakeEnded(clock_.Monotonic()));
+  const Nanos now = clock_.Monotonic();
+  GiveBack(inner_, core_,
+           TakeToGiveBack(core_, [now](auto& table) { return table.TakeEnded(now); }));
   UnitsHeld();  // the gauge
 }
 
 void LeaseStore::ReturnAll(Nanos wait) {
-  GiveBack(inner_, core_, core_->table.TakeAll());
+  GiveBack(inner_, core_, TakeToGiveBack(core_, [](auto& table) { return table.TakeAll(); }));
   std::unique_lock lock(core_->mu);
   clock_.WaitUntil(core_->idle, lock, clock_.Monotonic() + wait,
                    [this] { return core_->returning == 0; });
@@ -195,6 +209,14 @@ int64_t LeaseStore::UnitsHeld() const {
   const int64_t held = core_->table.Counts().held;
   core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(held));
   return held;
+}
+
+LeaseOwed LeaseStore::Owed() const {
+  // Under the core's lock, as lots are taken to be given back; a unit otherwise moves only within
+  // its key's shard, read under that shard's lock: each unit is counted exactly once.
+  std::lock_guard lock(core_->mu);
+  const engine_internal::LeaseTableCounts c = core_->table.Counts();
+  return {.held = c.held, .asked = c.asked, .ending = c.ending + core_->returning_units};
 }
 
 }  // namespace caudal

@@ -149,6 +149,44 @@ TEST_F(LeaseStoreTest, UnspentUnitsGoBackOnceWhenTheLeaseEnds) {
   EXPECT_EQ(StoreRemaining("g", limit), 96) << "given back once";
 }
 
+// Owed(): what the store took for this instance and is neither spent nor back, in one of its three
+// places: a live lease, an ask in flight, a lease ended and not given back yet.
+TEST_F(LeaseStoreTest, OwedCountsWhatTheStoreTookUntilItIsSpentOrBack) {
+  const Limit limit = Window(1000, seconds(10));
+  int64_t spent = 0;
+  for (; spent < 20; ++spent) ASSERT_TRUE(Ask("o", limit, 1).ok());
+  LeaseOwed owed = leases_.Owed();
+  ASSERT_GT(owed.held, 0);
+  EXPECT_EQ(owed.asked, 0);
+  EXPECT_EQ(owed.ending, 0);
+  EXPECT_EQ(1000 - StoreRemaining("o", limit), spent + owed.total());
+  // A renewal in flight: its units are asked for.
+  store_.Hold();
+  while (leases_.Owed().asked == 0) {
+    const EntryRef e{.key = "o", .limit = &limit, .cost = 1};
+    bool allowed = false;
+    leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { allowed = r.ok() && r->allowed; });
+    ASSERT_TRUE(allowed) << "from the lease";
+    ++spent;
+  }
+  owed = leases_.Owed();
+  store_.ReleaseHeld();
+  EXPECT_EQ(leases_.Owed().asked, 0);
+  EXPECT_EQ(leases_.Owed().held, owed.held + owed.asked) << "granted in full";
+  EXPECT_EQ(1000 - StoreRemaining("o", limit), spent + leases_.Owed().total());
+  // Ended, then being given back: ending until the store answers.
+  clock_.Advance(kTtl);
+  store_.Hold();
+  const int64_t held = leases_.Owed().held;
+  leases_.ReturnEnded();
+  owed = leases_.Owed();
+  EXPECT_EQ(owed.held, 0);
+  EXPECT_EQ(owed.ending, held) << "in the give-back call";
+  store_.ReleaseHeld();
+  EXPECT_EQ(leases_.Owed().total(), 0);
+  EXPECT_EQ(1000 - StoreRemaining("o", limit), spent);
+}
+
 TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   const Limit limit = Bucket(1000, {1000, seconds(1)});
   for (int i = 0; i < 20; ++i) ASSERT_TRUE(Ask("r", limit, 1).ok());  // demand: 20 per ttl

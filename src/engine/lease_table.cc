@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <utility>
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
@@ -27,7 +28,7 @@ struct KeyLeases {
   int64_t share_ppm = 0;
   std::array<Lot, kMaxLotsPerKey> lots;  // [0, n), by expiry, earliest first
   size_t n = 0;
-  bool asking = false;  // an ask for this key is in flight (one at a time)
+  int64_t asked = 0;    // units of the ask for this key in flight (one at a time), or 0
   bool listed = false;  // in the shard's holders
   // Demand at this instance: units and requests in the current period of `ttl` and the one before.
   Nanos period_start{0};
@@ -60,6 +61,8 @@ struct LeaseTable::Shard {
   std::vector<std::string> holders;  // guarded by mu: keys with lots, or an ask in flight
   std::vector<EndedLot> ended;       // guarded by mu: to give back
   int64_t held = 0;                  // guarded by mu: units in lots
+  int64_t asked = 0;                 // guarded by mu: units of the asks in flight
+  int64_t ending = 0;                // guarded by mu: units in `ended`
   Nanos pruned{Nanos::min()};        // guarded by mu
   size_t capacity = 0;
 };
@@ -68,9 +71,19 @@ namespace {
 
 using Shard = LeaseTable::Shard;
 
+void End(Shard& shard, EndedLot lot) {
+  shard.ending += lot.units;
+  shard.ended.push_back(std::move(lot));
+}
+
 void EndLot(Shard& shard, const std::string& key, const Limit& limit, const Lot& lot) {
   shard.held -= lot.left;
-  if (lot.left > 0) shard.ended.push_back({key, limit, lot.left, lot.grant});
+  if (lot.left > 0) End(shard, {key, limit, lot.left, lot.grant});
+}
+
+void Ask(Shard& shard, KeyLeases& k, int64_t units) {
+  k.asked = units;
+  shard.asked += units;
 }
 
 // Ends the lots of `k` that expired by `now` (all of them when `all`).
@@ -190,7 +203,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
         shard.pruned = now;  // forget keys idle for two periods, holding nothing
         std::erase_if(shard.keys, [&](const auto& kv) {
           const KeyLeases& k = kv.second;
-          return k.n == 0 && !k.asking && !k.listed && now - k.last_seen >= 2 * k.ttl;
+          return k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
         });
       }
       if (shard.keys.size() >= shard.capacity) {  // full of live keys: this one is not tracked
@@ -221,13 +234,13 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     for (size_t i = 0; i < entries.size(); ++i) {
       const EntryRef& e = entries[i];
       KeyLeases* k = found[i].k;
-      if (k == nullptr || k->asking || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
+      if (k == nullptr || k->asked > 0 || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
       const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm)) - k->Left();
       // A consume takes its lease in its own store call; a charge cannot, so it renews.
       const bool rides = e.op == EntryOp::kConsume;
       if (units < (rides ? 1 : kMinRenewal)) continue;
-      k->asking = true;
+      Ask(*found[i].shard, *k, units);
       List(*found[i].shard, *found[i].key, *k);
       (rides ? plan.asks : plan.renewals)
           .push_back({.entry = i, .key = *found[i].key, .limit = k->limit, .units = units});
@@ -269,8 +282,8 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
         Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
     const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm));
     const int64_t more = target - d.remaining;
-    if (!k.asking && k.n < kMaxLotsPerKey && 2 * d.remaining <= target && more >= kMinRenewal) {
-      k.asking = true;
+    if (k.asked == 0 && k.n < kMaxLotsPerKey && 2 * d.remaining <= target && more >= kMinRenewal) {
+      Ask(*found[i].shard, k, more);
       plan.renewals.push_back({.entry = i, .key = *found[i].key, .limit = k.limit, .units = more});
     }
   }
@@ -283,14 +296,17 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
   std::lock_guard lock(shard.mu);
   const auto it = shard.keys.find(key);
   const int64_t units = decision != nullptr && allowed ? decision->leased : 0;
-  if (it != shard.keys.end()) it->second.asking = false;
+  if (it != shard.keys.end()) {
+    shard.asked -= it->second.asked;
+    it->second.asked = 0;
+  }
   if (it == shard.keys.end() || !(it->second.limit == limit)) {
     // Nowhere to keep it (its key now has another limit): given back at once.
     if (units > 0) {
-      shard.ended.push_back({std::string(key),
-                             limit,
-                             units,
-                             {.at = decision->leased_at, .reset_after = decision->reset_after}});
+      End(shard, {std::string(key),
+                  limit,
+                  units,
+                  {.at = decision->leased_at, .reset_after = decision->reset_after}});
     }
     return 0;
   }
@@ -304,7 +320,7 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
   if (IsWindowAlgorithm(limit.algorithm())) life = std::min<Nanos>(life, decision->reset_after);
   life -= life / 1024;
   if (k.n >= kMaxLotsPerKey || life <= Nanos(0)) {
-    shard.ended.push_back({std::string(key), limit, units, grant});
+    End(shard, {std::string(key), limit, units, grant});
     return 0;
   }
   const Lot lot{
@@ -327,11 +343,12 @@ std::vector<EndedLot> LeaseTable::TakeEnded(Nanos now) {
       if (it == shard.keys.end()) return true;
       KeyLeases& k = it->second;
       Expire(shard, it->first, k, now, /*all=*/false);
-      k.listed = k.n > 0 || k.asking;
+      k.listed = k.n > 0 || k.asked > 0;
       return !k.listed;
     });
     std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
     shard.ended.clear();
+    shard.ending = 0;
   }
   return out;
 }
@@ -347,6 +364,7 @@ std::vector<EndedLot> LeaseTable::TakeAll() {
     }
     std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
     shard.ended.clear();
+    shard.ending = 0;
   }
   return out;
 }
@@ -356,6 +374,8 @@ LeaseTableCounts LeaseTable::Counts() const {
   for (size_t s = 0; s < kShards; ++s) {
     std::lock_guard lock(shards_[s].mu);
     c.held += shards_[s].held;
+    c.asked += shards_[s].asked;
+    c.ending += shards_[s].ending;
     c.keys += shards_[s].keys.size();
   }
   return c;

@@ -65,8 +65,10 @@ struct LeasePlan {
 };
 
 struct LeaseTableCounts {
-  int64_t held = 0;  // units in live lots (granted, unspent)
-  size_t keys = 0;   // keys tracked
+  int64_t held = 0;    // units in live lots (granted, unspent)
+  int64_t asked = 0;   // units of the asks in flight
+  int64_t ending = 0;  // units of lots ended unspent, not yet taken to be given back
+  size_t keys = 0;     // keys tracked
 };
 
 class LeaseTable {

@@ -66,6 +66,15 @@ struct LeaseCounts {
   uint64_t units_lost = 0;        // unspent units whose give-back failed
 };
 
+// What the store took for an instance's leases that is neither spent nor back: what the instance
+// leaves under-admitted if it crashes at this moment (docs/algorithms.md, Leases).
+struct LeaseOwed {
+  int64_t held = 0;    // in live leases (UnitsHeld)
+  int64_t asked = 0;   // asked for in calls not answered yet (the store may grant less)
+  int64_t ending = 0;  // in leases ended unspent: waiting for, or in, a give-back call
+  int64_t total() const { return held + asked + ending; }
+};
+
 class LeaseStore final : public Store {
  public:
   // `inner` and `clock` (its monotonic time) must outlive the LeaseStore.
@@ -85,9 +94,9 @@ class LeaseStore final : public Store {
   void ReturnAll(Nanos wait);
 
   LeaseCounts counters() const;
-  // Units held in live leases (granted, unspent): at most the under-admission this instance
-  // causes at any moment. Also sets the caudal_lease_units gauge.
+  // Units held in live leases (granted, unspent). Also sets the caudal_lease_units gauge.
   int64_t UnitsHeld() const;
+  LeaseOwed Owed() const;
 
   struct Core;
 
