@@ -5,6 +5,7 @@
 //   redis_load --url redis://127.0.0.1:6379 [--seconds 5] [--in-flight 64] [--threads 2]
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
+//               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -16,7 +17,10 @@
 // sends them. --keys-dist zipf:1.1 draws each request's key from a Zipf distribution of exponent
 // S over the keys (a few keys carry most requests, as a real API's tenants do; default uniform:
 // the keys in turn). --lease TTL (250ms, 1s) decides through a LeaseStore (leases of up to TTL, a
-// tenth of the capacity at most) above the store, as `store.lease` does. Prints one line:
+// tenth of the capacity at most) above the store, as `store.lease` does. --algorithm fixed_window
+// decides windows of a minute instead (limit 10^9), and --charge 1 counts each hit whatever the
+// verdict (EntryOp::kCharge), as a `consume_each` Envoy domain counts; --native 1 makes them
+// native counts (store.h), as the engine sends a consume_each domain's. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -42,6 +46,7 @@
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
+#include "key_stream.h"
 
 namespace caudal {
 namespace {
@@ -58,9 +63,12 @@ struct Args {
   int calls_in_flight = 0;  // 0: the store's default
   int entries = 1;
   int same_slot = 0;
-  int max_batch = 0;  // 0: the store's default; 1: one script call per request
-  double zipf = 0;    // the Zipf exponent of --keys-dist zipf:S; 0: uniform
-  int lease_ms = 0;   // --lease: 0, none
+  int max_batch = 0;          // 0: the store's default; 1: one script call per request
+  double zipf = 0;            // the Zipf exponent of --keys-dist zipf:S; 0: uniform
+  int lease_ms = 0;           // --lease: 0, none
+  bool fixed_window = false;  // --algorithm fixed_window (a window of a minute)
+  bool charge = false;        // --charge 1: counted whatever the verdict, as consume_each counts
+  bool native = false;        // --native 1: charges as native counts (store.h), as the engine sends
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -91,6 +99,14 @@ bool Parse(int argc, char** argv, Args& a) {
       a.zipf = 0;
     else if (flag == "--keys-dist" && std::strncmp(v, "zipf:", 5) == 0 && std::atof(v + 5) > 0)
       a.zipf = std::atof(v + 5);
+    else if (flag == "--algorithm" && std::strcmp(v, "token_bucket") == 0)
+      a.fixed_window = false;
+    else if (flag == "--algorithm" && std::strcmp(v, "fixed_window") == 0)
+      a.fixed_window = true;
+    else if (flag == "--charge")
+      a.charge = std::atoi(v) != 0;
+    else if (flag == "--native")
+      a.native = std::atoi(v) != 0;
     else if (flag == "--lease") {
       auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
       if (!ttl.ok() || ttl->count() < 1000) return false;
@@ -100,7 +116,7 @@ bool Parse(int argc, char** argv, Args& a) {
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
          a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
-         a.lease_ms >= 0;
+         a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge);
 }
 
 // The store the URL names, and its counters.
@@ -124,26 +140,6 @@ Result<Opened> Open(RedisStoreOptions options) {
   return wrap(RedisStore::Open(SystemClock::Instance(), std::move(options)));
 }
 
-// Key indices drawn from Zipf(s) over [0, n): the inverse of its cumulative distribution.
-class Zipf {
- public:
-  Zipf(int n, double s) : cdf_(static_cast<size_t>(n)) {
-    double sum = 0;
-    for (int k = 0; k < n; ++k) sum += 1.0 / std::pow(k + 1, s);
-    double acc = 0;
-    for (int k = 0; k < n; ++k)
-      cdf_[static_cast<size_t>(k)] = (acc += 1.0 / std::pow(k + 1, s) / sum);
-  }
-  size_t Draw(std::mt19937_64& rng) const {
-    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    const auto it = std::lower_bound(cdf_.begin(), cdf_.end(), u);
-    return std::min(static_cast<size_t>(it - cdf_.begin()), cdf_.size() - 1);
-  }
-
- private:
-  std::vector<double> cdf_;
-};
-
 double Percentile(std::vector<int64_t>& v, double p) {
   if (v.empty()) return 0;
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
@@ -152,8 +148,12 @@ double Percentile(std::vector<int64_t>& v, double p) {
 }
 
 int Run(const Args& a) {
-  const Limit limit = *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
-                                                       {1'000'000'000, std::chrono::seconds(1)}));
+  const Limit limit =
+      a.fixed_window ? *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1'000'000'000,
+                                                        std::chrono::minutes(1)))
+                     : *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
+                                                        {1'000'000'000, std::chrono::seconds(1)}));
+  const EntryOp op = a.charge ? EntryOp::kCharge : EntryOp::kConsume;
   // keys[i * entries + j]: entry j of request key i (one hash tag per request with --same-slot).
   std::vector<std::string> keys;
   for (int i = 0; i < a.keys; ++i) {
@@ -208,23 +208,24 @@ int Run(const Args& a) {
                           .return_interval = std::chrono::milliseconds(50)});
     store = leases.get();
   }
-  const Zipf zipf(a.zipf > 0 ? a.keys : 1, a.zipf > 0 ? a.zipf : 1);
-
   std::vector<std::thread> threads;
   for (int t = 0; t < a.threads; ++t) {
     threads.emplace_back([&, t] {
       const int window = a.in_flight / a.threads + (t < a.in_flight % a.threads ? 1 : 0);
       std::counting_semaphore<1 << 20>& free_slots = *slots[t];
-      uint64_t i = static_cast<uint64_t>(t) * 7919;
-      std::mt19937_64 rng(static_cast<uint64_t>(t) + 1);
+      bench::KeyStream stream(a.keys, a.zipf, static_cast<uint64_t>(t) + 1,
+                              static_cast<uint64_t>(t) * 7919);
       while (SteadyClock::now() < until) {
         free_slots.acquire();
         std::vector<EntryRef> entries;
-        const size_t key = a.zipf > 0 ? zipf.Draw(rng) : i++ % static_cast<size_t>(a.keys);
+        const size_t key = stream.Next();
         const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
-          entries.push_back(
-              {.key = keys[first + static_cast<size_t>(j)], .limit = &limit, .cost = 1});
+          entries.push_back({.key = keys[first + static_cast<size_t>(j)],
+                             .limit = &limit,
+                             .cost = 1,
+                             .op = op,
+                             .native_count = a.native});
         }
         const auto issued = SteadyClock::now();
         store->DecideAsync(entries, [&, t, issued](Result<StoreResponse> r) {
@@ -280,7 +281,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
                  "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
-                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL]\n");
+                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
+                 "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]\n");
     return 2;
   }
   return caudal::Run(args);

@@ -2,11 +2,12 @@
 //
 //   rls_load --target 127.0.0.1:PORT [--concurrency 64] [--channels 4] [--duration 10s]
 //            [--max-requests 5000000] [--domain bench] [--key client] [--values 1000]
+//            [--values-dist uniform|zipf:S]
 //
 // Keeps `concurrency` calls in flight over `channels` HTTP/2 connections, each call for one of
-// `values` descriptor values in turn, until `duration` or `max-requests`. Prints one line of
-// key=value figures: decisions per second, latency percentiles (µs), OK / OVER_LIMIT / errors.
-// Targets loopback addresses only: it is a load generator.
+// `values` descriptor values in turn (or drawn from Zipf(S) over them), until `duration` or
+// `max-requests`. Prints one line of key=value figures: decisions per second, latency percentiles
+// (µs), OK / OVER_LIMIT / errors. Targets loopback addresses only: it is a load generator.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -21,6 +23,7 @@
 
 #include "caudal/common/rate.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "key_stream.h"
 
 namespace {
 
@@ -38,6 +41,7 @@ struct Options {
   std::string domain = "bench";
   std::string key = "client";
   int values = 1000;
+  double zipf = 0;  // --values-dist zipf:S; 0: the values in turn
 };
 
 struct Totals {
@@ -49,7 +53,11 @@ struct Totals {
 class Slot {
  public:
   Slot(RateLimitService::Stub& stub, const Options& o, Totals& t, Clock::time_point end, int id)
-      : stub_(stub), options_(o), totals_(t), end_(end), next_value_(id) {
+      : stub_(stub),
+        options_(o),
+        totals_(t),
+        end_(end),
+        values_(o.values, o.zipf, static_cast<uint64_t>(id) + 1, static_cast<uint64_t>(id)) {
     latencies_us_.reserve(1 << 16);
   }
 
@@ -69,7 +77,7 @@ class Slot {
     auto* e = request_.add_descriptors()->add_entries();
     e->set_key(options_.key);
     std::string value(1, 'v');  // appended, not "v" + ...: GCC 12 misreports that (-Wrestrict)
-    value += std::to_string(next_value_++ % options_.values);
+    value += std::to_string(values_.Next());
     e->set_value(std::move(value));
     context_ = std::make_unique<grpc::ClientContext>();
     context_->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -95,7 +103,7 @@ class Slot {
   const Options& options_;
   Totals& totals_;
   const Clock::time_point end_;
-  int64_t next_value_;
+  caudal::bench::KeyStream values_;
   std::function<void()> on_stop_;
   std::unique_ptr<grpc::ClientContext> context_;
   RateLimitRequest request_;
@@ -113,7 +121,7 @@ int Usage(const std::string& why) {
   std::cerr << "rls_load: " << why << "\n"
             << "usage: rls_load --target 127.0.0.1:PORT [--concurrency N] [--channels N]\n"
             << "                [--duration D] [--max-requests N] [--domain D] [--key K]\n"
-            << "                [--values N]\n";
+            << "                [--values N] [--values-dist uniform|zipf:S]\n";
   return 2;
 }
 
@@ -142,6 +150,11 @@ int main(int argc, char** argv) {
       o.key = v;
     } else if (flag == "--values") {
       o.values = std::stoi(v);
+    } else if (flag == "--values-dist" && v == "uniform") {
+      o.zipf = 0;
+    } else if (flag == "--values-dist" && v.rfind("zipf:", 0) == 0 &&
+               std::atof(v.c_str() + 5) > 0) {
+      o.zipf = std::atof(v.c_str() + 5);
     } else {
       return Usage("unknown flag " + flag);
     }

@@ -335,6 +335,16 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
                                           : EntryOp::kConsume;
       batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
     }
+    // consume_each's charges of fixed windows that do not lease are the reference's own
+    // counting: the store may make them with its native commands (store.h, native counts).
+    const bool native =
+        plan_.mode == DescriptorMode::kConsumeEach && !local &&
+        std::all_of(batch->entries.begin(), batch->entries.end(), [](const EntryRef& e) {
+          return (e.op == EntryOp::kCharge || e.op == EntryOp::kRefund) &&
+                 e.limit->algorithm() == Algorithm::kFixedWindow &&
+                 (e.terms == nullptr || !e.terms->enabled);
+        });
+    for (EntryRef& e : batch->entries) e.native_count = native;
     batch->sent = engine_.clock_.Monotonic();
     Batch* b = batch.get();
     store.DecideAsync(b->entries, [self = shared_from_this(), batch = std::move(batch), then,

@@ -140,7 +140,10 @@ LeaseStore::~LeaseStore() {
 }
 
 void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
-  // Entries whose terms do not lease go straight on: their requests cost one scan here.
+  // Native counts never lease (their state is the store's counter, store.h); entries whose terms
+  // do not lease go straight on too: their requests cost one scan here.
+  if (!entries.empty() && entries[0].native_count)
+    return inner_.DecideAsync(entries, std::move(done));
   const bool leasing = std::any_of(entries.begin(), entries.end(), [this](const EntryRef& e) {
     return e.terms == nullptr ? options_.lease_by_default : e.terms->enabled;
   });

@@ -249,6 +249,9 @@ Node* ClusterTopology::NodeAt(const Endpoint& at) {
   options.on_breaker = options_.on_node_breaker;
   options.max_calls_in_flight = options_.cluster_calls_in_flight;
   options.cross_slot = true;  // a node's parts batch whatever their slots (node.h)
+  // The script decides native counts here as charges: a transaction's keys would have to share
+  // a slot, and its redirects come back queued, not as the call's reply.
+  options.native_counts = false;
   auto node = std::make_unique<Node>(runner_.io, runner_.tls(), clock_, std::move(options), *this,
                                      counters_);
   Node* raw = node.get();

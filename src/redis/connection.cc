@@ -189,6 +189,14 @@ void Connection::Send(std::string_view command, ReplyHandler handler) {
   SendRaw(command, std::move(handler));
 }
 
+void Connection::SendCall(std::string_view commands, size_t replies, ReplyHandler handler) {
+  assert(state_ == State::kReady && replies >= 1);
+  handlers_.push_back(
+      {.handler = std::move(handler), .sent = clock_.Monotonic(), .skip = replies - 1});
+  queued_.append(commands);
+  if (!write_in_progress_) StartWrite();
+}
+
 void Connection::SendRaw(std::string_view command, ReplyHandler handler) {
   handlers_.push_back({.handler = std::move(handler), .sent = clock_.Monotonic()});
   queued_.append(command);
@@ -283,6 +291,10 @@ void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
       }
       on_push_(std::move(**next));
       if (state_ == State::kClosed) return;
+      continue;
+    }
+    if (handlers_.front().skip > 0) {
+      --handlers_.front().skip;
       continue;
     }
     ReplyHandler handler = std::move(handlers_.front().handler);

@@ -55,6 +55,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Queues one RESP-encoded command. Precondition: ready().
   void Send(std::string_view command, ReplyHandler handler);
+  // Queues `replies` RESP-encoded commands back to back as one call (one in_flight()): the
+  // replies of all but the last are read and dropped, `handler` gets the last (a transaction's
+  // EXEC, which reports what the others could not). Precondition: ready(), replies >= 1.
+  void SendCall(std::string_view commands, size_t replies, ReplyHandler handler);
 
   // Replies that arrive with no command waiting (Pub/Sub messages) go to `handler` instead of
   // failing the connection.
@@ -82,6 +86,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Pending {
     ReplyHandler handler;
     Nanos sent;
+    size_t skip = 0;  // replies to drop before the handler's (SendCall)
   };
 
   void OnResolved(const boost::system::error_code& ec,

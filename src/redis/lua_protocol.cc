@@ -124,6 +124,11 @@ EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
     AddEntry(r, e);
+    if (e.native_count) {
+      r.native.push_back({.cost = e.cost,
+                          .refund = e.op == EntryOp::kRefund,
+                          .window_us = e.limit->window().count()});
+    }
   }
   return r;
 }

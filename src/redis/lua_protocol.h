@@ -46,11 +46,25 @@ inline constexpr int64_t kLeaseFlag = 128;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian
 // 64-bit integers, which the script reads with one struct.unpack per entry.
+// An entry of a request of native counts (native_count.h): its cost and window, and the start
+// of the window it was counted in, fixed when its call is sent.
+struct NativeCount {
+  int64_t cost = 0;
+  bool refund = false;
+  int64_t window_us = 0;
+  int64_t start_us = 0;
+};
+
 struct EncodedRequest {
   std::vector<std::string> keys;  // one per entry
   std::string args;               // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;    // each entry's Decision::limit
   std::vector<uint16_t> leases;   // the entries that ask for a lease, ascending (usually none)
+  // A request of native counts: one per entry (the script decides it as charges where the node
+  // sends no native calls). Set with `native_sent` when its call was a native one.
+  std::vector<NativeCount> native;
+  bool native_sent = false;
+  int64_t given_now_us = -1;  // the given store time its native call was sent at, or -1
 };
 
 // The numbers packed in `args`, in order (for tests and the undo's encoding).

@@ -1,5 +1,7 @@
 #include "redis/node.h"
 
+#include <hiredis/hiredis.h>
+
 #include <algorithm>
 
 #include "redis/script.h"
@@ -175,12 +177,13 @@ std::vector<PartPtr> Node::NextBatch() {
     if (usable(p)) batch.push_back(std::move(p));
   }
   if (batch.empty() || batch.front()->asking) return batch;
+  const bool native = Native(*batch.front());
   const int slot = batch.front()->slot;
   const bool mix = options_.cross_slot && !batch.front()->own_slot;
   const size_t scan = std::min(waiting_.size(), std::max(kBatchScan, options_.max_batch));
   for (size_t i = 0; i < scan && batch.size() < options_.max_batch; ++i) {
     PartPtr& p = waiting_[i];
-    if (!usable(p) || p->asking) continue;
+    if (!usable(p) || p->asking || Native(*p) != native) continue;
     if (slot >= 0 && p->slot != slot && (!mix || p->own_slot)) continue;
     batch.push_back(std::move(p));  // leaves a null entry behind
   }
@@ -226,6 +229,13 @@ void Node::Dispatch() {
     auto call = std::make_shared<Call>();
     call->parts = NextBatch();
     if (call->parts.empty()) continue;
+    call->native = Native(*call->parts.front());
+    if (call->native && !NativeClockReady()) {  // back where they were, until the TIME comes
+      for (auto it = call->parts.rbegin(); it != call->parts.rend(); ++it) {
+        waiting_.push_front(std::move(*it));
+      }
+      return;
+    }
     if (breaker_) {
       const BreakerState before = breaker_->state();
       call->probe = breaker_->Admit(now) == CircuitBreaker::Verdict::kProbe;
@@ -265,7 +275,59 @@ void Node::BreakerMoved(BreakerState before) {
   }
 }
 
+bool Node::NativeClockReady() {
+  if (options_.decision_clock != nullptr || native_clock_.known()) return true;
+  if (asking_time_) return false;
+  const int64_t sent = std::chrono::duration_cast<Micros>(clock_.Now()).count();
+  asking_time_ =
+      SendCommand({"TIME"}, [this, alive = std::weak_ptr<bool>(alive_), sent](Result<Reply> reply) {
+        const auto still = alive.lock();
+        if (!still || !*still) return;
+        asking_time_ = false;
+        const std::optional<int64_t> t = reply.ok() ? TimeMicros(**reply) : std::nullopt;
+        if (t) {
+          native_clock_.Observe(*t, sent, std::chrono::duration_cast<Micros>(clock_.Now()).count());
+        }
+        // SendCommand dispatches what waits once this returns; without a time the parts wait for
+        // their deadline or the next attempt.
+      });
+  return false;
+}
+
+void Node::SendNativeCall(const std::shared_ptr<Connection>& conn,
+                          const std::shared_ptr<Call>& call) {
+  const Clock* given = options_.decision_clock;
+  call->sent_wall_us = std::chrono::duration_cast<Micros>(clock_.Now()).count();
+  const int64_t now_us = given ? std::chrono::duration_cast<Micros>(given->Now()).count()
+                               : native_clock_.Now(call->sent_wall_us);
+  std::vector<EncodedRequest*> requests;
+  requests.reserve(call->parts.size());
+  for (const PartPtr& p : call->parts) {
+    p->request.native_sent = true;
+    p->request.given_now_us = given ? now_us : -1;
+    requests.push_back(&p->request);
+  }
+  std::vector<std::string> commands =
+      BuildNativeCall(requests, now_us, given ? kGivenTimeTtlSlackMs : 0);
+  counters_.calls.fetch_add(1, std::memory_order_relaxed);
+  // Every command's reply but EXEC's is +OK or +QUEUED: a command Redis refuses to queue makes
+  // EXEC answer EXECABORT, which the call's handler sees.
+  std::string bytes;
+  for (const std::string& c : commands) bytes += c;
+  conn->SendCall(bytes, commands.size(),
+                 [this, weak = std::weak_ptr<Connection>(conn), call](Result<Reply> r) {
+                   OnCallReply(weak, call, std::move(r));
+                 });
+}
+
 void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call) {
+  if (call->native) {
+    const Nanos sent = clock_.Monotonic();
+    for (const PartPtr& p : call->parts) {
+      if (p->sent_at.count() < 0) p->sent_at = sent;
+    }
+    return SendNativeCall(conn, call);
+  }
   std::vector<const EncodedRequest*> encoded;
   encoded.reserve(call->parts.size());
   for (const PartPtr& p : call->parts) encoded.push_back(&p->request);
@@ -307,6 +369,12 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
       conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
       SendCall(conn, call);
       return;
+    }
+  }
+  if (call->native && reply.ok() && (**reply).type == REDIS_REPLY_ARRAY && (**reply).elements > 0) {
+    if (const std::optional<int64_t> t = TimeMicros(*(**reply).element[0])) {
+      native_clock_.Observe(*t, call->sent_wall_us,
+                            std::chrono::duration_cast<Micros>(clock_.Now()).count());
     }
   }
   if (breaker_ && !shut_down_) {

@@ -36,6 +36,7 @@
 #include "caudal/redis/redis_store.h"
 #include "redis/connection.h"
 #include "redis/lua_protocol.h"
+#include "redis/native_count.h"
 #include "redis/redis_url.h"
 #include "redis/resp.h"
 
@@ -109,6 +110,8 @@ struct NodeOptions {
   std::chrono::milliseconds reconnect_max{500};
   // Decide at this clock's Now() instead of Redis's TIME (tests); null in production.
   const Clock* decision_clock = nullptr;
+  // Requests of native counts go as Redis's own commands (native_count.h), not the script's.
+  bool native_counts = false;
   // A circuit breaker of its own (caudal/common/circuit_breaker.h), for stores of several servers;
   // none: the caller guards the store as a whole.
   std::optional<BreakerRules> breaker{};
@@ -179,7 +182,9 @@ class Node {
   struct Call {
     std::vector<PartPtr> parts;
     int reloads = 0;
-    bool probe = false;  // the half-open breaker's probe
+    bool probe = false;   // the half-open breaker's probe
+    bool native = false;  // a transaction of native counts (native_count.h)
+    int64_t sent_wall_us = 0;
   };
 
   void Connect(Link& link, std::function<void(Status)> done);
@@ -194,6 +199,11 @@ class Node {
   std::shared_ptr<Connection> PickConnection() const;
   std::vector<PartPtr> NextBatch();
   void SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call);
+  void SendNativeCall(const std::shared_ptr<Connection>& conn, const std::shared_ptr<Call>& call);
+  bool Native(const Part& p) const { return options_.native_counts && !p.request.native.empty(); }
+  // Whether native counts may be sent: the store's time is given, or estimated already. If not,
+  // asks Redis for its TIME (once at a time) and dispatches again with the answer.
+  bool NativeClockReady();
   void OnCallReply(const std::weak_ptr<Connection>& conn, const std::shared_ptr<Call>& call,
                    Result<Reply> reply);
 
@@ -212,6 +222,8 @@ class Node {
   bool shut_down_ = false;
   std::string last_error_ = "not connected yet";
   std::optional<CircuitBreaker> breaker_;
+  NativeClock native_clock_;
+  bool asking_time_ = false;
   // Outlives the node inside pending handlers, which check it before touching the node.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -5,6 +5,7 @@
 
 #include <boost/asio/post.hpp>
 #include <future>
+#include <optional>
 
 namespace caudal::redis {
 
@@ -122,7 +123,8 @@ NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& ur
           .stall_timeout = options.stall_timeout,
           .reconnect_min = options.reconnect_min,
           .reconnect_max = options.reconnect_max,
-          .decision_clock = options.decision_clock};
+          .decision_clock = options.decision_clock,
+          .native_counts = true};
 }
 
 void FailParts(Pipeline& pipeline, std::vector<PartPtr>& parts, const Status& why) {
@@ -135,12 +137,18 @@ void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply>
     return;
   }
   const redisReply& r = **reply;
-  if (IsError(r)) {
+  std::vector<int64_t> ints;
+  if (!parts.empty() && parts.front()->request.native_sent) {  // a transaction of native counts
+    std::vector<const EncodedRequest*> requests;
+    for (const PartPtr& p : parts) requests.push_back(&p->request);
+    const int64_t given = parts.front()->request.given_now_us;
+    const Status s =
+        NativeReplyToInts(requests, r, given >= 0 ? std::optional(given) : std::nullopt, ints);
+    if (!s.ok()) return FailParts(pipeline, parts, s);
+  } else if (IsError(r)) {
     FailParts(pipeline, parts, Status::Unavailable("redis: " + std::string(Text(r))));
     return;
-  }
-  std::vector<int64_t> ints;
-  if (!ToIntegers(r, ints)) {
+  } else if (!ToIntegers(r, ints)) {
     FailParts(pipeline, parts,
               Status::Internal("redis script returned something other than integers"));
     return;

@@ -64,6 +64,14 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                      "fixed_window defines (not " +
                                      std::string(AlgorithmName(e.limit->algorithm())) + ")");
     }
+    if (e.native_count != entries[0].native_count) {
+      return Status::InvalidArgument(where(i) + "a native count goes with native counts only");
+    }
+    if (e.native_count && ((e.op != EntryOp::kCharge && e.op != EntryOp::kRefund) || e.lease != 0 ||
+                           e.limit->algorithm() != Algorithm::kFixedWindow)) {
+      return Status::InvalidArgument(
+          where(i) + "a native count is a fixed_window charge or refund without a lease");
+    }
     if (e.cost < 0 || e.cost > kMaxCost) {
       return Status::InvalidArgument(where(i) + "cost must be between 0 and 2^40 (got " +
                                      std::to_string(e.cost) + ")");

@@ -19,11 +19,13 @@
 #include "caudal/common/rate.h"
 #include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/envoy/grpc_server.h"
+#include "caudal/redis/redis_store.h"
 #include "envoy/conformance_expect.h"
 #include "envoy/rls_client.h"
 #include "envoy/rls_stack.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/redis_server.h"
 
 namespace caudal::envoy {
 namespace {
@@ -99,7 +101,26 @@ void RunAccepts(const YAML::Node& file, const std::string& name) {
   }
 }
 
-void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mode) {
+// Where a run's state lives: the reference model (FakeStore), or a real redis-server deciding on
+// the case's manual clock, where consume_each's fixed windows are native counts (store.h).
+enum class Backend : uint8_t { kModel, kRedis };
+
+std::unique_ptr<Store> OpenStore(Backend backend, const ManualClock& clock,
+                                 std::unique_ptr<caudal::testing::RedisServer>& server) {
+  if (backend == Backend::kModel) return std::make_unique<caudal::testing::FakeStore>(clock);
+  auto started = caudal::testing::RedisServer::Start({});
+  EXPECT_TRUE(started.ok()) << started.status().ToString();
+  if (!started.ok()) return nullptr;
+  server = std::move(*started);
+  auto store = RedisStore::Open(
+      SystemClock::Instance(),
+      {.url = server->url(), .deadline = std::chrono::seconds(2), .decision_clock = &clock});
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::unique_ptr<Store>(std::move(*store)) : nullptr;
+}
+
+void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mode,
+              Backend backend = Backend::kModel) {
   const std::string mode_name =
       mode == DescriptorMode::kConsumeEach ? "consume_each" : "all_or_nothing";
   SCOPED_TRACE(name + " [" + mode_name + "]");
@@ -120,8 +141,10 @@ void RunCases(const YAML::Node& file, const std::string& name, DescriptorMode mo
   ManualClock clock(std::chrono::seconds(file["start"].as<int64_t>(1'699'920'000)));
   Metrics metrics;  // the reference's per-rule stats, read from what /metrics serves
   setup.metrics = &metrics;
-  caudal::testing::FakeStore store(clock);
-  testing::RlsStack stack(store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
+  std::unique_ptr<caudal::testing::RedisServer> redis;
+  const std::unique_ptr<Store> store = OpenStore(backend, clock, redis);
+  ASSERT_NE(store, nullptr);
+  testing::RlsStack stack(*store, clock, std::make_shared<RateLimitConfig>(std::move(*config)),
                           setup);
   ASSERT_TRUE(stack.status().ok()) << stack.status().ToString();
   auto server = RlsGrpcServer::Start(stack.handler(),
@@ -191,12 +214,44 @@ TEST_P(Conformance, Cases) {
   }
 }
 
+std::string CaseName(const ::testing::TestParamInfo<std::string>& file) {
+  std::string n = file.param.substr(0, file.param.size() - 5);
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+}
+
 INSTANTIATE_TEST_SUITE_P(Reference, Conformance, ::testing::ValuesIn(CaseFiles(CaseDir())),
-                         [](const ::testing::TestParamInfo<std::string>& file) {
-                           std::string n = file.param.substr(0, file.param.size() - 5);
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+                         CaseName);
+
+// The files with consume_each cases.
+std::vector<std::string> ConsumeEachFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& f : CaseFiles(dir)) {
+    const YAML::Node file = YAML::LoadFile(dir + "/" + f);
+    bool each = false;
+    if (file["descriptor_modes"]) {
+      for (const auto& m : file["descriptor_modes"])
+        each = each || m.as<std::string>() == "consume_each";
+    } else if (file["options"] && file["options"]["descriptor_mode"]) {
+      each = file["options"]["descriptor_mode"].as<std::string>() == "consume_each";
+    }
+    if (each && file["cases"]) out.push_back(f);
+  }
+  return out;
+}
+
+// The consume_each cases again on a real redis-server: the reference's own counting there is
+// native counts, INCRBY and PEXPIRE as the reference sends them, and must answer every case as
+// the model does.
+class ConformanceOnRedis : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ConformanceOnRedis, ConsumeEachCases) {
+  const YAML::Node file = YAML::LoadFile(CaseDir() + "/" + GetParam());
+  RunCases(file, GetParam(), DescriptorMode::kConsumeEach, Backend::kRedis);
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, ConformanceOnRedis,
+                         ::testing::ValuesIn(ConsumeEachFiles(CaseDir())), CaseName);
 
 // A case that passes lives in conformance/ and says no `why:`. One that waits for behaviour
 // caudal lacks lives in conformance-pending/ (none at present), is not run here, but must stay

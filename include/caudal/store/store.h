@@ -29,6 +29,15 @@
 // a give-back never leaves the state fuller than if the units had never been leased. A request
 // that gives back holds give-backs only, and is always allowed.
 //
+// A charge (or a refund) may be a native count (EntryRef::native_count): envoyproxy/ratelimit's
+// own commands, `INCRBY` on a counter of the key's current window and its expiry (a refund takes
+// units off that counter, never below 0), in one transaction, with no script,
+// where the store has them (RedisStore, RedisSentinelStore; elsewhere it is an ordinary charge).
+// The window is the store's: an estimate of its clock from the `TIME` each such call carries, so
+// a hit decided within that estimate's error of a window's start may count in the window before
+// (docs/algorithms.md, "Native counts"). A native count's state is that counter, not the
+// script's: a key counted natively must always be, and a request holds native counts only.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -89,6 +98,7 @@ struct EntryRef {
   int64_t lease = 0;                  // kConsume: also take up to this many units (see above)
   const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
   const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
+  bool native_count = false;  // kCharge or kRefund of a fixed_window: counted natively (above)
 };
 
 struct StoreResponse {
@@ -111,7 +121,9 @@ class Store {
   // Errors: kInvalidArgument (empty key, key over kMaxKeyLength, duplicate key in one request,
   // cost < 0 or > kMaxCost, too many entries, null limit, a charge on an algorithm without
   // SupportsCharge, a lease < 0 or > kMaxCost or on an entry that is not a kConsume or on an
-  // algorithm without SupportsLease, a give-back without its grant or beside other ops),
+  // algorithm without SupportsLease, a give-back without its grant or beside other ops, a
+  // native count that is not a fixed_window charge or refund without a lease, or beside other
+  // entries),
   // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;

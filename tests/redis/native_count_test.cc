@@ -1,0 +1,226 @@
+// Native counts (store.h, src/redis/native_count.h) on a real redis-server: consume_each's fixed
+// windows counted as envoyproxy/ratelimit counts them, INCRBY and PEXPIRE in a transaction.
+//   - on a given clock they decide every request as the reference model decides the same
+//     charges and refunds (the script's semantics, which the conformance suites pin);
+//   - on Redis's own clock each hit lands in the counter of the window TIME says, which expires
+//     after that window ends;
+//   - three processes count every hit once, and admit exactly the limit;
+//   - a counter holding something else fails its request only; a request that mixes native
+//     counts with other entries is refused.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "caudal/redis/redis_store.h"
+#include "caudal/store/memory_store.h"
+#include "redis/redis_test_util.h"
+#include "support/manual_clock.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+EntryRef Count(std::string_view key, const Limit& limit, int64_t cost) {
+  return {.key = key, .limit = &limit, .cost = cost, .op = EntryOp::kCharge, .native_count = true};
+}
+
+// A command's reply as text, or `otherwise` when it failed.
+std::string Text(const testing::RedisServer& server, const std::vector<std::string>& argv,
+                 std::string otherwise = "") {
+  Result<std::string> r = server.Command(argv);
+  return r.ok() ? *r : otherwise;
+}
+
+int64_t WallMicros() {
+  return std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(NativeCounts, DecideAsTheReferenceModelDecidesTheSameCharges) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'699'920'000));
+  auto redis = MustOpen({.url = server->url(), .decision_clock = &clock});
+  MemoryStore model(clock);
+  const Limit second = Window(Algorithm::kFixedWindow, 10, seconds(1));
+  const Limit minute = Window(Algorithm::kFixedWindow, 25, std::chrono::minutes(1));
+  std::mt19937_64 rng(7);
+  int refused = 0, never = 0, refunds = 0;
+  for (int i = 0; i < 400; ++i) {
+    // Costs up to past the per-second limit (never fits), one key or two keys with two limits.
+    const int64_t a = static_cast<int64_t>(rng() % 13), b = static_cast<int64_t>(rng() % 4);
+    const bool two = rng() % 3 == 0;
+    std::vector<EntryRef> native = {Count("k", second, a)};
+    if (rng() % 6 == 0) {
+      native[0].op = EntryOp::kRefund;  // is_negative_hits: never below 0
+      ++refunds;
+    } else if (two) {
+      native.push_back(Count("m", minute, b));
+    }
+    std::vector<EntryRef> charges = native;
+    for (EntryRef& e : charges) e.native_count = false;
+    const Result<StoreResponse> got = redis->Decide(native);
+    const Result<StoreResponse> want = model.Decide(charges);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(want.ok());
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(got->allowed, want->allowed);
+    ASSERT_EQ(got->decisions.size(), want->decisions.size());
+    for (size_t e = 0; e < got->decisions.size(); ++e) {
+      const Decision& g = got->decisions[e];
+      const Decision& w = want->decisions[e];
+      EXPECT_EQ(g.verdict, w.verdict);
+      EXPECT_EQ(g.remaining, w.remaining);
+      EXPECT_EQ(g.overdrawn, w.overdrawn);
+      EXPECT_EQ(g.reset_after, w.reset_after);
+      EXPECT_EQ(g.retry_after, w.retry_after);
+      refused += g.verdict == Verdict::kDenied;
+      never += g.verdict == Verdict::kNeverFits;
+    }
+    clock.Advance(milliseconds(static_cast<int64_t>(rng() % 300)));
+  }
+  EXPECT_GT(refused, 20) << "the sequence reaches the limits";
+  EXPECT_GT(never, 0) << "and costs past them";
+  EXPECT_GT(refunds, 20);
+  // The state is the reference's: a counter per window, no script state.
+  const auto scripted = server->Keys("caudal:{k}");
+  ASSERT_TRUE(scripted.ok());
+  EXPECT_TRUE(scripted->empty());
+  const auto counters = server->Keys("caudal:{k}|w*");
+  ASSERT_TRUE(counters.ok());
+  EXPECT_FALSE(counters->empty());
+}
+
+TEST(NativeCounts, OnRedisClockEachHitLandsInTheWindowTimeSaysAndExpiresAfterIt) {
+  auto server = StartServer();
+  auto redis = MustOpen({.url = server->url()});
+  const Limit minute = Window(Algorithm::kFixedWindow, 100, std::chrono::minutes(1));
+  // Away from a window's edge, where the estimate of Redis's clock could pick either window.
+  while (WallMicros() % 60'000'000 > 58'000'000 || WallMicros() % 60'000'000 < 1'000'000) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  const EntryRef e = Count("t", minute, 3);
+  const Result<StoreResponse> r = redis->Decide({&e, 1});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->allowed);
+  EXPECT_EQ(r->decisions[0].remaining, 97);
+  const Result<std::string> time = server->Command({"TIME"});
+  ASSERT_TRUE(time.ok());
+  const int64_t now_s = std::stoll(time->substr(0, time->find('\n')));
+  const std::string key = "caudal:{t}|w" + std::to_string(now_s / 60 * 60 * 1'000'000);
+  EXPECT_EQ(Text(*server, {"GET", key}, ""), "3");
+  const int64_t pttl = std::stoll(Text(*server, {"PTTL", key}, "-3"));
+  const int64_t to_end_ms = (now_s / 60 * 60 + 60 - now_s) * 1000;
+  EXPECT_GT(pttl, to_end_ms - 1000) << "lives to the window's end";
+  EXPECT_LE(pttl, to_end_ms + 1000 + 1000) << "and at most the margin after it";
+  EXPECT_EQ(r->decisions[0].reset_after.count() / 1'000'000, (to_end_ms - 1) / 1000)
+      << "reset_after counts to the window's end";
+}
+
+TEST(NativeCounts, ThreeProcessesCountEveryHitOnceAndAdmitExactlyTheLimit) {
+  auto server = StartServer();
+  // A window of an hour, at least 20 s before its end: every hit of the run in one window.
+  while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
+  const Limit hour = Window(Algorithm::kFixedWindow, 1'000, std::chrono::hours(1));
+  constexpr int kProcesses = 3, kHits = 600;
+  std::vector<std::pair<pid_t, int>> children;
+  for (int p = 0; p < kProcesses; ++p) {  // every fork before the parent starts any thread
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      auto store =
+          RedisStore::Open(SystemClock::Instance(), {.url = server->url(), .deadline = seconds(2)});
+      int64_t allowed = 0, failed = 0;
+      for (int i = 0; store.ok() && i < kHits; ++i) {
+        const EntryRef e = Count("hot", hour, 1);
+        const Result<StoreResponse> r = (*store)->Decide({&e, 1});
+        failed += !r.ok();
+        allowed += r.ok() && r->allowed;
+      }
+      const std::string out =
+          std::to_string(store.ok() ? allowed : -1) + " " + std::to_string(failed);
+      (void)!::write(fds[1], out.data(), out.size());
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    children.push_back({pid, fds[0]});
+  }
+  int64_t allowed = 0;
+  for (const auto& [pid, fd] : children) {
+    char buf[64] = {};
+    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+    ::close(fd);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ASSERT_GT(n, 0);
+    int64_t a = 0, failed = 0;
+    ASSERT_EQ(std::sscanf(buf, "%ld %ld", &a, &failed), 2);
+    EXPECT_EQ(failed, 0);
+    ASSERT_GE(a, 0) << "a child could not open the store";
+    allowed += a;
+  }
+  const auto counters = server->Keys("caudal:{hot}|w*");
+  ASSERT_TRUE(counters.ok());
+  ASSERT_EQ(counters->size(), 1u);
+  EXPECT_EQ(Text(*server, {"GET", counters->front()}, ""), std::to_string(kProcesses * kHits))
+      << "every hit counted once, refused ones too (the reference's INCRBY)";
+  EXPECT_EQ(allowed, 1'000) << "exactly the limit admitted";
+}
+
+TEST(NativeCounts, ACounterHoldingSomethingElseFailsItsRequestOnly) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'699'920'000));
+  auto redis = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit second = Window(Algorithm::kFixedWindow, 10, seconds(1));
+  ASSERT_TRUE(server->Command({"SET", "caudal:{bad}|w1699920000000000", "x"}).ok());
+  const EntryRef bad = Count("bad", second, 1);
+  const Result<StoreResponse> r = redis->Decide({&bad, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("not an integer"), std::string::npos)
+      << r.status().ToString();
+  const EntryRef good = Count("good", second, 1);
+  const Result<StoreResponse> ok = redis->Decide({&good, 1});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->decisions[0].remaining, 9);
+  EXPECT_EQ(Text(*server, {"GET", "caudal:{bad}|w1699920000000000"}), "x");
+}
+
+TEST(NativeCounts, ARequestMixingNativeCountsWithOtherEntriesIsRefused) {
+  auto server = StartServer();
+  auto redis = MustOpen({.url = server->url()});
+  const Limit second = Window(Algorithm::kFixedWindow, 10, seconds(1));
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 10, {10, seconds(1)});
+  EntryRef charge = Count("a", second, 1);
+  charge.native_count = false;
+  const std::vector<std::vector<EntryRef>> refused = {
+      {Count("a", second, 1), charge},                                    // one native, one not
+      {{.key = "b", .limit = &second, .cost = 1, .native_count = true}},  // a consume
+      {{.key = "c", .limit = &bucket, .cost = 1, .op = EntryOp::kCharge, .native_count = true}},
+      {{.key = "d",
+        .limit = &second,
+        .cost = 1,
+        .op = EntryOp::kCharge,
+        .lease = 3,
+        .native_count = true}}};
+  for (const auto& entries : refused) {
+    const Result<StoreResponse> r = redis->Decide(entries);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  }
+  const auto keys = server->Keys("*");
+  ASSERT_TRUE(keys.ok());
+  EXPECT_TRUE(keys->empty()) << "nothing written";
+}
+
+}  // namespace
+}  // namespace caudal
