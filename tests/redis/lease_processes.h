@@ -148,7 +148,6 @@ inline Reported Collect(const std::vector<Child>& children, const std::vector<pi
         int64_t value = 0;
         in >> name >> value;
         run.notes[c.pid][name] = value;
-        if (name == "slow_at_ms") std::cout << c.pid << " slow " << value << "\n";
       } else if (tag == "u") {
         int64_t units = 0;
         in >> units;

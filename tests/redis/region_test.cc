@@ -14,12 +14,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <chrono>
-#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +94,18 @@ int64_t Percentile(std::vector<int64_t> v, int64_t per_mille) {
   return v[std::min(v.size() - 1, v.size() * static_cast<size_t>(per_mille) / 1000)];
 }
 
+// One policy, "global", on `run.limit` per "key", failing closed.
+bool SetPolicy(Engine& engine, const RegionRun& run, const LeaseTerms& terms) {
+  PolicySpec spec;
+  spec.name = "global";
+  spec.identity = {"key"};
+  spec.limits = {run.limit};
+  const PolicySetOptions options{
+      .on_failure = FailureMode::kDeny, .instances = kRegions, .lease = terms};
+  auto set = PolicySet::Create({spec}, options);
+  return set.ok() && engine.SetPolicies(*set).ok();
+}
+
 enum class Phase { kBefore, kCut, kHealed };
 
 // What a region's decisions did, by phase of its link; written by their callbacks.
@@ -116,6 +128,10 @@ struct Tally {
     degraded[at] += was_degraded ? 1 : 0;
     if (--in_flight == 0) idle.notify_all();
   }
+  int64_t InFlight() {
+    std::lock_guard lock(mu);
+    return in_flight;
+  }
   void Wait() {
     std::unique_lock lock(mu);
     idle.wait_for(lock, seconds(10), [this] { return in_flight == 0; });
@@ -132,9 +148,9 @@ struct Tally {
     report.Note("slow", std::count_if(all.begin(), all.end(), [](int64_t us) {
                   return us >= std::chrono::duration_cast<Micros>(kSlow).count();
                 }));
-    for (const auto& [at, name] : {std::pair{Phase::kBefore, "before"},
-                                      std::pair{Phase::kCut, "cut"},
-                                      std::pair{Phase::kHealed, "healed"}}) {
+    for (const auto& [at, name] :
+         {std::pair{Phase::kBefore, "before"}, std::pair{Phase::kCut, "cut"},
+          std::pair{Phase::kHealed, "healed"}}) {
       const std::string n = name;
       report.Note(n + "_decisions", static_cast<int64_t>(latency[at].size()));
       report.Note(n + "_p99_us", Percentile(latency[at], 990));
@@ -161,13 +177,7 @@ void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, 
                      .instances = kRegions,
                      .return_interval = milliseconds(50)});
   Engine engine(leases, SystemClock::Instance(), {});
-  PolicySpec spec;
-  spec.name = "global";
-  spec.identity = {"key"};
-  spec.limits = {run.limit};
-  const PolicySetOptions options{
-      .on_failure = FailureMode::kDeny, .instances = kRegions, .lease = terms};
-  if (!engine.SetPolicies(*PolicySet::Create({spec}, options)).ok()) return;
+  if (!SetPolicy(engine, run, terms)) return;
   CheckRequest request;
   // A running instance has talked to its store before a key turns hot: it knows the round trip.
   request.descriptors = {{"key", "warm-up-" + std::to_string(p)}};
@@ -175,6 +185,7 @@ void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, 
   request.descriptors = {{"key", "hot"}};
 
   const auto now_us = WallMicros();
+  report.Note("region", p);
   report.Note("late_us", now_us - start_us);
   const auto start = SteadyClock::now() + Micros(std::max<int64_t>(0, start_us - now_us));
   const bool cuts = p == 0 && run.cut != Cut::kNone;
@@ -189,6 +200,12 @@ void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, 
     if (cuts && tally->phase == Phase::kBefore && now >= cut_from) {
       run.cut == Cut::kHold ? (*proxy)->Hold() : (*proxy)->Drop();
       tally->phase = Phase::kCut;
+      // What may reach the store without its answer coming back: the asks and the requests in
+      // flight as the link went (a dropped link delivers nothing after).
+      const LeaseOwed owed = leases.Owed();
+      report.Note("held_at_cut", owed.held);
+      report.Note("asked_at_cut", owed.asked);
+      report.Note("in_flight_at_cut", tally->InFlight());
     }
     if (cuts && tally->phase == Phase::kCut && now >= cut_until) {
       (*proxy)->Heal();
@@ -198,13 +215,12 @@ void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, 
     // other.
     report.Offered(WallMicros(), 1);
     tally->Sent();
-    engine.CheckAsync(request, [tally, &report, phase = tally->phase.load(),
-                                sent = now](Result<CheckResult> r) {
-      const bool allowed = r.ok() && r->allowed();
-      if (allowed) report.Admitted(WallMicros(), 1);
-      if (SteadyClock::now() - sent > milliseconds(5)) report.Note("slow_at_ms", std::chrono::duration_cast<milliseconds>(sent.time_since_epoch()).count() % 100000);
-      tally->Done(phase, SteadyClock::now() - sent, allowed, r.ok() && r->degraded);
-    });
+    engine.CheckAsync(
+        request, [tally, &report, phase = tally->phase.load(), sent = now](Result<CheckResult> r) {
+          const bool allowed = r.ok() && r->allowed();
+          if (allowed) report.Admitted(WallMicros(), 1);
+          tally->Done(phase, SteadyClock::now() - sent, allowed, r.ok() && r->degraded);
+        });
   }
   report.Note("ran_us", std::chrono::duration_cast<Micros>(SteadyClock::now() - start).count());
   tally->Wait();
@@ -218,9 +234,9 @@ void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, 
 
 struct Outcome {
   Reported run;
-  int64_t commands = 0;       // sent by the regions
-  int64_t all_commands = 0;   // with those the scripts ran
-  int64_t counted = -1;  // the store's count of the hot key after the run (fixed window only)
+  int64_t commands = 0;      // sent by the regions
+  int64_t all_commands = 0;  // with those the scripts ran
+  int64_t counted = -1;      // the store's count of the hot key after the run (fixed window only)
 };
 
 Outcome RunRegions(const RegionRun& run) {
@@ -229,20 +245,32 @@ Outcome RunRegions(const RegionRun& run) {
   if (server == nullptr) return out;
   const int64_t before = Commands(*server), all_before = Commands(*server, true);
   const int64_t start_us = WallMicros() + 1'500'000;  // every region connected by then
-  const std::vector<lease_processes::Child> children = ForkAll(kRegions, [&](int p, Reporter& r) {
-    Region(p, server->port(), run, start_us, r);
-  });
+  const std::vector<lease_processes::Child> children =
+      ForkAll(kRegions, [&](int p, Reporter& r) { Region(p, server->port(), run, start_us, r); });
   out.run = Collect(children);
   out.commands = Commands(*server) - before;
   out.all_commands = Commands(*server, true) - all_before;
+  // What the store counts for the hot key: a peek (cost 0) at the policy's key, straight to it.
+  auto redis = MustOpen({.url = server->url()});
+  const Result<std::vector<std::string>> keys = server->Keys("*hot*");
+  if (redis != nullptr && keys.ok() && keys->size() == 1) {
+    // The engine's key, as the store names it in Redis (RedisStoreOptions::key_prefix).
+    const std::string key = keys->front().substr(RedisStoreOptions{}.key_prefix.size());
+    const Decision d = DecideOne(*redis, key, run.limit, 0);
+    out.counted = d.limit - d.remaining;
+  }
   return out;
 }
 
-int64_t Note(const Reported& run, size_t region, const std::string& name) {
-  auto it = run.notes.begin();
-  std::advance(it, static_cast<ptrdiff_t>(region));
-  const auto found = it->second.find(name);
-  return found == it->second.end() ? -1 : found->second;
+// What region `region` noted as `name`; -1 if it did not.
+int64_t Note(const Reported& run, int64_t region, const std::string& name) {
+  for (const auto& [pid, notes] : run.notes) {
+    const auto r = notes.find("region");
+    if (r == notes.end() || r->second != region) continue;
+    const auto found = notes.find(name);
+    return found == notes.end() ? -1 : found->second;
+  }
+  return -1;
 }
 
 void Print(const char* what, const RegionRun& run, const Outcome& out, int64_t ideal) {
@@ -251,16 +279,14 @@ void Print(const char* what, const RegionRun& run, const Outcome& out, int64_t i
             << ideal << " by one exact limiter; " << out.commands << " Redis commands for "
             << r.decisions << " decisions ("
             << static_cast<double>(out.commands) / static_cast<double>(r.decisions)
-            << " per decision; " << out.all_commands
-            << " with the scripts' own); worst interval "
+            << " per decision; " << out.all_commands << " with the scripts' own); worst interval "
             << static_cast<double>(WorstExcess(r.admitted, run.limit)) /
                    static_cast<double>(run.limit.refill_period_us())
             << " units past B + r·t; offers over "
             << (r.offers.empty() ? 0 : r.offers.back().at_us - r.offers.front().at_us) << " us\n";
-  for (size_t i = 0; i < r.notes.size(); ++i) {
-    std::cout << "  region " << i << ":";
-    for (const auto& [name, value] : std::next(r.notes.begin(), static_cast<ptrdiff_t>(i))->second)
-      std::cout << " " << name << "=" << value;
+  for (const auto& [pid, notes] : r.notes) {
+    std::cout << " ";
+    for (const auto& [name, value] : notes) std::cout << " " << name << "=" << value;
     std::cout << "\n";
   }
 }
@@ -277,13 +303,6 @@ RegionRun AboveTheLimit() {
   return {.limit = Bucket(Algorithm::kTokenBucket, 1'200, {1'200, seconds(1)}), .rate = 500};
 }
 
-TEST(Regions, UnderTheLimit) {
-  RegionRun run = AboveTheLimit();
-  run.rate = 300;
-  const Outcome out = RunRegions(run);
-  Print("under", run, out, Ideal(out.run.offers, run.limit));
-}
-
 TEST(Regions, ThreeRegionsAt80MsRoundTripDecideLocallyWithinTheBound) {
   const RegionRun run = AboveTheLimit();
   const Outcome out = RunRegions(run);
@@ -293,11 +312,79 @@ TEST(Regions, ThreeRegionsAt80MsRoundTripDecideLocallyWithinTheBound) {
   Print("three regions", run, out, ideal);
   ExpectWithinTheBound(run, r);
   EXPECT_GE(r.admitted_units * 100, ideal * 90) << r.admitted_units << " of " << ideal;
-  for (size_t i = 0; i < kRegions; ++i) {
+  for (int64_t i = 0; i < kRegions; ++i) {
     EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
     EXPECT_EQ(Note(r, i, "before_degraded"), 0) << i;
   }
   EXPECT_LE(out.commands * 100, r.decisions * 5) << out.commands << " for " << r.decisions;
+}
+
+TEST(Regions, UnderTheLimitEveryRegionAdmitsEverythingLocally) {
+  RegionRun run = AboveTheLimit();
+  run.rate = 300;  // 900 a second of 1,200
+  const Outcome out = RunRegions(run);
+  const Reported& r = out.run;
+  ASSERT_EQ(r.notes.size(), static_cast<size_t>(kRegions));
+  Print("under the limit", run, out, Ideal(r.offers, run.limit));
+  EXPECT_EQ(r.admitted_units, r.offered);
+  for (int64_t i = 0; i < kRegions; ++i) {
+    EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
+  }
+  EXPECT_LE(out.commands * 100, r.decisions * 5) << out.commands << " for " << r.decisions;
+}
+
+// Region 0 cut off for 5 s from 3 s: the bound holds over the whole run; region 0 admits no more
+// than its leases held as the link went, then follows its failure mode (deny) until the heal,
+// and leases again after it; the other regions see nothing of it.
+void ExpectAPartitionKeepsEveryPromise(const RegionRun& run, const Outcome& out) {
+  const Reported& r = out.run;
+  ASSERT_EQ(r.notes.size(), static_cast<size_t>(kRegions));
+  ExpectWithinTheBound(run, r);
+  EXPECT_GT(Note(r, 0, "cut_decisions"), 0);
+  EXPECT_LE(Note(r, 0, "cut_admitted"), Note(r, 0, "held_at_cut"))
+      << "cut off, a region spends what its leases hold and no more";
+  EXPECT_GT(Note(r, 0, "cut_degraded"), 0) << "then the failure mode decides";
+  EXPECT_EQ(Note(r, 0, "cut_degraded") + Note(r, 0, "cut_admitted"), Note(r, 0, "cut_decisions"))
+      << "every decision of the cut is from a lease or from the failure mode";
+  EXPECT_GT(Note(r, 0, "healed_admitted"), 0) << "after the heal the region admits again";
+  EXPECT_EQ(Note(r, 0, "before_degraded"), 0);
+  for (int64_t i = 1; i < kRegions; ++i) {
+    EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
+    EXPECT_EQ(Note(r, i, "before_degraded") + Note(r, i, "cut_degraded"), 0) << i;
+  }
+}
+
+TEST(Regions, ARegionHeldOffForFiveSecondsSpendsItsLeasesThenFailsClosed) {
+  RegionRun run = AboveTheLimit();
+  run.cut = Cut::kHold;
+  const Outcome out = RunRegions(run);
+  Print("region 0 held off", run, out, Ideal(out.run.offers, run.limit));
+  ExpectAPartitionKeepsEveryPromise(run, out);
+}
+
+TEST(Regions, ARegionDroppedForFiveSecondsLosesNothingTheStoreCounted) {
+  // One window of an hour, started at least 20 s before its end; 14,000 of it, so that the
+  // limit binds late in the run.
+  while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
+  RegionRun run{.limit = Window(Algorithm::kFixedWindow, 14'000, std::chrono::hours(1)),
+                .rate = 500,
+                .cut = Cut::kDrop};
+  const Outcome out = RunRegions(run);
+  const Reported& r = out.run;
+  Print("region 0 dropped", run, out, Ideal(r.offers, run.limit));
+  ExpectAPartitionKeepsEveryPromise(run, out);
+  EXPECT_LE(r.admitted_units, 14'000) << "a fixed window admits at most its limit";
+  // Every admitted unit was consumed in the store; beyond them the store counts only what the
+  // leases still owed when each region stopped (and could not give back), and what region 0 had
+  // in flight as its link dropped (asks and requests sent, answers lost).
+  ASSERT_GE(out.counted, 0);
+  EXPECT_GE(out.counted, r.admitted_units);
+  const int64_t in_flight = Note(r, 0, "asked_at_cut") + Note(r, 0, "in_flight_at_cut");
+  EXPECT_LE(out.counted - r.admitted_units, r.unreturned + in_flight)
+      << out.counted << " counted, " << r.admitted_units << " admitted, " << r.unreturned
+      << " unreturned, " << in_flight << " in flight at the drop";
+  std::cout << "store counted " << out.counted << ", admitted " << r.admitted_units
+            << ", unreturned " << r.unreturned << ", in flight at the drop " << in_flight << "\n";
 }
 
 }  // namespace
