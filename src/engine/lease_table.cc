@@ -370,9 +370,11 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
   if (it != shard.keys.end()) {
     KeyLeases& k = it->second;
     // Less than asked (nothing, if the request was refused): the store is dry for now. The
-    // mark lasts about until a renewal sent on its answer could be back.
-    const bool dry = decision != nullptr && k.asked > 0 && units < k.asked;
-    if (decision != nullptr) k.dry_until = dry ? sent + 3 * RoundTrip() : Nanos::min();
+    // mark lasts about until a renewal sent on its answer could be back; an ask filled since
+    // does not lift it, as a key at its limit is filled now and then by what came back.
+    if (decision != nullptr && k.asked > 0 && units < k.asked) {
+      k.dry_until = std::max(k.dry_until, sent + 3 * RoundTrip());
+    }
     shard.asked -= k.asked;
     k.asked = 0;
   }
