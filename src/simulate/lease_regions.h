@@ -34,7 +34,7 @@ struct LeaseRegionsOptions {
   Nanos ttl = std::chrono::seconds(1);
   int64_t max_share_ppm = 300'000;
   std::vector<Partition> partitions{};
-  Micros window{0};                  // W, for max_in_window
+  Micros window{0};                    // W, for max_in_window
   std::vector<Micros> series_times{};  // as Simulation::series_times
   Micros start{0};
 };
