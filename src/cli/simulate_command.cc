@@ -1,10 +1,12 @@
 // `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md).
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "simulate/report.h"
@@ -74,6 +76,18 @@ class SimulateCommand final : public Command {
                    "how late a region's writes reach the others, last writer winning; 'never' "
                    "for regions that do not replicate (default: 0)")
         ->type_name("DURATION");
+    app.add_flag("--leases", leases_,
+                 "also decide the same requests with leases from one store, each region "
+                 "--replication-lag from it one way, and compare");
+    app.add_option("--lease-ttl", lease_ttl_, "the leases' ttl (default: 1s)")
+        ->type_name("DURATION");
+    app.add_option("--lease-share", lease_share_,
+                   "the share of a limit all regions together may hold in leases (default: 0.3)")
+        ->type_name("F");
+    app.add_option("--partition", partition_,
+                   "cut region 0 off (from the store and the other regions) for DURATION from "
+                   "AT after the start, for both models")
+        ->type_name("AT+DURATION");
   }
 
   int Run(Env& env) override {
@@ -101,12 +115,28 @@ class SimulateCommand final : public Command {
     std::string described;
     const Result<Traffic> traffic = LoadTraffic(*limit, &described);
     if (!traffic.ok()) return UsageError(env, kName, traffic.status().message());
+    const Result<Micros> ttl = ParseDuration(lease_ttl_);
+    if (!ttl.ok()) return UsageError(env, kName, "--lease-ttl: " + ttl.status().message());
+    if (!(lease_share_ > 0 && lease_share_ <= 1)) {
+      return UsageError(env, kName, "--lease-share: expected more than 0 and at most 1");
+    }
+    std::vector<simulate::Partition> partitions;
+    if (partition_) {
+      const Result<simulate::Partition> p = ParsePartition(*partition_, traffic->start);
+      if (!p.ok()) return UsageError(env, kName, "--partition: " + p.status().message());
+      partitions.push_back(*p);
+    }
 
-    const auto sim = simulate::Simulate(*traffic, {.limit = *limit,
-                                                   .burst = burst,
-                                                   .chart_points = svg_ ? kChartPoints : 0,
-                                                   .regions = regions_,
-                                                   .replication_lag = lag});
+    const auto sim = simulate::Simulate(
+        *traffic, {.limit = *limit,
+                   .burst = burst,
+                   .chart_points = svg_ ? kChartPoints : 0,
+                   .regions = regions_,
+                   .replication_lag = lag,
+                   .leases = leases_,
+                   .lease_ttl = *ttl,
+                   .lease_max_share_ppm = static_cast<int64_t>(std::llround(lease_share_ * 1e6)),
+                   .partitions = partitions});
     if (!sim.ok()) return UsageError(env, kName, sim.status().message());
     const std::string settings = "limit " + FormatRate(*limit) + ", burst " + std::to_string(burst);
     if (format_ == "json") {
@@ -120,6 +150,7 @@ class SimulateCommand final : public Command {
                 << "the others " << (lag ? FormatDuration(*lag) + " later" : "never")
                 << " (last writer wins); max in window counts every region\n";
       }
+      if (partition_) env.out << "partition: region 0 cut off at " << *partition_ << "\n";
       env.out << "\n" << simulate::RenderTable(*sim);
     }
     if (svg_) {
@@ -168,6 +199,17 @@ class SimulateCommand final : public Command {
     return t;
   }
 
+  // "AT+DURATION", both durations, AT after `start`.
+  static Result<simulate::Partition> ParsePartition(const std::string& text, Micros start) {
+    const size_t plus = text.find('+');
+    if (plus == std::string::npos) return Status::InvalidArgument("expected AT+DURATION");
+    const Result<Micros> at = ParseDuration(text.substr(0, plus));
+    if (!at.ok()) return at.status();
+    const Result<Micros> length = ParseDuration(text.substr(plus + 1));
+    if (!length.ok()) return length.status();
+    return simulate::Partition{.region = 0, .from = start + *at, .until = start + *at + *length};
+  }
+
   static Status Flag(std::string_view flag, const Status& s) {
     return Status::InvalidArgument(std::string(flag) + ": " + s.message());
   }
@@ -196,6 +238,10 @@ class SimulateCommand final : public Command {
   std::string format_ = "table";
   int64_t regions_ = 1;
   std::string lag_ = "0s";
+  bool leases_ = false;
+  std::string lease_ttl_ = "1s";
+  double lease_share_ = 0.3;
+  std::optional<std::string> partition_;
 };
 
 }  // namespace

@@ -12,8 +12,9 @@ using engine_internal::EndedLot;
 using engine_internal::LeaseAsk;
 
 struct LeaseStore::Core {
-  explicit Core(const LeaseStoreOptions& o)
-      : table({.defaults = {.enabled = o.lease_by_default,
+  Core(const LeaseStoreOptions& o, const Clock& c)
+      : clock(c),
+        table({.defaults = {.enabled = o.lease_by_default,
                             .ttl = o.ttl,
                             .max_share_ppm = o.max_share_ppm},
                .instances = o.instances,
@@ -33,6 +34,13 @@ struct LeaseStore::Core {
     if (returning == 0) idle.notify_all();
   }
 
+  // A store call sent at `sent` was answered now: its round trip sizes the leases (failed calls
+  // are not measured: a deadline is no round trip).
+  void RoundTrip(Nanos sent, bool ok) {
+    if (ok) table.ObserveRoundTrip(clock.Monotonic() - sent);
+  }
+
+  const Clock& clock;
   engine_internal::LeaseTable table;
   const std::unique_ptr<Metrics> own;  // when none was given
   Metrics& metrics;
@@ -55,6 +63,7 @@ void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Na
     auto ask = std::make_shared<LeaseAsk>(std::move(r));
     const EntryRef e{.key = ask->key, .limit = &ask->limit, .cost = 0, .lease = ask->units};
     inner.DecideAsync({&e, 1}, [core, ask, sent](Result<StoreResponse> got) {
+      core->RoundTrip(sent, got.ok());
       const Decision* d = got.ok() && !got->decisions.empty() ? &got->decisions[0] : nullptr;
       const int64_t added =
           core->table.Granted(ask->key, ask->limit, sent, got.ok() && got->allowed, d);
@@ -115,7 +124,10 @@ void GiveBack(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
 }  // namespace
 
 LeaseStore::LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions options)
-    : inner_(inner), clock_(clock), options_(options), core_(std::make_shared<Core>(options)) {
+    : inner_(inner),
+      clock_(clock),
+      options_(options),
+      core_(std::make_shared<Core>(options, clock)) {
   if (options_.return_interval <= Nanos(0)) return;
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
@@ -155,12 +167,16 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
   engine_internal::LeasePlan plan = core_->table.Begin(entries, now);
   if (plan.local) {
     core_->local.fetch_add(1, std::memory_order_relaxed);
-    done(StoreResponse{.allowed = true, .decisions = std::move(plan.decisions)});
+    done(StoreResponse{.allowed = plan.allowed, .decisions = std::move(plan.decisions)});
     return Renew(inner_, core_, std::move(plan.renewals), now);
   }
   core_->forwarded.fetch_add(1, std::memory_order_relaxed);
   if (plan.asks.empty()) {
-    inner_.DecideAsync(entries, std::move(done));
+    inner_.DecideAsync(
+        entries, [core = core_, now, done = std::move(done)](Result<StoreResponse> r) mutable {
+          core->RoundTrip(now, r.ok());
+          done(std::move(r));
+        });
     return Renew(inner_, core_, std::move(plan.renewals), now);
   }
   std::vector<EntryRef> asking(entries.begin(), entries.end());
@@ -168,6 +184,7 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
   auto asks = std::make_shared<std::vector<LeaseAsk>>(std::move(plan.asks));
   inner_.DecideAsync(
       asking, [core = core_, asks, now, done = std::move(done)](Result<StoreResponse> r) mutable {
+        core->RoundTrip(now, r.ok());
         for (const LeaseAsk& a : *asks) {
           Decision* d = r.ok() && a.entry < r->decisions.size() ? &r->decisions[a.entry] : nullptr;
           const bool allowed = r.ok() && r->allowed;

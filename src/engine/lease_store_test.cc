@@ -207,6 +207,31 @@ TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   EXPECT_EQ(1000 - StoreRemaining("r", limit), 20 + 12 + leases_.UnitsHeld());
 }
 
+TEST_F(LeaseStoreTest, TheStoresRoundTripSizesTheFirstAskOfAKeyTurningHot) {
+  const Limit limit = Bucket(1000, {1000, seconds(1)});
+  store_.Hold();  // every answer waits for ReleaseHeld(), at the clock's time then
+  auto ask = [&](std::string_view key) {  // answered whenever the store releases it
+    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
+    leases_.DecideAsync({&e, 1}, [](Result<StoreResponse>) {});
+  };
+  // One call answered 80 ms after it was sent: the store is a round trip away.
+  ask("other");
+  clock_.Advance(milliseconds(80));
+  store_.ReleaseHeld();
+  ask("t");
+  store_.ReleaseHeld();
+  clock_.Advance(milliseconds(2));
+  std::optional<Result<StoreResponse>> second;
+  const EntryRef e{.key = "t", .limit = &limit, .cost = 1};
+  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { second = std::move(r); });
+  store_.ReleaseHeld();
+  ASSERT_TRUE(second.has_value() && second->ok());
+  // 2 units in 2 ms, the rate over at least an eighth of the round trip (smoothed to 70 ms by the
+  // second, immediate, answer), for three round trips: 48 units, where a store answering at once
+  // is asked for the 2 seen.
+  EXPECT_EQ((*second)->decisions[0].leased, 48);
+}
+
 TEST_F(LeaseStoreTest, ARefundGoesBackIntoTheLease) {
   const Limit limit = Bucket(100, {1, seconds(10)});
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Ask("f", limit, 1).ok());

@@ -28,7 +28,10 @@ struct KeyLeases {
   int64_t share_ppm = 0;
   std::array<Lot, kMaxLotsPerKey> lots;  // [0, n), by expiry, earliest first
   size_t n = 0;
-  int64_t asked = 0;    // units of the ask for this key in flight (one at a time), or 0
+  int64_t asked = 0;  // units of the ask for this key in flight (one at a time), or 0
+  // Until when requests its lots cannot cover are refused here: the store's last answer gave
+  // less than was asked (see Granted).
+  Nanos dry_until{Nanos::min()};
   bool listed = false;  // in the shard's holders
   // Demand at this instance: units and requests in the current period of `ttl` and the one before.
   Nanos period_start{0};
@@ -167,16 +170,81 @@ struct Found {
   KeyLeases* k = nullptr;
 };
 
-// The lease `k` should hold now: its demand over the last period of ttl, within `max`.
-int64_t Target(const KeyLeases& k, int64_t max) {
-  return std::min(std::max(k.units_now, k.units_before), max);
+// The lease `k` should hold at `now`: its demand over the last period of ttl, within `max`. With
+// a store `rtt` away, also what its current rate needs over three round trips (the ask in flight's,
+// the next one's and a margin), the rate measured over at least an eighth of a round trip: a key
+// turning hot is leased enough to reach the next ask's answer from its first ask on, rather than
+// growing one round trip at a time from what the period before saw.
+int64_t Target(const KeyLeases& k, int64_t max, Nanos now, Nanos rtt) {
+  int64_t demand = std::max(k.units_now, k.units_before);
+  if (rtt > Nanos(0) && demand < max) {
+    const Nanos seen = std::max({now - k.period_start, rtt / 8, Nanos(1)});
+    const exact::Int128 needed = exact::Int128{k.units_now} * 3 * rtt.count() / seen.count();
+    demand =
+        static_cast<int64_t>(std::min<exact::Int128>(std::max<exact::Int128>(demand, needed), max));
+  }
+  return std::min(demand, max);
+}
+
+// Whether a key holding `left` of its `target` renews: once half is spent, or once what is left
+// covers less than two round trips of its demand (target per ttl), whichever comes first: a
+// renewal then arrives before the lease runs out, however long the round trip is next to ttl.
+bool Renews(int64_t left, int64_t target, Nanos ttl, Nanos rtt) {
+  if (2 * left <= target) return true;
+  return exact::Int128{left} * ttl.count() < exact::Int128{target} * 2 * rtt.count();
 }
 
 bool Hot(const KeyLeases& k) { return k.requests_now + k.requests_before >= 2; }
 
+// A request of keys that are all tracked, all consumed, one of them dry and not covered by its
+// lots, is refused here: the store just said it has less than this instance asked for, and the
+// renewal sent now (or in flight) takes what it gets back. Nothing is spent; a refusal admits
+// nothing, so the leases' bound stands. Returns whether it refused.
+bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
+               std::span<const Found> found, Nanos now, Nanos rtt, LeasePlan& plan) {
+  size_t dry = entries.size();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const KeyLeases* k = found[i].k;
+    if (k == nullptr || entries[i].op != EntryOp::kConsume) return false;
+    if (k->dry_until > now && k->Left() < entries[i].cost) dry = i;
+  }
+  if (dry == entries.size()) return false;
+  plan.local = true;
+  plan.allowed = false;
+  plan.decisions.resize(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    KeyLeases& k = *found[i].k;
+    Decision& d = plan.decisions[i];
+    d.limit = k.limit.capacity();
+    d.remaining = k.Left();
+    if (i == dry) {
+      d.verdict = Verdict::kDenied;
+      // Worth asking again once the renewal has had the time to come back.
+      d.retry_after = std::max(Micros(1), std::chrono::ceil<Micros>(rtt));
+      d.reset_after = d.retry_after;
+    }
+    const int64_t units = Target(k, table.MaxHeld(k.limit, k.share_ppm), now, rtt) - k.Left();
+    if (k.asked == 0 && k.n < kMaxLotsPerKey && units >= 1) {
+      Ask(*found[i].shard, k, units);
+      List(*found[i].shard, *found[i].key, k);
+      plan.renewals.push_back({.entry = i, .key = *found[i].key, .limit = k.limit, .units = units});
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
+void LeaseTable::ObserveRoundTrip(Nanos took) {
+  if (took < Nanos(0)) return;
+  // A moving average, as TCP's smoothed round trip (an eighth of each new sample).
+  const int64_t was = round_trip_ns_.load(std::memory_order_relaxed);
+  const int64_t now = was == 0 ? took.count() : was + (took.count() - was) / 8;
+  round_trip_ns_.store(now, std::memory_order_relaxed);
+}
+
 LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
+  const Nanos rtt = RoundTrip();
   std::array<size_t, kMaxEntriesPerRequest> ids{};
   for (size_t i = 0; i < entries.size(); ++i) {
     ids[i] = static_cast<size_t>(&ShardOf(entries[i].key) - shards_.get());
@@ -230,13 +298,15 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     }
   }
   LeasePlan plan;
+  if (!covered && RefuseDry(*this, entries, {found.data(), entries.size()}, now, rtt, plan))
+    return plan;
   if (!covered) {
     for (size_t i = 0; i < entries.size(); ++i) {
       const EntryRef& e = entries[i];
       KeyLeases* k = found[i].k;
       if (k == nullptr || k->asked > 0 || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
-      const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm)) - k->Left();
+      const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm), now, rtt) - k->Left();
       // A consume takes its lease in its own store call; a charge cannot, so it renews.
       const bool rides = e.op == EntryOp::kConsume;
       if (units < (rides ? 1 : kMinRenewal)) continue;
@@ -280,9 +350,10 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     d.remaining = k.Left();
     d.reset_after = std::max(
         Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
-    const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm));
+    const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm), now, rtt);
     const int64_t more = target - d.remaining;
-    if (k.asked == 0 && k.n < kMaxLotsPerKey && 2 * d.remaining <= target && more >= kMinRenewal) {
+    if (k.asked == 0 && k.n < kMaxLotsPerKey && Renews(d.remaining, target, k.ttl, rtt) &&
+        more >= kMinRenewal) {
       Ask(*found[i].shard, k, more);
       plan.renewals.push_back({.entry = i, .key = *found[i].key, .limit = k.limit, .units = more});
     }
@@ -297,8 +368,15 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
   const auto it = shard.keys.find(key);
   const int64_t units = decision != nullptr && allowed ? decision->leased : 0;
   if (it != shard.keys.end()) {
-    shard.asked -= it->second.asked;
-    it->second.asked = 0;
+    KeyLeases& k = it->second;
+    // Less than asked (nothing, if the request was refused): the store is dry for now. The
+    // mark lasts about until a renewal sent on its answer could be back; an ask filled since
+    // does not lift it, as a key at its limit is filled now and then by what came back.
+    if (decision != nullptr && k.asked > 0 && units < k.asked) {
+      k.dry_until = std::max(k.dry_until, sent + 3 * RoundTrip());
+    }
+    shard.asked -= k.asked;
+    k.asked = 0;
   }
   if (it == shard.keys.end() || !(it->second.limit == limit)) {
     // Nowhere to keep it (its key now has another limit): given back at once.

@@ -3,17 +3,24 @@
 //
 // Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
 // granted it (each its units left, its local expiry and its grant), the demand seen at this
-// instance in the last two periods of `ttl`, and whether an ask for more is in flight. Begin()
+// instance in the last two periods of `ttl`, and whether an ask for more is in flight. A key's
+// target is its demand per ttl (extrapolated from the current period's rate once the store's
+// round trip is known), within its share; it renews once half of that is spent or what is left
+// covers less than two round trips of demand. Begin()
 // takes a request: when every entry is covered by a live lot it spends from the lots (earliest
 // expiry first) and answers; otherwise it says which entries should ask the store for a lease,
-// and which keys need a renewal of their own. Lots end at their expiry, when their key is used
-// with another limit, or all at once (TakeAll); what they held unspent is returned by
-// TakeEnded() to be given back.
+// and which keys need a renewal of their own. A key whose last ask the store could not fill
+// (it gave less, or refused) is dry for about one more round trip: a request its lots cannot
+// cover is then refused here, nothing spent, and a renewal sent if none is in flight, rather
+// than sent after the renewal to wait a round trip for the same answer. Lots end at their expiry,
+// when their key is used with another limit, or all at once (TakeAll); what they held unspent is
+// returned by TakeEnded() to be given back.
 //
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -58,7 +65,8 @@ struct LeaseAsk {
 };
 
 struct LeasePlan {
-  bool local = false;               // every entry was covered: `decisions` answer the request
+  bool local = false;               // `decisions` answer the request: every entry was covered,
+  bool allowed = true;              // or (not allowed) one was dry (see Begin)
   std::vector<Decision> decisions;  // local: one per entry
   std::vector<LeaseAsk> asks;       // not local: leases the forwarded entries ask for
   std::vector<LeaseAsk> renewals;   // renewals to send now, each as a request of its own
@@ -99,6 +107,12 @@ class LeaseTable {
 
   LeaseTableCounts Counts() const;
 
+  // A store call's round trip (sent to answered, monotonic): leases are sized and renewed to
+  // outlast it (see Begin). Until one is observed, or while the store answers at once, sizing
+  // follows the demand seen alone.
+  void ObserveRoundTrip(Nanos took);
+  Nanos RoundTrip() const { return Nanos(round_trip_ns_.load(std::memory_order_relaxed)); }
+
   struct Shard;
 
  private:
@@ -106,6 +120,7 @@ class LeaseTable {
 
   const LeaseTableOptions options_;
   std::unique_ptr<Shard[]> shards_;
+  std::atomic<int64_t> round_trip_ns_{0};  // smoothed; racing updates may drop a sample
 };
 
 }  // namespace caudal::engine_internal

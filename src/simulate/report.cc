@@ -28,23 +28,9 @@ void AppendCell(std::string& out, const std::string& text, size_t width, bool le
   out += left ? text + pad : pad + text;
 }
 
-}  // namespace
-
-std::string RenderTable(const Simulation& sim) {
-  const std::vector<Column> columns = {{"algorithm", true},
-                                       {"offered"},
-                                       {"admitted"},
-                                       {"rejected"},
-                                       {"max in " + FormatDuration(sim.window)},
-                                       {"bound"},
-                                       {"", true}};
-  std::vector<std::vector<std::string>> rows;
-  for (const AlgorithmRun& r : sim.runs) {
-    rows.push_back({std::string(AlgorithmName(r.algorithm)), std::to_string(r.offered),
-                    std::to_string(r.admitted), std::to_string(r.rejected),
-                    std::to_string(r.max_in_window), std::to_string(r.bound),
-                    r.within_bound() ? "ok" : Excess(r.max_in_window, r.bound)});
-  }
+// `rows` under `columns`' headers, each column as wide as its widest cell.
+std::string Rows(const std::vector<Column>& columns,
+                 const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> widths;
   for (const Column& c : columns) widths.push_back(c.header.size());
   for (const auto& row : rows) {
@@ -65,10 +51,63 @@ std::string RenderTable(const Simulation& sim) {
   for (const Column& c : columns) header.push_back(c.header);
   line(header);
   for (const auto& row : rows) line(row);
+  return out;
+}
+
+// The same requests decided with leases (SimulationOptions::leases), beside replication.
+std::string LeaseTable(const Simulation& sim) {
+  const std::vector<Column> columns = {
+      {"algorithm", true}, {"admitted"}, {"rejected"}, {"max in " + FormatDuration(sim.window)},
+      {"bound"},           {"local"},    {"p99"},      {"unspent"},
+      {"failed"},          {"", true}};
+  std::vector<std::vector<std::string>> rows;
+  for (const AlgorithmRun& r : sim.runs) {
+    if (!r.leases) continue;
+    const LeaseRun& l = *r.leases;
+    rows.push_back({std::string(AlgorithmName(r.algorithm)), std::to_string(l.admitted),
+                    std::to_string(l.rejected), std::to_string(l.max_in_window),
+                    std::to_string(r.lease_bound), std::to_string(l.local),
+                    l.p99.count() == 0 ? "0" : FormatDuration(l.p99), std::to_string(l.unspent),
+                    std::to_string(l.failed),
+                    r.leases_within_bound() ? "ok" : Excess(l.max_in_window, r.lease_bound)});
+  }
+  const Micros lag = sim.replication_lag.value_or(Micros(0));
+  std::string out = "\nleases: one store, each region " + FormatDuration(lag) +
+                    " from it (a round trip of " + FormatDuration(2 * lag) + "); ttl " +
+                    FormatDuration(std::chrono::duration_cast<Micros>(sim.lease_ttl)) + "\n";
+  out += Rows(columns, rows);
+  out +=
+      "\nbound, with leases: B + r·(W + ttl) for token_bucket and gcra, the limit for the "
+      "windows.\nlocal: decided in the region at once (from its leases, refused dry, or by "
+      "the failure mode); p99: a decision's latency, 0 locally, a round trip otherwise.\n"
+      "unspent: units the store consumed that no region admitted (leases given back or lost). "
+      "failed: refused by the failure mode (deny) while cut off.\n";
+  return out;
+}
+
+}  // namespace
+
+std::string RenderTable(const Simulation& sim) {
+  const std::vector<Column> columns = {{"algorithm", true},
+                                       {"offered"},
+                                       {"admitted"},
+                                       {"rejected"},
+                                       {"max in " + FormatDuration(sim.window)},
+                                       {"bound"},
+                                       {"", true}};
+  std::vector<std::vector<std::string>> rows;
+  for (const AlgorithmRun& r : sim.runs) {
+    rows.push_back({std::string(AlgorithmName(r.algorithm)), std::to_string(r.offered),
+                    std::to_string(r.admitted), std::to_string(r.rejected),
+                    std::to_string(r.max_in_window), std::to_string(r.bound),
+                    r.within_bound() ? "ok" : Excess(r.max_in_window, r.bound)});
+  }
+  std::string out = Rows(columns, rows);
   for (const std::string& s : sim.skipped) out += "skipped " + s + "\n";
   out += "\nmax in " + FormatDuration(sim.window) +
          ": the most one key had admitted within any window of that length.\n"
          "bound: the limit for the window algorithms, B + r·W for token_bucket and gcra.\n";
+  if (sim.leases) out += LeaseTable(sim);
   return out;
 }
 
@@ -84,7 +123,21 @@ std::string RenderJson(const Simulation& sim) {
     out += ", \"max_in_window\": " + std::to_string(r.max_in_window);
     out += ", \"bound\": " + std::to_string(r.bound);
     out += ", \"within_bound\": ";
-    out += r.within_bound() ? "true}" : "false}";
+    out += r.within_bound() ? "true" : "false";
+    if (r.leases) {
+      const LeaseRun& l = *r.leases;
+      out += ", \"leases\": {\"admitted\": " + std::to_string(l.admitted);
+      out += ", \"rejected\": " + std::to_string(l.rejected);
+      out += ", \"max_in_window\": " + std::to_string(l.max_in_window);
+      out += ", \"bound\": " + std::to_string(r.lease_bound);
+      out += ", \"within_bound\": ";
+      out += r.leases_within_bound() ? "true" : "false";
+      out += ", \"local\": " + std::to_string(l.local);
+      out += ", \"p99_us\": " + std::to_string(l.p99.count());
+      out += ", \"unspent\": " + std::to_string(l.unspent);
+      out += ", \"failed\": " + std::to_string(l.failed) + "}";
+    }
+    out += "}";
   }
   out += sim.runs.empty() ? "]\n" : "\n]\n";
   return out;

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cassert>
-#include <deque>
+#include <functional>
+#include <queue>
 
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/algorithms/sliding_window_log.h"
+#include "caudal/engine/policy.h"
 #include "simulate/window_tracker.h"
 
 namespace caudal::simulate {
@@ -24,8 +26,11 @@ Result<Limit> LimitFor(Algorithm a, const SimulationOptions& o) {
 // unless the copy was written after it (last writer wins, in the order the writes happened).
 class Decider {
  public:
-  Decider(const Limit& limit, size_t keys, int64_t regions, std::optional<Micros> lag)
-      : limit_(limit), lag_(lag), copies_(static_cast<size_t>(regions), std::vector<Copy>(keys)) {}
+  Decider(const Limit& limit, size_t keys, const Simulation& sim)
+      : limit_(limit),
+        lag_(sim.replication_lag),
+        partitions_(sim.partitions),
+        copies_(static_cast<size_t>(sim.regions), std::vector<Copy>(keys)) {}
 
   bool Admit(const Request& r, size_t region) {
     const Micros now(r.at_us);
@@ -50,7 +55,7 @@ class Decider {
     if (changed) copy.written = ++writes_;
     if (changed && lag_) {
       for (size_t other = 0; other < copies_.size(); ++other) {
-        if (other != region) in_flight_.push_back({now + *lag_, other, r.key, copy});
+        if (other != region) in_flight_.push({Lands(region, other, now), other, r.key, copy});
       }
     }
     return allowed;
@@ -68,49 +73,39 @@ class Decider {
     size_t region;
     uint32_t key;
     Copy copy;
+    bool operator>(const Write& o) const {
+      return lands != o.lands ? lands > o.lands : copy.written > o.copy.written;
+    }
   };
 
+  // When a write sent by `from` at `now` lands in `to`: `lag` later, or `lag` after the heal of a
+  // partition that cuts either of them off meanwhile.
+  Micros Lands(size_t from, size_t to, Micros now) const {
+    Micros lands = now + *lag_;
+    for (const Partition& p : partitions_) {
+      const auto cut = static_cast<size_t>(p.region);
+      const bool sent_cut = cut == from && p.from <= now && now < p.until;
+      const bool lands_cut = cut == to && p.from < lands && now < p.until;
+      if (sent_cut || lands_cut) lands = std::max(lands, p.until + *lag_);
+    }
+    return lands;
+  }
+
   void Deliver(Micros now) {
-    while (!in_flight_.empty() && in_flight_.front().lands <= now) {
-      Write& w = in_flight_.front();
+    while (!in_flight_.empty() && in_flight_.top().lands <= now) {
+      Write w = in_flight_.top();
+      in_flight_.pop();
       Copy& target = copies_[w.region][w.key];
       if (w.copy.written > target.written) target = std::move(w.copy);
-      in_flight_.pop_front();
     }
   }
 
   const Limit& limit_;
   const std::optional<Micros> lag_;
-  std::vector<std::vector<Copy>> copies_;  // [region][key]
-  std::deque<Write> in_flight_;  // in landing order: writes happen in time order, the lag is one
+  const std::vector<Partition>& partitions_;
+  std::vector<std::vector<Copy>> copies_;                                     // [region][key]
+  std::priority_queue<Write, std::vector<Write>, std::greater<>> in_flight_;  // by landing
   uint64_t writes_ = 0;
-};
-
-// Fills run.series: before a request past the current interval's end, close the interval and
-// carry what is still inside the window into the next one.
-class SeriesRecorder {
- public:
-  SeriesRecorder(const std::vector<Micros>& times, std::vector<int64_t>& series)
-      : times_(times), series_(series) {
-    series_.assign(times_.size(), 0);
-  }
-
-  void Before(Micros at, WindowTracker& tracker) {
-    while (current_ < times_.size() && at > times_[current_]) {
-      tracker.AdvanceTo(times_[current_]);
-      ++current_;
-      if (current_ < times_.size()) series_[current_] = tracker.CurrentMax();
-    }
-  }
-  void Admitted(int64_t in_window) {
-    if (current_ < series_.size()) series_[current_] = std::max(series_[current_], in_window);
-  }
-  void Finish(WindowTracker& tracker) { Before(Micros::max(), tracker); }
-
- private:
-  const std::vector<Micros>& times_;
-  std::vector<int64_t>& series_;
-  size_t current_ = 0;
 };
 
 AlgorithmRun Run(const Limit& limit, const Traffic& traffic, const Simulation& sim) {
@@ -118,7 +113,7 @@ AlgorithmRun Run(const Limit& limit, const Traffic& traffic, const Simulation& s
   run.algorithm = limit.algorithm();
   run.bound =
       IsWindowAlgorithm(run.algorithm) ? limit.capacity() : limit.capacity() + limit.rate().count;
-  Decider decider(limit, traffic.keys.size(), sim.regions, sim.replication_lag);
+  Decider decider(limit, traffic.keys.size(), sim);
   WindowTracker tracker(sim.window, traffic.keys.size());
   SeriesRecorder series(sim.series_times, run.series);
   for (const Request& r : traffic.requests) {
@@ -132,6 +127,25 @@ AlgorithmRun Run(const Limit& limit, const Traffic& traffic, const Simulation& s
   series.Finish(tracker);
   run.rejected = run.offered - run.admitted;
   run.max_in_window = tracker.max_in_window();
+  if (sim.leases) {
+    run.leases = RunLeaseRegions(limit, traffic,
+                                 {.regions = sim.regions,
+                                  .one_way = *sim.replication_lag,
+                                  .ttl = sim.lease_ttl,
+                                  .max_share_ppm = sim.lease_max_share_ppm,
+                                  .partitions = sim.partitions,
+                                  .window = sim.window,
+                                  .series_times = sim.series_times,
+                                  .start = sim.start});
+    // The leases' bound over a window W: B + r·(W + ttl), the extra r·ttl rounded up.
+    run.lease_bound = run.bound;
+    if (!IsWindowAlgorithm(run.algorithm) && SupportsLease(run.algorithm)) {
+      const exact::Int128 extra = (exact::Int128{limit.refill_count()} * sim.lease_ttl.count() +
+                                   exact::Int128{limit.refill_period_us()} * 1000 - 1) /
+                                  (exact::Int128{limit.refill_period_us()} * 1000);
+      run.lease_bound += static_cast<int64_t>(extra);
+    }
+  }
   return run;
 }
 
@@ -154,6 +168,24 @@ Status ValidateBurst(int64_t burst, const Rate& limit) {
   return LimitFor(Algorithm::kTokenBucket, {.limit = limit, .burst = burst}).status();
 }
 
+Status ValidateLeases(const SimulationOptions& o) {
+  for (const Partition& p : o.partitions) {
+    if (p.region < 0 || p.region >= o.regions) {
+      return Status::InvalidArgument("partition: no region " + std::to_string(p.region));
+    }
+    if (p.until < p.from) return Status::InvalidArgument("partition: ends before it starts");
+  }
+  if (!o.leases) return Status::Ok();
+  if (!o.replication_lag) {
+    return Status::InvalidArgument("leases: need a finite replication lag (the way to the store)");
+  }
+  const LeaseTerms terms{
+      .enabled = true, .ttl = o.lease_ttl, .max_share_ppm = o.lease_max_share_ppm};
+  if (Status s = ValidateLeaseTerms(terms); !s.ok())
+    return Status::InvalidArgument("leases: " + s.message());
+  return Status::Ok();
+}
+
 Status ValidateRegions(int64_t regions) {
   if (regions >= 1 && regions <= kMaxRegions) return Status::Ok();
   return Status::InvalidArgument("regions: expected 1 to " + std::to_string(kMaxRegions) +
@@ -170,10 +202,15 @@ Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& opt
   if (options.replication_lag && options.replication_lag->count() < 0) {
     return Status::InvalidArgument("replication lag: must not be negative");
   }
+  if (Status s = ValidateLeases(options); !s.ok()) return s;
   Simulation sim;
   sim.window = options.limit.period;
   sim.regions = options.regions;
   sim.replication_lag = options.replication_lag;
+  sim.leases = options.leases;
+  sim.lease_ttl = options.lease_ttl;
+  sim.lease_max_share_ppm = options.lease_max_share_ppm;
+  sim.partitions = options.partitions;
   sim.start = traffic.start;
   sim.end = traffic.end;
   sim.series_times = SeriesTimes(sim.start, sim.end, options.chart_points);

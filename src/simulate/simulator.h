@@ -17,6 +17,7 @@
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/rate.h"
 #include "caudal/common/status.h"
+#include "simulate/lease_regions.h"
 #include "simulate/traffic.h"
 
 namespace caudal::simulate {
@@ -38,6 +39,14 @@ struct SimulationOptions {
   // With one region, or a lag of 0, every decision sees every earlier write: one store.
   int64_t regions = 1;
   std::optional<Micros> replication_lag = Micros(0);
+  // Also decide the same requests with leases from one store instead (lease_regions.h), each
+  // region `replication_lag` (which must be set) from it one way: AlgorithmRun::leases.
+  bool leases = false;
+  Nanos lease_ttl = std::chrono::seconds(1);
+  int64_t lease_max_share_ppm = 300'000;
+  // Regions cut off, for both models: from the store (leases), and from the other regions
+  // (replication: writes to or from a cut region land `replication_lag` after its heal).
+  std::vector<Partition> partitions{};
 };
 
 struct AlgorithmRun {
@@ -53,8 +62,14 @@ struct AlgorithmRun {
   // series[j]: the most one key had admitted within a window ending in
   // (series_times[j−1], series_times[j]] (the first interval starts at Simulation::start).
   std::vector<int64_t> series;
+  // With SimulationOptions::leases: the same requests decided with leases, and what their
+  // max_in_window should not exceed: N for the windows, B + r·(W + ttl) for the buckets (the
+  // leases' bound, docs/algorithms.md).
+  std::optional<LeaseRun> leases{};
+  int64_t lease_bound = 0;
 
   bool within_bound() const { return max_in_window <= bound; }
+  bool leases_within_bound() const { return leases && leases->max_in_window <= lease_bound; }
 };
 
 struct Simulation {
@@ -63,6 +78,10 @@ struct Simulation {
   Micros end{0};
   int64_t regions = 1;  // as in SimulationOptions
   std::optional<Micros> replication_lag = Micros(0);
+  bool leases = false;  // as in SimulationOptions
+  Nanos lease_ttl{0};
+  int64_t lease_max_share_ppm = 0;
+  std::vector<Partition> partitions{};
   std::vector<Micros> series_times;  // chart_points evenly spaced times, the last one `end`
   std::vector<AlgorithmRun> runs;    // kAllAlgorithms order, minus the skipped ones
   // Algorithms that cannot run with these options, each "<algorithm>: <reason>" (today only
@@ -77,9 +96,13 @@ Status ValidateLimit(const Rate& limit);
 Status ValidateBurst(int64_t burst, const Rate& limit);
 // kInvalidArgument when `regions` is outside 1..kMaxRegions.
 Status ValidateRegions(int64_t regions);
+// kInvalidArgument for leases without a replication lag or with terms ValidateLeaseTerms refuses,
+// and for a partition of no region or ending before it starts.
+Status ValidateLeases(const SimulationOptions& options);
 
 // Errors: those of ValidateLimit/ValidateBurst; chart_points above kMaxChartPoints; regions
-// outside 1..kMaxRegions; a negative replication_lag.
+// outside 1..kMaxRegions; a negative replication_lag; leases without a replication_lag, or with
+// a ttl or share ValidateLeaseTerms refuses; a partition of no region, or ending before it starts.
 // Preconditions: traffic's requests are in time order and their keys index traffic.keys.
 Result<Simulation> Simulate(const Traffic& traffic, const SimulationOptions& options);
 

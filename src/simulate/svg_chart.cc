@@ -120,27 +120,36 @@ void Bound(std::string& out, const Scale& sc, int64_t value, std::string_view la
        " fill=\"#222222\" stroke=\"#ffffff\" stroke-width=\"4\" paint-order=\"stroke\"");
 }
 
-void Series(std::string& out, const Scale& sc, const Simulation& sim, const AlgorithmRun& run) {
+// A run's series; with leases (`leased`), its lease run's, thinner and dashed.
+void Series(std::string& out, const Scale& sc, const Simulation& sim, const AlgorithmRun& run,
+            bool leased = false) {
   const Style st = StyleFor(run.algorithm);
+  const std::vector<int64_t>& series = leased ? run.leases->series : run.series;
   std::string points;
   double prev_x = sc.X(static_cast<double>(sim.start.count()));
-  for (size_t j = 0; j < run.series.size(); ++j) {
+  for (size_t j = 0; j < series.size(); ++j) {
     const double x = sc.X(static_cast<double>(sim.series_times[j].count()));
-    const double y = sc.Y(static_cast<double>(run.series[j]));
+    const double y = sc.Y(static_cast<double>(series[j]));
     points += Num(prev_x) + "," + Num(y) + " " + Num(x) + "," + Num(y) + " ";
     prev_x = x;
   }
   if (!points.empty()) points.pop_back();
-  out += "<polyline class=\"series\" data-algorithm=\"" +
-         std::string(AlgorithmName(run.algorithm)) + "\" fill=\"none\" stroke-linejoin=\"round\" " +
-         StrokeAttrs(st) + " points=\"" + points + "\"/>\n";
+  out += "<polyline class=\"series" + std::string(leased ? " leases" : "") +
+         "\" data-algorithm=\"" + std::string(AlgorithmName(run.algorithm)) +
+         "\" fill=\"none\" stroke-linejoin=\"round\" " + StrokeAttrs(st) +
+         (leased ? " stroke-dasharray=\"6 3\" stroke-opacity=\"0.8\"" : "") + " points=\"" +
+         points + "\"/>\n";
 }
 
 std::string LegendTitle(const Simulation& sim) {
   return "most in any " + FormatDuration(sim.window) + " window";
 }
 
-std::string LegendEntry(const AlgorithmRun& run) {
+std::string LegendEntry(const AlgorithmRun& run, bool leased = false) {
+  if (leased) {
+    return std::string(AlgorithmName(run.algorithm)) + ", leases  " +
+           std::to_string(run.leases->max_in_window);
+  }
   return std::string(AlgorithmName(run.algorithm)) + "  " + std::to_string(run.max_in_window);
 }
 
@@ -163,6 +172,7 @@ double LegendRight(const Simulation& sim) {
   double right = kLegendKey + TextWidthAtMost(LegendTitle(sim));
   for (const AlgorithmRun& run : sim.runs) {
     right = std::max(right, kLegendText + TextWidthAtMost(LegendEntry(run)));
+    if (run.leases) right = std::max(right, kLegendText + TextWidthAtMost(LegendEntry(run, true)));
   }
   return right;
 }
@@ -175,6 +185,11 @@ void Legend(std::string& out, const Simulation& sim) {
     const Style st = StyleFor(run.algorithm);
     Line(out, kLegendKey, y - 4, kLegendKey + 28, y - 4, StrokeAttrs(st));
     Text(out, kLegendText, y, "start", LegendEntry(run));
+    if (!run.leases) continue;
+    y += 24;
+    Line(out, kLegendKey, y - 4, kLegendKey + 28, y - 4,
+         StrokeAttrs(st) + " stroke-dasharray=\"6 3\"");
+    Text(out, kLegendText, y, "start", LegendEntry(run, true));
   }
 }
 
@@ -212,6 +227,9 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text) {
   int64_t bucket_bound = 0;
   for (const AlgorithmRun& r : sim.runs) {
     for (const int64_t v : r.series) top = std::max(top, v);
+    if (r.leases) {
+      for (const int64_t v : r.leases->series) top = std::max(top, v);
+    }
     top = std::max(top, r.bound);
     (IsWindowAlgorithm(r.algorithm) ? limit : bucket_bound) = r.bound;
   }
@@ -237,7 +255,10 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text) {
        " fill=\"#555555\"");
   Axes(out, sc, UnitFor(static_cast<int64_t>(sc.x_span_us)),
        "admitted in the trailing " + w + " (" + text.y_unit + ")");
-  for (const AlgorithmRun& run : sim.runs) Series(out, sc, sim, run);
+  for (const AlgorithmRun& run : sim.runs) {
+    Series(out, sc, sim, run);
+    if (run.leases) Series(out, sc, sim, run, /*leased=*/true);
+  }
   if (limit > 0) Bound(out, sc, limit, "limit " + std::to_string(limit) + " (windows)", "4 4");
   if (bucket_bound > 0) {
     Bound(out, sc, bucket_bound, "B + r·W = " + std::to_string(bucket_bound) + " (buckets)", "1 3");

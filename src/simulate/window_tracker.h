@@ -10,6 +10,7 @@
 // Not thread-safe (one per simulated algorithm).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -49,6 +50,33 @@ class WindowTracker {
   std::vector<uint32_t> active_;    // keys whose sum may be non-zero (CurrentMax scans these)
   std::vector<uint8_t> is_active_;  // per key: listed in active_
   int64_t max_ = 0;
+};
+
+// Fills a run's series (see AlgorithmRun::series): before a request past the current interval's
+// end, close the interval and carry what is still inside the window into the next one.
+class SeriesRecorder {
+ public:
+  SeriesRecorder(const std::vector<Micros>& times, std::vector<int64_t>& series)
+      : times_(times), series_(series) {
+    series_.assign(times_.size(), 0);
+  }
+
+  void Before(Micros at, WindowTracker& tracker) {
+    while (current_ < times_.size() && at > times_[current_]) {
+      tracker.AdvanceTo(times_[current_]);
+      ++current_;
+      if (current_ < times_.size()) series_[current_] = tracker.CurrentMax();
+    }
+  }
+  void Admitted(int64_t in_window) {
+    if (current_ < series_.size()) series_[current_] = std::max(series_[current_], in_window);
+  }
+  void Finish(WindowTracker& tracker) { Before(Micros::max(), tracker); }
+
+ private:
+  const std::vector<Micros>& times_;
+  std::vector<int64_t>& series_;
+  size_t current_ = 0;
 };
 
 }  // namespace caudal::simulate

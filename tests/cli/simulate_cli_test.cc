@@ -199,6 +199,52 @@ TEST(Simulate, RegionsShowWhatAsynchronousReplicationAdmits) {
   EXPECT_THAT(table.out, HasSubstr("OVER 2.00x"));
 }
 
+TEST(Simulate, RegionsCompareReplicationWithLeasesInTheTableTheJsonAndTheChart) {
+  const std::string svg = TempPath("regions.svg");
+  const std::vector<std::string> base = {
+      "simulate", "--limit",    "1200/1s",     "--pattern", "poisson", "--rate",
+      "2000/1s",  "--duration", "10s",         "--regions", "3",       "--replication-lag",
+      "40ms",     "--leases",   "--partition", "3s+2s"};
+  std::vector<std::string> table_args = base;
+  table_args.insert(table_args.end(), {"--svg", svg});
+  const Outcome table = RunCaudal(table_args);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("partition: region 0 cut off at 3s+2s"));
+  EXPECT_THAT(table.out, HasSubstr("leases: one store, each region 40ms from it"));
+  const std::string chart = ReadFile(svg);
+  EXPECT_THAT(chart, HasSubstr("class=\"series leases\""));
+  EXPECT_THAT(chart, HasSubstr("token_bucket, leases"));
+
+  std::vector<std::string> json_args = base;
+  json_args.insert(json_args.end(), {"--format", "json"});
+  const Outcome json = RunCaudal(json_args);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(json.out, ec);
+  ASSERT_FALSE(ec) << json.out;
+  for (const boost::json::value& run : v.as_array()) {
+    const boost::json::object& o = run.as_object();
+    ASSERT_TRUE(o.contains("max_in_window")) << "the replication fields stay";
+    const boost::json::object& leases = o.at("leases").as_object();
+    EXPECT_GT(leases.at("failed").as_int64(), 0) << "region 0 cut off: the failure mode";
+    if (o.at("algorithm").as_string() == "token_bucket") {
+      EXPECT_TRUE(leases.at("within_bound").as_bool());
+      EXPECT_GT(o.at("admitted").as_int64(), leases.at("admitted").as_int64());
+    }
+  }
+
+  std::vector<std::string> no_lag = {"simulate", "--limit",   "10/1s", "--pattern",
+                                     "steady",   "--regions", "2",     "--replication-lag",
+                                     "never",    "--leases"};
+  const Outcome refused = RunCaudal(no_lag);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("leases: need a finite replication lag"));
+  const Outcome bad =
+      RunCaudal({"simulate", "--limit", "10/1s", "--pattern", "steady", "--partition", "3s"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--partition: expected AT+DURATION"));
+}
+
 TEST(Simulate, TableAndSvg) {
   const std::string svg = TempPath("chart.svg");
   const Outcome o = RunCaudal({"simulate", "--limit", "100/1m", "--pattern", "boundary-burst",

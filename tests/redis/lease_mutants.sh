@@ -34,7 +34,13 @@ mutants=(
   "covered = covered && k.n > 0 && k.Left() >= e.cost; ~> covered = covered && k.n > 0;"
   "std::min(units, k.lots[j].granted - k.lots[j].left) ~> units"
   # Leases past the share all instances may hold.
-  "return std::min(std::max(k.units_now, k.units_before), max); ~> return std::max(k.units_now, k.units_before) + 0 * max;"
+  "return std::min(demand, max); ~> return demand + 0 * max;"
+  # A store a round trip away: the first ask sized from the demand seen alone; a renewal only at
+  # half spent; a dry key's request answered here without being spent.
+  "* 3 * rtt.count() / seen.count(); ~> * 0 * rtt.count() / seen.count();"
+  "* 2 * rtt.count(); ~> * 0 * rtt.count();"
+  "  plan.allowed = false;
+ ~> "
 )
 suites=("table:src/engine/engine_test:--gtest_filter=Lease*" "redis:tests/redis/redis_lease_test:")
 targets=(engine_test redis_lease_test)

@@ -1,0 +1,397 @@
+// One limit across regions (docs/scaling.md, Regions): three processes, each a "region" with its
+// own RedisStore, BreakerStore, LeaseStore and Engine, each reaching one redis-server through its
+// own DelayProxy (40 ms each way: an 80 ms round trip), on one hot key, all at once. Every
+// admission is reported to the parent as it happens (lease_processes.h), so the parent checks:
+//   - globally admitted never above B + r·(t + ttl) over any interval, and at least 90% of what
+//     one exact limiter would have admitted of the same requests;
+//   - each region's p99 decision latency below 5 ms;
+//   - Redis commands per decision at most 0.05;
+//   - one region cut off (its proxy held, or dropped) for 5 s mid-run: the bound holds during and
+//     after; it spends what its leases hold and then follows its failure mode (deny); the others
+//     keep their latency; after the heal it leases again, and the store's count is exactly what
+//     was admitted plus what the leases still owed (LeaseStore::Owed) when each region stopped.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "caudal/engine/breaker_store.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/lease_store.h"
+#include "caudal/redis/redis_store.h"
+#include "redis/lease_processes.h"
+#include "redis/redis_test_util.h"
+#include "support/delay_proxy.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+using lease_processes::Collect;
+using lease_processes::ForkAll;
+using lease_processes::Ideal;
+using lease_processes::Int128;
+using lease_processes::Reported;
+using lease_processes::Reporter;
+using lease_processes::WallMicros;
+using lease_processes::WorstExcess;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr int kRegions = 3;
+constexpr milliseconds kOneWay(40);
+constexpr Nanos kTtl = seconds(1);
+constexpr milliseconds kSlow(5);
+
+enum class Cut { kNone, kHold, kDrop };
+
+struct RegionRun {
+  Limit limit;
+  int64_t rate = 0;  // requests a second per region
+  SteadyClock::duration run_for = seconds(10);
+  Cut cut = Cut::kNone;  // region 0's link, from cut_at for cut_for
+  SteadyClock::duration cut_at = seconds(3);
+  SteadyClock::duration cut_for = seconds(5);
+  int64_t max_share_ppm = 300'000;
+};
+
+// Redis commands the regions sent (INFO commandstats, less INFO, the test's own, and the commands
+// only the scripts run, which commandstats counts as well): what crosses the wide-area link.
+// `with_scripts`: every command but INFO.
+int64_t Commands(const testing::RedisServer& server, bool with_scripts = false) {
+  static const std::vector<std::string> kScriptsOnly = {
+      "get", "set", "time", "del", "pexpire", "lrange", "lrem", "lset", "ltrim", "rpop", "rpush"};
+  Result<std::string> info = server.Command({"INFO", "commandstats"});
+  if (!info.ok()) return -1;
+  int64_t total = 0;
+  for (size_t at = 0; (at = info->find("cmdstat_", at)) != std::string::npos;) {
+    const size_t name_end = info->find(':', at);
+    const std::string name = info->substr(at + 8, name_end - at - 8);
+    const size_t calls = info->find("calls=", name_end);
+    const bool scripts_only =
+        std::find(kScriptsOnly.begin(), kScriptsOnly.end(), name) != kScriptsOnly.end();
+    if (name != "info" && (with_scripts || !scripts_only)) {
+      total += std::stoll(info->substr(calls + 6));
+    }
+    at = calls;
+  }
+  return total;
+}
+
+int64_t Percentile(std::vector<int64_t> v, int64_t per_mille) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, v.size() * static_cast<size_t>(per_mille) / 1000)];
+}
+
+// One policy, "global", on `run.limit` per "key", failing closed.
+bool SetPolicy(Engine& engine, const RegionRun& run, const LeaseTerms& terms) {
+  PolicySpec spec;
+  spec.name = "global";
+  spec.identity = {"key"};
+  spec.limits = {run.limit};
+  const PolicySetOptions options{
+      .on_failure = FailureMode::kDeny, .instances = kRegions, .lease = terms};
+  auto set = PolicySet::Create({spec}, options);
+  return set.ok() && engine.SetPolicies(*set).ok();
+}
+
+enum class Phase { kBefore, kCut, kHealed };
+
+// What a region's decisions did, by phase of its link; written by their callbacks.
+struct Tally {
+  std::atomic<Phase> phase{Phase::kBefore};
+  std::mutex mu;
+  std::condition_variable idle;
+  int64_t in_flight = 0;                          // guarded by mu
+  std::map<Phase, std::vector<int64_t>> latency;  // guarded by mu: µs
+  std::map<Phase, int64_t> admitted, degraded;    // guarded by mu
+  std::map<Phase, int64_t> refused;               // guarded by mu: over the limit, not degraded
+
+  void Sent() {
+    std::lock_guard lock(mu);
+    ++in_flight;
+  }
+  void Done(Phase at, SteadyClock::duration took, bool allowed, bool was_degraded) {
+    std::lock_guard lock(mu);
+    latency[at].push_back(std::chrono::duration_cast<Micros>(took).count());
+    admitted[at] += allowed ? 1 : 0;
+    degraded[at] += was_degraded ? 1 : 0;
+    refused[at] += !allowed && !was_degraded ? 1 : 0;
+    if (--in_flight == 0) idle.notify_all();
+  }
+  int64_t InFlight() {
+    std::lock_guard lock(mu);
+    return in_flight;
+  }
+  void Wait() {
+    std::unique_lock lock(mu);
+    idle.wait_for(lock, seconds(10), [this] { return in_flight == 0; });
+  }
+  void Report(Reporter& report) {
+    std::lock_guard lock(mu);
+    report.Note("in_flight", in_flight);
+    std::vector<int64_t> all;
+    for (const auto& [at, us] : latency) all.insert(all.end(), us.begin(), us.end());
+    report.Note("decisions", static_cast<int64_t>(all.size()));
+    report.Note("p50_us", Percentile(all, 500));
+    report.Note("p99_us", Percentile(all, 990));
+    report.Note("max_us", Percentile(all, 1000));
+    report.Note("slow", std::count_if(all.begin(), all.end(), [](int64_t us) {
+                  return us >= std::chrono::duration_cast<Micros>(kSlow).count();
+                }));
+    for (const auto& [at, name] :
+         {std::pair{Phase::kBefore, "before"}, std::pair{Phase::kCut, "cut"},
+          std::pair{Phase::kHealed, "healed"}}) {
+      const std::string n = name;
+      report.Note(n + "_decisions", static_cast<int64_t>(latency[at].size()));
+      report.Note(n + "_p99_us", Percentile(latency[at], 990));
+      report.Note(n + "_admitted", admitted[at]);
+      report.Note(n + "_degraded", degraded[at]);
+      report.Note(n + "_refused", refused[at]);
+    }
+  }
+};
+
+// One region: its proxy, its store stack and an engine with one policy on `limit`, `rate`
+// requests a second from `start_us` (the machine's wall clock, shared by every region).
+void Region(int p, uint16_t redis_port, const RegionRun& run, int64_t start_us, Reporter& report) {
+  auto proxy = testing::DelayProxy::Start(
+      {.target_port = redis_port, .to_target = kOneWay, .to_client = kOneWay});
+  if (!proxy.ok()) return;
+  auto redis = RedisStore::Open(SystemClock::Instance(),
+                                {.url = (*proxy)->url(), .deadline = milliseconds(400)});
+  if (!redis.ok()) return;
+  BreakerStore breaker(**redis, SystemClock::Instance(), {});
+  const LeaseTerms terms{.enabled = true, .ttl = kTtl, .max_share_ppm = run.max_share_ppm};
+  LeaseStore leases(breaker, SystemClock::Instance(),
+                    {.ttl = kTtl,
+                     .max_share_ppm = run.max_share_ppm,
+                     .instances = kRegions,
+                     .return_interval = milliseconds(50)});
+  Engine engine(leases, SystemClock::Instance(), {});
+  if (!SetPolicy(engine, run, terms)) return;
+  CheckRequest request;
+  // A running instance has talked to its store before a key turns hot: it knows the round trip.
+  request.descriptors = {{"key", "warm-up-" + std::to_string(p)}};
+  (void)engine.Check(request);
+  request.descriptors = {{"key", "hot"}};
+
+  const auto now_us = WallMicros();
+  report.Note("region", p);
+  report.Note("late_us", now_us - start_us);
+  const auto start = SteadyClock::now() + Micros(std::max<int64_t>(0, start_us - now_us));
+  const bool cuts = p == 0 && run.cut != Cut::kNone;
+  const auto cut_from = start + run.cut_at, cut_until = cut_from + run.cut_for;
+  auto tally = std::make_shared<Tally>();
+  const auto step = std::chrono::duration_cast<SteadyClock::duration>(seconds(1)) / run.rate;
+  for (int64_t i = 0;; ++i) {
+    const auto at = start + i * step;
+    if (at - start >= run.run_for) break;
+    std::this_thread::sleep_until(at);
+    const auto now = SteadyClock::now();
+    if (cuts && tally->phase == Phase::kBefore && now >= cut_from) {
+      run.cut == Cut::kHold ? (*proxy)->Hold() : (*proxy)->Drop();
+      tally->phase = Phase::kCut;
+      // What may reach the store without its answer coming back: the asks and the requests in
+      // flight as the link went (a dropped link delivers nothing after).
+      const LeaseOwed owed = leases.Owed();
+      report.Note("held_at_cut", owed.held);
+      report.Note("asked_at_cut", owed.asked);
+      report.Note("in_flight_at_cut", tally->InFlight());
+    }
+    if (cuts && tally->phase == Phase::kCut && now >= cut_until) {
+      (*proxy)->Heal();
+      tally->phase = Phase::kHealed;
+    }
+    // Open loop, as a region's many clients are: a request waiting on the store holds up no
+    // other.
+    report.Offered(WallMicros(), 1);
+    tally->Sent();
+    engine.CheckAsync(
+        request, [tally, &report, phase = tally->phase.load(), sent = now](Result<CheckResult> r) {
+          const bool allowed = r.ok() && r->allowed();
+          if (allowed) report.Admitted(WallMicros(), 1);
+          tally->Done(phase, SteadyClock::now() - sent, allowed, r.ok() && r->degraded);
+        });
+  }
+  report.Note("ran_us", std::chrono::duration_cast<Micros>(SteadyClock::now() - start).count());
+  tally->Wait();
+  tally->Report(report);
+  const LeaseCounts counts = leases.counters();
+  report.Note("local", static_cast<int64_t>(counts.local));
+  report.Note("grants", static_cast<int64_t>(counts.grants + counts.renewals));
+  leases.ReturnAll(seconds(3));
+  report.Unreturned(static_cast<int64_t>(leases.counters().units_lost) + leases.Owed().total());
+}
+
+struct Outcome {
+  Reported run;
+  int64_t commands = 0;      // sent by the regions
+  int64_t all_commands = 0;  // with those the scripts ran
+  int64_t counted = -1;      // the store's count of the hot key after the run (fixed window only)
+};
+
+Outcome RunRegions(const RegionRun& run) {
+  Outcome out;
+  auto server = StartServer();
+  if (server == nullptr) return out;
+  const int64_t before = Commands(*server), all_before = Commands(*server, true);
+  const int64_t start_us = WallMicros() + 1'500'000;  // every region connected by then
+  const std::vector<lease_processes::Child> children =
+      ForkAll(kRegions, [&](int p, Reporter& r) { Region(p, server->port(), run, start_us, r); });
+  out.run = Collect(children);
+  out.commands = Commands(*server) - before;
+  out.all_commands = Commands(*server, true) - all_before;
+  // What the store counts for the hot key: a peek (cost 0) at the policy's key, straight to it.
+  auto redis = MustOpen({.url = server->url()});
+  const Result<std::vector<std::string>> keys = server->Keys("*hot*");
+  if (redis != nullptr && keys.ok() && keys->size() == 1) {
+    // The engine's key, as the store names it in Redis (RedisStoreOptions::key_prefix).
+    const std::string key = keys->front().substr(RedisStoreOptions{}.key_prefix.size());
+    const Decision d = DecideOne(*redis, key, run.limit, 0);
+    out.counted = d.limit - d.remaining;
+  }
+  return out;
+}
+
+// What region `region` noted as `name`; -1 if it did not.
+int64_t Note(const Reported& run, int64_t region, const std::string& name) {
+  for (const auto& [pid, notes] : run.notes) {
+    const auto r = notes.find("region");
+    if (r == notes.end() || r->second != region) continue;
+    const auto found = notes.find(name);
+    return found == notes.end() ? -1 : found->second;
+  }
+  return -1;
+}
+
+void Print(const char* what, const RegionRun& run, const Outcome& out, int64_t ideal) {
+  const Reported& r = out.run;
+  std::cout << what << ": " << r.admitted_units << " admitted of " << r.offered << " offered, "
+            << ideal << " by one exact limiter; " << out.commands << " Redis commands for "
+            << r.decisions << " decisions ("
+            << static_cast<double>(out.commands) / static_cast<double>(r.decisions)
+            << " per decision; " << out.all_commands << " with the scripts' own); worst interval "
+            << static_cast<double>(WorstExcess(r.admitted, run.limit)) /
+                   static_cast<double>(run.limit.refill_period_us())
+            << " units past B + r·t; offers over "
+            << (r.offers.empty() ? 0 : r.offers.back().at_us - r.offers.front().at_us) << " us\n";
+  for (const auto& [pid, notes] : r.notes) {
+    std::cout << " ";
+    for (const auto& [name, value] : notes) std::cout << " " << name << "=" << value;
+    std::cout << "\n";
+  }
+}
+
+// The bound of every run: B + r·(t + ttl) over any interval.
+void ExpectWithinTheBound(const RegionRun& run, const Reported& r) {
+  const Int128 excess = WorstExcess(r.admitted, run.limit);
+  const Int128 allowed = Int128{run.limit.refill_count()} * (kTtl.count() / 1000);
+  EXPECT_LE(excess, allowed) << "admitted past B + r·(t + ttl)";
+}
+
+// 3 × 500 requests a second on a bucket of 1,200 a second (burst 1,200): above the limit.
+RegionRun AboveTheLimit() {
+  return {.limit = Bucket(Algorithm::kTokenBucket, 1'200, {1'200, seconds(1)}), .rate = 500};
+}
+
+TEST(Regions, ThreeRegionsAt80MsRoundTripDecideLocallyWithinTheBound) {
+  const RegionRun run = AboveTheLimit();
+  const Outcome out = RunRegions(run);
+  const Reported& r = out.run;
+  ASSERT_EQ(r.notes.size(), static_cast<size_t>(kRegions));
+  const int64_t ideal = Ideal(r.offers, run.limit);
+  Print("three regions", run, out, ideal);
+  ExpectWithinTheBound(run, r);
+  EXPECT_GE(r.admitted_units * 100, ideal * 90) << r.admitted_units << " of " << ideal;
+  for (int64_t i = 0; i < kRegions; ++i) {
+    EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
+    EXPECT_EQ(Note(r, i, "before_degraded"), 0) << i;
+  }
+  EXPECT_LE(out.commands * 100, r.decisions * 5) << out.commands << " for " << r.decisions;
+}
+
+TEST(Regions, UnderTheLimitEveryRegionAdmitsEverythingLocally) {
+  RegionRun run = AboveTheLimit();
+  run.rate = 300;  // 900 a second of 1,200
+  const Outcome out = RunRegions(run);
+  const Reported& r = out.run;
+  ASSERT_EQ(r.notes.size(), static_cast<size_t>(kRegions));
+  Print("under the limit", run, out, Ideal(r.offers, run.limit));
+  EXPECT_EQ(r.admitted_units, r.offered);
+  for (int64_t i = 0; i < kRegions; ++i) {
+    EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
+  }
+  EXPECT_LE(out.commands * 100, r.decisions * 5) << out.commands << " for " << r.decisions;
+}
+
+// Region 0 cut off for 5 s from 3 s: the bound holds over the whole run; region 0 admits no more
+// than its leases held as the link went, then follows its failure mode (deny) until the heal,
+// and leases again after it; the other regions see nothing of it.
+void ExpectAPartitionKeepsEveryPromise(const RegionRun& run, const Outcome& out) {
+  const Reported& r = out.run;
+  ASSERT_EQ(r.notes.size(), static_cast<size_t>(kRegions));
+  ExpectWithinTheBound(run, r);
+  EXPECT_GT(Note(r, 0, "cut_decisions"), 0);
+  EXPECT_LE(Note(r, 0, "cut_admitted"), Note(r, 0, "held_at_cut"))
+      << "cut off, a region spends what its leases hold and no more";
+  EXPECT_GT(Note(r, 0, "cut_degraded"), 0) << "then the failure mode decides";
+  // Refused over the limit while cut off: only a key dry as the link went, refused here for at
+  // most three round trips (240 ms) from its last answer.
+  EXPECT_LE(Note(r, 0, "cut_refused"), run.rate * 240 / 1000 + 1);
+  EXPECT_EQ(Note(r, 0, "cut_degraded") + Note(r, 0, "cut_admitted") + Note(r, 0, "cut_refused"),
+            Note(r, 0, "cut_decisions"));
+  EXPECT_GT(Note(r, 0, "healed_admitted"), 0) << "after the heal the region admits again";
+  EXPECT_EQ(Note(r, 0, "before_degraded"), 0);
+  for (int64_t i = 1; i < kRegions; ++i) {
+    EXPECT_LT(Note(r, i, "p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
+    EXPECT_EQ(Note(r, i, "before_degraded") + Note(r, i, "cut_degraded"), 0) << i;
+  }
+}
+
+TEST(Regions, ARegionHeldOffForFiveSecondsSpendsItsLeasesThenFailsClosed) {
+  RegionRun run = AboveTheLimit();
+  run.cut = Cut::kHold;
+  const Outcome out = RunRegions(run);
+  Print("region 0 held off", run, out, Ideal(out.run.offers, run.limit));
+  ExpectAPartitionKeepsEveryPromise(run, out);
+}
+
+TEST(Regions, ARegionDroppedForFiveSecondsLosesNothingTheStoreCounted) {
+  // One window of an hour, started at least 20 s before its end; 14,000 of it, so that the
+  // limit binds late in the run.
+  while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
+  RegionRun run{.limit = Window(Algorithm::kFixedWindow, 14'000, std::chrono::hours(1)),
+                .rate = 500,
+                .cut = Cut::kDrop};
+  const Outcome out = RunRegions(run);
+  const Reported& r = out.run;
+  Print("region 0 dropped", run, out, Ideal(r.offers, run.limit));
+  ExpectAPartitionKeepsEveryPromise(run, out);
+  EXPECT_LE(r.admitted_units, 14'000) << "a fixed window admits at most its limit";
+  // Every admitted unit was consumed in the store; beyond them the store counts only what the
+  // leases still owed when each region stopped (and could not give back), and what region 0 had
+  // in flight as its link dropped (asks and requests sent, answers lost).
+  ASSERT_GE(out.counted, 0);
+  EXPECT_GE(out.counted, r.admitted_units);
+  const int64_t in_flight = Note(r, 0, "asked_at_cut") + Note(r, 0, "in_flight_at_cut");
+  EXPECT_LE(out.counted - r.admitted_units, r.unreturned + in_flight)
+      << out.counted << " counted, " << r.admitted_units << " admitted, " << r.unreturned
+      << " unreturned, " << in_flight << " in flight at the drop";
+  std::cout << "store counted " << out.counted << ", admitted " << r.admitted_units
+            << ", unreturned " << r.unreturned << ", in flight at the drop " << in_flight << "\n";
+}
+
+}  // namespace
+}  // namespace caudal
