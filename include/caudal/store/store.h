@@ -29,6 +29,13 @@
 // a give-back never leaves the state fuller than if the units had never been leased. A request
 // that gives back holds give-backs only, and is always allowed.
 //
+// An entry of a concurrency limit (caudal/algorithms/concurrency.h) takes one slot when the whole
+// request is allowed and its cost is above 0, under the hold id EntryRef::hold names, expiring
+// the limit's `hold` after the store's time; it is never a refund, a charge or a lease. Its
+// slot comes back with EntryOp::kRelease of the same id (Decision::released says whether it was
+// live), or by itself at its expiry. A request that releases holds releases only, and is always
+// allowed.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -60,7 +67,18 @@ enum class EntryOp : uint8_t {
   kRefund,    // give back up to `cost` units (see above)
   kCharge,    // consume `cost` whatever the verdict (see above)
   kGiveBack,  // give back up to `cost` unspent units of the lease `grant` (see above)
+  kRelease,   // free the concurrency hold `hold` (see above)
 };
+
+// A concurrency hold's id: 104 random bits, as two words below 2^52 each, so that the Redis
+// script (in doubles) keeps them exactly. Whoever knows it can release the hold: a caller makes
+// it unguessable (caudal/engine/hold.h).
+struct HoldId {
+  int64_t hi = 0;
+  int64_t lo = 0;
+  friend bool operator==(const HoldId&, const HoldId&) = default;
+};
+inline constexpr int64_t kHoldIdWordLimit = int64_t{1} << 52;  // each word is below it
 
 // A lease's grant, as its decision reported it: what a give-back needs to return only what still
 // counts.
@@ -89,6 +107,8 @@ struct EntryRef {
   int64_t lease = 0;                  // kConsume: also take up to this many units (see above)
   const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
   const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
+  // A concurrency limit's kConsume with cost > 0, or a kRelease: the hold it takes or frees.
+  const HoldId* hold = nullptr;
 };
 
 struct StoreResponse {
@@ -111,7 +131,9 @@ class Store {
   // Errors: kInvalidArgument (empty key, key over kMaxKeyLength, duplicate key in one request,
   // cost < 0 or > kMaxCost, too many entries, null limit, a charge on an algorithm without
   // SupportsCharge, a lease < 0 or > kMaxCost or on an entry that is not a kConsume or on an
-  // algorithm without SupportsLease, a give-back without its grant or beside other ops),
+  // algorithm without SupportsLease, a give-back without its grant or beside other ops, a
+  // concurrency entry that is not a consume or a release, a consume of cost > 0 or a release
+  // without its hold, a release of another limit or beside other ops),
   // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;
