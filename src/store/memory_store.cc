@@ -88,9 +88,9 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) !
 struct Pending {
   uint64_t fp = 0;
   uint32_t shard = 0;
-  bool is_log = false;  // the state is a list out of line: a log, or holds
-  bool holds = false;   // a concurrency limit's holds
-  bool refund = false;  // a refund, give-back or release: applied whatever the request decides
+  bool is_log = false;    // the state is a list out of line: a log, or holds
+  bool holds = false;     // a concurrency limit's holds
+  bool refund = false;    // a refund, give-back or release: applied whatever the request decides
   bool charge = false;    // EntryOp::kCharge: written whatever the request decides
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)

@@ -47,8 +47,9 @@ Status ValidateHold(const EntryRef& e, bool releases) {
     return Status::InvalidArgument("a request that releases holds holds nothing else");
   }
   if (concurrency && e.op != EntryOp::kConsume && e.op != EntryOp::kRelease) {
-    return Status::InvalidArgument("a concurrency limit is taken or released, never refunded, "
-                                   "charged or given back");
+    return Status::InvalidArgument(
+        "a concurrency limit is taken or released, never refunded, "
+        "charged or given back");
   }
   if (!concurrency && e.op == EntryOp::kRelease) {
     return Status::InvalidArgument("only a concurrency limit is released (not " +

@@ -56,7 +56,8 @@ TEST_P(StoreConformanceTest, ConcurrencyReleaseFreesALiveHoldOnce) {
   const EntryRef take2{.key = key, .limit = &limit, .cost = 1, .hold = &h2};
   ASSERT_TRUE(MustDecide({&take1, 1}).allowed);
   ASSERT_FALSE(MustDecide({&take2, 1}).allowed);
-  const EntryRef wrong{.key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h2};
+  const EntryRef wrong{
+      .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h2};
   const StoreResponse not_held = MustDecide({&wrong, 1});
   EXPECT_TRUE(not_held.allowed);
   EXPECT_FALSE(not_held.decisions[0].released);
@@ -97,8 +98,7 @@ TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
   EXPECT_EQ(refused.decisions[1].remaining, 4) << "the refused request took no slot";
   // And the other way round: full slots keep the bucket from consuming.
   const Limit one = Slots(1, seconds(10));
-  const Limit roomy =
-      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, seconds(1)}));
+  const Limit roomy = *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, seconds(1)}));
   const std::string okey = Key("aon:one"), rkey = Key("aon:roomy");
   const EntryRef a[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h1},
                         {.key = rkey, .limit = &roomy, .cost = 3}};
@@ -168,7 +168,8 @@ TEST_P(StoreConformanceTest, ConcurrencyIsExactUnderConcurrentTakers) {
     EXPECT_EQ(admitted.load(), limit.capacity());
     for (const auto& ids : taken) {
       for (const HoldId& id : ids) {
-        const EntryRef e{.key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &id};
+        const EntryRef e{
+            .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &id};
         EXPECT_TRUE(MustDecide({&e, 1}).decisions[0].released);
       }
     }
@@ -195,8 +196,11 @@ TEST_P(StoreConformanceTest, ConcurrencyRandomRequestsMatchTheReferenceModel) {
     if (rng() % 4 == 0) {  // a release of one or both concurrency keys
       for (size_t k = 0; k < 2; ++k) {
         if (k == 0 || rng() % 2 == 0) {
-          entries.push_back(
-              {.key = keys[k], .limit = &limits[k], .cost = 0, .op = EntryOp::kRelease, .hold = &old});
+          entries.push_back({.key = keys[k],
+                             .limit = &limits[k],
+                             .cost = 0,
+                             .op = EntryOp::kRelease,
+                             .hold = &old});
         }
       }
     } else {

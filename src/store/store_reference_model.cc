@@ -71,7 +71,8 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
       if (response.decisions[i].allowed())
         response.decisions[i] = Evaluate(e, now, 0, 0, &steps[i]);
     } else if (HasHolds(e.limit->algorithm())) {
-      if (e.cost > 0) concurrency::Take(*e.limit, holds_[std::string(e.key)], now, ModelId(*e.hold));
+      if (e.cost > 0)
+        concurrency::Take(*e.limit, holds_[std::string(e.key)], now, ModelId(*e.hold));
     } else if (HasLogState(e.limit->algorithm())) {
       LogFunctionsOf(*e.limit).commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
     } else if (steps[i].changed) {
