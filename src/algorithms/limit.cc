@@ -57,8 +57,7 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
       return Status::InvalidArgument(
           std::string(concurrency ? "a concurrency limit holds `limit` slots"
                                   : "a window limit counts `limit` per `window`") +
-          "; the rate count (" +
-          std::to_string(spec.rate.count) + ") must equal the limit (" +
+          "; the rate count (" + std::to_string(spec.rate.count) + ") must equal the limit (" +
           std::to_string(spec.capacity) + ")");
     }
     if (HasLogState(spec.algorithm) && spec.capacity > kMaxLogLimit) {
