@@ -3,6 +3,9 @@
 //   - never above `limit` in flight at once: each process counts its admitted requests in a
 //     counter shared by all three (shared memory) while it holds their slots;
 //   - exact: without releases, exactly `limit` requests are admitted among the three;
+//   - on Redis Cluster, with a request whose two concurrency limits live in two slots (reserved
+//     slot by slot, the other undone when one refuses): exactly the binding limit admitted, and
+//     no slot of the other left held by an undone request;
 //   - a killed process's slots stay held until `hold` has passed on the store's clock (a
 //     decision clock every process shares here), then free themselves.
 // Every process is forked before any thread is started in the parent (see lease_test.cc).
@@ -19,9 +22,11 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
+#include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/manual_clock.h"
+#include "support/redis_cluster.h"
 #include "support/redis_server.h"
 
 namespace caudal {
@@ -107,7 +112,7 @@ void TakeAndRelease(const std::string& url, const Limit& limit, int tries, Share
     while (now > most && !shared.most_in_flight.compare_exchange_weak(most, now)) {
     }
     // Work in flight: long enough for the others' checks to meet this one's slot.
-    for (int spin = 0; spin < 20'000; ++spin) std::atomic_signal_fence(std::memory_order_seq_cst);
+    for (int spin = 0; spin < 200'000; ++spin) std::atomic_signal_fence(std::memory_order_seq_cst);
     shared.in_flight.fetch_sub(1);  // before the release: the slot is still held here
     const Result<ReleaseResult> back = engine.Release(r->hold);
     if (back.ok() && back->released) {
@@ -216,6 +221,60 @@ TEST(Concurrency, AKilledProcessesSlotsFreeThemselvesAfterHold) {
     EXPECT_TRUE(engine.Check(ForUser())->allowed()) << i;
   }
   EXPECT_FALSE(engine.Check(ForUser())->allowed());
+}
+
+// Two policies keyed by different identities: a request's slots live in two Cluster slots.
+std::shared_ptr<const PolicySet> TwoSlotPolicies(const Limit& per_tenant, const Limit& per_user) {
+  PolicySpec tenant, user;
+  tenant.name = "per-tenant";
+  tenant.identity = {"tenant"};
+  tenant.limits = {per_tenant};
+  user.name = "per-user";
+  user.identity = {"user"};
+  user.limits = {per_user};
+  return *PolicySet::Create({tenant, user}, {});
+}
+
+CheckRequest For(std::string tenant) {
+  return {.descriptors = {{"tenant", std::move(tenant)}, {"user", "u"}}, .cost = std::nullopt};
+}
+
+TEST(Concurrency, OnAClusterThreeProcessesAdmitExactlyTheLimitAcrossTwoSlots) {
+  Result<std::unique_ptr<testing::RedisCluster>> cluster = testing::RedisCluster::Start();
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  Shared* shared = MapShared();
+  ASSERT_NE(shared, nullptr);
+  const std::string url = (*cluster)->url();
+  const Limit per_tenant = *Limit::Create(LimitSpec::Concurrency(6, seconds(60)));
+  const Limit per_user = *Limit::Create(LimitSpec::Concurrency(10, seconds(60)));
+  const auto policies = TwoSlotPolicies(per_tenant, per_user);
+  const std::vector<pid_t> pids = ForkAll(kProcesses, [&](int) {
+    auto store =
+        RedisClusterStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(5)});
+    if (!store.ok()) return shared->errors.fetch_add(1), void();
+    Engine engine(**store, SystemClock::Instance(), {});
+    if (!engine.SetPolicies(policies).ok()) shared->errors.fetch_add(1);
+    for (int i = 0; i < 30; ++i) {
+      const Result<CheckResult> r = engine.Check(For("t"));
+      if (!r.ok()) shared->errors.fetch_add(1);
+      if (r.ok() && r->allowed()) shared->admitted.fetch_add(1);
+      if (r.ok() && !r->allowed()) shared->refused.fetch_add(1);
+    }
+  });
+  ExpectExitedCleanly(pids);
+  EXPECT_EQ(shared->errors.load(), 0);
+  EXPECT_EQ(shared->admitted.load(), per_tenant.capacity());
+  EXPECT_EQ(shared->refused.load(), kProcesses * 30 - per_tenant.capacity());
+  // The user's limit holds exactly the admitted requests' slots: every refused request's user
+  // slot, taken in its own Cluster slot before the tenant's refused, was undone.
+  auto store =
+      RedisClusterStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(5)});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  Engine engine(**store, SystemClock::Instance(), {});
+  ASSERT_TRUE(engine.SetPolicies(policies).ok());
+  int64_t more = 0;
+  for (int i = 0; i < 10; ++i) more += engine.Check(For("other" + std::to_string(i)))->allowed();
+  EXPECT_EQ(more, per_user.capacity() - per_tenant.capacity());
 }
 
 }  // namespace
