@@ -164,6 +164,20 @@ TEST_F(ConcurrencyTest, BadHoldsAreRefusedAndReleaseNothing) {
   EXPECT_TRUE(MustRelease(a.hold).released);
 }
 
+TEST_F(ConcurrencyTest, BadChecksAreRefusedAndHoldNothing) {
+  Install({Spec("inflight", {Slots(1, seconds(30))})});
+  for (const int64_t cost : {int64_t{0}, int64_t{-1}, kMaxCost + 1}) {
+    SCOPED_TRACE(cost);
+    auto r = engine_.Check({.descriptors = {{"user", "u"}}, .cost = cost});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto bad = engine_.Check({.descriptors = {{"user", std::string("a\0b", 3)}}, .cost = 1});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MustCheck("u").allowed()) << "the one slot was never taken";
+}
+
 TEST_F(ConcurrencyTest, PolicySetsRefuseWhatWouldHoldSlotsForARefusedRequest) {
   PolicySpec counted = Spec("counted", {Slots(1, seconds(1))});
   counted.count_rejected = RejectedCounting::kCounted;
