@@ -774,6 +774,7 @@ void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
   auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done));
   auto plan = engine_internal::PlanPolicies(*snap, request);
   if (!plan.ok()) return op->Abort(plan.status());  // nothing was sent to the store
+  if (plan->takes_slots) plan->hold = engine_internal::NewHoldId();
   op->Start(std::move(*plan));
 }
 

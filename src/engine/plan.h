@@ -79,8 +79,8 @@ struct Check {
 
 struct Plan {
   std::vector<Check> checks;
-  // When a check has a concurrency limit and a cost to take (not a refund): the id its slots are
-  // taken under (EntryRef::hold).
+  // A check has a concurrency limit and a cost to take (not a refund); the engine then draws
+  // `hold`, the id its slots are taken under (EntryRef::hold), planning being pure.
   bool takes_slots = false;
   HoldId hold;
   DescriptorMode mode = DescriptorMode::kAllOrNothing;

@@ -225,10 +225,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     }
     plan.checks.push_back(std::move(c));
   }
-  if (slots > 0) {
-    plan.takes_slots = true;
-    plan.hold = NewHoldId();
-  }
+  plan.takes_slots = slots > 0;
   return plan;
 }
 
