@@ -63,14 +63,14 @@ lease_mutants=(
   "undo.lua|if not st or st[1] ~= at + reset - w then return 0 end|if not st then return 0 end"
   "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
 )
-# Concurrency: a slot past the limit, a hold live at its expiry (counted, or released), a score
-# written as a Lua number (14 digits: the expiry rounded), a slot not taken by an admitted
-# request, a split request's undo that leaves its slot held.
+# Concurrency: a slot past the limit, a hold live at its expiry (counted, or released), a slot
+# not taken by an admitted request, a split request's undo that leaves its slot held.
+# Not here, being equivalent on Redis 7: concurrency.lua's ZADD with the score as a Lua number
+# rather than its decimal text (Redis converts a number to its shortest exact spelling).
 concurrency_mutants=(
   "concurrency.lua|if cost > 0 and live >= cap then|if cost > 0 and live > cap then"
   "concurrency.lua|local after = '(' .. fmt('%d', now)|local after = fmt('%d', now)"
   "concurrency.lua|if tonumber(score) > now then released = 1 end|if tonumber(score) >= now then released = 1 end"
-  "concurrency.lua|redis.call('ZADD', key, fmt('%d', now + hold), concurrency_member(hi, lo))|redis.call('ZADD', key, now + hold, concurrency_member(hi, lo))"
   "decide.lua|concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)|local _ = 0"
   "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
 )

@@ -1,7 +1,8 @@
 -- Concurrency (src/algorithms/concurrency.cc): the live holds of a key, as a sorted set under
 -- "<key>:holds" whose members are the holds' ids ("<hi>:<lo>") and whose scores are their
 -- expiries (µs, exact below 2^53). A hold is live while its expiry is after now. Scores are
--- written as decimal text: a Lua number handed to redis.call keeps only 14 digits.
+-- written as decimal integers, so that their spelling does not rest on how a Redis version
+-- converts a Lua number.
 
 local function concurrency_member(hi, lo) return fmt('%d:%d', hi, lo) end
 
