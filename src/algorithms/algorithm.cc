@@ -6,9 +6,18 @@
 namespace caudal {
 namespace {
 
+constexpr size_t kRateAlgorithmCount = [] {
+  size_t n = 0;
+  for (const AlgorithmInfo& e : kAlgorithmTable) n += e.state != StateShape::kHolds;
+  return n;
+}();
+
 constexpr auto kAllAlgorithmsArray = [] {
-  std::array<Algorithm, kAlgorithmCount> all{};
-  for (size_t i = 0; i < kAlgorithmCount; ++i) all[i] = kAlgorithmTable[i].algorithm;
+  std::array<Algorithm, kRateAlgorithmCount> all{};
+  size_t n = 0;
+  for (const AlgorithmInfo& e : kAlgorithmTable) {
+    if (e.state != StateShape::kHolds) all[n++] = e.algorithm;
+  }
   return all;
 }();
 
@@ -38,6 +47,10 @@ Result<Algorithm> ParseAlgorithm(std::string_view name) {
 
 bool IsWindowAlgorithm(Algorithm a) {
   return Known(a) && AlgorithmInfoOf(a).family == AlgorithmFamily::kWindow;
+}
+
+bool IsConcurrency(Algorithm a) {
+  return Known(a) && AlgorithmInfoOf(a).family == AlgorithmFamily::kConcurrency;
 }
 
 }  // namespace caudal

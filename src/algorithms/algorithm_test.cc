@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 #include <string>
@@ -30,23 +31,31 @@ bool IsHexColour(std::string_view s) {
   return true;
 }
 
-TEST(AlgorithmTable, ListsEveryAlgorithmOnceInEnumOrder) {
-  ASSERT_EQ(kAllAlgorithms.size(), kAlgorithmCount);
+// kAllAlgorithms is every rate algorithm: each entry but those that keep holds, in table order.
+TEST(AlgorithmTable, ListsEveryRateAlgorithmOnceInEnumOrder) {
+  size_t next = 0;
   for (size_t i = 0; i < kAlgorithmCount; ++i) {
-    EXPECT_EQ(static_cast<size_t>(kAllAlgorithms[i]), i);
-    EXPECT_EQ(&AlgorithmInfoOf(kAllAlgorithms[i]), &kAlgorithmTable[i]);
+    if (kAlgorithmTable[i].state == StateShape::kHolds) continue;
+    ASSERT_LT(next, kAllAlgorithms.size());
+    EXPECT_EQ(static_cast<size_t>(kAllAlgorithms[next]), i);
+    EXPECT_EQ(&AlgorithmInfoOf(kAllAlgorithms[next]), &kAlgorithmTable[i]);
+    ++next;
   }
+  EXPECT_EQ(next, kAllAlgorithms.size());
+  EXPECT_EQ(std::count(kAllAlgorithms.begin(), kAllAlgorithms.end(), Algorithm::kConcurrency), 0);
 }
 
 TEST(AlgorithmTable, EachEntryHasExactlyItsStateShapesFunctions) {
   for (const AlgorithmInfo& e : kAlgorithmTable) {
     SCOPED_TRACE(e.name);
     const bool compact = e.state == StateShape::kCompact;
+    const bool log = e.state == StateShape::kLog;
     EXPECT_EQ(e.compact.decide != nullptr, compact);
     EXPECT_EQ(e.compact.refund != nullptr, compact);
-    EXPECT_EQ(e.log.evaluate != nullptr, !compact);
-    EXPECT_EQ(e.log.commit != nullptr, !compact);
-    EXPECT_EQ(e.log.refund != nullptr, !compact);
+    EXPECT_EQ(e.log.evaluate != nullptr, log);
+    EXPECT_EQ(e.log.commit != nullptr, log);
+    EXPECT_EQ(e.log.refund != nullptr, log);
+    EXPECT_EQ(e.state == StateShape::kHolds, e.family == AlgorithmFamily::kConcurrency);
   }
 }
 
@@ -87,9 +96,11 @@ TEST(AlgorithmTable, FamilyMatchesTheSpecTheLimitAccepts) {
     SCOPED_TRACE(e.name);
     const bool window = e.family == AlgorithmFamily::kWindow;
     EXPECT_EQ(IsWindowAlgorithm(e.algorithm), window);
+    EXPECT_EQ(IsConcurrency(e.algorithm), e.family == AlgorithmFamily::kConcurrency);
     const Result<Limit> fast_refill =
         Limit::Create(LimitSpec::Bucket(e.algorithm, 10, {20, seconds(1)}));
-    EXPECT_EQ(fast_refill.ok(), !window) << fast_refill.status().ToString();
+    EXPECT_EQ(fast_refill.ok(), e.family == AlgorithmFamily::kBucket)
+        << fast_refill.status().ToString();
     EXPECT_TRUE(Limit::Create(LimitSpec::Window(e.algorithm, 10, seconds(1))).ok());
   }
 }
@@ -102,7 +113,16 @@ TEST(AlgorithmTable, DispatchReachesEachAlgorithm) {
     const Limit limit = *Limit::Create(LimitSpec::Window(e.algorithm, 1, seconds(1)));
     const Micros now = seconds(1'000'000);
     EXPECT_EQ(HasLogState(e.algorithm), e.state == StateShape::kLog);
-    if (e.state == StateShape::kLog) {
+    EXPECT_EQ(HasHolds(e.algorithm), e.state == StateShape::kHolds);
+    if (e.state == StateShape::kHolds) {
+      concurrency::Holds holds;
+      ASSERT_TRUE(concurrency::Evaluate(limit, holds, now, 1).allowed());
+      concurrency::Take(limit, holds, now, 7);
+      EXPECT_FALSE(concurrency::Evaluate(limit, holds, now, 1).allowed());
+      bool released = false;
+      EXPECT_EQ(concurrency::Release(limit, holds, now, 7, &released).remaining, 1);
+      EXPECT_TRUE(released);
+    } else if (e.state == StateShape::kLog) {
       sliding_window_log::LogState log;
       const Decision d = LogFunctionsOf(limit).evaluate(limit, log, now, 1);
       ASSERT_TRUE(d.allowed());

@@ -25,9 +25,10 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
     return Status::InvalidArgument("unknown algorithm " +
                                    std::to_string(static_cast<int>(spec.algorithm)));
   }
-  const bool window = IsWindowAlgorithm(spec.algorithm);
+  const bool concurrency = IsConcurrency(spec.algorithm);
+  const bool window = IsWindowAlgorithm(spec.algorithm) || concurrency;
   const char* cap_name = window ? "limit" : "capacity";
-  const char* period_name = window ? "window" : "refill period";
+  const char* period_name = concurrency ? "hold" : window ? "window" : "refill period";
   if (spec.capacity < 1 || spec.capacity > kMaxCapacity) {
     return Status::InvalidArgument(std::string(cap_name) + " must be between 1 and 2^40 (got " +
                                    std::to_string(spec.capacity) + ")");
@@ -38,14 +39,25 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                                    FormatDuration(spec.rate.period) + ")");
   }
   if (spec.rate.period.count() % 1000 != 0 && window) {
-    return Status::InvalidArgument("window must be a whole number of milliseconds (got " +
+    return Status::InvalidArgument(std::string(period_name) +
+                                   " must be a whole number of milliseconds (got " +
+                                   FormatDuration(spec.rate.period) + ")");
+  }
+  if (concurrency && spec.capacity > kMaxConcurrencyLimit) {
+    return Status::InvalidArgument(
+        "concurrency keeps one entry per slot held, so its limit is capped at " +
+        std::to_string(kMaxConcurrencyLimit) + " (got " + std::to_string(spec.capacity) + ")");
+  }
+  if (concurrency && spec.rate.period > kMaxHold) {
+    return Status::InvalidArgument("hold must be at most 24h (got " +
                                    FormatDuration(spec.rate.period) + ")");
   }
   if (window) {
     if (spec.rate.count != spec.capacity) {
       return Status::InvalidArgument(
-          "a window limit counts `limit` per `window`; the rate count (" +
-          std::to_string(spec.rate.count) + ") must equal the limit (" +
+          std::string(concurrency ? "a concurrency limit holds `limit` slots"
+                                  : "a window limit counts `limit` per `window`") +
+          "; the rate count (" + std::to_string(spec.rate.count) + ") must equal the limit (" +
           std::to_string(spec.capacity) + ")");
     }
     if (HasLogState(spec.algorithm) && spec.capacity > kMaxLogLimit) {
@@ -80,7 +92,9 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
 
 std::string Limit::ToString() const {
   std::string out(AlgorithmName(algorithm_));
-  if (IsWindowAlgorithm(algorithm_)) {
+  if (IsConcurrency(algorithm_)) {
+    out += " limit=" + std::to_string(capacity_) + " hold=" + FormatDuration(rate_.period);
+  } else if (IsWindowAlgorithm(algorithm_)) {
     out += " limit=" + std::to_string(capacity_) + " window=" + FormatDuration(rate_.period);
   } else {
     out += " capacity=" + std::to_string(capacity_) + " refill=" + FormatRate(rate_);

@@ -106,6 +106,11 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .bad = {"fast", "[a]"},
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: sliding_window_counter, "
                 "limit: 5, window: 1s}]}]"}},
+      {"policies[].limits[].hold",
+       {.good = {"1ms", "1d"},
+        .bad = {"fast", "[a]", "0s", "25h"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: concurrency, "
+                "limit: 5, hold: 1s}]}]"}},
       {"policies[].overrides[].match",
        {.good = {"{plan: max}", "{a: acme, ip: 10.0.0.0/8}"},
         .bad = {"x", "{}", "{plan: ''}", "{ip: 10.0.0.1/8}", "{'p q': x}"}}},
@@ -131,6 +136,12 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
                 "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: "
                 "sliding_window_counter, limit: 5, window: 1s}]}]}]"}},
+      {"policies[].overrides[].limits[].hold",
+       {.good = {"1ms", "1d"},
+        .bad = {"fast", "[a]", "0s", "25h"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+                "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: "
+                "concurrency, limit: 5, hold: 1s}]}]}]"}},
   };
   return probes;
 }

@@ -168,6 +168,11 @@ Value<RuleFields> AlgorithmValue() {
             if (!name.ok()) return name.status();
             auto a = ParseAlgorithm(*name);
             if (!a.ok()) return r.Error(n, path, a.status().message());
+            if (IsConcurrency(*a)) {
+              return r.Error(n, path,
+                             "concurrency limits are for caudal's policies: Envoy's rate limit "
+                             "protocol has no way to release a slot");
+            }
             out.algorithm = *a;
             return Status::Ok();
           },

@@ -10,8 +10,19 @@
 namespace caudal::config_internal {
 namespace {
 
-constexpr uint8_t kBucket = 1;  // token_bucket, gcra: capacity and refill
-constexpr uint8_t kWindow = 2;  // the window algorithms: limit and window
+constexpr uint8_t kBucket = 1;       // token_bucket, gcra: capacity and refill
+constexpr uint8_t kWindow = 2;       // the window algorithms: limit and window
+constexpr uint8_t kConcurrency = 4;  // concurrency: limit and hold
+
+// What a policy's limit may be: every rate algorithm, and concurrency.
+const std::vector<Algorithm>& PolicyAlgorithms() {
+  static const std::vector<Algorithm> all = [] {
+    std::vector<Algorithm> v(kAllAlgorithms.begin(), kAllAlgorithms.end());
+    v.push_back(Algorithm::kConcurrency);
+    return v;
+  }();
+  return all;
+}
 
 // A limit as written: the algorithm, then capacity and refill, or limit and window.
 struct LimitFields {
@@ -19,6 +30,7 @@ struct LimitFields {
   int64_t count = 0;  // capacity or limit
   Rate refill;
   Micros window{0};
+  Micros hold{0};
 };
 
 Result<Rate> ReadRate(std::string_view text) {
@@ -29,6 +41,7 @@ Result<Rate> ReadRate(std::string_view text) {
 }
 
 Result<Limit> ToLimit(const LimitFields& f) {
+  if (IsConcurrency(f.algorithm)) return Limit::Create(LimitSpec::Concurrency(f.count, f.hold));
   return Limit::Create(IsWindowAlgorithm(f.algorithm)
                            ? LimitSpec::Window(f.algorithm, f.count, f.window)
                            : LimitSpec::Bucket(f.algorithm, f.count, f.refill));
@@ -48,8 +61,8 @@ const Table<LimitFields>& LimitTable() {
   static const Table<LimitFields> table(
       {
           {.name = "algorithm",
-           .value =
-               R::Choice(&LimitFields::algorithm, ParseAlgorithm, AlgorithmName, kAllAlgorithms),
+           .value = R::Choice(&LimitFields::algorithm, ParseAlgorithm, AlgorithmName,
+                              std::span<const Algorithm>(PolicyAlgorithms())),
            .doc = "how the limit counts (algorithms.md); it chooses the fields below",
            .need = Need::kRequired},
           {.name = "capacity",
@@ -73,22 +86,33 @@ const Table<LimitFields>& LimitTable() {
            .variants = kBucket},
           {.name = "limit",
            .value = R::Integer(&LimitFields::count, 1, kMaxCapacity),
-           .doc = "requests admitted per window",
+           .doc = "requests admitted per window; for concurrency, requests in flight at once "
+                  "(at most 10,000)",
            .need = Need::kRequired,
-           .variants = kWindow},
+           .variants = kWindow | kConcurrency},
           {.name = "window",
            .value = R::Duration(&LimitFields::window),
            .doc = "the window's length",
            .need = Need::kRequired,
            .variants = kWindow},
+          {.name = "hold",
+           .value = R::Duration(&LimitFields::hold, std::chrono::milliseconds(1), kMaxHold),
+           .doc = "the longest a slot is held: one not released by then frees itself",
+           .need = Need::kRequired,
+           .variants = kConcurrency},
       },
       {.doc = "A policy's limits, all of which must pass.",
        .selector = "algorithm",
        .shape_error = "expected a map with an algorithm: {algorithm: token_bucket, capacity: "
-                      "100, refill: 100/1m} or {algorithm: fixed_window, limit: 100, window: 1m}",
+                      "100, refill: 100/1m}, {algorithm: fixed_window, limit: 100, window: 1m} "
+                      "or {algorithm: concurrency, limit: 10, hold: 30s}",
        .variant =
-           [](const LimitFields& f) { return IsWindowAlgorithm(f.algorithm) ? kWindow : kBucket; },
-       .variant_names = {AlgorithmsOf(false), AlgorithmsOf(true)}});
+           [](const LimitFields& f) {
+             return IsConcurrency(f.algorithm)       ? kConcurrency
+                    : IsWindowAlgorithm(f.algorithm) ? kWindow
+                                                     : kBucket;
+           },
+       .variant_names = {AlgorithmsOf(false), AlgorithmsOf(true), "concurrency"}});
   return table;
 }
 

@@ -19,6 +19,7 @@
 #include "caudal/engine/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
+#include "engine/hold.h"
 #include "engine/log_throttle.h"
 #include "engine/over_limit_cache.h"
 #include "engine/plan.h"
@@ -288,6 +289,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     for (size_t e = 0; e < batch.entries.size() && e < resp.decisions.size(); ++e) {
       const EntryRef& entry = batch.entries[e];
       if (entry.op != EntryOp::kConsume || entry.cost == 0) continue;
+      // A slot may come back at any moment (a release): a refusal says nothing of the next one.
+      if (IsConcurrency(entry.limit->algorithm())) continue;
       if (resp.decisions[e].verdict == Verdict::kDenied) {
         cache->Remember(entry.key, entry.cost, batch.sent, resp.decisions[e]);
       }
@@ -313,20 +316,26 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       const int64_t units = c.result.refund ? -c.result.cost : consume ? c.result.cost : 0;
       for (size_t k = 0; k < c.keys.size(); ++k, ++n) {
         const std::string_view key = local ? std::string_view(batch->local_keys[n]) : c.keys[k];
+        const Limit* limit = local ? c.local_limits[k] : c.result.limits[k];
+        // A concurrency limit takes one slot per admitted request, whatever its cost, and is
+        // never refunded: its slots come back by release.
+        const bool slot = IsConcurrency(limit->algorithm());
+        const int64_t u = slot ? (units > 0 ? 1 : 0) : units;
         size_t e = 0;
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
           batch->entries.push_back({.key = key,
-                                    .limit = local ? c.local_limits[k] : c.result.limits[k],
+                                    .limit = limit,
                                     .cost = 0,
-                                    .terms = local ? nullptr : c.lease});
+                                    .terms = local ? nullptr : c.lease,
+                                    .hold = slot ? &plan_.hold : nullptr});
           net.push_back(0);
           charged.push_back(false);
         }
-        net[e] += units;
+        net[e] += u;
         if (c.charge && consume) charged[e] = true;
         batch->entry_of.push_back(e);
-        batch->units_of.push_back(units);
+        batch->units_of.push_back(u);
       }
     }
     for (size_t e = 0; e < batch->entries.size(); ++e) {
@@ -589,11 +598,31 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     }
     out.outcome = closed ? Outcome::kUnavailable : denied ? Outcome::kDenied : Outcome::kAllowed;
     if (out.outcome == Outcome::kDenied) out.retry_after = retry;
+    if (out.outcome == Outcome::kAllowed && plan_.takes_slots) out.hold = HoldOf();
     CountMetrics();
     RecordRefusals();
     out.results.reserve(plan_.checks.size());
     for (PlanCheck& c : plan_.checks) out.results.push_back(std::move(c.result));
     Complete(std::move(out));
+  }
+
+  // The hold id of the slots the admitted request took (its checks decided by a store, the
+  // shared one or the local one), or "" when it took none.
+  std::string HoldOf() const {
+    std::vector<std::string_view> keys;
+    for (const PlanCheck& c : plan_.checks) {
+      const PolicyResult& r = c.result;
+      const bool decided = r.decided_by == DecidedBy::kStore || r.decided_by == DecidedBy::kLocal;
+      if (r.kind != CheckKind::kLimited || r.refund || !r.allowed || !decided) continue;
+      for (size_t k = 0; k < r.limits.size() && k < r.decisions.size(); ++k) {
+        if (IsConcurrency(r.limits[k]->algorithm()) && r.decisions[k].allowed()) {
+          keys.push_back(c.keys[k]);
+        }
+      }
+    }
+    if (keys.empty()) return "";
+    if (engine_.options_.metrics != nullptr) engine_.options_.metrics->Add(MetricId::kHoldsTaken);
+    return engine_internal::EncodeHold(plan_.hold, keys);
   }
 
   void CountMetrics() {
@@ -755,6 +784,7 @@ void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
   auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done));
   auto plan = engine_internal::PlanPolicies(*snap, request);
   if (!plan.ok()) return op->Abort(plan.status());  // nothing was sent to the store
+  if (plan->takes_slots) plan->hold = engine_internal::NewHoldId();
   op->Start(std::move(*plan));
 }
 

@@ -56,6 +56,7 @@ void CountEverything(Metrics& m) {
   m.CountTlsHandshakeFailure(TlsFailure::kClosed);
   m.Series(MetricId::kAdminChanges, {"set_override"}) += 1;
   m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
+  m.Series(MetricId::kHoldReleases, {"released"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

@@ -79,6 +79,10 @@ struct Check {
 
 struct Plan {
   std::vector<Check> checks;
+  // A check has a concurrency limit and a cost to take (not a refund); the engine then draws
+  // `hold`, the id its slots are taken under (EntryRef::hold), planning being pure.
+  bool takes_slots = false;
+  HoldId hold;
   DescriptorMode mode = DescriptorMode::kAllOrNothing;
   bool blocked = false;  // an enforced check is kBlocked: the request is refused whatever else
   int64_t instances = 1;
@@ -96,7 +100,8 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
 
 // Policies that apply to `request`, in config order, each with the limits that apply to its
 // identity (runtime override, static override, its own). kInvalidArgument for bad descriptors, a
-// cost < 1, or a cost above an applicable limit's capacity.
+// cost < 1, a cost above an applicable rate limit's capacity, or more than kMaxHeldSlots
+// concurrency limits (hold.h). A concurrency limit takes one slot whatever the cost.
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
 
 // An Envoy descriptor's entries as a runtime override of its rule keys them (length-prefixed).

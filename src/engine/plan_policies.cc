@@ -3,6 +3,7 @@
 
 #include "caudal/engine/ip.h"
 #include "common/cat.h"
+#include "engine/hold.h"
 #include "engine/plan.h"
 
 namespace caudal::engine_internal {
@@ -159,6 +160,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
   plan.mode = set.options().mode;
   plan.instances = set.options().instances;
   const auto policies = set.policies();
+  size_t slots = 0;  // concurrency limits that take a slot
   for (size_t i = 0; i < policies.size(); ++i) {
     const PolicySet::Policy& p = policies[i];
     auto identity = EncodeIdentity(p, request.descriptors);
@@ -197,7 +199,13 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     }
     for (size_t k = 0; k < limits->size(); ++k) {
       const Limit& l = (*limits)[k];
-      if (!request.refund && c.result.cost > l.capacity()) {
+      if (IsConcurrency(l.algorithm()) && !request.refund && ++slots > kMaxHeldSlots) {
+        return Status::InvalidArgument(
+            Cat("descriptors: the request would take slots of more "
+                "than ",
+                kMaxHeldSlots, " concurrency limits"));
+      }
+      if (!request.refund && !IsConcurrency(l.algorithm()) && c.result.cost > l.capacity()) {
         return Status::InvalidArgument(Cat("cost: ", c.result.cost, " exceeds the capacity ",
                                            l.capacity(), " of policy ", Quoted(p.spec.name), " (",
                                            LimitsFromName(c),
@@ -217,6 +225,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     }
     plan.checks.push_back(std::move(c));
   }
+  plan.takes_slots = slots > 0;
   return plan;
 }
 

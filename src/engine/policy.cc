@@ -27,6 +27,9 @@ std::string Fingerprint(const Limit& l) {
     case Algorithm::kGcra:
       s = "gcra";
       break;
+    case Algorithm::kConcurrency:
+      s = "cc";
+      break;
   }
   s += std::to_string(l.capacity());
   s += ',';
@@ -38,6 +41,28 @@ std::string Fingerprint(const Limit& l) {
 
 PolicyError Err(std::string field, std::string message) {
   return {std::move(field), Status::InvalidArgument(std::move(message))};
+}
+
+// Why `l`, a limit of `policy`, cannot be decided as the policy says, or nullopt. A concurrency
+// limit takes a slot only with the whole request admitted, so nothing may take one for a
+// refused request: neither count_rejected nor consume_each.
+std::optional<std::string> ConcurrencyProblem(const PolicySpec& policy,
+                                              const PolicySetOptions& options, const Limit& l) {
+  if (!IsConcurrency(l.algorithm())) return std::nullopt;
+  if (policy.count_rejected == RejectedCounting::kCounted) {
+    return "a concurrency limit takes no slot for a refused request: count_rejected cannot "
+           "count one";
+  }
+  if (options.mode == DescriptorMode::kConsumeEach) {
+    return "a concurrency limit needs policies decided all_or_nothing: consume_each would hold "
+           "slots for a refused request";
+  }
+  return std::nullopt;
+}
+
+// A request's cost must fit a rate limit; a concurrency limit takes one slot whatever it is.
+bool CostFits(int64_t cost, const Limit& l) {
+  return IsConcurrency(l.algorithm()) || cost <= l.capacity();
 }
 
 // Why `value` cannot be matched as a descriptor's value, or nullopt: a descriptor value is 1 to
@@ -133,6 +158,9 @@ bool IsValidName(std::string_view name) {
 Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   if (instances == 1) return global;
   const int64_t capacity = std::max<int64_t>(1, global.capacity() / instances);
+  if (IsConcurrency(global.algorithm())) {
+    return Limit::Create(LimitSpec::Concurrency(capacity, global.window()));
+  }
   if (IsWindowAlgorithm(global.algorithm())) {
     return Limit::Create(LimitSpec::Window(global.algorithm(), capacity, global.window()));
   }
@@ -161,7 +189,8 @@ std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
   for (size_t i = 0; i < limits.size(); ++i) {
     const Limit& l = limits[i];
     const std::string field = Cat('[', i, ']');
-    if (policy.cost > l.capacity()) {
+    if (auto problem = ConcurrencyProblem(policy, options, l)) return Err(field, *problem);
+    if (!CostFits(policy.cost, l)) {
       return Err(field, Cat("a capacity of ", l.capacity(), " is below the policy's cost (",
                             policy.cost, "): a request of that cost could never pass"));
     }
@@ -234,7 +263,10 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
   const FailureMode mode = spec.on_failure.value_or(options.on_failure);
   for (size_t i = 0; i < spec.limits.size(); ++i) {
     const Limit& l = spec.limits[i];
-    if (spec.cost < 1 || spec.cost > l.capacity()) {
+    if (auto problem = ConcurrencyProblem(spec, options, l)) {
+      return Err("limits[" + std::to_string(i) + "]", *problem);
+    }
+    if (spec.cost < 1 || !CostFits(spec.cost, l)) {
       return Err("cost", "the default cost must be between 1 and the smallest capacity (" +
                              std::to_string(l.capacity()) + "), got " + std::to_string(spec.cost));
     }

@@ -97,6 +97,9 @@ Result<Limit> MakeLimit(Algorithm algorithm, uint32_t requests_per_unit, Unit un
   if (requests_per_unit == 0) {
     return Status::InvalidArgument("requests_per_unit must be positive");
   }
+  if (IsConcurrency(algorithm)) {
+    return Status::InvalidArgument("concurrency limits are for caudal's policies, not Envoy rules");
+  }
   const Micros period = UnitDuration(unit);
   if (IsWindowAlgorithm(algorithm)) {
     if (capacity != 0 && capacity != requests_per_unit) {

@@ -36,7 +36,7 @@ int64_t Unpack(std::string_view args, size_t index) {
 void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
   Pack(algorithm, args);
   Pack(l.capacity(), args);
-  if (IsWindowAlgorithm(l.algorithm())) {  // limit per window
+  if (IsWindowAlgorithm(l.algorithm()) || IsConcurrency(l.algorithm())) {  // limit per window/hold
     Pack(l.capacity(), args);
     Pack(l.window().count(), args);
   } else {  // the reduced refill rate
@@ -58,16 +58,23 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
   }
   const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
   AppendLimitArgs(algorithm + flag, *e.limit, args);
-  // A refund travels as a negative cost (a refund of 0 is a peek either way).
-  Pack(e.op == EntryOp::kRefund ? -e.cost : e.cost, args);
+  // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
+  Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
   if (flag == kLeaseFlag) Pack(e.lease, args);
+  if (IsConcurrency(e.limit->algorithm())) {
+    Pack(e.hold != nullptr ? e.hold->hi : 0, args);
+    Pack(e.hold != nullptr ? e.hold->lo : 0, args);
+  }
 }
 
 constexpr size_t kArgsPerEntry = 5;
 constexpr size_t kArgsPerUndoEntry = 7;
 
+constexpr auto kConcurrencyNumber = static_cast<int64_t>(Algorithm::kConcurrency);
+
 // How many numbers an entry of a request (not an undo) takes, from its first one.
 size_t EntryWidth(int64_t algorithm) {
+  if (algorithm == kConcurrencyNumber) return kArgsPerEntry + 2;  // the hold id
   return algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry;
 }
 
@@ -84,6 +91,7 @@ void StartRequest(EncodedRequest& r, const EntryRef& first, size_t n) {
 void AddEntry(EncodedRequest& r, const EntryRef& e) {
   AppendEntryArgs(e, r.args);
   if (e.lease > 0) r.leases.push_back(static_cast<uint16_t>(r.limits.size()));
+  if (e.op == EntryOp::kRelease) r.releases.push_back(static_cast<uint16_t>(r.limits.size()));
   r.limits.push_back(e.limit->capacity());
 }
 
@@ -114,6 +122,7 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
     out += '}';
   }
   if (algorithm == Algorithm::kSlidingWindowLog) out += ":log";
+  if (algorithm == Algorithm::kConcurrency) out += ":holds";
   return out;
 }
 
@@ -165,9 +174,15 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     Pack(algorithm, r.args);
     // capacity, rate (two)
     r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
-    Pack(units, r.args);
-    Pack(now_us, r.args);
-    Pack(got.decisions[i].reset_after.count(), r.args);
+    if (algorithm == kConcurrencyNumber) {  // a slot taken: the undo releases its hold
+      Pack(Unpack(reserved.args, at + 5), r.args);
+      Pack(Unpack(reserved.args, at + 6), r.args);
+      Pack(0, r.args);
+    } else {
+      Pack(units, r.args);
+      Pack(now_us, r.args);
+      Pack(got.decisions[i].reset_after.count(), r.args);
+    }
     r.limits.push_back(reserved.limits[i]);
     undone.push_back(static_cast<uint16_t>(i));
   }
@@ -215,14 +230,15 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
   if (allowed != 0 && allowed != 1) {
     return Status::Internal("redis script returned allowed=" + std::to_string(allowed));
   }
-  if (reply.size() - pos < 4 * n + request.leases.size()) {
+  if (reply.size() - pos < 4 * n + request.leases.size() + request.releases.size()) {
     return Status::Internal("redis script reply too short");
   }
   StoreResponse resp;
   resp.allowed = allowed == 1;
   resp.decisions.resize(n);
   bool every_entry_allowed = true;
-  size_t next_lease = 0;  // in request.leases
+  size_t next_lease = 0;    // in request.leases
+  size_t next_release = 0;  // in request.releases
   for (size_t i = 0; i < n; ++i) {
     const int64_t verdict = reply[pos++];
     if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
@@ -260,6 +276,15 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
         return Status::Internal("redis script leased " + std::to_string(d.leased) +
                                 " units for entry " + std::to_string(i));
       }
+    }
+    if (next_release < request.releases.size() && request.releases[next_release] == i) {
+      ++next_release;
+      const int64_t released = reply[pos++];
+      if (released != 0 && released != 1) {
+        return Status::Internal("redis script released " + std::to_string(released) +
+                                " for entry " + std::to_string(i));
+      }
+      d.released = released == 1;
     }
     every_entry_allowed = every_entry_allowed && d.allowed();
   }

@@ -15,7 +15,8 @@
 // Keys: a store key becomes "<prefix>{<key>}" so each key is its own Redis Cluster hash tag.
 // A key that already holds a hash tag ("user:{42}:minute") is kept as "<prefix><key>", so a
 // caller can put every key of one identity in the same slot. The sliding window log keeps a
-// list under "<...>:log", so a key reused with a compact algorithm never meets a wrong type.
+// list under "<...>:log", and a concurrency limit its holds as a sorted set under "<...>:holds",
+// so a key reused with a compact algorithm never meets a wrong type.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,9 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
 // A charge (EntryOp::kCharge) travels as its algorithm's number plus this flag, so an entry keeps
 // its five numbers (lua/decide.lua reads it as CHARGE_FLAG).
 inline constexpr int64_t kChargeFlag = 64;
+// A concurrency entry carries two more numbers, its hold id's words (0 for a peek); a release
+// (EntryOp::kRelease) travels as a cost of -1, and its reply carries a fifth integer, 1 when the
+// hold was live. Its undo is a release: the undo entry's units and time carry the hold id.
 // An entry asking for a lease (EntryRef::lease) travels as its algorithm's number plus this flag,
 // followed by a sixth number, the lease asked for; its reply carries a fifth integer, the units
 // leased. A request of give-backs (EntryOp::kGiveBack) travels as an undo request: a give-back
@@ -56,10 +60,11 @@ struct NativeCount {
 };
 
 struct EncodedRequest {
-  std::vector<std::string> keys;  // one per entry
-  std::string args;               // packed: entry count, then 5 numbers per entry (7 in an undo)
-  std::vector<int64_t> limits;    // each entry's Decision::limit
-  std::vector<uint16_t> leases;   // the entries that ask for a lease, ascending (usually none)
+  std::vector<std::string> keys;   // one per entry
+  std::string args;                // packed: entry count, then 5 numbers per entry (7 in an undo)
+  std::vector<int64_t> limits;     // each entry's Decision::limit
+  std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)
+  std::vector<uint16_t> releases;  // the entries that release a hold, ascending (usually none)
   // A request of native counts: one per entry (the script decides it as charges where the node
   // sends no native calls). Set with `native_sent` when its call was a native one.
   std::vector<NativeCount> native;

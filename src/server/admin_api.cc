@@ -83,9 +83,10 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
   if (!algorithm.ok()) {
     return Bad("invalid_limits", Cat(at, ".algorithm: ", algorithm.status().message()));
   }
-  const bool window = IsWindowAlgorithm(*algorithm);
+  const bool concurrency = IsConcurrency(*algorithm);
+  const bool window = IsWindowAlgorithm(*algorithm) || concurrency;
   const std::string_view count_field = window ? "limit" : "capacity";
-  const std::string_view rate_field = window ? "window" : "refill";
+  const std::string_view rate_field = concurrency ? "hold" : window ? "window" : "refill";
   for (const auto& kv : o) {
     if (kv.key() != "algorithm" && kv.key() != count_field && kv.key() != rate_field) {
       return Bad("unknown_field",
@@ -106,8 +107,11 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
   LimitSpec spec;
   if (window) {
     auto w = ParseDuration(text);
-    if (!w.ok()) return Bad("invalid_limits", Cat(at, ".window: ", w.status().message()));
-    spec = LimitSpec::Window(*algorithm, count, *w);
+    if (!w.ok()) {
+      return Bad("invalid_limits", Cat(at, '.', rate_field, ": ", w.status().message()));
+    }
+    spec =
+        concurrency ? LimitSpec::Concurrency(count, *w) : LimitSpec::Window(*algorithm, count, *w);
   } else {
     auto rate = ParseRate(text);
     if (!rate.ok()) return Bad("invalid_limits", Cat(at, ".refill: ", rate.status().message()));
@@ -120,11 +124,11 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
 }
 
 json::value LimitJson(const Limit& l) {
-  const bool window = IsWindowAlgorithm(l.algorithm());
+  const bool concurrency = IsConcurrency(l.algorithm());
   json::object o{{"algorithm", AlgorithmName(l.algorithm())}};
-  if (window) {
+  if (IsWindowAlgorithm(l.algorithm()) || concurrency) {
     o["limit"] = l.capacity();
-    o["window"] = FormatDuration(l.window());
+    o[concurrency ? "hold" : "window"] = FormatDuration(l.window());
   } else {
     o["capacity"] = l.capacity();
     o["refill"] = FormatRate(l.rate());

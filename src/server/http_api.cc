@@ -291,6 +291,9 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
   Reply r;
   AddRateLimitFields(result, r.headers);
   if (result.degraded) r.headers.Add("Caudal-Degraded", "store_unavailable");
+  // Forward-auth has no body to carry it: a proxy passes the header on to release the slots.
+  if (endpoint == Endpoint::kAuth && !result.hold.empty())
+    r.headers.Add("Caudal-Hold", result.hold);
   if (endpoint == Endpoint::kAuth && result.outcome == Outcome::kAllowed) return r;  // hot path
   json::array violated;
   for (const PolicyResult* p : result.Refused()) violated.push_back(json::string(p->name));
@@ -332,6 +335,7 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
     for (const PolicyResult& p : result.results) policies.push_back(PolicyJson(p));
     body["policies"] = std::move(policies);
     body["refused_by"] = violated;
+    if (!result.hold.empty()) body["hold"] = result.hold;
   }
   r.content_type = r.status == 200 ? kJson : kProblemJson;
   r.body = json::serialize(body);

@@ -6,6 +6,7 @@
 #include "server/admin_api.h"
 #include "server/auth_query.h"
 #include "server/openapi.h"
+#include "server/release_api.h"
 
 namespace caudal::routes {
 namespace {
@@ -134,7 +135,7 @@ ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
 std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
                                   const Request& r) {
   if (!caller.enabled()) return std::nullopt;
-  const bool decision = path == "/v1/check" || path == "/v1/auth";
+  const bool decision = path == "/v1/check" || path == "/v1/auth" || path == "/v1/release";
   // The status JSON holds the refused identities /v1/top-refused shows; the page itself is a
   // static document that stays open (it then says it cannot read /v1/status).
   const bool metrics = path == "/metrics" || path == "/v1/top-refused" || path == "/v1/status" ||
@@ -192,6 +193,15 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
+    return;
+  }
+  if (path == "/v1/release") {
+    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    http_api::ParsedRelease parsed = http_api::ParseReleaseBody(r.body);
+    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
+    ctx.engine.ReleaseAsync(parsed.hold, [&responder](Result<ReleaseResult> result) {
+      responder.Reply(http_api::ReleaseReply(result));
+    });
     return;
   }
   if (path == "/v1/top-refused" && ctx.refusals != nullptr) {

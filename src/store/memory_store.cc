@@ -4,12 +4,14 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
 #include <type_traits>
 
 #include "caudal/algorithms/algorithm.h"
+#include "caudal/algorithms/concurrency.h"
 #include "caudal/algorithms/sliding_window_log.h"
 #include "common/cat.h"
 #include "store/shard_table.h"
@@ -86,8 +88,9 @@ int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) !
 struct Pending {
   uint64_t fp = 0;
   uint32_t shard = 0;
-  bool is_log = false;
-  bool refund = false;
+  bool is_log = false;    // the state is a list out of line: a log, or holds
+  bool holds = false;     // a concurrency limit's holds
+  bool refund = false;    // a refund, give-back or release: applied whatever the request decides
   bool charge = false;    // EntryOp::kCharge: written whatever the request decides
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
@@ -143,6 +146,9 @@ struct MemoryStore::Impl {
   }
 
   void Fingerprint(const EntryRef& e, Pending& p) const;
+  // What a hold keeps of its id: a keyed 63-bit fingerprint (two ids share one with probability
+  // about n²/2^64 for n holds of a key).
+  int64_t HoldFingerprint(const HoldId& id) const;
   void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
   // `moved`: a shard made room since Evaluate, so the slot it found must be looked up again.
@@ -186,20 +192,36 @@ void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
   // instead of misreading the other's words.
   const auto a = static_cast<uint64_t>(e.limit->algorithm()) + 1;
   const SipKey k{.k0 = sip_key.k0 ^ (a * 0x9e3779b97f4a7c15ULL), .k1 = sip_key.k1};
-  p.is_log = HasLogState(e.limit->algorithm());
+  p.holds = HasHolds(e.limit->algorithm());
+  p.is_log = HasLogState(e.limit->algorithm()) || p.holds;
   p.fp = (SipHash13(k, e.key) & ~uint64_t{1}) | (p.is_log ? 1 : 0);
   if (p.fp == 0) p.fp = 2;  // 0 marks an empty slot
   p.shard = shard_bits == 0 ? 0 : static_cast<uint32_t>(p.fp >> (64 - shard_bits));
+}
+
+int64_t MemoryStore::Impl::HoldFingerprint(const HoldId& id) const {
+  char bytes[16];
+  std::memcpy(bytes, &id.hi, 8);
+  std::memcpy(bytes + 8, &id.lo, 8);
+  return static_cast<int64_t>(SipHash13(sip_key, {bytes, sizeof bytes}) >> 1);
 }
 
 void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
   p.slot = slot;
-  // A give-back is applied as a refund is (never refused, never a new slot), with its own rule.
-  p.refund = e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack;
+  // A give-back or a release is applied as a refund is (never refused, never a new slot), with
+  // its own rule.
+  p.refund = e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease;
   p.charge = e.op == EntryOp::kCharge;
-  if (p.is_log) {  // never a charge (ValidateEntries)
+  if (p.holds) {
+    static const concurrency::Holds kNone;
+    const auto& holds = slot != nullptr ? table.Log(*slot) : kNone;
+    // A release's own decision comes from ApplyRefund; until then it reports a peek.
+    p.step.decision = concurrency::Evaluate(*e.limit, holds, now, p.refund ? 0 : e.cost);
+    p.writes = p.refund ? slot != nullptr && !holds.entries.empty()
+                        : p.step.decision.allowed() && e.cost > 0;
+  } else if (p.is_log) {  // never a charge (ValidateEntries)
     static const sliding_window_log::LogState kEmpty;
     const auto& log = slot != nullptr ? table.Log(*slot) : kEmpty;
     // A refund's own decision comes from ApplyRefund; until then it reports a peek.
@@ -226,6 +248,10 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
 Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = table.Find(p.fp);
+  if (p.holds) {
+    static const concurrency::Holds kNone;
+    return concurrency::Evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : kNone, now, 0);
+  }
   if (p.is_log) {
     static const sliding_window_log::LogState kEmpty;
     return LogFunctionsOf(*e.limit).evaluate(*e.limit, slot != nullptr ? table.Log(*slot) : kEmpty,
@@ -240,7 +266,9 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now, 
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = moved ? table.Find(p.fp) : p.slot;
   if (slot == nullptr) slot = table.Insert(p.fp);
-  if (p.is_log) {
+  if (p.holds) {
+    concurrency::Take(*e.limit, table.Log(*slot), now, HoldFingerprint(*e.hold));
+  } else if (p.is_log) {
     // The list Evaluate pruned, or a new empty one if a rebuild reclaimed it as fresh (then it
     // had no entry left in the window either).
     LogFunctionsOf(*e.limit).commit(*e.limit, table.Log(*slot), now, e.cost);
@@ -256,7 +284,12 @@ void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now, b
   // Evaluate found the slot, but making room for new keys may since have reclaimed it as fresh:
   // then nothing was left to give back.
   if (slot == nullptr) return;
-  if (p.is_log) {
+  if (p.holds) {
+    bool released = false;
+    p.step.decision =
+        concurrency::Release(*e.limit, table.Log(*slot), now, HoldFingerprint(*e.hold), &released);
+    p.step.decision.released = released;
+  } else if (p.is_log) {
     p.step.decision = LogFunctionsOf(*e.limit).refund(*e.limit, table.Log(*slot), now, e.cost);
   } else {
     slot->SetState(p.step.next);

@@ -40,6 +40,31 @@ Status ValidateLease(const EntryRef& e, bool give_backs) {
   return Status::Ok();
 }
 
+// The concurrency fields of one entry; `releases`: the request releases (its first entry does).
+Status ValidateHold(const EntryRef& e, bool releases) {
+  const bool concurrency = IsConcurrency(e.limit->algorithm());
+  if ((e.op == EntryOp::kRelease) != releases) {
+    return Status::InvalidArgument("a request that releases holds holds nothing else");
+  }
+  if (concurrency && e.op != EntryOp::kConsume && e.op != EntryOp::kRelease) {
+    return Status::InvalidArgument(
+        "a concurrency limit is taken or released, never refunded, "
+        "charged or given back");
+  }
+  if (!concurrency && e.op == EntryOp::kRelease) {
+    return Status::InvalidArgument("only a concurrency limit is released (not " +
+                                   std::string(AlgorithmName(e.limit->algorithm())) + ")");
+  }
+  if (concurrency && (e.op == EntryOp::kRelease || e.cost > 0)) {
+    if (e.hold == nullptr) return Status::InvalidArgument("a concurrency slot names its hold");
+    const auto word = [](int64_t w) { return w >= 0 && w < kHoldIdWordLimit; };
+    if (!word(e.hold->hi) || !word(e.hold->lo)) {
+      return Status::InvalidArgument("a hold id's words are below 2^52");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateEntries(std::span<const EntryRef> entries) {
@@ -77,6 +102,9 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                      std::to_string(e.cost) + ")");
     }
     if (Status s = ValidateLease(e, entries[0].op == EntryOp::kGiveBack); !s.ok()) {
+      return Status::InvalidArgument(where(i) + s.message());
+    }
+    if (Status s = ValidateHold(e, entries[0].op == EntryOp::kRelease); !s.ok()) {
       return Status::InvalidArgument(where(i) + s.message());
     }
     for (size_t j = 0; j < i; ++j) {

@@ -3,9 +3,23 @@
 #include "caudal/algorithms/algorithm.h"
 
 namespace caudal {
+namespace {
+
+// A hold's id as the model keeps it (exact for the small ids tests use).
+int64_t ModelId(const HoldId& id) { return id.hi * 1'000'003 + id.lo; }
+
+// Applied whatever the request's other entries decide.
+bool Refunds(const EntryRef& e) {
+  return e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease;
+}
+
+}  // namespace
 
 Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease,
                                   Step* step) {
+  if (HasHolds(e.limit->algorithm())) {
+    return concurrency::Evaluate(*e.limit, holds_[std::string(e.key)], now, cost);
+  }
   if (HasLogState(e.limit->algorithm())) {
     return LogFunctionsOf(*e.limit).evaluate(*e.limit, logs_[std::string(e.key)], now, cost);
   }
@@ -17,6 +31,13 @@ Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, i
 }
 
 Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
+  if (e.op == EntryOp::kRelease) {
+    bool released = false;
+    Decision d = concurrency::Release(*e.limit, holds_[std::string(e.key)], now, ModelId(*e.hold),
+                                      &released);
+    d.released = released;
+    return d;
+  }
   if (HasLogState(e.limit->algorithm())) {
     return LogFunctionsOf(*e.limit).refund(*e.limit, logs_[std::string(e.key)], now, e.cost);
   }
@@ -35,13 +56,13 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
   response.decisions.resize(entries.size());
   std::vector<Step> steps(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].op == EntryOp::kRefund || entries[i].op == EntryOp::kGiveBack) continue;
+    if (Refunds(entries[i])) continue;
     response.decisions[i] = Evaluate(entries[i], now, entries[i].cost, entries[i].lease, &steps[i]);
     response.allowed = response.allowed && response.decisions[i].allowed();
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
-    if (e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack) {
+    if (Refunds(e)) {
       response.decisions[i] = Refund(e, now);  // whatever the other entries decided
     } else if (e.op == EntryOp::kCharge) {
       if (steps[i].changed) compact_[std::string(e.key)] = steps[i].next;  // whatever they decided
@@ -49,6 +70,9 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
       // Would-have-passed entries report their unchanged state; refusals keep their verdict.
       if (response.decisions[i].allowed())
         response.decisions[i] = Evaluate(e, now, 0, 0, &steps[i]);
+    } else if (HasHolds(e.limit->algorithm())) {
+      if (e.cost > 0)
+        concurrency::Take(*e.limit, holds_[std::string(e.key)], now, ModelId(*e.hold));
     } else if (HasLogState(e.limit->algorithm())) {
       LogFunctionsOf(*e.limit).commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
     } else if (steps[i].changed) {

@@ -5,6 +5,7 @@
 // says: evaluate every consuming entry at `now`; if all are allowed, commit all; otherwise commit
 // nothing and report the entries that would have passed as a peek (cost 0). Refunds, charges and
 // give-backs are applied in either case; a lease is taken only when the request is allowed.
+// Concurrency holds are taken (admitted) and released as the Store contract says.
 //
 // Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
 #pragma once
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "caudal/algorithms/compact_state.h"
+#include "caudal/algorithms/concurrency.h"
 #include "caudal/algorithms/sliding_window_log.h"
 #include "caudal/store/store.h"
 
@@ -29,6 +31,7 @@ class ReferenceModel {
 
   std::map<std::string, CompactState, std::less<>> compact_;
   std::map<std::string, sliding_window_log::LogState, std::less<>> logs_;
+  std::map<std::string, concurrency::Holds, std::less<>> holds_;
 };
 
 }  // namespace caudal

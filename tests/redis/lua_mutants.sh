@@ -5,12 +5,13 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease` as the second argument runs the lease mutants alone.
+# `lease` (or `concurrency`) as the second argument runs the lease (concurrency) mutants alone.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
 # decision made by the script: lua_replayer.h), store (RedisStore's own tests: TTLs, the state's
-# encoding), undo (undo.lua against the reference model: a split request's undo, a give-back).
+# encoding), undo (undo.lua against the reference model: a split request's undo, a give-back),
+# concurrency (processes on one redis-server and on a Cluster taking and releasing slots).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -62,10 +63,25 @@ lease_mutants=(
   "undo.lua|if not st or st[1] ~= at + reset - w then return 0 end|if not st then return 0 end"
   "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
 )
-if [[ $only == lease ]]; then mutants=("${lease_mutants[@]}"); else mutants+=("${lease_mutants[@]}"); fi
+# Concurrency: a slot past the limit, a hold live at its expiry (counted, or released), a slot
+# not taken by an admitted request, a split request's undo that leaves its slot held.
+# Not here, being equivalent on Redis 7: concurrency.lua's ZADD with the score as a Lua number
+# rather than its decimal text (Redis converts a number to its shortest exact spelling).
+concurrency_mutants=(
+  "concurrency.lua|if cost > 0 and live >= cap then|if cost > 0 and live > cap then"
+  "concurrency.lua|local after = '(' .. fmt('%d', now)|local after = fmt('%d', now)"
+  "concurrency.lua|if tonumber(score) > now then released = 1 end|if tonumber(score) >= now then released = 1 end"
+  "decide.lua|concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)|local _ = 0"
+  "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
+)
+case $only in
+  lease) mutants=("${lease_mutants[@]}") ;;
+  concurrency) mutants=("${concurrency_mutants[@]}") ;;
+  *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}") ;;
+esac
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
-        store:redis_store_test undo:redis_undo_test)
+        store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
 targets=()
 for s in "${suites[@]}"; do targets+=("${s#*:}"); done
 

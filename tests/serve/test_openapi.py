@@ -30,6 +30,9 @@ policies:
   - name: huge
     identity: [region]
     limits: [{algorithm: fixed_window, limit: 900000, window: 1m}]
+  - name: in-flight
+    identity: [worker]
+    limits: [{algorithm: concurrency, limit: 1, hold: 30s}]
 """
 FORWARD_AUTH = """
 server:
@@ -175,6 +178,37 @@ class OpenApiTest(unittest.TestCase):
         self.refused_before_routing(s, "/v1/auth", ["GET", "POST"])
         self.caller_refusals([("/v1/auth", "GET"), ("/v1/auth", "POST")])
         self.assert_met("/v1/auth")
+
+    def test_release(self):
+        """Every documented status of POST /v1/release, and the hold a check answers."""
+        s = self.serve()
+        status, _, body = s.check({"worker": "w"})
+        self.assertEqual(status, 200)
+        hold = body["hold"]
+        self.assertEqual(s.check({"worker": "w"})[0], 429)
+        status, _, raw_body = s.request("POST", "/v1/release", json.dumps({"hold": hold}))
+        self.assertEqual((status, json.loads(raw_body)), (200, {"released": True, "slots": 1}))
+        status, _, raw_body = s.request("POST", "/v1/release", json.dumps({"hold": hold}))
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]), (404, "unknown_hold"))
+        for bad, code in (("{", "invalid_json"), ("[]", "invalid_body"), ("{}", "missing_hold"),
+                          ('{"hold": 1}', "invalid_hold"), ('{"hold": "x"}', "invalid_hold"),
+                          ('{"hold": "a", "x": 1}', "unknown_field"),
+                          ('{"hold": "a", "hold": "b"}', "duplicate_field")):
+            status, _, raw_body = s.request("POST", "/v1/release", bad)
+            self.assertEqual((status, json.loads(raw_body)["error"]["code"]), (400, code), bad)
+        self.assertEqual(s.request("GET", "/v1/release")[0], 405)
+        status, _, raw_body = s.request("POST", "/v1/release", "x" * 70000)
+        self.assertEqual(status, 413)
+        hold = s.check({"worker": "w"})[2]["hold"]
+        s.fail_store()
+        status, headers, raw_body = s.request("POST", "/v1/release", json.dumps({"hold": hold}))
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]), (503, "store_unavailable"))
+        self.assertIn("retry-after", headers)
+        s.recover_store()
+        self.assertEqual(s.request("POST", "/v1/release", json.dumps({"hold": hold}))[0], 200)
+        self.refused_before_routing(s, "/v1/release", ["POST"])
+        self.caller_refusals([("/v1/release", "POST")])
+        self.assert_met("/v1/release")
 
     def test_observability_endpoints(self):
         s = self.serve()

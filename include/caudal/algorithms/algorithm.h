@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "caudal/algorithms/compact_state.h"
+#include "caudal/algorithms/concurrency.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/fixed_window.h"
 #include "caudal/algorithms/gcra.h"
@@ -25,13 +26,14 @@
 namespace caudal {
 
 // Window algorithms count `limit` per window (LimitSpec::Window); bucket algorithms refill
-// continuously (LimitSpec::Bucket).
-enum class AlgorithmFamily : uint8_t { kWindow, kBucket };
+// continuously (LimitSpec::Bucket); concurrency counts slots held (LimitSpec::Concurrency).
+enum class AlgorithmFamily : uint8_t { kWindow, kBucket, kConcurrency };
 
 // What a key's state is, and so which of the functions below decide it.
 enum class StateShape : uint8_t {
   kCompact,  // three integers (CompactState): one fixed-size slot in a store
   kLog,      // a list of arrivals (sliding_window_log::LogState), kept out of line
+  kHolds,    // a list of live holds (concurrency::Holds), kept out of line; no rate functions
 };
 
 // The pure functions of a compact algorithm (see compact_state.h for their contract).
@@ -107,6 +109,13 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .state = StateShape::kCompact,
      .compact = {gcra::Decide, gcra::Refund, nullptr, gcra::GiveBack},
      .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
+    // Not a rate: the stores call caudal/algorithms/concurrency.h directly, and kAllAlgorithms
+    // (the rate algorithms, which the simulator and the rate contract run) leaves it out.
+    {.algorithm = Algorithm::kConcurrency,
+     .name = "concurrency",
+     .family = AlgorithmFamily::kConcurrency,
+     .state = StateShape::kHolds,
+     .chart = {.colour = "#8c564b"}},
 };
 
 inline constexpr size_t kAlgorithmCount = std::size(kAlgorithmTable);
@@ -134,17 +143,20 @@ constexpr const AlgorithmInfo& AlgorithmInfoOf(Algorithm a) {
 
 // Whether the algorithm keeps a log (LogFunctions) rather than a CompactState.
 constexpr bool HasLogState(Algorithm a) { return AlgorithmInfoOf(a).state == StateShape::kLog; }
+// Whether the algorithm keeps holds (concurrency.h).
+constexpr bool HasHolds(Algorithm a) { return AlgorithmInfoOf(a).state == StateShape::kHolds; }
 
-// Decides with the compact algorithm `limit` names. Preconditions: !HasLogState; cost >= 0.
+// Decides with the compact algorithm `limit` names. Preconditions: its state is kCompact;
+// cost >= 0.
 inline Step DecideCompact(const Limit& limit, const CompactState* state, Micros now, int64_t cost) {
-  assert(!HasLogState(limit.algorithm()));
+  assert(AlgorithmInfoOf(limit.algorithm()).state == StateShape::kCompact);
   return AlgorithmInfoOf(limit.algorithm()).compact.decide(limit, state, now, cost);
 }
 
 // Returns up to `units` to the limit (see compact_state.h). Preconditions: as DecideCompact.
 inline Step RefundCompact(const Limit& limit, const CompactState* state, Micros now,
                           int64_t units) {
-  assert(!HasLogState(limit.algorithm()));
+  assert(AlgorithmInfoOf(limit.algorithm()).state == StateShape::kCompact);
   return AlgorithmInfoOf(limit.algorithm()).compact.refund(limit, state, now, units);
 }
 

@@ -32,6 +32,8 @@ struct Decision {
   // leased > 0: the store's time of the grant (µs since the epoch, on the store's clock), which
   // giving the units back names (LeaseGrant).
   Micros leased_at{0};
+  // A release (EntryOp::kRelease): the hold was live and is now freed.
+  bool released = false;
 
   bool allowed() const { return verdict == Verdict::kAllowed; }
   friend bool operator==(const Decision&, const Decision&) = default;

@@ -23,9 +23,12 @@ enum class Algorithm : uint8_t {
   kSlidingWindowCounter,
   kTokenBucket,
   kGcra,
+  kConcurrency,  // requests in flight, not a rate (caudal/algorithms/concurrency.h)
 };
 
-// Every algorithm, in enum order (read from the algorithm table).
+// Every rate algorithm, in enum order (read from the algorithm table): all but concurrency,
+// which counts requests in flight rather than a rate, and so keeps none of the rate
+// algorithms' shared contract (refunds, exact retry_after, drift; compact_state.h).
 extern const std::span<const Algorithm> kAllAlgorithms;
 
 // The name configs use: "fixed_window", "sliding_window_log", "token_bucket", ...
@@ -34,6 +37,8 @@ std::string_view AlgorithmName(Algorithm a);
 Result<Algorithm> ParseAlgorithm(std::string_view name);
 // Window algorithms count requests per window; bucket algorithms refill continuously.
 bool IsWindowAlgorithm(Algorithm a);
+// A concurrency limit: `limit` slots, each held at most `hold` (LimitSpec::Concurrency).
+bool IsConcurrency(Algorithm a);
 
 // Bounds every Limit obeys. They keep every intermediate value of the exact arithmetic below
 // 2^53, so the Redis scripts (Lua doubles) compute exactly what the C++ computes.
@@ -45,13 +50,18 @@ inline constexpr Micros kMaxPeriod = std::chrono::hours(24 * 365);
 inline constexpr Micros kMaxFillTime = std::chrono::hours(24 * 365 * 100);
 // sliding_window_log keeps one entry per admitted request, so its limit is capped.
 inline constexpr int64_t kMaxLogLimit = 10'000;
+// A concurrency limit keeps one entry per slot held, so its limit is capped too; a slot is held
+// at most a day.
+inline constexpr int64_t kMaxConcurrencyLimit = 10'000;
+inline constexpr Micros kMaxHold = std::chrono::hours(24);
 
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kTokenBucket;
-  // Bucket algorithms: the burst B. Window algorithms: the limit per window.
+  // Bucket algorithms: the burst B. Window algorithms: the limit per window. Concurrency: the
+  // slots.
   int64_t capacity = 0;
   // Bucket algorithms: refill rate r. Window algorithms: {limit, window}; count must equal
-  // capacity (use Window() to build one).
+  // capacity (use Window() to build one). Concurrency: {limit, hold} (use Concurrency()).
   Rate rate{};
 
   static LimitSpec Window(Algorithm a, int64_t limit, Micros window) {
@@ -59,6 +69,11 @@ struct LimitSpec {
   }
   static LimitSpec Bucket(Algorithm a, int64_t capacity, Rate refill) {
     return {.algorithm = a, .capacity = capacity, .rate = refill};
+  }
+  static LimitSpec Concurrency(int64_t limit, Micros hold) {
+    return {.algorithm = Algorithm::kConcurrency,
+            .capacity = limit,
+            .rate = {.count = limit, .period = hold}};
   }
 };
 
@@ -70,13 +85,15 @@ class Limit {
   Algorithm algorithm() const { return algorithm_; }
   int64_t capacity() const { return capacity_; }
   Rate rate() const { return rate_; }
-  // Window algorithms: the window length W. Bucket algorithms: the rate's period.
+  // Window algorithms: the window length W. Bucket algorithms: the rate's period. Concurrency:
+  // the longest a slot is held.
   Micros window() const { return rate_.period; }
   // The rate reduced to lowest terms: refill_count() tokens every refill_period_us() µs.
   int64_t refill_count() const { return n_; }
   int64_t refill_period_us() const { return p_; }
 
-  // "token_bucket capacity=100 refill=100/1m" / "fixed_window limit=100 window=1m".
+  // "token_bucket capacity=100 refill=100/1m" / "fixed_window limit=100 window=1m" /
+  // "concurrency limit=5 hold=30s".
   std::string ToString() const;
 
   friend bool operator==(const Limit&, const Limit&) = default;

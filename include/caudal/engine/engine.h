@@ -2,6 +2,8 @@
 //
 // HTTP (/v1/check, /v1/auth), Envoy's RLS and `caudal check` each translate their request into
 // one of the two requests below and the CheckResult back into their protocol; nothing else.
+// A check whose policies hold a concurrency limit takes a slot of each when admitted and
+// answers a hold id, which ReleaseAsync (HTTP /v1/release) gives back.
 //
 //   Engine engine(store, clock, {.local_store = &fallback, .metrics = &metrics, .log = &log});
 //   engine.SetPolicies(*PolicySet::Create(specs, {.on_failure = FailureMode::kDeny}));
@@ -140,6 +142,10 @@ struct CheckResult {
   // kDenied: the least wait after which the same request could pass (max over refused limits).
   Micros retry_after{0};
   Status store_error;  // degraded: the store's error that sent checks to their failure mode
+  // Admitted with concurrency slots (the shared store's or, failing over, the local one's): the
+  // id that releases them (ReleaseAsync); empty otherwise. A slot not released frees itself
+  // its limit's `hold` after it was taken.
+  std::string hold;
 
   bool allowed() const { return outcome == Outcome::kAllowed; }
   // Enforced checks that refused (over limit or failing closed).
@@ -149,6 +155,14 @@ struct CheckResult {
 };
 
 using CheckCallback = std::function<void(Result<CheckResult>)>;
+
+// What a release did: `released` when at least one of the hold's slots was live and is now free
+// (false: unknown, freed already, or expired; the front ends answer 404).
+struct ReleaseResult {
+  bool released = false;
+  int slots = 0;  // slots freed
+};
+using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
 
 // --- The engine --------------------------------------------------------------------------------
 
@@ -206,6 +220,14 @@ class Engine {
   // Blocking forms. Must not be called from a store callback.
   Result<CheckResult> Check(CheckRequest request);
   Result<CheckResult> Check(const DomainRequest& request);
+
+  // Gives back the concurrency slots of `hold` (CheckResult::hold), from any instance sharing the
+  // store: the keys it names whose limit is a concurrency limit of the policies in force are
+  // released in one store request (and in the local store too, where a policy fails over to
+  // it). Errors: kInvalidArgument for text that is no hold id; kUnavailable (or the store's
+  // error) when the store cannot answer and no slot was freed. `done` runs exactly once.
+  void ReleaseAsync(std::string_view hold, ReleaseCallback done);
+  Result<ReleaseResult> Release(std::string_view hold);
 
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }

@@ -80,6 +80,8 @@ enum class MetricId : uint8_t {
   kLeaseUnitsGivenBack,
   kLeaseUnitsLost,
   kLeaseUnits,
+  kHoldsTaken,
+  kHoldReleases,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -255,6 +257,18 @@ inline constexpr std::array kMetricTable = {
               MetricType::kGauge,
               {},
               "Units this instance holds in live leases: granted, not yet spent."},
+    MetricDef{MetricId::kHoldsTaken,
+              "caudal_holds_taken_total",
+              MetricType::kCounter,
+              {},
+              "Requests admitted with concurrency slots, each answered with a hold id (slots "
+              "held: these, less releases, less holds expired in the store)."},
+    MetricDef{MetricId::kHoldReleases,
+              "caudal_hold_releases_total",
+              MetricType::kCounter,
+              {"result"},
+              "Releases of a hold id, by result: released (its slots were live) or unknown "
+              "(unknown, freed already, or expired)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

@@ -14,7 +14,9 @@
 // drops its fresh entries (full bucket, expired window: no decision changes), then grows, then
 // evicts a sixteenth of its entries, those that had consumed least, never the request's own; a
 // forgotten entry admits at most what it had consumed and not yet refilled (the bound, and why:
-// docs/stores.md). evictions() counts them. kResourceExhausted only for a request needing more
+// docs/stores.md). evictions() counts them. A concurrency limit's holds live out of line like a
+// sliding window log (each hold a fingerprint of its id and its expiry); a forgotten one frees
+// its slots early. kResourceExhausted only for a request needing more
 // new keys in one shard than the shard holds (a max_keys below kMaxEntriesPerRequest).
 //
 // Thread-safety: all methods may be called from any number of threads. DecideAsync calls

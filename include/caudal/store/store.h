@@ -38,6 +38,13 @@
 // (docs/algorithms.md, "Native counts"). A native count's state is that counter, not the
 // script's: a key counted natively must always be, and a request holds native counts only.
 //
+// An entry of a concurrency limit (caudal/algorithms/concurrency.h) takes one slot when the whole
+// request is allowed and its cost is above 0, under the hold id EntryRef::hold names, expiring
+// the limit's `hold` after the store's time; it is never a refund, a charge or a lease. Its
+// slot comes back with EntryOp::kRelease of the same id (Decision::released says whether it was
+// live), or by itself at its expiry. A request that releases holds releases only, and is always
+// allowed.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -69,7 +76,18 @@ enum class EntryOp : uint8_t {
   kRefund,    // give back up to `cost` units (see above)
   kCharge,    // consume `cost` whatever the verdict (see above)
   kGiveBack,  // give back up to `cost` unspent units of the lease `grant` (see above)
+  kRelease,   // free the concurrency hold `hold` (see above)
 };
+
+// A concurrency hold's id: 104 random bits, as two words below 2^52 each, so that the Redis
+// script (in doubles) keeps them exactly. Whoever knows it can release the hold: a caller makes
+// it unguessable (caudal/engine/hold.h).
+struct HoldId {
+  int64_t hi = 0;
+  int64_t lo = 0;
+  friend bool operator==(const HoldId&, const HoldId&) = default;
+};
+inline constexpr int64_t kHoldIdWordLimit = int64_t{1} << 52;  // each word is below it
 
 // A lease's grant, as its decision reported it: what a give-back needs to return only what still
 // counts.
@@ -99,6 +117,8 @@ struct EntryRef {
   const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
   const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
   bool native_count = false;  // kCharge or kRefund of a fixed_window: counted natively (above)
+  // A concurrency limit's kConsume with cost > 0, or a kRelease: the hold it takes or frees.
+  const HoldId* hold = nullptr;
 };
 
 struct StoreResponse {
@@ -123,7 +143,8 @@ class Store {
   // SupportsCharge, a lease < 0 or > kMaxCost or on an entry that is not a kConsume or on an
   // algorithm without SupportsLease, a give-back without its grant or beside other ops, a
   // native count that is not a fixed_window charge or refund without a lease, or beside other
-  // entries),
+  // entries, a concurrency entry that is not a consume or a release, a consume of cost > 0 or a
+  // release without its hold, a release of another limit or beside other ops),
   // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;

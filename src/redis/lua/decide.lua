@@ -15,8 +15,13 @@
 --   cost is counted whatever the verdict (the verdict still counts in the request's `allowed`).
 --   An algorithm plus LEASE_FLAG asks for a lease: a sixth number follows, the units asked for,
 --   which are taken after the cost, as many as fit, when the whole request is allowed.
+--   A CONCURRENCY entry (limit, limit, hold) is followed by two more numbers, its hold id's two
+--   words; a cost above 0 takes a slot under it, and a cost of -1 releases it (as a refund, it
+--   applies whatever the others decide; its reply carries a fifth integer, 1 when the hold was
+--   live).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
---   capacity, rate count, rate period, units, and the reservation's now and reset_after.
+--   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
+--   CONCURRENCY, units and now are the hold id's words: its undo is a release).
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining (negative: the
 --   units a charge overdrew a fixed window by; remaining is then 0), reset_after µs,
 --   retry_after µs, and for an entry asking for a lease the units leased (0 when refused); after
@@ -73,6 +78,10 @@ end
 
 -- Applies an undo (undo.lua) and returns verdict, remaining, reset_after, retry_after.
 local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
+  if alg == CONCURRENCY then
+    local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)
+    return verdict, remaining, rst, retry
+  end
   if alg == SLIDING_WINDOW_LOG then return log_undo(key, cap, rp, now, units, at, reset, slack) end
   local st = compact_read(key)
   local verdict, remaining, rst, retry, changed, w0, w1, w2
@@ -93,7 +102,8 @@ local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
   return verdict, remaining, rst, retry
 end
 
-local function decide(alg, st, cap, rn, rp, now, cost, charge)
+local function decide(alg, st, cap, rn, rp, now, cost, charge, key)
+  if alg == CONCURRENCY then return concurrency_evaluate(key, cap, rp, now, cost) end
   if alg == SLIDING_WINDOW_LOG then return log_evaluate(st, cap, rn, rp, now, cost) end
   if charge then return COMPACT_CHARGE[alg](st, cap, rn, rp, now, cost) end
   return COMPACT[alg](st, cap, rn, rp, now, cost)
@@ -135,13 +145,14 @@ local function served(first, n)
 end
 
 -- A request's numbers: one struct.unpack per entry reads them all.
-local COUNT, ENTRY, UNDO_ENTRY = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8'
+local COUNT, ENTRY, UNDO_ENTRY, HOLD = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8', '<i8i8'
 
 local out, o = {}, 0
 local k = 1
 local nargs = #ARGV
 local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
 local asks = {}  -- per entry: the lease asked for, or false
+local his, los = {}, {}  -- per CONCURRENCY entry: its hold id
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 while a <= nargs do
   local req = ARGV[a]
@@ -178,16 +189,17 @@ while a <= nargs do
       end
       charges[i] = alg >= CHARGE_FLAG
       if charges[i] then alg = alg - CHARGE_FLAG end
+      if alg == CONCURRENCY then his[i], los[i], p = sunpack(HOLD, req, p) end
       keys[i], algs[i] = K[kb + k], alg
       k = k + 1
       if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
         if alg == SLIDING_WINDOW_LOG then
           states[i] = log_read(keys[i])
-        else
+        elseif alg ~= CONCURRENCY then
           states[i] = compact_read(keys[i])
         end
         verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i], charges[i])
+          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i], charges[i], keys[i])
         if verdicts[i] ~= ALLOWED then all = false end
       end
     end
@@ -207,22 +219,32 @@ while a <= nargs do
           leased = 0
         end
       end
-      if costs[i] < 0 then
+      local released = false
+      if costs[i] < 0 and algs[i] == CONCURRENCY then
+        verdicts[i], remainings[i], resets[i], retries[i], released =
+          concurrency_release(keys[i], caps[i], rps[i], now, his[i], los[i])
+      elseif costs[i] < 0 then
         verdicts[i], remainings[i], resets[i], retries[i] =
           refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
       elseif (all or charges[i]) and consumeds[i] then  -- a charge counts whatever was decided
-        if algs[i] == SLIDING_WINDOW_LOG then
+        if algs[i] == CONCURRENCY then
+          concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)
+        elseif algs[i] == SLIDING_WINDOW_LOG then
           log_commit(keys[i], states[i], x1[i], costs[i], rps[i], ttl_ms(resets[i], slack))
         else
           compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
         end
       elseif not all and consumeds[i] and not charges[i] then
         verdicts[i], remainings[i], resets[i], retries[i] =
-          decide(algs[i], states[i], caps[i], rns[i], rps[i], now, 0)
+          decide(algs[i], states[i], caps[i], rns[i], rps[i], now, 0, false, keys[i])
       end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
         verdicts[i], remainings[i], resets[i], retries[i]
       o = o + 4
+      if released then
+        o = o + 1
+        out[o] = released
+      end
       if asks[i] then
         o = o + 1
         out[o] = leased
