@@ -298,26 +298,12 @@ ParsedPath ParseAdminTarget(std::string_view target) {
 
 ParsedOverride ParseOverrideBody(std::string_view body) {
   ParsedOverride out;
-  constexpr size_t kMaxDepth = 6;
-  json::error_code ec;
-  json::parse_options opts;
-  opts.max_depth = kMaxDepth;
-  json::value v = json::parse(body, ec, {}, opts);
-  if (ec) {
-    out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
+  http_api::ParsedObject parsed = http_api::ParseObjectBody(body, 6);
+  if (parsed.error) {
+    out.error = std::move(parsed.error);
     return out;
   }
-  if (!v.is_object()) {
-    out.error = Bad("invalid_body",
-                    Cat("body: expected a JSON object (got ", http_api::JsonTypeName(v), ')'));
-    return out;
-  }
-  if (auto repeated = http_api::FindRepeatedKey(body, kMaxDepth)) {
-    out.error = Bad("duplicate_field", Cat(http_api::ValidUtf8(repeated->substr(0, 128)),
-                                           ": given more than once (ambiguous; refused)"));
-    return out;
-  }
-  const json::object& o = v.get_object();
+  const json::object& o = parsed.value.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "limits" && kv.key() != "expires_in") {
       out.error = Bad("unknown_field", Cat(Quoted(http_api::ValidUtf8(kv.key().substr(0, 64))),

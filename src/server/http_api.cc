@@ -157,28 +157,33 @@ Reply ErrorReply(const ApiError& e) {
   return r;
 }
 
-ParsedCheck ParseCheckBody(std::string_view body) {
-  ParsedCheck out;
+ParsedObject ParseObjectBody(std::string_view body, size_t max_depth) {
+  ParsedObject out;
   json::error_code ec;
-  constexpr size_t kMaxDepth = 8;
   json::parse_options opts;
-  opts.max_depth = kMaxDepth;
-  json::value v = json::parse(body, ec, {}, opts);
+  opts.max_depth = max_depth;
+  out.value = json::parse(body, ec, {}, opts);
   if (ec) {
     out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
-    return out;
-  }
-  if (!v.is_object()) {
-    out.error =
-        Bad("invalid_body", Cat("body: expected a JSON object (got ", JsonTypeName(v), ')'));
-    return out;
-  }
-  // Boost.JSON keeps the last of repeated keys; which one a client meant is anyone's guess.
-  if (auto repeated = FindRepeatedKey(body, kMaxDepth)) {
+  } else if (!out.value.is_object()) {
+    out.error = Bad("invalid_body",
+                    Cat("body: expected a JSON object (got ", JsonTypeName(out.value), ')'));
+  } else if (auto repeated = FindRepeatedKey(body, max_depth)) {
+    // Boost.JSON keeps the last of repeated keys.
     out.error = Bad("duplicate_field",
                     Cat(Utf8Prefix(*repeated, 128), ": given more than once (ambiguous; refused)"));
+  }
+  return out;
+}
+
+ParsedCheck ParseCheckBody(std::string_view body) {
+  ParsedCheck out;
+  ParsedObject parsed = ParseObjectBody(body, 8);
+  if (parsed.error) {
+    out.error = std::move(parsed.error);
     return out;
   }
+  const json::value& v = parsed.value;
   const json::object& o = v.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "refund") {

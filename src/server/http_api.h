@@ -61,6 +61,15 @@ struct ApiError {
 };
 Reply ErrorReply(const ApiError& e);
 
+// `body` as a JSON object nested at most `max_depth` deep with no key repeated in any object (which
+// one a client meant is anyone's guess): its value, or the 400 that says why (invalid_json,
+// invalid_body, duplicate_field). The start of every body parser here.
+struct ParsedObject {
+  boost::json::value value;
+  std::optional<ApiError> error;
+};
+ParsedObject ParseObjectBody(std::string_view body, size_t max_depth);
+
 // Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N, "refund": false}.
 // Every key and type is checked; nothing is consumed for a bad body because the engine is never
 // asked. "refund": true gives `cost` back to every applicable policy instead of taking it. A key

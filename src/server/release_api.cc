@@ -17,25 +17,12 @@ ApiError Bad(std::string code, std::string message) {
 
 ParsedRelease ParseReleaseBody(std::string_view body) {
   ParsedRelease out;
-  json::error_code ec;
-  json::parse_options opts;
-  opts.max_depth = 4;
-  const json::value v = json::parse(body, ec, {}, opts);
-  if (ec) {
-    out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
+  ParsedObject parsed = ParseObjectBody(body, 4);
+  if (parsed.error) {
+    out.error = std::move(parsed.error);
     return out;
   }
-  if (!v.is_object()) {
-    out.error =
-        Bad("invalid_body", Cat("body: expected a JSON object (got ", JsonTypeName(v), ')'));
-    return out;
-  }
-  if (auto repeated = FindRepeatedKey(body, opts.max_depth)) {
-    out.error = Bad("duplicate_field", Cat(ValidUtf8(repeated->substr(0, 128)),
-                                           ": given more than once (ambiguous; refused)"));
-    return out;
-  }
-  const json::object& o = v.get_object();
+  const json::object& o = parsed.value.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "hold") {
       out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
