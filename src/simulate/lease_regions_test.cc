@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "simulate/report.h"
+#include "simulate/simulation_test_util.h"
 #include "simulate/simulator.h"
 
 namespace caudal::simulate {
@@ -18,19 +19,6 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 constexpr Rate kLimit{.count = 1'200, .period = seconds(1)};
-
-const AlgorithmRun& RunOf(const Simulation& sim, Algorithm a) {
-  const auto it = std::find_if(sim.runs.begin(), sim.runs.end(),
-                               [&](const AlgorithmRun& r) { return r.algorithm == a; });
-  EXPECT_NE(it, sim.runs.end()) << AlgorithmName(a);
-  return *it;
-}
-
-Simulation Sim(const Traffic& t, SimulationOptions o) {
-  auto sim = Simulate(t, o);
-  EXPECT_TRUE(sim.ok()) << sim.status().ToString();
-  return sim.ok() ? std::move(*sim) : Simulation{};
-}
 
 Traffic Poisson(int64_t per_second, Micros duration = seconds(20)) {
   return *Generate({.pattern = Pattern::kPoisson,

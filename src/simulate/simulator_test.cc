@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "simulate/simulation_test_util.h"
+
 namespace caudal::simulate {
 namespace {
 
@@ -13,19 +15,6 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 
 constexpr Rate kLimit{.count = 100, .period = minutes(1)};
-
-const AlgorithmRun& RunOf(const Simulation& sim, Algorithm a) {
-  const auto it = std::find_if(sim.runs.begin(), sim.runs.end(),
-                               [&](const AlgorithmRun& r) { return r.algorithm == a; });
-  EXPECT_NE(it, sim.runs.end()) << AlgorithmName(a);
-  return *it;
-}
-
-Simulation Sim(const Traffic& t, SimulationOptions o) {
-  auto sim = Simulate(t, o);
-  EXPECT_TRUE(sim.ok()) << sim.status().ToString();
-  return sim.ok() ? std::move(*sim) : Simulation{};
-}
 
 Traffic BoundaryBurst() {
   return *Generate({.pattern = Pattern::kBoundaryBurst,
