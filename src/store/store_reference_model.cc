@@ -5,15 +5,18 @@
 namespace caudal {
 namespace {
 
-// A hold's id as the model keeps it (exact for the small ids tests use).
-int64_t ModelId(const HoldId& id) { return id.hi * 1'000'003 + id.lo; }
-
 // Applied whatever the request's other entries decide.
 bool Refunds(const EntryRef& e) {
   return e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease;
 }
 
 }  // namespace
+
+int64_t ReferenceModel::ModelId(const HoldId& id) {
+  const auto [it, inserted] =
+      hold_ids_.try_emplace({id.hi, id.lo}, static_cast<int64_t>(hold_ids_.size()) + 1);
+  return it->second;
+}
 
 Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease,
                                   Step* step) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "caudal/algorithms/compact_state.h"
 #include "caudal/algorithms/concurrency.h"
@@ -28,10 +29,14 @@ class ReferenceModel {
  private:
   Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease, Step* step);
   Decision Refund(const EntryRef& e, Micros now);
+  // A hold's id as the model keeps it: each distinct id its own number, in order of first use
+  // (exact for any ids, unlike a hash).
+  int64_t ModelId(const HoldId& id);
 
   std::map<std::string, CompactState, std::less<>> compact_;
   std::map<std::string, sliding_window_log::LogState, std::less<>> logs_;
   std::map<std::string, concurrency::Holds, std::less<>> holds_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> hold_ids_;
 };
 
 }  // namespace caudal
