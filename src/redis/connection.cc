@@ -189,10 +189,15 @@ void Connection::Send(std::string_view command, ReplyHandler handler) {
   SendRaw(command, std::move(handler));
 }
 
-void Connection::SendCall(std::string_view commands, size_t replies, ReplyHandler handler) {
+void Connection::SendCall(std::string_view commands, size_t replies, ReplyHandler handler,
+                          Answer answer) {
   assert(state_ == State::kReady && replies >= 1);
-  handlers_.push_back(
-      {.handler = std::move(handler), .sent = clock_.Monotonic(), .skip = replies - 1});
+  Pending p{.handler = std::move(handler),
+            .sent = clock_.Monotonic(),
+            .skip = replies - 1,
+            .gather = answer == Answer::kAll};
+  if (p.gather) p.gathered.reserve(replies);
+  handlers_.push_back(std::move(p));
   queued_.append(commands);
   if (!write_in_progress_) StartWrite();
 }
@@ -293,13 +298,16 @@ void Connection::OnRead(const boost::system::error_code& ec, size_t n) {
       if (state_ == State::kClosed) return;
       continue;
     }
-    if (handlers_.front().skip > 0) {
-      --handlers_.front().skip;
+    Pending& front = handlers_.front();
+    if (front.gather) front.gathered.push_back(std::move(**next));
+    if (front.skip > 0) {
+      --front.skip;
       continue;
     }
-    ReplyHandler handler = std::move(handlers_.front().handler);
+    ReplyHandler handler = std::move(front.handler);
+    Reply reply = front.gather ? ArrayOf(std::move(front.gathered)) : std::move(**next);
     handlers_.pop_front();
-    handler(std::move(**next));
+    handler(std::move(reply));
     if (state_ == State::kClosed) return;
   }
   StartRead();

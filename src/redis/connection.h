@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
@@ -55,10 +56,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Queues one RESP-encoded command. Precondition: ready().
   void Send(std::string_view command, ReplyHandler handler);
-  // Queues `replies` RESP-encoded commands back to back as one call (one in_flight()): the
-  // replies of all but the last are read and dropped, `handler` gets the last (a transaction's
-  // EXEC, which reports what the others could not). Precondition: ready(), replies >= 1.
-  void SendCall(std::string_view commands, size_t replies, ReplyHandler handler);
+  // Queues `replies` RESP-encoded commands back to back as one call (one in_flight()). kLast:
+  // the replies of all but the last are read and dropped, `handler` gets the last (a
+  // transaction's EXEC, which reports what the others could not). kAll: `handler` gets one array
+  // of every reply, in order. Precondition: ready(), replies >= 1.
+  enum class Answer : uint8_t { kLast, kAll };
+  void SendCall(std::string_view commands, size_t replies, ReplyHandler handler,
+                Answer answer = Answer::kLast);
 
   // Replies that arrive with no command waiting (Pub/Sub messages) go to `handler` instead of
   // failing the connection.
@@ -86,7 +90,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Pending {
     ReplyHandler handler;
     Nanos sent;
-    size_t skip = 0;  // replies to drop before the handler's (SendCall)
+    size_t skip = 0;  // replies before the handler's (SendCall): dropped, or gathered
+    bool gather = false;
+    std::vector<Reply> gathered = {};
   };
 
   void OnResolved(const boost::system::error_code& ec,

@@ -69,7 +69,7 @@ struct EncodedRequest {
   // sends no native calls). Set with `native_sent` when its call was a native one.
   std::vector<NativeCount> native;
   bool native_sent = false;
-  int64_t given_now_us = -1;  // the given store time its native call was sent at, or -1
+  int64_t native_now_us = 0;  // the store's time (given or estimated) its native call was sent at
 };
 
 // The numbers packed in `args`, in order (for tests and the undo's encoding).

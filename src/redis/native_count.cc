@@ -35,15 +35,15 @@ void NativeClock::Observe(int64_t redis_us, int64_t sent_us, int64_t received_us
   const int64_t mid = sent_us + (received_us - sent_us) / 2;
   offset_us_ = redis_us - mid;
   error_us_ = std::max<int64_t>(0, (received_us - sent_us) / 2);
+  observed_at_us_ = received_us;
   known_ = true;
 }
 
 std::vector<std::string> BuildNativeCall(std::span<EncodedRequest* const> requests, int64_t now_us,
                                          int64_t slack_ms) {
   std::vector<std::string> out;
-  out.push_back(Encode({"MULTI"}));
-  out.push_back(Encode({"TIME"}));
   for (EncodedRequest* r : requests) {
+    r->native_now_us = now_us;
     for (size_t i = 0; i < r->native.size(); ++i) {
       NativeCount& c = r->native[i];
       c.start_us = now_us / c.window_us * c.window_us;
@@ -57,7 +57,6 @@ std::vector<std::string> BuildNativeCall(std::span<EncodedRequest* const> reques
       out.push_back(Encode({"PEXPIRE", key, ttl}));
     }
   }
-  out.push_back(Encode({"EXEC"}));
   return out;
 }
 
@@ -73,30 +72,30 @@ std::optional<int64_t> TimeMicros(const redisReply& r) {
   return parts[0] * 1'000'000 + parts[1];
 }
 
-Status NativeReplyToInts(std::span<const EncodedRequest* const> requests, const redisReply& exec,
-                         std::optional<int64_t> given_now_us, std::vector<int64_t>& ints) {
-  if (IsError(exec)) return Status::Unavailable("redis: " + std::string(Text(exec)));
+Status NativeReplyToInts(std::span<const EncodedRequest* const> requests, const redisReply& replies,
+                         std::vector<int64_t>& ints) {
   size_t entries = 0;
   for (const EncodedRequest* r : requests) entries += r->native.size();
-  if (exec.type != REDIS_REPLY_ARRAY || exec.elements != 1 + 2 * entries) {
-    return Status::Unavailable("redis: a native count's transaction was not run whole");
+  if (replies.type != REDIS_REPLY_ARRAY || replies.elements != 2 * entries || entries == 0) {
+    return Status::Unavailable("redis: a native count's replies do not match its commands");
   }
-  const std::optional<int64_t> time = TimeMicros(*exec.element[0]);
-  if (!time) return Status::Unavailable("redis: a native count's TIME is not a time");
-  const int64_t now = given_now_us.value_or(*time);
+  const int64_t now = requests.front()->native_now_us;
   ints.clear();
-  size_t at = 1;
+  size_t at = 0;
   for (const EncodedRequest* r : requests) {
     const size_t first = ints.size();
     ints.push_back(1);
     for (size_t i = 0; i < r->native.size(); ++i, at += 2) {
-      const redisReply& counted = *exec.element[at];
-      if (counted.type != REDIS_REPLY_INTEGER) {
-        return Status::Unavailable("redis: a native counter " +
-                                   std::string(counted.type == REDIS_REPLY_ERROR
-                                                   ? Text(counted)
-                                                   : std::string_view("is not an integer")));
+      for (size_t k = at; k < at + 2; ++k) {  // the count, and PEXPIRE's 0 or 1
+        const redisReply& reply = *replies.element[k];
+        if (reply.type != REDIS_REPLY_INTEGER) {
+          return Status::Unavailable("redis: a native counter " +
+                                     std::string(reply.type == REDIS_REPLY_ERROR
+                                                     ? Text(reply)
+                                                     : std::string_view("is not an integer")));
+        }
       }
+      const redisReply& counted = *replies.element[at];
       const NativeCount& c = r->native[i];
       const int64_t max = r->limits[i];
       const int64_t count = counted.integer;

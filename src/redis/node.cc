@@ -277,7 +277,12 @@ void Node::BreakerMoved(BreakerState before) {
 
 bool Node::NativeClockReady() {
   if (options_.decision_clock != nullptr || native_clock_.known()) return true;
-  if (asking_time_) return false;
+  AskTime();
+  return false;
+}
+
+void Node::AskTime() {
+  if (asking_time_) return;
   const int64_t sent = std::chrono::duration_cast<Micros>(clock_.Now()).count();
   asking_time_ =
       SendCommand({"TIME"}, [this, alive = std::weak_ptr<bool>(alive_), sent](Result<Reply> reply) {
@@ -291,7 +296,6 @@ bool Node::NativeClockReady() {
         // SendCommand dispatches what waits once this returns; without a time the parts wait for
         // their deadline or the next attempt.
       });
-  return false;
 }
 
 void Node::SendNativeCall(const std::shared_ptr<Connection>& conn,
@@ -304,20 +308,20 @@ void Node::SendNativeCall(const std::shared_ptr<Connection>& conn,
   requests.reserve(call->parts.size());
   for (const PartPtr& p : call->parts) {
     p->request.native_sent = true;
-    p->request.given_now_us = given ? now_us : -1;
     requests.push_back(&p->request);
   }
   std::vector<std::string> commands =
       BuildNativeCall(requests, now_us, given ? kGivenTimeTtlSlackMs : 0);
   counters_.calls.fetch_add(1, std::memory_order_relaxed);
-  // Every command's reply but EXEC's is +OK or +QUEUED: a command Redis refuses to queue makes
-  // EXEC answer EXECABORT, which the call's handler sees.
   std::string bytes;
   for (const std::string& c : commands) bytes += c;
-  conn->SendCall(bytes, commands.size(),
-                 [this, weak = std::weak_ptr<Connection>(conn), call](Result<Reply> r) {
-                   OnCallReply(weak, call, std::move(r));
-                 });
+  conn->SendCall(
+      bytes, commands.size(),
+      [this, weak = std::weak_ptr<Connection>(conn), call](Result<Reply> r) {
+        OnCallReply(weak, call, std::move(r));
+      },
+      Connection::Answer::kAll);
+  if (!given && native_clock_.Stale(call->sent_wall_us)) AskTime();  // for the calls after this
 }
 
 void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Call> call) {
@@ -369,12 +373,6 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
       conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
       SendCall(conn, call);
       return;
-    }
-  }
-  if (call->native && reply.ok() && (**reply).type == REDIS_REPLY_ARRAY && (**reply).elements > 0) {
-    if (const std::optional<int64_t> t = TimeMicros(*(**reply).element[0])) {
-      native_clock_.Observe(*t, call->sent_wall_us,
-                            std::chrono::duration_cast<Micros>(clock_.Now()).count());
     }
   }
   if (breaker_ && !shut_down_) {

@@ -183,7 +183,7 @@ class Node {
     std::vector<PartPtr> parts;
     int reloads = 0;
     bool probe = false;   // the half-open breaker's probe
-    bool native = false;  // a transaction of native counts (native_count.h)
+    bool native = false;  // a pipeline of native counts (native_count.h)
     int64_t sent_wall_us = 0;
   };
 
@@ -204,6 +204,8 @@ class Node {
   // Whether native counts may be sent: the store's time is given, or estimated already. If not,
   // asks Redis for its TIME (once at a time) and dispatches again with the answer.
   bool NativeClockReady();
+  // Sends a TIME whose answer refreshes native_clock_, unless one is on its way.
+  void AskTime();
   void OnCallReply(const std::weak_ptr<Connection>& conn, const std::shared_ptr<Call>& call,
                    Result<Reply> reply);
 

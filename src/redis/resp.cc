@@ -1,5 +1,6 @@
 #include "redis/resp.h"
 
+#include <hiredis/alloc.h>
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
@@ -180,6 +181,18 @@ bool ToIntegers(const redisReply& r, std::vector<int64_t>& out) {
     out[i] = r.element[i]->integer;
   }
   return true;
+}
+
+Reply ArrayOf(std::vector<Reply> elements) {
+  // Allocated as hiredis allocates its own replies, so freeReplyObject frees it and them.
+  auto* r = static_cast<redisReply*>(hi_calloc(1, sizeof(redisReply)));
+  r->type = REDIS_REPLY_ARRAY;
+  r->elements = elements.size();
+  if (!elements.empty()) {
+    r->element = static_cast<redisReply**>(hi_calloc(elements.size(), sizeof(redisReply*)));
+    for (size_t i = 0; i < elements.size(); ++i) r->element[i] = elements[i].release();
+  }
+  return Reply(r);
 }
 
 }  // namespace caudal::redis

@@ -94,4 +94,7 @@ std::string_view Text(const redisReply& r);
 // An array of integers into `out` (replacing its contents); false for anything else.
 bool ToIntegers(const redisReply& r, std::vector<int64_t>& out);
 
+// One array reply holding `elements`, in order (a pipeline's replies answered as one).
+Reply ArrayOf(std::vector<Reply> elements);
+
 }  // namespace caudal::redis

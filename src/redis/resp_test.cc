@@ -150,5 +150,24 @@ TEST(Resp, RefusesAReplyThatOutgrowsTheBufferBound) {
       << reply.status().message();
 }
 
+TEST(Resp, ArrayOfHoldsTheRepliesInOrderAndFreesThemWithIt) {
+  ReplyParser p;
+  const std::string stream = ":3\r\n*1\r\n$2\r\nok\r\n-ERR no\r\n";
+  p.Feed(stream.data(), stream.size());
+  std::vector<Reply> replies;
+  for (int i = 0; i < 3; ++i) {
+    Result<std::optional<Reply>> r = p.Next();
+    ASSERT_TRUE(r.ok() && r->has_value());
+    replies.push_back(std::move(**r));
+  }
+  const Reply all = ArrayOf(std::move(replies));  // AddressSanitizer checks the freeing
+  ASSERT_EQ(all->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(all->elements, 3u);
+  EXPECT_EQ(all->element[0]->integer, 3);
+  EXPECT_EQ(Text(*all->element[1]->element[0]), "ok");
+  EXPECT_TRUE(IsError(*all->element[2]));
+  EXPECT_EQ(ArrayOf({})->elements, 0u);
+}
+
 }  // namespace
 }  // namespace caudal::redis

@@ -138,12 +138,10 @@ void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply>
   }
   const redisReply& r = **reply;
   std::vector<int64_t> ints;
-  if (!parts.empty() && parts.front()->request.native_sent) {  // a transaction of native counts
+  if (!parts.empty() && parts.front()->request.native_sent) {  // a pipeline of native counts
     std::vector<const EncodedRequest*> requests;
     for (const PartPtr& p : parts) requests.push_back(&p->request);
-    const int64_t given = parts.front()->request.given_now_us;
-    const Status s =
-        NativeReplyToInts(requests, r, given >= 0 ? std::optional(given) : std::nullopt, ints);
+    const Status s = NativeReplyToInts(requests, r, ints);
     if (!s.ok()) return FailParts(pipeline, parts, s);
   } else if (IsError(r)) {
     FailParts(pipeline, parts, Status::Unavailable("redis: " + std::string(Text(r))));

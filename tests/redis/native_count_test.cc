@@ -1,9 +1,11 @@
 // Native counts (store.h, src/redis/native_count.h) on a real redis-server: consume_each's fixed
-// windows counted as envoyproxy/ratelimit counts them, INCRBY and PEXPIRE in a transaction.
+// windows counted as envoyproxy/ratelimit counts them, INCRBY and PEXPIRE pipelined.
 //   - on a given clock they decide every request as the reference model decides the same
 //     charges and refunds (the script's semantics, which the conformance suites pin);
 //   - on Redis's own clock each hit lands in the counter of the window TIME says, which expires
 //     after that window ends;
+//   - the estimate of Redis's clock asks TIME at most once a refresh, and a step of the local
+//     clock moves hits to another window only until the next TIME corrects it;
 //   - three processes count every hit once, and admit exactly the limit;
 //   - a counter holding something else fails its request only; a request that mixes native
 //     counts with other entries is refused.
@@ -11,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
 #include <string>
 #include <thread>
@@ -122,6 +125,62 @@ TEST(NativeCounts, OnRedisClockEachHitLandsInTheWindowTimeSaysAndExpiresAfterIt)
   EXPECT_LE(pttl, to_end_ms + 1000 + 1000) << "and at most the margin after it";
   EXPECT_EQ(r->decisions[0].reset_after.count() / 1'000'000, (to_end_ms - 1) / 1000)
       << "reset_after counts to the window's end";
+}
+
+// The system's clocks, with the wall clock moved by a step the test sets (an NTP step, say).
+class SteppedClock final : public Clock {
+ public:
+  Nanos Now() const override { return SystemClock::Instance().Now() + step_.load(); }
+  Nanos Monotonic() const override { return SystemClock::Instance().Monotonic(); }
+  void Step(Nanos by) { step_ = step_.load() + by; }
+
+ private:
+  std::atomic<Nanos> step_{Nanos(0)};
+};
+
+int64_t TimeCalls(const testing::RedisServer& server) {
+  const std::string info = Text(server, {"INFO", "commandstats"});
+  const size_t at = info.find("cmdstat_time:calls=");
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + 19));
+}
+
+TEST(NativeCounts, TimeIsAskedOncePerRefreshAndCorrectsAStepOfTheLocalClock) {
+  auto server = StartServer();
+  SteppedClock clock;
+  auto opened = RedisStore::Open(clock, {.url = server->url(), .deadline = seconds(2)});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  RedisStore& redis = **opened;
+  const Limit hour = Window(Algorithm::kFixedWindow, 1'000, std::chrono::hours(1));
+  while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
+  const EntryRef e = Count("s", hour, 1);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(redis.Decide({&e, 1}).ok());
+  EXPECT_EQ(TimeCalls(*server), 1) << "one TIME for fifty calls within a refresh";
+  const std::string window =
+      "caudal:{s}|w" + std::to_string(WallMicros() / 3'600'000'000 * 3'600'000'000);
+  EXPECT_EQ(Text(*server, {"GET", window}), "50");
+  clock.Step(std::chrono::hours(2));  // the estimate is now two windows ahead, and stale
+  int64_t decided = 50;
+  auto decide = [&] {
+    ++decided;
+    return redis.Decide({&e, 1}).ok();
+  };
+  ASSERT_TRUE(decide());
+  // That call's TIME comes back after it; the calls after the answer pick Redis's window again.
+  for (int i = 0; i < 100 && TimeCalls(*server) < 2; ++i) ASSERT_TRUE(decide());
+  ASSERT_EQ(TimeCalls(*server), 2);
+  const int64_t before = std::stoll(Text(*server, {"GET", window}, "0"));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(decide());
+  EXPECT_EQ(std::stoll(Text(*server, {"GET", window}, "0")) - before, 10)
+      << "once TIME is answered, every hit is in Redis's window again";
+  const auto counters = server->Keys("caudal:{s}|w*");
+  ASSERT_TRUE(counters.ok());
+  int64_t elsewhere = 0;
+  for (const std::string& k : *counters) {
+    if (k != window) elsewhere += std::stoll(Text(*server, {"GET", k}, "0"));
+  }
+  EXPECT_GE(elsewhere, 1) << "the stepped clock's first call lands where it says";
+  EXPECT_EQ(std::stoll(Text(*server, {"GET", window}, "0")) + elsewhere, decided)
+      << "every hit counted once";
 }
 
 TEST(NativeCounts, ThreeProcessesCountEveryHitOnceAndAdmitExactlyTheLimit) {
