@@ -26,11 +26,15 @@ IN_FLIGHT = 6  # of each, HTTP and gRPC
 
 
 def refused(port):
+    """True once nothing listens on port. A connection reset means it was taken into the backlog of
+    a listener that closed before accepting it: closing, not yet closed, so ask again."""
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        return False
 
 
 class ShutdownTest(unittest.TestCase):
