@@ -44,6 +44,7 @@ class Report:
         self.lines = []
         self.charts = {}  # file name → svg text
         self.targets = []  # (target, measured, met)
+        self.notes = []  # lines under the targets' table
 
     def get(self, w, s, m):
         return self.med.get((w, s, m))
@@ -104,8 +105,10 @@ class Report:
     def leases(self):
         L = self.lines
         ref = "INCRBY + EXPIRE (envoyproxy/ratelimit)"
+        batched = "INCRBY + EXPIRE, batched as caudal's consume_each"
         cpu = ("redis_cpu_us", "Redis CPU per decision", lambda v: f"{v:.2f} µs")
         metrics = [cpu, ("redis_commands", "Redis commands per decision", lambda v: f"{v:.3g}"),
+                   ("redis_batch", "Redis commands per read", lambda v: f"{v:.1f}"),
                    ("decisions_per_s", "decisions/s", fmt_rate),
                    ("from_leases", "from leases", lambda v: f"{100 * v:.1f}%")]
         titles = {"uniform": "100,000 keys taken in turn", "zipf": "Zipf(1.1) over 100,000 keys",
@@ -116,7 +119,7 @@ class Report:
             L.append("")
             subjects = ["caudal token_bucket", "caudal token_bucket, leases 1s",
                         "caudal token_bucket, leases 250ms", "caudal fixed_window consume_each",
-                        "caudal fixed_window charges, script", ref]
+                        "caudal fixed_window charges, script", batched, ref]
             subjects = [x for x in subjects if self.get(w, x, "redis_cpu_us") is not None]
             # Ratios divide by the reference: at most 1 is as cheap for Redis as the reference.
             self.table(w, subjects, metrics, None, f"Redis CPU per decision, {title}")
@@ -124,6 +127,8 @@ class Report:
                 L.append("| Redis CPU per decision ÷ the reference's | |")
                 L.append("|---|---|")
                 for x in subjects[:-1]:
+                    if x == batched:
+                        continue
                     r = self.ratio(w, x, ref, "redis_cpu_us")
                     if r is not None:
                         L.append(f"| {x} | {r:.2f}× |")
@@ -136,6 +141,12 @@ class Report:
         if r is not None:
             self.target("reference workload (fixed window, consume_each, uniform): Redis CPU per "
                         "decision ≤ 1.1× the reference's", f"{r:.2f}×", r <= 1.1)
+        # Not a target: the same commands at the same batch, what the command pattern costs.
+        b = self.ratio("leases-uniform", "caudal fixed_window consume_each", batched, "redis_cpu_us")
+        if b is not None:
+            self.notes.append("Reference workload against the reference's pattern batched as "
+                              "caudal's calls were (the same Redis commands per read): "
+                              f"{b:.2f}×.")
         c = self.get("leases-hot", "caudal token_bucket, leases 250ms", "redis_commands")
         if c is not None:
             self.target("one hot key with leases: ≤ 0.05 Redis commands per decision",
@@ -264,6 +275,8 @@ class Report:
                    "| target | measured | met |", "|---|---|---|"]
         summary += [f"| {t} | {m} | {ok} |" for t, m, ok in self.targets]
         summary.append("")
+        if self.notes:
+            summary += self.notes + [""]
         L[body_at:body_at] = summary
         L.append(END)
         return "\n".join(L) + "\n"
