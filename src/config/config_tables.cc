@@ -2,6 +2,7 @@
 #include "config/config_tables.h"
 
 #include "caudal/config/store_registry.h"
+#include "caudal/redis/redis_store.h"
 #include "config/lease_rows.h"
 #include "config/security_config.h"
 
@@ -71,6 +72,43 @@ std::string ShowHeaders(const ServerConfig& server) {
   return Cat('{', text, '}');
 }
 
+bool IsClusterOrSentinelUrl(const StoreConfig& store) {
+  return store.url.starts_with("redis-cluster://") || store.url.starts_with("redis-sentinel://");
+}
+
+// store.address_map: "host:port" → "host:port" as the Redis stores read them (each with a
+// port), none named twice.
+Status ReadAddressMap(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                      StoreConfig& out) {
+  if (!n.IsMap()) return r.Error(n, field, "expected a map of host:port to host:port");
+  if (n.size() > kMaxRedisAddressMap) {
+    return r.Error(n, field, Cat("at most ", kMaxRedisAddressMap, " entries"));
+  }
+  out.address_map.clear();
+  for (const auto& kv : n) {
+    const std::string named = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    const std::string where = Cat(field, '.', named);
+    if (!kv.second.IsScalar()) return r.Error(kv.second, where, "expected host:port");
+    const std::string dial = kv.second.Scalar();
+    if (Status s = ValidateRedisAddressMap({{named, dial}}); !s.ok()) {
+      return r.Error(kv.first, where, s.message());
+    }
+    for (const auto& [earlier, unused] : out.address_map) {
+      if (earlier == named) return r.Error(kv.first, where, "given twice");
+    }
+    out.address_map.emplace_back(named, dial);
+  }
+  return Status::Ok();
+}
+
+std::string ShowAddressMap(const StoreConfig& store) {
+  std::string text;
+  for (const auto& [named, dial] : store.address_map) {
+    text.append(text.empty() ? "" : ", ").append(named).append(": ").append(dial);
+  }
+  return Cat('{', text, '}');
+}
+
 const Table<StoreConfig>& StoreTable() {
   using R = Rows<StoreConfig>;
   using std::chrono::milliseconds;
@@ -108,6 +146,12 @@ const Table<StoreConfig>& StoreTable() {
                         "redis-sentinel://",
                         R::Map(&StoreConfig::tls, StoreTlsTable())),
        .doc = "TLS towards Redis"},
+      {.name = "address_map",
+       // A redis:// URL names the address to dial; the map would be silently ignored.
+       .value = R::Only(IsClusterOrSentinelUrl,
+                        "needs a redis-cluster:// or redis-sentinel:// store.url",
+                        R::Custom("map of host:port to host:port", ReadAddressMap, ShowAddressMap)),
+       .doc = "cluster, Sentinel: addresses the group names, dialled at another (a proxy, NAT)"},
   });
   return table;
 }

@@ -71,6 +71,7 @@ RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock
   redis.tls_cert_file = config.tls.cert_file;
   redis.tls_key_file = config.tls.key_file;
   redis.tls_server_name = config.tls.server_name;
+  redis.address_map = config.address_map;
   redis.tls_reload = options.redis_tls_reload;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   return redis;

@@ -31,8 +31,14 @@ Connection::Connection(asio::io_context& io, const RedisUrl& url, asio::ssl::con
 Connection::~Connection() = default;
 
 std::string Connection::Where() const {
-  const bool ipv6 = url_.host.find(':') != std::string::npos;
-  return "redis at " + (ipv6 ? "[" + url_.host + "]" : url_.host) + ":" + std::to_string(url_.port);
+  const auto host_port = [](const std::string& host, uint16_t port) {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  };
+  std::string where = "redis at " + host_port(url_.host, url_.port);
+  if (!url_.dial.host.empty())
+    where.append(" (via ").append(host_port(url_.dial.host, url_.dial.port)).append(")");
+  return where;
 }
 
 void Connection::Start(std::chrono::milliseconds timeout, std::function<void(Status)> done,
@@ -46,8 +52,9 @@ void Connection::Start(std::chrono::milliseconds timeout, std::function<void(Sta
         self->Fail(Status::Unavailable(self->Where() + " did not complete the connection within " +
                                        std::to_string(timeout.count()) + "ms"));
       });
+  const bool mapped = !url_.dial.host.empty();  // store.address_map
   resolver_.async_resolve(
-      url_.host, std::to_string(url_.port),
+      mapped ? url_.dial.host : url_.host, std::to_string(mapped ? url_.dial.port : url_.port),
       [self = shared_from_this()](const boost::system::error_code& ec,
                                   const tcp::resolver::results_type& endpoints) {
         self->OnResolved(ec, endpoints);
@@ -58,7 +65,8 @@ void Connection::OnResolved(const boost::system::error_code& ec,
                             const tcp::resolver::results_type& endpoints) {
   if (state_ != State::kConnecting) return;
   if (ec) {
-    Fail(Status::Unavailable("cannot resolve redis host \"" + url_.host + "\": " + ec.message()));
+    const std::string& host = url_.dial.host.empty() ? url_.host : url_.dial.host;
+    Fail(Status::Unavailable("cannot resolve redis host \"" + host + "\": " + ec.message()));
     return;
   }
   asio::async_connect(socket_, endpoints,

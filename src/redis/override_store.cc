@@ -10,6 +10,7 @@
 #include "common/cat.h"
 #include "redis/one_shot.h"
 #include "redis/sentinel_protocol.h"
+#include "redis/store_support.h"
 
 namespace caudal {
 namespace {
@@ -304,7 +305,7 @@ Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock
   if (options.url.starts_with("redis-sentinel://")) {
     auto sentinel = redis::ParseSentinelUrl(options.url);
     if (!sentinel.ok()) return sentinel.status();
-    sentinel->tls_server_name = options.tls_server_name;
+    if (Status s = redis::ApplyUrlOptions(options, *sentinel); !s.ok()) return s;
     auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), redis::RedisUrl{},
                                                       std::nullopt, std::move(*sentinel));
     if (Status s = store->Init(); !s.ok()) return s;
@@ -313,7 +314,7 @@ Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock
   if (options.url.starts_with("redis-cluster://")) {
     auto cluster = redis::ParseClusterUrl(options.url);
     if (!cluster.ok()) return cluster.status();
-    cluster->tls_server_name = options.tls_server_name;
+    if (Status s = redis::ApplyUrlOptions(options, *cluster); !s.ok()) return s;
     redis::RedisUrl first = cluster->Node(cluster->seeds.front());
     auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), std::move(first),
                                                       std::move(*cluster));
@@ -322,7 +323,7 @@ Result<std::unique_ptr<OverrideStore>> OpenRedisOverrideStore(const Clock& clock
   }
   auto url = redis::ParseRedisUrl(options.url);
   if (!url.ok()) return url.status();
-  url->tls_server_name = options.tls_server_name;
+  if (Status s = redis::ApplyUrlOptions(options, *url); !s.ok()) return s;
   auto store = std::make_unique<RedisOverrideStore>(clock, std::move(options), std::move(*url));
   if (Status s = store->Init(); !s.ok()) return s;
   return std::unique_ptr<OverrideStore>(std::move(store));

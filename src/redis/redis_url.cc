@@ -302,14 +302,75 @@ Result<SentinelUrl> ParseSentinelUrl(std::string_view text) {
   return url;
 }
 
+Result<AddressMap> ParseAddressMap(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  if (pairs.size() > kMaxAddressMap) {
+    return Status::InvalidArgument(Cat("address map: at most ", kMaxAddressMap, " entries"));
+  }
+  const auto parse = [](const std::string& text) -> Result<Endpoint> {
+    RedisUrl one;
+    one.port = 0;
+    if (Status st = ParseHostPort(text, one); !st.ok()) {
+      std::string_view why = st.message();
+      if (why.starts_with("redis URL: ")) why.remove_prefix(sizeof("redis URL: ") - 1);
+      return Status::InvalidArgument(Cat("address map: ", Quoted(text), ": ", why));
+    }
+    if (one.port == 0) {
+      return Status::InvalidArgument(Cat("address map: ", Quoted(text), " has no port"));
+    }
+    return Endpoint{.host = std::move(one.host), .port = one.port};
+  };
+  AddressMap map;
+  for (const auto& [named_text, dial_text] : pairs) {
+    Result<Endpoint> named = parse(named_text);
+    if (!named.ok()) return named.status();
+    Result<Endpoint> dial = parse(dial_text);
+    if (!dial.ok()) return dial.status();
+    for (const AddressMapEntry& e : map) {
+      if (e.named == *named) {
+        return Status::InvalidArgument(Cat("address map: ", Quoted(named_text), " given twice"));
+      }
+    }
+    map.push_back({.named = std::move(*named), .dial = std::move(*dial)});
+  }
+  return map;
+}
+
+}  // namespace caudal::redis
+
+namespace caudal {
+
+Status ValidateRedisAddressMap(const std::vector<std::pair<std::string, std::string>>& map) {
+  return redis::ParseAddressMap(map).status();
+}
+
+}  // namespace caudal
+
+namespace caudal::redis {
+namespace {
+
+// `url`, dialled at its entry in `map` if it has one.
+RedisUrl Mapped(RedisUrl url, const AddressMap& map) {
+  for (const AddressMapEntry& e : map) {
+    if (e.named.host == url.host && e.named.port == url.port) {
+      url.dial.host = e.dial.host;
+      url.dial.port = e.dial.port;
+      break;
+    }
+  }
+  return url;
+}
+
+}  // namespace
+
 RedisUrl ClusterUrl::Node(const Endpoint& at) const {
-  return {.transport = transport,
-          .user = user,
-          .password = password,
-          .host = at.host,
-          .port = at.port,
-          .db = 0,
-          .tls_server_name = tls_server_name};
+  return Mapped({.transport = transport,
+                 .user = user,
+                 .password = password,
+                 .host = at.host,
+                 .port = at.port,
+                 .db = 0,
+                 .tls_server_name = tls_server_name},
+                address_map);
 }
 
 std::string ClusterUrl::Redacted() const {
@@ -319,23 +380,25 @@ std::string ClusterUrl::Redacted() const {
 }
 
 RedisUrl SentinelUrl::Primary(const Endpoint& at) const {
-  return {.transport = transport,
-          .user = user,
-          .password = password,
-          .host = at.host,
-          .port = at.port,
-          .db = db,
-          .tls_server_name = tls_server_name};
+  return Mapped({.transport = transport,
+                 .user = user,
+                 .password = password,
+                 .host = at.host,
+                 .port = at.port,
+                 .db = db,
+                 .tls_server_name = tls_server_name},
+                address_map);
 }
 
 RedisUrl SentinelUrl::Sentinel(const Endpoint& at) const {
-  return {.transport = transport,
-          .user = sentinel_user,
-          .password = sentinel_password,
-          .host = at.host,
-          .port = at.port,
-          .db = 0,
-          .tls_server_name = tls_server_name};
+  return Mapped({.transport = transport,
+                 .user = sentinel_user,
+                 .password = sentinel_password,
+                 .host = at.host,
+                 .port = at.port,
+                 .db = 0,
+                 .tls_server_name = tls_server_name},
+                address_map);
 }
 
 std::string SentinelUrl::Redacted() const {

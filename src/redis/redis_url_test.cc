@@ -163,5 +163,49 @@ TEST(SentinelUrl, RefusesWhatItCannotUse) {
   EXPECT_NE(error("redis-sentinel://s1/m?tls").find("name=value"), std::string::npos);
 }
 
+TEST(AddressMap, DialsWhatItNamesElsewhereAndTheRestAsNamed) {
+  Result<AddressMap> map = ParseAddressMap(
+      {{"10.0.0.5:6379", "127.0.0.1:7001"}, {"node-b.internal:6380", "[::1]:7002"}});
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  ClusterUrl cluster = *ParseClusterUrl("redis-cluster://10.0.0.5:6379");
+  cluster.address_map = *map;
+  const RedisUrl a = cluster.Node({"10.0.0.5", 6379});
+  EXPECT_EQ(a.host, "10.0.0.5") << "the node keeps its name (TLS verifies it, logs show it)";
+  EXPECT_EQ(a.port, 6379);
+  EXPECT_EQ(a.dial.host, "127.0.0.1");
+  EXPECT_EQ(a.dial.port, 7001);
+  EXPECT_EQ(cluster.Node({"node-b.internal", 6380}).dial.host, "::1");
+  EXPECT_EQ(cluster.Node({"node-b.internal", 6380}).dial.port, 7002);
+  // Exact matches only: another port of a mapped host is dialled as named.
+  EXPECT_TRUE(cluster.Node({"10.0.0.5", 6380}).dial.host.empty());
+  EXPECT_TRUE(cluster.Node({"10.0.0.6", 6379}).dial.host.empty());
+
+  SentinelUrl sentinel = *ParseSentinelUrl("redis-sentinel://10.0.0.5:6379/m");
+  sentinel.address_map = *map;
+  EXPECT_EQ(sentinel.Primary({"10.0.0.5", 6379}).dial.port, 7001);
+  EXPECT_EQ(sentinel.Sentinel({"10.0.0.5", 6379}).dial.port, 7001);
+  EXPECT_TRUE(sentinel.Primary({"10.0.0.7", 6379}).dial.host.empty());
+}
+
+TEST(AddressMap, RefusesWhatItCannotDialNamingTheEntry) {
+  auto error = [](std::vector<std::pair<std::string, std::string>> pairs) {
+    Result<AddressMap> map = ParseAddressMap(pairs);
+    EXPECT_FALSE(map.ok());
+    return map.ok() ? std::string() : map.status().message();
+  };
+  EXPECT_NE(error({{"10.0.0.5", "127.0.0.1:7001"}}).find("\"10.0.0.5\" has no port"),
+            std::string::npos);
+  EXPECT_NE(error({{"10.0.0.5:6379", "127.0.0.1"}}).find("has no port"), std::string::npos);
+  EXPECT_NE(error({{"10.0.0.5:99999", "127.0.0.1:1"}}).find("port must be a number"),
+            std::string::npos);
+  EXPECT_NE(error({{"bad host:1", "127.0.0.1:1"}}).find("invalid character"), std::string::npos);
+  EXPECT_NE(error({{"h:1", "a:1"}, {"h:1", "b:1"}}).find("\"h:1\" given twice"), std::string::npos);
+  std::vector<std::pair<std::string, std::string>> many;
+  for (size_t i = 0; i <= kMaxAddressMap; ++i)
+    many.emplace_back("h:" + std::to_string(i + 1), "g:1");
+  EXPECT_NE(error(many).find("at most 1024 entries"), std::string::npos);
+  EXPECT_TRUE(ParseAddressMap({}).ok());
+}
+
 }  // namespace
 }  // namespace caudal::redis

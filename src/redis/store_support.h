@@ -61,6 +61,24 @@ Status ValidateStoreOptions(const RedisStoreOptions& options);
 // The pipeline's options from the store's; `split_by_slot` for Redis Cluster.
 PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split_by_slot);
 
+// What the options add to a parsed URL: the TLS server name, and for a cluster or Sentinel URL
+// the address map (kInvalidArgument when malformed, or given for a redis:// URL, whose address
+// is the one to dial).
+template <typename Url>
+Status ApplyUrlOptions(const RedisStoreOptions& options, Url& url) {
+  url.tls_server_name = options.tls_server_name;
+  if constexpr (requires { url.address_map; }) {
+    Result<AddressMap> map = ParseAddressMap(options.address_map);
+    if (!map.ok()) return Status::InvalidArgument("redis store: " + map.status().message());
+    url.address_map = std::move(*map);
+  } else if (!options.address_map.empty()) {
+    return Status::InvalidArgument(
+        "redis store: an address map is for redis-cluster:// and redis-sentinel:// (a redis:// "
+        "URL names the address to dial)");
+  }
+  return Status::Ok();
+}
+
 // What each store's Open does once its parts are built: a TLS context if `transport` asks for
 // one (kInvalidArgument naming a file that cannot be used), then the io thread, on which
 // `start` runs; waits for the Status `start` hands its callback. `start` must report, within a
@@ -80,7 +98,7 @@ Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions 
   Result<Url> url = parse(options.url);
   if (!url.ok()) return url.status();
   if (Status s = ValidateStoreOptions(options); !s.ok()) return s;
-  url->tls_server_name = options.tls_server_name;
+  if (Status s = ApplyUrlOptions(options, *url); !s.ok()) return s;
   auto impl = std::make_unique<Impl>(clock, std::move(options), *url);
   Impl* raw = impl.get();
   if (Status s = InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) return s;

@@ -13,11 +13,13 @@
 #include "caudal/config/config.h"
 #include "caudal/config/store_registry.h"
 #include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "redis/script.h"
+#include "support/delay_proxy.h"
 #include "support/redis_cluster.h"
 
 namespace caudal {
@@ -408,6 +410,89 @@ policies:
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->Name(), "redis-cluster");
   EXPECT_TRUE((*store)->Ping().ok());
+}
+
+// store.address_map: a cluster whose nodes are reached only through proxies of this instance's
+// own (as a region reaches a remote cluster): the seed and every node CLUSTER SLOTS names are
+// dialled at their proxies, so cutting the proxies cuts the store off though the nodes are up.
+TEST(RedisClusterStoreOpen, DialsEveryNodeThroughTheAddressMap) {
+  auto cluster = StartCluster();
+  ASSERT_NE(cluster, nullptr);
+  std::vector<std::unique_ptr<testing::DelayProxy>> proxies;
+  std::string map;
+  for (size_t i = 0; i < cluster->size(); ++i) {
+    auto proxy = testing::DelayProxy::Start({.target_port = cluster->node(i).port()});
+    ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+    map += Cat("    127.0.0.1:", cluster->node(i).port(), ": 127.0.0.1:", (*proxy)->port(), "\n");
+    proxies.push_back(std::move(*proxy));
+  }
+  Result<Config> config = ParseConfig(Cat("store:\n  url: ", cluster->url(), R"(
+  timeout: 500ms
+  address_map:
+)",
+                                          map, R"(policies:
+  - name: p
+    identity: [user]
+    limits:
+      - {algorithm: gcra, capacity: 10, refill: 10/1m}
+)"),
+                                      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const Limit l = Window(Algorithm::kFixedWindow, 2, seconds(60));
+  std::vector<int> keys_per_node(cluster->size());
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = Cat("mapped", i);
+    EXPECT_TRUE(DecideOne(**store, key, l, 1).allowed());
+    EXPECT_TRUE(DecideOne(**store, key, l, 1).allowed());
+    EXPECT_EQ(DecideOne(**store, key, l, 1).verdict, Verdict::kDenied);
+    Result<size_t> owner = cluster->PrimaryOf(SlotOf(key));
+    ASSERT_TRUE(owner.ok());
+    ++keys_per_node[*owner];
+  }
+  for (size_t i = 0; i < cluster->size(); ++i) {
+    EXPECT_GT(keys_per_node[i], 0) << i;
+    EXPECT_GE(proxies[i]->Counts().accepted, 1u) << "node " << i << " was dialled at its proxy";
+  }
+  for (auto& proxy : proxies) proxy->Drop();
+  bool cut = false;
+  for (int i = 0; i < 200 && !cut; ++i) {
+    const EntryRef e{.key = Cat("mapped", i % 30), .limit = &l, .cost = 1};
+    cut = !(*store)->Decide({&e, 1}).ok();
+  }
+  EXPECT_TRUE(cut) << "with its proxies dropped the store reaches no node, though they are up";
+  EXPECT_EQ(*cluster->node(0).Command({"PING"}), "PONG");
+}
+
+TEST(RedisClusterStoreOpen, AnAddressMapIsRefusedWhereItWouldBeIgnored) {
+  Result<Config> plain = ParseConfig(R"(store:
+  url: redis://127.0.0.1:6379
+  address_map: {"10.0.0.1:6379": "127.0.0.1:7001"}
+)",
+                                     "test.yaml");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("store.address_map: needs a redis-cluster:// or "
+                                          "redis-sentinel:// store.url"),
+            std::string::npos)
+      << plain.status().message();
+  Result<Config> portless = ParseConfig(R"(store:
+  url: redis-cluster://10.0.0.1:6379
+  address_map: {"10.0.0.1": "127.0.0.1:7001"}
+)",
+                                        "test.yaml");
+  ASSERT_FALSE(portless.ok());
+  EXPECT_NE(portless.status().message().find("store.address_map.10.0.0.1"), std::string::npos)
+      << portless.status().message();
+  EXPECT_NE(portless.status().message().find("has no port"), std::string::npos)
+      << portless.status().message();
+  Result<std::unique_ptr<RedisStore>> direct = RedisStore::Open(
+      SystemClock::Instance(),
+      {.url = "redis://127.0.0.1:1", .address_map = {{"10.0.0.1:6379", "127.0.0.1:7001"}}});
+  EXPECT_EQ(direct.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(direct.status().message().find("an address map is for redis-cluster://"),
+            std::string::npos)
+      << direct.status().message();
 }
 
 }  // namespace

@@ -72,6 +72,9 @@ struct StoreConfig {
   int64_t instances = 1;         // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
   StoreTlsConfig tls;
+  // Cluster and Sentinel: "host:port" as the group names it → "host:port" to dial instead, for
+  // instances behind proxies or NAT of their own (RedisStoreOptions::address_map).
+  std::vector<std::pair<std::string, std::string>> address_map;
   // A remote store's refusals are remembered until they run out, so a flooding key costs it
   // nothing more (see src/engine/over_limit_cache.h).
   bool over_limit_cache = true;

@@ -21,6 +21,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "caudal/common/circuit_breaker.h"
 #include "caudal/common/clock.h"
@@ -44,6 +46,14 @@ class RedisTlsReload;
 
 // Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
 // RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
+// The most entries RedisStoreOptions::address_map may hold.
+inline constexpr size_t kMaxRedisAddressMap = 1024;
+
+// Ok when every entry of an address map is "host:port" to "host:port" (a port each, the host a
+// name or an IP address, IPv6 in brackets), none named twice, at most kMaxRedisAddressMap;
+// otherwise kInvalidArgument naming the first that is not.
+Status ValidateRedisAddressMap(const std::vector<std::pair<std::string, std::string>>& map);
+
 struct RedisStoreOptions {
   // redis://[[user]:password@]host[:port][/db] or rediss://... (TLS); for the other stores,
   // redis-cluster://... and redis-sentinel://... (see their headers).
@@ -83,6 +93,9 @@ struct RedisStoreOptions {
   // The name sent as SNI and verified in the server's certificate; empty: the URL's host (for a
   // cluster or Sentinel: each node's address as announced).
   std::string tls_server_name{};
+  // Cluster and Sentinel: "host:port" as the group names it → "host:port" to dial instead
+  // (store.address_map): for instances that reach the group through proxies or NAT of their own.
+  std::vector<std::pair<std::string, std::string>> address_map{};
   // Where renewed TLS files come from (caudal/redis/redis_tls.h); null: the files read at start
   // serve for the store's life. Must outlive the store.
   RedisTlsReload* tls_reload = nullptr;
