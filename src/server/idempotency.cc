@@ -208,6 +208,10 @@ std::optional<Reply> DecodeReply(std::string_view text) {
 }
 
 struct Idempotent::Call {
+  // The store and the counters, not the Idempotent: the server may be gone when the store
+  // answers (both outlive it).
+  IdempotencyStore* store;
+  Counters counters;
   IdempotencyOptions options;
   Request request;
   std::string claim;
@@ -215,76 +219,81 @@ struct Idempotent::Call {
   std::function<void(Reply)> answer;
 };
 
+namespace {
+void Count(std::atomic<uint64_t>* n) { n->fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+
 Idempotent::Idempotent(IdempotencyStore& store, Metrics& metrics)
     : store_(store),
-      first_(metrics.Series(MetricId::kIdempotencyKeys, {"first"})),
-      replayed_(metrics.Series(MetricId::kIdempotencyKeys, {"replayed"})),
-      conflict_(metrics.Series(MetricId::kIdempotencyKeys, {"conflict"})),
-      mismatch_(metrics.Series(MetricId::kIdempotencyKeys, {"mismatch"})),
-      unavailable_(metrics.Series(MetricId::kIdempotencyKeys, {"unavailable"})),
-      invalid_(metrics.Series(MetricId::kIdempotencyKeys, {"invalid"})) {}
+      counters_{.first = &metrics.Series(MetricId::kIdempotencyKeys, {"first"}),
+                .replayed = &metrics.Series(MetricId::kIdempotencyKeys, {"replayed"}),
+                .conflict = &metrics.Series(MetricId::kIdempotencyKeys, {"conflict"}),
+                .mismatch = &metrics.Series(MetricId::kIdempotencyKeys, {"mismatch"}),
+                .unavailable = &metrics.Series(MetricId::kIdempotencyKeys, {"unavailable"}),
+                .invalid = &metrics.Series(MetricId::kIdempotencyKeys, {"invalid"})} {}
 
-void Idempotent::CountInvalid() const { invalid_.fetch_add(1, std::memory_order_relaxed); }
+void Idempotent::CountInvalid() const { Count(counters_.invalid); }
 
 void Idempotent::Run(const IdempotencyOptions& options, Request request, Decide decide,
                      std::function<void(Reply)> answer) const {
-  auto call = std::make_shared<Call>(Call{.options = options,
+  auto call = std::make_shared<Call>(Call{.store = &store_,
+                                          .counters = counters_,
+                                          .options = options,
                                           .request = std::move(request),
                                           .claim = ClaimId(),
                                           .decide = std::move(decide),
                                           .answer = std::move(answer)});
   const Call& c = *call;
-  store_.Claim(
-      c.request.record, c.request.fingerprint, c.claim, c.options.in_progress,
-      [this, call](Result<IdempotencyClaim> claimed) {
-        const auto count = [](std::atomic<uint64_t>& n) {
-          n.fetch_add(1, std::memory_order_relaxed);
-        };
-        if (!claimed.ok()) {
-          count(unavailable_);
-          if (call->options.on_failure == FailureMode::kDeny) return call->answer(Unavailable());
-          return call->decide(std::move(call->answer));
-        }
-        switch (claimed->outcome) {
-          case ClaimOutcome::kClaimed:
-            count(first_);
-            return call->decide([this, call](Reply reply) { Decided(call, std::move(reply)); });
-          case ClaimOutcome::kDone: {
-            std::optional<Reply> first = DecodeReply(claimed->result);
-            if (!first) {
-              count(unavailable_);
-              return call->answer(Unavailable());
-            }
-            count(replayed_);
-            first->headers.Add(kReplayedHeader, "true");
-            return call->answer(std::move(*first));
-          }
-          case ClaimOutcome::kInProgress:
-            count(conflict_);
-            return call->answer(Refusal(409, "idempotency_key_in_use",
-                                        "a request with this Idempotency-Key is being decided; "
-                                        "retry once it is answered"));
-          case ClaimOutcome::kMismatch:
-            count(mismatch_);
-            return call->answer(Refusal(422, "idempotency_key_reused",
-                                        "this Idempotency-Key was used for another request "
-                                        "body; nothing was charged"));
-        }
-      });
+  store_.Claim(c.request.record, c.request.fingerprint, c.claim, c.options.in_progress,
+               [call](Result<IdempotencyClaim> claimed) { Claimed(call, std::move(claimed)); });
+}
+
+void Idempotent::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed) {
+  const Counters& n = call->counters;
+  if (!claimed.ok()) {
+    Count(n.unavailable);
+    if (call->options.on_failure == FailureMode::kDeny) return call->answer(Unavailable());
+    return call->decide(std::move(call->answer));
+  }
+  switch (claimed->outcome) {
+    case ClaimOutcome::kClaimed:
+      Count(n.first);
+      return call->decide([call](Reply reply) { Decided(call, std::move(reply)); });
+    case ClaimOutcome::kDone: {
+      std::optional<Reply> first = DecodeReply(claimed->result);
+      if (!first) {
+        Count(n.unavailable);
+        return call->answer(Unavailable());
+      }
+      Count(n.replayed);
+      first->headers.Add(kReplayedHeader, "true");
+      return call->answer(std::move(*first));
+    }
+    case ClaimOutcome::kInProgress:
+      Count(n.conflict);
+      return call->answer(Refusal(409, "idempotency_key_in_use",
+                                  "a request with this Idempotency-Key is being decided; retry "
+                                  "once it is answered"));
+    case ClaimOutcome::kMismatch:
+      Count(n.mismatch);
+      return call->answer(Refusal(422, "idempotency_key_reused",
+                                  "this Idempotency-Key was used for another request body; "
+                                  "nothing was charged"));
+  }
 }
 
 // A decision (200, 429) is kept before it is answered, so that a retry arriving as soon as the
 // answer does finds it; if keeping it fails the answer still goes (it was charged), and the
 // claim ends by itself after in_progress. Anything else charged nothing: the claim is released.
-void Idempotent::Decided(const std::shared_ptr<Call>& call, Reply reply) const {
+void Idempotent::Decided(const std::shared_ptr<Call>& call, Reply reply) {
   const Call& c = *call;
   auto kept = std::make_shared<Reply>(std::move(reply));
   auto answer = [call, kept](Result<bool>) { call->answer(std::move(*kept)); };
   if (kept->status == 200 || kept->status == 429) {
-    return store_.Complete(c.request.record, c.request.fingerprint, c.claim, EncodeReply(*kept),
-                           c.options.window, std::move(answer));
+    return c.store->Complete(c.request.record, c.request.fingerprint, c.claim, EncodeReply(*kept),
+                             c.options.window, std::move(answer));
   }
-  store_.Release(c.request.record, c.request.fingerprint, c.claim, std::move(answer));
+  c.store->Release(c.request.record, c.request.fingerprint, c.claim, std::move(answer));
 }
 
 }  // namespace caudal::idempotency

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <boost/json/value.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -89,16 +90,21 @@ class Idempotent {
   void CountInvalid() const;
 
  private:
+  // Metrics' series, which outlive the server (and so any store answer still on its way).
+  struct Counters {
+    std::atomic<uint64_t>* first;
+    std::atomic<uint64_t>* replayed;
+    std::atomic<uint64_t>* conflict;
+    std::atomic<uint64_t>* mismatch;
+    std::atomic<uint64_t>* unavailable;
+    std::atomic<uint64_t>* invalid;
+  };
   struct Call;
-  void Decided(const std::shared_ptr<Call>& call, http_api::Reply reply) const;
+  static void Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed);
+  static void Decided(const std::shared_ptr<Call>& call, http_api::Reply reply);
 
   IdempotencyStore& store_;
-  std::atomic<uint64_t>& first_;
-  std::atomic<uint64_t>& replayed_;
-  std::atomic<uint64_t>& conflict_;
-  std::atomic<uint64_t>& mismatch_;
-  std::atomic<uint64_t>& unavailable_;
-  std::atomic<uint64_t>& invalid_;
+  const Counters counters_;
 };
 
 }  // namespace caudal::idempotency
