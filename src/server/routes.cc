@@ -52,9 +52,13 @@ void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoin
 void DecideOnce(const Context& ctx, const Request& r, const std::string& key, CheckRequest request,
                 Responder& responder) {
   const std::string scope = idempotency::CallerScope(ctx.auth.caller, r.identities);
-  // ParseCheckBody has read the body: it is a JSON object.
-  idempotency::Request keyed{.record = idempotency::RecordKey("/v1/check", scope, key),
-                             .fingerprint = idempotency::Fingerprint(boost::json::parse(r.body))};
+  // ParseCheckBody has read the body (a JSON object); the error code keeps the data path free
+  // of exceptions all the same.
+  boost::json::error_code ec;
+  const boost::json::value body = boost::json::parse(r.body, ec);
+  idempotency::Request keyed{
+      .record = idempotency::RecordKey("/v1/check", scope, key),
+      .fingerprint = idempotency::Fingerprint(ec ? boost::json::value(r.body) : body)};
   Engine& engine = ctx.engine;
   ctx.idempotency->Run(
       ctx.auth.idempotency, std::move(keyed),
