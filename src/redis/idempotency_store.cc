@@ -69,10 +69,10 @@ class RedisIdempotencyStore final : public IdempotencyStore {
                         std::optional<redis::ClusterUrl> cluster,
                         std::optional<redis::SentinelUrl> sentinel)
       : options_(std::move(options)),
-        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel),
-               options_.connect_timeout) {}
+        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
+               redis::RecordCallsOptions(options_)) {}
   ~RedisIdempotencyStore() override {
-    runner_.Stop([] {});
+    runner_.Stop([this] { calls_.Shutdown(); });
   }
 
   Status Init(redis::Transport transport) {
@@ -88,7 +88,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     if (Status s = ValidateIdempotencyCall(key, fingerprint, claim, {}, ttl); !s.ok()) {
       return done(std::move(s));
     }
-    Eval(key, {"claim", std::string(fingerprint), std::string(claim), Millis(ttl)},
+    Eval(key, {"claim", std::string(fingerprint), std::string(claim), Millis(ttl)}, kNew,
          [done = std::move(done)](Result<redis::Reply> r) {
            if (!r.ok()) return done(r.status());
            const redisReply& a = **r;
@@ -117,7 +117,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     Eval(key,
          {"complete", std::string(fingerprint), std::string(claim), Millis(ttl),
           std::string(result)},
-         Changed(std::move(done)));
+         kFollowUp, Changed(std::move(done)));
   }
 
   void Release(std::string_view key, std::string_view fingerprint, std::string_view claim,
@@ -125,7 +125,8 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     if (Status s = ValidateIdempotencyCall(key, fingerprint, claim, {}, Micros(1000)); !s.ok()) {
       return done(std::move(s));
     }
-    Eval(key, {"release", std::string(fingerprint), std::string(claim)}, Changed(std::move(done)));
+    Eval(key, {"release", std::string(fingerprint), std::string(claim)}, kFollowUp,
+         Changed(std::move(done)));
   }
 
  private:
@@ -138,13 +139,19 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     };
   }
 
-  void Eval(std::string_view key, std::vector<std::string> args, redis::RoutedCalls::Done done) {
+  // Complete and release end a claim already made (and charged for): they may pass the bound
+  // that refuses new claims (routed_call.h), so that a flood of new keys does not leave the
+  // decided ones in progress.
+  static constexpr auto kNew = redis::RoutedCalls::Admission::kNew;
+  static constexpr auto kFollowUp = redis::RoutedCalls::Admission::kFollowUp;
+
+  void Eval(std::string_view key, std::vector<std::string> args,
+            redis::RoutedCalls::Admission admission, redis::RoutedCalls::Done done) {
     std::string full = Cat(options_.key_prefix, "idempotency:", key);
     const int slot = redis::HashSlot(full);
-    std::vector<std::string> argv = {"EVAL", std::string(kScript), "1", std::move(full),
-                                     std::to_string(calls_.db())};
+    std::vector<std::string> argv = {"1", std::move(full), std::to_string(calls_.db())};
     for (std::string& a : args) argv.push_back(std::move(a));
-    calls_.Ask(std::move(argv), slot, std::move(done));
+    calls_.Ask(std::move(argv), slot, std::move(done), admission);
   }
 
   RedisStoreOptions options_;

@@ -102,13 +102,13 @@ class RedisOverrideStore final : public OverrideStore {
                      std::optional<redis::SentinelUrl> sentinel = std::nullopt)
       : options_(std::move(options)),
         transport_(sentinel ? sentinel->transport : url.transport),
-        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel),
-               options_.connect_timeout) {
+        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
+               redis::RecordCallsOptions(options_)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
     keys_ = {base + "records", base + "ends", base + "version"};
   }
   ~RedisOverrideStore() override {
-    runner_.Stop([] {});
+    runner_.Stop([this] { calls_.Shutdown(); });
   }
 
   Status Init() {
@@ -177,10 +177,10 @@ class RedisOverrideStore final : public OverrideStore {
   Status Touch() override { return Call({"touch"}).status(); }
 
  private:
-  // One EVAL (routed_call.h); an array reply, or why there is none.
+  // One EVALSHA (routed_call.h); an array reply, or why there is none.
   Result<redis::Reply> Call(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"EVAL",   std::string(kScript),       "3", keys_[0], keys_[1],
-                                     keys_[2], std::to_string(calls_.db())};
+    std::vector<std::string> argv = {"3", keys_[0], keys_[1], keys_[2],
+                                     std::to_string(calls_.db())};
     for (std::string& a : args) argv.push_back(std::move(a));
     auto r = calls_.AskAndWait(std::move(argv), redis::HashSlot(keys_[0]));
     if (!r.ok()) return r.status();
