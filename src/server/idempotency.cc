@@ -91,7 +91,14 @@ Reply Refusal(int status, std::string code, std::string message) {
   return r;
 }
 
-Reply Unavailable() {
+// The records failed (`why`; none: unreadable); kResourceExhausted is the store's bound on calls
+// in flight, which a flood of keyed requests reaches.
+Reply Unavailable(const Status& why = Status::Ok()) {
+  if (why.code() == StatusCode::kResourceExhausted) {
+    return Refusal(503, "idempotency_unavailable",
+                   "too many requests with an Idempotency-Key are in flight; nothing was charged: "
+                   "retry with the same key");
+  }
   return Refusal(503, "idempotency_unavailable",
                  "the Idempotency-Key records cannot be read now; nothing was charged: retry with "
                  "the same key");
@@ -252,7 +259,9 @@ void Idempotent::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyCl
   const Counters& n = call->counters;
   if (!claimed.ok()) {
     Count(n.unavailable);
-    if (call->options.on_failure == FailureMode::kDeny) return call->answer(Unavailable());
+    if (call->options.on_failure == FailureMode::kDeny) {
+      return call->answer(Unavailable(claimed.status()));
+    }
     return call->decide(std::move(call->answer));
   }
   switch (claimed->outcome) {

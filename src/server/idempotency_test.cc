@@ -139,12 +139,14 @@ class Capture final : public routes::Responder {
   std::optional<http_api::Reply> reply_;
 };
 
-// An IdempotencyStore that cannot be reached.
+// An IdempotencyStore that cannot be reached (or, given another failure, answers it to claims).
 class DownStore final : public IdempotencyStore {
  public:
+  explicit DownStore(Status why = Status::Unavailable("redis at 127.0.0.1:1: connection refused"))
+      : why_(std::move(why)) {}
   void Claim(std::string_view, std::string_view, std::string_view, Micros,
              ClaimCallback done) override {
-    done(Status::Unavailable("redis at 127.0.0.1:1: connection refused"));
+    done(why_);
   }
   void Complete(std::string_view, std::string_view, std::string_view, std::string_view, Micros,
                 ChangeCallback done) override {
@@ -153,6 +155,9 @@ class DownStore final : public IdempotencyStore {
   void Release(std::string_view, std::string_view, std::string_view, ChangeCallback done) override {
     done(Status::Unavailable("down"));
   }
+
+ private:
+  Status why_;
 };
 
 constexpr std::string_view kBody = R"({"descriptors": {"api_key": "k"}})";
@@ -386,6 +391,20 @@ TEST_F(IdempotentCheckTest, RecordsThatCannotBeReadFailClosedByDefault) {
   const http_api::Reply r = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
   EXPECT_EQ(r.status, 503);
   EXPECT_EQ(ErrorCode(r), "idempotency_unavailable");
+  EXPECT_EQ(r.headers.Get("Retry-After"), "1");
+  EXPECT_EQ(Drain(), 3) << "nothing charged";
+  EXPECT_EQ(Outcome("unavailable"), 1u);
+}
+
+TEST_F(IdempotentCheckTest, RecordsPastTheirBoundOnCallsInFlightAreAClear503ChargingNothing) {
+  DownStore busy(Status::ResourceExhausted("redis: 1024 calls in flight already (at most 1024)"));
+  const Idempotent idempotent(busy, metrics_);
+  const http_api::Reply r = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(ErrorCode(r), "idempotency_unavailable");
+  EXPECT_NE(r.body.find("too many requests with an Idempotency-Key are in flight"),
+            std::string::npos)
+      << r.body;
   EXPECT_EQ(r.headers.Get("Retry-After"), "1");
   EXPECT_EQ(Drain(), 3) << "nothing charged";
   EXPECT_EQ(Outcome("unavailable"), 1u);
