@@ -186,6 +186,31 @@ TEST(RedisIdempotencyStore, KeepsTheContractOnTheSentinelsPrimary) {
   EXPECT_EQ(keys->size(), 4u) << "written on the primary";
 }
 
+// The store's persistent connections to the old primary are killed or answer READONLY: the
+// sentinels are asked again and the records go on at the new primary.
+TEST(RedisIdempotencyStore, FollowsASentinelFailover) {
+  auto sentinels = RedisSentinels::Start();
+  ASSERT_TRUE(sentinels.ok()) << sentinels.status().ToString();
+  auto store = Open((*sentinels)->url());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_EQ(OutcomeOf(ClaimOf(**store, "before", "fp", "c")), ClaimOutcome::kClaimed);
+  ASSERT_TRUE((*sentinels)->sentinel(0).Command({"SENTINEL", "FAILOVER", "mymaster"}).ok());
+  // Until the old primary is a replica it may still take writes (Sentinel does not stop them).
+  ASSERT_TRUE((*sentinels)->WaitPrimary(1, seconds(30)).ok());
+  Result<IdempotencyClaim> after = Status::Internal("none");
+  const auto give_up = std::chrono::steady_clock::now() + seconds(30);
+  while (!after.ok() && std::chrono::steady_clock::now() < give_up) {
+    after = ClaimOf(**store, "after", "fp", "c");
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(OutcomeOf(after), ClaimOutcome::kClaimed);
+  auto keys = (*sentinels)->server(1).Keys("caudal:idempotency:after");
+  ASSERT_TRUE(keys.ok());
+  EXPECT_EQ(keys->size(), 1u) << "written on the new primary";
+  EXPECT_EQ(OutcomeOf(ClaimOf(**store, "before", "fp", "d")), ClaimOutcome::kInProgress)
+      << "the replica had the first claim";
+}
+
 TEST(RedisIdempotencyStore, AnUnreachableServerIsUnavailable) {
   auto server = RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
