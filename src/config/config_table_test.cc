@@ -62,6 +62,11 @@ const std::map<std::string, Probe>& ConfigProbes() {
        {.good = {"memory://", "redis://r:6379"},
         .bad = {"http://x", "[a]"},
         .base = "policies: []"}},
+      // in_progress (10s by default) may not be longer than the window.
+      {"server.idempotency.window",
+       {.good = {"1s", "24h"},
+        .bad = {"999ms", "25h", "x"},
+        .base = "server: {idempotency: {in_progress: 100ms}}\npolicies: []"}},
       {"store.tls.server_name", {.good = {"redis.example"}, .bad = {"'a b'", "''"}}},
       {"store.address_map",
        {.good = {"{'10.0.0.1:6379': '127.0.0.1:7001', 'node-b:6380': '[::1]:7002'}", "{}"},

@@ -156,6 +156,38 @@ const Table<StoreConfig>& StoreTable() {
   return table;
 }
 
+const Table<IdempotencyConfig>& IdempotencyTable() {
+  using R = Rows<IdempotencyConfig>;
+  using std::chrono::hours;
+  using std::chrono::milliseconds;
+  using std::chrono::minutes;
+  using std::chrono::seconds;
+  static const Table<IdempotencyConfig> table(
+      {
+          {.name = "window",
+           .value = R::Duration(&IdempotencyConfig::window, seconds(1), hours(24)),
+           .doc = "how long a key's first answer is replayed (each record: one Redis key this "
+                  "long)"},
+          {.name = "in_progress",
+           .value = R::Duration(&IdempotencyConfig::in_progress, milliseconds(100), minutes(10)),
+           .doc = "how long a request deciding holds its key (a duplicate meanwhile: 409)"},
+          {.name = "max_keys",
+           .value = R::Integer(&IdempotencyConfig::max_keys, 1, int64_t{1} << 32),
+           .doc = "memory store: records held at most (then the done one ending soonest goes)"},
+      },
+      {.doc = "Idempotency-Key on POST /v1/check (http-api.md): a retried request is answered "
+              "its first answer, charged once, from any instance sharing the store.",
+       .check = [](const YamlReader& r, const YAML::Node& n, const std::string& path,
+                   IdempotencyConfig& out) -> Status {
+         if (out.in_progress > out.window) {
+           return r.Error(n["in_progress"] ? n["in_progress"] : n, JoinPath(path, "in_progress"),
+                          "must not be longer than window");
+         }
+         return Status::Ok();
+       }});
+  return table;
+}
+
 const Table<ServerConfig>& ServerTable() {
   using R = Rows<ServerConfig>;
   using std::chrono::hours;
@@ -210,6 +242,9 @@ const Table<ServerConfig>& ServerTable() {
           {.name = "admin",
            .value = R::Map(&ServerConfig::admin, AdminTable()),
            .doc = "the admin API under /v1/admin/ (http-api.md); off without a token"},
+          {.name = "idempotency",
+           .value = R::Map(&ServerConfig::idempotency, IdempotencyTable()),
+           .doc = "Idempotency-Key: replays of a decision's first answer"},
           {.name = "status_page",
            .value = R::Bool(&ServerConfig::status_page),
            .doc = "the status page at / and its JSON at /v1/status (operations.md)"},

@@ -5,9 +5,11 @@
 
 #include "caudal/engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_idempotency_store.h"
 #include "caudal/redis/redis_override_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
+#include "caudal/store/idempotency_store.h"
 #include "caudal/store/memory_store.h"
 #include "caudal/store/override_store.h"
 #include "common/cat.h"
@@ -212,6 +214,25 @@ Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& conf
     with_password.password = std::move(*password);
   }
   return OpenRedisOverrideStore(clock, RedisOptionsFrom(with_password, clock, {}));
+}
+
+Result<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const StoreConfig& config,
+                                                               const Clock& clock,
+                                                               size_t max_records) {
+  auto kind = FindStoreKind(config.url);
+  if (!kind.ok()) return Status::InvalidArgument(Cat("store.url: ", kind.status().message()));
+  const std::string_view scheme = (*kind)->scheme;
+  if (scheme == "memory") return MakeMemoryIdempotencyStore(clock, max_records);
+  if (!(*kind)->remote) {
+    return Status::NotFound(Cat(scheme, ":// keeps no idempotency records yet"));
+  }
+  StoreConfig with_password = config;
+  if (!config.password_file.empty() && config.password.empty()) {
+    auto password = ReadPasswordFile(config.password_file);
+    if (!password.ok()) return password.status();
+    with_password.password = std::move(*password);
+  }
+  return OpenRedisIdempotencyStore(clock, RedisOptionsFrom(with_password, clock, {}));
 }
 
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock) {

@@ -148,12 +148,15 @@ void Connection::Handshake() {
     add({"SELECT", db}, check("database " + db, StatusCode::kInvalidArgument));
   }
   if (setup_.load_script) {
-    add({"SCRIPT", "LOAD", kDecideScript}, [self = shared_from_this(), check](Result<Reply> r) {
+    const bool decide = setup_.script.empty();
+    const std::string_view sha1 = decide ? kDecideSha1 : setup_.script_sha1;
+    add({"SCRIPT", "LOAD", decide ? kDecideScript : setup_.script}, [self = shared_from_this(),
+                                                                     check, sha1](Result<Reply> r) {
       if (!r.ok()) return false;
       if (IsError(**r)) return check("SCRIPT LOAD", StatusCode::kUnavailable)(std::move(r));
-      if (Text(**r) != kDecideSha1) {
+      if (Text(**r) != sha1) {
         self->Fail(Status::Internal(self->Where() + " named the script " + std::string(Text(**r)) +
-                                    ", expected " + std::string(kDecideSha1)));
+                                    ", expected " + std::string(sha1)));
         return false;
       }
       return true;

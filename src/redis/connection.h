@@ -2,9 +2,10 @@
 //
 // Commands are queued with Send() and written back to back; replies come back in order and go to
 // each command's handler. On connect it authenticates (AUTH), selects the database (SELECT) and
-// loads the script (SCRIPT LOAD), all pipelined, and optionally checks that the server is a
-// primary (ROLE); only then is it ready. A connection to a Sentinel sends AUTH alone; one in
-// subscribe mode hands the messages nobody asked for to its push handler.
+// loads a script (SCRIPT LOAD: the decide script, or the one its setup names), all pipelined, and
+// optionally checks that the server is a primary (ROLE); only then is it ready. A connection to a
+// Sentinel sends AUTH alone; one in subscribe mode hands the messages nobody asked for to its push
+// handler.
 //
 // Thread-safety: none. Every member function must run on the io_context's thread. A Connection
 // is shared-owned: pending asynchronous operations keep it alive after the store drops it.
@@ -20,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "caudal/common/clock.h"
@@ -31,8 +33,12 @@ namespace caudal::redis {
 
 // What a new connection does before it is ready.
 struct ConnectionSetup {
-  bool select_db = true;         // SELECT the URL's database (a Sentinel has none)
-  bool load_script = true;       // SCRIPT LOAD the decide script
+  bool select_db = true;    // SELECT the URL's database (a Sentinel has none)
+  bool load_script = true;  // SCRIPT LOAD `script`
+  // The script loaded and the SHA1 SCRIPT LOAD must answer (40 lowercase hex digits); both must
+  // outlive the connection. Empty: the decide script (script.h).
+  std::string_view script{};
+  std::string_view script_sha1{};
   bool require_primary = false;  // ROLE must say "master": never decide on a replica
 };
 

@@ -1,15 +1,12 @@
 #include <hiredis/hiredis.h>
 
-#include <boost/asio/post.hpp>
 #include <charconv>
-#include <future>
-#include <mutex>
 #include <optional>
 
 #include "caudal/redis/redis_override_store.h"
 #include "common/cat.h"
-#include "redis/one_shot.h"
-#include "redis/sentinel_protocol.h"
+#include "redis/hash_slot.h"
+#include "redis/routed_call.h"
 #include "redis/store_support.h"
 
 namespace caudal {
@@ -96,25 +93,6 @@ std::optional<Micros> End(const std::string& text) {
   return Micros(us);
 }
 
-// "MOVED <slot> <host>:<port>": where Redis Cluster serves the keys now.
-std::optional<redis::Endpoint> Moved(const redisReply& r) {
-  const std::string_view text(r.str, r.len);
-  if (!text.starts_with("MOVED ")) return std::nullopt;
-  const size_t space = text.find(' ', 6);
-  const size_t colon = text.rfind(':');
-  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space) {
-    return std::nullopt;
-  }
-  int port = 0;
-  const std::string_view digits = text.substr(colon + 1);
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (ec != std::errc() || end != digits.data() + digits.size() || port <= 0 || port > 65535) {
-    return std::nullopt;
-  }
-  return redis::Endpoint{.host = std::string(text.substr(space + 1, colon - space - 1)),
-                         .port = static_cast<uint16_t>(port)};
-}
-
 class RedisOverrideStore final : public OverrideStore {
  public:
   // `url` is the server's; for Redis Cluster, the first seed's, with `cluster` to reach the
@@ -123,20 +101,19 @@ class RedisOverrideStore final : public OverrideStore {
   RedisOverrideStore(const Clock& clock, RedisStoreOptions options, redis::RedisUrl url,
                      std::optional<redis::ClusterUrl> cluster = std::nullopt,
                      std::optional<redis::SentinelUrl> sentinel = std::nullopt)
-      : clock_(clock),
-        options_(std::move(options)),
-        url_(std::move(url)),
-        cluster_(std::move(cluster)),
-        sentinel_(std::move(sentinel)) {
+      : options_(std::move(options)),
+        transport_(sentinel ? sentinel->transport : url.transport),
+        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
+               redis::RecordCallsOptions(options_)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
     keys_ = {base + "records", base + "ends", base + "version"};
   }
   ~RedisOverrideStore() override {
-    runner_.Stop([] {});
+    runner_.Stop([this] { calls_.Shutdown(); });
   }
 
   Status Init() {
-    if (url_.transport == redis::Transport::kTls) {
+    if (transport_ == redis::Transport::kTls) {
       if (Status s = runner_.InitTls(options_); !s.ok()) return s;
     }
     runner_.Start();
@@ -201,101 +178,22 @@ class RedisOverrideStore final : public OverrideStore {
   Status Touch() override { return Call({"touch"}).status(); }
 
  private:
-  // One EVAL on a connection of its own; an array reply, or why there is none. On Redis
-  // Cluster, a MOVED is followed (and remembered), and an unreachable node makes way for the
-  // next seed, a few times at most.
+  // One EVALSHA (routed_call.h); an array reply, or why there is none.
   Result<redis::Reply> Call(std::vector<std::string> args) {
-    redis::RedisUrl url;
-    bool known = true;  // Sentinel: whether `url` is the primary a sentinel named
-    {
-      std::lock_guard lock(mu_);
-      url = url_;
-      known = primary_known_;
-    }
-    const int64_t db = sentinel_ ? sentinel_->db : url.db;
-    std::vector<std::string> argv = {"EVAL",   std::string(kScript), "3", keys_[0], keys_[1],
-                                     keys_[2], std::to_string(db)};
+    std::vector<std::string> argv = {"3", keys_[0], keys_[1], keys_[2],
+                                     std::to_string(calls_.db())};
     for (std::string& a : args) argv.push_back(std::move(a));
-    constexpr size_t kMaxTries = 4;
-    Result<redis::Reply> r = Status::Unavailable("redis: no node answered");
-    for (size_t attempt = 0; attempt < kMaxTries; ++attempt) {
-      if (sentinel_ && !known) {
-        auto primary = AskSentinels();
-        if (!primary.ok()) {
-          r = primary.status();
-          break;
-        }
-        url = std::move(*primary);
-        known = true;
-      }
-      r = Send(url, argv);
-      if (sentinel_) {
-        // A lost primary, or one demoted to replica: ask the sentinels again.
-        known = r.ok() && !((*r)->type == REDIS_REPLY_ERROR &&
-                            std::string_view((*r)->str, (*r)->len).starts_with("READONLY"));
-        if (known) break;
-        continue;
-      }
-      if (!cluster_) break;
-      if (!r.ok()) {
-        url = cluster_->Node(cluster_->seeds[(attempt + 1) % cluster_->seeds.size()]);
-        continue;
-      }
-      if ((*r)->type != REDIS_REPLY_ERROR) break;
-      auto moved = Moved(**r);
-      if (!moved) break;
-      url = cluster_->Node(*moved);
-    }
-    if (cluster_ || sentinel_) {
-      std::lock_guard lock(mu_);
-      url_ = url;  // the node that answered: asked first next time
-      primary_known_ = known;
-    }
+    auto r = calls_.AskAndWait(std::move(argv), redis::HashSlot(keys_[0]));
     if (!r.ok()) return r.status();
-    if ((*r)->type == REDIS_REPLY_ERROR) {
-      return Status::Unavailable(Cat("redis: ", std::string_view((*r)->str, (*r)->len)));
-    }
     if ((*r)->type != REDIS_REPLY_ARRAY) return Malformed();
     return r;
   }
 
-  // The primary's URL, as the first sentinel that knows it says.
-  Result<redis::RedisUrl> AskSentinels() {
-    Status why = Status::Unavailable("redis: no sentinel answered");
-    for (const redis::Endpoint& at : sentinel_->sentinels) {
-      auto r = Send(sentinel_->Sentinel(at),
-                    {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel_->master_name});
-      if (!r.ok()) {
-        why = r.status();
-        continue;
-      }
-      auto addr = redis::ParseMasterAddr(**r);
-      if (addr.ok() && addr->has_value()) return sentinel_->Primary(**addr);
-      why = Status::Unavailable(
-          Cat("redis: the sentinels know no primary named ", Quoted(sentinel_->master_name)));
-    }
-    return why;
-  }
-
-  Result<redis::Reply> Send(const redis::RedisUrl& url, const std::vector<std::string>& argv) {
-    auto promise = std::make_shared<std::promise<Result<redis::Reply>>>();
-    auto future = promise->get_future();
-    boost::asio::post(runner_.io, [this, url, argv, promise] {
-      redis::OneShot::Ask(runner_, clock_, url, argv, options_.connect_timeout,
-                          [promise](Result<redis::Reply> r) { promise->set_value(std::move(r)); });
-    });
-    return future.get();
-  }
-
-  const Clock& clock_;
   RedisStoreOptions options_;
-  std::mutex mu_;
-  redis::RedisUrl url_;         // guarded by mu_: where the next call goes first
-  bool primary_known_ = false;  // guarded by mu_: Sentinel: url_ is the primary last named
-  const std::optional<redis::ClusterUrl> cluster_;
-  const std::optional<redis::SentinelUrl> sentinel_;
+  const redis::Transport transport_;
   std::vector<std::string> keys_;
-  redis::IoRunner runner_;
+  redis::IoRunner runner_;  // stopped first: no call runs while calls_ goes
+  redis::RoutedCalls calls_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "engine/log_throttle.h"
 #include "server/connection_limits.h"
 #include "server/http_api.h"
+#include "server/idempotency.h"
 #include "server/request_parser.h"
 #include "server/response_writer.h"
 #include "server/routes.h"
@@ -56,6 +57,7 @@ struct HttpServer::Impl {
   std::mutex drain_mu;
   std::condition_variable drained;
   std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
+  std::optional<idempotency::Idempotent> idempotent;        // with deps.idempotency
   // Only touched by the accept loop, which never runs concurrently:
   bool cap_logged = false;
   size_t next_context = 0;
@@ -72,6 +74,7 @@ struct HttpServer::Impl {
       : deps(std::move(d)),
         options(std::move(o)),
         handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
+    if (deps.idempotency != nullptr) idempotent.emplace(*deps.idempotency, deps.metrics);
     const Micros shortest =
         std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
     tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
@@ -258,6 +261,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                         .status = server_.deps.status,
                         .auth = *server_.auth.load(std::memory_order_acquire),
                         .admin = server_.deps.admin,
+                        .idempotency = server_.idempotent ? &*server_.idempotent : nullptr,
                         .draining = server_.draining.load(std::memory_order_acquire)};
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     routes::Dispatch(ctx, r, *this);
@@ -577,7 +581,10 @@ ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c) {
   return {.trusted_proxies = c.trusted_proxies,
           .descriptor_headers = c.descriptor_headers,
           .caller = CallerAuthFrom(c.auth),
-          .admin_token = c.admin.token};
+          .admin_token = c.admin.token,
+          .idempotency = {.window = c.idempotency.window,
+                          .in_progress = c.idempotency.in_progress,
+                          .on_failure = FailureMode::kDeny}};
 }
 
 CallerAuth CallerAuthFrom(const CallerAuthConfig& c) {

@@ -1,10 +1,12 @@
 #include "server/routes.h"
 
+#include <boost/json/parse.hpp>
 #include <charconv>
 
 #include "common/cat.h"
 #include "server/admin_api.h"
 #include "server/auth_query.h"
+#include "server/idempotency.h"
 #include "server/openapi.h"
 #include "server/release_api.h"
 
@@ -43,6 +45,31 @@ void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoin
         }
         responder.Reply(http_api::DecisionReply(*r, endpoint, statuses));
       });
+}
+
+// A keyed /v1/check: its first answer, once (server/idempotency.h). What the reply needs is
+// copied: the request's pieces are views that end when Dispatch returns.
+void DecideOnce(const Context& ctx, const Request& r, const std::string& key, CheckRequest request,
+                Responder& responder) {
+  const std::string scope = idempotency::CallerScope(ctx.auth.caller, r.identities);
+  // ParseCheckBody has read the body (a JSON object); the error code keeps the data path free
+  // of exceptions all the same.
+  boost::json::error_code ec;
+  const boost::json::value body = boost::json::parse(r.body, ec);
+  idempotency::Request keyed{
+      .record = idempotency::RecordKey("/v1/check", scope, key),
+      .fingerprint = idempotency::Fingerprint(ec ? boost::json::value(r.body) : body)};
+  Engine& engine = ctx.engine;
+  ctx.idempotency->Run(
+      ctx.auth.idempotency, std::move(keyed),
+      [&engine, request = std::move(request)](std::function<void(Reply)> then) {
+        engine.CheckAsync(request, [then = std::move(then)](Result<CheckResult> result) {
+          if (!result.ok())
+            return then(http_api::ErrorReply(http_api::FromEngineError(result.status())));
+          then(http_api::DecisionReply(*result, http_api::Endpoint::kCheck));
+        });
+      },
+      [&responder](Reply reply) { responder.Reply(std::move(reply)); });
 }
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
@@ -190,8 +217,18 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   if (path == "/v1/check") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
     if (auto bad = http_api::RefuseCheckQuery(r.target)) return done(http_api::ErrorReply(*bad));
+    std::optional<idempotency::ParsedKey> key;
+    if (const size_t n = r.header_count(idempotency::kHeader);
+        n > 0 && ctx.idempotency != nullptr) {
+      key = idempotency::ParseKeyField(r.header(idempotency::kHeader), n);
+      if (key->error) {
+        ctx.idempotency->CountInvalid();
+        return done(http_api::ErrorReply(*key->error));
+      }
+    }
     http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
+    if (key) return DecideOnce(ctx, r, key->key, std::move(parsed.request), responder);
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
     return;
   }

@@ -15,6 +15,10 @@
 #include "caudal/server/status_page.h"
 #include "server/http_api.h"
 
+namespace caudal::idempotency {
+class Idempotent;  // server/idempotency.h
+}  // namespace caudal::idempotency
+
 namespace caudal::routes {
 
 struct Request {
@@ -36,7 +40,9 @@ struct Context {
   StatusPage* status;  // `/`, /v1/status and its charts; null or disabled: 404
   const ForwardAuthOptions& auth;
   Admin* admin = nullptr;  // /v1/admin/ (with auth.admin_token); null: 404
-  bool draining = false;   // shutting down: /readyz answers 503
+  // Idempotency-Key on POST /v1/check (with auth.idempotency); null: the field is ignored.
+  const idempotency::Idempotent* idempotency = nullptr;
+  bool draining = false;  // shutting down: /readyz answers 503
 };
 
 // Takes the reply to one request. The transport implements it and keeps it alive until Reply()

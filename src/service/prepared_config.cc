@@ -80,6 +80,11 @@ const RestartRule kRestartRules[] = {
        return a.server.admin.max_overrides != b.server.admin.max_overrides;
      },
      [](const C& a, C& b) { b.server.admin.max_overrides = a.server.admin.max_overrides; }},
+    {"server.idempotency.max_keys",
+     [](const C& a, const C& b) {
+       return a.server.idempotency.max_keys != b.server.idempotency.max_keys;
+     },
+     [](const C& a, C& b) { b.server.idempotency.max_keys = a.server.idempotency.max_keys; }},
     Field<&C::server, &V::header_timeout>("server.header_timeout"),
     Field<&C::server, &V::body_timeout>("server.body_timeout"),
     Field<&C::server, &V::idle_timeout>("server.idle_timeout"),

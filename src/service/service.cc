@@ -15,6 +15,7 @@
 #include "caudal/redis/redis_tls.h"
 #include "caudal/server/server.h"
 #include "caudal/server/status_page.h"
+#include "caudal/store/idempotency_store.h"
 #include "caudal/store/override_store.h"
 #include "common/cat.h"
 #include "engine/background_store.h"
@@ -41,6 +42,13 @@ envoy::RlsOptions RlsOptionsFrom(const Config& config) {
   return {.headers = config.envoy.headers,
           .deny_as = config.envoy.deny_as,
           .dynamic_metadata = config.envoy.response_dynamic_metadata};
+}
+
+// The server's reloadable options; Idempotency-Key's records fail as the store does.
+ForwardAuthOptions ForwardAuthOf(const Config& config) {
+  ForwardAuthOptions auth = ForwardAuthFrom(config.server);
+  auth.idempotency.on_failure = config.store.on_failure;
+  return auth;
 }
 
 std::unique_ptr<Logger> MakeLogger(const ServiceEnv& env, const Config& config) {
@@ -77,6 +85,7 @@ struct Service::Parts {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<OverrideStore> overrides;  // with the admin API only
   std::unique_ptr<Admin> admin;
+  std::unique_ptr<IdempotencyStore> idempotency;  // Idempotency-Key's records, beside the state
   std::unique_ptr<StatusPage> status;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<envoy::RlsHandler> rls;
@@ -86,6 +95,7 @@ struct Service::Parts {
   Status OpenStores();
   Status BuildEngine(const service_internal::PreparedConfig& prepared);
   Status StartAdmin();
+  Status OpenIdempotency();
   Status StartListeners(const service_internal::PreparedConfig& prepared);
   void GiveBack(Nanos deadline);
 };
@@ -182,6 +192,21 @@ Status Service::Parts::StartAdmin() {
   return Status::Ok();
 }
 
+// Idempotency-Key's records live where the state does, so that a retry through any instance
+// finds the first answer; a store kind without them keeps them in this process.
+Status Service::Parts::OpenIdempotency() {
+  const auto max_keys = static_cast<size_t>(config.server.idempotency.max_keys);
+  auto opened = OpenIdempotencyStore(config.store, env.clock, max_keys);
+  if (!opened.ok() && opened.status().code() != StatusCode::kNotFound) return opened.status();
+  if (!opened.ok()) {
+    log->Warning(Cat("idempotency: ", opened.status().message(),
+                     ": Idempotency-Key records are kept in this process only"));
+    opened = MakeMemoryIdempotencyStore(env.clock, max_keys);
+  }
+  idempotency = std::move(*opened);
+  return Status::Ok();
+}
+
 Status Service::Parts::StartListeners(const service_internal::PreparedConfig& prepared) {
   status = std::make_unique<StatusPage>(StatusPageDeps{.engine = *engine,
                                                        .metrics = metrics,
@@ -189,16 +214,17 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
                                                        .refusals = &refusals,
                                                        .store_url = config.store.url},
                                         config.server.status_page);
-  auto started = HttpServer::Start({.engine = *engine,
-                                    .metrics = metrics,
-                                    .log = *log,
-                                    .health = *health,
-                                    .refusals = &refusals,
-                                    .status = status.get(),
-                                    .admin = admin.get(),
-                                    .clock = env.clock},
-                                   ServerOptionsFrom(config.server), ForwardAuthFrom(config.server),
-                                   prepared.http_tls);
+  auto started =
+      HttpServer::Start({.engine = *engine,
+                         .metrics = metrics,
+                         .log = *log,
+                         .health = *health,
+                         .refusals = &refusals,
+                         .status = status.get(),
+                         .admin = admin.get(),
+                         .idempotency = idempotency.get(),
+                         .clock = env.clock},
+                        ServerOptionsFrom(config.server), ForwardAuthOf(config), prepared.http_tls);
   if (!started.ok()) return started.status();
   http = std::move(*started);
 
@@ -229,6 +255,7 @@ Result<std::unique_ptr<Service>> Service::Start(Config config, ServiceEnv env) {
   if (Status s = parts->OpenStores(); !s.ok()) return s;
   if (Status s = parts->BuildEngine(*prepared); !s.ok()) return s;
   if (Status s = parts->StartAdmin(); !s.ok()) return s;
+  if (Status s = parts->OpenIdempotency(); !s.ok()) return s;
   if (Status s = parts->StartListeners(*prepared); !s.ok()) return s;
   return std::unique_ptr<Service>(new Service(std::move(parts)));
 }
@@ -299,8 +326,10 @@ ReloadResult Service::Reload(Result<Config> next) {
                     "server.descriptor_headers",
                     "server.auth",
                     "server.status_page",
+                    "server.idempotency.window",
+                    "server.idempotency.in_progress",
                     "server.shutdown_timeout"};
-  p.http->SetForwardAuth(ForwardAuthFrom(now.server));
+  p.http->SetForwardAuth(ForwardAuthOf(now));
   p.http->SetTls(prepared->http_tls);
   if (prepared->http_tls != nullptr) result.applied.push_back("server.tls (HTTP certificate)");
   // New connections to Redis present the renewed files; open ones keep theirs.

@@ -98,6 +98,56 @@ class Redis:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def cluster_port():
+    """A free port whose cluster bus port (+10000) is free too, below the ephemeral range."""
+    import random
+    while True:
+        port = random.randrange(20000, 30000)
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 10000))
+            return port
+        except OSError:
+            continue
+
+
+class RedisCluster:
+    """A Redis Cluster of `primaries` redis-servers on loopback, joined by `redis-cli --cluster
+    create`; ready once every node says cluster_state:ok."""
+
+    def __init__(self, primaries=3):
+        args = ["--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"]
+        self.nodes = [Redis(persistence=args, port=cluster_port()) for _ in range(primaries)]
+        try:
+            subprocess.run(["redis-cli", "--cluster", "create"] +
+                           ["127.0.0.1:%d" % n.port for n in self.nodes] +
+                           ["--cluster-replicas", "0", "--cluster-yes"],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                           stdin=subprocess.DEVNULL, timeout=60)
+            wait_until(self._healthy, "the cluster's slots to be served")
+        except BaseException:
+            self.close()
+            raise
+
+    def _healthy(self):
+        for n in self.nodes:
+            with socket.create_connection((n.bind, n.port), timeout=5) as s:
+                s.sendall(b"CLUSTER INFO\r\n")
+                if b"cluster_state:ok" not in s.recv(4096):
+                    return False
+        return True
+
+    @property
+    def url(self):
+        return "redis-cluster://" + ",".join("127.0.0.1:%d" % n.port for n in self.nodes)
+
+    def close(self):
+        for n in self.nodes:
+            n.close()
+
+
 def raise_file_limit():
     """Raises this process's soft descriptor limit to the hard one, for tests holding many
     connections (the CI's default soft limit is 1024)."""

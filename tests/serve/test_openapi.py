@@ -5,6 +5,7 @@ checks every response it receives; the raw and TLS requests here are checked the
 Each endpoint's test ends by asserting that every response the document lists for that path was
 met. The checker itself is shown to refuse a body, a header and a status the document does not
 describe."""
+import concurrent.futures
 import copy
 import json
 import os
@@ -156,7 +157,45 @@ class OpenApiTest(unittest.TestCase):
         s.recover_store()
         self.refused_before_routing(s, "/v1/check", ["POST"])
         self.caller_refusals([("/v1/check", "POST")])
+        self.check_idempotency()
         self.assert_met("/v1/check")
+
+    def check_idempotency(self):
+        """Idempotency-Key's answers: a replay, 409 while the first is decided (its store answer
+        parked), 422 for another body, 400 for a bad key, and 503 when the records are full of
+        claims in progress (max_keys: 1)."""
+        s = self.serve("server: {idempotency: {max_keys: 1}}\n" + CONFIG)
+        body = json.dumps({"descriptors": {"api_key": "k"}})
+
+        def keyed(key, payload=body):
+            return s.request("POST", "/v1/check", payload, {"Idempotency-Key": key})
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self.addCleanup(pool.shutdown)
+        self.assertEqual(s.hook("hold"), "holding")
+        first = pool.submit(keyed, '"order-1"')
+        self.assertEqual(s.hook("held 1"), "held 1")
+        status, headers, raw_body = keyed('"order-1"')
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]),
+                         (409, "idempotency_key_in_use"))
+        status, _, raw_body = keyed('"order-2"')
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]),
+                         (503, "idempotency_unavailable"))
+        self.assertEqual(s.hook("release"), "released")
+        status, headers, answered = first.result(timeout=20)
+        self.assertEqual(status, 200)
+        self.assertNotIn("idempotent-replayed", headers)
+        # From here on every store answer is parked: none of these asks the store.
+        status, headers, replayed = keyed("order-1")
+        self.assertEqual((status, headers.get("idempotent-replayed"), replayed),
+                         (200, "true", answered))
+        other = json.dumps({"descriptors": {"api_key": "k"}, "cost": 2})
+        status, _, raw_body = keyed("order-1", other)
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]),
+                         (422, "idempotency_key_reused"))
+        status, _, raw_body = keyed('"unterminated')
+        self.assertEqual((status, json.loads(raw_body)["error"]["code"]),
+                         (400, "invalid_idempotency_key"))
 
     def test_forward_auth(self):
         s = self.serve(FORWARD_AUTH + CONFIG)

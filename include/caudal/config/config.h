@@ -133,6 +133,19 @@ struct AdminConfig {
   bool enabled() const { return !token.empty() || !token_file.empty(); }
 };
 
+// Idempotency-Key on POST /v1/check (docs/http-api.md): how long a key's first answer is
+// replayed, how long a request deciding holds its key, and the memory store's bound.
+struct IdempotencyConfig {
+  // A key's first answer is replayed this long after it was given. An hour covers a client's
+  // retries with backoff, a restart or a failover; a decision says little of the limit's state
+  // much later, and Redis holds one record per keyed request for the whole window.
+  Micros window = std::chrono::hours(1);
+  // A request deciding holds its key this long at most (a duplicate meanwhile: 409); longer than
+  // any decision, short enough that a retry after an instance died waits little.
+  Micros in_progress = std::chrono::seconds(10);
+  int64_t max_keys = 100'000;  // memory store: records held at most (Redis: bounded by window)
+};
+
 struct ServerConfig {
   std::string http = "127.0.0.1:8080";     // host:port; host is an IP address or "localhost"
   std::vector<CidrBlock> trusted_proxies;  // only these peers may set X-Forwarded-For
@@ -155,6 +168,7 @@ struct ServerConfig {
   ServerTlsConfig tls;
   CallerAuthConfig auth;
   AdminConfig admin;
+  IdempotencyConfig idempotency;
   // The status page at `/` and its JSON at /v1/status (see status_page.h); on by default, since
   // the listener is loopback by default and the page shows nothing secret.
   bool status_page = true;

@@ -82,6 +82,7 @@ enum class MetricId : uint8_t {
   kLeaseUnits,
   kHoldsTaken,
   kHoldReleases,
+  kIdempotencyKeys,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -269,6 +270,13 @@ inline constexpr std::array kMetricTable = {
               {"result"},
               "Releases of a hold id, by result: released (its slots were live) or unknown "
               "(unknown, freed already, or expired)."},
+    MetricDef{MetricId::kIdempotencyKeys,
+              "caudal_idempotency_keys_total",
+              MetricType::kCounter,
+              {"outcome"},
+              "Requests with an Idempotency-Key, by outcome: first (decided), replayed (the first "
+              "answer again), conflict (409: in progress), mismatch (422: another body), invalid "
+              "(400) or unavailable (the records could not be read: by store.on_failure)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

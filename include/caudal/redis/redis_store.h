@@ -83,6 +83,10 @@ struct RedisStoreOptions {
   size_t max_batch = 128;
   // Decisions waiting or in flight; beyond it DecideAsync fails with kResourceExhausted.
   size_t max_outstanding = 100'000;
+  // The calls of the records that are not decisions (Idempotency-Key, runtime overrides) waiting
+  // or in flight, per store; beyond it a call fails at once with kResourceExhausted (a call that
+  // ends an idempotent request already decided may take as many again): src/redis/routed_call.h.
+  size_t max_record_calls = 1024;
   // rediss://: the CA certificates (PEM) that sign the server's certificate; empty uses the
   // system's trust store. The server's name (or IP) is always verified.
   std::string tls_ca_file{};

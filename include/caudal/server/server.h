@@ -6,6 +6,8 @@
 //                    background probe succeeded: see store_health.h)
 //   GET  /v1/top-refused  the most refused identities per policy (see refusals.h), as JSON
 //   GET  /           the status page, and GET /v1/status its JSON (see status_page.h)
+// A POST /v1/check with an Idempotency-Key is answered its first answer when retried (see
+// src/server/idempotency.h).
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
@@ -43,7 +45,8 @@ class context;
 
 namespace caudal {
 
-class Admin;  // caudal/engine/admin.h
+class Admin;             // caudal/engine/admin.h
+class IdempotencyStore;  // caudal/store/idempotency_store.h
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -59,6 +62,15 @@ struct HttpServerOptions {
   Micros shutdown_timeout = std::chrono::seconds(10);
 };
 
+// Idempotency-Key on POST /v1/check (see docs/http-api.md).
+struct IdempotencyOptions {
+  Micros window = std::chrono::hours(1);          // a key's first answer is replayed this long
+  Micros in_progress = std::chrono::seconds(10);  // a request deciding holds its key this long
+  // When the records cannot be read or written: kDeny answers 503 (nothing charged); kAllow and
+  // kLocal decide the request as if it carried no key (a retry may then be charged again).
+  FailureMode on_failure = FailureMode::kDeny;
+};
+
 // The part of the server's behaviour a config reload may change.
 struct ForwardAuthOptions {
   std::vector<CidrBlock> trusted_proxies;
@@ -66,6 +78,7 @@ struct ForwardAuthOptions {
   CallerAuth caller{};  // who may call /v1/check and /v1/auth (and /metrics, if protected)
   // The admin API's bearer token (/v1/admin/, see docs/http-api.md); empty: the API is 404.
   std::string admin_token;
+  IdempotencyOptions idempotency{};
 };
 
 class HttpServer {
@@ -78,6 +91,8 @@ class HttpServer {
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
     Admin* admin = nullptr;              // /v1/admin/ (with ForwardAuthOptions::admin_token)
+    // Idempotency-Key's records; null: the field is ignored (and nothing replayed).
+    IdempotencyStore* idempotency = nullptr;
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock;
   };
