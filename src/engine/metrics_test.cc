@@ -57,6 +57,7 @@ void CountEverything(Metrics& m) {
   m.Series(MetricId::kAdminChanges, {"set_override"}) += 1;
   m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
   m.Series(MetricId::kHoldReleases, {"released"}).fetch_add(1);
+  m.Series(MetricId::kReservationSettles, {"settled"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

@@ -80,6 +80,7 @@ Step Settle(const Limit& limit, ReservationBook& book, const CompactState* state
     step = DecideCompact(limit, state, now, 0);
   }
   step.decision.reservation = Reservation::kSettled;
+  step.decision.overrun = cost > r.estimate ? cost - r.estimate : 0;
   r.settled = true;
   r.actual = cost;
   r.result = step.decision;

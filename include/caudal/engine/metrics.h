@@ -82,6 +82,9 @@ enum class MetricId : uint8_t {
   kLeaseUnits,
   kHoldsTaken,
   kHoldReleases,
+  kReservationsOpened,
+  kReservationSettles,
+  kReservationOverrun,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -269,6 +272,24 @@ inline constexpr std::array kMetricTable = {
               {"result"},
               "Releases of a hold id, by result: released (its slots were live) or unknown "
               "(unknown, freed already, or expired)."},
+    MetricDef{MetricId::kReservationsOpened,
+              "caudal_reservations_opened_total",
+              MetricType::kCounter,
+              {},
+              "Reserves admitted, each answered with a reservation id (open: these, less settles "
+              "answered settled, less reservations expired in the store)."},
+    MetricDef{MetricId::kReservationSettles,
+              "caudal_reservation_settles_total",
+              MetricType::kCounter,
+              {"result"},
+              "Settles of a reservation id, by result: settled, repeated (the same cost again), "
+              "conflict (another cost than the first) or unknown (unknown or expired)."},
+    MetricDef{MetricId::kReservationOverrun,
+              "caudal_reservation_overrun_units_total",
+              MetricType::kCounter,
+              {},
+              "Units settles charged above their reservations' estimates, into debt where they "
+              "did not fit (each limit of a reservation counted)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 
