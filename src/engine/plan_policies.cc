@@ -152,9 +152,11 @@ Status ValidateValue(std::string_view field, std::string_view value, bool allow_
 
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request) {
   if (Status s = ValidateDescriptors(request.descriptors); !s.ok()) return s;
-  if (request.cost.has_value() && (*request.cost < 1 || *request.cost > kMaxCost)) {
-    return Status::InvalidArgument(
-        Cat("cost: expected a positive integer up to 2^40 (got ", *request.cost, ')'));
+  // A reserve may estimate 0: its settle then charges the whole actual cost.
+  const int64_t least = request.reserve.has_value() ? 0 : 1;
+  if (request.cost.has_value() && (*request.cost < least || *request.cost > kMaxCost)) {
+    return Status::InvalidArgument(Cat("cost: expected ", least == 0 ? "an" : "a positive",
+                                       " integer up to 2^40 (got ", *request.cost, ')'));
   }
   if (request.reserve.has_value()) {
     if (request.refund) return Status::InvalidArgument("refund: a reserve takes, never refunds");

@@ -34,10 +34,8 @@ struct SettleOp {
         for (const SettledLimit& l : r->limits) {
           if (l.decision.reservation == Reservation::kSettled) overrun += l.decision.overrun;
         }
-        if (overrun > 0) {
-          metrics->Series(MetricId::kReservationOverrun, {})
-              .fetch_add(static_cast<uint64_t>(overrun), std::memory_order_relaxed);
-        }
+        if (overrun > 0)
+          metrics->Add(MetricId::kReservationOverrun, static_cast<uint64_t>(overrun));
       }
     }
     SettleCallback d = std::move(done);

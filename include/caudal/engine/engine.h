@@ -187,7 +187,7 @@ struct SettledLimit {
 // kConflict (some key had been settled at another cost: nothing changed), kUnknown (no key held
 // it: unknown, expired, or its policy's limits changed since; nothing changed).
 struct SettleResult {
-  std::shared_ptr<const void> keepalive;  // holds what `limits` point into
+  std::shared_ptr<const void> keepalive = nullptr;  // holds what `limits` point into
   Reservation outcome = Reservation::kUnknown;
   std::vector<SettledLimit> limits = {};  // the keys that held it, in the reservation's order
 };

@@ -19,6 +19,11 @@
 --   words; a cost above 0 takes a slot under it, and a cost of -1 releases it (as a refund, it
 --   applies whatever the others decide; its reply carries a fifth integer, 1 when the hold was
 --   live).
+--   An algorithm plus RESERVE_FLAG carries reservation terms: six more numbers follow (after a
+--   lease's or a hold's): mode (0: only expire the key's reservations, 1: reserve, 2: settle),
+--   the reservation id's two words, ttl (µs), 1 when it gives back at expiry, the most open; a
+--   reserve's or a settle's reply carries two more integers, its reservation code and overrun
+--   (reservation.lua).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release).

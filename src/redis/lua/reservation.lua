@@ -70,7 +70,11 @@ local function reservation_open(key, now, cost, reset, hi, lo, ttl, give, slack)
   local id = reservation_member(hi, lo)
   redis.call('ZADD', ro, fmt('%d', now + ttl), id)
   redis.call('HSET', rd, id, spack(RECORD, now + ttl, cost, now, reset, give, 0, 0, 0, 0))
-  local ms = ttl_ms(ttl, slack)
+  -- One that gives back at expiry lives until its units no longer count (its grant's reset),
+  -- so that the first operation after its expiry still finds it.
+  local life = ttl
+  if give == 1 and reset > life then life = reset end
+  local ms = ttl_ms(life, slack)
   reservation_keep(ro, ms)
   reservation_keep(rd, ms)
 end
@@ -81,6 +85,10 @@ local function reservation_settle(key, alg, st, cap, rn, rp, now, cost, hi, lo, 
   local ro, rs, rd = key .. ':ro', key .. ':rs', key .. ':rd'
   local id = reservation_member(hi, lo)
   local v = redis.call('HGET', rd, id)
+  if v and sunpack(RECORD, v) <= now then  -- expired (its sorted set's TTL may have dropped it)
+    redis.call('HDEL', rd, id)
+    v = nil
+  end
   local open = v and redis.call('ZSCORE', ro, id)
   if v and not open then
     local _, _, _, _, _, actual, r_rem, r_rst, r_over = sunpack(RECORD, v)
