@@ -80,7 +80,7 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
 }
 
 constexpr size_t kArgsPerEntry = 5;
-constexpr size_t kArgsPerUndoEntry = 7;
+constexpr size_t kArgsPerUndoEntry = 7;  // 9 for a reserve's undo: + its id
 
 constexpr auto kConcurrencyNumber = static_cast<int64_t>(Algorithm::kConcurrency);
 
@@ -180,8 +180,10 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     int64_t algorithm = Unpack(reserved.args, first);
     const size_t at = first;
     first += EntryWidth(algorithm);
-    // A reserve's undo gives its units back; its record stays, and expires unsettled (no client
-    // was told its id).
+    // A reserve's undo gives its units back and deletes its record (even of an estimate of 0):
+    // its request was refused, so the reservation never opened.
+    const size_t terms = first - 6;  // a reservation's six numbers end the entry
+    const bool reserve = algorithm >= kReserveFlag && Unpack(reserved.args, terms) == 1;
     if (algorithm >= kReserveFlag) algorithm -= kReserveFlag;
     if (algorithm >= kLeaseFlag) {
       algorithm -= kLeaseFlag;
@@ -189,9 +191,9 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
       continue;  // a charge counts whatever
     }
     const int64_t units = Unpack(reserved.args, at + 4) + got.decisions[i].leased;
-    if (Unpack(reserved.args, at + 4) < 0 || units <= 0) continue;  // a refund or a peek
+    if (Unpack(reserved.args, at + 4) < 0 || (units <= 0 && !reserve)) continue;  // refund, peek
     r.keys.push_back(reserved.keys[i]);
-    Pack(algorithm, r.args);
+    Pack(algorithm + (reserve ? kReserveFlag : 0), r.args);
     // capacity, rate (two)
     r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
     if (algorithm == kConcurrencyNumber) {  // a slot taken: the undo releases its hold
@@ -202,6 +204,10 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
       Pack(units, r.args);
       Pack(now_us, r.args);
       Pack(got.decisions[i].reset_after.count(), r.args);
+    }
+    if (reserve) {  // the reservation id
+      Pack(Unpack(reserved.args, terms + 1), r.args);
+      Pack(Unpack(reserved.args, terms + 2), r.args);
     }
     r.limits.push_back(reserved.limits[i]);
     undone.push_back(static_cast<uint16_t>(i));

@@ -52,7 +52,8 @@ inline constexpr int64_t kLeaseFlag = 128;
 // above, by six more: its mode (0: its key's expired reservations only, 1: a reserve, 2: a
 // settle), the reservation id's two words, the ttl (µs), 1 when it gives back at expiry, and the
 // most open. A reserve's or a settle's reply carries two more integers: its Reservation code and
-// the settle's overrun (lua/reservation.lua).
+// the settle's overrun (lua/reservation.lua). A reserve's undo entry carries the flag too, and
+// two more numbers, the reservation id's words: the undo also deletes the record.
 inline constexpr int64_t kReserveFlag = 256;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian
@@ -94,7 +95,7 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
 // The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
 // decisions `got`: one undo entry per entry that consumed (cost or lease > 0, not a refund, not
 // a charge, which counts whatever the request decides; the units leased are undone with the
-// cost), whose
+// cost), and per reserve (even of 0 units; its undo deletes its record), whose
 // positions in `reserved` go to `undone`. Empty (no keys) when nothing consumed.
 EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
                           std::vector<uint16_t>& undone);

@@ -26,7 +26,9 @@
 --   (reservation.lua).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
---   CONCURRENCY, units and now are the hold id's words: its undo is a release).
+--   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
+--   undo entry is its algorithm plus RESERVE_FLAG, followed by the reservation id's two words,
+--   and deletes the reservation's record.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining (negative: the
 --   units a charge overdrew a fixed window by; remaining is then 0), reset_after µs,
 --   retry_after µs, and for an entry asking for a lease the units leased (0 when refused); after
@@ -140,6 +142,12 @@ while a <= nargs do
     for _ = 1, n do
       local alg, cap, rn, rp, units, at, reset
       alg, cap, rn, rp, units, at, reset, p = sunpack(UNDO_ENTRY, req, p)
+      local hi, lo
+      if alg >= RESERVE_FLAG then  -- a reserve's undo: its record goes too
+        alg = alg - RESERVE_FLAG
+        hi, lo, p = sunpack(HOLD, req, p)
+        reservation_drop(K[kb + k], hi, lo)
+      end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
         undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)
       k, o = k + 1, o + 4

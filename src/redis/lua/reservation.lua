@@ -51,6 +51,13 @@ local function reservations_expire(key, alg, st, cap, rn, rp, now, slack)
   return st
 end
 
+-- Deletes reservation (hi, lo) of `key` (a reserve's undo: its request was refused elsewhere).
+local function reservation_drop(key, hi, lo)
+  local id = reservation_member(hi, lo)
+  redis.call('ZREM', key .. ':ro', id)
+  redis.call('HDEL', key .. ':rd', id)
+end
+
 -- A reserve's decision: a consume's, refused (RES_FULL) when `max_open` are open. Returns a
 -- compact decision's eight values and the reservation code.
 local function reserve_decide(key, alg, st, cap, rn, rp, now, cost, max_open)

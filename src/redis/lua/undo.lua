@@ -8,7 +8,8 @@
 -- fresh key's would be). Only a clock stepping back between the two can show it.
 --
 -- Arguments per entry: the entry's own (algorithm, capacity, rate count, rate period), the units
--- to give back, and the reservation's `at` (its call's now) and reset_after.
+-- to give back, and the reservation's `at` (its call's now) and reset_after (a reserve's undo:
+-- then its reservation id, whose record decide.lua deletes).
 -- Each returns a refund's verdict, remaining, reset_after, retry_after (the state afterwards).
 
 -- The windows: the reservation counted its units in the window that starts at_reset - W (fixed)
