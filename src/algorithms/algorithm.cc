@@ -1,7 +1,10 @@
 #include "caudal/algorithms/algorithm.h"
 
+#include <algorithm>
 #include <array>
 #include <string>
+
+#include "algorithms/exact_math.h"
 
 namespace caudal {
 namespace {
@@ -47,6 +50,14 @@ Result<Algorithm> ParseAlgorithm(std::string_view name) {
 
 bool IsWindowAlgorithm(Algorithm a) {
   return Known(a) && AlgorithmInfoOf(a).family == AlgorithmFamily::kWindow;
+}
+
+int64_t MaxDebt(const Limit& limit) {
+  if (limit.algorithm() == Algorithm::kFixedWindow) return kMaxCapacity;
+  // floor(kMaxDebtTime · n / p), or 2^40 when that is more.
+  const exact::Int128 units = static_cast<exact::Int128>(kMaxDebtTime.count()) *
+                              limit.refill_count() / limit.refill_period_us();
+  return units >= kMaxCapacity ? kMaxCapacity : static_cast<int64_t>(units);
 }
 
 bool IsConcurrency(Algorithm a) {

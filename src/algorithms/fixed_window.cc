@@ -78,6 +78,13 @@ Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_
   return step;
 }
 
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units) {
+  Step step = Charge(limit, state, now, units);
+  step.decision.verdict = Verdict::kAllowed;
+  step.decision.retry_after = Micros(0);
+  return step;
+}
+
 Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
   const int64_t w = limit.window().count();
   const int64_t now = now_us.count();

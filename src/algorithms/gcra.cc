@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
 
 namespace caudal::gcra {
 namespace {
@@ -21,7 +22,7 @@ void Report(Decision& d, int64_t tw, int64_t tf, int64_t now, const Limit& limit
   d.limit = cap;
   const int64_t dw = tw - now;
   if (dw > tau.quot) {
-    d.remaining = 0;  // only when time went backwards past the whole burst tolerance
+    d.remaining = 0;  // in debt, or time went backwards past the whole burst tolerance
   } else {
     const auto [q, r] = exact::MulDiv(dw, n, p);
     const int64_t whole = q + (r + tf) / p;
@@ -114,9 +115,9 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
     tw = state->w[0];
     tf = state->w[1];
     if (units > 0) {
-      // TAT − units·e, never before now (a full bucket holds no more). Capping units at B keeps
-      // the product within the limit's fill time.
-      const auto [uw, uf] = exact::MulDiv(std::min(units, limit.capacity()), p, n);
+      // TAT − units·e, never before now (a full bucket holds no more). Capping units at B and
+      // the most debt keeps the product within the limit's fill time and kMaxDebtTime.
+      const auto [uw, uf] = exact::MulDiv(std::min(units, limit.capacity() + MaxDebt(limit)), p, n);
       PullBack(tw, tf, uw, uf, now, n);
       step.changed = true;
     }
@@ -139,7 +140,7 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now_us, int6
     tw = state->w[0];
     tf = state->w[1];
     // The units' time, but no more than was left until the decision's arrival time (at + reset).
-    auto [gw, gf] = exact::MulDiv(std::min(units, limit.capacity()), p, n);
+    auto [gw, gf] = exact::MulDiv(std::min(units, limit.capacity() + MaxDebt(limit)), p, n);
     if (now > at.count()) {
       const int64_t left = at.count() + reset.count() - now;
       if (left <= 0) {
@@ -158,6 +159,49 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now_us, int6
   Report(step.decision, tw, tf, now, limit, exact::MulDiv(limit.capacity(), p, n));
   step.next.w = {tw, tf, 0};
   if (!step.changed && state != nullptr) step.next = *state;
+  return step;
+}
+
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  const exact::QuotRem tau = exact::MulDiv(limit.capacity(), p, n);
+  int64_t tw = now;  // max(TAT, now)
+  int64_t tf = 0;
+  if (InDebt(state, now)) {
+    tw = state->w[0];
+    tf = state->w[1];
+  }
+  // TAT + units·e, but never past now + τ + MaxDebt·e (token_bucket's floor, as a time).
+  const exact::QuotRem most = exact::MulDiv(MaxDebt(limit), p, n);
+  int64_t mw = now + tau.quot + most.quot;
+  int64_t mf = tau.rem + most.rem;
+  if (mf >= n) {
+    mf -= n;
+    ++mw;
+  }
+  const auto [uw, uf] = exact::MulDiv(std::min(units, limit.capacity() + MaxDebt(limit)), p, n);
+  int64_t nw = tw + uw;
+  int64_t nf = tf + uf;
+  if (nf >= n) {
+    nf -= n;
+    ++nw;
+  }
+  if (nw > mw || (nw == mw && nf > mf)) {
+    nw = mw;
+    nf = mf;
+  }
+  Step step;
+  step.changed = nw > tw || (nw == tw && nf > tf);
+  if (!step.changed) {
+    nw = tw;
+    nf = tf;
+  }
+  Report(step.decision, nw, nf, now, limit, tau);
+  step.next.w = {nw, nf, 0};
+  if (!step.changed && state != nullptr) step.next = *state;
+  if (!step.changed && state == nullptr) step.next.w = {now, 0, 0};
   return step;
 }
 

@@ -1,6 +1,9 @@
 #include "caudal/algorithms/token_bucket.h"
 
+#include <algorithm>
+
 #include "algorithms/exact_math.h"
+#include "caudal/algorithms/algorithm.h"
 
 namespace caudal::token_bucket {
 namespace {
@@ -44,7 +47,7 @@ Level Refill(const CompactState* state, int64_t now, int64_t cap, int64_t n, int
 
 void Report(Step& step, const Level& l, int64_t now, int64_t cap, int64_t n, int64_t p) {
   step.decision.limit = cap;
-  step.decision.remaining = l.tokens;
+  step.decision.remaining = std::max<int64_t>(0, l.tokens);  // below 0 only in debt
   step.decision.reset_after = Micros((l.last - now) + TimeToReach(cap, l.tokens, l.frac, n, p));
   step.next.w = {l.tokens, l.frac, l.last};
 }
@@ -63,7 +66,8 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
   Decision& d = step.decision;
   if (cost > cap) {
     d.verdict = Verdict::kNeverFits;
-  } else if (tokens >= cost) {  // T ≥ c, and c is whole, so whole tokens decide
+  } else if (tokens >= cost || cost == 0) {  // T ≥ c (whole, so whole tokens decide); a peek
+                                             // passes even in debt
     d.verdict = Verdict::kAllowed;
     tokens -= cost;
     step.changed = cost > 0;
@@ -129,6 +133,21 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now_us, int6
       level.frac = 0;
     }
   }
+  Report(step, level, now, cap, n, p);
+  return step;
+}
+
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
+  const int64_t cap = limit.capacity();
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  Level level = Refill(state, now, cap, n, p);
+  const int64_t floor = -MaxDebt(limit);
+  const int64_t tokens = level.tokens - units < floor ? floor : level.tokens - units;
+  Step step;
+  step.changed = tokens != level.tokens;
+  level.tokens = tokens;
   Report(step, level, now, cap, n, p);
   return step;
 }

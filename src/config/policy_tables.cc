@@ -153,6 +153,36 @@ const Table<OverrideSpec>& OverrideTable() {
   return table;
 }
 
+constexpr ExpiryOutcome kExpiryOutcomes[] = {ExpiryOutcome::kKeep, ExpiryOutcome::kGiveBack};
+
+std::string_view ExpiryOutcomeName(ExpiryOutcome o) {
+  return o == ExpiryOutcome::kKeep ? "keep" : "give_back";
+}
+
+Result<ExpiryOutcome> ParseExpiryOutcome(std::string_view text) {
+  if (text == "keep") return ExpiryOutcome::kKeep;
+  if (text == "give_back") return ExpiryOutcome::kGiveBack;
+  return Status::InvalidArgument(Cat("expected keep or give_back (got ", Quoted(text), ')'));
+}
+
+const Table<ReservationTerms>& ReservationTable() {
+  using R = Rows<ReservationTerms>;
+  static const Table<ReservationTerms> table(
+      {
+          {.name = "on_expiry",
+           .value = R::Choice(&ReservationTerms::on_expiry, ParseExpiryOutcome, ExpiryOutcomeName,
+                              kExpiryOutcomes),
+           .doc = "what a reservation not settled by its ttl does: keep its estimate consumed, "
+                  "or give it back (what still counts of it)"},
+          {.name = "max_open",
+           .value = R::Integer(&ReservationTerms::max_open, 1, kMaxOpenReservations),
+           .doc = "open reservations one identity holds at most; a reserve past them is "
+                  "refused (429)"},
+      },
+      {.doc = "A policy's reservations (POST /v1/reserve, POST /v1/settle; http-api.md)."});
+  return table;
+}
+
 }  // namespace
 
 const Table<IpPrefix>& IpPrefixTable() {
@@ -211,6 +241,10 @@ const Table<PolicySpec>& PolicyTable() {
        .value = LeaseValue<PolicySpec>(&PolicySpec::lease),
        .doc = "this policy's leases: off, on, or its own terms",
        .default_note = "store.lease"},
+      {.name = "reservations",
+       .value = R::Map(&PolicySpec::reservations, ReservationTable()),
+       .doc = "how this policy's reservations (reserve, then settle) expire and how many one "
+              "identity holds"},
   });
   return table;
 }

@@ -309,7 +309,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         }
       }
     }
-    Small<bool> charged;  // per entry: a check counting whatever the verdict
+    Small<bool> charged;                      // per entry: a check counting whatever the verdict
+    Small<const ReservationTerms*> reserved;  // per entry: a reserve's terms
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
@@ -328,20 +329,29 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
                                     .limit = limit,
                                     .cost = 0,
                                     .terms = local ? nullptr : c.lease,
-                                    .hold = slot ? &plan_.hold : nullptr});
+                                    .hold = slot ? &plan_.hold : nullptr,
+                                    .reservation = local ? nullptr : c.expiry});
           net.push_back(0);
           charged.push_back(false);
+          reserved.push_back(nullptr);
         }
         net[e] += u;
         if (c.charge && consume) charged[e] = true;
+        // Only the shared store keeps reservations: failing over, a reserve is a plain consume.
+        if (c.reserves && consume && !local) reserved[e] = &c.reservation;
         batch->entry_of.push_back(e);
         batch->units_of.push_back(u);
       }
     }
     for (size_t e = 0; e < batch->entries.size(); ++e) {
-      batch->entries[e].op = net[e] < 0   ? EntryOp::kRefund
-                             : charged[e] ? EntryOp::kCharge
-                                          : EntryOp::kConsume;
+      batch->entries[e].op = net[e] < 0    ? EntryOp::kRefund
+                             : charged[e]  ? EntryOp::kCharge
+                             : reserved[e] ? EntryOp::kReserve
+                                           : EntryOp::kConsume;
+      if (reserved[e] != nullptr && net[e] >= 0) {
+        batch->entries[e].reservation = reserved[e];
+        batch->entries[e].hold = &plan_.reservation;
+      }
       batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
     }
     // consume_each's charges of fixed windows that do not lease are the reference's own
@@ -599,6 +609,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     out.outcome = closed ? Outcome::kUnavailable : denied ? Outcome::kDenied : Outcome::kAllowed;
     if (out.outcome == Outcome::kDenied) out.retry_after = retry;
     if (out.outcome == Outcome::kAllowed && plan_.takes_slots) out.hold = HoldOf();
+    if (out.outcome == Outcome::kAllowed && plan_.reserves) {
+      out.reservation = ReservationOf();
+      out.reservation_ttl = plan_.reservation_ttl;
+    }
     CountMetrics();
     RecordRefusals();
     out.results.reserve(plan_.checks.size());
@@ -623,6 +637,20 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     if (keys.empty()) return "";
     if (engine_.options_.metrics != nullptr) engine_.options_.metrics->Add(MetricId::kHoldsTaken);
     return engine_internal::EncodeHold(plan_.hold, keys);
+  }
+
+  // The id that settles the admitted reserve: every enforced check's keys (those a failure mode
+  // decided hold none, and their settle finds none).
+  std::string ReservationOf() const {
+    std::vector<std::string_view> keys;
+    for (const PlanCheck& c : plan_.checks) {
+      if (!c.reserves || c.result.kind != CheckKind::kLimited) continue;
+      for (const std::string& k : c.keys) keys.push_back(k);
+    }
+    if (engine_.options_.metrics != nullptr) {
+      engine_.options_.metrics->Add(MetricId::kReservationsOpened);
+    }
+    return engine_internal::EncodeHold(plan_.reservation, keys);
   }
 
   void CountMetrics() {
@@ -785,6 +813,7 @@ void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
   auto plan = engine_internal::PlanPolicies(*snap, request);
   if (!plan.ok()) return op->Abort(plan.status());  // nothing was sent to the store
   if (plan->takes_slots) plan->hold = engine_internal::NewHoldId();
+  if (plan->reserves) plan->reservation = engine_internal::NewHoldId();
   op->Start(std::move(*plan));
 }
 

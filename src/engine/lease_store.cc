@@ -156,6 +156,13 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
   // do not lease go straight on too: their requests cost one scan here.
   if (!entries.empty() && entries[0].native_count)
     return inner_.DecideAsync(entries, std::move(done));
+  // Reservations live in the store: a reserve or a settle is the store's to decide (the units
+  // this instance holds leased were consumed there already).
+  if (std::any_of(entries.begin(), entries.end(), [](const EntryRef& e) {
+        return e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
+      })) {
+    return inner_.DecideAsync(entries, std::move(done));
+  }
   const bool leasing = std::any_of(entries.begin(), entries.end(), [this](const EntryRef& e) {
     return e.terms == nullptr ? options_.lease_by_default : e.terms->enabled;
   });

@@ -58,6 +58,7 @@ void CountEverything(Metrics& m) {
   m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
   m.Series(MetricId::kHoldReleases, {"released"}).fetch_add(1);
   m.Series(MetricId::kIdempotencyKeys, {"replayed"}).fetch_add(1);
+  m.Series(MetricId::kReservationSettles, {"settled"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

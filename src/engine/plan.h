@@ -65,6 +65,13 @@ struct Check {
   // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
   // the request is refused too.
   bool quota = false;
+  // A reserve's enforced check: its keys reserve under Plan::reservation with these terms (its
+  // policy's, with the request's ttl).
+  bool reserves = false;
+  ReservationTerms reservation{};
+  // Its policy expires reservations by giving them back: every entry carries these terms
+  // (EntryRef::reservation), so that its keys apply the expired ones first. Null: none needed.
+  const ReservationTerms* expiry = nullptr;
   // How its keys lease (EntryRef::terms): its policy's, its rule's or the domain's; outlives the
   // plan (the snapshot holds it). Null: none given.
   const LeaseTerms* lease = nullptr;
@@ -83,6 +90,10 @@ struct Plan {
   // `hold`, the id its slots are taken under (EntryRef::hold), planning being pure.
   bool takes_slots = false;
   HoldId hold;
+  // A reserve (CheckRequest::reserve): the engine draws the reservation's id, as it draws `hold`.
+  bool reserves = false;
+  HoldId reservation;
+  Micros reservation_ttl{0};
   DescriptorMode mode = DescriptorMode::kAllOrNothing;
   bool blocked = false;  // an enforced check is kBlocked: the request is refused whatever else
   int64_t instances = 1;
@@ -113,6 +124,18 @@ std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);
 // domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.
 Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& request);
+
+// The limit in force whose store key `key` is, when `want` holds for its algorithm, and its
+// policy and its local failure mode's limit (when `has_local` and the policy fails over to
+// local); `limit` null when none is (the policy, its tier or its runtime override changed since,
+// or the key is no such limit's). Policy keys only.
+struct KeyedLimit {
+  const Limit* limit = nullptr;
+  const Limit* local = nullptr;
+  const PolicySet::Policy* policy = nullptr;
+};
+KeyedLimit LookUpKey(const Engine::Snapshot& snap, std::string_view key, bool has_local,
+                     bool (*want)(Algorithm));
 
 // The limits of `check` divided among `instances` for the local fallback store; false when a
 // limit cannot be divided exactly (the check then fails closed).

@@ -1,6 +1,7 @@
 // PlanPolicies: which of caudal's policies apply to a request, and the store keys of their limits.
 #include <algorithm>
 
+#include "caudal/algorithms/algorithm.h"
 #include "caudal/engine/ip.h"
 #include "common/cat.h"
 #include "engine/hold.h"
@@ -151,13 +152,28 @@ Status ValidateValue(std::string_view field, std::string_view value, bool allow_
 
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request) {
   if (Status s = ValidateDescriptors(request.descriptors); !s.ok()) return s;
-  if (request.cost.has_value() && (*request.cost < 1 || *request.cost > kMaxCost)) {
-    return Status::InvalidArgument(
-        Cat("cost: expected a positive integer up to 2^40 (got ", *request.cost, ')'));
+  // A reserve may estimate 0: its settle then charges the whole actual cost.
+  const int64_t least = request.reserve.has_value() ? 0 : 1;
+  if (request.cost.has_value() && (*request.cost < least || *request.cost > kMaxCost)) {
+    return Status::InvalidArgument(Cat("cost: expected ", least == 0 ? "an" : "a positive",
+                                       " integer up to 2^40 (got ", *request.cost, ')'));
+  }
+  if (request.reserve.has_value()) {
+    if (request.refund) return Status::InvalidArgument("refund: a reserve takes, never refunds");
+    if (*request.reserve < kMinReservationTtl || *request.reserve > kMaxReservationTtl) {
+      return Status::InvalidArgument(
+          Cat("ttl: expected between 1ms and 24h (got ", request.reserve->count(), "us)"));
+    }
   }
   const PolicySet& set = *snap.policies;
   Plan plan;
   plan.mode = set.options().mode;
+  if (request.reserve.has_value()) {
+    plan.mode = DescriptorMode::kAllOrNothing;  // a reserve is all-or-nothing, like a check
+    plan.reserves = true;
+    plan.reservation_ttl = *request.reserve;
+  }
+  size_t reserved = 0;  // keys the reservation id names
   plan.instances = set.options().instances;
   const auto policies = set.policies();
   size_t slots = 0;  // concurrency limits that take a slot
@@ -176,6 +192,12 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     c.on_failure = p.on_failure;
     c.lease = &p.lease;
     c.count_rejected = p.spec.count_rejected == RejectedCounting::kCounted;
+    c.reserves = plan.reserves && !c.result.shadow;
+    c.reservation = p.spec.reservations;
+    c.reservation.ttl = plan.reserves ? plan.reservation_ttl : kDefaultReservationTtl;
+    if (p.spec.reservations.on_expiry == ExpiryOutcome::kGiveBack) {
+      c.expiry = &p.spec.reservations;
+    }
     c.counters = snap.policy_counters.empty() ? nullptr : snap.policy_counters[i];
     const std::vector<Limit>* limits = &p.spec.limits;
     const std::vector<Limit>* local = &p.local_limits;
@@ -212,6 +234,17 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
                                            c.limits_from == LimitsFrom::kPolicy ? "" : ".limits",
                                            '[', k, "]), so it could never pass"));
       }
+      if (c.reserves && !SupportsReserve(l.algorithm())) {
+        return Status::InvalidArgument(
+            Cat("descriptors: policy ", Quoted(p.spec.name), " (", LimitsFromName(c),
+                c.limits_from == LimitsFrom::kPolicy ? "" : ".limits", '[', k, "]) is a ",
+                AlgorithmName(l.algorithm()),
+                " limit, which takes no reservations (token_bucket, gcra and fixed_window do)"));
+      }
+      if (c.reserves && ++reserved > kMaxHeldSlots) {
+        return Status::InvalidArgument(
+            Cat("descriptors: a reservation holds at most ", kMaxHeldSlots, " limits"));
+      }
       // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
       std::string key = Cat((*prefixes)[k], '{', **identity, '}');
       if (key.size() > kMaxKeyLength) {
@@ -226,7 +259,51 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     plan.checks.push_back(std::move(c));
   }
   plan.takes_slots = slots > 0;
+  if (plan.reserves && reserved == 0) {
+    return Status::InvalidArgument("descriptors: no enforced policy applies: nothing to reserve");
+  }
   return plan;
+}
+
+KeyedLimit LookUpKey(const Engine::Snapshot& snap, std::string_view key, bool has_local,
+                     bool (*want)(Algorithm)) {
+  // Policy keys read "caudal:<policy>:<index>:<limit>:{<identity>}"; the prefix names the limit,
+  // so a match is the very limit the key was made under.
+  constexpr std::string_view kHead = "caudal:";
+  const size_t open = key.find('{');
+  if (!key.starts_with(kHead) || open == std::string_view::npos || key.back() != '}') return {};
+  const size_t name_end = key.find(':', kHead.size());
+  if (name_end == std::string_view::npos || name_end > open) return {};
+  const std::string_view name = key.substr(kHead.size(), name_end - kHead.size());
+  const std::string_view prefix = key.substr(0, open);
+  const std::string_view identity = key.substr(open + 1, key.size() - open - 2);
+  for (const PolicySet::Policy& p : snap.policies->policies()) {
+    if (p.spec.name != name) continue;
+    const bool local = has_local && p.on_failure == FailureMode::kLocal;
+    auto in = [&](const LimitSet& set) -> KeyedLimit {
+      for (size_t k = 0; k < set.key_prefixes.size() && k < set.limits.size(); ++k) {
+        if (set.key_prefixes[k] != prefix || !want(set.limits[k].algorithm())) continue;
+        return {.limit = &set.limits[k],
+                .local = local && k < set.local_limits.size() ? &set.local_limits[k] : nullptr,
+                .policy = &p};
+      }
+      return {};
+    };
+    for (size_t k = 0; k < p.key_prefixes.size() && k < p.spec.limits.size(); ++k) {
+      if (p.key_prefixes[k] != prefix || !want(p.spec.limits[k].algorithm())) continue;
+      return {.limit = &p.spec.limits[k],
+              .local = local && k < p.local_limits.size() ? &p.local_limits[k] : nullptr,
+              .policy = &p};
+    }
+    for (const PolicySet::Policy::Tier& t : p.tiers) {
+      if (KeyedLimit h = in(t.set); h.limit) return h;
+    }
+    const RuntimeOverrides::Entry* runtime =
+        snap.runtime == nullptr ? nullptr
+                                : snap.runtime->Find(OverrideKind::kPolicy, name, identity);
+    if (runtime != nullptr) return in(runtime->set);
+  }
+  return {};
 }
 
 bool PrepareLocal(Check& check, int64_t instances) {

@@ -10,50 +10,6 @@
 namespace caudal {
 namespace {
 
-// The concurrency limit in force whose store key `key` is, and its local failure mode's limit
-// when a local store decides for it; `limit` null when none is (the policy, its tier or its
-// runtime override changed since, or the key is no concurrency limit's).
-struct Held {
-  const Limit* limit = nullptr;
-  const Limit* local = nullptr;
-};
-
-// Policy keys read "caudal:<policy>:<index>:<limit>:{<identity>}" (plan.h); the prefix names the
-// limit, so a match is the very limit the slot was taken under.
-Held LookUpHeld(const Engine::Snapshot& snap, std::string_view key, bool has_local) {
-  constexpr std::string_view kHead = "caudal:";
-  const size_t open = key.find('{');
-  if (!key.starts_with(kHead) || open == std::string_view::npos || key.back() != '}') return {};
-  const size_t name_end = key.find(':', kHead.size());
-  if (name_end == std::string_view::npos || name_end > open) return {};
-  const std::string_view name = key.substr(kHead.size(), name_end - kHead.size());
-  const std::string_view prefix = key.substr(0, open);
-  const std::string_view identity = key.substr(open + 1, key.size() - open - 2);
-  for (const PolicySet::Policy& p : snap.policies->policies()) {
-    if (p.spec.name != name) continue;
-    const bool local = has_local && p.on_failure == FailureMode::kLocal;
-    auto in = [&](const std::vector<Limit>& limits, const std::vector<Limit>& locals,
-                  const std::vector<std::string>& prefixes) -> Held {
-      for (size_t k = 0; k < prefixes.size() && k < limits.size(); ++k) {
-        if (prefixes[k] != prefix || !IsConcurrency(limits[k].algorithm())) continue;
-        return {.limit = &limits[k], .local = local && k < locals.size() ? &locals[k] : nullptr};
-      }
-      return {};
-    };
-    if (Held h = in(p.spec.limits, p.local_limits, p.key_prefixes); h.limit) return h;
-    for (const PolicySet::Policy::Tier& t : p.tiers) {
-      if (Held h = in(t.set.limits, t.set.local_limits, t.set.key_prefixes); h.limit) return h;
-    }
-    const RuntimeOverrides::Entry* runtime =
-        snap.runtime == nullptr ? nullptr
-                                : snap.runtime->Find(OverrideKind::kPolicy, name, identity);
-    if (runtime != nullptr) {
-      return in(runtime->set.limits, runtime->set.local_limits, runtime->set.key_prefixes);
-    }
-  }
-  return {};
-}
-
 // One release in flight: what its entries point into, kept alive by the store callbacks.
 struct ReleaseOp {
   engine_internal::DecodedHold hold;
@@ -93,7 +49,8 @@ void Engine::ReleaseAsync(std::string_view hold, ReleaseCallback done) {
   Store* local = options_.local_store;
   op->local_keys.reserve(op->hold.keys.size());  // the entries point into it
   for (const std::string& key : op->hold.keys) {
-    const Held held = LookUpHeld(*op->snap, key, local != nullptr);
+    const engine_internal::KeyedLimit held =
+        engine_internal::LookUpKey(*op->snap, key, local != nullptr, IsConcurrency);
     if (held.limit == nullptr) continue;
     op->entries.push_back({.key = key,
                            .limit = held.limit,

@@ -3,7 +3,9 @@
 # Concatenates the one script Redis runs, in this order: GENERATED/constants.lua (written from the
 # algorithm table by lua_constants_main.cc), LUA_DIR/prelude.lua, LUA_DIR/<name>.lua for each
 # algorithm in GENERATED/algorithms.txt (the table's order), LUA_DIR/undo.lua (giving back what
-# one slot group reserved when another refused), then LUA_DIR/decide.lua. Writes a .cc
+# one slot group reserved when another refused), LUA_DIR/compact_state.lua (how a compact state is
+# stored), LUA_DIR/reservation.lua (reserve and settle),
+# then LUA_DIR/decide.lua. Writes a .cc
 # defining caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the name Redis
 # gives it in SCRIPT LOAD / EVALSHA).
 # Every .lua file in LUA_DIR must be one of these parts: a file the table does not name is an
@@ -18,7 +20,8 @@ foreach(name IN LISTS algorithms)
   endif()
   list(APPEND files ${LUA_DIR}/${name}.lua)
 endforeach()
-list(APPEND files ${LUA_DIR}/undo.lua ${LUA_DIR}/decide.lua)
+list(APPEND files ${LUA_DIR}/undo.lua ${LUA_DIR}/compact_state.lua ${LUA_DIR}/reservation.lua
+     ${LUA_DIR}/decide.lua)
 file(GLOB present ${LUA_DIR}/*.lua)
 foreach(f IN LISTS present)
   if(NOT f IN_LIST files)

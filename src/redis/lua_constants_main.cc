@@ -40,6 +40,16 @@ std::string Constants() {
   out += "local LEASE_FLAG = " + std::to_string(redis::kLeaseFlag) + "\n";
   out += "local NOT_SERVED = " + std::to_string(redis::kNotServedHere) + "\n";
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
+  out += "local RESERVE_FLAG = " + std::to_string(redis::kReserveFlag) + "\n";
+  out += "local MAX_DEBT_TIME = " + std::to_string(kMaxDebtTime.count()) + "\n";
+  const std::pair<const char*, Reservation> codes[] = {
+      {"RES_NONE", Reservation::kNone},         {"RES_OPENED", Reservation::kOpened},
+      {"RES_FULL", Reservation::kFull},         {"RES_SETTLED", Reservation::kSettled},
+      {"RES_REPEATED", Reservation::kRepeated}, {"RES_CONFLICT", Reservation::kConflict},
+      {"RES_UNKNOWN", Reservation::kUnknown}};
+  for (const auto& [name, code] : codes) {
+    out += std::string("local ") + name + " = " + std::to_string(static_cast<int>(code)) + "\n";
+  }
   return out;
 }
 

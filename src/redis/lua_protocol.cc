@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "caudal/algorithms/algorithm.h"
+
 namespace caudal::redis {
 namespace {
 
@@ -57,7 +59,8 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     return;
   }
   const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
-  AppendLimitArgs(algorithm + flag, *e.limit, args);
+  const bool reserving = e.reservation != nullptr && SupportsReserve(e.limit->algorithm());
+  AppendLimitArgs(algorithm + flag + (reserving ? kReserveFlag : 0), *e.limit, args);
   // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
   if (flag == kLeaseFlag) Pack(e.lease, args);
@@ -65,17 +68,28 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     Pack(e.hold != nullptr ? e.hold->hi : 0, args);
     Pack(e.hold != nullptr ? e.hold->lo : 0, args);
   }
+  if (reserving) {
+    const bool names = e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
+    Pack(e.op == EntryOp::kReserve ? 1 : e.op == EntryOp::kSettle ? 2 : 0, args);
+    Pack(names ? e.hold->hi : 0, args);
+    Pack(names ? e.hold->lo : 0, args);
+    Pack(e.reservation->ttl.count(), args);
+    Pack(e.reservation->on_expiry == ExpiryOutcome::kGiveBack ? 1 : 0, args);
+    Pack(e.reservation->max_open, args);
+  }
 }
 
 constexpr size_t kArgsPerEntry = 5;
-constexpr size_t kArgsPerUndoEntry = 7;
+constexpr size_t kArgsPerUndoEntry = 7;  // 9 for a reserve's undo: + its id
 
 constexpr auto kConcurrencyNumber = static_cast<int64_t>(Algorithm::kConcurrency);
 
 // How many numbers an entry of a request (not an undo) takes, from its first one.
 size_t EntryWidth(int64_t algorithm) {
+  const size_t reservation = algorithm >= kReserveFlag ? 6 : 0;
+  if (algorithm >= kReserveFlag) algorithm -= kReserveFlag;
   if (algorithm == kConcurrencyNumber) return kArgsPerEntry + 2;  // the hold id
-  return algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry;
+  return (algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry) + reservation;
 }
 
 // Starts a request of `n` entries, the first of them `first`: its count (negative for
@@ -92,6 +106,9 @@ void AddEntry(EncodedRequest& r, const EntryRef& e) {
   AppendEntryArgs(e, r.args);
   if (e.lease > 0) r.leases.push_back(static_cast<uint16_t>(r.limits.size()));
   if (e.op == EntryOp::kRelease) r.releases.push_back(static_cast<uint16_t>(r.limits.size()));
+  if (e.op == EntryOp::kReserve || e.op == EntryOp::kSettle) {
+    r.reservations.push_back(static_cast<uint16_t>(r.limits.size()));
+  }
   r.limits.push_back(e.limit->capacity());
 }
 
@@ -163,15 +180,20 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     int64_t algorithm = Unpack(reserved.args, first);
     const size_t at = first;
     first += EntryWidth(algorithm);
+    // A reserve's undo gives its units back and deletes its record (even of an estimate of 0):
+    // its request was refused, so the reservation never opened.
+    const size_t terms = first - 6;  // a reservation's six numbers end the entry
+    const bool reserve = algorithm >= kReserveFlag && Unpack(reserved.args, terms) == 1;
+    if (algorithm >= kReserveFlag) algorithm -= kReserveFlag;
     if (algorithm >= kLeaseFlag) {
       algorithm -= kLeaseFlag;
     } else if (algorithm >= kChargeFlag) {
       continue;  // a charge counts whatever
     }
     const int64_t units = Unpack(reserved.args, at + 4) + got.decisions[i].leased;
-    if (Unpack(reserved.args, at + 4) < 0 || units <= 0) continue;  // a refund or a peek
+    if (Unpack(reserved.args, at + 4) < 0 || (units <= 0 && !reserve)) continue;  // refund, peek
     r.keys.push_back(reserved.keys[i]);
-    Pack(algorithm, r.args);
+    Pack(algorithm + (reserve ? kReserveFlag : 0), r.args);
     // capacity, rate (two)
     r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
     if (algorithm == kConcurrencyNumber) {  // a slot taken: the undo releases its hold
@@ -182,6 +204,10 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
       Pack(units, r.args);
       Pack(now_us, r.args);
       Pack(got.decisions[i].reset_after.count(), r.args);
+    }
+    if (reserve) {  // the reservation id
+      Pack(Unpack(reserved.args, terms + 1), r.args);
+      Pack(Unpack(reserved.args, terms + 2), r.args);
     }
     r.limits.push_back(reserved.limits[i]);
     undone.push_back(static_cast<uint16_t>(i));
@@ -230,15 +256,17 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
   if (allowed != 0 && allowed != 1) {
     return Status::Internal("redis script returned allowed=" + std::to_string(allowed));
   }
-  if (reply.size() - pos < 4 * n + request.leases.size() + request.releases.size()) {
+  if (reply.size() - pos <
+      4 * n + request.leases.size() + request.releases.size() + 2 * request.reservations.size()) {
     return Status::Internal("redis script reply too short");
   }
   StoreResponse resp;
   resp.allowed = allowed == 1;
   resp.decisions.resize(n);
   bool every_entry_allowed = true;
-  size_t next_lease = 0;    // in request.leases
-  size_t next_release = 0;  // in request.releases
+  size_t next_lease = 0;        // in request.leases
+  size_t next_release = 0;      // in request.releases
+  size_t next_reservation = 0;  // in request.reservations
   for (size_t i = 0; i < n; ++i) {
     const int64_t verdict = reply[pos++];
     if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
@@ -285,6 +313,18 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
                                 " for entry " + std::to_string(i));
       }
       d.released = released == 1;
+    }
+    if (next_reservation < request.reservations.size() &&
+        request.reservations[next_reservation] == i) {
+      ++next_reservation;
+      const int64_t code = reply[pos++];
+      d.overrun = reply[pos++];
+      if (code < 0 || code > static_cast<int64_t>(Reservation::kUnknown) || d.overrun < 0 ||
+          d.overrun > kMaxCost) {
+        return Status::Internal("redis script answered reservation " + std::to_string(code) +
+                                " for entry " + std::to_string(i));
+      }
+      d.reservation = static_cast<Reservation>(code);
     }
     every_entry_allowed = every_entry_allowed && d.allowed();
   }

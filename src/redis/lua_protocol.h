@@ -47,6 +47,14 @@ inline constexpr int64_t kChargeFlag = 64;
 // leased. A request of give-backs (EntryOp::kGiveBack) travels as an undo request: a give-back
 // is an undo of the grant's unspent units (lua/undo.lua).
 inline constexpr int64_t kLeaseFlag = 128;
+// An entry carrying reservation terms (EntryRef::reservation, on an algorithm with
+// SupportsReserve) travels as its algorithm's number plus this flag, followed, after the numbers
+// above, by six more: its mode (0: its key's expired reservations only, 1: a reserve, 2: a
+// settle), the reservation id's two words, the ttl (µs), 1 when it gives back at expiry, and the
+// most open. A reserve's or a settle's reply carries two more integers: its Reservation code and
+// the settle's overrun (lua/reservation.lua). A reserve's undo entry carries the flag too, and
+// two more numbers, the reservation id's words: the undo also deletes the record.
+inline constexpr int64_t kReserveFlag = 256;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian
 // 64-bit integers, which the script reads with one struct.unpack per entry.
@@ -65,6 +73,7 @@ struct EncodedRequest {
   std::vector<int64_t> limits;     // each entry's Decision::limit
   std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)
   std::vector<uint16_t> releases;  // the entries that release a hold, ascending (usually none)
+  std::vector<uint16_t> reservations;  // the reserves and settles, ascending (usually none)
   // A request of native counts: one per entry (the script decides it as charges where the node
   // sends no native calls). Set with `native_sent` when its call was a native one.
   std::vector<NativeCount> native;
@@ -86,7 +95,7 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
 // The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
 // decisions `got`: one undo entry per entry that consumed (cost or lease > 0, not a refund, not
 // a charge, which counts whatever the request decides; the units leased are undone with the
-// cost), whose
+// cost), and per reserve (even of 0 units; its undo deletes its record), whose
 // positions in `reserved` go to `undone`. Empty (no keys) when nothing consumed.
 EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& got, int64_t now_us,
                           std::vector<uint16_t>& undone);

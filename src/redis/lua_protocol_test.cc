@@ -288,6 +288,69 @@ TEST(LuaProtocol, UndoesOnlyTheEntriesThatConsumed) {
   EXPECT_TRUE(undone.empty());
 }
 
+TEST(LuaProtocol, AReservesUndoCarriesItsIdEvenForNoUnits) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, std::chrono::seconds(1)}));
+  const HoldId id{7, 9};
+  const ReservationTerms terms{
+      .ttl = std::chrono::seconds(5), .on_expiry = ExpiryOutcome::kGiveBack, .max_open = 3};
+  const EntryRef entries[] = {
+      {.key = "r",
+       .limit = &bucket,
+       .cost = 3,
+       .op = EntryOp::kReserve,
+       .hold = &id,
+       .reservation = &terms},
+      {.key = "zero",
+       .limit = &bucket,
+       .cost = 0,
+       .op = EntryOp::kReserve,
+       .hold = &id,
+       .reservation = &terms},
+      {.key = "plain", .limit = &bucket, .cost = 2, .reservation = &terms}};  // expires only
+  const EncodedRequest reserved = EncodeRequest(entries, "p:");
+  StoreResponse got{.allowed = true, .decisions = {}};
+  for (int i = 0; i < 3; ++i) {
+    got.decisions.push_back({.verdict = Verdict::kAllowed,
+                             .limit = 10,
+                             .remaining = 5,
+                             .reset_after = Micros(300'000),
+                             .retry_after = Micros(0)});
+  }
+  std::vector<uint16_t> undone;
+  const EncodedRequest undo = EncodeUndo(reserved, got, 1'000, undone);
+  EXPECT_EQ(undone, (std::vector<uint16_t>{0, 1, 2}));
+  // A reserve's undo carries the flag and its id, so the script deletes the record; an entry
+  // that only expires a key's reservations is undone as any consume.
+  EXPECT_EQ(UnpackArgs(undo.args),
+            (std::vector<int64_t>{-3,  //
+                                  4 + kReserveFlag,
+                                  10,
+                                  1,
+                                  100000,
+                                  3,
+                                  1000,
+                                  300000,
+                                  7,
+                                  9,  //
+                                  4 + kReserveFlag,
+                                  10,
+                                  1,
+                                  100000,
+                                  0,
+                                  1000,
+                                  300000,
+                                  7,
+                                  9,  //
+                                  4,
+                                  10,
+                                  1,
+                                  100000,
+                                  2,
+                                  1000,
+                                  300000}));
+}
+
 TEST(LuaProtocol, TheCallTimeEndsTheReply) {
   const std::vector<int64_t> reply = {1, 0, 4, 0, 0, 1'700'000'000'000'000};
   EXPECT_EQ(*DecodeCallTime(reply, 5), 1'700'000'000'000'000);

@@ -252,6 +252,11 @@ void Pipeline::MaybeFinish(Request& r) {
     return;
   }
   r.response.allowed = !r.refused;
+  if (r.refused) {  // a reserve its request refused elsewhere opened nothing (its undo deleted it)
+    for (Decision& d : r.response.decisions) {
+      if (d.reservation == Reservation::kOpened) d.reservation = Reservation::kNone;
+    }
+  }
   Resolve(r, std::move(r.response));
 }
 

@@ -341,6 +341,10 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
     body["policies"] = std::move(policies);
     body["refused_by"] = violated;
     if (!result.hold.empty()) body["hold"] = result.hold;
+    if (!result.reservation.empty()) {  // POST /v1/reserve (reserve_api.h)
+      body["reservation"] = result.reservation;
+      body["expires_in_ms"] = Ms(result.reservation_ttl);
+    }
   }
   r.content_type = r.status == 200 ? kJson : kProblemJson;
   r.body = json::serialize(body);

@@ -9,6 +9,7 @@
 #include "server/idempotency.h"
 #include "server/openapi.h"
 #include "server/release_api.h"
+#include "server/reserve_api.h"
 
 namespace caudal::routes {
 namespace {
@@ -162,7 +163,8 @@ ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
 std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
                                   const Request& r) {
   if (!caller.enabled()) return std::nullopt;
-  const bool decision = path == "/v1/check" || path == "/v1/auth" || path == "/v1/release";
+  const bool decision = path == "/v1/check" || path == "/v1/auth" || path == "/v1/release" ||
+                        path == "/v1/reserve" || path == "/v1/settle";
   // The status JSON holds the refused identities /v1/top-refused shows; the page itself is a
   // static document that stays open (it then says it cannot read /v1/status).
   const bool metrics = path == "/metrics" || path == "/v1/top-refused" || path == "/v1/status" ||
@@ -239,6 +241,28 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     ctx.engine.ReleaseAsync(parsed.hold, [&responder](Result<ReleaseResult> result) {
       responder.Reply(http_api::ReleaseReply(result));
     });
+    return;
+  }
+  if (path == "/v1/reserve") {
+    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    http_api::ParsedCheck parsed = http_api::ParseReserveBody(r.body);
+    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
+    ctx.engine.CheckAsync(std::move(parsed.request), [&responder](Result<CheckResult> result) {
+      if (!result.ok()) {
+        return responder.Reply(http_api::ErrorReply(http_api::FromEngineError(result.status())));
+      }
+      responder.Reply(http_api::ReserveReply(*result));
+    });
+    return;
+  }
+  if (path == "/v1/settle") {
+    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    http_api::ParsedSettle parsed = http_api::ParseSettleBody(r.body);
+    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
+    ctx.engine.SettleAsync(parsed.reservation, parsed.cost,
+                           [&responder](Result<SettleResult> result) {
+                             responder.Reply(http_api::SettleReply(result));
+                           });
     return;
   }
   if (path == "/v1/top-refused" && ctx.refusals != nullptr) {

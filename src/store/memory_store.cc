@@ -9,11 +9,13 @@
 #include <new>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/algorithms/concurrency.h"
 #include "caudal/algorithms/sliding_window_log.h"
 #include "common/cat.h"
+#include "store/reservation_book.h"
 #include "store/shard_table.h"
 #include "store/siphash.h"
 
@@ -76,10 +78,20 @@ class ShardLock {
   std::atomic<uint32_t> state_{kFree};
 };
 
+// A key's reservations, with the limit its expired ones give back under.
+struct KeyReservations {
+  Limit limit;
+  ReservationBook book;
+};
+
 // Padded to a cache line so that two cores locking neighbouring shards do not share one.
 struct alignas(64) Shard {
   ShardLock mu;
   ShardTable table{1};  // guarded by mu
+  // The reservations of the shard's keys, by fingerprint; at most the table's share of max_keys
+  // keys hold some. Guarded by mu.
+  std::unordered_map<uint64_t, KeyReservations> reservations;
+  size_t max_reserving = 1;
 };
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
@@ -94,6 +106,7 @@ struct Pending {
   bool charge = false;    // EntryOp::kCharge: written whatever the request decides
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
+  bool no_room = false;   // a reserve whose key cannot hold reservations: the shard has too many
   Step step;              // for logs, only step.decision is used
   ShardTable::Slot* slot = nullptr;  // as Evaluate found it; valid until a shard makes room
 };
@@ -150,9 +163,14 @@ struct MemoryStore::Impl {
   // about n²/2^64 for n holds of a key).
   int64_t HoldFingerprint(const HoldId& id) const;
   void Evaluate(const EntryRef& e, Pending& p, Micros now, FreshTick tick);
+  // The key's reservations (created for a reserve; null when it has none, or no room is left),
+  // after its expired ones' outcomes were applied to its slot.
+  KeyReservations* Reservations(const EntryRef& e, Pending& p, Micros now);
+  // Forgets the keys whose reservations all expired, applying their outcomes.
+  void SweepReservations(Shard& shard, Micros now);
   Decision Peek(const EntryRef& e, const Pending& p, Micros now);
   // `moved`: a shard made room since Evaluate, so the slot it found must be looked up again.
-  void Commit(const EntryRef& e, const Pending& p, Micros now, bool moved);
+  void Commit(const EntryRef& e, Pending& p, Micros now, bool moved);
   void ApplyRefund(const EntryRef& e, Pending& p, Micros now, bool moved);
   // After a write: when the entry turns fresh, and what forgetting it would admit.
   void Record(ShardTable& table, ShardTable::Slot& slot, const Pending& p, Micros now) const;
@@ -184,7 +202,10 @@ MemoryStore::Impl::Impl(const Clock& c, MemoryStoreOptions options)
   const size_t per_shard = (max_keys + n - 1) / n;
   shard_count = n;
   shards = std::make_unique<Shard[]>(n);
-  for (size_t i = 0; i < n; ++i) shards[i].table = ShardTable(per_shard);
+  for (size_t i = 0; i < n; ++i) {
+    shards[i].table = ShardTable(per_shard);
+    shards[i].max_reserving = per_shard;
+  }
 }
 
 void MemoryStore::Impl::Fingerprint(const EntryRef& e, Pending& p) const {
@@ -229,17 +250,34 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     p.writes = p.refund ? slot != nullptr && e.cost > 0 && !log.entries.empty()
                         : p.step.decision.allowed() && e.cost > 0;
   } else {
+    KeyReservations* reservations = e.reservation != nullptr ? Reservations(e, p, now) : nullptr;
+    slot = p.slot;
     CompactState state;
     if (slot != nullptr) state = slot->State();
     const CompactState* s = slot != nullptr ? &state : nullptr;
-    if (e.op == EntryOp::kGiveBack) {
+    if (e.op == EntryOp::kReserve) {
+      static const ReservationBook kNoBook;
+      p.step = DecideReserve(*e.limit, reservations != nullptr ? reservations->book : kNoBook, s,
+                             now, e.cost, *e.reservation);
+      p.writes = p.step.decision.allowed();  // a reservation of 0 is recorded too
+      p.no_room = reservations == nullptr;
+    } else if (e.op == EntryOp::kSettle) {
+      if (reservations == nullptr) {
+        p.step = DecideCompact(*e.limit, s, now, 0);
+        p.step.decision.reservation = Reservation::kUnknown;
+      } else {
+        p.step = Settle(*e.limit, reservations->book, s, now, HoldFingerprint(*e.hold), e.cost,
+                        *e.reservation);
+      }
+      p.writes = p.step.changed;
+    } else if (e.op == EntryOp::kGiveBack) {
       p.step = GiveBackCompact(*e.limit, s, now, e.cost, e.grant->at, e.grant->reset_after);
     } else {
       p.step = p.refund   ? RefundCompact(*e.limit, s, now, e.cost)
                : p.charge ? ChargeCompact(*e.limit, s, now, e.cost)
                           : DecideCompactWithLease(*e.limit, s, now, e.cost, e.lease);
     }
-    p.writes = p.step.changed;
+    if (e.op != EntryOp::kReserve && e.op != EntryOp::kSettle) p.writes = p.step.changed;
   }
   // A refund never needs a slot: with none there was nothing to give back.
   p.new_slot = p.writes && !p.refund && (slot == nullptr || ShardTable::IsFresh(*slot, tick));
@@ -262,7 +300,7 @@ Decision MemoryStore::Impl::Peek(const EntryRef& e, const Pending& p, Micros now
   return DecideCompact(*e.limit, slot != nullptr ? &state : nullptr, now, 0).decision;
 }
 
-void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now, bool moved) {
+void MemoryStore::Impl::Commit(const EntryRef& e, Pending& p, Micros now, bool moved) {
   ShardTable& table = ShardOf(p).table;
   ShardTable::Slot* slot = moved ? table.Find(p.fp) : p.slot;
   if (slot == nullptr) slot = table.Insert(p.fp);
@@ -274,8 +312,47 @@ void MemoryStore::Impl::Commit(const EntryRef& e, const Pending& p, Micros now, 
     LogFunctionsOf(*e.limit).commit(*e.limit, table.Log(*slot), now, e.cost);
   } else {
     slot->SetState(p.step.next);
+    if (e.op == EntryOp::kReserve) {
+      // Evaluate made the key's entry (no_room otherwise), and nothing sweeps before the commit.
+      KeyReservations& r = ShardOf(p).reservations.at(p.fp);
+      OpenReservation(r.book, HoldFingerprint(*e.hold), now, e.cost, *e.reservation,
+                      p.step.decision);
+    }
   }
   Record(table, *slot, p, now);
+}
+
+KeyReservations* MemoryStore::Impl::Reservations(const EntryRef& e, Pending& p, Micros now) {
+  Shard& shard = ShardOf(p);
+  auto it = shard.reservations.find(p.fp);
+  if (it == shard.reservations.end()) {
+    if (e.op != EntryOp::kReserve) return nullptr;
+    if (shard.reservations.size() >= shard.max_reserving) SweepReservations(shard, now);
+    if (shard.reservations.size() >= shard.max_reserving) return nullptr;
+    it = shard.reservations.try_emplace(p.fp, KeyReservations{*e.limit, {}}).first;
+  }
+  KeyReservations& r = it->second;
+  std::optional<CompactState> state;
+  if (p.slot != nullptr) state = p.slot->State();
+  if (ExpireReservations(r.limit, r.book, state, now) && p.slot != nullptr) {
+    p.slot->SetState(*state);
+  }
+  if (r.book.records.empty() && e.op != EntryOp::kReserve) {
+    shard.reservations.erase(it);
+    return nullptr;
+  }
+  return &r;
+}
+
+void MemoryStore::Impl::SweepReservations(Shard& shard, Micros now) {
+  for (auto it = shard.reservations.begin(); it != shard.reservations.end();) {
+    KeyReservations& r = it->second;
+    ShardTable::Slot* slot = shard.table.Find(it->first);
+    std::optional<CompactState> state;
+    if (slot != nullptr) state = slot->State();
+    if (ExpireReservations(r.limit, r.book, state, now) && slot != nullptr) slot->SetState(*state);
+    it = r.book.records.empty() ? shard.reservations.erase(it) : std::next(it);
+  }
 }
 
 void MemoryStore::Impl::ApplyRefund(const EntryRef& e, Pending& p, Micros now, bool moved) {
@@ -346,6 +423,11 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   bool allowed = true;
   for (size_t i = 0; i < entries.size(); ++i) {
     Evaluate(entries[i], pending[i], now, tick);
+    if (pending[i].no_room && pending[i].writes) {
+      return Status::ResourceExhausted(
+          "memory store is full: as many keys of the shard hold reservations as it holds keys; "
+          "raise max_keys");
+    }
     allowed = allowed && (pending[i].refund || pending[i].step.decision.allowed());
   }
   if (!allowed) {

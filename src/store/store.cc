@@ -65,6 +65,36 @@ Status ValidateHold(const EntryRef& e, bool releases) {
   return Status::Ok();
 }
 
+// The reservation fields of one entry; `settles`: the request settles (its first entry does).
+Status ValidateReservation(const EntryRef& e, bool settles) {
+  const bool reserving = e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
+  if ((e.op == EntryOp::kSettle) != settles) {
+    return Status::InvalidArgument("a request that settles reservations holds nothing else");
+  }
+  if (!reserving) return Status::Ok();
+  if (!SupportsReserve(e.limit->algorithm())) {
+    return Status::InvalidArgument(
+        "reservations are taken for token_bucket, gcra and fixed_window (not " +
+        std::string(AlgorithmName(e.limit->algorithm())) + ")");
+  }
+  if (e.hold == nullptr || e.reservation == nullptr) {
+    return Status::InvalidArgument("a reserve or a settle names its reservation and its terms");
+  }
+  const auto word = [](int64_t w) { return w >= 0 && w < kHoldIdWordLimit; };
+  if (!word(e.hold->hi) || !word(e.hold->lo)) {
+    return Status::InvalidArgument("a reservation id's words are below 2^52");
+  }
+  const ReservationTerms& t = *e.reservation;
+  if (t.ttl < kMinReservationTtl || t.ttl > kMaxReservationTtl) {
+    return Status::InvalidArgument("a reservation's ttl is between 1ms and 24h");
+  }
+  if (t.max_open < 1 || t.max_open > kMaxOpenReservations) {
+    return Status::InvalidArgument("a key's open reservations are between 1 and 10000");
+  }
+  if (e.lease != 0) return Status::InvalidArgument("a reserve takes no lease");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateEntries(std::span<const EntryRef> entries) {
@@ -105,6 +135,9 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
       return Status::InvalidArgument(where(i) + s.message());
     }
     if (Status s = ValidateHold(e, entries[0].op == EntryOp::kRelease); !s.ok()) {
+      return Status::InvalidArgument(where(i) + s.message());
+    }
+    if (Status s = ValidateReservation(e, entries[0].op == EntryOp::kSettle); !s.ok()) {
       return Status::InvalidArgument(where(i) + s.message());
     }
     for (size_t j = 0; j < i; ++j) {

@@ -7,7 +7,8 @@ namespace {
 
 // Applied whatever the request's other entries decide.
 bool Refunds(const EntryRef& e) {
-  return e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease;
+  return e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease ||
+         e.op == EntryOp::kSettle;
 }
 
 }  // namespace
@@ -28,6 +29,10 @@ Decision ReferenceModel::Evaluate(const EntryRef& e, Micros now, int64_t cost, i
   }
   const auto it = compact_.find(e.key);
   const CompactState* state = it == compact_.end() ? nullptr : &it->second;
+  if (e.op == EntryOp::kReserve) {
+    *step = DecideReserve(*e.limit, books_[std::string(e.key)], state, now, cost, *e.reservation);
+    return step->decision;
+  }
   *step = e.op == EntryOp::kCharge ? ChargeCompact(*e.limit, state, now, cost)
                                    : DecideCompactWithLease(*e.limit, state, now, cost, lease);
   return step->decision;
@@ -46,6 +51,12 @@ Decision ReferenceModel::Refund(const EntryRef& e, Micros now) {
   }
   const auto it = compact_.find(e.key);
   const CompactState* state = it == compact_.end() ? nullptr : &it->second;
+  if (e.op == EntryOp::kSettle) {
+    const Step step = Settle(*e.limit, books_[std::string(e.key)], state, now, ModelId(*e.hold),
+                             e.cost, *e.reservation);
+    if (step.changed) compact_[std::string(e.key)] = step.next;
+    return step.decision;
+  }
   const Step step = e.op == EntryOp::kGiveBack ? GiveBackCompact(*e.limit, state, now, e.cost,
                                                                  e.grant->at, e.grant->reset_after)
                                                : RefundCompact(*e.limit, state, now, e.cost);
@@ -58,6 +69,16 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
   response.allowed = true;
   response.decisions.resize(entries.size());
   std::vector<Step> steps(entries.size());
+  for (const EntryRef& e : entries) {  // expired reservations first, whatever comes next
+    if (e.reservation == nullptr || !SupportsReserve(e.limit->algorithm())) continue;
+    const auto book = books_.find(e.key);
+    if (book == books_.end()) continue;
+    const auto it = compact_.find(e.key);
+    std::optional<CompactState> state;
+    if (it != compact_.end()) state = it->second;
+    if (ExpireReservations(*e.limit, book->second, state, now))
+      compact_[std::string(e.key)] = *state;
+  }
   for (size_t i = 0; i < entries.size(); ++i) {
     if (Refunds(entries[i])) continue;
     response.decisions[i] = Evaluate(entries[i], now, entries[i].cost, entries[i].lease, &steps[i]);
@@ -78,8 +99,12 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
         concurrency::Take(*e.limit, holds_[std::string(e.key)], now, ModelId(*e.hold));
     } else if (HasLogState(e.limit->algorithm())) {
       LogFunctionsOf(*e.limit).commit(*e.limit, logs_[std::string(e.key)], now, e.cost);
-    } else if (steps[i].changed) {
-      compact_[std::string(e.key)] = steps[i].next;
+    } else {
+      if (steps[i].changed) compact_[std::string(e.key)] = steps[i].next;
+      if (e.op == EntryOp::kReserve) {
+        OpenReservation(books_[std::string(e.key)], ModelId(*e.hold), now, e.cost, *e.reservation,
+                        response.decisions[i]);
+      }
     }
   }
   return response;

@@ -5,7 +5,8 @@
 // says: evaluate every consuming entry at `now`; if all are allowed, commit all; otherwise commit
 // nothing and report the entries that would have passed as a peek (cost 0). Refunds, charges and
 // give-backs are applied in either case; a lease is taken only when the request is allowed.
-// Concurrency holds are taken (admitted) and released as the Store contract says.
+// Concurrency holds are taken (admitted) and released as the Store contract says; reservations
+// are opened, settled and expired as it says too (store/reservation_book.h).
 //
 // Thread-safety: none (test helper). Preconditions: the request is valid (ValidateEntries).
 #pragma once
@@ -19,6 +20,7 @@
 #include "caudal/algorithms/concurrency.h"
 #include "caudal/algorithms/sliding_window_log.h"
 #include "caudal/store/store.h"
+#include "store/reservation_book.h"
 
 namespace caudal {
 
@@ -37,6 +39,7 @@ class ReferenceModel {
   std::map<std::string, sliding_window_log::LogState, std::less<>> logs_;
   std::map<std::string, concurrency::Holds, std::less<>> holds_;
   std::map<std::pair<int64_t, int64_t>, int64_t> hold_ids_;
+  std::map<std::string, ReservationBook, std::less<>> books_;
 };
 
 }  // namespace caudal

@@ -249,6 +249,52 @@ class OpenApiTest(unittest.TestCase):
         self.caller_refusals([("/v1/release", "POST")])
         self.assert_met("/v1/release")
 
+    def test_reserve_and_settle(self):
+        """Every documented status of POST /v1/reserve and POST /v1/settle."""
+        s = self.serve()
+
+        def post(path, payload):
+            status, headers, raw_body = s.request("POST", path, json.dumps(payload))
+            return status, headers, json.loads(raw_body)
+
+        status, _, body = post("/v1/reserve", {"descriptors": {"api_key": "r"}, "cost": 2})
+        self.assertEqual((status, body["expires_in_ms"]), (200, 60000))
+        rid = body["reservation"]
+        self.assertEqual(post("/v1/reserve", {"descriptors": {"api_key": "r"}, "cost": 1})[0], 429)
+        status, _, body = post("/v1/settle", {"reservation": rid, "cost": 1})
+        self.assertEqual((status, body["outcome"]), (200, "settled"))
+        self.assertEqual(post("/v1/settle", {"reservation": rid, "cost": 1})[2]["outcome"],
+                         "repeated")
+        status, _, body = post("/v1/settle", {"reservation": rid, "cost": 2})
+        self.assertEqual((status, body["error"]["code"]), (409, "settled_with_another_cost"))
+        forged = ("b" if rid[0] == "a" else "a") + rid[1:]
+        status, _, body = post("/v1/settle", {"reservation": forged, "cost": 1})
+        self.assertEqual((status, body["error"]["code"]), (404, "unknown_reservation"))
+        for path, bad, code in (
+                ("/v1/reserve", '{"descriptors": {"api_key": "r"}, "ttl": "0s"}', "invalid_ttl"),
+                ("/v1/reserve", '{"descriptors": {"worker": "w"}}', "invalid_descriptors"),
+                ("/v1/settle", '{"reservation": "x", "cost": 1}', "invalid_reservation"),
+                ("/v1/settle", '{"reservation": "x", "cost": -1}', "invalid_cost"),
+                ("/v1/settle", '{"reservation": "x"}', "missing_cost")):
+            status, _, raw_body = s.request("POST", path, bad)
+            self.assertEqual(status, 400, bad)
+        for path in ("/v1/reserve", "/v1/settle"):
+            self.assertEqual(s.request("GET", path)[0], 405)
+            self.assertEqual(s.request("POST", path, "x" * 70000)[0], 413)
+        status, _, body = post("/v1/reserve", {"descriptors": {"region": "r"}, "cost": 5})
+        rid = body["reservation"]
+        s.fail_store()
+        status, _, body = post("/v1/reserve", {"descriptors": {"tenant": "t"}, "cost": 1})
+        self.assertEqual(status, 503)
+        status, headers, body = post("/v1/settle", {"reservation": rid, "cost": 1})
+        self.assertEqual((status, body["error"]["code"]), (503, "store_unavailable"))
+        s.recover_store()
+        self.refused_before_routing(s, "/v1/reserve", ["POST"])
+        self.refused_before_routing(s, "/v1/settle", ["POST"])
+        self.caller_refusals([("/v1/reserve", "POST"), ("/v1/settle", "POST")])
+        self.assert_met("/v1/reserve")
+        self.assert_met("/v1/settle")
+
     def test_observability_endpoints(self):
         s = self.serve()
         for _ in range(3):

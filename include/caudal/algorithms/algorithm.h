@@ -47,6 +47,9 @@ struct CompactFunctions {
   // takes no leases (SupportsLease).
   Step (*give_back)(const Limit&, const CompactState*, Micros now, int64_t units, Micros at,
                     Micros reset) = nullptr;
+  // Counts `units` into debt past empty (a reservation settled above its estimate); nullptr where
+  // the algorithm settles no reservations (SupportsReserve).
+  Step (*overdraw)(const Limit&, const CompactState*, Micros now, int64_t units) = nullptr;
 };
 
 // The pure functions of a log algorithm (see sliding_window_log.h for their contract).
@@ -83,7 +86,7 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .family = AlgorithmFamily::kWindow,
      .state = StateShape::kCompact,
      .compact = {fixed_window::Decide, fixed_window::Refund, fixed_window::Charge,
-                 fixed_window::GiveBack},
+                 fixed_window::GiveBack, fixed_window::Overdraw},
      .chart = {.colour = "#d62728"}},
     {.algorithm = Algorithm::kSlidingWindowLog,
      .name = "sliding_window_log",
@@ -101,13 +104,14 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .name = "token_bucket",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {token_bucket::Decide, token_bucket::Refund, nullptr, token_bucket::GiveBack},
+     .compact = {token_bucket::Decide, token_bucket::Refund, nullptr, token_bucket::GiveBack,
+                 token_bucket::Overdraw},
      .chart = {.colour = "#2ca02c"}},
     {.algorithm = Algorithm::kGcra,
      .name = "gcra",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {gcra::Decide, gcra::Refund, nullptr, gcra::GiveBack},
+     .compact = {gcra::Decide, gcra::Refund, nullptr, gcra::GiveBack, gcra::Overdraw},
      .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
     // Not a rate: the stores call caudal/algorithms/concurrency.h directly, and kAllAlgorithms
     // (the rate algorithms, which the simulator and the rate contract run) leaves it out.
@@ -185,6 +189,25 @@ inline Step GiveBackCompact(const Limit& limit, const CompactState* state, Micro
                             int64_t units, Micros at, Micros reset) {
   assert(SupportsLease(limit.algorithm()));
   return AlgorithmInfoOf(limit.algorithm()).compact.give_back(limit, state, now, units, at, reset);
+}
+
+// Whether a store takes reservations for the algorithm (EntryOp::kReserve, kSettle): it gives
+// back what still counts (SupportsLease) and overdraws into debt. The sliding windows and
+// concurrency do not: see docs/algorithms.md, Reservations.
+inline bool SupportsReserve(Algorithm a) {
+  return SupportsLease(a) && AlgorithmInfoOf(a).compact.overdraw != nullptr;
+}
+
+// The most debt a state holds (compact_state.h, Overdraw): 2^40 units, and for a bucket no more
+// than it refills in kMaxDebtTime, so that its times stay below 2^53.
+inline constexpr Micros kMaxDebtTime = std::chrono::hours(24 * 365 * 25);
+int64_t MaxDebt(const Limit& limit);
+
+// Counts `units` into debt. Preconditions: SupportsReserve; units >= 0.
+inline Step OverdrawCompact(const Limit& limit, const CompactState* state, Micros now,
+                            int64_t units) {
+  assert(SupportsReserve(limit.algorithm()));
+  return AlgorithmInfoOf(limit.algorithm()).compact.overdraw(limit, state, now, units);
 }
 
 // Decides `cost` and, when allowed, takes up to `lease` more units, as many as fit (the lease a

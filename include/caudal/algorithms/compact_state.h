@@ -22,6 +22,13 @@
 //   in a window that has passed, or absorbed by a bucket that has refilled since, stays. So the
 //   state never ends fuller than if those units had not been consumed, whatever came between.
 //   At `at` itself it is a refund of `units`. Like Refund, it reports the state after it.
+// - Overdraw(units), where an algorithm settles reservations (token_bucket, gcra, fixed_window):
+//   counts `units` whatever is left, into debt past empty: a bucket's tokens go below 0 (a GCRA
+//   arrival time past now + τ), a fixed window's count above its limit. Debt is held up to
+//   MaxDebt units, and what is past that is forgiven. A bucket in debt refuses every request
+//   until it has refilled past the debt, so a later request waits until the long-run rate is
+//   met; a window's excess lasts until the window ends. Always kAllowed; it reports the state
+//   after it (remaining 0 while in debt).
 #pragma once
 
 #include <array>

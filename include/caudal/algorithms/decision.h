@@ -16,6 +16,17 @@ enum class Verdict : uint8_t {
 
 std::string_view VerdictName(Verdict v);
 
+// What a reserve or a settle did with its reservation (EntryOp::kReserve, kSettle: store.h).
+enum class Reservation : uint8_t {
+  kNone,      // neither a reserve nor a settle, or a reserve its request refused elsewhere
+  kOpened,    // a reserve admitted and recorded it
+  kFull,      // a reserve refused: the key already holds its most open reservations
+  kSettled,   // a settle applied its cost
+  kRepeated,  // a settle of the cost it was already settled with: the first settle's decision
+  kConflict,  // a settle of another cost than the first one's: nothing changed
+  kUnknown,   // a settle of no live reservation (never made, or expired): nothing changed
+};
+
 struct Decision {
   Verdict verdict = Verdict::kAllowed;
   int64_t limit = 0;      // the capacity (burst) or the per-window limit
@@ -34,6 +45,10 @@ struct Decision {
   Micros leased_at{0};
   // A release (EntryOp::kRelease): the hold was live and is now freed.
   bool released = false;
+  // A reserve or a settle: what it did with its reservation.
+  Reservation reservation = Reservation::kNone;
+  // A settle that settled (or repeats one): the units it charged above the estimate.
+  int64_t overrun = 0;
 
   bool allowed() const { return verdict == Verdict::kAllowed; }
   friend bool operator==(const Decision&, const Decision&) = default;

@@ -4,7 +4,8 @@
 // any W that spans the boundary.
 //
 // State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0). A count
-// of 0 (everything refunded) is a fresh state. Only Charge makes count exceed the limit.
+// of 0 (everything refunded) is a fresh state. Only Charge and Overdraw make count exceed the
+// limit.
 // Time going backwards into an earlier window is judged in the stored (later) window.
 #pragma once
 
@@ -32,5 +33,10 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t u
 // no longer the stored one. Preconditions: as Refund.
 Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
               Micros reset);
+
+// Counts `units` in the current window whatever is left, up to limit + MaxDebt (kMaxCapacity): a
+// settle's excess, held until the window ends (the next window starts empty). Always kAllowed.
+// Preconditions: as Refund.
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::fixed_window

@@ -6,7 +6,8 @@
 // TAT is exact: whole µs plus a fraction with refill_count() as denominator.
 // State words: w[0] = TAT whole µs, w[1] = fraction numerator, w[2] unused (0).
 //
-// On every trace whose timestamps never decrease it decides exactly as token_bucket does
+// On every trace whose timestamps never decrease it decides exactly as token_bucket does (and
+// so after an Overdraw too)
 // (tested decision for decision). When time goes backwards it judges the request at the earlier
 // `now`, which can only refuse more, never admit more.
 #pragma once
@@ -28,5 +29,10 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t u
 // now (compact_state.h). Preconditions: as Refund.
 Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
               Micros reset);
+
+// Moves TAT forward by units·e whatever the tolerance, so that TAT − now may pass τ (debt, up to
+// MaxDebt units past it): every request is refused until TAT − now + c·e ≤ τ again, as
+// token_bucket's Overdraw. Preconditions: as Refund.
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::gcra

@@ -3,8 +3,11 @@
 // T is an exact rational: whole tokens plus a fraction with the rate's period as denominator, so
 // no refill is ever lost to rounding. In any interval of length t it admits at most B + r·t.
 //
-// State words: w[0] = whole tokens, w[1] = fraction numerator over refill_period_us(),
-// w[2] = time of the last update (µs). Time going backwards counts as Δt = 0.
+// Overdraw takes tokens below 0 (debt, up to MaxDebt); the bucket then refuses everything until
+// it has refilled past it. remaining is never reported below 0.
+//
+// State words: w[0] = whole tokens (negative: debt), w[1] = fraction numerator over
+// refill_period_us(), w[2] = time of the last update (µs). Time going backwards counts as Δt = 0.
 #pragma once
 
 #include "caudal/algorithms/compact_state.h"
@@ -24,5 +27,9 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now, int64_t u
 // as Refund.
 Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t units, Micros at,
               Micros reset);
+
+// Takes `units` tokens whatever is left, down to −MaxDebt (compact_state.h). Preconditions: as
+// Refund.
+Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
 }  // namespace caudal::token_bucket

@@ -3,7 +3,9 @@
 // HTTP (/v1/check, /v1/auth), Envoy's RLS and `caudal check` each translate their request into
 // one of the two requests below and the CheckResult back into their protocol; nothing else.
 // A check whose policies hold a concurrency limit takes a slot of each when admitted and
-// answers a hold id, which ReleaseAsync (HTTP /v1/release) gives back.
+// answers a hold id, which ReleaseAsync (HTTP /v1/release) gives back. A reserve (a check with
+// CheckRequest::reserve) consumes its cost as an estimate and answers a reservation id, which
+// SettleAsync (HTTP /v1/settle) settles at the actual cost, from any instance.
 //
 //   Engine engine(store, clock, {.local_store = &fallback, .metrics = &metrics, .log = &log});
 //   engine.SetPolicies(*PolicySet::Create(specs, {.on_failure = FailureMode::kDeny}));
@@ -64,7 +66,12 @@ struct CheckRequest {
   std::optional<int64_t> cost;  // unset: each policy's default cost
   bool refund = false;          // give `cost` back to every applicable policy instead of taking it
   Api api = Api::kHttp;
+  // Set: a reserve whose reservation lives this long (kMinReservationTtl..kMaxReservationTtl):
+  // `cost` is an estimate, consumed all-or-nothing in every enforced policy, each of whose limits
+  // must take reservations (SupportsReserve); settle it with SettleAsync.
+  std::optional<Micros> reserve = std::nullopt;
 };
+inline constexpr Micros kDefaultReservationTtl = std::chrono::seconds(60);
 
 // One descriptor of an Envoy request: the entries select a rule of the domain (see
 // ratelimit_config.h), or `limit` overrides it.
@@ -146,6 +153,10 @@ struct CheckResult {
   // id that releases them (ReleaseAsync); empty otherwise. A slot not released frees itself
   // its limit's `hold` after it was taken.
   std::string hold;
+  // An admitted reserve: the id that settles it (SettleAsync), and its ttl. The keys of checks
+  // decided by a failure mode hold no reservation (their settle finds none).
+  std::string reservation;
+  Micros reservation_ttl{0};
 
   bool allowed() const { return outcome == Outcome::kAllowed; }
   // Enforced checks that refused (over limit or failing closed).
@@ -163,6 +174,24 @@ struct ReleaseResult {
   int slots = 0;  // slots freed
 };
 using ReleaseCallback = std::function<void(Result<ReleaseResult>)>;
+
+// One limit a settle settled, and its state after it.
+struct SettledLimit {
+  std::string_view policy;  // the policy's name
+  const Limit* limit = nullptr;
+  Decision decision;  // decision.reservation: what happened to this key's reservation
+};
+
+// What a settle did, over every key of the reservation: kSettled (some key settled now),
+// kRepeated (every live key had been settled at this cost: the first settle's decisions),
+// kConflict (some key had been settled at another cost: nothing changed), kUnknown (no key held
+// it: unknown, expired, or its policy's limits changed since; nothing changed).
+struct SettleResult {
+  std::shared_ptr<const void> keepalive = nullptr;  // holds what `limits` point into
+  Reservation outcome = Reservation::kUnknown;
+  std::vector<SettledLimit> limits = {};  // the keys that held it, in the reservation's order
+};
+using SettleCallback = std::function<void(Result<SettleResult>)>;
 
 // --- The engine --------------------------------------------------------------------------------
 
@@ -228,6 +257,14 @@ class Engine {
   // error) when the store cannot answer and no slot was freed. `done` runs exactly once.
   void ReleaseAsync(std::string_view hold, ReleaseCallback done);
   Result<ReleaseResult> Release(std::string_view hold);
+
+  // Settles the reservation `reservation` (CheckResult::reservation) at the actual `cost`, from
+  // any instance sharing the store, in one store request: under the estimate gives the rest
+  // back, over it charges the excess into debt. Errors: kInvalidArgument for text that is no
+  // reservation id or a cost outside 0..2^40; kUnavailable (or the store's error) when the store
+  // cannot answer. `done` runs exactly once.
+  void SettleAsync(std::string_view reservation, int64_t cost, SettleCallback done);
+  Result<SettleResult> Settle(std::string_view reservation, int64_t cost);
 
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }

@@ -83,6 +83,9 @@ enum class MetricId : uint8_t {
   kHoldsTaken,
   kHoldReleases,
   kIdempotencyKeys,
+  kReservationsOpened,
+  kReservationSettles,
+  kReservationOverrun,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -277,6 +280,24 @@ inline constexpr std::array kMetricTable = {
               "Requests with an Idempotency-Key, by outcome: first (decided), replayed (the first "
               "answer again), conflict (409: in progress), mismatch (422: another body), invalid "
               "(400) or unavailable (the records could not be read: by store.on_failure)."},
+    MetricDef{MetricId::kReservationsOpened,
+              "caudal_reservations_opened_total",
+              MetricType::kCounter,
+              {},
+              "Reserves admitted, each answered with a reservation id (open: these, less settles "
+              "answered settled, less reservations expired in the store)."},
+    MetricDef{MetricId::kReservationSettles,
+              "caudal_reservation_settles_total",
+              MetricType::kCounter,
+              {"result"},
+              "Settles of a reservation id, by result: settled, repeated (the same cost again), "
+              "conflict (another cost than the first) or unknown (unknown or expired)."},
+    MetricDef{MetricId::kReservationOverrun,
+              "caudal_reservation_overrun_units_total",
+              MetricType::kCounter,
+              {},
+              "Units settles charged above their reservations' estimates, into debt where they "
+              "did not fit (each limit of a reservation counted)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

@@ -97,6 +97,8 @@ struct PolicySpec {
   std::optional<FailureMode> on_failure;  // unset: the set's default
   std::vector<OverrideSpec> overrides;    // 0..kMaxOverridesPerPolicy; the first match wins
   std::optional<LeaseTerms> lease;        // unset: the set's default (store.lease)
+  // How its reservations live (POST /v1/reserve); the ttl is each request's own.
+  ReservationTerms reservations{};
 };
 
 struct PolicySetOptions {

@@ -45,6 +45,22 @@
 // live), or by itself at its expiry. A request that releases holds releases only, and is always
 // allowed.
 //
+// An entry may reserve (EntryOp::kReserve, on an algorithm with SupportsReserve): a consume of
+// `cost`, an estimate, decided all-or-nothing with the request's other entries, which, admitted,
+// also records a reservation on the key under the id EntryRef::hold, expiring
+// EntryRef::reservation's ttl after the store's time. A key holds at most `max_open` open
+// reservations: a reserve past them is refused (Decision::reservation kFull, retry_after until
+// the earliest expires). EntryOp::kSettle with the same id names the actual cost: less than the
+// estimate gives the difference back as a give-back does (only what still counts, the
+// reservation's decision being the grant), more overdraws the excess into debt (Overdraw in
+// caudal/algorithms/compact_state.h), so later requests wait until the long-run rate is met. The
+// settled reservation keeps its cost and its decision until its expiry: a settle of the same
+// cost again answers that decision (kRepeated) and changes nothing, another cost kConflict, no
+// live reservation kUnknown. A reservation not settled by its expiry keeps its estimate, or gives
+// it back (ExpiryOutcome::kGiveBack, as a give-back at that moment), at the next entry on its key
+// that carries EntryRef::reservation (the engine gives every entry of a policy that reserves
+// its policy's terms). A request that settles holds settles only, and is always allowed.
+//
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
 //
@@ -77,6 +93,8 @@ enum class EntryOp : uint8_t {
   kCharge,    // consume `cost` whatever the verdict (see above)
   kGiveBack,  // give back up to `cost` unspent units of the lease `grant` (see above)
   kRelease,   // free the concurrency hold `hold` (see above)
+  kReserve,   // consume `cost` as kConsume does and record the reservation `hold` (see above)
+  kSettle,    // settle the reservation `hold` at the actual `cost` (see above)
 };
 
 // A concurrency hold's id: 104 random bits, as two words below 2^52 each, so that the Redis
@@ -108,6 +126,25 @@ struct LeaseTerms {
 inline constexpr Nanos kMinLeaseTtl = std::chrono::milliseconds(1);
 inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
 
+// What an unsettled reservation does at its expiry.
+enum class ExpiryOutcome : uint8_t {
+  kKeep,      // its estimate stays consumed
+  kGiveBack,  // its estimate comes back, what still counts of it (as kGiveBack)
+};
+
+// How a key's reservations live (EntryRef::reservation): its policy's `reservations`.
+struct ReservationTerms {
+  Micros ttl = std::chrono::seconds(60);  // kReserve: until the reservation expires
+  ExpiryOutcome on_expiry = ExpiryOutcome::kKeep;
+  // Open reservations a key holds at most; it keeps as many settled ones (to answer a repeated
+  // settle), forgetting the earliest to expire first.
+  int64_t max_open = 1000;
+  friend bool operator==(const ReservationTerms&, const ReservationTerms&) = default;
+};
+inline constexpr Micros kMinReservationTtl = std::chrono::milliseconds(1);
+inline constexpr Micros kMaxReservationTtl = std::chrono::hours(24);
+inline constexpr int64_t kMaxOpenReservations = 10'000;
+
 struct EntryRef {
   std::string_view key;
   const Limit* limit = nullptr;
@@ -117,8 +154,12 @@ struct EntryRef {
   const LeaseGrant* grant = nullptr;  // kGiveBack: the grant the units come from
   const LeaseTerms* terms = nullptr;  // for a LeaseStore above the store; null: its default
   bool native_count = false;  // kCharge or kRefund of a fixed_window: counted natively (above)
-  // A concurrency limit's kConsume with cost > 0, or a kRelease: the hold it takes or frees.
+  // A concurrency limit's kConsume with cost > 0, or a kRelease: the hold it takes or frees. A
+  // kReserve or a kSettle: the reservation's id.
   const HoldId* hold = nullptr;
+  // A kReserve or a kSettle: its terms (required). Any other entry: the key's reservations expire
+  // first by these terms (see above); null: they are left for later.
+  const ReservationTerms* reservation = nullptr;
 };
 
 struct StoreResponse {
@@ -144,7 +185,9 @@ class Store {
   // algorithm without SupportsLease, a give-back without its grant or beside other ops, a
   // native count that is not a fixed_window charge or refund without a lease, or beside other
   // entries, a concurrency entry that is not a consume or a release, a consume of cost > 0 or a
-  // release without its hold, a release of another limit or beside other ops),
+  // release without its hold, a release of another limit or beside other ops, a reserve or a
+  // settle without its id or terms or on an algorithm without SupportsReserve, terms out of
+  // range, a settle beside other ops),
   // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;

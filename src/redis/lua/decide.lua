@@ -19,9 +19,16 @@
 --   words; a cost above 0 takes a slot under it, and a cost of -1 releases it (as a refund, it
 --   applies whatever the others decide; its reply carries a fifth integer, 1 when the hold was
 --   live).
+--   An algorithm plus RESERVE_FLAG carries reservation terms: six more numbers follow (after a
+--   lease's or a hold's): mode (0: only expire the key's reservations, 1: reserve, 2: settle),
+--   the reservation id's two words, ttl (µs), 1 when it gives back at expiry, the most open; a
+--   reserve's or a settle's reply carries two more integers, its reservation code and overrun
+--   (reservation.lua).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
---   CONCURRENCY, units and now are the hold id's words: its undo is a release).
+--   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
+--   undo entry is its algorithm plus RESERVE_FLAG, followed by the reservation id's two words,
+--   and deletes the reservation's record.
 -- Reply: per request, 1 (allowed) or 0, then per entry: verdict, remaining (negative: the
 --   units a charge overdrew a fixed window by; remaining is then 0), reset_after µs,
 --   retry_after µs, and for an entry asking for a lease the units leased (0 when refused); after
@@ -33,48 +40,6 @@
 --   moved, or is migrating and the key already left, or the cluster is down) is skipped whole
 --   before anything of it is read or written: its first reply integer is NOT_SERVED, then four 0
 --   per entry, and the store sends it again on its own, declaring its keys.
-
--- Compact state: 33 bytes, STATE_TAG then four little-endian doubles (exact: each is an integer
--- below 2^53): the algorithm's three words and `keep`, the time (µs, on the script's clock) until
--- which the key's TTL is known to keep it. One C call reads or writes it, where the decimal text
--- "w0 w1 w2" that earlier versions wrote took a pattern match and three number parsings (about
--- 1.2 µs against 0.2 µs per read in Redis 7.0). That text, which can never start with
--- STATE_TAG, is still read (with no `keep`), so that state written before an upgrade keeps
--- counting. nil when the key is absent (fresh).
-local spack, sunpack = struct.pack, struct.unpack
-local STATE_TAG = 1
-local function compact_read(key)
-  local v = redis.call('GET', key)
-  if not v then return nil end
-  if #v == 33 then
-    local tag, a, b, c, keep = sunpack('<Bdddd', v)
-    if tag == STATE_TAG then return {a, b, c, keep} end
-  end
-  local a, b, c = match(v, '^(-?%d+) (-?%d+) (-?%d+)$')
-  if not a then return nil end
-  return {tonumber(a), tonumber(b), tonumber(c)}
-end
-
--- Writes a compact state, read as `st` in this call (or nil), that must live until fresh,
--- `reset` µs after `now`. Setting a TTL costs Redis about as much as the rest of the write, so
--- it is set only when the key's present one, recorded in `st`, would end sooner: then to the
--- time needed plus an eighth, so that a need that grows with each write (a bucket draining)
--- sets it once per eighth rather than every time. A key therefore outlives its fresh time by
--- at most an eighth of the TTL last set, and never expires before it. The recorded time is
--- never later than the real expiry: Redis's TIME, read at the call's start, is `now`, and Redis
--- counts a TTL from its own clock in whole ms, read at the call's start too, so the time is
--- recorded 1 ms short. (A given clock's `slack`, lua_protocol.h, is added and not recorded.)
-local function compact_write(key, st, w0, w1, w2, now, reset, slack)
-  local ttl = ttl_ms(reset, 0)
-  local keep = st and st[4]
-  if keep and keep >= now + ttl * 1000 then
-    redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'KEEPTTL')
-  else
-    ttl = ttl + floor(ttl / 8)
-    redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, now + (ttl - 1) * 1000),
-               'PX', ttl + slack)
-  end
-end
 
 -- Applies an undo (undo.lua) and returns verdict, remaining, reset_after, retry_after.
 local function undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
@@ -146,6 +111,7 @@ end
 
 -- A request's numbers: one struct.unpack per entry reads them all.
 local COUNT, ENTRY, UNDO_ENTRY, HOLD = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8', '<i8i8'
+local RESERVATION = '<i8i8i8i8i8i8'
 
 local out, o = {}, 0
 local k = 1
@@ -153,6 +119,9 @@ local nargs = #ARGV
 local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
 local asks = {}  -- per entry: the lease asked for, or false
 local his, los = {}, {}  -- per CONCURRENCY entry: its hold id
+-- per entry with RESERVE_FLAG: its mode (0: expire only, 1: reserve, 2: settle), its
+-- reservation's id, ttl, 1 when it gives back at expiry, and the most open; false otherwise
+local modes, rhis, rlos, rttls, rgives, rmaxs, rcodes, overs = {}, {}, {}, {}, {}, {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 while a <= nargs do
   local req = ARGV[a]
@@ -173,6 +142,12 @@ while a <= nargs do
     for _ = 1, n do
       local alg, cap, rn, rp, units, at, reset
       alg, cap, rn, rp, units, at, reset, p = sunpack(UNDO_ENTRY, req, p)
+      local hi, lo
+      if alg >= RESERVE_FLAG then  -- a reserve's undo: its record goes too
+        alg = alg - RESERVE_FLAG
+        hi, lo, p = sunpack(HOLD, req, p)
+        reservation_drop(K[kb + k], hi, lo)
+      end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
         undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)
       k, o = k + 1, o + 4
@@ -182,7 +157,9 @@ while a <= nargs do
     for i = 1, count do
       local alg
       alg, caps[i], rns[i], rps[i], costs[i], p = sunpack(ENTRY, req, p)
-      asks[i] = false
+      asks[i], modes[i], rcodes[i], overs[i] = false, false, RES_NONE, 0
+      local reserving = alg >= RESERVE_FLAG
+      if reserving then alg = alg - RESERVE_FLAG end
       if alg >= LEASE_FLAG then
         alg = alg - LEASE_FLAG
         asks[i], p = sunpack(COUNT, req, p)
@@ -190,6 +167,9 @@ while a <= nargs do
       charges[i] = alg >= CHARGE_FLAG
       if charges[i] then alg = alg - CHARGE_FLAG end
       if alg == CONCURRENCY then his[i], los[i], p = sunpack(HOLD, req, p) end
+      if reserving then
+        modes[i], rhis[i], rlos[i], rttls[i], rgives[i], rmaxs[i], p = sunpack(RESERVATION, req, p)
+      end
       keys[i], algs[i] = K[kb + k], alg
       k = k + 1
       if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
@@ -198,9 +178,26 @@ while a <= nargs do
         elseif alg ~= CONCURRENCY then
           states[i] = compact_read(keys[i])
         end
-        verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-          decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i], charges[i], keys[i])
+        if modes[i] then  -- the key's expired reservations first (reservation.lua)
+          states[i] =
+            reservations_expire(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, slack)
+        end
+        if modes[i] == 1 then
+          verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i],
+            rcodes[i] =
+            reserve_decide(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i], rmaxs[i])
+        elseif modes[i] == 2 then  -- alone in its request: settled here
+          verdicts[i], remainings[i], resets[i], retries[i], rcodes[i], overs[i] =
+            reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],
+                               rhis[i], rlos[i], rmaxs[i], slack)
+          consumeds[i] = false
+        else
+          verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+            decide(alg, states[i], caps[i], rns[i], rps[i], now, costs[i], charges[i], keys[i])
+        end
         if verdicts[i] ~= ALLOWED then all = false end
+      elseif modes[i] then  -- a refund on a key that may hold reservations: they expire first
+        reservations_expire(keys[i], alg, compact_read(keys[i]), caps[i], rns[i], rps[i], now, slack)
       end
     end
     o = o + 1
@@ -226,6 +223,13 @@ while a <= nargs do
       elseif costs[i] < 0 then
         verdicts[i], remainings[i], resets[i], retries[i] =
           refund(algs[i], keys[i], caps[i], rns[i], rps[i], now, -costs[i], slack)
+      elseif modes[i] == 1 and all then  -- an admitted reserve: its cost, and its record
+        if consumeds[i] then
+          compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
+        end
+        reservation_open(keys[i], now, costs[i], resets[i], rhis[i], rlos[i], rttls[i], rgives[i],
+                         slack)
+        rcodes[i] = RES_OPENED
       elseif (all or charges[i]) and consumeds[i] then  -- a charge counts whatever was decided
         if algs[i] == CONCURRENCY then
           concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)
@@ -248,6 +252,10 @@ while a <= nargs do
       if asks[i] then
         o = o + 1
         out[o] = leased
+      end
+      if modes[i] == 1 or modes[i] == 2 then
+        out[o + 1], out[o + 2] = rcodes[i], overs[i]
+        o = o + 2
       end
     end
   end

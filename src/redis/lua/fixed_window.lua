@@ -60,3 +60,11 @@ end
 
 COMPACT[FIXED_WINDOW], COMPACT_REFUND[FIXED_WINDOW] = fixed_window, fixed_window_refund
 COMPACT_CHARGE[FIXED_WINDOW] = fixed_window_charge
+
+-- A settle's excess: counted as a charge is, in the current window, always allowed.
+local function fixed_window_overdraw(st, max, rn, w, now, units)
+  local _, remaining, reset, _, changed, w0, w1, w2 =
+    fixed_window_charge(st, max, rn, w, now, units)
+  return ALLOWED, remaining, reset, 0, changed, w0, w1, w2
+end
+COMPACT_OVERDRAW[FIXED_WINDOW] = fixed_window_overdraw

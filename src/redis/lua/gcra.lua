@@ -63,7 +63,8 @@ local function gcra_refund(st, cap, n, p, now, units)
   if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
     tw, tf = st[1], st[2]
     if units > 0 then
-      local uw, uf = muldiv(units < cap and units or cap, p, n)
+      local most = cap + max_debt(GCRA, n, p)  -- a refund reaches back through debt
+      local uw, uf = muldiv(units < most and units or most, p, n)
       tw, tf = gcra_pull_back(tw, tf, uw, uf, now, n)
       changed = true
     end
@@ -73,4 +74,36 @@ local function gcra_refund(st, cap, n, p, now, units)
   return ALLOWED, remaining, reset, 0, changed, tw, tf, 0
 end
 
+-- Moves TAT on by units·e whatever the tolerance, up to now + tau + max_debt·e.
+local function gcra_overdraw(st, cap, n, p, now, units)
+  local tau_w, tau_f = muldiv(cap, p, n)
+  local tw, tf = now, 0
+  if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
+    tw, tf = st[1], st[2]
+  end
+  local debt = max_debt(GCRA, n, p)
+  local mq, mr = muldiv(debt, p, n)
+  local mw, mf = now + tau_w + mq, tau_f + mr
+  if mf >= n then
+    mf, mw = mf - n, mw + 1
+  end
+  local u = units
+  if u > cap + debt then u = cap + debt end
+  local uw, uf = muldiv(u, p, n)
+  local nw, nf = tw + uw, tf + uf
+  if nf >= n then
+    nf, nw = nf - n, nw + 1
+  end
+  if nw > mw or (nw == mw and nf > mf) then
+    nw, nf = mw, mf
+  end
+  local changed = nw > tw or (nw == tw and nf > tf)
+  if not changed then
+    nw, nf = tw, tf
+  end
+  local remaining, reset = gcra_report(nw, nf, now, cap, n, p, tau_w)
+  return ALLOWED, remaining, reset, 0, changed, nw, nf, 0
+end
+
+COMPACT_OVERDRAW[GCRA] = gcra_overdraw
 COMPACT[GCRA], COMPACT_REFUND[GCRA] = gcra, gcra_refund

@@ -75,3 +75,16 @@ end
 -- Each one's file ends by registering its decide and refund functions under its constant:
 --   COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund
 local COMPACT, COMPACT_REFUND, COMPACT_CHARGE = {}, {}, {}
+-- Overdraw (a reservation settled above its estimate), where an algorithm settles reservations.
+local COMPACT_OVERDRAW = {}
+
+-- MaxDebt (src/algorithms/algorithm.cc): 2^40 units, and for a bucket no more than it refills in
+-- MAX_DEBT_TIME: floor(MAX_DEBT_TIME * n / p), exact through muldiv once the double estimate
+-- says the quotient is small.
+local function max_debt(alg, n, p)
+  if alg == FIXED_WINDOW then return MAX_CAPACITY end
+  if MAX_DEBT_TIME / p * n >= 2 * MAX_CAPACITY then return MAX_CAPACITY end
+  local q = muldiv(MAX_DEBT_TIME, n, p)
+  if q > MAX_CAPACITY then return MAX_CAPACITY end
+  return q
+end

@@ -32,7 +32,7 @@ local function token_bucket(st, cap, n, p, now, cost)
   local verdict, retry, consumed = ALLOWED, 0, false
   if cost > cap then
     verdict = NEVER_FITS
-  elseif tokens >= cost then
+  elseif tokens >= cost or cost == 0 then  -- a peek passes even in debt
     tokens = tokens - cost
     consumed = cost > 0
   else
@@ -40,7 +40,7 @@ local function token_bucket(st, cap, n, p, now, cost)
     retry = (last - now) + time_to_reach(cost, tokens, frac, n, p)
   end
   local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
-  return verdict, tokens, reset, retry, consumed, tokens, frac, last
+  return verdict, tokens < 0 and 0 or tokens, reset, retry, consumed, tokens, frac, last
 end
 
 local function token_bucket_refund(st, cap, n, p, now, units)
@@ -55,7 +55,20 @@ local function token_bucket_refund(st, cap, n, p, now, units)
     end
   end
   local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
-  return ALLOWED, tokens, reset, 0, changed, tokens, frac, last
+  return ALLOWED, tokens < 0 and 0 or tokens, reset, 0, changed, tokens, frac, last
 end
 
+-- Takes `units` whatever is left, down to -max_debt (tokens below 0 are debt).
+local function token_bucket_overdraw(st, cap, n, p, now, units)
+  local tokens, frac, last = bucket_refill(st, cap, n, p, now)
+  local low = -max_debt(TOKEN_BUCKET, n, p)
+  local t = tokens - units
+  if t < low then t = low end
+  local changed = t ~= tokens
+  tokens = t
+  local reset = (last - now) + time_to_reach(cap, tokens, frac, n, p)
+  return ALLOWED, tokens < 0 and 0 or tokens, reset, 0, changed, tokens, frac, last
+end
+
+COMPACT_OVERDRAW[TOKEN_BUCKET] = token_bucket_overdraw
 COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund

@@ -8,7 +8,8 @@
 -- fresh key's would be). Only a clock stepping back between the two can show it.
 --
 -- Arguments per entry: the entry's own (algorithm, capacity, rate count, rate period), the units
--- to give back, and the reservation's `at` (its call's now) and reset_after.
+-- to give back, and the reservation's `at` (its call's now) and reset_after (a reserve's undo:
+-- then its reservation id, whose record decide.lua deletes).
 -- Each returns a refund's verdict, remaining, reset_after, retry_after (the state afterwards).
 
 -- The windows: the reservation counted its units in the window that starts at_reset - W (fixed)
@@ -31,7 +32,8 @@ local function gcra_undo(st, cap, n, p, now, units, at, reset)
   local tw, tf, changed = now, 0, false
   if st and (st[1] > now or (st[1] == now and st[2] > 0)) then
     tw, tf = st[1], st[2]
-    local gw, gf = muldiv(units < cap and units or cap, p, n)  -- the cost, in time
+    local most = cap + max_debt(GCRA, n, p)
+    local gw, gf = muldiv(units < most and units or most, p, n)  -- the cost, in time
     if now > at then
       local left = at + reset - now
       if left <= 0 then
@@ -72,7 +74,7 @@ local function token_bucket_undo(st, cap, n, p, now, units, at, reset)
     if tokens >= cap then tokens, frac = cap, 0 end
   end
   local rst = (last - now) + time_to_reach(cap, tokens, frac, n, p)
-  return ALLOWED, tokens, rst, 0, changed, tokens, frac, last
+  return ALLOWED, tokens < 0 and 0 or tokens, rst, 0, changed, tokens, frac, last
 end
 
 local function sliding_window_counter_undo(st, max, w, now, units, at, reset)

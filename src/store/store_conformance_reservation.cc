@@ -1,0 +1,275 @@
+// The conformance suite's reservation tests (store_conformance.h): a reserve consumes its
+// estimate all-or-nothing and records the reservation; a settle gives back the unused part or
+// overdraws the excess into debt, once (a repeat answers the first result, another cost a
+// conflict); an unsettled reservation expires keeping or giving back its estimate; a key holds
+// at most max_open open ones; malformed entries are refused; random traces match the model.
+#include <random>
+#include <vector>
+
+#include "caudal/algorithms/algorithm.h"
+#include "store/store_conformance.h"
+#include "store/store_reference_model.h"
+
+namespace caudal {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+Limit Bucket(Algorithm a, int64_t capacity, int64_t count, Micros period) {
+  return *Limit::Create(LimitSpec::Bucket(a, capacity, {.count = count, .period = period}));
+}
+
+constexpr Algorithm kReserving[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
+                                    Algorithm::kFixedWindow};
+
+Limit LimitOf(Algorithm a) {
+  return a == Algorithm::kFixedWindow
+             ? *Limit::Create(LimitSpec::Window(a, 1000, std::chrono::minutes(1)))
+             : Bucket(a, 1000, 1000, std::chrono::minutes(1));
+}
+
+struct Ops {
+  std::string key;
+  const Limit* limit;
+  ReservationTerms terms;
+  EntryRef Reserve(const HoldId& id, int64_t cost) const {
+    return {.key = key,
+            .limit = limit,
+            .cost = cost,
+            .op = EntryOp::kReserve,
+            .hold = &id,
+            .reservation = &terms};
+  }
+  EntryRef Settle(const HoldId& id, int64_t cost) const {
+    return {.key = key,
+            .limit = limit,
+            .cost = cost,
+            .op = EntryOp::kSettle,
+            .hold = &id,
+            .reservation = &terms};
+  }
+  EntryRef Consume(int64_t cost) const {
+    return {.key = key, .limit = limit, .cost = cost, .reservation = &terms};
+  }
+};
+
+TEST_P(StoreConformanceTest, ReserveThenSettleUnderTheEstimateGivesTheDifferenceBack) {
+  for (const Algorithm a : kReserving) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = LimitOf(a);
+    const Ops ops{.key = Key(std::string("under:") + std::string(AlgorithmName(a))),
+                  .limit = &limit,
+                  .terms = {.ttl = seconds(60)}};
+    const HoldId id{7, 1};
+    const EntryRef reserve = ops.Reserve(id, 800);
+    const StoreResponse r = MustDecide({&reserve, 1});
+    ASSERT_TRUE(r.allowed);
+    EXPECT_EQ(r.decisions[0].remaining, 200);
+    EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
+    const EntryRef settle = ops.Settle(id, 731);
+    const StoreResponse s = MustDecide({&settle, 1});
+    ASSERT_TRUE(s.allowed);
+    EXPECT_EQ(s.decisions[0].reservation, Reservation::kSettled);
+    EXPECT_EQ(s.decisions[0].remaining, 269) << "731 counted, exactly";
+    clock_.Advance(milliseconds(5));
+    const StoreResponse again = MustDecide({&settle, 1});
+    EXPECT_EQ(again.decisions[0].reservation, Reservation::kRepeated);
+    EXPECT_EQ(again.decisions[0].remaining, 269) << "the first settle's decision";
+    const EntryRef other = ops.Settle(id, 700);
+    const StoreResponse conflict = MustDecide({&other, 1});
+    EXPECT_EQ(conflict.decisions[0].reservation, Reservation::kConflict);
+    const EntryRef peek = ops.Consume(0);
+    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 269)
+        << "neither the repeat nor the conflict changed anything";
+  }
+}
+
+TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
+  for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = Bucket(a, 10, 10, seconds(1));
+    const Ops ops{.key = Key(std::string("over:") + std::string(AlgorithmName(a))),
+                  .limit = &limit,
+                  .terms = {}};
+    const HoldId id{7, 2};
+    const EntryRef reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    const EntryRef settle = ops.Settle(id, 15);
+    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(d.reservation, Reservation::kSettled);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after, milliseconds(1500)) << "5 of debt, 10 to refill";
+    const EntryRef one = ops.Consume(1);
+    const StoreResponse refused = MustDecide({&one, 1});
+    ASSERT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(600));
+    clock_.Advance(milliseconds(600) - Micros(1));
+    EXPECT_FALSE(MustDecide({&one, 1}).allowed);
+    clock_.Advance(Micros(1));
+    EXPECT_TRUE(MustDecide({&one, 1}).allowed) << "the debt was paid";
+  }
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
+  const Ops ops{.key = Key("over:fixed_window"), .limit = &window, .terms = {}};
+  const HoldId id{7, 3};
+  const EntryRef reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+  const EntryRef settle = ops.Settle(id, 13);
+  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  EXPECT_EQ(d.remaining, 0);
+  EXPECT_EQ(d.overdrawn, 3) << "13 counted in a window of 10";
+}
+
+TEST_P(StoreConformanceTest, AnUnsettledReservationExpiresKeepingOrGivingBackItsEstimate) {
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 10, 1, seconds(1));
+  for (const ExpiryOutcome outcome : {ExpiryOutcome::kKeep, ExpiryOutcome::kGiveBack}) {
+    const bool give_back = outcome == ExpiryOutcome::kGiveBack;
+    SCOPED_TRACE(give_back ? "give_back" : "keep");
+    const Ops ops{.key = Key(give_back ? "expiry:give" : "expiry:keep"),
+                  .limit = &limit,
+                  .terms = {.ttl = seconds(1), .on_expiry = outcome}};
+    const HoldId id{8, give_back ? 2 : 1};
+    const EntryRef reserve = ops.Reserve(id, 8);
+    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    clock_.Advance(seconds(1) - Micros(1));
+    const EntryRef peek = ops.Consume(0);
+    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 2) << "still open";
+    clock_.Advance(Micros(1));
+    // 1 refilled; giving back 8 at 1 s returns what had not refilled since: 7.
+    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, give_back ? 10 : 3);
+    const EntryRef settle = ops.Settle(id, 1);
+    const Decision late = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(late.reservation, Reservation::kUnknown) << "expired";
+    EXPECT_EQ(late.remaining, give_back ? 10 : 3) << "and nothing charged";
+  }
+}
+
+TEST_P(StoreConformanceTest, AKeyHoldsAtMostMaxOpenReservations) {
+  const Limit limit = Bucket(Algorithm::kGcra, 100, 100, seconds(1));
+  const Ops ops{.key = Key("bound"), .limit = &limit, .terms = {.ttl = seconds(10), .max_open = 2}};
+  const HoldId a{9, 1}, b{9, 2}, c{9, 3};
+  const EntryRef ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({&ra, 1}).allowed);
+  clock_.Advance(seconds(1));
+  ASSERT_TRUE(MustDecide({&rb, 1}).allowed);
+  const StoreResponse full = MustDecide({&rc, 1});
+  ASSERT_FALSE(full.allowed);
+  EXPECT_EQ(full.decisions[0].reservation, Reservation::kFull);
+  EXPECT_EQ(full.decisions[0].verdict, Verdict::kDenied);
+  EXPECT_EQ(full.decisions[0].retry_after, seconds(9)) << "until the first expires";
+  const EntryRef peek = ops.Consume(0);
+  EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 99) << "the refusal consumed nothing";
+  const EntryRef sa = ops.Settle(a, 1);
+  ASSERT_EQ(MustDecide({&sa, 1}).decisions[0].reservation, Reservation::kSettled);
+  ASSERT_TRUE(MustDecide({&rc, 1}).allowed) << "a settled reservation is not open";
+  EXPECT_EQ(MustDecide({&sa, 1}).decisions[0].reservation, Reservation::kRepeated);
+}
+
+TEST_P(StoreConformanceTest, AReserveIsAllOrNothingWithTheRequestsOtherLimits) {
+  const Limit roomy = Bucket(Algorithm::kTokenBucket, 100, 100, seconds(1));
+  const Limit tight = Bucket(Algorithm::kGcra, 5, 5, seconds(1));
+  const Ops r1{.key = Key("aon:roomy"), .limit = &roomy, .terms = {}};
+  const Ops r2{.key = Key("aon:tight"), .limit = &tight, .terms = {}};
+  const HoldId id{10, 1};
+  const EntryRef both[] = {r1.Reserve(id, 6), r2.Reserve(id, 6)};
+  const StoreResponse refused = MustDecide(both);
+  ASSERT_FALSE(refused.allowed);
+  EXPECT_TRUE(refused.decisions[0].allowed());
+  EXPECT_EQ(refused.decisions[0].remaining, 100) << "nothing consumed";
+  EXPECT_EQ(refused.decisions[0].reservation, Reservation::kNone) << "nothing recorded";
+  const EntryRef settle = r1.Settle(id, 1);
+  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  EXPECT_EQ(d.reservation, Reservation::kUnknown);
+  EXPECT_EQ(d.remaining, 100) << "a settle of no reservation charges nothing";
+}
+
+TEST_P(StoreConformanceTest, ReservationEntriesAreValidated) {
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 5, 5, seconds(1));
+  const Limit log = *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, seconds(1)));
+  const std::string key = Key("bad"), other = Key("bad:other");
+  const HoldId id{3, 3}, too_big{kHoldIdWordLimit, 0};
+  const ReservationTerms ok{}, short_ttl{.ttl = Micros(999)},
+      long_ttl{.ttl = std::chrono::hours(25)}, none_open{.max_open = 0},
+      many_open{.max_open = kMaxOpenReservations + 1};
+  const auto reserve = [&](const Limit* l, const HoldId* h, const ReservationTerms* t) {
+    return EntryRef{
+        .key = key, .limit = l, .cost = 1, .op = EntryOp::kReserve, .hold = h, .reservation = t};
+  };
+  const EntryRef settle{.key = key,
+                        .limit = &bucket,
+                        .cost = 1,
+                        .op = EntryOp::kSettle,
+                        .hold = &id,
+                        .reservation = &ok};
+  const std::vector<std::vector<EntryRef>> bad = {
+      {reserve(&bucket, nullptr, &ok)},
+      {reserve(&bucket, &id, nullptr)},
+      {reserve(&bucket, &too_big, &ok)},
+      {reserve(&log, &id, &ok)},
+      {reserve(&bucket, &id, &short_ttl)},
+      {reserve(&bucket, &id, &long_ttl)},
+      {reserve(&bucket, &id, &none_open)},
+      {reserve(&bucket, &id, &many_open)},
+      {settle, {.key = other, .limit = &bucket, .cost = 1}},
+      {{.key = other, .limit = &bucket, .cost = 1}, settle},
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE(i);
+    const Result<StoreResponse> r = store_->Decide(bad[i]);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  }
+  EXPECT_EQ(MustDecideOne(key, bucket, 0).remaining, 5) << "nothing consumed";
+  EXPECT_EQ(MustDecideOne(other, bucket, 0).remaining, 5) << "nothing consumed";
+}
+
+// Random reserves, settles (of live, settled, expired and unknown ids), consumes and refunds over
+// the three algorithms that reserve, both expiry outcomes, against the model.
+TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
+  std::mt19937_64 rng(25);
+  const std::vector<Limit> limits = {
+      Bucket(Algorithm::kTokenBucket, 20, 10, milliseconds(100)),
+      Bucket(Algorithm::kGcra, 15, 3, milliseconds(100)),
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 25, milliseconds(300)))};
+  const std::vector<ReservationTerms> terms = {
+      {.ttl = milliseconds(150), .on_expiry = ExpiryOutcome::kGiveBack, .max_open = 3},
+      {.ttl = milliseconds(400), .on_expiry = ExpiryOutcome::kKeep, .max_open = 2},
+      {.ttl = milliseconds(250), .on_expiry = ExpiryOutcome::kGiveBack, .max_open = 4}};
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < limits.size(); ++i) keys.push_back(Key("model" + std::to_string(i)));
+  ReferenceModel model;
+  std::vector<HoldId> ids;
+  int64_t next = 1;
+  for (int step = 0; step < 600; ++step) {
+    clock_.Advance(Micros(static_cast<int64_t>(rng() % 30'000)));
+    std::vector<EntryRef> entries;
+    const HoldId fresh{static_cast<int64_t>(rng() % 4), next++};
+    const HoldId old = ids.empty() || rng() % 8 == 0 ? fresh : ids[rng() % ids.size()];
+    const int kind = static_cast<int>(rng() % 4);
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (rng() % 2 != 0) continue;
+      const int64_t cost = static_cast<int64_t>(rng() % 12);
+      EntryRef e{.key = keys[k], .limit = &limits[k], .cost = cost, .reservation = &terms[k]};
+      if (kind == 0) {
+        e.op = EntryOp::kReserve;
+        e.hold = &fresh;
+      } else if (kind == 1) {
+        e.op = EntryOp::kSettle;
+        e.hold = &old;
+        e.cost = static_cast<int64_t>(rng() % 30);
+      } else if (kind == 2 && rng() % 3 == 0) {
+        e.op = EntryOp::kRefund;
+      }
+      entries.push_back(e);
+    }
+    if (entries.empty()) continue;
+    if (kind == 0) ids.push_back(fresh);
+    const StoreResponse got = MustDecide(entries);
+    const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));
+    ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
+    ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace caudal
