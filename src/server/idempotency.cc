@@ -179,6 +179,17 @@ std::string CallerScope(const CallerAuth& caller, std::span<const std::string> i
   return "token";
 }
 
+std::string IdentityScope(std::string caller, const json::value& body) {
+  if (const json::object* o = body.if_object()) {
+    for (const char* identity : {"descriptors", "reservation"}) {
+      if (const json::value* v = o->if_contains(identity)) {
+        caller.append(1, '\0').append(identity).append(1, '\0').append(Canonical(*v));
+      }
+    }
+  }
+  return caller;
+}
+
 std::string RecordKey(std::string_view endpoint, std::string_view scope, std::string_view key) {
   // Each part's length first: no two (endpoint, scope, key) write the same text.
   return Sha256Hex(Cat("caudal-idempotency-v1 ", endpoint.size(), ':', endpoint, scope.size(), ':',

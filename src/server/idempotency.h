@@ -1,14 +1,16 @@
 // Idempotency-Key (draft-ietf-httpapi-idempotency-key-header) on the decision endpoints that
-// charge (POST /v1/check; the flow is the endpoint's own only in its name and its decision): a
-// request retried with the same key is answered its first answer, charged once, by any instance
-// sharing the store; the same key with another body is refused (422); a duplicate while the first
-// is being decided is refused (409). docs/http-api.md says why each choice was made.
+// charge (POST /v1/check, /v1/reserve and /v1/settle; the flow is the endpoint's own only in its
+// name and its decision): a request retried with the same key is answered its first answer,
+// charged once, by any instance sharing the store; the same key with another body is refused (422);
+// a duplicate while the first is being decided is refused (409). docs/http-api.md says why each
+// choice was made.
 //
-// The record's key is a SHA-256 of the endpoint, the caller (CallerScope) and the key's value, so
-// that callers never see each other's keys; its fingerprint a SHA-256 of the body in a canonical
-// form (keys sorted, no spaces), so that a client re-serializing the same request matches. The
-// parsing, hashing and encoding are pure and tested without a store; Idempotent::Run drives a
-// store (caudal/store/idempotency_store.h) and the endpoint's decision.
+// The record's key is a SHA-256 of the endpoint, the caller (CallerScope) narrowed to the
+// identity (IdentityScope) and the key's value, so that callers never see each other's keys; its
+// fingerprint a SHA-256 of the body in a canonical form (keys sorted, no spaces), so that a client
+// re-serializing the same request matches. The parsing, hashing and encoding are pure and tested
+// without a store; Idempotent::Run drives a store (caudal/store/idempotency_store.h) and the
+// endpoint's decision.
 //
 // Thread-safety: the functions are pure; Idempotent's methods may be called from any thread.
 #pragma once
@@ -49,6 +51,12 @@ ParsedKey ParseKeyField(std::string_view value, size_t count);
 // identities when one is allowed, else "token" (the caller token: every holder of it is one
 // caller); "" when the decision APIs are open.
 std::string CallerScope(const CallerAuth& caller, std::span<const std::string> identities);
+
+// `caller` (CallerScope) narrowed to the identity a request's `body` names: its "descriptors"
+// (a check, a reserve) or its "reservation" (a settle), written canonically, so that two
+// identities never share a key's record (the same key for another identity is another record,
+// not a 422).
+std::string IdentityScope(std::string caller, const boost::json::value& body);
 
 // The store's key of one key: lowercase hex of SHA-256 over the endpoint, the scope and the key.
 std::string RecordKey(std::string_view endpoint, std::string_view scope, std::string_view key);

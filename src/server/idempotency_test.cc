@@ -291,7 +291,8 @@ TEST_F(IdempotentCheckTest, TheSameKeyWithAnotherBodyIs422AndChargesNothing) {
 
 TEST_F(IdempotentCheckTest, ADuplicateWhileTheFirstIsDecidingIs409AndChargesNothing) {
   // The first request's claim, as another instance deciding it would hold it.
-  const std::string record = RecordKey("/v1/check", "", "order-1");
+  const std::string record =
+      RecordKey("/v1/check", IdentityScope("", json::parse(kBody)), "order-1");
   const std::string fingerprint = Fingerprint(json::parse(kBody));
   ASSERT_EQ(testing::OutcomeOf(
                 testing::ClaimOf(*records_, record, fingerprint, "other-instance", seconds(5))),
@@ -316,7 +317,8 @@ TEST_F(IdempotentCheckTest, ADuplicateWhileTheFirstIsDecidingIs409AndChargesNoth
 }
 
 TEST_F(IdempotentCheckTest, AClaimLeftByAnInstanceThatDiedEndsAfterInProgress) {
-  const std::string record = RecordKey("/v1/check", "", "order-1");
+  const std::string record =
+      RecordKey("/v1/check", IdentityScope("", json::parse(kBody)), "order-1");
   ASSERT_EQ(testing::OutcomeOf(testing::ClaimOf(*records_, record, Fingerprint(json::parse(kBody)),
                                                 "dead", seconds(5))),
             ClaimOutcome::kClaimed);
@@ -370,6 +372,21 @@ TEST_F(IdempotentCheckTest, WithoutAKeyNothingChanges) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(Post(kBody, {}).status, 200);
   EXPECT_EQ(Post(kBody, {}).status, 429);
   EXPECT_EQ(Outcome("first"), 0u);
+}
+
+TEST_F(IdempotentCheckTest, AKeyIsTheIdentitysOwnAnotherIdentityUnderItIsAnotherRequest) {
+  // The same key value from two identities: two records, each decided and charged once.
+  const std::string other = R"({"descriptors": {"api_key": "other"}})";
+  EXPECT_EQ(Keyed("order-1").status, 200);
+  EXPECT_EQ(Keyed("order-1", other).status, 200);
+  EXPECT_EQ(Keyed("order-1", other).headers.Get("Idempotent-Replayed"), "true");
+  EXPECT_EQ(Outcome("first"), 2u);
+  EXPECT_EQ(Outcome("mismatch"), 0u);
+  EXPECT_NE(IdentityScope("", json::parse(kBody)), IdentityScope("", json::parse(other)));
+  EXPECT_NE(IdentityScope("", json::parse(R"({"reservation": "a"})")),
+            IdentityScope("", json::parse(R"({"reservation": "b"})")));
+  EXPECT_EQ(IdentityScope("token", json::parse(R"({"descriptors": {"b": "2", "a": "1"}})")),
+            IdentityScope("token", json::parse(R"({"descriptors": {"a": "1", "b": "2"}})")));
 }
 
 TEST_F(IdempotentCheckTest, CallersOfDifferentCertificatesHaveKeysOfTheirOwn) {

@@ -48,29 +48,51 @@ void Decide(const Context& ctx, CheckRequest request, http_api::Endpoint endpoin
       });
 }
 
-// A keyed /v1/check: its first answer, once (server/idempotency.h). What the reply needs is
-// copied: the request's pieces are views that end when Dispatch returns.
-void DecideOnce(const Context& ctx, const Request& r, const std::string& key, CheckRequest request,
+// The Idempotency-Key field of `r`, parsed: nullopt when absent (or no records are kept), its
+// 400 (counted) when malformed.
+std::optional<idempotency::ParsedKey> KeyOf(const Context& ctx, const Request& r) {
+  const size_t n = r.header_count(idempotency::kHeader);
+  if (n == 0 || ctx.idempotency == nullptr) return std::nullopt;
+  idempotency::ParsedKey key = idempotency::ParseKeyField(r.header(idempotency::kHeader), n);
+  if (key.error) ctx.idempotency->CountInvalid();
+  return key;
+}
+
+// A keyed request of `endpoint`: its first answer, once (server/idempotency.h). Keys are the
+// caller's and the identity's: the identity is the body's descriptors (a check, a reserve) or
+// its reservation (a settle), so that two identities never share a key's record. What the reply
+// needs is copied: the request's pieces are views that end when Dispatch returns.
+void DecideOnce(const Context& ctx, const Request& r, std::string_view endpoint,
+                const std::string& key, idempotency::Idempotent::Decide decide,
                 Responder& responder) {
-  const std::string scope = idempotency::CallerScope(ctx.auth.caller, r.identities);
-  // ParseCheckBody has read the body (a JSON object); the error code keeps the data path free
-  // of exceptions all the same.
+  // The endpoint's parser has read the body (a JSON object); the error code keeps the data path
+  // free of exceptions all the same.
   boost::json::error_code ec;
   const boost::json::value body = boost::json::parse(r.body, ec);
+  const std::string scope = idempotency::IdentityScope(
+      idempotency::CallerScope(ctx.auth.caller, r.identities), ec ? boost::json::value() : body);
   idempotency::Request keyed{
-      .record = idempotency::RecordKey("/v1/check", scope, key),
+      .record = idempotency::RecordKey(endpoint, scope, key),
       .fingerprint = idempotency::Fingerprint(ec ? boost::json::value(r.body) : body)};
-  Engine& engine = ctx.engine;
-  ctx.idempotency->Run(
-      ctx.auth.idempotency, std::move(keyed),
-      [&engine, request = std::move(request)](std::function<void(Reply)> then) {
-        engine.CheckAsync(request, [then = std::move(then)](Result<CheckResult> result) {
-          if (!result.ok())
-            return then(http_api::ErrorReply(http_api::FromEngineError(result.status())));
-          then(http_api::DecisionReply(*result, http_api::Endpoint::kCheck));
-        });
-      },
-      [&responder](Reply reply) { responder.Reply(std::move(reply)); });
+  ctx.idempotency->Run(ctx.auth.idempotency, std::move(keyed), std::move(decide),
+                       [&responder](Reply reply) { responder.Reply(std::move(reply)); });
+}
+
+// A check's decision, and a reserve's, handed to `then` as its reply.
+idempotency::Idempotent::Decide CheckDecision(Engine& engine, CheckRequest request,
+                                              Reply (*reply)(const CheckResult&)) {
+  return [&engine, request = std::move(request), reply](std::function<void(Reply)> then) {
+    engine.CheckAsync(request, [then = std::move(then), reply](Result<CheckResult> result) {
+      if (!result.ok()) {
+        return then(http_api::ErrorReply(http_api::FromEngineError(result.status())));
+      }
+      then(reply(*result));
+    });
+  };
+}
+
+Reply CheckReply(const CheckResult& result) {
+  return http_api::DecisionReply(result, http_api::Endpoint::kCheck);
 }
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
@@ -219,18 +241,15 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   if (path == "/v1/check") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
     if (auto bad = http_api::RefuseCheckQuery(r.target)) return done(http_api::ErrorReply(*bad));
-    std::optional<idempotency::ParsedKey> key;
-    if (const size_t n = r.header_count(idempotency::kHeader);
-        n > 0 && ctx.idempotency != nullptr) {
-      key = idempotency::ParseKeyField(r.header(idempotency::kHeader), n);
-      if (key->error) {
-        ctx.idempotency->CountInvalid();
-        return done(http_api::ErrorReply(*key->error));
-      }
-    }
+    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
+    if (key && key->error) return done(http_api::ErrorReply(*key->error));
     http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    if (key) return DecideOnce(ctx, r, key->key, std::move(parsed.request), responder);
+    if (key) {
+      return DecideOnce(ctx, r, "/v1/check", key->key,
+                        CheckDecision(ctx.engine, std::move(parsed.request), CheckReply),
+                        responder);
+    }
     Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
     return;
   }
@@ -245,24 +264,31 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   }
   if (path == "/v1/reserve") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
+    if (key && key->error) return done(http_api::ErrorReply(*key->error));
     http_api::ParsedCheck parsed = http_api::ParseReserveBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    ctx.engine.CheckAsync(std::move(parsed.request), [&responder](Result<CheckResult> result) {
-      if (!result.ok()) {
-        return responder.Reply(http_api::ErrorReply(http_api::FromEngineError(result.status())));
-      }
-      responder.Reply(http_api::ReserveReply(*result));
-    });
+    idempotency::Idempotent::Decide decide =
+        CheckDecision(ctx.engine, std::move(parsed.request), http_api::ReserveReply);
+    if (key) return DecideOnce(ctx, r, "/v1/reserve", key->key, std::move(decide), responder);
+    decide([&responder](Reply reply) { responder.Reply(std::move(reply)); });
     return;
   }
   if (path == "/v1/settle") {
     if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
+    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
+    if (key && key->error) return done(http_api::ErrorReply(*key->error));
     http_api::ParsedSettle parsed = http_api::ParseSettleBody(r.body);
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    ctx.engine.SettleAsync(parsed.reservation, parsed.cost,
-                           [&responder](Result<SettleResult> result) {
-                             responder.Reply(http_api::SettleReply(result));
-                           });
+    idempotency::Idempotent::Decide decide = [&engine = ctx.engine,
+                                              reservation = std::move(parsed.reservation),
+                                              cost = parsed.cost](std::function<void(Reply)> then) {
+      engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {
+        then(http_api::SettleReply(result));
+      });
+    };
+    if (key) return DecideOnce(ctx, r, "/v1/settle", key->key, std::move(decide), responder);
+    decide([&responder](Reply reply) { responder.Reply(std::move(reply)); });
     return;
   }
   if (path == "/v1/top-refused" && ctx.refusals != nullptr) {

@@ -160,15 +160,20 @@ class OpenApiTest(unittest.TestCase):
         self.check_idempotency()
         self.assert_met("/v1/check")
 
-    def check_idempotency(self):
-        """Idempotency-Key's answers: a replay, 409 while the first is decided (its store answer
-        parked), 422 for another body, 400 for a bad key, and 503 when the records are full of
-        claims in progress (max_keys: 1)."""
+    def check_idempotency(self, path="/v1/check", bodies=None):
+        """Idempotency-Key's answers on `path`: a replay, 409 while the first is decided (its
+        store answer parked), 422 for another body, 400 for a bad key, and 503 when the records
+        are full of claims in progress (max_keys: 1). `bodies(s)` gives the request and another
+        one on the server `s` (default: a check, and the same with another cost)."""
         s = self.serve("server: {idempotency: {max_keys: 1}}\n" + CONFIG)
-        body = json.dumps({"descriptors": {"api_key": "k"}})
+        if bodies is None:
+            body = json.dumps({"descriptors": {"api_key": "k"}})
+            other = json.dumps({"descriptors": {"api_key": "k"}, "cost": 2})
+        else:
+            body, other = (json.dumps(b) for b in bodies(s))
 
         def keyed(key, payload=body):
-            return s.request("POST", "/v1/check", payload, {"Idempotency-Key": key})
+            return s.request("POST", path, payload, {"Idempotency-Key": key})
 
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
         self.addCleanup(pool.shutdown)
@@ -189,7 +194,6 @@ class OpenApiTest(unittest.TestCase):
         status, headers, replayed = keyed("order-1")
         self.assertEqual((status, headers.get("idempotent-replayed"), replayed),
                          (200, "true", answered))
-        other = json.dumps({"descriptors": {"api_key": "k"}, "cost": 2})
         status, _, raw_body = keyed("order-1", other)
         self.assertEqual((status, json.loads(raw_body)["error"]["code"]),
                          (422, "idempotency_key_reused"))
@@ -292,6 +296,15 @@ class OpenApiTest(unittest.TestCase):
         self.refused_before_routing(s, "/v1/reserve", ["POST"])
         self.refused_before_routing(s, "/v1/settle", ["POST"])
         self.caller_refusals([("/v1/reserve", "POST"), ("/v1/settle", "POST")])
+        reserve = {"descriptors": {"api_key": "keyed"}, "cost": 1}
+        self.check_idempotency("/v1/reserve", lambda _: (reserve, dict(reserve, cost=2)))
+
+        def settles(server):
+            status, _, raw_body = server.request("POST", "/v1/reserve", json.dumps(reserve))
+            self.assertEqual(status, 200, raw_body)
+            rid = json.loads(raw_body)["reservation"]
+            return {"reservation": rid, "cost": 1}, {"reservation": rid, "cost": 2}
+        self.check_idempotency("/v1/settle", settles)
         self.assert_met("/v1/reserve")
         self.assert_met("/v1/settle")
 

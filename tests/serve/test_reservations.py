@@ -49,6 +49,12 @@ def remaining_of(body):
     return body["policies"][0]["remaining"]
 
 
+def post_keyed(s, path, payload, key):
+    headers = dict(JSON, **{"Idempotency-Key": key})
+    status, headers, body = s.request("POST", path, json.dumps(payload), headers)
+    return status, headers, json.loads(body) if body else None
+
+
 class Reservations(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -60,6 +66,29 @@ class Reservations(unittest.TestCase):
         for s in cls.servers:
             s.close()
         cls.redis.close()
+
+    def test_a_retried_reserve_and_settle_with_a_key_count_once_from_any_instance(self):
+        a, b, c = self.servers
+        user = {"user": "retried"}
+        payload = {"descriptors": user, "cost": 500, "ttl": "60s"}
+        status, _, first = post_keyed(a, "/v1/reserve", payload, "job-1")
+        self.assertEqual(status, 200, first)
+        self.assertEqual(remaining_of(first), 9500)
+        status, headers, again = post_keyed(b, "/v1/reserve", payload, "job-1")
+        self.assertEqual(status, 200, again)
+        self.assertEqual(headers.get("idempotent-replayed"), "true")
+        self.assertEqual(again["reservation"], first["reservation"], "one reservation, not two")
+        status, _, body = reserve(c, user, 0)
+        self.assertEqual(remaining_of(body), 9500, "the estimate charged once")
+        status, _, body = post_keyed(c, "/v1/reserve", dict(payload, cost=400), "job-1")
+        self.assertEqual((status, body["error"]["code"]), (422, "idempotency_key_reused"))
+        done = {"reservation": first["reservation"], "cost": 650}
+        status, _, settled = post_keyed(b, "/v1/settle", done, "job-1-done")
+        self.assertEqual((status, settled["outcome"]), (200, "settled"), settled)
+        self.assertEqual(settled["policies"][0]["remaining"], 9350)
+        status, headers, replay = post_keyed(a, "/v1/settle", done, "job-1-done")
+        self.assertEqual(headers.get("idempotent-replayed"), "true")
+        self.assertEqual(replay, settled, "the first answer, replayed")
 
     def test_under_and_over_the_estimate_settled_from_other_instances(self):
         a, b, c = self.servers
