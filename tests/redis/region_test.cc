@@ -293,14 +293,22 @@ void Region(int p, const Backend& backend, const RegionRun& run, int64_t start_u
     report.Note("open_failed", 1);
     return;
   }
-  BreakerStore breaker(**redis, SystemClock::Instance(), {});
+  // Owned so that they end in the one safe order (at the end): the engine, the leases (and their
+  // thread), then the store, whose shutdown answers what it still holds (a call to the old
+  // primary, after a failover) through the breaker, which goes last.
+  auto breaker_owner =
+      std::make_unique<BreakerStore>(**redis, SystemClock::Instance(), BreakerOptions{});
+  BreakerStore& breaker = *breaker_owner;
   const LeaseTerms terms{.enabled = true, .ttl = kTtl, .max_share_ppm = run.max_share_ppm};
-  LeaseStore leases(breaker, SystemClock::Instance(),
-                    {.ttl = kTtl,
-                     .max_share_ppm = run.max_share_ppm,
-                     .instances = kRegions,
-                     .return_interval = milliseconds(50)});
-  Engine engine(leases, SystemClock::Instance(), {});
+  auto leases_owner =
+      std::make_unique<LeaseStore>(breaker, SystemClock::Instance(),
+                                   LeaseStoreOptions{.ttl = kTtl,
+                                                     .max_share_ppm = run.max_share_ppm,
+                                                     .instances = kRegions,
+                                                     .return_interval = milliseconds(50)});
+  LeaseStore& leases = *leases_owner;
+  auto engine_owner = std::make_unique<Engine>(leases, SystemClock::Instance(), EngineOptions{});
+  Engine& engine = *engine_owner;
   if (!SetPolicy(engine, run, terms)) return;
   CheckRequest request;
   // A running instance has talked to its store before a key turns hot: it knows the round trip.
@@ -357,6 +365,10 @@ void Region(int p, const Backend& backend, const RegionRun& run, int64_t start_u
   report.Note("grants", static_cast<int64_t>(counts.grants + counts.renewals));
   leases.ReturnAll(seconds(3));
   report.Unreturned(static_cast<int64_t>(leases.counters().units_lost) + leases.Owed().total());
+  engine_owner.reset();
+  leases_owner.reset();
+  redis->reset();
+  breaker_owner.reset();
 }
 
 struct Outcome {
