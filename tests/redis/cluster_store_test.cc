@@ -371,6 +371,20 @@ TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
   EXPECT_TRUE(back);
 }
 
+// The store a config file with these `store:` lines (and a timeout of 500ms) opens.
+Result<std::unique_ptr<Store>> OpenFromConfig(const std::string& store_lines) {
+  Result<Config> config = ParseConfig(Cat("store:\n", store_lines, R"(  timeout: 500ms
+policies:
+  - name: p
+    identity: [user]
+    limits:
+      - {algorithm: gcra, capacity: 10, refill: 10/1m}
+)"),
+                                      "test.yaml");
+  if (!config.ok()) return config.status();
+  return OpenStore(config->store, SystemClock::Instance());
+}
+
 TEST(RedisClusterStoreOpen, SaysWhatIsWrong) {
   Result<std::unique_ptr<RedisClusterStore>> bad =
       RedisClusterStore::Open(SystemClock::Instance(), {.url = "redis://h"});
@@ -396,17 +410,7 @@ TEST(RedisClusterStoreOpen, SaysWhatIsWrong) {
 TEST(RedisClusterStoreOpen, TheConfigAndOpenStoreTakeClusterUrls) {
   auto cluster = StartCluster();
   ASSERT_NE(cluster, nullptr);
-  Result<Config> config = ParseConfig(Cat("store:\n  url: ", cluster->url(), R"(
-  timeout: 500ms
-policies:
-  - name: p
-    identity: [user]
-    limits:
-      - {algorithm: gcra, capacity: 10, refill: 10/1m}
-)"),
-                                      "test.yaml");
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance());
+  Result<std::unique_ptr<Store>> store = OpenFromConfig(Cat("  url: ", cluster->url(), "\n"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   EXPECT_EQ((*store)->Name(), "redis-cluster");
   EXPECT_TRUE((*store)->Ping().ok());
@@ -426,19 +430,8 @@ TEST(RedisClusterStoreOpen, DialsEveryNodeThroughTheAddressMap) {
     map += Cat("    127.0.0.1:", cluster->node(i).port(), ": 127.0.0.1:", (*proxy)->port(), "\n");
     proxies.push_back(std::move(*proxy));
   }
-  Result<Config> config = ParseConfig(Cat("store:\n  url: ", cluster->url(), R"(
-  timeout: 500ms
-  address_map:
-)",
-                                          map, R"(policies:
-  - name: p
-    identity: [user]
-    limits:
-      - {algorithm: gcra, capacity: 10, refill: 10/1m}
-)"),
-                                      "test.yaml");
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  Result<std::unique_ptr<Store>> store = OpenStore(config->store, SystemClock::Instance());
+  Result<std::unique_ptr<Store>> store =
+      OpenFromConfig(Cat("  url: ", cluster->url(), "\n  address_map:\n", map));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   const Limit l = Window(Algorithm::kFixedWindow, 2, seconds(60));
   std::vector<int> keys_per_node(cluster->size());
