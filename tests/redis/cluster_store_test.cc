@@ -451,7 +451,8 @@ TEST(RedisClusterStoreOpen, DialsEveryNodeThroughTheAddressMap) {
   for (auto& proxy : proxies) proxy->Drop();
   bool cut = false;
   for (int i = 0; i < 200 && !cut; ++i) {
-    const EntryRef e{.key = Cat("mapped", i % 30), .limit = &l, .cost = 1};
+    const std::string key = Cat("mapped", i % 30);
+    const EntryRef e{.key = key, .limit = &l, .cost = 1};
     cut = !(*store)->Decide({&e, 1}).ok();
   }
   EXPECT_TRUE(cut) << "with its proxies dropped the store reaches no node, though they are up";
