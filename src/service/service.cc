@@ -59,7 +59,11 @@ std::unique_ptr<Logger> MakeLogger(const ServiceEnv& env, const Config& config) 
 }  // namespace
 
 // Declared in the order they are built; destroyed in reverse, so each part outlives every part
-// that uses it.
+// that uses it, but for the stores: a call still held at one (a Redis that stopped answering
+// past server.shutdown_timeout) is answered as the store ends, and that answer runs through the
+// parts above it (the breaker, the engine, the listeners' requests; a claim's answer may decide
+// through the engine): each store ends while they are all still there, once the threads that
+// call it have ended.
 struct Service::Parts {
   explicit Parts(ServiceEnv e, Config c)
       : env(std::move(e)),
@@ -67,6 +71,16 @@ struct Service::Parts {
         log(MakeLogger(env, config)),
         refusals(env.clock, log.get(), RefusalsOptionsFrom(config)),
         node_breakers(env.clock, log.get(), &metrics) {}
+  ~Parts() {
+    health.reset();       // its probe thread calls the store
+    admin.reset();        // its sync thread calls the overrides and the engine
+    overrides.reset();
+    idempotency.reset();  // a claim answered now may still decide: through the leases, the store
+    leases.reset();       // its thread calls the store; its calls answer into state of their own
+    store.reset();
+  }
+  Parts(const Parts&) = delete;
+  Parts& operator=(const Parts&) = delete;
 
   ServiceEnv env;
   Config config;

@@ -1,6 +1,8 @@
 // Graceful shutdown in-process: Service::Stop with requests in flight over HTTP and gRPC, held
 // at a FakeStore so that each step is seen before the next: readiness off, listeners closed,
-// every request in flight answered, and the deadline (server.shutdown_timeout) kept.
+// every request in flight answered, and the deadline (server.shutdown_timeout) kept. And a
+// service on a real redis-server ended with a call still held there: the store answers it as
+// it ends, through the parts above it, which must still be there (AddressSanitizer sees it).
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -14,11 +16,14 @@
 #include <vector>
 
 #include "caudal/service/service.h"
+#include "common/cat.h"
 #include "envoy/rls_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/http_probe.h"
+#include "support/delay_proxy.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/redis_server.h"
 
 namespace caudal {
 namespace {
@@ -214,6 +219,46 @@ TEST_F(ShutdownTest, ShutdownTimeoutIsLiveOnReload) {
   EXPECT_TRUE(r.restart_only.empty());
   service_->Stop();
   EXPECT_THAT(Lines(), Contains(HasSubstr("answering what is in flight for up to 3s")));
+}
+
+// A Redis that stops answering (the link to it held) with a decision in flight, past
+// shutdown_timeout: the service ends with the call still held in the Redis store, which fails it
+// as it closes; that answer runs through the circuit breaker and the engine above the store.
+TEST(ShutdownOnRedis, ACallStillHeldWhenTheServiceEndsIsAnsweredThroughPartsStillThere) {
+  auto redis = testing::RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  auto proxy = testing::DelayProxy::Start({.target_port = (*redis)->port()});
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  auto config = ParseConfig(Cat("store: {url: '", (*proxy)->url(),
+                                "', timeout: 10s}\n"
+                                "server: {http: '127.0.0.1:0', shutdown_timeout: 50ms}\n"
+                                "policies:\n"
+                                "  - name: per-key\n"
+                                "    identity: [api_key]\n"
+                                "    limits: [{algorithm: token_bucket, capacity: 100, "
+                                "refill: 100/1m}]\n"),
+                            "shutdown_test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto started = Service::Start(std::move(*config), {.clock = SystemClock::Instance(),
+                                                     .log_sink = [](LogLevel, std::string_view) {}});
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  std::unique_ptr<Service> service = std::move(*started);
+  const uint16_t port = service->http_port();
+  int first = 0;
+  for (int i = 0; i < 200 && first != 200; ++i) first = Post(port, "/v1/check", kCheck).first;
+  ASSERT_EQ(first, 200) << "decided on Redis before the link is held";
+  (*proxy)->Hold();
+  const uint64_t sent_before = (*proxy)->Counts().to_target_bytes;
+  std::thread client([port] { Post(port, "/v1/check", kCheck); });
+  // The decision's script call (far longer than a readiness PING) is in the held link.
+  for (int i = 0; i < 10'000 && (*proxy)->Counts().to_target_bytes < sent_before + 100; ++i) {
+    std::this_thread::yield();
+  }
+  ASSERT_GE((*proxy)->Counts().to_target_bytes, sent_before + 100);
+  service->Stop();
+  service.reset();
+  client.join();
+  EXPECT_EQ(*(*redis)->Command({"PING"}), "PONG");
 }
 
 }  // namespace

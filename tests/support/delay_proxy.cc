@@ -30,8 +30,14 @@ class Connection;
 // One direction of a connection: what `from` sent, delivered to `to` `delay` later.
 class Pipe {
  public:
-  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, Steady::duration delay)
-      : conn_(conn), from_(from), to_(to), delay_(delay), timer_(from.get_executor()) {}
+  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, Steady::duration delay,
+       uint64_t& read)
+      : conn_(conn),
+        from_(from),
+        to_(to),
+        delay_(delay),
+        read_(read),
+        timer_(from.get_executor()) {}
 
   void Read();
   void Pump();
@@ -47,6 +53,7 @@ class Pipe {
   tcp::socket& from_;
   tcp::socket& to_;
   const Steady::duration delay_;
+  uint64_t& read_;  // the proxy's count of bytes read in this direction
   asio::steady_timer timer_;
   std::deque<Chunk> queue_;
   size_t buffered_ = 0;
@@ -89,8 +96,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : proxy_(proxy),
         client_(std::move(client)),
         server_(proxy.io),
-        up_(*this, client_, server_, proxy.options.to_target),
-        down_(*this, server_, client_, proxy.options.to_client) {}
+        up_(*this, client_, server_, proxy.options.to_target, proxy.counts.to_target_bytes),
+        down_(*this, server_, client_, proxy.options.to_client, proxy.counts.to_client_bytes) {}
 
   void Start() {
     const tcp::endpoint target(asio::ip::address_v4::loopback(), proxy_.options.target_port);
@@ -142,6 +149,7 @@ void Pipe::Read() {
     } else {
       queue_.push_back({{buf_.data(), buf_.data() + n}, Steady::now() + delay_});
       buffered_ += n;
+      read_ += n;
     }
     Pump();
     Read();

@@ -37,6 +37,9 @@ struct DelayProxyCounts {
   uint64_t accepted = 0;  // connections forwarded
   uint64_t refused = 0;   // connections closed on accept (dropped, or past max_connections)
   size_t open = 0;        // connections open now
+  // Bytes read from each side, held ones included (a request sent into a held link is counted).
+  uint64_t to_target_bytes = 0;
+  uint64_t to_client_bytes = 0;
 };
 
 class DelayProxy {
