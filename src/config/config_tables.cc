@@ -132,6 +132,10 @@ const Table<StoreConfig>& StoreTable() {
       {.name = "max_keys",
        .value = R::Integer(&StoreConfig::max_keys, 1, int64_t{1} << 32),
        .doc = "the memory store's and the local fallback's bounded key table"},
+      {.name = "max_record_calls",
+       .value = R::Integer(&StoreConfig::max_record_calls, 1, 1'000'000),
+       .doc = "remote stores: Idempotency-Key and runtime override calls waiting or in flight; "
+              "beyond them a call fails at once (503, nothing charged)"},
       {.name = "over_limit_cache",
        .value = R::Bool(&StoreConfig::over_limit_cache),
        .doc = "remote stores: refuse a flooding key without asking the store again"},

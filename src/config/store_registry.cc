@@ -74,6 +74,7 @@ RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock
   redis.tls_key_file = config.tls.key_file;
   redis.tls_server_name = config.tls.server_name;
   redis.address_map = config.address_map;
+  redis.max_record_calls = static_cast<size_t>(config.max_record_calls);
   redis.tls_reload = options.redis_tls_reload;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   return redis;

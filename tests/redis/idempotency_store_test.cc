@@ -13,8 +13,10 @@
 #include <set>
 #include <thread>
 
+#include "caudal/config/config.h"
 #include "caudal/config/store_registry.h"
 #include "caudal/redis/redis_idempotency_store.h"
+#include "common/cat.h"
 #include "support/delay_proxy.h"
 #include "support/idempotency_contract.h"
 #include "support/redis_cluster.h"
@@ -263,8 +265,13 @@ TEST(RedisIdempotencyStore, CallsBeyondTheBoundFailAtOnceWhileRedisIsHeld) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto proxy = testing::DelayProxy::Start({.target_port = (*server)->port()});
   ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  // The bound as an operator sets it: store.max_record_calls.
   constexpr size_t kBound = 8;
-  auto store = OpenBounded((*proxy)->url(), kBound, std::chrono::seconds(30));
+  Result<Config> config = ParseConfig(
+      Cat("store: {url: '", (*proxy)->url(), "', max_record_calls: ", kBound, "}\npolicies: []\n"),
+      "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto store = OpenIdempotencyStore(config->store, SystemClock::Instance(), 1);
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_EQ(OutcomeOf(ClaimOf(**store, "warm", "fp", "c")), ClaimOutcome::kClaimed);
   (*proxy)->Hold();

@@ -71,6 +71,9 @@ struct StoreConfig {
   FailureMode on_failure = FailureMode::kDeny;
   int64_t instances = 1;         // how many caudal instances share the store (divides `local`)
   int64_t max_keys = 1'000'000;  // memory store and local fallback: bounded key table
+  // Remote stores: the calls of the records that are not decisions (Idempotency-Key, runtime
+  // overrides) waiting or in flight (RedisStoreOptions::max_record_calls).
+  int64_t max_record_calls = 1024;
   StoreTlsConfig tls;
   // Cluster and Sentinel: "host:port" as the group names it → "host:port" to dial instead, for
   // instances behind proxies or NAT of their own (RedisStoreOptions::address_map).
