@@ -207,8 +207,9 @@ class Serve:
         self.banner = line
         m = re.search(r"listening on (https?)://127\.0\.0\.1:(\d+)", line)
         if not m:
+            log = self.log()
             self.close()
-            raise AssertionError("caudal serve did not start: %r\n%s" % (line, self.log()))
+            raise AssertionError("caudal serve did not start: %r\n%s" % (line, log))
         self.port = int(m.group(2))
         self.base = "%s://127.0.0.1:%d" % (m.group(1), self.port)
 

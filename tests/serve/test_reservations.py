@@ -1,17 +1,18 @@
-"""Reserve, then settle, across three `caudal serve` processes on one redis-server: exact under
-the estimate, over it (debt), at expiry, settled from another instance, the bound on admitted
-cost, and bad input answered with a 4xx that charges nothing."""
+"""Reserve, then settle, across three `caudal serve` processes on one redis-server, and again on
+a three-primary Redis Cluster: exact under the estimate, over it (debt), at expiry, settled from
+another instance, one reservation across two policies (on the Cluster, keys on two primaries),
+the bound on admitted cost, and bad input answered with a 4xx that charges nothing."""
 import json
 import random
 import threading
 import unittest
 
-from harness import Redis, Serve, wait_until
+from harness import Redis, RedisCluster, Serve, wait_until
 
 # A bucket that refills one unit a day: within a test's seconds it refills nothing, so the
 # expected state is exact arithmetic.
 CONFIG = """
-store: {url: %s, timeout: 500ms}
+store: {url: '%s', timeout: 500ms}
 policies:
   - name: tokens
     identity: [user]
@@ -57,15 +58,54 @@ def post_keyed(s, path, payload, key):
 
 class Reservations(unittest.TestCase):
     @classmethod
-    def setUpClass(cls):
+    def start_store(cls):
         cls.redis = Redis()
-        cls.servers = [Serve(CONFIG % cls.redis.url, test_hooks=False) for _ in range(3)]
+        cls.nodes = [cls.redis]
+        return cls.redis.url
+
+    @classmethod
+    def setUpClass(cls):
+        url = cls.start_store()
+        cls.servers = [Serve(CONFIG % url, test_hooks=False) for _ in range(3)]
 
     @classmethod
     def tearDownClass(cls):
         for s in cls.servers:
             s.close()
-        cls.redis.close()
+        for n in cls.nodes:
+            n.close()
+
+    def key_counts(self):
+        return [int(n.command("DBSIZE")[1:]) for n in self.nodes]
+
+    def test_one_reservation_across_two_policies_settles_both_from_another_instance(self):
+        a, b, c = self.servers
+        # On a Cluster, the identities of a pair whose two policies' keys land on two primaries
+        # (each reserve writes its state and records on its key's node).
+        spread = None
+        for n in range(12):
+            pair = {"user": "pair-user-%d" % n, "team": "pair-team-%d" % n}
+            before = self.key_counts()
+            status, _, body = reserve(a, pair, 300)
+            self.assertEqual(status, 200, body)
+            grew = [x - y for x, y in zip(self.key_counts(), before)]
+            if len(grew) == 1 or sum(1 for g in grew if g > 0) == 2:
+                spread = (pair, body)
+                break
+            self.assertEqual(settle(b, body["reservation"], 300)[0], 200)
+        self.assertIsNotNone(spread, "no pair of keys on two primaries in 12 tries")
+        pair, body = spread
+        self.assertEqual([p["remaining"] for p in body["policies"]], [9700, 700])
+        status, _, body = settle(b, body["reservation"], 100)
+        self.assertEqual((status, body["outcome"]), (200, "settled"), body)
+        self.assertEqual([p["remaining"] for p in body["policies"]], [9900, 900],
+                         "each policy gave back 200")
+        # Refused by one policy (gcra has 900): the other is charged nothing, nor recorded.
+        status, _, body = reserve(c, pair, 901)
+        self.assertEqual(status, 429, body)
+        status, _, body = reserve(a, pair, 0)
+        self.assertEqual([p["remaining"] for p in body["policies"]], [9900, 900])
+        self.assertEqual(settle(c, body["reservation"], 0)[0], 200)
 
     def test_a_retried_reserve_and_settle_with_a_key_count_once_from_any_instance(self):
         a, b, c = self.servers
@@ -217,6 +257,21 @@ class Reservations(unittest.TestCase):
         self.assertEqual(status, 200, body)
         self.assertEqual(remaining_of(body), max(0, capacity - actual_total))
         self.assertEqual(settle(self.servers[1], body["reservation"], 0)[0], 200)
+
+
+class ReservationsOnACluster(Reservations):
+    """The same, the three instances on a three-primary Redis Cluster: each key's state and
+    reservations on its own node, a request across two nodes split and undone there."""
+
+    @classmethod
+    def start_store(cls):
+        cluster = RedisCluster()
+        cls.nodes = [cluster]
+        cls.cluster = cluster
+        return cluster.url
+
+    def key_counts(self):
+        return [int(n.command("DBSIZE")[1:]) for n in self.cluster.nodes]
 
 
 if __name__ == "__main__":
