@@ -120,6 +120,32 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
   EXPECT_EQ(d.overdrawn, 3) << "13 counted in a window of 10";
 }
 
+// A settle's debt stops at MaxDebt: a bucket refilling one a day owes at most 25 years of it,
+// however far past its estimate the settle goes, so that its times stay exact.
+TEST_P(StoreConformanceTest, ASettlesDebtStopsAtItsCap) {
+  for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = Bucket(a, 10, 1, std::chrono::hours(24));
+    const int64_t cap = MaxDebt(limit);
+    ASSERT_EQ(cap, 25 * 365) << "one a day for 25 years";
+    const Ops ops{.key = Key(std::string("cap:") + std::string(AlgorithmName(a))),
+                  .limit = &limit,
+                  .terms = {}};
+    const HoldId id{7, 9};
+    const EntryRef reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    const EntryRef settle = ops.Settle(id, 10 + cap + 500);
+    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(d.reservation, Reservation::kSettled);
+    EXPECT_EQ(d.remaining, 0);
+    EXPECT_EQ(d.reset_after, std::chrono::hours(24) * (cap + 10)) << "the debt capped, then full";
+    const EntryRef one = ops.Consume(1);
+    const StoreResponse refused = MustDecide({&one, 1});
+    ASSERT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.decisions[0].retry_after, std::chrono::hours(24) * (cap + 1));
+  }
+}
+
 TEST_P(StoreConformanceTest, AnUnsettledReservationExpiresKeepingOrGivingBackItsEstimate) {
   const Limit limit = Bucket(Algorithm::kTokenBucket, 10, 1, seconds(1));
   for (const ExpiryOutcome outcome : {ExpiryOutcome::kKeep, ExpiryOutcome::kGiveBack}) {

@@ -5,13 +5,14 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease` (or `concurrency`) as the second argument runs the lease (concurrency) mutants alone.
+# `lease`, `concurrency` or `reservation` as the second argument runs those mutants alone.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
 # decision made by the script: lua_replayer.h), store (RedisStore's own tests: TTLs, the state's
 # encoding), undo (undo.lua against the reference model: a split request's undo, a give-back),
-# concurrency (processes on one redis-server and on a Cluster taking and releasing slots).
+# concurrency (processes on one redis-server and on a Cluster taking and releasing slots), cluster
+# (the Store suites on a Cluster: split requests and their undo).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
@@ -74,14 +75,44 @@ concurrency_mutants=(
   "decide.lua|concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)|local _ = 0"
   "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
 )
-case $only in
-  lease) mutants=("${lease_mutants[@]}") ;;
-  concurrency) mutants=("${concurrency_mutants[@]}") ;;
-  *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}") ;;
-esac
+# Reservations: a reserve past max_open, a refused reserve that records, an expiry a µs late or
+# with the wrong outcome, a settle of another cost taken for a repeat, a settle that gives back
+# or overdraws the wrong units, an overrun not reported, a record dropped before its give-back,
+# debt past its cap, a split reserve's undo that leaves its record open.
+# Not here, being equivalent: reservation_settle's `sunpack(RECORD, v) <= now` → `< now`. Every
+# settle first drops the key's reservations expired at `now` (reservations_expire), records
+# included, so no record that reaches the check expires at `now`; the check only guards a record
+# whose sorted set's TTL dropped it, which the record's own TTL drops in the same millisecond.
+# Nor gcra_overdraw's clamp of the units to cap + debt: the arrival time is clamped to its latest
+# after the sum, and any units a request carries (at most 2^40) put the sum past that latest with
+# or without it; the clamp only keeps the sum's doubles small.
+reservation_mutants=(
+  "reservation.lua|if redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) <= max_open then"
+  "decide.lua|elseif modes[i] == 1 and all then|elseif modes[i] == 1 then"
+  "reservation.lua|local cut = fmt('%d', now)|local cut = fmt('(%d', now)"
+  "reservation.lua|      if give == 1 then|      if give ~= 1 then"
+  "reservation.lua|if actual == cost then return|if actual == actual then return"
+  "reservation.lua|give_back(alg, st, cap, rn, rp, now, estimate - cost, at, reset)|give_back(alg, st, cap, rn, rp, now, estimate, at, reset)"
+  "reservation.lua|COMPACT_OVERDRAW[alg](st, cap, rn, rp, now, cost - estimate)|COMPACT[alg](st, cap, rn, rp, now, cost - estimate)"
+  "reservation.lua|local over = cost > estimate and cost - estimate or 0|local over = 0"
+  "reservation.lua|if give == 1 and reset > life then life = reset end|local _ = life"
+  "token_bucket.lua|if t < low then t = low end|local _ = low"
+  "reservation.lua|redis.call('ZREM', key .. ':ro', id)|local _ = id"
+)
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
         store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
+case $only in
+  lease) mutants=("${lease_mutants[@]}") ;;
+  concurrency) mutants=("${concurrency_mutants[@]}") ;;
+  # A split reserve's undo runs on a Cluster: its suites (cluster_suites_test) join.
+  reservation) mutants=("${reservation_mutants[@]}")
+               suites=(equivalence:redis_lua_equivalence_test
+                       conformance:redis_store_conformance_test store:redis_store_test
+                       undo:redis_undo_test cluster:redis_cluster_suites_test) ;;
+  *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}")
+     suites+=(cluster:redis_cluster_suites_test) ;;
+esac
 targets=()
 for s in "${suites[@]}"; do targets+=("${s#*:}"); done
 

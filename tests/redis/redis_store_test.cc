@@ -389,6 +389,47 @@ TEST(RedisStore, SetsATtlOnlyWhenTheKeysOwnWouldEndTooSoon) {
   EXPECT_LE(pttl("caudal:{b}"), ttl);
 }
 
+// A reservation's records live in Redis as long as they are needed, on Redis's own clock (the
+// TTL), whatever the script's: one kept at expiry for its ttl, one given back at expiry until
+// its units no longer count (its grant's reset), so that the first operation after its expiry
+// still finds it to give back.
+TEST(RedisStore, AReservationsRecordsLiveUntilTheLastUseOfTheirExpiry) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const auto pttl = [&](const std::string& key) {
+    return std::stoll(*server->Command({"PTTL", key})) - redis::kGivenTimeTtlSlackMs;
+  };
+  // 100 refilling 1 a second: 60 consumed are 60 s until they no longer count.
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 100, {100, seconds(100)});
+  for (const ExpiryOutcome outcome : {ExpiryOutcome::kKeep, ExpiryOutcome::kGiveBack}) {
+    const bool gives = outcome == ExpiryOutcome::kGiveBack;
+    SCOPED_TRACE(gives ? "give_back" : "keep");
+    const std::string key = gives ? "given" : "kept";
+    const ReservationTerms terms{.ttl = seconds(1), .on_expiry = outcome};
+    const HoldId id{1, gives ? 2 : 3};
+    const EntryRef reserve{.key = key,
+                           .limit = &bucket,
+                           .cost = 60,
+                           .op = EntryOp::kReserve,
+                           .hold = &id,
+                           .reservation = &terms};
+    const Result<StoreResponse> r = store->Decide({&reserve, 1});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->decisions.at(0).reservation, Reservation::kOpened);
+    ASSERT_EQ(r->decisions.at(0).reset_after, seconds(60));
+    for (const char* suffix : {":ro", ":rd"}) {
+      const int64_t ttl = pttl("caudal:{" + key + "}" + suffix);
+      if (gives) {
+        EXPECT_GT(ttl, 59'000) << suffix << ": until its 60 units no longer count";
+      } else {
+        EXPECT_GT(ttl, 900) << suffix;  // read a moment after it was set
+        EXPECT_LE(ttl, 1000) << suffix << ": its ttl, no more";
+      }
+    }
+  }
+}
+
 // Redis's clock, in microseconds since the epoch.
 Micros RedisNow(const RedisServer& server) {
   const Result<std::string> time = server.Command({"TIME"});

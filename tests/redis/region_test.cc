@@ -254,15 +254,19 @@ struct Tally {
     report.Note("p99_us", Percentile(all, 990));
     report.Note("warm_p99_us", Percentile(warm, 990));
     report.Note("max_us", Percentile(all, 1000));
-    report.Note("slow", std::count_if(all.begin(), all.end(), [](int64_t us) {
-                  return us >= std::chrono::duration_cast<Micros>(kSlow).count();
-                }));
+    const auto slow = [](const std::vector<int64_t>& us) {
+      return std::count_if(us.begin(), us.end(), [](int64_t t) {
+        return t >= std::chrono::duration_cast<Micros>(kSlow).count();
+      });
+    };
+    report.Note("slow", slow(all));
     for (const auto& [at, name] :
          {std::pair{Phase::kBefore, "before"}, std::pair{Phase::kCut, "cut"},
           std::pair{Phase::kHealed, "healed"}}) {
       const std::string n = name;
       report.Note(n + "_decisions", static_cast<int64_t>(latency[at].size()));
       report.Note(n + "_p99_us", Percentile(latency[at], 990));
+      report.Note(n + "_slow", slow(latency[at]));
       report.Note(n + "_admitted", admitted[at]);
       report.Note(n + "_degraded", degraded[at]);
       report.Note(n + "_refused", refused[at]);
