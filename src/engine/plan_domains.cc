@@ -135,9 +135,11 @@ void ApplyRuntime(const Engine::Snapshot& snap, const std::vector<envoy::Descrip
   c.limits_from = LimitsFrom::kRuntime;
 }
 
-bool Chargeable(const Check& c) {
+// consume_each counts a refused hit as the reference does where the reference's own counter
+// is: a fixed window (a bucket consumes, unless its rule is always_charge).
+bool ChargedAsTheReference(const Check& c) {
   return std::all_of(c.result.limits.begin(), c.result.limits.end(),
-                     [](const Limit* l) { return SupportsCharge(l->algorithm()); });
+                     [](const Limit* l) { return l->algorithm() == Algorithm::kFixedWindow; });
 }
 
 }  // namespace
@@ -219,7 +221,8 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
   }
   if (plan.mode == DescriptorMode::kConsumeEach) {
     for (Check& c : plan.checks) {
-      c.charge = c.result.kind == CheckKind::kLimited && !c.result.refund && Chargeable(c);
+      c.charge =
+          c.result.kind == CheckKind::kLimited && !c.result.refund && ChargedAsTheReference(c);
     }
   }
   return plan;
