@@ -47,6 +47,27 @@ void PullBack(int64_t& tw, int64_t& tf, int64_t gw, int64_t gf, int64_t now, int
   }
 }
 
+// The wait (µs, rounded up) until a hit of `cost` fits when the arrival time is max(TAT, now)
+// for the TAT tw + tf/n: 0 when max(TAT, now) + c·e − now ≤ τ already.
+int64_t WaitFor(int64_t tw, int64_t tf, int64_t now, int64_t cost, const Limit& limit,
+                exact::QuotRem tau) {
+  const int64_t n = limit.refill_count();
+  if (tw < now || (tw == now && tf == 0)) {
+    tw = now;
+    tf = 0;
+  }
+  const auto [cw, cf] = exact::MulDiv(cost, limit.refill_period_us(), n);
+  int64_t nw = tw + cw;
+  int64_t nf = tf + cf;
+  if (nf >= n) {
+    nf -= n;
+    ++nw;
+  }
+  const int64_t dw = nw - now;
+  if (dw < tau.quot || (dw == tau.quot && nf <= tau.rem)) return 0;
+  return (dw - tau.quot) + exact::CeilDiv(nf - tau.rem, n);
+}
+
 }  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
@@ -202,6 +223,27 @@ Step Overdraw(const Limit& limit, const CompactState* state, Micros now_us, int6
   step.next.w = {nw, nf, 0};
   if (!step.changed && state != nullptr) step.next = *state;
   if (!step.changed && state == nullptr) step.next.w = {now, 0, 0};
+  return step;
+}
+
+Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
+  const int64_t now = now_us.count();
+  const exact::QuotRem tau =
+      exact::MulDiv(limit.capacity(), limit.refill_period_us(), limit.refill_count());
+  Step step = Overdraw(limit, state, now_us, cost);  // counted whatever the verdict
+  Decision& d = step.decision;
+  if (cost > limit.capacity()) {
+    d.verdict = Verdict::kNeverFits;
+    return step;
+  }
+  const int64_t bw = state != nullptr ? state->w[0] : now;
+  const int64_t bf = state != nullptr ? state->w[1] : 0;
+  // As Decide, but a peek is refused in debt (TAT − now > τ), as token_bucket's Charge.
+  if (WaitFor(bw, bf, now, cost, limit, tau) > 0) {
+    d.verdict = Verdict::kDenied;
+    // Until a hit of this cost fits the arrival time the charge left.
+    d.retry_after = Micros(WaitFor(step.next.w[0], step.next.w[1], now, cost, limit, tau));
+  }
   return step;
 }
 

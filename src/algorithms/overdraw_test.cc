@@ -1,7 +1,7 @@
 // Overdraw (compact_state.h), the step that charges a reservation's excess into debt: a bucket's
 // tokens go below 0 and every request waits until it has refilled past the debt, GCRA deciding
-// exactly as token_bucket does on the same trace; a fixed window's count passes its limit until
-// the window ends; debt stops at MaxDebt.
+// exactly as token_bucket does on the same trace (Charge included); a fixed window's count passes
+// its limit until the window ends; debt stops at MaxDebt.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -57,10 +57,11 @@ TEST(Overdraw, GcraDecidesAsTheTokenBucketWithDebt) {
     for (int i = 0; i < 100; ++i) {
       now += Micros(static_cast<int64_t>(rng() % 300'000));
       const int64_t cost = static_cast<int64_t>(rng() % (cap + 1));
-      const int op = static_cast<int>(rng() % 3);
+      const int op = static_cast<int>(rng() % 4);
       const auto step = [&](const Limit& l, const CompactState* s) {
         return op == 0   ? DecideCompact(l, s, now, cost)
                : op == 1 ? OverdrawCompact(l, s, now, cost * 3)
+               : op == 2 ? ChargeCompact(l, s, now, cost)
                          : RefundCompact(l, s, now, cost);
       };
       const Step a = step(tb, ht ? &st : nullptr);

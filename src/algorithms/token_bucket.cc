@@ -152,4 +152,23 @@ Step Overdraw(const Limit& limit, const CompactState* state, Micros now_us, int6
   return step;
 }
 
+Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
+  const int64_t cap = limit.capacity();
+  const int64_t n = limit.refill_count();
+  const int64_t p = limit.refill_period_us();
+  const int64_t now = now_us.count();
+  const Level before = Refill(state, now, cap, n, p);
+  Step step = Overdraw(limit, state, now_us, cost);  // counted whatever the verdict
+  Decision& d = step.decision;
+  if (cost > cap) {
+    d.verdict = Verdict::kNeverFits;
+  } else if (before.tokens < cost) {  // T < c: a peek (c = 0) is refused in debt
+    d.verdict = Verdict::kDenied;
+    // Until a hit of this cost fits the bucket as the charge left it.
+    const Level after{.tokens = step.next.w[0], .frac = step.next.w[1], .last = step.next.w[2]};
+    d.retry_after = Micros((after.last - now) + TimeToReach(cost, after.tokens, after.frac, n, p));
+  }
+  return step;
+}
+
 }  // namespace caudal::token_bucket

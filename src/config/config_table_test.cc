@@ -185,6 +185,11 @@ const std::map<std::string, Probe>& EnvoyProbes() {
         .bad = {"0", "1.5", "0.0000001", "x", "[a]"},
         .base = "domain: d\ndescriptors: [{key: k, rate_limit: {unit: second, requests_per_unit: "
                 "5}}]"}},
+      {"descriptors[].rate_limit.always_charge",
+       {.good = {"true", "false", "on"},
+        .bad = {"x", "[a]"},
+        .base = "domain: d\ndescriptors: [{key: k, rate_limit: {unit: minute, requests_per_unit: "
+                "10, algorithm: token_bucket, capacity: 20}}]"}},
       {"descriptors[].rate_limit.capacity",
        {.good = {"1", kMax},
         .bad = {"0", "1099511627777"},
@@ -427,7 +432,8 @@ TEST(EnvoyTable, CaudalsAdditionsAreMarkedAndKnownFieldsElsewhereAreNamedAsSuch)
   }
   EXPECT_THAT(additions, ::testing::ElementsAre("descriptors[].rate_limit.algorithm",
                                                 "descriptors[].rate_limit.capacity",
-                                                "descriptors[].rate_limit.lease"));
+                                                "descriptors[].rate_limit.lease",
+                                                "descriptors[].rate_limit.always_charge"));
   // A reference field at the wrong level is "misplaced", read from the tables; an addition is
   // not the reference's, so it is merely unknown there.
   const auto parse = EnvoyFormat().parse;

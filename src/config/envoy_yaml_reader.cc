@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 
+#include "caudal/algorithms/algorithm.h"
 #include "common/cat.h"
 #include "config/lease_rows.h"
 #include "config/yaml11_values.h"
@@ -116,6 +117,15 @@ Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& fi
   }
   const YAML::Node unit = n["unit"];
   const YAML::Node rpu = n["requests_per_unit"];
+  const auto uncharged = [&](std::string_view why) {
+    return r.Error(n["always_charge"], sub("always_charge"), Cat("means nothing ", why));
+  };
+  if (rule.always_charge && rule.unlimited) return uncharged("when unlimited is true");
+  if (rule.always_charge && rule.lease && rule.lease->enabled) {
+    return r.Error(n["lease"], sub("lease"),
+                   "an always_charge rule never leases: every hit is counted in the store, "
+                   "whatever its verdict (remove lease, or set it off)");
+  }
   if (rule.unlimited) {
     if (unit && !unit.IsNull()) {
       return r.Error(unit, sub("unit"), "should not specify rate limit unit when unlimited");
@@ -142,10 +152,17 @@ Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& fi
       if (n[name])
         return r.Error(n[name], sub(name), "must not be set when requests_per_unit is 0");
     }
+    if (rule.always_charge) return uncharged("when requests_per_unit is 0 (nothing is counted)");
     return Status::Ok();
   }
   auto limit = MakeLimit(f.algorithm, rule.requests_per_unit, rule.unit, f.capacity);
   if (!limit.ok()) return r.Error(n, field, limit.status().message());
+  if (rule.always_charge && !SupportsCharge(f.algorithm)) {
+    return r.Error(n["always_charge"], sub("always_charge"),
+                   Cat("needs an algorithm that counts past its limit (token_bucket, gcra or "
+                       "fixed_window), not ",
+                       AlgorithmName(f.algorithm)));
+  }
   rule.limit = *limit;
   return Status::Ok();
 }
@@ -217,7 +234,12 @@ const Table<RuleFields>& RuleTable() {
           {.name = "lease",
            .value = LeaseValue<RuleFields>([](auto& f) -> auto& { return f.rule.lease; }),
            .doc = "this rule's leases: off, on, or its own terms (store.lease)",
-           .default_note = "store.lease",
+           .default_note = "store.lease; off when always_charge",
+           .extension = true},
+          {.name = "always_charge",
+           .value = Yaml11Bool<RuleFields>([](auto& f) -> auto& { return f.rule.always_charge; }),
+           .doc = "count every hit whatever the verdict, into debt past the limit, in either "
+                  "descriptor mode (envoy.md, Always-charged rules)",
            .extension = true},
       },
       {.check = CheckRule, .misplaced = Misplaced});

@@ -113,6 +113,61 @@ descriptors:
       testing::HasSubstr("descriptors[0].rate_limit.lease.ttl: expected between 1ms and 10s"));
 }
 
+// always_charge: on the algorithms that count past their limit; refused, naming the field,
+// where nothing is counted (unlimited, requests_per_unit 0), where the algorithm cannot overdraw
+// (the sliding windows) and beside a lease (an always-charged rule never leases).
+TEST(RateLimitConfigYaml, ARuleMayBeAlwaysCharged) {
+  const auto c = Load(R"(
+domain: d
+descriptors:
+  - key: a
+    rate_limit: {unit: second, requests_per_unit: 5}
+  - key: b
+    rate_limit: {unit: second, requests_per_unit: 5, always_charge: true}
+  - key: c
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: token_bucket, capacity: 50,
+                 always_charge: true}
+  - key: e
+    rate_limit: {unit: minute, requests_per_unit: 5, algorithm: gcra, always_charge: yes,
+                 lease: off}
+  - key: f
+    rate_limit: {unlimited: true, always_charge: false}
+)");
+  EXPECT_FALSE(Match(c, "d", {{"a", "1"}})->always_charge);
+  EXPECT_TRUE(Match(c, "d", {{"b", "1"}})->always_charge);
+  EXPECT_TRUE(Match(c, "d", {{"c", "1"}})->always_charge);
+  EXPECT_EQ(Match(c, "d", {{"c", "1"}})->limit->algorithm(), Algorithm::kTokenBucket);
+  EXPECT_TRUE(Match(c, "d", {{"e", "1"}})->always_charge);
+  EXPECT_FALSE(Match(c, "d", {{"f", "1"}})->always_charge);
+
+  EXPECT_EQ(LoadError(Descriptor("    rate_limit: {unlimited: true, always_charge: true}\n")),
+            "test.yaml:4:50: descriptors[0].rate_limit.always_charge: means nothing when "
+            "unlimited is true");
+  EXPECT_EQ(LoadError(Descriptor("    rate_limit: {unit: second, requests_per_unit: 0, "
+                                 "always_charge: true}\n")),
+            "test.yaml:4:69: descriptors[0].rate_limit.always_charge: means nothing when "
+            "requests_per_unit is 0 (nothing is counted)");
+  for (const char* window : {"sliding_window_log", "sliding_window_counter"}) {
+    EXPECT_THAT(
+        LoadError(Descriptor(std::string("    rate_limit: {unit: second, requests_per_unit: 5, "
+                                         "always_charge: true, algorithm: ") +
+                             window + "}\n")),
+        HasSubstr(std::string("descriptors[0].rate_limit.always_charge: needs an algorithm that "
+                              "counts past its limit (token_bucket, gcra or fixed_window), not ") +
+                  window));
+  }
+  for (const char* lease : {"on", "{ttl: 1s}"}) {
+    EXPECT_THAT(LoadError(Descriptor(std::string("    rate_limit: {unit: second, "
+                                                 "requests_per_unit: 5, always_charge: true, "
+                                                 "lease: ") +
+                                     lease + "}\n")),
+                HasSubstr("descriptors[0].rate_limit.lease: an always_charge rule never leases"));
+  }
+  EXPECT_THAT(LoadError(Descriptor("    rate_limit: {unit: second, requests_per_unit: 5, "
+                                   "always_charge: maybe}\n")),
+              HasSubstr("descriptors[0].rate_limit.always_charge"));
+}
+
 TEST(RateLimitConfigYaml, MetadataKeepsTheYamlStructure) {
   const auto c = Load(R"(
 domain: test-domain

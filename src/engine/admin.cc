@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "caudal/algorithms/algorithm.h"
 #include "caudal/engine/refusals.h"
 #include "common/cat.h"
 #include "engine/plan.h"
@@ -318,6 +319,14 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
   if (!r.ok()) return r.failure();
   if (r->kind == OverrideKind::kEnvoyRule && limits.size() != 1) {
     return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
+  }
+  if (r->kind == OverrideKind::kEnvoyRule && r->rule->always_charge &&
+      !SupportsCharge(limits[0].algorithm())) {
+    return Fail(AdminError::kInvalidLimits,
+                Cat("limits[0]: Envoy rule ", Quoted(target.policy),
+                    " is always_charge: its limit must count past itself (token_bucket, gcra or "
+                    "fixed_window), not ",
+                    AlgorithmName(limits[0].algorithm())));
   }
   if (r->kind == OverrideKind::kPolicy) {
     if (auto e = ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), limits)) {

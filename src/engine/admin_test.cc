@@ -301,6 +301,45 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
             AdminError::kUnknownPolicy);
 }
 
+// An always_charge rule's override must count past its limit too: a sliding window is refused,
+// a token bucket taken, and its hits charged into debt, a refused one included.
+TEST_F(AdminTest, AnAlwaysChargedRuleTakesOnlyOverridesThatCountPastTheirLimit) {
+  auto root = std::make_shared<envoy::DescriptorNode>();
+  auto node = std::make_unique<envoy::DescriptorNode>();
+  node->key = "user";
+  envoy::RateLimitRule rule;
+  rule.unit = envoy::Unit::kMinute;
+  rule.requests_per_unit = 10;
+  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 10, envoy::Unit::kMinute);
+  rule.always_charge = true;
+  node->rule = rule;
+  ASSERT_TRUE(root->AddChild(std::move(node)).ok());
+  auto domains = std::make_shared<envoy::RateLimitConfig>();
+  ASSERT_TRUE(domains->AddDomain("edge", root).ok());
+  ASSERT_TRUE(a_.engine.SetDomains(domains, {}).ok());
+  const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
+  auto refused = a_.admin.SetOverride(
+      target, {*Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, seconds(1)))},
+      std::nullopt, "x");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.failure().error, AdminError::kInvalidLimits);
+  EXPECT_EQ(refused.failure().message,
+            "limits[0]: Envoy rule \"edge.user\" is always_charge: its limit must count past "
+            "itself (token_bucket, gcra or fixed_window), not sliding_window_log");
+  ASSERT_TRUE(a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x").ok());
+  const auto report = [&](uint64_t hits) {
+    DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};
+    r.descriptors.push_back({.entries = {{"user", "u"}}, .hits = hits, .limit = std::nullopt});
+    auto result = a_.engine.Check(r);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() && result->allowed();
+  };
+  EXPECT_FALSE(report(5)) << "5 of a burst of 3: refused, and charged";
+  EXPECT_FALSE(report(0)) << "2 of debt: the next peek waits";
+  clock_.Advance(seconds(40));  // 3 per minute: 2 units back
+  EXPECT_TRUE(report(0));
+}
+
 TEST(RuntimeOverrideRecord, ReadsBackWhatItWrote) {
   RuntimeOverride o{.kind = OverrideKind::kPolicy,
                     .policy = "per-tenant",

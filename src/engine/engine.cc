@@ -263,6 +263,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       refunds = true;
     }
     if (refunds) return false;  // a refund applies whatever else is refused: the store must see it
+    for (size_t i : checks) {   // and so does an always_charge rule's charge
+      if (plan_.checks[i].always_charge) return false;
+    }
     for (size_t i : checks) {
       PlanCheck& c = plan_.checks[i];
       if (c.result.refund || c.result.cost == 0) continue;
@@ -314,7 +317,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
-      const int64_t units = c.result.refund ? -c.result.cost : consume ? c.result.cost : 0;
+      // An always_charge rule's hits count even when the request is refused or blocked.
+      const bool counts = consume || c.always_charge;
+      const int64_t units = c.result.refund ? -c.result.cost : counts ? c.result.cost : 0;
       for (size_t k = 0; k < c.keys.size(); ++k, ++n) {
         const std::string_view key = local ? std::string_view(batch->local_keys[n]) : c.keys[k];
         const Limit* limit = local ? c.local_limits[k] : c.result.limits[k];
@@ -336,7 +341,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
           reserved.push_back(nullptr);
         }
         net[e] += u;
-        if (c.charge && consume) charged[e] = true;
+        if (c.charge && counts) charged[e] = true;
         // Only the shared store keeps reservations: failing over, a reserve is a plain consume.
         if (c.reserves && consume && !local) reserved[e] = &c.reservation;
         batch->entry_of.push_back(e);

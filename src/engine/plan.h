@@ -60,8 +60,11 @@ struct Check {
   std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
   std::string detailed_name;   // Envoy: the per-value metric name (detailed_metric, ...)
   // Counted whatever the verdict (EntryOp::kCharge): the reference's INCRBY, for Envoy checks
-  // decided one by one whose limits all define it (fixed windows).
+  // decided one by one whose limits are all fixed windows, and an always_charge rule's.
   bool charge = false;
+  // An always_charge rule's: charged whatever the request decides (refused by another check,
+  // or blocked), in either descriptor mode; its keys never lease.
+  bool always_charge = false;
   // An Envoy quota_mode rule: refused, it refuses the request only when every quota check of
   // the request is refused too.
   bool quota = false;
@@ -119,7 +122,9 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
 std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);
 
 // One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules; a runtime
-// override of the matched rule for the descriptor's entries replaces the rule's limit.
+// override of the matched rule for the descriptor's entries replaces the rule's limit. An
+// always_charge rule's check charges (Check::always_charge) where its limit SupportsCharge (a
+// runtime override's may not, if set before the rule was marked: it then consumes).
 // A request that matches a quota_mode rule is decided one by one (kConsumeEach) whatever the
 // domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.

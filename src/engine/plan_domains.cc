@@ -14,6 +14,9 @@ namespace {
 
 constexpr size_t kMaxEntriesPerDescriptor = 32;
 
+// An always_charge rule's keys: every hit is counted in the store, none from a lease.
+constexpr LeaseTerms kNoLease{};
+
 // Length-prefixed, so no choice of keys and values can make two descriptors share a key.
 void AppendField(std::string& out, std::string_view s) {
   out += std::to_string(s.size());
@@ -88,6 +91,8 @@ Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
 void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule, Check& c) {
   c.result.rule = &rule;
   if (rule.lease) c.lease = &*rule.lease;
+  c.always_charge = rule.always_charge;
+  if (rule.always_charge) c.lease = &kNoLease;
   c.result.name = rule.name;
   c.result.shadow = rule.shadow_mode;
   if (auto it = snap.rule_stats.find(&rule); it != snap.rule_stats.end()) {
@@ -133,11 +138,15 @@ void ApplyRuntime(const Engine::Snapshot& snap, const std::vector<envoy::Descrip
   c.result.limits = {c.override_limit.get()};
   c.result.kind = CheckKind::kLimited;
   c.limits_from = LimitsFrom::kRuntime;
+  // Set before the rule was marked always_charge, its limit may not count past itself.
+  c.always_charge = c.always_charge && SupportsCharge(c.override_limit->algorithm());
 }
 
-bool Chargeable(const Check& c) {
+// consume_each counts a refused hit as the reference does where the reference's own counter
+// is: a fixed window (a bucket consumes, unless its rule is always_charge).
+bool ChargedAsTheReference(const Check& c) {
   return std::all_of(c.result.limits.begin(), c.result.limits.end(),
-                     [](const Limit* l) { return SupportsCharge(l->algorithm()); });
+                     [](const Limit* l) { return l->algorithm() == Algorithm::kFixedWindow; });
 }
 
 }  // namespace
@@ -217,10 +226,11 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     plan.blocked |= c.result.kind == CheckKind::kBlocked && !c.result.shadow;
     if (c.quota && !c.result.shadow) plan.mode = DescriptorMode::kConsumeEach;
   }
-  if (plan.mode == DescriptorMode::kConsumeEach) {
-    for (Check& c : plan.checks) {
-      c.charge = c.result.kind == CheckKind::kLimited && !c.result.refund && Chargeable(c);
-    }
+  for (Check& c : plan.checks) {
+    c.always_charge = c.always_charge && c.result.kind == CheckKind::kLimited && !c.result.refund;
+    c.charge = c.always_charge ||
+               (plan.mode == DescriptorMode::kConsumeEach && c.result.kind == CheckKind::kLimited &&
+                !c.result.refund && ChargedAsTheReference(c));
   }
   return plan;
 }

@@ -41,7 +41,8 @@ DescriptorNode& Add(DescriptorNode& parent, std::string key, std::string value,
 //   block=bad: requests_per_unit 0, and shadow_block=bad the same in shadow mode;
 //   quota and shadow_quota: quota_mode; outer → inner: a nested rule;
 //   files=a*: a shared wildcard, docs=d*: one counter per value;
-//   new replaces old; metric: detailed_metric.
+//   new replaces old; metric: detailed_metric; charged (a token bucket) and charged_window:
+//   always_charge.
 std::shared_ptr<const envoy::RateLimitConfig> Domains() {
   auto root = std::make_shared<DescriptorNode>();
   Add(*root, "one", "", Rule("one", 1));
@@ -72,6 +73,12 @@ std::shared_ptr<const envoy::RateLimitConfig> Domains() {
   RateLimitRule detailed = Rule("metric", 10);
   detailed.detailed_metric = true;
   Add(*root, "metric", "", detailed);
+  RateLimitRule charged = Rule("charged", 5, Algorithm::kTokenBucket);
+  charged.always_charge = true;
+  Add(*root, "charged", "", charged);
+  RateLimitRule charged_window = Rule("charged_window", 5);
+  charged_window.always_charge = true;
+  Add(*root, "charged_window", "", charged_window);
   auto config = std::make_shared<envoy::RateLimitConfig>();
   EXPECT_TRUE(config->AddDomain("d", root).ok());
   return config;
@@ -284,9 +291,64 @@ TEST(PlanDomain, ConsumeEachChargesLimitedFixedWindowsOnly) {
   const Plan plan = MustPlan(snap, r);
   EXPECT_EQ(plan.mode, DescriptorMode::kConsumeEach);
   EXPECT_TRUE(plan.checks[0].charge);
-  EXPECT_FALSE(plan.checks[1].charge) << "a token bucket defines no overdraft";
+  EXPECT_FALSE(plan.checks[1].charge) << "a token bucket consumes, unless always_charge";
   EXPECT_FALSE(plan.checks[2].charge) << "a refund";
   EXPECT_FALSE(plan.checks[3].charge) << "nothing to count";
+}
+
+// An always_charge rule's check charges in either mode, a refund excepted, and never leases,
+// whatever the domain's lease terms; the other checks are as before.
+TEST(PlanDomain, AnAlwaysChargedRuleChargesInEitherModeAndNeverLeases) {
+  for (const DescriptorMode mode : {DescriptorMode::kAllOrNothing, DescriptorMode::kConsumeEach}) {
+    SCOPED_TRACE(mode == DescriptorMode::kConsumeEach ? "consume_each" : "all_or_nothing");
+    const Engine::Snapshot snap = Snap({.mode = mode, .lease = {.enabled = true}});
+    DomainRequest r = Request({{{"charged", "a"}},
+                               {{"charged_window", "b"}},
+                               {{"bucket", "c"}},
+                               {{"five", "d"}},
+                               {{"charged", "e"}}});
+    r.descriptors[4].refund = true;
+    r.descriptors[4].hits = 2;
+    const Plan plan = MustPlan(snap, r);
+    EXPECT_EQ(plan.mode, mode);
+    for (size_t i : {0, 1}) {
+      EXPECT_TRUE(plan.checks[i].always_charge) << i;
+      EXPECT_TRUE(plan.checks[i].charge) << i;
+      ASSERT_NE(plan.checks[i].lease, nullptr);
+      EXPECT_FALSE(plan.checks[i].lease->enabled) << i << " never leases";
+    }
+    EXPECT_FALSE(plan.checks[2].always_charge);
+    EXPECT_FALSE(plan.checks[2].charge) << "a bucket not always_charge consumes";
+    EXPECT_TRUE(plan.checks[2].lease->enabled) << "the domain's terms";
+    EXPECT_EQ(plan.checks[3].charge, mode == DescriptorMode::kConsumeEach);
+    EXPECT_FALSE(plan.checks[4].always_charge) << "a refund gives back, it charges nothing";
+    EXPECT_FALSE(plan.checks[4].charge);
+  }
+}
+
+// A runtime override set before the rule was marked may not count past its limit: the check
+// then consumes; one that can is charged.
+TEST(PlanDomain, AnAlwaysChargedRulesOverrideChargesWhereItsLimitCan) {
+  Engine::Snapshot snap = Snap();
+  const auto set = [&](const Limit& limit) {
+    RuntimeOverride o{.kind = OverrideKind::kEnvoyRule,
+                      .policy = "d.charged",
+                      .identity = {{"charged", "a"}},
+                      .identity_key = EncodeEntries(Entries{{"charged", "a"}}),
+                      .limits = {limit},
+                      .expires_at = {},
+                      .set_by = "test"};
+    snap.runtime = RuntimeOverrides::Create({o}, 1);
+  };
+  set(*Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, std::chrono::seconds(1))));
+  Plan plan = MustPlan(snap, Request({{{"charged", "a"}}}));
+  EXPECT_EQ(plan.checks[0].limits_from, LimitsFrom::kRuntime);
+  EXPECT_FALSE(plan.checks[0].always_charge);
+  EXPECT_FALSE(plan.checks[0].charge);
+  set(*Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, std::chrono::seconds(1))));
+  plan = MustPlan(snap, Request({{{"charged", "a"}}}));
+  EXPECT_TRUE(plan.checks[0].always_charge);
+  EXPECT_TRUE(plan.checks[0].charge);
 }
 
 TEST(PlanDomain, AShareThresholdWildcardCountsEveryValueItMatchesOnOneKey) {

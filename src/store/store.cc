@@ -116,7 +116,7 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
     if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {
       return Status::InvalidArgument(where(i) + "a charge counts refused hits, which only " +
-                                     "fixed_window defines (not " +
+                                     "token_bucket, gcra and fixed_window can (not " +
                                      std::string(AlgorithmName(e.limit->algorithm())) + ")");
     }
     if (e.native_count != entries[0].native_count) {

@@ -253,6 +253,31 @@ TEST_P(ConformanceOnRedis, ConsumeEachCases) {
 INSTANTIATE_TEST_SUITE_P(Reference, ConformanceOnRedis,
                          ::testing::ValuesIn(ConsumeEachFiles(CaseDir())), CaseName);
 
+// The files whose configuration has an always_charge rule, and cases.
+std::vector<std::string> AlwaysChargeFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& f : CaseFiles(dir)) {
+    const YAML::Node file = YAML::LoadFile(dir + "/" + f);
+    if (file["cases"] && file["config"] &&
+        file["config"].as<std::string>().find("always_charge: true") != std::string::npos) {
+      out.push_back(f);
+    }
+  }
+  return out;
+}
+
+// always_charge cases in all_or_nothing on a real redis-server too: there a bucket's charge is
+// the script's, beside the request's other entries in one call.
+class AlwaysChargeOnRedis : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AlwaysChargeOnRedis, AllOrNothingCases) {
+  const YAML::Node file = YAML::LoadFile(CaseDir() + "/" + GetParam());
+  RunCases(file, GetParam(), DescriptorMode::kAllOrNothing, Backend::kRedis);
+}
+
+INSTANTIATE_TEST_SUITE_P(Caudal, AlwaysChargeOnRedis,
+                         ::testing::ValuesIn(AlwaysChargeFiles(CaseDir())), CaseName);
+
 // A case that passes lives in conformance/ and says no `why:`. One that waits for behaviour
 // caudal lacks lives in conformance-pending/ (none at present), is not run here, but must stay
 // readable, say why in one line, and use only what the runner knows.

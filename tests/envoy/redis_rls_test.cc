@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <string>
 
 #include "caudal/config/ratelimit_config_yaml.h"
 #include "caudal/envoy/grpc_server.h"
@@ -27,6 +29,9 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
   - key: five
     rate_limit: {unit: minute, requests_per_unit: 5}
+  - key: stream
+    rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token_bucket, capacity: 100,
+                 always_charge: true, name: stream}
 )";
 
 RateLimitRequest Request(std::vector<std::string> values_by_key) {
@@ -116,6 +121,64 @@ TEST_F(RedisRlsTest, DecidesTheTokenBucketBoundAndAllOrNothingInRedis) {
   EXPECT_EQ(Ask(s, bucket).overall_code(), kOk);
   EXPECT_EQ(Ask(s, bucket).overall_code(), kOk);
   EXPECT_EQ(Ask(s, bucket).overall_code(), kOver);
+}
+
+// Envoy's apply_on_stream_done on two instances of one deployment, each with its own connection
+// to one redis-server: A's check of hits_addend 0 passes, A's report of the stream's actual cost
+// (130, more than the burst of 100) is refused and counted all the same, 30 into debt; B's next
+// check is refused until the debt is paid at one unit a second, and says when (RateLimit's t,
+// x-ratelimit-reset), exactly: 1 ms before, still refused.
+TEST_F(RedisRlsTest, AStreamsReportChargedOnOneInstanceMakesTheOtherWaitUntilTheDebtIsPaid) {
+  auto second = RedisStore::Open(
+      SystemClock::Instance(),
+      {.url = redis_->url(), .deadline = std::chrono::seconds(2), .decision_clock = &clock_});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  const testing::RlsSetup setup{.rls = {.headers = HeaderMode::kIetfAndXRateLimit}};
+  Service a(*store_, clock_, setup);
+  Service b(**second, clock_, setup);
+  const auto headers = [](const RateLimitResponse& r) {
+    std::map<std::string, std::string> out;
+    for (const auto& h : r.response_headers_to_add()) out[h.key()] = h.value();
+    return out;
+  };
+  auto check = Request({"stream", "client-7"});
+  check.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);
+  auto report = check;
+  report.mutable_descriptors(0)->mutable_hits_addend()->set_value(130);
+
+  RateLimitResponse r = Ask(a, check);
+  ASSERT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 100u);
+  r = Ask(a, report);
+  EXPECT_EQ(r.overall_code(), kOver) << "the report did not fit (Envoy ignores the answer)";
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 130) << "counted: 130 to refill";
+
+  r = Ask(b, check);
+  EXPECT_EQ(r.overall_code(), kOver) << "another instance's next check waits";
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 130);
+  EXPECT_EQ(headers(r)["RateLimit"], "\"stream\";r=0;t=30") << "until the debt is paid";
+  EXPECT_EQ(headers(r)["x-ratelimit-reset"], "30");
+  clock_.Advance(std::chrono::milliseconds(29'999));
+  r = Ask(b, check);
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(headers(r)["x-ratelimit-reset"], "1");
+  clock_.Advance(std::chrono::milliseconds(1));
+  r = Ask(b, check);
+  EXPECT_EQ(r.overall_code(), kOk) << "the debt is paid";
+  EXPECT_EQ(r.statuses(0).limit_remaining(), 0u);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 100);
+
+  // All-or-nothing: a report that another descriptor refuses is charged all the same.
+  clock_.Advance(std::chrono::seconds(10));
+  ASSERT_EQ(Ask(a, Request({"one", "x"})).overall_code(), kOk);  // used up
+  auto both = Request({"stream", "client-7", "one", "x"});
+  both.mutable_descriptors(0)->mutable_hits_addend()->set_value(4);
+  r = Ask(b, both);
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(r.statuses(0).code(), kOk) << "the 4 fitted the 10 refilled";
+  EXPECT_EQ(r.statuses(1).code(), kOver);
+  EXPECT_EQ(Ask(a, check).statuses(0).limit_remaining(), 6u);
 }
 
 TEST_F(RedisRlsTest, RedisStoppedAnswersByFailureModeWithinTheDeadline) {

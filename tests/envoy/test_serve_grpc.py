@@ -2,7 +2,8 @@
 """`caudal serve --grpc` as a process: Envoy's ShouldRateLimit beside the HTTP API, on the same
 store, clock (--test-hooks) and failure mode, with Redis stopped mid-run; gRPC health following
 the store; the Envoy files reloaded when a ConfigMap-style symlink swap changes them, and never
-half-written when a writer rewrites one in place. Messages
+half-written when a writer rewrites one in place; an always_charge rule's stream-done report
+charged on one instance and waited out on another. Messages
 come from rls_client_test (protoc --python_out at test time); the process harness from
 tests/serve."""
 import importlib.util
@@ -303,6 +304,92 @@ class ServeGrpcTest(unittest.TestCase):
                              [OK, OK, OK, OVER])
         finally:
             s.close()
+
+
+STREAM_YAML = textwrap.dedent("""\
+    domain: edge
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 60, algorithm: token_bucket, capacity: 100,
+                     always_charge: true, name: stream}
+      - key: path
+        rate_limit: {unit: minute, requests_per_unit: 1}
+    """)
+
+
+class AlwaysChargeTwoInstancesTest(unittest.TestCase):
+    """Envoy's apply_on_stream_done across two `caudal serve --grpc` on one redis-server: a check
+    of hits_addend 0 on the request path, the stream's actual cost reported at its end."""
+
+    def setUp(self):
+        self.redis = harness.Redis()
+        self.root = tempfile.mkdtemp(prefix="caudal-stream-")
+        path = os.path.join(self.root, "ratelimit.yaml")
+        with open(path, "w") as f:
+            f.write(STREAM_YAML)
+        extra = "envoy: {headers: ietf_and_x_ratelimit}\n"
+        self.a = GrpcServe(extra, store=self.redis.url, envoy_path=path)
+        self.b = GrpcServe(extra, store=self.redis.url, envoy_path=path)
+
+    def tearDown(self):
+        self.a.close()
+        self.b.close()
+        self.redis.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    @staticmethod
+    def ask(s, *descriptors):
+        """descriptors: (key, value, hits_addend) each."""
+        req = rls_pb2.RateLimitRequest(domain=b"edge")
+        for key, value, hits in descriptors:
+            out = req.descriptors.add()
+            out.entries.add(key=key.encode(), value=value.encode())
+            out.hits_addend.value = hits
+        r = s.call(req, timeout=10)
+        return r, {h.key: h.value for h in r.response_headers_to_add}
+
+    def test_a_report_charged_on_one_instance_makes_the_other_wait_until_the_debt_is_paid(self):
+        a, b = self.a, self.b
+        # Each instance decides on its own scripted clock (Redis decides at the time each one
+        # passes): read both, so that every expectation below is exact to the microsecond.
+        now_a, now_b = a.serve.advance_ms(0), b.serve.advance_ms(0)
+        self.assertLess(abs(now_b - now_a), 10_000_000)
+        r, _ = self.ask(a, ("user", "client-7", 0))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 100))
+        # The stream used 130, more than the burst: refused (Envoy ignores the answer) and
+        # counted all the same, 30 units of debt at one a second.
+        r, _ = self.ask(a, ("user", "client-7", 130))
+        self.assertEqual(r.overall_code, OVER)
+        self.assertEqual(r.statuses[0].duration_until_reset.seconds, 130)
+        paid = now_a + 30_000_000  # µs, on A's clock, where the debt was written
+        r, headers = self.ask(b, ("user", "client-7", 0))
+        self.assertEqual(r.overall_code, OVER, "B's next check waits")
+        self.assertEqual(r.statuses[0].limit_remaining, 0)
+        wait_s = -(-(paid - now_b) // 1_000_000)  # whole seconds, rounded up
+        full_s = -(-(now_a + 130_000_000 - now_b) // 1_000_000)
+        self.assertEqual(r.statuses[0].duration_until_reset.seconds, full_s)
+        self.assertEqual(headers["x-ratelimit-reset"], str(wait_s), headers)
+        self.assertEqual(headers["RateLimit"], '"stream";r=0;t=%d' % wait_s)
+        # B's clock moved to the last whole ms before the debt is paid, then 1 ms on.
+        steps = -(-(paid - now_b) // 1000)
+        self.assertGreater(steps, 1)
+        now_b = b.serve.advance_ms(steps - 1)
+        self.assertLess(now_b, paid)
+        r, headers = self.ask(b, ("user", "client-7", 0))
+        self.assertEqual(r.overall_code, OVER, "1 ms before the debt is paid")
+        self.assertEqual(headers["x-ratelimit-reset"], "1")
+        self.assertGreaterEqual(b.serve.advance_ms(1), paid)
+        r, _ = self.ask(b, ("user", "client-7", 0))
+        self.assertEqual((r.overall_code, r.statuses[0].limit_remaining), (OK, 0), "paid")
+        # All-or-nothing: a report that another descriptor refuses is charged all the same.
+        b.serve.advance_ms(10_000)  # 10 units back
+        r, _ = self.ask(b, ("path", "/p", 1))
+        self.assertEqual(r.overall_code, OK)
+        r, _ = self.ask(b, ("user", "client-7", 4), ("path", "/p", 1))
+        self.assertEqual(r.overall_code, OVER)
+        self.assertEqual([s.code for s in r.statuses], [OK, OVER])
+        r, _ = self.ask(a, ("user", "client-7", 0))
+        self.assertEqual(r.statuses[0].limit_remaining, 6, "charged in Redis, seen from A")
 
 
 if __name__ == "__main__":

@@ -197,7 +197,8 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
   int64_t refused_with_passing_entry = 0;
   int64_t refunds = 0;
   int64_t refunds_in_refused_requests = 0;
-  int64_t chargeable = 0, charges = 0, charges_over = 0;  // charges: fixed_window only
+  // charges: token_bucket, gcra, fixed_window; peeks_refused: charged peeks in debt
+  int64_t chargeable = 0, charges = 0, charges_over = 0, peeks_refused = 0;
   for (int trace = 0; compared < min_decisions; ++trace) {
     constexpr int kKeys = 8;
     std::vector<Limit> limits;
@@ -293,6 +294,7 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
           if (e.op == EntryOp::kCharge) {
             ++charges;
             if (!g.allowed() && e.cost > 0) ++charges_over;
+            if (!g.allowed() && e.cost == 0) ++peeks_refused;
           }
           if (!got[i].allowed && g.allowed() && e.cost > 0) ++refused_with_passing_entry;
         }
@@ -314,14 +316,15 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
   if (chargeable >= 1000) {  // the charges must overdraw, not just agree on what fits
     EXPECT_GE(charges, chargeable / 10);
     EXPECT_GE(charges_over, charges / 20);
+    EXPECT_GE(peeks_refused, 1) << "a charged peek on a state in debt or overdrawn";
   }
   std::cout << "compared " << compared << ": allowed " << verdicts[Verdict::kAllowed] << ", denied "
             << verdicts[Verdict::kDenied] << ", never_fits " << verdicts[Verdict::kNeverFits]
             << "; entries passing in refused requests " << refused_with_passing_entry
             << "; refunds " << refunds << " (" << refunds_in_refused_requests
             << " in refused requests); charges " << charges << " (" << charges_over
-            << " over the limit); leases asked " << leases_asked << ", granted " << grants
-            << ", give-backs " << give_backs << "\n";
+            << " over the limit, " << peeks_refused << " peeks refused); leases asked "
+            << leases_asked << ", granted " << grants << ", give-backs " << give_backs << "\n";
 }
 
 }  // namespace caudal::equivalence

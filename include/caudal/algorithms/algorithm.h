@@ -40,8 +40,8 @@ enum class StateShape : uint8_t {
 struct CompactFunctions {
   Step (*decide)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
   Step (*refund)(const Limit&, const CompactState*, Micros now, int64_t units) = nullptr;
-  // Counts `cost` whatever the verdict (EntryOp::kCharge); nullptr where overdrawing has no
-  // meaning the algorithm defines (only the reference's fixed window has one).
+  // Counts `cost` whatever the verdict (EntryOp::kCharge), past the limit into debt; nullptr
+  // where the algorithm cannot overdraw (the sliding windows).
   Step (*charge)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
   // Gives back a lease's units that still count (EntryOp::kGiveBack); nullptr where the algorithm
   // takes no leases (SupportsLease).
@@ -104,14 +104,14 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .name = "token_bucket",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {token_bucket::Decide, token_bucket::Refund, nullptr, token_bucket::GiveBack,
-                 token_bucket::Overdraw},
+     .compact = {token_bucket::Decide, token_bucket::Refund, token_bucket::Charge,
+                 token_bucket::GiveBack, token_bucket::Overdraw},
      .chart = {.colour = "#2ca02c"}},
     {.algorithm = Algorithm::kGcra,
      .name = "gcra",
      .family = AlgorithmFamily::kBucket,
      .state = StateShape::kCompact,
-     .compact = {gcra::Decide, gcra::Refund, nullptr, gcra::GiveBack, gcra::Overdraw},
+     .compact = {gcra::Decide, gcra::Refund, gcra::Charge, gcra::GiveBack, gcra::Overdraw},
      .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
     // Not a rate: the stores call caudal/algorithms/concurrency.h directly, and kAllAlgorithms
     // (the rate algorithms, which the simulator and the rate contract run) leaves it out.
@@ -164,7 +164,8 @@ inline Step RefundCompact(const Limit& limit, const CompactState* state, Micros 
   return AlgorithmInfoOf(limit.algorithm()).compact.refund(limit, state, now, units);
 }
 
-// Whether the algorithm can count a hit whatever its verdict (EntryOp::kCharge).
+// Whether the algorithm can count a hit whatever its verdict (EntryOp::kCharge): token_bucket,
+// gcra and fixed_window (compact_state.h, Charge).
 inline bool SupportsCharge(Algorithm a) {
   return AlgorithmInfoOf(a).state == StateShape::kCompact &&
          AlgorithmInfoOf(a).compact.charge != nullptr;

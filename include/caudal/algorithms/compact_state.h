@@ -29,6 +29,11 @@
 //   until it has refilled past the debt, so a later request waits until the long-run rate is
 //   met; a window's excess lasts until the window ends. Always kAllowed; it reports the state
 //   after it (remaining 0 while in debt).
+// - Charge(cost), where an algorithm can overdraw (token_bucket, gcra, fixed_window): counts
+//   `cost` as Overdraw does, whatever the verdict; the verdict says whether it fitted the state
+//   before (Decide's, kNeverFits above the capacity included), except that a peek (cost 0) on a
+//   state in debt or overdrawn is kDenied. A kDenied charge's retry_after is until a hit of its
+//   cost fits the state it left (a window: its end). It reports the state after it.
 #pragma once
 
 #include <array>

@@ -7,7 +7,7 @@
 // State words: w[0] = TAT whole µs, w[1] = fraction numerator, w[2] unused (0).
 //
 // On every trace whose timestamps never decrease it decides exactly as token_bucket does (and
-// so after an Overdraw too)
+// so after an Overdraw or a Charge too)
 // (tested decision for decision). When time goes backwards it judges the request at the earlier
 // `now`, which can only refuse more, never admit more.
 #pragma once
@@ -34,5 +34,11 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
 // MaxDebt units past it): every request is refused until TAT − now + c·e ≤ τ again, as
 // token_bucket's Overdraw. Preconditions: as Refund.
 Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
+
+// Counts `cost` whatever the verdict (EntryOp::kCharge): moves TAT on as Overdraw does. The
+// verdict is Decide's for the state before, except that a peek in debt (TAT − now > τ) is
+// kDenied; a kDenied retry_after is until a hit of this cost fits the TAT the charge left, as
+// token_bucket's Charge. Preconditions: as Decide.
+Step Charge(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
 }  // namespace caudal::gcra

@@ -3,8 +3,8 @@
 // T is an exact rational: whole tokens plus a fraction with the rate's period as denominator, so
 // no refill is ever lost to rounding. In any interval of length t it admits at most B + r·t.
 //
-// Overdraw takes tokens below 0 (debt, up to MaxDebt); the bucket then refuses everything until
-// it has refilled past it. remaining is never reported below 0.
+// Overdraw and Charge take tokens below 0 (debt, up to MaxDebt); the bucket then refuses
+// everything until it has refilled past it. remaining is never reported below 0.
 //
 // State words: w[0] = whole tokens (negative: debt), w[1] = fraction numerator over
 // refill_period_us(), w[2] = time of the last update (µs). Time going backwards counts as Δt = 0.
@@ -31,5 +31,11 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
 // Takes `units` tokens whatever is left, down to −MaxDebt (compact_state.h). Preconditions: as
 // Refund.
 Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
+
+// Counts `cost` whatever the verdict (EntryOp::kCharge): takes it as Overdraw does, into debt
+// past empty. The verdict is Decide's for the bucket before (kAllowed iff T >= cost, kNeverFits
+// above the capacity), except that a peek in debt (T < 0) is kDenied; a kDenied retry_after is
+// until a hit of this cost fits the bucket as the charge left it. Preconditions: as Decide.
+Step Charge(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
 }  // namespace caudal::token_bucket

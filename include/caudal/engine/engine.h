@@ -13,7 +13,8 @@
 //
 // A decision: the plan (which policies or Envoy rules apply, their keys: src/engine/plan.h);
 // the enforced checks that consume in one store request (kAllOrNothing: one refusal and nothing
-// is consumed) or each alone (kConsumeEach), refunds riding along whatever the others decide;
+// is consumed) or each alone (kConsumeEach), refunds and an always_charge Envoy rule's charges
+// riding along whatever the others decide (a charge counts its hits even when they do not fit);
 // then shadow checks, charged if the request was admitted and only looked at if not (a shadow
 // refusal is counted and logged, never enforced), and count_rejected checks, charged on a
 // refusal when they have room. When the store fails, each enforced check follows its failure

@@ -1,9 +1,9 @@
 // RateLimitConfig: envoyproxy/ratelimit's YAML configuration, loaded as a caudal policy source,
 // so that a deployment of the reference switches to caudal by pointing caudal at the same files.
-// Every field of the reference is read with the reference's meaning, and caudal's `algorithm`
-// and `capacity` inside rate_limit (fixed_window by default, so a migrated file decides as the
-// reference did); docs/envoy.md lists them, with the units. Reading the files is
-// ratelimit_config_yaml.h.
+// Every field of the reference is read with the reference's meaning, and caudal's `algorithm`,
+// `capacity`, `lease` and `always_charge` inside rate_limit (fixed_window by default, so a
+// migrated file decides as the reference did); docs/envoy.md lists them, with the units. Reading
+// the files is ratelimit_config_yaml.h.
 //
 // Matching is the reference's, step for step. A descriptor's composite key is `key`, or
 // `key_value` when it has a value; at each level an entry `key`/`value` selects
@@ -89,6 +89,10 @@ struct RateLimitRule {
   Metadata metadata;
   // caudal's addition: how the rule's keys lease (LeaseStore); unset: store.lease.
   std::optional<LeaseTerms> lease;
+  // caudal's addition: every hit is counted whatever the verdict, into debt past the limit
+  // (EntryOp::kCharge), in either descriptor mode and whatever the request's other descriptors
+  // decide; its keys never lease. Only on a limit whose algorithm SupportsCharge.
+  bool always_charge = false;
 
   // requests_per_unit 0: every hit is over the limit (the reference's way to block a value).
   bool blocks_all() const { return !unlimited && requests_per_unit == 0; }

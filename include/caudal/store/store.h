@@ -11,11 +11,14 @@
 // that were really returned.
 //
 // An entry may also be a charge (EntryOp::kCharge): envoyproxy/ratelimit's INCRBY, which counts
-// `cost` whatever the verdict, so a refused hit still uses the limit up (and may overdraw it).
-// Its verdict says whether the cost fitted, and counts in `allowed` like any consuming entry
-// (so a charge that does not fit keeps the request's kConsume entries from consuming), but the
-// charge itself is applied whatever the request decides. Only algorithms that define
-// overdrawing take it (SupportsCharge: fixed_window); others are refused with kInvalidArgument.
+// `cost` whatever the verdict, so a refused hit still uses the limit up (and may overdraw it: a
+// fixed window's count past its limit until the window ends, a bucket's tokens into debt, up to
+// MaxDebt; Charge in caudal/algorithms/compact_state.h). Its verdict says whether the cost
+// fitted (a peek, cost 0, is refused on a state in debt or overdrawn), and counts in `allowed`
+// like any consuming entry (so a charge that does not fit keeps the request's kConsume entries
+// from consuming), but the charge itself is applied whatever the request decides. Only
+// algorithms that can overdraw take it (SupportsCharge: token_bucket, gcra, fixed_window);
+// others are refused with kInvalidArgument.
 //
 // An entry may ask for a lease (EntryRef::lease, kConsume only): when the whole request is
 // allowed, the store consumes `cost` and then up to `lease` more units, as many as fit at that

@@ -105,5 +105,39 @@ local function gcra_overdraw(st, cap, n, p, now, units)
   return ALLOWED, remaining, reset, 0, changed, nw, nf, 0
 end
 
-COMPACT_OVERDRAW[GCRA] = gcra_overdraw
+-- The wait until a hit of `cost` fits the TAT tw + tf/n (max(TAT, now)): 0 when it does now.
+local function gcra_wait(tw, tf, now, cost, n, p, tau_w, tau_f)
+  if tw < now or (tw == now and tf == 0) then
+    tw, tf = now, 0
+  end
+  local cw, cf = muldiv(cost, p, n)
+  local nw, nf = tw + cw, tf + cf
+  if nf >= n then
+    nf, nw = nf - n, nw + 1
+  end
+  local dw = nw - now
+  if dw < tau_w or (dw == tau_w and nf <= tau_f) then return 0 end
+  return (dw - tau_w) + ceildiv(nf - tau_f, n)
+end
+
+-- A charge: whether `cost` fitted the TAT before (a peek is refused in debt), then counted
+-- whatever the tolerance, as an overdraw; a refusal waits until `cost` fits the TAT it left.
+local function gcra_charge(st, cap, n, p, now, cost)
+  local _, remaining, reset, _, changed, w0, w1, w2 = gcra_overdraw(st, cap, n, p, now, cost)
+  local verdict, retry = ALLOWED, 0
+  if cost > cap then
+    verdict = NEVER_FITS
+  else
+    local tau_w, tau_f = muldiv(cap, p, n)
+    local bw, bf = now, 0
+    if st then bw, bf = st[1], st[2] end
+    if gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f) > 0 then
+      verdict = DENIED
+      retry = gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f)
+    end
+  end
+  return verdict, remaining, reset, retry, changed, w0, w1, w2
+end
+
+COMPACT_OVERDRAW[GCRA], COMPACT_CHARGE[GCRA] = gcra_overdraw, gcra_charge
 COMPACT[GCRA], COMPACT_REFUND[GCRA] = gcra, gcra_refund

@@ -70,5 +70,22 @@ local function token_bucket_overdraw(st, cap, n, p, now, units)
   return ALLOWED, tokens < 0 and 0 or tokens, reset, 0, changed, tokens, frac, last
 end
 
-COMPACT_OVERDRAW[TOKEN_BUCKET] = token_bucket_overdraw
+-- A charge: whether `cost` fitted the bucket before (a peek is refused in debt), then taken
+-- whatever is left, as an overdraw; a refusal waits until `cost` fits the bucket it left.
+local function token_bucket_charge(st, cap, n, p, now, cost)
+  local before = bucket_refill(st, cap, n, p, now)
+  local _, remaining, reset, _, changed, tokens, frac, last =
+    token_bucket_overdraw(st, cap, n, p, now, cost)
+  local verdict, retry = ALLOWED, 0
+  if cost > cap then
+    verdict = NEVER_FITS
+  elseif before < cost then
+    verdict = DENIED
+    retry = (last - now) + time_to_reach(cost, tokens, frac, n, p)
+  end
+  return verdict, remaining, reset, retry, changed, tokens, frac, last
+end
+
+COMPACT_OVERDRAW[TOKEN_BUCKET], COMPACT_CHARGE[TOKEN_BUCKET] =
+  token_bucket_overdraw, token_bucket_charge
 COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund
