@@ -47,10 +47,10 @@ mutants=(
   "sliding_window_counter.lua|if r > 0 then q = q + 1 end|if r > 1 then q = q + 1 end"
   "sliding_window_log.lua|if ats[i] > t then return i end|if ats[i] >= t then return i end"
   "sliding_window_log.lua|if left >= must_leave then|if left > must_leave then"
-  "decide.lua|if #v == 33 then|if #v == 25 then"
-  "decide.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
-  "decide.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
-  "decide.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
+  "compact_state.lua|if #v == 33 then|if #v == 25 then"
+  "compact_state.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
+  "compact_state.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
+  "compact_state.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
 )
 # Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
 # taken by a refused request, a lease of the ask whether or not it fits, a give-back applied
@@ -78,7 +78,8 @@ concurrency_mutants=(
 # Reservations: a reserve past max_open, a refused reserve that records, an expiry a µs late or
 # with the wrong outcome, a settle of another cost taken for a repeat, a settle that gives back
 # or overdraws the wrong units, an overrun not reported, a record dropped before its give-back,
-# debt past its cap, a split reserve's undo that leaves its record open.
+# debt past its cap, a split reserve's undo that leaves its record open; and an always-charged
+# bucket's verdict or retry taken on the wrong side of its charge.
 # Not here, being equivalent: reservation_settle's `sunpack(RECORD, v) <= now` → `< now`. Every
 # settle first drops the key's reservations expired at `now` (reservations_expire), records
 # included, so no record that reaches the check expires at `now`; the check only guards a record
@@ -98,6 +99,12 @@ reservation_mutants=(
   "reservation.lua|if give == 1 and reset > life then life = reset end|local _ = life"
   "token_bucket.lua|if t < low then t = low end|local _ = low"
   "reservation.lua|redis.call('ZREM', key .. ':ro', id)|local _ = id"
+  # An always-charged hit (a charge of a bucket): a verdict on the state after, a retry
+  # counted to the state before.
+  "token_bucket.lua|  elseif before < cost then|  elseif before <= cost then"
+  "token_bucket.lua|retry = (last - now) + time_to_reach(cost, tokens, frac, n, p)|retry = (last - now) + time_to_reach(cost, before, frac, n, p)"
+  "gcra.lua|if gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f) > 0 then|if gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f) > 0 then"
+  "gcra.lua|retry = gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f)|retry = gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f)"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
