@@ -72,8 +72,8 @@ struct Service::Parts {
         refusals(env.clock, log.get(), RefusalsOptionsFrom(config)),
         node_breakers(env.clock, log.get(), &metrics) {}
   ~Parts() {
-    health.reset();       // its probe thread calls the store
-    admin.reset();        // its sync thread calls the overrides and the engine
+    health.reset();  // its probe thread calls the store
+    admin.reset();   // its sync thread calls the overrides and the engine
     overrides.reset();
     idempotency.reset();  // a claim answered now may still decide: through the leases, the store
     leases.reset();       // its thread calls the store; its calls answer into state of their own

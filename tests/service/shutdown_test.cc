@@ -239,8 +239,9 @@ TEST(ShutdownOnRedis, ACallStillHeldWhenTheServiceEndsIsAnsweredThroughPartsStil
                                 "refill: 100/1m}]\n"),
                             "shutdown_test.yaml");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
-  auto started = Service::Start(std::move(*config), {.clock = SystemClock::Instance(),
-                                                     .log_sink = [](LogLevel, std::string_view) {}});
+  auto started = Service::Start(
+      std::move(*config),
+      {.clock = SystemClock::Instance(), .log_sink = [](LogLevel, std::string_view) {}});
   ASSERT_TRUE(started.ok()) << started.status().ToString();
   std::unique_ptr<Service> service = std::move(*started);
   const uint16_t port = service->http_port();

@@ -30,8 +30,7 @@ class Connection;
 // One direction of a connection: what `from` sent, delivered to `to` `delay` later.
 class Pipe {
  public:
-  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, Steady::duration delay,
-       uint64_t& read)
+  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, Steady::duration delay, uint64_t& read)
       : conn_(conn),
         from_(from),
         to_(to),
