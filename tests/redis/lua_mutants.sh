@@ -13,18 +13,25 @@
 # encoding), undo (undo.lua against the reference model: a split request's undo, a give-back),
 # concurrency (processes on one redis-server and on a Cluster taking and releasing slots), cluster
 # (the Store suites on a Cluster: split requests and their undo).
+#
+#   tests/redis/lua_mutants.sh --check   (lint.lua_mutants: every mutant's text is in its file;
+#                                         nothing is changed or built)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+check=0
+if [[ ${1:-} == --check ]]; then check=1; shift; fi
 build=${1:-build}
 only=${2:-}
 lua=src/redis/lua
-backup=$(mktemp -d)
-cp -a "$lua"/. "$backup"/
-# cp -a keeps the sources' old times, older than what the last mutant's build generated: touch
-# them, or the build would keep the mutant.
-put_back() { cp -a "$backup"/. "$lua"/; touch "$lua"/*.lua; }
-restore() { put_back; rm -rf "$backup"; }
-trap restore EXIT
+if [[ $check == 0 ]]; then
+  backup=$(mktemp -d)
+  cp -a "$lua"/. "$backup"/
+  # cp -a keeps the sources' old times, older than what the last mutant's build generated: touch
+  # them, or the build would keep the mutant.
+  put_back() { cp -a "$backup"/. "$lua"/; touch "$lua"/*.lua; }
+  restore() { put_back; rm -rf "$backup"; }
+  trap restore EXIT
+fi
 
 # file | text | replacement (the first occurrence only)
 #
@@ -100,9 +107,9 @@ reservation_mutants=(
   "token_bucket.lua|if t < low then t = low end|local _ = low"
   "reservation.lua|redis.call('ZREM', key .. ':ro', id)|local _ = id"
   # An always-charged hit (a charge of a bucket): a verdict on the state after, a retry
-  # counted to the state before.
+  # counted to the state before, a refused hit not counted.
   "token_bucket.lua|  elseif before < cost then|  elseif before <= cost then"
-  "token_bucket.lua|retry = (last - now) + time_to_reach(cost, tokens, frac, n, p)|retry = (last - now) + time_to_reach(cost, before, frac, n, p)"
+  "token_bucket.lua|    token_bucket_overdraw(st, cap, n, p, now, cost)|    token_bucket_overdraw(st, cap, n, p, now, 0)"
   "gcra.lua|if gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f) > 0 then|if gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f) > 0 then"
   "gcra.lua|retry = gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f)|retry = gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f)"
 )
@@ -120,6 +127,25 @@ case $only in
   *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}")
      suites+=(cluster:redis_cluster_suites_test) ;;
 esac
+if [[ $check == 1 ]]; then
+  missing=0
+  for m in "${mutants[@]}"; do
+    IFS='|' read -r file from _ <<<"$m"
+    python3 - "$lua/$file" "$from" <<'PY' || missing=$((missing + 1))
+import sys
+path, text = sys.argv[1:]
+try:
+    n = open(path).read().count(text)
+except OSError as e:
+    sys.exit(f"{path}: {e}")
+if n == 0:
+    sys.exit(f"{path}: mutant text not found: {text}")
+PY
+  done
+  echo "${#mutants[@]} mutants, $missing whose text is not in its file"
+  [[ $missing == 0 ]]
+  exit
+fi
 targets=()
 for s in "${suites[@]}"; do targets+=("${s#*:}"); done
 
