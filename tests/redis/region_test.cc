@@ -341,17 +341,21 @@ void Region(int p, const Backend& backend, const RegionRun& run, int64_t start_u
     std::this_thread::sleep_until(at);
     const auto now = SteadyClock::now();
     if (phases && tally->phase == Phase::kBefore && now >= cut_from) {
+      // What may reach the store without its answer coming back: the asks and the requests in
+      // flight as the link goes, read before it goes (once it has, a call it failed is no
+      // longer in flight, though its bytes may have reached the store). A call sent after
+      // this read is still in the proxy's delay when the link drops, and a dropped link
+      // delivers nothing after.
+      const int64_t asked = leases.Owed().asked, in_flight = tally->InFlight();
       for (auto& proxy : proxies) {
         if (cut_here && run.cut == Cut::kHold) proxy->Hold();
         if (cut_here && run.cut == Cut::kDrop) proxy->Drop();
       }
       tally->phase = Phase::kCut;
-      // What may reach the store without its answer coming back: the asks and the requests in
-      // flight as the link went (a dropped link delivers nothing after).
-      const LeaseOwed owed = leases.Owed();
-      report.Note("held_at_cut", owed.held);
-      report.Note("asked_at_cut", owed.asked);
-      report.Note("in_flight_at_cut", tally->InFlight());
+      // What the leases hold once nothing more can come back.
+      report.Note("held_at_cut", leases.Owed().held);
+      report.Note("asked_at_cut", asked);
+      report.Note("in_flight_at_cut", in_flight);
     }
     if (phases && tally->phase == Phase::kCut && now >= cut_until) {
       if (cut_here) {
