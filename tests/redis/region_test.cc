@@ -533,6 +533,10 @@ void ExpectAPartitionKeepsEveryPromise(const RegionRun& run, const Outcome& out)
   EXPECT_EQ(Note(r, 0, "cut_degraded") + Note(r, 0, "cut_admitted") + Note(r, 0, "cut_refused"),
             Note(r, 0, "cut_decisions"));
   EXPECT_GT(Note(r, 0, "healed_admitted"), 0) << "after the heal the region admits again";
+  // Back to the store within the breaker's probe interval (500 ms), the reconnection's longest
+  // backoff (500 ms) and a few round trips: 1.2 s of the region's requests at most.
+  EXPECT_LE(Note(r, 0, "healed_degraded"), run.rate * 1'200 / 1'000)
+      << "after the heal the failure mode answers until the breaker's probe succeeds";
   EXPECT_EQ(Note(r, 0, "before_degraded"), 0);
   for (int64_t i = 1; i < kRegions; ++i) {
     EXPECT_EQ(Note(r, i, "before_degraded") + Note(r, i, "cut_degraded"), 0) << i;
