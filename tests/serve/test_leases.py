@@ -143,8 +143,8 @@ class Leases(unittest.TestCase):
         servers, config = self.start(capacity=10_000, refill="1/1h", ttl="10s")
         results, _ = hammer(servers, "hot", 1.0)
         admitted = sum(a for a, _ in results)
-        # The gauge is refreshed every 50 ms, and a lease spent down at the hammer's end is being
-        # renewed: the leases hold units once that renewal is answered.
+        # Read once, right after the load, the gauge may lag: it is refreshed every 50 ms, and a
+        # lease spent down at the load's end may have its renewal still in flight.
         wait_until(lambda: sum(s.metric("caudal_lease_units") for s in servers) > 0,
                    "units held in leases", timeout_s=5)
         for s in servers:
