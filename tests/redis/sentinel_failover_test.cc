@@ -200,7 +200,8 @@ TEST(SentinelUnderLoad, AKilledPrimaryIsReplacedWithoutARestart) {
   // the new primary: the counters keep what they had.
   const int64_t before = kCapacity - DecideOne(**store, keys[0], Counter(), 0).remaining;
   ASSERT_TRUE(setup->server(*primary).Restart().ok());
-  ASSERT_TRUE(setup->WaitPrimary(1 - *primary, seconds(30)).ok());
+  const Status demoted = setup->WaitPrimary(1 - *primary, seconds(30));
+  ASSERT_TRUE(demoted.ok()) << demoted.ToString();
   EXPECT_EQ(kCapacity - DecideOne(**store, keys[0], Counter(), 0).remaining, before);
   EXPECT_EQ((*store)->Stats().primary_switches, 1u);
 }

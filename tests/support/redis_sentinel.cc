@@ -51,6 +51,16 @@ Result<std::unique_ptr<RedisSentinels>> RedisSentinels::Start(RedisSentinelOptio
                           Join({"sentinel parallel-syncs ", name, " 1"})},
          .sentinel = true});
     if (!sentinel.ok()) return sentinel.status();
+    // Sentinel's periods, shortened as Redis's own sentinel tests shorten them: a primary that
+    // comes back is turned into a replica only once it has been up and reporting itself a
+    // primary for 4 publish periods, seen by an INFO (every 10 s by default to a replica); and a
+    // sentinel whose timer is late by 2 s (a loaded test machine) enters TILT and acts on
+    // nothing for 30 s. With the defaults, a run under the sanitizers on 2 cores once waited
+    // more than 30 s for the old primary's demotion.
+    Result<std::string> tuned =
+        (*sentinel)->Command({"SENTINEL", "DEBUG", "info-period", "1000", "publish-period", "1000",
+                              "tilt-period", "5000"});
+    if (!tuned.ok()) return tuned.status();
     s->sentinels_.push_back(std::move(*sentinel));
   }
   if (Status st = s->WaitReady(std::chrono::seconds(30)); !st.ok()) return st;
