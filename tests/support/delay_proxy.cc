@@ -30,7 +30,8 @@ class Connection;
 // One direction of a connection: what `from` sent, delivered to `to` `delay` later.
 class Pipe {
  public:
-  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, Steady::duration delay, uint64_t& read)
+  Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, const Steady::duration& delay,
+       uint64_t& read)
       : conn_(conn),
         from_(from),
         to_(to),
@@ -51,8 +52,8 @@ class Pipe {
   Connection& conn_;
   tcp::socket& from_;
   tcp::socket& to_;
-  const Steady::duration delay_;
-  uint64_t& read_;  // the proxy's count of bytes read in this direction
+  const Steady::duration& delay_;  // the proxy's, for this direction: SetDelay changes it
+  uint64_t& read_;                 // the proxy's count of bytes read in this direction
   asio::steady_timer timer_;
   std::deque<Chunk> queue_;
   size_t buffered_ = 0;
@@ -69,6 +70,9 @@ struct DelayProxy::Impl {
   void Close(Connection* c);
 
   const DelayProxyOptions options;
+  // The delays now (the I/O thread's): options' until SetDelay.
+  Steady::duration to_target = options.to_target;
+  Steady::duration to_client = options.to_client;
   asio::io_context io;
   tcp::acceptor acceptor;
   uint16_t port = 0;
@@ -95,8 +99,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : proxy_(proxy),
         client_(std::move(client)),
         server_(proxy.io),
-        up_(*this, client_, server_, proxy.options.to_target, proxy.counts.to_target_bytes),
-        down_(*this, server_, client_, proxy.options.to_client, proxy.counts.to_client_bytes) {}
+        up_(*this, client_, server_, proxy.to_target, proxy.counts.to_target_bytes),
+        down_(*this, server_, client_, proxy.to_client, proxy.counts.to_client_bytes) {}
 
   void Start() {
     const tcp::endpoint target(asio::ip::address_v4::loopback(), proxy_.options.target_port);
@@ -265,6 +269,18 @@ void DelayProxy::Heal() {
     const Steady::time_point now = Steady::now();
     for (const auto& c : impl_->connections) c->Healed(now);
   });
+}
+
+Status DelayProxy::SetDelay(std::chrono::nanoseconds to_target,
+                            std::chrono::nanoseconds to_client) {
+  if (to_target < std::chrono::nanoseconds(0) || to_client < std::chrono::nanoseconds(0)) {
+    return Status::InvalidArgument("delay proxy: a negative delay");
+  }
+  impl_->Run([&] {
+    impl_->to_target = to_target;
+    impl_->to_client = to_client;
+  });
+  return Status::Ok();
 }
 
 DelayProxyCounts DelayProxy::Counts() const {

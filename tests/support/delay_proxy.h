@@ -57,6 +57,10 @@ class DelayProxy {
   void Hold();
   void Drop();
   void Heal();
+  // From now on, bytes read are delivered these delays after they arrived; bytes queued keep
+  // their time, and the order of a direction's bytes never changes (a shorter delay delivers
+  // nothing before what was queued ahead of it). kInvalidArgument for a negative delay.
+  Status SetDelay(std::chrono::nanoseconds to_target, std::chrono::nanoseconds to_client);
   DelayProxyCounts Counts() const;
 
   struct Impl;
