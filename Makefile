@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build run simulate test test-asan package image bench fuzz format clean
+.PHONY: deps build run simulate test test-asan nemesis package image bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -31,6 +31,14 @@ test-asan: deps
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
+
+# The nemesis (docs/testing.md): random faults from SEED for DURATION seconds against a Redis
+# Cluster and four instances, then the checker; the run is kept in $(BUILD_DIR)/nemesis-<seed>.
+DURATION ?= 1800
+SEED     ?= 1
+nemesis: build
+	/usr/bin/python3 tests/nemesis/nemesis.py --bin $(BUILD_DIR) --duration $(DURATION) \
+	  --seed $(SEED) --out $(BUILD_DIR)/nemesis-$(SEED)
 
 # A .deb (CPack): $(BUILD_DIR)/caudal_<version>-1_<arch>.deb; docs/operations.md, "Installing".
 package: build

@@ -12,10 +12,16 @@
 //   hold           answers are parked from now on  → "holding"
 //   held <n>       waits until n answers are parked → "held <n>" (or "held <k>" after 10 s)
 //   release        the parked answers are delivered (later ones are parked still) → "released"
+//   overadmit <n>  one refused answer in n is delivered as admitted (0 stops) → "overadmitting <n>"
+//   overadmitted   how many answers were turned so far → "overadmitted <k>"
+//
+// With CAUDAL_TESTING_CLOCK=real in its environment, decisions take the real time and the
+// stores their own (Redis's TIME), as the release binary's do; `advance` is then refused.
 #include <pthread.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <sstream>
@@ -50,7 +56,7 @@ class Hooks {
   }
 
   // Reads commands until stdin closes.
-  void Serve(ScriptedClock& clock) {
+  void Serve(ScriptedClock& clock, bool real_clock) {
     std::string line;
     while (std::getline(std::cin, line)) {
       std::istringstream in(line);
@@ -60,7 +66,9 @@ class Hooks {
       if (verb == "advance") {
         int64_t ms = -1;
         in >> ms;
-        if (ms < 0) {
+        if (real_clock) {
+          reply = "error: advance: the clock is real (CAUDAL_TESTING_CLOCK=real)";
+        } else if (ms < 0) {
           reply = "error: advance <ms>, a non-negative integer";
         } else {
           clock.Advance(std::chrono::milliseconds(ms));
@@ -86,6 +94,21 @@ class Hooks {
           }
         }
         reply = verb == "hold" ? "holding" : "released";
+      } else if (verb == "overadmit") {
+        int64_t n = -1;
+        in >> n;
+        if (n < 0) {
+          reply = "error: overadmit <n>, a non-negative integer";
+        } else {
+          std::lock_guard lock(mu_);
+          for (testing::FakeStore* s : stores_) s->OverAdmitOneIn(static_cast<uint64_t>(n));
+          reply = "overadmitting " + std::to_string(n);
+        }
+      } else if (verb == "overadmitted") {
+        std::lock_guard lock(mu_);
+        uint64_t k = 0;
+        for (testing::FakeStore* s : stores_) k += s->over_admitted();
+        reply = "overadmitted " + std::to_string(k);
       } else if (verb == "held") {
         size_t n = 0;
         in >> n;
@@ -119,6 +142,8 @@ class Hooks {
 int main(int argc, char** argv) {
   static caudal::ScriptedClock clock;
   static caudal::Hooks hooks;
+  const char* clock_env = std::getenv("CAUDAL_TESTING_CLOCK");
+  static const bool real_clock = clock_env != nullptr && std::string(clock_env) == "real";
   std::thread([] {
     // Signals are serve's, which waits for them on its own thread (sigwait): a thread that
     // does not block them would take them instead, and die of them.
@@ -126,13 +151,14 @@ int main(int argc, char** argv) {
     sigemptyset(&signals);
     for (int s : {SIGHUP, SIGINT, SIGTERM}) sigaddset(&signals, s);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    hooks.Serve(clock);
+    hooks.Serve(clock, real_clock);
   }).detach();
   caudal::cli::Env env{
       .out = std::cout,
       .err = std::cerr,
-      .clock = clock,
-      .stores_use_clock = true,
+      .clock = real_clock ? static_cast<const caudal::Clock&>(caudal::SystemClock::Instance())
+                          : static_cast<const caudal::Clock&>(clock),
+      .stores_use_clock = !real_clock,
       .wrap_store = [](std::unique_ptr<caudal::Store> s) { return hooks.Wrap(std::move(s)); }};
   return caudal::cli::RunCommandLine(argc, argv, env);
 }

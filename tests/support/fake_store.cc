@@ -19,9 +19,38 @@ void FakeStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback do
     return Deliver(*std::move(failure), std::move(done));
   }
   if (inner_ == nullptr) return Deliver(DecideOnModel(entries), std::move(done));
-  inner_->DecideAsync(entries, [this, done = std::move(done)](Result<StoreResponse> r) mutable {
-    Deliver(std::move(r), std::move(done));
-  });
+  bool plain = true;
+  for (const EntryRef& e : entries) plain &= e.op == EntryOp::kConsume && e.cost > 0;
+  inner_->DecideAsync(entries,
+                      [this, plain, done = std::move(done)](Result<StoreResponse> r) mutable {
+                        if (plain && r.ok() && !r->allowed) MaybeOverAdmit(*r);
+                        Deliver(std::move(r), std::move(done));
+                      });
+}
+
+void FakeStore::MaybeOverAdmit(StoreResponse& r) {
+  std::lock_guard lock(mu_);
+  if (over_admit_one_in_ == 0 || ++refusals_seen_ % over_admit_one_in_ != 0) return;
+  for (const Decision& d : r.decisions) {
+    if (d.verdict != Verdict::kAllowed && d.verdict != Verdict::kDenied) return;
+  }
+  r.allowed = true;
+  for (Decision& d : r.decisions) {
+    d.verdict = Verdict::kAllowed;
+    d.retry_after = Micros(0);
+  }
+  ++over_admitted_;
+}
+
+void FakeStore::OverAdmitOneIn(uint64_t one_in) {
+  std::lock_guard lock(mu_);
+  over_admit_one_in_ = one_in;
+  refusals_seen_ = 0;
+}
+
+uint64_t FakeStore::over_admitted() const {
+  std::lock_guard lock(mu_);
+  return over_admitted_;
 }
 
 Status FakeStore::Ping() {

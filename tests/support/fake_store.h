@@ -80,6 +80,12 @@ class FakeStore final : public Store {
 
   uint64_t calls() const;
 
+  // A store that over-admits, for checking the checkers: from now on, one refused answer in
+  // `one_in` (the one_in-th, the 2·one_in-th, …) of a request whose entries are all plain
+  // consumes is delivered as admitted, though the store consumed nothing. 0 stops it.
+  void OverAdmitOneIn(uint64_t one_in);
+  uint64_t over_admitted() const;
+
  private:
   struct Parked {
     Result<StoreResponse> answer;
@@ -87,6 +93,7 @@ class FakeStore final : public Store {
   };
 
   std::optional<Status> TakeFailure(std::span<const EntryRef> entries);
+  void MaybeOverAdmit(StoreResponse& r);
   Result<StoreResponse> DecideOnModel(std::span<const EntryRef> entries);
   void Deliver(Result<StoreResponse> answer, DecideCallback done);
   std::vector<Parked> TakeHeld();
@@ -102,6 +109,9 @@ class FakeStore final : public Store {
   bool holding_ = false;                    // guarded by mu_
   std::vector<Parked> held_;                // guarded by mu_
   uint64_t calls_ = 0;                      // guarded by mu_
+  uint64_t over_admit_one_in_ = 0;          // guarded by mu_
+  uint64_t refusals_seen_ = 0;              // guarded by mu_; since OverAdmitOneIn
+  uint64_t over_admitted_ = 0;              // guarded by mu_
   // Last: destroyed first, while what its late callbacks touch is still there.
   const std::unique_ptr<Store> inner_;
 };
