@@ -33,10 +33,12 @@ test-asan: deps
 	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
 
 # The nemesis (docs/testing.md): random faults from SEED for DURATION seconds against a Redis
-# Cluster and four instances, then the checker; the run is kept in $(BUILD_DIR)/nemesis-<seed>.
+# Cluster and four instances, then the checker; the run is kept in $(BUILD_DIR)/nemesis-<seed>
+# (replacing an earlier run of that seed).
 DURATION ?= 1800
 SEED     ?= 1
 nemesis: build
+	rm -rf $(BUILD_DIR)/nemesis-$(SEED)
 	/usr/bin/python3 tests/nemesis/nemesis.py --bin $(BUILD_DIR) --duration $(DURATION) \
 	  --seed $(SEED) --out $(BUILD_DIR)/nemesis-$(SEED)
 
