@@ -267,7 +267,9 @@ void DelayProxy::Heal() {
   impl_->Run([this] {
     impl_->link = Link::kUp;
     const Steady::time_point now = Steady::now();
-    for (const auto& c : impl_->connections) c->Healed(now);
+    // A copy: a connection whose peer closed while held closes now, leaving the set.
+    const auto open = impl_->connections;
+    for (const auto& c : open) c->Healed(now);
   });
 }
 

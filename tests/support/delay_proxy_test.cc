@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,22 @@ TEST(DelayProxy, PipelinedBytesEachKeepTheirOwnDelay) {
   FAIL() << "five tries and never two sends within 35 ms of each other";
 }
 
+TEST(DelayProxy, SetDelayChangesTheDelayOfWhatArrivesNext) {
+  Fixture f = Start(milliseconds(0), milliseconds(0));
+  ASSERT_NE(f.proxy, nullptr);
+  RawClient client(f.proxy->port());
+  ASSERT_GE(client.Ping(), Steady::duration(0));
+  ASSERT_TRUE(f.proxy->SetDelay(milliseconds(50), milliseconds(30)).ok());
+  const Steady::duration slow = client.Ping();
+  EXPECT_GE(slow, milliseconds(80)) << "the open connection takes the new delays";
+  ASSERT_TRUE(f.proxy->SetDelay(milliseconds(0), milliseconds(0)).ok());
+  const Steady::duration fast = client.Ping();
+  EXPECT_GE(fast, Steady::duration(0));
+  EXPECT_LT(fast, milliseconds(50));
+  EXPECT_EQ(f.proxy->SetDelay(milliseconds(-1), milliseconds(0)).code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(DelayProxy, HoldStopsTrafficKeepingTheConnectionAndHealDeliversIt) {
   Fixture f = Start(milliseconds(10), milliseconds(10));
   ASSERT_NE(f.proxy, nullptr);
@@ -140,6 +157,29 @@ TEST(DelayProxy, HoldStopsTrafficKeepingTheConnectionAndHealDeliversIt) {
   EXPECT_EQ(client.Receive("+PONG\r\n", milliseconds(1000)), "+PONG\r\n");
   EXPECT_GE(Steady::now() - healed, milliseconds(20)) << "held bytes still take the delay";
   EXPECT_GT(client.Ping(), Steady::duration(0));
+}
+
+// Peers that close while the link is held are closed by the heal; the proxy goes on (the heal
+// once walked its set of connections while closing them: a crash, found by the nemesis).
+TEST(DelayProxy, HealClosesTheConnectionsWhosePeersLeftWhileHeld) {
+  Fixture f = Start(milliseconds(1), milliseconds(1));
+  ASSERT_NE(f.proxy, nullptr);
+  {
+    std::vector<std::unique_ptr<RawClient>> leaving;
+    for (int i = 0; i < 8; ++i) {
+      leaving.push_back(std::make_unique<RawClient>(f.proxy->port()));
+      ASSERT_GE(leaving.back()->Ping(), Steady::duration(0));
+    }
+    f.proxy->Hold();
+  }  // all eight close while held
+  std::this_thread::sleep_for(milliseconds(50));  // the proxy reads the closes
+  f.proxy->Heal();
+  for (int i = 0; i < 200 && f.proxy->Counts().open > 0; ++i) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(f.proxy->Counts().open, 0u);
+  RawClient after(f.proxy->port());
+  EXPECT_GE(after.Ping(), Steady::duration(0)) << "the proxy still forwards";
 }
 
 TEST(DelayProxy, DropClosesConnectionsAndRefusesNewOnesUntilHeal) {
