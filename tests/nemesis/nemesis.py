@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -291,7 +292,10 @@ class Proxies:
         return int(pid), int(port)
 
     def close(self):
-        self.proc.stdin.close()
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass  # it died: reported by the nemesis
         self.proc.wait(timeout=10)
 
 
@@ -544,6 +548,11 @@ class Nemesis:
         threads = []
         while now_ns() < until_ns and not self.stop.is_set():
             time.sleep(self.rng.uniform(0.3, 2.0))
+            if self.proxies.proc.poll() is not None:
+                # The harness's own part died: what follows would measure nothing.
+                self.errors.append("the proxy process exited (status %s)" %
+                                   self.proxies.proc.returncode)
+                break
             with self.lock:
                 if len(self.active) >= 3:
                     continue
@@ -754,6 +763,9 @@ class Nemesis:
 
 
 def run(args):
+    # Four instances, 24 proxies and their connections: past the default 1,024 descriptors.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     seed = args.seed
     root = args.out or tempfile.mkdtemp(prefix="caudal-nemesis-")
     os.makedirs(root, exist_ok=True)
