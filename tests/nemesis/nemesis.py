@@ -26,6 +26,9 @@ import time
 
 import checker
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+from harness import free_port  # noqa: E402
+
 NS = 1_000_000_000
 CLUSTER_NODE_TIMEOUT_MS = 1000
 LEASE_TTL_MS = 250
@@ -45,12 +48,6 @@ POLICIES = [
 
 def now_ns():
     return time.time_ns()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cluster_port(rng):
@@ -685,9 +682,9 @@ class Nemesis:
         self._end(f)
         self._settle(f)
 
-    def _redis_stop_primary(self, p):
-        node = p["rng"].choice(self.cluster.by_role("master"))
-        f = self.record("redis-stop-primary", "redis-%d" % node.port, "%.2f s" % p["duration"])
+    def _redis_stop(self, p, role, kind):
+        node = p["rng"].choice(self.cluster.by_role(role))
+        f = self.record(kind, "redis-%d" % node.port, "%.2f s" % p["duration"])
         node.signal(signal.SIGSTOP)
         try:
             time.sleep(p["duration"])
@@ -695,6 +692,9 @@ class Nemesis:
             node.signal(signal.SIGCONT)
         self._end(f)
         self._settle(f)
+
+    def _redis_stop_primary(self, p):
+        self._redis_stop(p, "master", "redis-stop-primary")
 
     def _redis_kill_replica(self, p):
         node = p["rng"].choice(self.cluster.by_role("slave"))
@@ -706,15 +706,7 @@ class Nemesis:
         self._settle(f)
 
     def _redis_stop_replica(self, p):
-        node = p["rng"].choice(self.cluster.by_role("slave"))
-        f = self.record("redis-stop-replica", "redis-%d" % node.port, "%.2f s" % p["duration"])
-        node.signal(signal.SIGSTOP)
-        try:
-            time.sleep(p["duration"])
-        finally:
-            node.signal(signal.SIGCONT)
-        self._end(f)
-        self._settle(f)
+        self._redis_stop(p, "slave", "redis-stop-replica")
 
     def _redis_failover(self, p):
         node = p["rng"].choice(self.cluster.by_role("slave"))
