@@ -171,7 +171,8 @@ TEST(DelayProxy, HealClosesTheConnectionsWhosePeersLeftWhileHeld) {
       ASSERT_GE(leaving.back()->Ping(), Steady::duration(0));
     }
     f.proxy->Hold();
-  }  // all eight close while held
+    // All eight close here, while held.
+  }
   std::this_thread::sleep_for(milliseconds(50));  // the proxy reads the closes
   f.proxy->Heal();
   for (int i = 0; i < 200 && f.proxy->Counts().open > 0; ++i) {
