@@ -22,6 +22,13 @@ Status SetAddress(std::string& out, const std::string& address, std::string_view
   return Status::Ok();
 }
 
+Status SetHttpIo(Config& config, const std::string& text, std::string_view from) {
+  auto io = ParseHttpIo(text);
+  if (!io.ok()) return Status::InvalidArgument(Cat(from, ": ", io.status().message()));
+  config.server.http_io = *io;
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& getenv) {
@@ -59,6 +66,9 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
   if (const std::string v = env("CAUDAL_GRPC"); !v.empty()) {
     if (Status s = SetAddress(config.server.grpc, v, "CAUDAL_GRPC"); !s.ok()) return s;
   }
+  if (const std::string v = env("CAUDAL_HTTP_IO"); !v.empty()) {
+    if (Status s = SetHttpIo(config, v, "CAUDAL_HTTP_IO"); !s.ok()) return s;
+  }
   if (!flags.store_url.empty()) {
     if (Status s = SetStoreUrl(config, flags.store_url, "--store"); !s.ok()) return s;
   }
@@ -67,6 +77,9 @@ Status ApplyOverrides(Config& config, const Overrides& flags, const GetEnv& gete
   }
   if (!flags.grpc.empty()) {
     if (Status s = SetAddress(config.server.grpc, flags.grpc, "--grpc"); !s.ok()) return s;
+  }
+  if (!flags.http_io.empty()) {
+    if (Status s = SetHttpIo(config, flags.http_io, "--http-io"); !s.ok()) return s;
   }
   if (!flags.envoy_config.empty()) config.envoy.config = flags.envoy_config;
   if (!flags.log_level.empty()) {

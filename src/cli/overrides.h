@@ -7,6 +7,7 @@
 //   CAUDAL_AUTH_TOKEN       the callers' bearer token (server.auth; never printed)
 //   CAUDAL_HTTP             server.http
 //   CAUDAL_GRPC             server.grpc
+//   CAUDAL_HTTP_IO          server.http_io
 #pragma once
 
 #include <functional>
@@ -22,6 +23,7 @@ struct Overrides {
   std::string store_url;
   std::string http;
   std::string grpc;
+  std::string http_io;
   std::string envoy_config;
   std::string log_level;
   std::string log_format;

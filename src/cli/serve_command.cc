@@ -36,6 +36,9 @@ class ServeCommand final : public Command {
     app.add_option("--config", config_path_, "the YAML config file")->type_name("FILE")->required();
     app.add_option("--http", flags_.http, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
+    app.add_option("--http-io", flags_.http_io,
+                   "epoll or io_uring: the HTTP listener's I/O, overriding server.http_io")
+        ->type_name("IO");
     app.add_option("--store", flags_.store_url, "store URL, overriding store.url")
         ->type_name("URL");
     app.add_option("--grpc", flags_.grpc,
@@ -131,9 +134,13 @@ class ServeCommand final : public Command {
         Cat(service.http_tls() ? "https://" : "http://",
             Bracketed(ParseHostPort(config.server.http)->first), ':', service.http_port());
     const size_t policies = config.policies->policies().size();
+    const bool uring = service.http_io() == HttpIo::kIoUring;
     env.out << log.Banner(Cat("caudal serve: listening on ", url, " (store ", store, ", ", policies,
-                              " policies)"),
-                          {{"url", url}, {"store", store}, {"policies", policies}})
+                              " policies", uring ? ", HTTP on io_uring" : "", ')'),
+                          {{"url", url},
+                           {"store", store},
+                           {"policies", policies},
+                           {"http_io", std::string(HttpIoName(service.http_io()))}})
             << std::endl;
     if (!service.grpc_port()) return;
     const std::string address =

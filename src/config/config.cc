@@ -61,6 +61,23 @@ Result<DenyAs> ParseDenyAs(std::string_view text) {
 
 }  // namespace envoy
 
+std::string_view HttpIoName(HttpIo io) {
+  switch (io) {
+    case HttpIo::kEpoll:
+      return "epoll";
+    case HttpIo::kIoUring:
+      return "io_uring";
+  }
+  return "unknown";
+}
+
+Result<HttpIo> ParseHttpIo(std::string_view text) {
+  for (HttpIo io : {HttpIo::kEpoll, HttpIo::kIoUring}) {
+    if (HttpIoName(io) == text) return io;
+  }
+  return Status::InvalidArgument("expected epoll or io_uring (got \"" + std::string(text) + "\")");
+}
+
 Result<std::pair<std::string, uint16_t>> ParseHostPort(std::string_view text) {
   const size_t colon = text.rfind(':');
   const auto bad = [&] {

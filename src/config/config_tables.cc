@@ -17,6 +17,7 @@ constexpr envoy::HeaderMode kHeaderModes[] = {envoy::HeaderMode::kNone, envoy::H
 constexpr LogLevel kLogLevels[] = {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarning,
                                    LogLevel::kError};
 constexpr LogFormat kLogFormats[] = {LogFormat::kText, LogFormat::kJson};
+constexpr HttpIo kHttpIos[] = {HttpIo::kEpoll, HttpIo::kIoUring};
 constexpr IdentityDisplay kIdentityDisplays[] = {IdentityDisplay::kHash, IdentityDisplay::kValue};
 
 constexpr int64_t kMaxConnections = 1'000'000;
@@ -231,6 +232,10 @@ const Table<ServerConfig>& ServerTable() {
           {.name = "threads",
            .value = R::Integer(&ServerConfig::threads, 0, 256),
            .doc = "I/O threads; 0: one per core"},
+          {.name = "http_io",
+           .value = R::Choice(&ServerConfig::http_io, ParseHttpIo, HttpIoName, kHttpIos),
+           .doc = "the HTTP listener's I/O: epoll, or io_uring (epoll where the kernel refuses "
+                  "a ring); benchmarks.md"},
           {.name = "shutdown_timeout",
            .value = R::Duration(&ServerConfig::shutdown_timeout, milliseconds(0), hours(1)),
            .doc = "on SIGTERM, how long requests in flight have to be answered (operations.md)"},

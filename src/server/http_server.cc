@@ -7,14 +7,11 @@
 
 #include "caudal/server/server.h"
 #include "common/cat.h"
-#include "engine/log_throttle.h"
-#include "server/connection_limits.h"
 #include "server/http_api.h"
-#include "server/idempotency.h"
-#include "server/request_parser.h"
+#include "server/http_server_impl.h"
 #include "server/response_writer.h"
-#include "server/routes.h"
 #include "server/tls_context.h"
+#include "server/uring_server.h"
 
 namespace caudal {
 
@@ -25,65 +22,92 @@ using tcp = net::ip::tcp;
 using TlsStream = net::ssl::stream<tcp::socket&>;
 
 namespace {
-constexpr size_t kMaxHeaderBytes = 16 * 1024;
-constexpr size_t kReadBytes = 16 * 1024;  // per read: far above a typical request, so a read
-                                          // that fills less tells Asio the socket is drained
-// Deadlines are seconds long and checked once a tick (at least 5 ms), so the coarse monotonic
-// reading is precise enough (a few ms behind at most) and several times cheaper, which counts at
-// two reads per request.
-constexpr Nanos kNoDeadline = Nanos::max();
 using http_server::Connection;
+using http_server::kMaxBufferedBytes;
+using http_server::kNoDeadline;
+using http_server::kReadBytes;
 using http_server::ResponseFraming;
 using http_server::WriteResponse;
 }  // namespace
 
-// One io_context per I/O thread, each run by that thread alone: a connection lives on one of
-// them for its whole life, so its handlers never run concurrently and need no strand.
-struct HttpServer::Impl {
-  Deps deps;
-  HttpServerOptions options;
-  Nanos tick;  // how often a connection checks its deadline
-  std::atomic<std::shared_ptr<const ForwardAuthOptions>> auth;
-  // Null: plaintext. New connections take the current one; SetTls() swaps it.
-  std::atomic<std::shared_ptr<net::ssl::context>> tls;
-  // Failed TLS handshakes are logged once a minute at most, with the count since the last line.
-  LogThrottle handshake_log;
-  std::atomic<int64_t> connections{0};
-  std::atomic<int64_t> in_flight{0};
-  // Set by StopAccepting(): readiness off, replies close their connections.
-  std::atomic<bool> draining{false};
-  std::atomic<bool> stopped{false};
-  // Stop() waits on `drained` for in_flight to reach 0; Finish notifies it once draining.
-  std::mutex drain_mu;
-  std::condition_variable drained;
-  std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
-  std::optional<idempotency::Idempotent> idempotent;        // with deps.idempotency
-  // Only touched by the accept loop, which never runs concurrently:
-  bool cap_logged = false;
-  size_t next_context = 0;
-  int64_t accept_failures = 0;  // in a row: an episode of accept() failing (EMFILE, ...)
-  std::chrono::milliseconds accept_pause{0};
-  // Declared last so they go first: sessions still queued in a context die before the counters.
-  std::vector<std::unique_ptr<net::io_context>> contexts;
-  std::unique_ptr<tcp::acceptor> acceptor;
-  // The pause after a failed accept, made once at start: out of descriptors, nothing new is made.
-  std::unique_ptr<net::steady_timer> accept_timer;
-  std::vector<std::thread> threads;
+void http_server::StartParser(std::optional<RequestParser>& parser, ParsedRequest& request) {
+  parser.emplace(request);
+  parser->header_limit(kMaxHeaderBytes);
+  parser->body_limit(http_api::kMaxBodyBytes);
+  parser->eager(true);
+}
 
-  Impl(Deps d, HttpServerOptions o)
-      : deps(std::move(d)),
-        options(std::move(o)),
-        handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
-    if (deps.idempotency != nullptr) idempotent.emplace(*deps.idempotency, deps.metrics);
-    const Micros shortest =
-        std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
-    tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
+http_server::Parsed http_server::ParseBuffered(beast::flat_buffer& buffer, RequestParser& parser,
+                                               bool& in_body, beast::error_code& ec) {
+  while (buffer.size() > 0 && !parser.is_done()) {
+    const size_t used = parser.Put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) break;
+    if (ec) return Parsed::kError;
+    if (used == 0) break;
   }
-  void Accept();
-  void AcceptFailed(beast::error_code ec);
-  void Admit(tcp::socket socket);
-  bool Trusted(const IpAddress& peer) const;
-};
+  ec = {};
+  if (parser.is_done()) return Parsed::kRequest;
+  if (!parser.is_header_done() || in_body) return Parsed::kNeedMore;
+  in_body = true;
+  const auto length = parser.content_length();
+  if (length && *length > http_api::kMaxBodyBytes) {
+    ec = http::error::body_limit;
+    return Parsed::kError;
+  }
+  return Parsed::kBodyStarted;
+}
+
+routes::Request http_server::RoutesRequest(const ParsedRequest& request, std::string& forwarded_for,
+                                           const IpAddress& peer,
+                                           std::span<const std::string> identities) {
+  request.JoinFields("X-Forwarded-For", forwarded_for);
+  return {.method = request.method(),
+          .target = request.target(),
+          .body = request.body(),
+          .peer = peer,
+          .header = [&request](std::string_view name) { return request.Field(name); },
+          .header_count = [&request](std::string_view name) { return request.FieldCount(name); },
+          .forwarded_for = forwarded_for,
+          .identities = identities};
+}
+
+HttpServer::Impl::Impl(Deps d, HttpServerOptions o)
+    : deps(std::move(d)),
+      options(std::move(o)),
+      handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
+  if (deps.idempotency != nullptr) idempotent.emplace(*deps.idempotency, deps.metrics);
+  const Micros shortest =
+      std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
+  tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
+}
+
+HttpServer::Impl::~Impl() = default;
+
+void HttpServer::Impl::Decide(const routes::Request& r, routes::Responder& responder) {
+  in_flight.fetch_add(1, std::memory_order_relaxed);
+  // Held for the call: a reload may swap the options meanwhile.
+  const std::shared_ptr<const ForwardAuthOptions> a = auth.load(std::memory_order_acquire);
+  routes::Context ctx{.engine = deps.engine,
+                      .metrics = deps.metrics,
+                      .health = deps.health,
+                      .refusals = deps.refusals,
+                      .status = deps.status,
+                      .auth = *a,
+                      .admin = deps.admin,
+                      .idempotency = idempotent ? &*idempotent : nullptr,
+                      .draining = draining.load(std::memory_order_acquire)};
+  routes::Dispatch(ctx, r, responder);
+}
+
+bool HttpServer::Impl::EndDecision() {
+  const bool d = draining.load(std::memory_order_acquire);
+  if (in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && d) {
+    std::lock_guard lock(drain_mu);
+    drained.notify_all();
+  }
+  return d;
+}
 
 namespace {
 
@@ -174,10 +198,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   void NextRequest() {
-    parser_.emplace(request_);
-    parser_->header_limit(kMaxHeaderBytes);
-    parser_->body_limit(http_api::kMaxBodyBytes);
-    parser_->eager(true);
+    http_server::StartParser(parser_, request_);
     in_body_ = false;
     SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
     if (buffer_.size() > 0) return Parse();  // a pipelined request is already here
@@ -211,19 +232,16 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // Feeds what is buffered to the parser; reads more until the request is complete.
   void Parse() {
     beast::error_code ec;
-    while (buffer_.size() > 0 && !parser_->is_done()) {
-      const size_t used = parser_->Put(buffer_.data(), ec);
-      buffer_.consume(used);
-      if (ec == http::error::need_more) break;
-      if (ec) return OnReadError(ec);
-      if (used == 0) break;
-    }
-    if (parser_->is_done()) return Handle();
-    if (parser_->is_header_done() && !in_body_) {
-      in_body_ = true;
-      const auto length = parser_->content_length();
-      if (length && *length > http_api::kMaxBodyBytes) return OnReadError(http::error::body_limit);
-      SetDeadline(server_.options.body_timeout);
+    switch (http_server::ParseBuffered(buffer_, *parser_, in_body_, ec)) {
+      case http_server::Parsed::kRequest:
+        return Handle();
+      case http_server::Parsed::kError:
+        return OnReadError(ec);
+      case http_server::Parsed::kBodyStarted:
+        SetDeadline(server_.options.body_timeout);
+        break;
+      case http_server::Parsed::kNeedMore:
+        break;
     }
     Read();
   }
@@ -242,29 +260,11 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     keep_alive_ = parser_->keep_alive();
     framing_ = {.version = request_.version() == 10 ? 10 : 11,
                 .head = request_.verb() == http::verb::head};
-    request_.JoinFields("X-Forwarded-For", forwarded_for_);
-    routes::Request r{
-        .method = request_.method(),
-        .target = request_.target(),
-        .body = request_.body(),
-        .peer = peer_,
-        .header = [this](std::string_view name) { return request_.Field(name); },
-        .header_count = [this](std::string_view name) { return request_.FieldCount(name); },
-        .forwarded_for = forwarded_for_,
-        .identities = identities_};
-    server_.in_flight.fetch_add(1, std::memory_order_relaxed);
-    deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
-    routes::Context ctx{.engine = server_.deps.engine,
-                        .metrics = server_.deps.metrics,
-                        .health = server_.deps.health,
-                        .refusals = server_.deps.refusals,
-                        .status = server_.deps.status,
-                        .auth = *server_.auth.load(std::memory_order_acquire),
-                        .admin = server_.deps.admin,
-                        .idempotency = server_.idempotent ? &*server_.idempotent : nullptr,
-                        .draining = server_.draining.load(std::memory_order_acquire)};
+    const routes::Request r =
+        http_server::RoutesRequest(request_, forwarded_for_, peer_, identities_);
+    deadline_ = kNoDeadline;               // the store's own deadline bounds the decision
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
-    routes::Dispatch(ctx, r, *this);
+    server_.Decide(r, *this);
   }
 
   // The decision's reply, exactly once per request; possibly on a store thread (which may touch
@@ -284,11 +284,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // While draining, the reply closes the connection: its client's next request goes to a server
   // that stays.
   void Finish(http_api::Reply reply) {
-    const bool draining = server_.draining.load(std::memory_order_acquire);
-    if (server_.in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && draining) {
-      std::lock_guard lock(server_.drain_mu);
-      server_.drained.notify_all();
-    }
+    const bool draining = server_.EndDecision();
     Send(std::move(reply), keep_alive_ && !draining ? Connection::kKeepAlive : Connection::kClose);
   }
 
@@ -349,7 +345,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   net::steady_timer timer_;
   HttpServer::Impl& server_;
   Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
-  beast::flat_buffer buffer_{kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096};
+  beast::flat_buffer buffer_{kMaxBufferedBytes};
   http_server::ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<http_server::RequestParser> parser_;
   std::string forwarded_for_;
@@ -374,19 +370,23 @@ void HttpServer::Impl::Accept() {
   acceptor->async_accept(target, [this](beast::error_code ec, tcp::socket socket) {
     if (draining.load()) return;
     if (ec) return AcceptFailed(ec);
-    if (accept_failures > 0) {
-      deps.log.Info(Cat("accepting connections again, after ", accept_failures, " failed accepts"));
-      accept_failures = 0;
-    }
+    AcceptSucceeded();
     Admit(std::move(socket));
     Accept();
+  });
+}
+
+void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
+  accept_timer->expires_after(AcceptFailure(ec));
+  accept_timer->async_wait([this](beast::error_code) {
+    if (!draining.load()) Accept();
   });
 }
 
 // Out of descriptors (EMFILE, ENFILE) or similar. The connection stays queued in the backlog and
 // a new accept would fail again at once, so the loop pauses, 10 ms doubling up to 1 s, and says
 // so once per episode rather than once per attempt.
-void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
+std::chrono::milliseconds HttpServer::Impl::AcceptFailure(const beast::error_code& ec) {
   using std::chrono::milliseconds;
   if (accept_failures++ == 0) {
     deps.log.Warning(Cat("accept failed: ", ec.message(), " (", ec.value(),
@@ -396,10 +396,13 @@ void HttpServer::Impl::AcceptFailed(beast::error_code ec) {
   } else {
     accept_pause = std::min<milliseconds>(accept_pause * 2, milliseconds(1000));
   }
-  accept_timer->expires_after(accept_pause);
-  accept_timer->async_wait([this](beast::error_code) {
-    if (!draining.load()) Accept();
-  });
+  return accept_pause;
+}
+
+void HttpServer::Impl::AcceptSucceeded() {
+  if (accept_failures == 0) return;
+  deps.log.Info(Cat("accepting connections again, after ", accept_failures, " failed accepts"));
+  accept_failures = 0;
 }
 
 bool HttpServer::Impl::Trusted(const IpAddress& peer) const {
@@ -412,43 +415,40 @@ bool HttpServer::Impl::Trusted(const IpAddress& peer) const {
 
 // Past max_connections, or past its client's share, a new connection is closed at once: the
 // clients already in keep their connections, and other clients still get in.
-void HttpServer::Impl::Admit(tcp::socket socket) {
-  beast::error_code ec;
+std::optional<bool> HttpServer::Impl::AdmitPeer(const IpAddress& peer) {
   if (connections.load(std::memory_order_relaxed) >= options.max_connections) {
     if (!cap_logged) {
       deps.log.Warning(Cat("connection cap (", options.max_connections,
                            ") reached: closing new connections until some end"));
       cap_logged = true;
     }
-    socket.close(ec);
-    return;
+    return std::nullopt;
   }
   cap_logged = false;
+  // Trusted proxies carry every client's connections: only the global cap applies to them.
+  if (Trusted(peer)) return false;
+  const auto admission = clients->Admit(peer);
+  if (admission == http_server::ClientConnections::Admission::kRefusedFirst) {
+    deps.log.Warning(Cat("per-client connection cap (", clients->per_client(), ") reached by ",
+                         clients->Group(peer).ToString(),
+                         ": closing its new connections (logged once until it holds none)"));
+  }
+  if (admission != http_server::ClientConnections::Admission::kAdmitted) return std::nullopt;
+  return true;
+}
+
+void HttpServer::Impl::Admit(tcp::socket socket) {
+  beast::error_code ec;
   const auto ep = socket.remote_endpoint(ec);
   const auto peer = ec ? Result<IpAddress>(Status::InvalidArgument("no peer"))
                        : IpAddress::Parse(ep.address().to_string());
-  if (!peer.ok()) {  // already gone
+  const std::optional<bool> counted = peer.ok() ? AdmitPeer(*peer) : std::nullopt;
+  if (!counted) {  // refused, or already gone
     socket.close(ec);
     return;
   }
-  // Trusted proxies carry every client's connections: only the global cap applies to them.
-  const bool counted = !Trusted(*peer);
-  if (counted) {
-    const auto admission = clients->Admit(*peer);
-    if (admission == http_server::ClientConnections::Admission::kRefusedFirst) {
-      const IpAddress group = clients->Group(*peer);
-      deps.log.Warning(Cat("per-client connection cap (", clients->per_client(), ") reached by ",
-                           group.ToString(),
-                           ": closing its new connections (logged once until "
-                           "it holds none)"));
-    }
-    if (admission != http_server::ClientConnections::Admission::kAdmitted) {
-      socket.close(ec);
-      return;
-    }
-  }
   socket.set_option(tcp::no_delay(true), ec);
-  std::make_shared<Session>(std::move(socket), *this, *peer, counted,
+  std::make_shared<Session>(std::move(socket), *this, *peer, *counted,
                             tls.load(std::memory_order_acquire))
       ->Start();
 }
@@ -500,6 +500,22 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
     return Status::Unavailable(
         Cat("cannot listen on ", host, ':', options.port, ": ", ec.message()));
   }
+  if (options.io == HttpIo::kIoUring) {
+    if (impl->tls.load() != nullptr) {
+      impl->deps.log.Warning(
+          "server.http_io: io_uring does not terminate TLS: the HTTPS listener runs on epoll");
+    } else {
+      auto uring =
+          http_server::UringServer::Start(*impl, acceptor.native_handle(), static_cast<int>(n));
+      if (uring.ok()) {
+        impl->uring = std::move(*uring);
+        impl->io = HttpIo::kIoUring;
+        return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+      }
+      impl->deps.log.Warning(Cat("server.http_io: io_uring refused (", uring.status().message(),
+                                 "): HTTP runs on epoll"));
+    }
+  }
   impl->Accept();
   for (auto& io : impl->contexts) {
     impl->threads.emplace_back([io = io.get()] {
@@ -528,8 +544,11 @@ void HttpServer::SetTls(std::shared_ptr<net::ssl::context> tls) {
   impl_->tls.store(std::move(tls), std::memory_order_release);
 }
 
+HttpIo HttpServer::io() const { return impl_->io; }
+
 void HttpServer::StopAccepting() {
   if (impl_->draining.exchange(true)) return;
+  if (impl_->uring != nullptr) return impl_->uring->StopAccepting();
   // Closed on its own thread, and waited for: once this returns, nothing listens on the port
   // (a close merely posted could be dropped by the contexts' stop in Stop()).
   std::promise<void> closed;
@@ -554,6 +573,7 @@ void HttpServer::Stop(Nanos deadline) {
     clock.WaitUntil(impl_->drained, lock, deadline,
                     [this] { return impl_->in_flight.load(std::memory_order_acquire) == 0; });
   }
+  if (impl_->uring != nullptr) impl_->uring->Stop();
   for (auto& io : impl_->contexts) io->stop();
   for (std::thread& t : impl_->threads) t.join();
   impl_->threads.clear();
@@ -573,6 +593,7 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
   o.body_timeout = c.body_timeout;
   o.idle_timeout = c.idle_timeout;
   o.threads = c.threads;
+  o.io = c.http_io;
   o.shutdown_timeout = c.shutdown_timeout;
   return o;
 }

@@ -89,6 +89,7 @@ const RestartRule kRestartRules[] = {
     Field<&C::server, &V::body_timeout>("server.body_timeout"),
     Field<&C::server, &V::idle_timeout>("server.idle_timeout"),
     Field<&C::server, &V::threads>("server.threads"),
+    Field<&C::server, &V::http_io>("server.http_io"),
     {"server.tls (turning TLS on or off for HTTP)",
      [](const C& a, const C& b) { return HttpTlsOn(a) != HttpTlsOn(b); }, KeepTlsShape},
     {"server.tls (gRPC's listeners and client_cert)", GrpcTlsShapeDiffers, KeepTlsShape},

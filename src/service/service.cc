@@ -385,6 +385,7 @@ ReloadResult Service::Reload(Result<Config> next) {
 
 uint16_t Service::http_port() const { return parts_->http->port(); }
 bool Service::http_tls() const { return parts_->http->tls(); }
+HttpIo Service::http_io() const { return parts_->http->io(); }
 std::optional<uint16_t> Service::grpc_port() const {
   if (parts_->grpc == nullptr) return std::nullopt;
   return static_cast<uint16_t>(parts_->grpc->port());

@@ -1,4 +1,5 @@
-// HttpServer: caudal's HTTP/1.1 API (Boost.Beast) over the Engine.
+// HttpServer: caudal's HTTP/1.1 API (Boost.Beast's parser) over the Engine, on epoll (Asio) or
+// io_uring.
 //
 //   POST /v1/check   {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
 //   ANY  /v1/auth    forward-auth: descriptors from the peer / X-Forwarded-For and headers
@@ -58,6 +59,9 @@ struct HttpServerOptions {
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);
   int64_t threads = 0;  // 0: one per core
+  // kIoUring: one io_uring per I/O thread (server/uring_server.h); epoll, with a warning, where
+  // the kernel refuses a ring. io() says which is in force.
+  HttpIo io = HttpIo::kEpoll;
   // Stop(): how long decisions in flight have to finish.
   Micros shutdown_timeout = std::chrono::seconds(10);
 };
@@ -112,6 +116,8 @@ class HttpServer {
   void SetForwardAuth(ForwardAuthOptions auth);
   // Whether the listener terminates TLS (fixed at Start).
   bool tls() const;
+  // The I/O in force: options.io, or kEpoll where io_uring was asked for and refused.
+  HttpIo io() const;
   // New connections handshake with `tls` (a reloaded certificate); open ones keep theirs. Ignored
   // on a plaintext listener: turning TLS on or off takes a restart.
   void SetTls(std::shared_ptr<boost::asio::ssl::context> tls);

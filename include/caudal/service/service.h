@@ -87,6 +87,7 @@ class Service {
 
   uint16_t http_port() const;
   bool http_tls() const;
+  HttpIo http_io() const;  // server.http_io, or epoll where io_uring was refused
   // Set when server.grpc is.
   std::optional<uint16_t> grpc_port() const;
   // The config in force: the one started with, or the last reload that took effect.

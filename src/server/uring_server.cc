@@ -1,0 +1,632 @@
+#include "server/uring_server.h"
+
+#include <arpa/inet.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "common/cat.h"
+#include "server/http_server_impl.h"
+#include "server/response_writer.h"
+
+namespace caudal::http_server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+constexpr unsigned kSubmissionEntries = 1024;
+constexpr unsigned kCompletionEntries = 16 * 1024;
+// A response at most this long goes out with the next receive linked behind it: it fits a
+// socket's send buffer, so its send is whole (MSG_WAITALL) or the connection has failed.
+constexpr size_t kMaxLinkedSend = 16 * 1024;
+
+// An operation's user_data: a connection's address with the kind in its low bit, or one of the
+// loop's own, all below any address.
+enum : uint64_t { kAcceptTag = 8, kWakeTag = 16, kTickTag = 24, kPauseTag = 32, kCancelTag = 40 };
+enum : uint64_t { kRecvOp = 0, kSendOp = 1 };
+
+std::string ErrnoText(int e) { return Cat(std::strerror(e), " (", e, ')'); }
+
+__kernel_timespec Timespec(Nanos d) {
+  const int64_t ns = std::max<int64_t>(d.count(), 1);
+  return {.tv_sec = ns / 1'000'000'000, .tv_nsec = ns % 1'000'000'000};
+}
+
+Result<IpAddress> PeerOf(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return Status::InvalidArgument("no peer");
+  }
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* addr =
+      ss.ss_family == AF_INET6
+          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
+          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+  if (inet_ntop(ss.ss_family, addr, text, sizeof(text)) == nullptr) {
+    return Status::InvalidArgument("no peer");
+  }
+  return IpAddress::Parse(text);
+}
+
+// A ring for one thread: single issuer, its completions run when it waits (DEFER_TASKRUN), where
+// the kernel has those (6.1); plain otherwise.
+int InitRing(io_uring& ring) {
+  io_uring_params p{};
+  p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  p.cq_entries = kCompletionEntries;
+  int r = io_uring_queue_init_params(kSubmissionEntries, &ring, &p);
+  if (r == -EINVAL) {
+    p = {};
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = kCompletionEntries;
+    r = io_uring_queue_init_params(kSubmissionEntries, &ring, &p);
+  }
+  return r;
+}
+
+}  // namespace
+
+Status ProbeUring() {
+  io_uring ring;
+  const int r = io_uring_queue_init(4, &ring, 0);
+  if (r < 0) return Status::Unavailable(Cat("io_uring_setup: ", ErrnoText(-r)));
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  Status status;
+  if (probe == nullptr) {
+    status = Status::Unavailable("io_uring: the kernel cannot list its operations");
+  } else {
+    for (const int op : {IORING_OP_ACCEPT, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_READ,
+                         IORING_OP_TIMEOUT, IORING_OP_TIMEOUT_REMOVE, IORING_OP_ASYNC_CANCEL}) {
+      if (!io_uring_opcode_supported(probe, op)) {
+        status = Status::Unavailable(Cat("io_uring: the kernel lacks operation ", op));
+        break;
+      }
+    }
+    io_uring_free_probe(probe);
+  }
+  io_uring_queue_exit(&ring);
+  return status;
+}
+
+class UringConnection;
+
+// One I/O thread: its ring, its connections, and what other threads post to it.
+class UringLoop {
+ public:
+  UringLoop(HttpServer::Impl& server, int listen_fd,
+            const std::vector<std::unique_ptr<UringLoop>>* peers)
+      : server_(server), listen_fd_(listen_fd), peers_(peers) {}
+  ~UringLoop();
+
+  // Starts the thread; its ring's setup is waited for, and its error returned.
+  Status Start();
+  // Ends the loop (its connections closed, posted work dropped) and joins the thread.
+  void Stop();
+
+  // Runs `f` on this loop's thread; dropped (destroyed unrun) once the loop has ended.
+  void Post(std::function<void()> f);
+  bool InThisThread() const { return std::this_thread::get_id() == id_; }
+
+  HttpServer::Impl& server() { return server_; }
+  // Queued for the next submission; the connection counts each until its completion.
+  void Receive(UringConnection& c, void* data, size_t size);
+  void Send(UringConnection& c, const char* data, size_t size, bool link_next);
+  // Frees a connection once it is closed and no operation of the ring points at it.
+  void Settle(UringConnection* c);
+  void Adopt(std::shared_ptr<UringConnection> c);
+
+ private:
+  void Run();
+  void Turn();
+  void Complete(uint64_t tag, int res, unsigned flags);
+  void Drain();
+  io_uring_sqe* Sqe(uint64_t tag);  // counted in outstanding_
+  void ArmWake();
+  void ArmTick();
+  void ArmAccept();
+  void OnAccept(int res, unsigned flags);
+  void AdmitAccepted(int fd);
+  void Sweep();
+
+  HttpServer::Impl& server_;
+  const int listen_fd_;  // -1: this loop does not accept
+  const std::vector<std::unique_ptr<UringLoop>>* peers_;
+  io_uring ring_{};
+  int wake_fd_ = -1;
+  uint64_t wake_value_ = 0;
+  __kernel_timespec tick_{};
+  __kernel_timespec pause_{};
+  std::thread thread_;
+  std::thread::id id_;
+  int64_t outstanding_ = 0;  // operations submitted whose last completion has not come back
+  bool stopping_ = false;
+  bool accept_armed_ = false;
+  bool pause_armed_ = false;
+  bool enter_failed_ = false;
+  size_t next_peer_ = 0;
+  std::unordered_map<UringConnection*, std::shared_ptr<UringConnection>> connections_;
+
+  std::mutex mu_;
+  std::vector<std::function<void()>> posted_;  // guarded by mu_
+  bool woken_ = false;                         // guarded by mu_: the eventfd has been written
+  bool ended_ = false;                         // guarded by mu_: Post() drops its work
+};
+
+// One connection, the epoll transport's Session on a ring: one request at a time, answered, then
+// the next while keep-alive. Every member but in_flight_self_ is touched on the loop's thread
+// only.
+class UringConnection final : public std::enable_shared_from_this<UringConnection>,
+                              public routes::Responder {
+ public:
+  UringConnection(int fd, UringLoop& loop, IpAddress peer, bool counted)
+      : fd_(fd), loop_(&loop), server_(loop.server()), peer_(peer), counted_(counted) {
+    server_.connections.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~UringConnection() {
+    if (fd_ >= 0) ::close(fd_);
+    if (counted_) server_.clients->Release(peer_);
+    server_.connections.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  void MoveTo(UringLoop& loop) { loop_ = &loop; }
+  void Start() { NextRequest(); }
+
+  void Complete(uint64_t op, int res) {
+    --pending_;
+    if (op == kRecvOp) return OnReceived(res);
+    OnSent(res);
+  }
+
+  // Closed at once: the peer sees the end of the stream, and a pending operation completes.
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+  }
+  // The descriptor is given back once nothing of the ring uses it.
+  void CloseDescriptor() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+  bool settled() const { return closed_ && pending_ == 0; }
+  bool expired(Nanos now) const { return !closed_ && now >= deadline_; }
+  int fd() const { return fd_; }
+  void Counted() { ++pending_; }
+
+  // The decision's reply, exactly once per request; possibly on a store thread (which may touch
+  // in_flight_self_: the loop's thread leaves it alone until Finish).
+  void Reply(http_api::Reply reply) override {
+    std::shared_ptr<UringConnection> self = std::move(in_flight_self_);
+    if (loop_->InThisThread()) return Finish(std::move(reply));
+    UringLoop* loop = loop_;
+    loop->Post([self = std::move(self), reply = std::move(reply), loop]() mutable {
+      self->Finish(std::move(reply));
+      loop->Settle(self.get());
+    });
+  }
+
+ private:
+  Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
+  void SetDeadline(Micros d) { deadline_ = Now() + d; }
+
+  void NextRequest() {
+    StartParser(parser_, request_);
+    in_body_ = false;
+    SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
+    if (buffer_.size() > 0) return Parse();  // a pipelined request is already here
+    Receive();
+  }
+
+  // Right after a send with link_next, this receive is the one linked behind it.
+  void Receive() {
+    if (buffer_.size() >= buffer_.max_size()) return OnReadError(http::error::buffer_overflow);
+    const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
+    const auto space = buffer_.prepare(room);
+    loop_->Receive(*this, space.data(), space.size());
+  }
+
+  void OnReceived(int res) {
+    if (closed_) return;
+    if (res < 0) return Close();  // reset, or the send linked before it failed (-ECANCELED)
+    if (res == 0) {
+      beast::error_code ec;
+      if (!parser_->got_some()) return OnReadError(http::error::end_of_stream);
+      parser_->put_eof(ec);  // the peer ended mid-request (or a body that runs to EOF)
+      if (!ec) return Handle();
+      return OnReadError(ec);
+    }
+    buffer_.commit(static_cast<size_t>(res));
+    Parse();
+  }
+
+  void Parse() {
+    beast::error_code ec;
+    switch (ParseBuffered(buffer_, *parser_, in_body_, ec)) {
+      case Parsed::kRequest:
+        return Handle();
+      case Parsed::kError:
+        return OnReadError(ec);
+      case Parsed::kBodyStarted:
+        SetDeadline(server_.options.body_timeout);
+        break;
+      case Parsed::kNeedMore:
+        break;
+    }
+    Receive();
+  }
+
+  // Every refusal closes (see the epoll transport's OnReadError).
+  void OnReadError(beast::error_code ec) {
+    if (closed_) return;
+    if (auto refusal = RefusalFor(ec))
+      return Send(http_api::ErrorReply(*refusal), Connection::kClose);
+    Close();
+  }
+
+  void Handle() {
+    keep_alive_ = parser_->keep_alive();
+    framing_ = {.version = request_.version() == 10 ? 10 : 11,
+                .head = request_.verb() == http::verb::head};
+    const routes::Request r = RoutesRequest(request_, forwarded_for_, peer_, {});
+    deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
+    in_flight_self_ = shared_from_this();
+    server_.Decide(r, *this);
+  }
+
+  void Finish(http_api::Reply reply) {
+    const bool draining = server_.EndDecision();
+    Send(std::move(reply), keep_alive_ && !draining ? Connection::kKeepAlive : Connection::kClose);
+  }
+
+  // A small keep-alive response with nothing else buffered goes out with the next receive linked
+  // behind it, in the same submission.
+  void Send(const http_api::Reply& reply, Connection connection) {
+    if (closed_) return;
+    server_.deps.metrics.CountHttpResponse(reply.status);
+    framing_.connection = connection;
+    WriteResponse(reply, framing_, out_);
+    sent_ = 0;
+    linked_ = connection == Connection::kKeepAlive && buffer_.size() == 0 &&
+              out_.size() <= kMaxLinkedSend;
+    SetDeadline(server_.options.body_timeout);
+    loop_->Send(*this, out_.data(), out_.size(), linked_);
+    if (!linked_) return;
+    first_ = false;
+    StartParser(parser_, request_);
+    in_body_ = false;
+    Receive();
+  }
+
+  void OnSent(int res) {
+    if (closed_) return;
+    if (res < 0) return Close();
+    sent_ += static_cast<size_t>(res);
+    if (linked_) {
+      if (sent_ != out_.size()) return Close();   // MSG_WAITALL: short only when failing
+      SetDeadline(server_.options.idle_timeout);  // the receive behind it is armed
+      return;
+    }
+    if (sent_ < out_.size()) {
+      return loop_->Send(*this, out_.data() + sent_, out_.size() - sent_, false);
+    }
+    if (framing_.connection == Connection::kClose) return Close();
+    first_ = false;
+    NextRequest();
+  }
+
+  friend class UringLoop;
+  int fd_;
+  UringLoop* loop_;
+  HttpServer::Impl& server_;
+  Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
+  beast::flat_buffer buffer_{kMaxBufferedBytes};
+  ParsedRequest request_;  // reused: its storage outlives each request
+  std::optional<RequestParser> parser_;
+  std::string forwarded_for_;
+  std::string out_;  // the response being sent
+  size_t sent_ = 0;
+  std::shared_ptr<UringConnection> in_flight_self_;  // from Decide to Reply
+  const IpAddress peer_;
+  const bool counted_;
+  ResponseFraming framing_;
+  int pending_ = 0;  // the ring's operations on this connection not yet completed
+  bool first_ = true;
+  bool keep_alive_ = true;
+  bool in_body_ = false;
+  bool linked_ = false;  // the send under way has the next receive linked behind it
+  bool closed_ = false;
+};
+
+UringLoop::~UringLoop() { Stop(); }
+
+Status UringLoop::Start() {
+  std::promise<Status> ready;
+  thread_ = std::thread([this, &ready] {
+    id_ = std::this_thread::get_id();
+    const int r = InitRing(ring_);
+    if (r < 0) return ready.set_value(Status::Unavailable(Cat("io_uring_setup: ", ErrnoText(-r))));
+    wake_fd_ = eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+      const int e = errno;
+      io_uring_queue_exit(&ring_);
+      return ready.set_value(Status::Unavailable(Cat("eventfd: ", ErrnoText(e))));
+    }
+    ready.set_value(Status::Ok());
+    Run();
+  });
+  Status status = ready.get_future().get();
+  if (!status.ok()) {
+    thread_.join();
+    std::lock_guard lock(mu_);
+    ended_ = true;
+  }
+  return status;
+}
+
+void UringLoop::Stop() {
+  if (!thread_.joinable()) return;
+  Post([this] { stopping_ = true; });
+  thread_.join();
+}
+
+void UringLoop::Post(std::function<void()> f) {
+  bool wake = false;
+  {
+    std::lock_guard lock(mu_);
+    if (ended_) {
+      // Destroyed outside the lock: it may hold the last reference to a connection.
+      std::function<void()> dropped = std::move(f);
+      (void)dropped;
+      return;
+    }
+    posted_.push_back(std::move(f));
+    wake = !woken_;
+    woken_ = true;
+  }
+  if (wake) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof(one));
+  }
+}
+
+io_uring_sqe* UringLoop::Sqe(uint64_t tag) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {  // the submission queue is full: hand it to the kernel first
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  io_uring_sqe_set_data64(sqe, tag);
+  ++outstanding_;
+  return sqe;
+}
+
+void UringLoop::Receive(UringConnection& c, void* data, size_t size) {
+  io_uring_sqe* sqe = Sqe(reinterpret_cast<uint64_t>(&c) | kRecvOp);
+  io_uring_prep_recv(sqe, c.fd(), data, size, 0);
+  c.Counted();
+}
+
+void UringLoop::Send(UringConnection& c, const char* data, size_t size, bool link_next) {
+  // A linked pair goes in one submission: make room for both before taking the first.
+  if (link_next && io_uring_sq_space_left(&ring_) < 2) io_uring_submit(&ring_);
+  io_uring_sqe* sqe = Sqe(reinterpret_cast<uint64_t>(&c) | kSendOp);
+  io_uring_prep_send(sqe, c.fd(), data, size, MSG_NOSIGNAL | (link_next ? MSG_WAITALL : 0));
+  if (link_next) sqe->flags |= IOSQE_IO_LINK;
+  c.Counted();
+}
+
+void UringLoop::Settle(UringConnection* c) {
+  if (!c->settled()) return;
+  c->CloseDescriptor();
+  connections_.erase(c);
+}
+
+void UringLoop::Adopt(std::shared_ptr<UringConnection> c) {
+  if (stopping_) return;  // dropped: its destructor closes it
+  UringConnection* raw = c.get();
+  c->MoveTo(*this);
+  connections_.emplace(raw, std::move(c));
+  raw->Start();
+  Settle(raw);
+}
+
+void UringLoop::ArmWake() {
+  io_uring_prep_read(Sqe(kWakeTag), wake_fd_, &wake_value_, sizeof(wake_value_), 0);
+}
+
+void UringLoop::ArmTick() {
+  tick_ = Timespec(server_.tick);
+  io_uring_prep_timeout(Sqe(kTickTag), &tick_, 0, 0);
+}
+
+// One accept at a time, not a multishot one: the kernel reads the descriptor limit when an
+// accept is prepared, so a multishot accept would go on past a limit lowered after it (and never
+// meet EMFILE, which the connection budget counts on).
+void UringLoop::ArmAccept() {
+  io_uring_prep_accept(Sqe(kAcceptTag), listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  accept_armed_ = true;
+}
+
+void UringLoop::Run() {
+  ArmWake();
+  ArmTick();
+  if (listen_fd_ >= 0) ArmAccept();
+  while (!stopping_) Turn();
+  Drain();
+  io_uring_queue_exit(&ring_);
+  std::vector<std::function<void()>> dropped;
+  {
+    std::lock_guard lock(mu_);
+    ended_ = true;
+    dropped.swap(posted_);
+  }
+  dropped.clear();
+  connections_.clear();  // those whose decisions are still out go when their replies are dropped
+  ::close(wake_fd_);
+}
+
+void UringLoop::Turn() {
+  const int r = io_uring_submit_and_wait(&ring_, 1);
+  if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME && !enter_failed_) {
+    enter_failed_ = true;  // said once: a failing ring would otherwise log at every turn
+    server_.deps.log.Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
+  }
+  unsigned head = 0;
+  unsigned seen = 0;
+  io_uring_cqe* cqe = nullptr;
+  io_uring_for_each_cqe(&ring_, head, cqe) {
+    ++seen;
+    Complete(cqe->user_data, cqe->res, cqe->flags);
+  }
+  io_uring_cq_advance(&ring_, seen);
+}
+
+// Stopping: every connection is shut down, the loop's own operations cancelled, and the ring run
+// until nothing it holds points at memory about to be freed.
+void UringLoop::Drain() {
+  for (auto& [raw, c] : connections_) raw->Close();
+  std::vector<UringConnection*> done;
+  for (auto& [raw, c] : connections_) {
+    if (raw->settled()) done.push_back(raw);
+  }
+  for (UringConnection* c : done) Settle(c);
+  io_uring_prep_cancel64(Sqe(kCancelTag), kWakeTag, 0);
+  io_uring_prep_timeout_remove(Sqe(kCancelTag), kTickTag, 0);
+  if (pause_armed_) io_uring_prep_timeout_remove(Sqe(kCancelTag), kPauseTag, 0);
+  if (accept_armed_) io_uring_prep_cancel64(Sqe(kCancelTag), kAcceptTag, 0);
+  while (outstanding_ > 0) Turn();
+  for (auto& [raw, c] : connections_) raw->CloseDescriptor();
+}
+
+void UringLoop::Complete(uint64_t tag, int res, unsigned flags) {
+  if (!(flags & IORING_CQE_F_MORE)) --outstanding_;
+  switch (tag) {
+    case kWakeTag: {
+      std::vector<std::function<void()>> batch;
+      {
+        std::lock_guard lock(mu_);
+        batch.swap(posted_);
+        woken_ = false;
+      }
+      for (auto& f : batch) f();
+      if (!stopping_) ArmWake();
+      return;
+    }
+    case kTickTag:
+      if (stopping_) return;
+      Sweep();
+      return ArmTick();
+    case kAcceptTag:
+      return OnAccept(res, flags);
+    case kPauseTag:
+      pause_armed_ = false;
+      if (!stopping_ && !server_.draining.load() && !accept_armed_) ArmAccept();
+      return;
+    case kCancelTag:
+      return;
+    default:
+      break;
+  }
+  auto* c = reinterpret_cast<UringConnection*>(tag & ~uint64_t{1});
+  c->Complete(tag & 1, res);
+  Settle(c);
+}
+
+void UringLoop::OnAccept(int res, unsigned flags) {
+  if (!(flags & IORING_CQE_F_MORE)) accept_armed_ = false;
+  const bool closing = stopping_ || server_.draining.load();
+  if (res >= 0) {
+    if (closing) {
+      ::close(res);
+      return;
+    }
+    server_.AcceptSucceeded();
+    AdmitAccepted(res);
+  } else if (!closing) {
+    // Out of descriptors (EMFILE, ENFILE) or similar: the connection stays in the backlog, and
+    // accepting resumes after the pause (HttpServer::Impl::AcceptFailure).
+    if (!accept_armed_ && !pause_armed_) {
+      pause_ = Timespec(
+          server_.AcceptFailure(boost::system::error_code(-res, boost::system::system_category())));
+      io_uring_prep_timeout(Sqe(kPauseTag), &pause_, 0, 0);
+      pause_armed_ = true;
+    }
+    return;
+  }
+  if (!accept_armed_ && !pause_armed_ && !closing) ArmAccept();
+}
+
+void UringLoop::AdmitAccepted(int fd) {
+  const Result<IpAddress> peer = PeerOf(fd);
+  const std::optional<bool> counted = peer.ok() ? server_.AdmitPeer(*peer) : std::nullopt;
+  if (!counted) {  // refused, or already gone
+    ::close(fd);
+    return;
+  }
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  auto c = std::make_shared<UringConnection>(fd, *this, *peer, *counted);
+  UringLoop& target = *(*peers_)[next_peer_];
+  next_peer_ = (next_peer_ + 1) % peers_->size();
+  if (&target == this) return Adopt(std::move(c));
+  target.Post([&target, c = std::move(c)]() mutable { target.Adopt(std::move(c)); });
+}
+
+void UringLoop::Sweep() {
+  const Nanos now = server_.deps.clock.MonotonicCoarse();
+  std::vector<UringConnection*> expired;
+  for (auto& [raw, c] : connections_) {
+    if (raw->expired(now)) expired.push_back(raw);
+  }
+  for (UringConnection* c : expired) {
+    c->Close();
+    Settle(c);
+  }
+}
+
+UringServer::UringServer(int listen_fd, std::vector<std::unique_ptr<UringLoop>> loops)
+    : listen_fd_(listen_fd), loops_(std::move(loops)) {}
+
+UringServer::~UringServer() { Stop(); }
+
+Result<std::unique_ptr<UringServer>> UringServer::Start(HttpServer::Impl& server, int listen_fd,
+                                                        int threads) {
+  if (Status probe = ProbeUring(); !probe.ok()) return probe;
+  std::unique_ptr<UringServer> s(new UringServer(listen_fd, {}));
+  for (int i = 0; i < threads; ++i) {
+    s->loops_.push_back(std::make_unique<UringLoop>(server, i == 0 ? listen_fd : -1, &s->loops_));
+  }
+  // The accepting loop starts last, once every loop it deals connections to is running.
+  for (int i = threads - 1; i >= 0; --i) {
+    if (Status st = s->loops_[i]->Start(); !st.ok()) {
+      s->Stop();
+      return st;
+    }
+  }
+  return s;
+}
+
+void UringServer::StopAccepting() { ::shutdown(listen_fd_, SHUT_RDWR); }
+
+void UringServer::Stop() {
+  // The accepting loop first: it deals connections to the others.
+  for (auto& loop : loops_) loop->Stop();
+}
+
+}  // namespace caudal::http_server
