@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# caudal serve (/v1/auth, memory store) against nginx limit_req, keyed the same way, in one run.
+# caudal serve (/v1/auth, memory store) against nginx limit_req, keyed the same way, in one run:
+# caudal twice, on each HTTP transport (server.http_io: epoll, io_uring), in the same rounds.
 #
 # Both servers: one worker thread, loopback, keep-alive; the identity is the X-API-Key header,
 # every one of 100k distinct keys once per cycle in a shuffled order (the wrk Lua script builds
@@ -75,11 +76,23 @@ policies:
     identity: [low]
     limits: [{algorithm: token_bucket, capacity: 1, refill: 1/1m}]
 YAML
-"$bin" serve --config "$dir/caudal.yaml" >"$dir/caudal.out" 2>"$dir/caudal.err" &
+"$bin" serve --config "$dir/caudal.yaml" --http-io epoll >"$dir/caudal.out" 2>"$dir/caudal.err" &
 pids+=($!)
 caudal_pid=$!
 wait_http "http://127.0.0.1:$cport/healthz"
 pin_server "$caudal_pid"
+# The same server on io_uring, on its own port; it must not have fallen back to epoll.
+uport="$(free_port)"
+"$bin" serve --config "$dir/caudal.yaml" --http "127.0.0.1:$uport" --http-io io_uring \
+  >"$dir/uring.out" 2>"$dir/uring.err" &
+pids+=($!)
+uring_pid=$!
+wait_http "http://127.0.0.1:$uport/healthz"
+pin_server "$uring_pid"
+if ! grep -q "HTTP on io_uring" "$dir/uring.out"; then
+  echo "serve_vs_nginx: the io_uring server runs on epoll: $(cat "$dir/uring.err")" >&2
+  exit 1
+fi
 
 # --- nginx ------------------------------------------------------------------------------------
 nport="$(free_port)"
@@ -182,11 +195,14 @@ to_ms() {  # wrk prints 1.23ms / 456.00us / 1.02s
 # one's median round, so a neighbour's burst of CPU use on a shared machine hits both alike.
 "${pin_load[@]}" wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$nport/auth" >/dev/null
 "${pin_load[@]}" wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$cport/v1/auth" >/dev/null
+"${pin_load[@]}" wrk -t1 -c"$conns" -d2s -s "$dir/keys.lua" "http://127.0.0.1:$uport/v1/auth" >/dev/null
 : >"$dir/nginx.rounds"
 : >"$dir/caudal.rounds"
+: >"$dir/uring.rounds"
 for _ in $(seq 1 "$rounds"); do
   run_wrk nginx "http://127.0.0.1:$nport/auth" "$nginx_worker" >>"$dir/nginx.rounds"
   run_wrk caudal "http://127.0.0.1:$cport/v1/auth" "$caudal_pid" >>"$dir/caudal.rounds"
+  run_wrk uring "http://127.0.0.1:$uport/v1/auth" "$uring_pid" >>"$dir/uring.rounds"
 done
 median() {  # file column → the median of that column over the rounds
   sort -g -k"$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { print v[int((NR + 1) / 2)] }'
@@ -194,16 +210,25 @@ median() {  # file column → the median of that column over the rounds
 n_rps="$(median "$dir/nginx.rounds" 1)"; n_p99="$(median "$dir/nginx.rounds" 2)"
 c_rps="$(median "$dir/caudal.rounds" 1)"; c_p99="$(median "$dir/caudal.rounds" 2)"
 n_cpu="$(median "$dir/nginx.rounds" 4)"; c_cpu="$(median "$dir/caudal.rounds" 4)"
+u_rps="$(median "$dir/uring.rounds" 1)"; u_p99="$(median "$dir/uring.rounds" 2)"
+u_cpu="$(median "$dir/uring.rounds" 4)"
 n_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/nginx.rounds")"
 c_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/caudal.rounds")"
+u_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/uring.rounds")"
 echo "rounds (requests/s, p99 ms, non-2xx, server CPU µs per request):"
-paste -d' ' <(sed 's/^/  nginx  /' "$dir/nginx.rounds") <(sed 's/^/ | caudal /' "$dir/caudal.rounds")
+paste -d' ' <(sed 's/^/  nginx  /' "$dir/nginx.rounds") <(sed 's/^/ | caudal /' "$dir/caudal.rounds") \
+  <(sed 's/^/ | io_uring /' "$dir/uring.rounds")
 
 echo
 echo "wrk -t1 -c$conns -d${secs}s x $rounds rounds (medians), keep-alive, X-API-Key from $keys keys, one server thread each${server_cpu:+, wrk on cpu $load_cpu and the server on cpu $server_cpu}"
 printf '%-28s %12s %10s %10s %14s\n' "" "requests/s" "p99 ms" "non-2xx" "CPU µs/req"
 printf '%-28s %12s %10s %10s %14s\n' "nginx limit_req + empty_gif" "$n_rps" "$n_p99" "$n_bad" "$n_cpu"
 printf '%-28s %12s %10s %10s %14s\n' "caudal serve /v1/auth" "$c_rps" "$c_p99" "$c_bad" "$c_cpu"
-awk -v c="$c_rps" -v n="$n_rps" -v cp="$c_p99" -v np="$n_p99" -v cc="$c_cpu" -v nc="$n_cpu" 'BEGIN {
-  printf "ratio caudal/nginx: requests/s %.2f, p99 %.2f, CPU per request %.2f\n", c / n,
-         (np > 0 ? cp / np : 0), (nc > 0 ? cc / nc : 0) }'
+printf '%-28s %12s %10s %10s %14s\n' "caudal, io_uring" "$u_rps" "$u_p99" "$u_bad" "$u_cpu"
+ratio() {  # label rps p99 cpu → its ratios to nginx
+  awk -v l="$1" -v c="$2" -v n="$n_rps" -v cp="$3" -v np="$n_p99" -v cc="$4" -v nc="$n_cpu" 'BEGIN {
+    printf "ratio %s/nginx: requests/s %.2f, p99 %.2f, CPU per request %.2f\n", l, c / n,
+           (np > 0 ? cp / np : 0), (nc > 0 ? cc / nc : 0) }'
+}
+ratio caudal "$c_rps" "$c_p99" "$c_cpu"
+ratio io_uring "$u_rps" "$u_p99" "$u_cpu"

@@ -100,6 +100,15 @@ void HttpServer::Impl::Decide(const routes::Request& r, routes::Responder& respo
   routes::Dispatch(ctx, r, responder);
 }
 
+void HttpServer::Impl::HandshakeFailed(const IpAddress& peer, const beast::error_code& ec) {
+  deps.metrics.CountTlsHandshakeFailure(server_tls::HandshakeFailure(ec));
+  if (auto suppressed = handshake_log.Admit("tls")) {
+    deps.log.Warning(Cat("TLS handshake with ", peer.ToString(), " failed: ", ec.message(),
+                         " (logged once a minute at most",
+                         *suppressed > 0 ? Cat("; ", *suppressed, " more since") : "", ')'));
+  }
+}
+
 bool HttpServer::Impl::EndDecision() {
   const bool d = draining.load(std::memory_order_acquire);
   if (in_flight.fetch_sub(1, std::memory_order_acq_rel) == 1 && d) {
@@ -187,13 +196,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   void HandshakeFailed(beast::error_code ec) {
-    server_.deps.metrics.CountTlsHandshakeFailure(server_tls::HandshakeFailure(ec));
-    if (auto suppressed = server_.handshake_log.Admit("tls")) {
-      server_.deps.log.Warning(Cat("TLS handshake with ", peer_.ToString(),
-                                   " failed: ", ec.message(), " (logged once a minute at most",
-                                   *suppressed > 0 ? Cat("; ", *suppressed, " more since") : "",
-                                   ')'));
-    }
+    server_.HandshakeFailed(peer_, ec);
     Close();
   }
 
@@ -501,20 +504,15 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(Deps deps, HttpServerOptio
         Cat("cannot listen on ", host, ':', options.port, ": ", ec.message()));
   }
   if (options.io == HttpIo::kIoUring) {
-    if (impl->tls.load() != nullptr) {
-      impl->deps.log.Warning(
-          "server.http_io: io_uring does not terminate TLS: the HTTPS listener runs on epoll");
-    } else {
-      auto uring =
-          http_server::UringServer::Start(*impl, acceptor.native_handle(), static_cast<int>(n));
-      if (uring.ok()) {
-        impl->uring = std::move(*uring);
-        impl->io = HttpIo::kIoUring;
-        return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
-      }
-      impl->deps.log.Warning(Cat("server.http_io: io_uring refused (", uring.status().message(),
-                                 "): HTTP runs on epoll"));
+    auto uring =
+        http_server::UringServer::Start(*impl, acceptor.native_handle(), static_cast<int>(n));
+    if (uring.ok()) {
+      impl->uring = std::move(*uring);
+      impl->io = HttpIo::kIoUring;
+      return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
     }
+    impl->deps.log.Warning(Cat("server.http_io: io_uring refused (", uring.status().message(),
+                               "): HTTP runs on epoll"));
   }
   impl->Accept();
   for (auto& io : impl->contexts) {

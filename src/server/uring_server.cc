@@ -4,10 +4,14 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -19,6 +23,7 @@
 #include "common/cat.h"
 #include "server/http_server_impl.h"
 #include "server/response_writer.h"
+#include "server/tls_context.h"
 
 namespace caudal::http_server {
 
@@ -169,21 +174,52 @@ class UringLoop {
 // One connection, the epoll transport's Session on a ring: one request at a time, answered, then
 // the next while keep-alive. Every member but in_flight_self_ is touched on the loop's thread
 // only.
+//
+// TLS goes through memory BIOs: the ring moves ciphertext (raw_ in, tls_out_ out) and OpenSSL
+// turns it into the plaintext the parser reads from buffer_, and back. The handshake counts as
+// part of the first request's header, as on epoll.
 class UringConnection final : public std::enable_shared_from_this<UringConnection>,
                               public routes::Responder {
  public:
-  UringConnection(int fd, UringLoop& loop, IpAddress peer, bool counted)
-      : fd_(fd), loop_(&loop), server_(loop.server()), peer_(peer), counted_(counted) {
+  UringConnection(int fd, UringLoop& loop, IpAddress peer, bool counted,
+                  std::shared_ptr<boost::asio::ssl::context> tls)
+      : fd_(fd),
+        loop_(&loop),
+        server_(loop.server()),
+        tls_context_(std::move(tls)),
+        peer_(peer),
+        counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
   }
   ~UringConnection() {
+    if (ssl_ != nullptr) SSL_free(ssl_);  // and its BIOs
     if (fd_ >= 0) ::close(fd_);
     if (counted_) server_.clients->Release(peer_);
     server_.connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void MoveTo(UringLoop& loop) { loop_ = &loop; }
-  void Start() { NextRequest(); }
+
+  void Start() {
+    if (tls_context_ == nullptr) return NextRequest();
+    ssl_ = SSL_new(tls_context_->native_handle());
+    BIO* in = BIO_new(BIO_s_mem());
+    BIO* out = BIO_new(BIO_s_mem());
+    if (ssl_ == nullptr || in == nullptr || out == nullptr) {
+      BIO_free(in);
+      BIO_free(out);
+      return Close();
+    }
+    BIO_set_mem_eof_return(in, -1);  // drained: "want more", not the end of the stream
+    SSL_set_bio(ssl_, in, out);
+    SSL_set_accept_state(ssl_);
+    rbio_ = in;
+    wbio_ = out;
+    raw_.resize(kReadBytes);
+    handshaking_ = true;
+    SetDeadline(server_.options.header_timeout);
+    Receive();
+  }
 
   void Complete(uint64_t op, int res) {
     --pending_;
@@ -196,6 +232,11 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     if (closed_) return;
     closed_ = true;
     ::shutdown(fd_, SHUT_RDWR);
+  }
+  // Past its deadline (the sweep): a handshake cut there counts as a TLS failure.
+  void Expire() {
+    if (handshaking_) server_.deps.metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+    Close();
   }
   // The descriptor is given back once nothing of the ring uses it.
   void CloseDescriptor() {
@@ -222,6 +263,9 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   }
 
  private:
+  // What follows a TLS flush (the ciphertext OpenSSL has written, sent whole).
+  enum class After : uint8_t { kHandshake, kRequests, kResponse, kClose };
+
   Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
   void SetDeadline(Micros d) { deadline_ = Now() + d; }
 
@@ -235,6 +279,11 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
 
   // Right after a send with link_next, this receive is the one linked behind it.
   void Receive() {
+    if (ssl_ != nullptr) {
+      // Plaintext OpenSSL holds already, or records not read yet: no receive needed.
+      if (tls_backlog_ || SSL_pending(ssl_) > 0) return Decrypt();
+      return loop_->Receive(*this, raw_.data(), raw_.size());
+    }
     if (buffer_.size() >= buffer_.max_size()) return OnReadError(http::error::buffer_overflow);
     const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
     const auto space = buffer_.prepare(room);
@@ -243,16 +292,103 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
 
   void OnReceived(int res) {
     if (closed_) return;
-    if (res < 0) return Close();  // reset, or the send linked before it failed (-ECANCELED)
-    if (res == 0) {
-      beast::error_code ec;
-      if (!parser_->got_some()) return OnReadError(http::error::end_of_stream);
-      parser_->put_eof(ec);  // the peer ended mid-request (or a body that runs to EOF)
-      if (!ec) return Handle();
-      return OnReadError(ec);
+    if (res < 0) {  // reset, or the send linked before it failed (-ECANCELED)
+      if (handshaking_) {
+        return HandshakeFailed(boost::system::error_code(-res, boost::system::system_category()));
+      }
+      return Close();
     }
-    buffer_.commit(static_cast<size_t>(res));
+    if (res == 0) {
+      if (handshaking_) return HandshakeFailed(boost::asio::error::eof);
+      return OnEnd();
+    }
+    if (ssl_ == nullptr) {
+      buffer_.commit(static_cast<size_t>(res));
+      return Parse();
+    }
+    BIO_write(rbio_, raw_.data(), res);
+    if (handshaking_) return Handshake();
+    Decrypt();
+  }
+
+  // The peer ended the stream (or a TLS peer sent close_notify).
+  void OnEnd() {
+    beast::error_code ec;
+    if (!parser_->got_some()) return OnReadError(http::error::end_of_stream);
+    parser_->put_eof(ec);  // the peer ended mid-request (or a body that runs to EOF)
+    if (!ec) return Handle();
+    OnReadError(ec);
+  }
+
+  void Handshake() {
+    ERR_clear_error();
+    const int r = SSL_do_handshake(ssl_);
+    if (r == 1) {
+      handshaking_ = false;
+      identities_ = server_tls::PeerIdentities(ssl_);
+      tls_backlog_ = true;  // the client's first request may have come with its last flight
+      return Flush(After::kRequests);  // the handshake's last flight (TLS 1.3: its tickets)
+    }
+    if (SSL_get_error(ssl_, r) == SSL_ERROR_WANT_READ) return Flush(After::kHandshake);
+    HandshakeFailed(SslError());
+  }
+
+  void HandshakeFailed(const boost::system::error_code& ec) {
+    handshaking_ = false;
+    server_.HandshakeFailed(peer_, ec);
+    if (ssl_ != nullptr && BIO_ctrl_pending(wbio_) > 0) return Flush(After::kClose);  // the alert
+    Close();
+  }
+
+  static boost::system::error_code SslError() {
+    return {static_cast<int>(ERR_get_error()), boost::asio::error::get_ssl_category()};
+  }
+
+  // Plaintext from what has arrived, into buffer_ for the parser.
+  void Decrypt() {
+    tls_backlog_ = false;
+    for (;;) {
+      const size_t room = std::min(kReadBytes, buffer_.max_size() - buffer_.size());
+      if (room == 0) {
+        tls_backlog_ = true;  // the parser makes room, or refuses the request
+        break;
+      }
+      const auto space = buffer_.prepare(room);
+      ERR_clear_error();
+      const int n = SSL_read(ssl_, space.data(), static_cast<int>(space.size()));
+      if (n > 0) {
+        buffer_.commit(static_cast<size_t>(n));
+        continue;
+      }
+      const int e = SSL_get_error(ssl_, n);
+      if (e == SSL_ERROR_WANT_READ) break;
+      if (e == SSL_ERROR_ZERO_RETURN) return OnEnd();
+      return Close();
+    }
     Parse();
+  }
+
+  // The ciphertext OpenSSL has written goes out whole, then `next`.
+  void Flush(After next) {
+    after_ = next;
+    const size_t pending = BIO_ctrl_pending(wbio_);
+    if (pending == 0) return Continue();
+    tls_out_.resize(pending);
+    BIO_read(wbio_, tls_out_.data(), static_cast<int>(pending));
+    StartSend(tls_out_, false);
+  }
+
+  void Continue() {
+    switch (after_) {
+      case After::kHandshake:
+        return Receive();
+      case After::kRequests:
+        return NextRequest();
+      case After::kResponse:
+        return Written();
+      case After::kClose:
+        return Close();
+    }
   }
 
   void Parse() {
@@ -283,7 +419,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     keep_alive_ = parser_->keep_alive();
     framing_ = {.version = request_.version() == 10 ? 10 : 11,
                 .head = request_.verb() == http::verb::head};
-    const routes::Request r = RoutesRequest(request_, forwarded_for_, peer_, {});
+    const routes::Request r = RoutesRequest(request_, forwarded_for_, peer_, identities_);
     deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
     in_flight_self_ = shared_from_this();
     server_.Decide(r, *this);
@@ -294,23 +430,34 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     Send(std::move(reply), keep_alive_ && !draining ? Connection::kKeepAlive : Connection::kClose);
   }
 
-  // A small keep-alive response with nothing else buffered goes out with the next receive linked
-  // behind it, in the same submission.
+  // A small plaintext keep-alive response with nothing else buffered goes out with the next
+  // receive linked behind it, in the same submission.
   void Send(const http_api::Reply& reply, Connection connection) {
     if (closed_) return;
     server_.deps.metrics.CountHttpResponse(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
-    sent_ = 0;
-    linked_ = connection == Connection::kKeepAlive && buffer_.size() == 0 &&
-              out_.size() <= kMaxLinkedSend;
     SetDeadline(server_.options.body_timeout);
-    loop_->Send(*this, out_.data(), out_.size(), linked_);
-    if (!linked_) return;
+    if (ssl_ != nullptr) {
+      ERR_clear_error();
+      if (SSL_write(ssl_, out_.data(), static_cast<int>(out_.size())) <= 0) return Close();
+      return Flush(After::kResponse);  // a memory BIO takes it all
+    }
+    const bool link = connection == Connection::kKeepAlive && buffer_.size() == 0 &&
+                      out_.size() <= kMaxLinkedSend;
+    StartSend(out_, link);
+    if (!link) return;
     first_ = false;
     StartParser(parser_, request_);
     in_body_ = false;
     Receive();
+  }
+
+  void StartSend(const std::string& bytes, bool link) {
+    wire_ = &bytes;
+    sent_ = 0;
+    linked_ = link;
+    loop_->Send(*this, bytes.data(), bytes.size(), link);
   }
 
   void OnSent(int res) {
@@ -318,13 +465,18 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     if (res < 0) return Close();
     sent_ += static_cast<size_t>(res);
     if (linked_) {
-      if (sent_ != out_.size()) return Close();   // MSG_WAITALL: short only when failing
-      SetDeadline(server_.options.idle_timeout);  // the receive behind it is armed
+      if (sent_ != wire_->size()) return Close();  // MSG_WAITALL: short only when failing
+      SetDeadline(server_.options.idle_timeout);   // the receive behind it is armed
       return;
     }
-    if (sent_ < out_.size()) {
-      return loop_->Send(*this, out_.data() + sent_, out_.size() - sent_, false);
+    if (sent_ < wire_->size()) {
+      return loop_->Send(*this, wire_->data() + sent_, wire_->size() - sent_, false);
     }
+    if (ssl_ != nullptr) return Continue();
+    Written();
+  }
+
+  void Written() {
     if (framing_.connection == Connection::kClose) return Close();
     first_ = false;
     NextRequest();
@@ -334,22 +486,33 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   int fd_;
   UringLoop* loop_;
   HttpServer::Impl& server_;
+  const std::shared_ptr<boost::asio::ssl::context> tls_context_;  // outlives ssl_
+  SSL* ssl_ = nullptr;                                            // with a TLS listener
+  BIO* rbio_ = nullptr;           // ciphertext received, owned by ssl_
+  BIO* wbio_ = nullptr;           // ciphertext to send, owned by ssl_
+  std::vector<char> raw_;         // the receive's buffer, with TLS
+  std::string tls_out_;           // the ciphertext being sent
   Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
   beast::flat_buffer buffer_{kMaxBufferedBytes};
   ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<RequestParser> parser_;
   std::string forwarded_for_;
-  std::string out_;  // the response being sent
+  std::string out_;                    // the response being sent
+  const std::string* wire_ = nullptr;  // what the send under way sends: out_ or tls_out_
   size_t sent_ = 0;
   std::shared_ptr<UringConnection> in_flight_self_;  // from Decide to Reply
   const IpAddress peer_;
   const bool counted_;
+  std::vector<std::string> identities_;  // the verified client certificate's CN and SANs
   ResponseFraming framing_;
   int pending_ = 0;  // the ring's operations on this connection not yet completed
+  After after_ = After::kRequests;
   bool first_ = true;
   bool keep_alive_ = true;
   bool in_body_ = false;
   bool linked_ = false;  // the send under way has the next receive linked behind it
+  bool handshaking_ = false;
+  bool tls_backlog_ = false;  // records may wait in rbio_ unread (no room, or the handshake's)
   bool closed_ = false;
 };
 
@@ -581,7 +744,8 @@ void UringLoop::AdmitAccepted(int fd) {
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  auto c = std::make_shared<UringConnection>(fd, *this, *peer, *counted);
+  auto c = std::make_shared<UringConnection>(fd, *this, *peer, *counted,
+                                             server_.tls.load(std::memory_order_acquire));
   UringLoop& target = *(*peers_)[next_peer_];
   next_peer_ = (next_peer_ + 1) % peers_->size();
   if (&target == this) return Adopt(std::move(c));
@@ -595,7 +759,7 @@ void UringLoop::Sweep() {
     if (raw->expired(now)) expired.push_back(raw);
   }
   for (UringConnection* c : expired) {
-    c->Close();
+    c->Expire();
     Settle(c);
   }
 }

@@ -213,9 +213,9 @@ class Serve:
         self.port = int(m.group(2))
         self.base = "%s://127.0.0.1:%d" % (m.group(1), self.port)
         # The suite's io_uring run (CAUDAL_HTTP_IO=io_uring) must not pass on a silent fallback
-        # to epoll; TLS listeners stay on epoll (docs/benchmarks.md).
+        # to epoll.
         wanted = (env or {}).get("CAUDAL_HTTP_IO", os.environ.get("CAUDAL_HTTP_IO"))
-        if wanted == "io_uring" and m.group(1) == "http" and "HTTP on io_uring" not in line:
+        if wanted == "io_uring" and "HTTP on io_uring" not in line:
             log = self.log()
             self.close()
             raise AssertionError("caudal serve is not on io_uring: %r\n%s" % (line, log))
