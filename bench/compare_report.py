@@ -206,17 +206,22 @@ class Report:
                 self.target(f"Redis at {inflight} in flight ≥ 3× RLF, p99 no worse",
                             f"{r:.2f}×, p99 {c99:.2f} vs {p:.2f} ms", r >= 3 and c99 <= p)
 
-        L.append(f"### HTTP: `/v1/auth` against nginx `limit_req` (`empty_gif`), 64 connections")
+        L.append(f"### HTTP: `/v1/auth` on epoll and io_uring against nginx `limit_req` (`empty_gif`), 64 connections")
         L.append("")
-        self.table("http", ["caudal", "nginx limit_req"],
+        self.table("http", ["caudal, io_uring", "caudal", "nginx limit_req"],
                    [("requests_per_s", "requests/s", fmt_rate), p99,
                     ("cpu_us", "server CPU per request", lambda v: f"{v:.1f} µs")],
-                   "caudal", "HTTP /v1/auth vs nginx limit_req")
+                   "caudal, io_uring", "HTTP /v1/auth vs nginx limit_req")
         r = self.ratio("http", "caudal", "nginx limit_req", "requests_per_s")
         rp = self.ratio("http", "caudal", "nginx limit_req", "p99_ms")
         if r is not None and rp is not None:
-            self.target("HTTP ≥ 1.1× nginx limit_req, p99 no worse",
+            self.target("HTTP (epoll) ≥ 1.1× nginx limit_req, p99 no worse",
                         f"{r:.2f}×, p99 ratio {rp:.2f}", r >= 1.1 and rp <= 1)
+        r = self.ratio("http", "caudal, io_uring", "nginx limit_req", "requests_per_s")
+        rp = self.ratio("http", "caudal, io_uring", "nginx limit_req", "p99_ms")
+        if r is not None and rp is not None:
+            self.target("HTTP on io_uring ≥ 1.2× nginx limit_req, p99 no worse",
+                        f"{r:.2f}×, p99 ratio {rp:.2f}", r >= 1.2 and rp <= 1)
 
         L.append("### Envoy RLS over gRPC, 64 calls in flight")
         L.append("")
