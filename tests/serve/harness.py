@@ -212,13 +212,13 @@ class Serve:
             raise AssertionError("caudal serve did not start: %r\n%s" % (line, log))
         self.port = int(m.group(2))
         self.base = "%s://127.0.0.1:%d" % (m.group(1), self.port)
-        # The suite's io_uring run (CAUDAL_HTTP_IO=io_uring) must not pass on a silent fallback
-        # to epoll.
-        wanted = (env or {}).get("CAUDAL_HTTP_IO", os.environ.get("CAUDAL_HTTP_IO"))
-        if wanted == "io_uring" and "HTTP on io_uring" not in line:
+        # Each server is on the transport asked for (CAUDAL_HTTP_IO, else the default,
+        # io_uring): a silent fallback to epoll must not pass for the suite's io_uring run.
+        wanted = (env or {}).get("CAUDAL_HTTP_IO", os.environ.get("CAUDAL_HTTP_IO", "io_uring"))
+        if ("HTTP on io_uring" in line) != (wanted == "io_uring"):
             log = self.log()
             self.close()
-            raise AssertionError("caudal serve is not on io_uring: %r\n%s" % (line, log))
+            raise AssertionError("caudal serve is not on %s: %r\n%s" % (wanted, line, log))
 
     def write_config(self, text):
         tmp = self.config_path + ".tmp"

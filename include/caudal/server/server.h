@@ -61,7 +61,7 @@ struct HttpServerOptions {
   int64_t threads = 0;  // 0: one per core
   // kIoUring: one io_uring per I/O thread (server/uring_server.h); epoll, with a warning, where
   // the kernel refuses a ring. io() says which is in force.
-  HttpIo io = HttpIo::kEpoll;
+  HttpIo io = HttpIo::kIoUring;
   // Stop(): how long decisions in flight have to finish.
   Micros shutdown_timeout = std::chrono::seconds(10);
 };
