@@ -199,7 +199,9 @@ TEST_F(ShutdownTest, StopKeepsItsDeadlineWhenTheStoreDoesNotAnswer) {
   EXPECT_FALSE(stopped);
   clock_.Advance(std::chrono::milliseconds(100));
   stopper.join();
-  EXPECT_EQ(answer, -1) << "the request was answered although its store never did";
+  // Unanswered: still waiting (epoll closes the connection when the server goes), or closed
+  // without a response (io_uring closes it as its loop stops).
+  EXPECT_LE(answer, 0) << "the request was answered although its store never did";
   rls_client.join();
   EXPECT_EQ(rls_code, grpc::StatusCode::UNAVAILABLE);
   // The decision lands after the deadline: too late, its connection is closed unanswered.
