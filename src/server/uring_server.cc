@@ -34,6 +34,8 @@ namespace {
 
 constexpr unsigned kSubmissionEntries = 1024;
 constexpr unsigned kCompletionEntries = 16 * 1024;
+// Completions handled per round at most, before what they prepared is submitted.
+constexpr int kMaxCompletionsPerTurn = 4096;
 // A response at most this long goes out with the next receive linked behind it: it fits a
 // socket's send buffer, so its send is whole (MSG_WAITALL) or the connection has failed.
 constexpr size_t kMaxLinkedSend = 16 * 1024;
@@ -550,17 +552,16 @@ void UringLoop::Stop() {
 
 void UringLoop::Post(std::function<void()> f) {
   bool wake = false;
+  std::function<void()> dropped;  // destroyed after the lock: it may own a connection
   {
     std::lock_guard lock(mu_);
     if (ended_) {
-      // Destroyed outside the lock: it may hold the last reference to a connection.
-      std::function<void()> dropped = std::move(f);
-      (void)dropped;
-      return;
+      dropped = std::move(f);
+    } else {
+      posted_.push_back(std::move(f));
+      wake = !woken_;
+      woken_ = true;
     }
-    posted_.push_back(std::move(f));
-    wake = !woken_;
-    woken_ = true;
   }
   if (wake) {
     const uint64_t one = 1;
@@ -650,14 +651,16 @@ void UringLoop::Turn() {
     enter_failed_ = true;  // said once: a failing ring would otherwise log at every turn
     server_.deps.log.Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
   }
-  unsigned head = 0;
-  unsigned seen = 0;
+  // Each entry is given back before it is handled, so the queue has room for what handling
+  // submits (and the kernel's overflow, if any, comes back through peek).
   io_uring_cqe* cqe = nullptr;
-  io_uring_for_each_cqe(&ring_, head, cqe) {
-    ++seen;
-    Complete(cqe->user_data, cqe->res, cqe->flags);
+  for (int n = 0; n < kMaxCompletionsPerTurn && io_uring_peek_cqe(&ring_, &cqe) == 0; ++n) {
+    const uint64_t tag = cqe->user_data;
+    const int res = cqe->res;
+    const unsigned flags = cqe->flags;
+    io_uring_cqe_seen(&ring_, cqe);
+    Complete(tag, res, flags);
   }
-  io_uring_cq_advance(&ring_, seen);
 }
 
 // Stopping: every connection is shut down, the loop's own operations cancelled, and the ring run
