@@ -210,7 +210,8 @@ class Report:
         L.append("")
         self.table("http", ["caudal, io_uring", "caudal", "nginx limit_req"],
                    [("requests_per_s", "requests/s", fmt_rate), p99,
-                    ("cpu_us", "server CPU per request", lambda v: f"{v:.1f} µs")],
+                    ("cpu_us", "server CPU per request", lambda v: f"{v:.1f} µs"),
+                    ("sys_us", "of it in the kernel", lambda v: f"{v:.1f} µs")],
                    "caudal, io_uring", "HTTP /v1/auth vs nginx limit_req")
         r = self.ratio("http", "caudal", "nginx limit_req", "requests_per_s")
         rp = self.ratio("http", "caudal", "nginx limit_req", "p99_ms")

@@ -169,19 +169,19 @@ request = function()
 end
 LUA
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # user + system, in clock ticks
-run_wrk() {  # name url pid → "rps p99_ms non2xx cpu_us_per_request"
-  local out before after
-  before="$(cpu_ticks "$3")"
+cpu_ticks() { awk '{ print $14 + $15, $15 }' "/proc/$1/stat"; }  # user + system, system (ticks)
+run_wrk() {  # name url pid → "rps p99_ms non2xx cpu_us_per_request kernel_cpu_us_per_request"
+  local out before after before_sys after_sys
+  read -r before before_sys < <(cpu_ticks "$3")
   out="$("${pin_load[@]}" wrk -t1 -c"$conns" -d"${secs}s" --latency -s "$dir/keys.lua" "$2")"
-  after="$(cpu_ticks "$3")"
+  read -r after after_sys < <(cpu_ticks "$3")
   local rps p99 non2xx total
   rps="$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")"
   p99="$(awk '$1 == "99%" {print $2}' <<<"$out")"
   non2xx="$(awk '/Non-2xx or 3xx responses:/ {print $NF}' <<<"$out")"
   total="$(awk '/requests in/ {print $1}' <<<"$out")"
-  echo "$rps $(to_ms "$p99") ${non2xx:-0} $(awk -v t=$((after - before)) -v n="$total" -v hz="$(getconf CLK_TCK)" \
-    'BEGIN { printf "%.1f", t * 1e6 / hz / n }')"
+  echo "$rps $(to_ms "$p99") ${non2xx:-0} $(awk -v t=$((after - before)) -v s=$((after_sys - before_sys)) \
+    -v n="$total" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f %.1f", t * 1e6 / hz / n, s * 1e6 / hz / n }')"
 }
 to_ms() {  # wrk prints 1.23ms / 456.00us / 1.02s
   awk -v v="$1" 'BEGIN {
@@ -212,19 +212,21 @@ c_rps="$(median "$dir/caudal.rounds" 1)"; c_p99="$(median "$dir/caudal.rounds" 2
 n_cpu="$(median "$dir/nginx.rounds" 4)"; c_cpu="$(median "$dir/caudal.rounds" 4)"
 u_rps="$(median "$dir/uring.rounds" 1)"; u_p99="$(median "$dir/uring.rounds" 2)"
 u_cpu="$(median "$dir/uring.rounds" 4)"
+n_sys="$(median "$dir/nginx.rounds" 5)"; c_sys="$(median "$dir/caudal.rounds" 5)"
+u_sys="$(median "$dir/uring.rounds" 5)"
 n_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/nginx.rounds")"
 c_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/caudal.rounds")"
 u_bad="$(awk '{ s += $3 } END { print s + 0 }' "$dir/uring.rounds")"
-echo "rounds (requests/s, p99 ms, non-2xx, server CPU µs per request):"
+echo "rounds (requests/s, p99 ms, non-2xx, server CPU µs per request, of it in the kernel):"
 paste -d' ' <(sed 's/^/  nginx  /' "$dir/nginx.rounds") <(sed 's/^/ | caudal /' "$dir/caudal.rounds") \
   <(sed 's/^/ | io_uring /' "$dir/uring.rounds")
 
 echo
 echo "wrk -t1 -c$conns -d${secs}s x $rounds rounds (medians), keep-alive, X-API-Key from $keys keys, one server thread each${server_cpu:+, wrk on cpu $load_cpu and the server on cpu $server_cpu}"
-printf '%-28s %12s %10s %10s %14s\n' "" "requests/s" "p99 ms" "non-2xx" "CPU µs/req"
-printf '%-28s %12s %10s %10s %14s\n' "nginx limit_req + empty_gif" "$n_rps" "$n_p99" "$n_bad" "$n_cpu"
-printf '%-28s %12s %10s %10s %14s\n' "caudal serve /v1/auth" "$c_rps" "$c_p99" "$c_bad" "$c_cpu"
-printf '%-28s %12s %10s %10s %14s\n' "caudal, io_uring" "$u_rps" "$u_p99" "$u_bad" "$u_cpu"
+printf '%-28s %12s %10s %10s %14s %14s\n' "" "requests/s" "p99 ms" "non-2xx" "CPU µs/req" "kernel µs/req"
+printf '%-28s %12s %10s %10s %14s %14s\n' "nginx limit_req + empty_gif" "$n_rps" "$n_p99" "$n_bad" "$n_cpu" "$n_sys"
+printf '%-28s %12s %10s %10s %14s %14s\n' "caudal serve /v1/auth" "$c_rps" "$c_p99" "$c_bad" "$c_cpu" "$c_sys"
+printf '%-28s %12s %10s %10s %14s %14s\n' "caudal, io_uring" "$u_rps" "$u_p99" "$u_bad" "$u_cpu" "$u_sys"
 ratio() {  # label rps p99 cpu → its ratios to nginx
   awk -v l="$1" -v c="$2" -v n="$n_rps" -v cp="$3" -v np="$n_p99" -v cc="$4" -v nc="$n_cpu" 'BEGIN {
     printf "ratio %s/nginx: requests/s %.2f, p99 %.2f, CPU per request %.2f\n", l, c / n,
