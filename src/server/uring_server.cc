@@ -250,7 +250,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   bool settled() const { return closed_ && pending_ == 0; }
   bool expired(Nanos now) const { return !closed_ && now >= deadline_; }
   int fd() const { return fd_; }
-  void Counted() { ++pending_; }
+  void Queued() { ++pending_; }  // an operation on it was prepared
 
   // The decision's reply, exactly once per request; possibly on a store thread (which may touch
   // in_flight_self_: the loop's thread leaves it alone until Finish).
@@ -484,7 +484,6 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     NextRequest();
   }
 
-  friend class UringLoop;
   int fd_;
   UringLoop* loop_;
   HttpServer::Impl& server_;
@@ -583,7 +582,7 @@ io_uring_sqe* UringLoop::Sqe(uint64_t tag) {
 void UringLoop::Receive(UringConnection& c, void* data, size_t size) {
   io_uring_sqe* sqe = Sqe(reinterpret_cast<uint64_t>(&c) | kRecvOp);
   io_uring_prep_recv(sqe, c.fd(), data, size, 0);
-  c.Counted();
+  c.Queued();
 }
 
 void UringLoop::Send(UringConnection& c, const char* data, size_t size, bool link_next) {
@@ -592,7 +591,7 @@ void UringLoop::Send(UringConnection& c, const char* data, size_t size, bool lin
   io_uring_sqe* sqe = Sqe(reinterpret_cast<uint64_t>(&c) | kSendOp);
   io_uring_prep_send(sqe, c.fd(), data, size, MSG_NOSIGNAL | (link_next ? MSG_WAITALL : 0));
   if (link_next) sqe->flags |= IOSQE_IO_LINK;
-  c.Counted();
+  c.Queued();
 }
 
 void UringLoop::Settle(UringConnection* c) {
