@@ -4,7 +4,11 @@
 // "leases" rows: Redis CPU per decision, the reference's way, on the same traffic.
 //
 //   reference_load --port P [--seconds 5] [--in-flight 64] [--threads 2] [--keys 100000]
-//                  [--keys-dist uniform|zipf:S]
+//                  [--keys-dist uniform|zipf:S] [--key-form reference|caudal]
+//
+// --key-form caudal sends the same counts in caudal's native form instead (RedisStore's
+// consume_each, native_count.h): `INCRBY caudal:{<key>}|w<window start in µs> 1` and
+// `PEXPIRE ... 60000`, so that the cost of the key's form is measured apart from the batch's.
 //
 // Each thread has its own connection and keeps in_flight/threads decisions outstanding, a batch
 // at a time (write them all, read every reply), as redis-benchmark -P does. Prints one line:
@@ -41,6 +45,7 @@ struct Args {
   int threads = 2;
   int keys = 100'000;
   double zipf = 0;
+  bool caudal_keys = false;  // --key-form caudal
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -61,6 +66,10 @@ bool Parse(int argc, char** argv, Args& a) {
       a.zipf = 0;
     } else if (flag == "--keys-dist" && std::strncmp(v, "zipf:", 5) == 0 && std::atof(v + 5) > 0) {
       a.zipf = std::atof(v + 5);
+    } else if (flag == "--key-form" && std::strcmp(v, "reference") == 0) {
+      a.caudal_keys = false;
+    } else if (flag == "--key-form" && std::strcmp(v, "caudal") == 0) {
+      a.caudal_keys = true;
     } else {
       return false;
     }
@@ -118,7 +127,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: reference_load --port P [--seconds S] [--in-flight N] [--threads T] "
-                 "[--keys K] [--keys-dist uniform|zipf:S]\n");
+                 "[--keys K] [--keys-dist uniform|zipf:S] [--key-form reference|caudal]\n");
     return 2;
   }
   const auto start = SteadyClock::now();
@@ -144,15 +153,23 @@ int main(int argc, char** argv) {
         const int64_t unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-        const std::string window = std::to_string(unix_s / 60 * 60);
+        const std::string window = a.caudal_keys ? std::to_string(unix_s / 60 * 60 * 1'000'000)
+                                                 : std::to_string(unix_s / 60 * 60);
         out.clear();
         for (int i = 0; i < batch; ++i) {
-          std::string key = "bench:";
-          key.append(std::to_string(stream.Next())).append(":0_").append(window);
+          std::string key = a.caudal_keys ? "caudal:{bench:" : "bench:";
+          key.append(std::to_string(stream.Next()))
+              .append(a.caudal_keys ? ":0}|w" : ":0_")
+              .append(window);
           const std::string_view incr[] = {"INCRBY", key, "1"};
           const std::string_view expire[] = {"EXPIRE", key, "60"};
+          const std::string_view pexpire[] = {"PEXPIRE", key, "60000"};
           caudal::redis::AppendCommand(incr, out);
-          caudal::redis::AppendCommand(expire, out);
+          if (a.caudal_keys) {
+            caudal::redis::AppendCommand(pexpire, out);
+          } else {
+            caudal::redis::AppendCommand(expire, out);
+          }
         }
         const auto sent = SteadyClock::now();
         if (!WriteAll(fd, out) || !ReadReplies(fd, parser, 2 * batch)) {
