@@ -1,7 +1,8 @@
 // libcaudal_clock_offset.so: a test-only LD_PRELOAD that offsets a process's real-time clock
 // (clock_gettime of CLOCK_REALTIME and its coarse form, gettimeofday, time) by a number of
 // microseconds read, on every call, from an 8-byte file named by CAUDAL_CLOCK_OFFSET_FILE (a
-// signed little-endian integer; the harness rewrites it in place to skew or jump the clock).
+// signed little-endian integer; the harness rewrites it in place to skew or jump the clock, and
+// must never truncate it: a read of the mapping past the file's end is a SIGBUS).
 // Monotonic clocks are left alone. Without the variable, or with a file that cannot be mapped,
 // the offset is 0.
 //

@@ -39,7 +39,8 @@ class SkewedRedis:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="caudal-skewed-redis-")
         self.offset = os.path.join(self.dir, "offset")
-        self.set_ms(0)
+        with open(self.offset, "wb") as f:
+            f.write((0).to_bytes(8, "little", signed=True))
         self.port = free_port()
         env = dict(os.environ, LD_PRELOAD=os.path.abspath(PRELOAD),
                    CAUDAL_CLOCK_OFFSET_FILE=self.offset)
@@ -50,7 +51,8 @@ class SkewedRedis:
         wait_until(lambda: self.time_s() is not None, "redis-server")
 
     def set_ms(self, ms):
-        with open(self.offset, "wb") as f:
+        # In place: truncating the file the server has mapped would kill it with SIGBUS.
+        with open(self.offset, "r+b") as f:
             f.write((ms * 1000).to_bytes(8, "little", signed=True))
 
     def time_s(self):
