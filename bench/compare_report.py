@@ -207,9 +207,9 @@ class Report:
         L.append("### Accuracy with leases: three processes on one hot key, leases of 250 ms")
         L.append("")
         L.append("Each process has its own store and leases and reports every admission with its "
-                 "time (`tests/redis/lease_test.cc`); the worst of the rounds. Under the limit: "
-                 "10,000/s with a burst of 10,000, 9,000/s offered; above it: a bucket of 500 "
-                 "and 2,000/s, 3,600/s offered. The ideal is what one exact limiter without "
+                 "time, under and above the limit (the loads of `tests/redis/lease_test.cc`'s "
+                 "`Leases.ThreeProcesses*`); the worst of the rounds. The ideal is what one exact "
+                 "limiter without "
                  "leases admits of the same requests; the bound is B + r·(t + ttl) over every "
                  "interval t, r·ttl past B + r·t.")
         L.append("")
