@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Layers point one way. Fails, naming each line, when a file includes a header of a higher layer,
-or when a front end (server, envoy, cli) includes a store implementation.
+"""Layers use only what docs/architecture.md's table says they may. Fails, naming each line, when a
+file includes a header of a layer its own layer may not use, or when a front end (server, envoy,
+cli) includes a store implementation.
 
-A file's layer is its folder: src/<layer>/... or include/caudal/<layer>/...; the layers and their
-order are CAUDAL_LAYERS in the top-level CMakeLists.txt. Includes are checked in both spellings,
-"caudal/<layer>/x.h" (public) and "<layer>/x.h" (private, under src/); test support under
-tests/ belongs to no layer. Unit tests beside the code
-(*_test.cc) may use a store implementation; they still may not include a higher layer.
+The table is the "## Layers" table of docs/architecture.md: a row per layer, its name in the first
+column and its folder (`src/<layer>`) in the second, what it may use in the last: layer names,
+"everything below" (every layer of an earlier row) and libraries, which are not checked here. Use is
+transitive: a layer that may use engine may use what engine may use. A file's layer is its folder:
+src/<layer>/... or include/caudal/<layer>/...; includes are checked in both spellings,
+"caudal/<layer>/x.h" (public) and "<layer>/x.h" (private, under src/); test support under tests/
+belongs to no layer. Unit tests beside the code (*_test.cc) may use a store implementation; they
+still may not include a layer their own may not use.
 
 Usage: layers.py SOURCE_DIR [FILE...]   (with FILEs: check those alone, e.g. a deliberate mistake)
 """
@@ -22,9 +26,50 @@ FRONT_ENDS = {'server', 'envoy', 'cli'}
 # A store implementation: what a front end reaches only through the Store interface and the
 # store registry.
 STORE_IMPLEMENTATIONS = re.compile(r'^(caudal/)?(redis/|store/memory_store\.h|store/shard_table\.h)')
+FOLDER = re.compile(r'`src/([a-z_]+)`')
 
 
-def layers(root):
+def may_use(root):
+    """{layer: set of layers it may include}, from docs/architecture.md's layers table."""
+    doc = root / 'docs' / 'architecture.md'
+    text = doc.read_text()
+    section = re.search(r'^## Layers\n(.*?)(?=^## )', text, re.S | re.M)
+    if not section:
+        sys.exit(f'layers.py: no "## Layers" section in {doc}')
+    rows = [line for line in section.group(1).splitlines() if line.startswith('|')]
+    if len(rows) < 3:
+        sys.exit(f'layers.py: no layers table in {doc}')
+    names = {row.strip('|').split('|')[0].strip() for row in rows[2:]}
+    header = [c.strip() for c in rows[0].strip('|').split('|')]
+    if header[0] != 'layer' or header[-1] != 'may use':
+        sys.exit(f'layers.py: the layers table of {doc} must start with "layer" and end with '
+                 f'"may use", not {header}')
+    order, allowed = [], {}
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip('|').split('|')]
+        folder = FOLDER.search(cells[1]) if len(cells) > 1 else None
+        if not folder or folder.group(1) != cells[0]:
+            sys.exit(f'layers.py: the row of "{cells[0]}" must name its folder `src/{cells[0]}`')
+        layer, uses = cells[0], cells[-1]
+        direct = set(order) if 'everything below' in uses else set()
+        for word in re.findall(r'[a-z_]+', uses):
+            if word == layer or word not in names:
+                continue
+            if word not in order:
+                sys.exit(f'layers.py: {layer} may use {word}, whose row is not above it')
+            direct.add(word)
+        allowed[layer] = set(direct)  # earlier rows are complete: use is transitive
+        for used in direct:
+            allowed[layer] |= allowed[used]
+        order.append(layer)
+    listed = cmake_layers(root)
+    if set(order) != set(listed):
+        sys.exit(f'layers.py: {doc} lists the layers {order}, CAUDAL_LAYERS in CMakeLists.txt '
+                 f'{listed}')
+    return order, allowed
+
+
+def cmake_layers(root):
     text = (root / 'CMakeLists.txt').read_text()
     block = re.search(r'set\(CAUDAL_LAYERS\s+(.*?)\)', text, re.S)
     if not block:
@@ -54,8 +99,7 @@ def layer_of_include(root, name, order):
     return None
 
 
-def check(root, files, order):
-    rank = {name: i for i, name in enumerate(order)}
+def check(root, files, order, allowed):
     problems = []
     for path in files:
         rel = path.relative_to(root)
@@ -69,9 +113,9 @@ def check(root, files, order):
                 continue
             name = m.group(1)
             target = layer_of_include(root, name, order)
-            if target is not None and rank[target] > rank[layer]:
+            if target is not None and target != layer and target not in allowed[layer]:
                 problems.append(f'{rel}:{number}: the {layer} layer includes "{name}" of the '
-                                f'higher {target} layer')
+                                f'{target} layer, which it may not use')
             elif layer in FRONT_ENDS and not is_test and STORE_IMPLEMENTATIONS.match(name):
                 problems.append(f'{rel}:{number}: the front end {layer} includes the store '
                                 f'implementation "{name}" (use the Store interface and the '
@@ -83,18 +127,18 @@ def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     root = pathlib.Path(sys.argv[1]).resolve()
-    order = layers(root)
+    order, allowed = may_use(root)
     if len(sys.argv) > 2:
         files = [pathlib.Path(f).resolve() for f in sys.argv[2:]]
     else:
         files = sorted(p for d in ('src', 'include') for p in (root / d).rglob('*')
                        if p.suffix in ('.h', '.cc'))
-    problems = check(root, files, order)
+    problems = check(root, files, order, allowed)
     if problems:
         print('includes against the layers (docs/architecture.md):')
         print('\n'.join(problems))
         return 1
-    print(f'{len(files)} files: every include points to its own layer or a lower one')
+    print(f'{len(files)} files: every include is of a layer its own may use')
     return 0
 
 
