@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build run simulate test test-asan nemesis package image bench fuzz format clean
+.PHONY: deps build build-asan run simulate test test-asan nemesis package image bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -25,10 +25,12 @@ test: build
 	ctest --test-dir $(BUILD_DIR) -j $(JOBS) --output-on-failure --timeout 300
 
 # The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
-test-asan: deps
+build-asan: deps
 	@$(CMAKE) -S . -B $(ASAN_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCAUDAL_SANITIZE=address,undefined -DCAUDAL_BUILD_BENCH=OFF $(CMAKE_FLAGS) >/dev/null
 	$(CMAKE) --build $(ASAN_DIR) -j $(JOBS)
+
+test-asan: build-asan
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
 
