@@ -24,7 +24,6 @@ using TlsStream = net::ssl::stream<tcp::socket&>;
 namespace {
 using http_server::Connection;
 using http_server::kMaxBufferedBytes;
-using http_server::kNoDeadline;
 using http_server::kReadBytes;
 using http_server::ResponseFraming;
 using http_server::WriteResponse;
@@ -79,7 +78,7 @@ HttpServer::Impl::Impl(Deps d, HttpServerOptions o)
   if (deps.idempotency != nullptr) idempotent.emplace(*deps.idempotency, deps.metrics);
   const Micros shortest =
       std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
-  tick = std::max<Micros>(shortest / 2, std::chrono::milliseconds(5));
+  tick = std::min<Micros>(shortest, std::max<Micros>(shortest / 2, std::chrono::milliseconds(5)));
 }
 
 HttpServer::Impl::~Impl() = default;
@@ -123,9 +122,10 @@ namespace {
 // One connection: reads one request at a time, answers it, and loops while keep-alive.
 //
 // Timeouts cost nothing per request: each phase (header, body, write, keep-alive wait) only
-// records its deadline, and a timer that ticks every `tick` closes the connection once the
-// deadline has passed. A deadline is a total for its phase, so a client that trickles a header
-// byte by byte is cut off at header_timeout (plus at most one tick) all the same.
+// records its deadline (http_server::ConnectionDeadline), and the session's timer, which fires
+// every `tick` and at the deadline itself when it falls within one, closes the connection once
+// the deadline has passed. A deadline is a total for its phase, so a client that trickles a
+// header byte by byte is cut off at header_timeout all the same.
 //
 // Reading goes straight to async_read_some (an async_wait would re-arm the descriptor with
 // epoll_ctl on every request), started a round after the response (see Written). The request
@@ -141,6 +141,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
         tls_context_(std::move(tls)),
         timer_(socket_.get_executor()),
         server_(server),
+        deadline_(server.NewDeadline()),
         peer_(peer),
         counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
@@ -156,7 +157,8 @@ class Session final : public std::enable_shared_from_this<Session>, public route
     socket_.non_blocking(true, ec);  // Send() writes directly and must never block
     if (ec) return;                  // dropping the last reference closes the socket
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] {
-      self->Tick();
+      self->deadline_.Accepted();  // the first request's header, a TLS handshake included
+      self->Tick(self->Now());
       if (self->tls_) return self->Handshake();
       self->NextRequest();
     });
@@ -164,26 +166,25 @@ class Session final : public std::enable_shared_from_this<Session>, public route
 
  private:
   Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
-  void SetDeadline(Micros d) { deadline_ = Now() + d; }
 
-  void Tick() {
-    timer_.expires_after(server_.tick);
+  void Tick(Nanos now) {
+    timer_.expires_after(deadline_.Wait(now, server_.tick));
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec || self->closed_) return;
-      if (self->Now() >= self->deadline_) {
+      const Nanos at = self->Now();
+      if (self->deadline_.Expired(at)) {
         if (self->handshaking_) {
           self->server_.deps.metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
         }
         return self->Close();
       }
-      self->Tick();
+      self->Tick(at);
     });
   }
 
   // The handshake counts as part of the first request's header: a client that connects and says
-  // nothing is cut at header_timeout, TLS or not.
+  // nothing is cut at header_timeout from accept, TLS or not.
   void Handshake() {
-    SetDeadline(server_.options.header_timeout);
     handshaking_ = true;
     tls_->async_handshake(
         net::ssl::stream_base::server, [self = shared_from_this()](beast::error_code ec) {
@@ -203,7 +204,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   void NextRequest() {
     http_server::StartParser(parser_, request_);
     in_body_ = false;
-    SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
+    if (!first_) deadline_.AwaitNext();      // the first one's runs from accept
     if (buffer_.size() > 0) return Parse();  // a pipelined request is already here
     Read();
   }
@@ -241,9 +242,10 @@ class Session final : public std::enable_shared_from_this<Session>, public route
       case http_server::Parsed::kError:
         return OnReadError(ec);
       case http_server::Parsed::kBodyStarted:
-        SetDeadline(server_.options.body_timeout);
+        deadline_.BodyStarted();
         break;
       case http_server::Parsed::kNeedMore:
+        if (buffer_.size() > 0 || parser_->got_some()) deadline_.RequestStarted();
         break;
     }
     Read();
@@ -265,7 +267,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
                 .head = request_.verb() == http::verb::head};
     const routes::Request r =
         http_server::RoutesRequest(request_, forwarded_for_, peer_, identities_);
-    deadline_ = kNoDeadline;               // the store's own deadline bounds the decision
+    deadline_.Deciding();                  // the store's own deadline bounds the decision
     in_flight_self_ = shared_from_this();  // routes hold the session by reference meanwhile
     server_.Decide(r, *this);
   }
@@ -312,7 +314,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
   void WriteRest(size_t sent) {
-    SetDeadline(server_.options.body_timeout);
+    deadline_.Sending();
     auto done = [self = shared_from_this()](beast::error_code e, size_t) {
       if (e) return self->Close();
       self->Written();
@@ -347,7 +349,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   std::optional<TlsStream> tls_;  // over socket_, when the listener terminates TLS
   net::steady_timer timer_;
   HttpServer::Impl& server_;
-  Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
+  http_server::ConnectionDeadline deadline_;
   beast::flat_buffer buffer_{kMaxBufferedBytes};
   http_server::ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<http_server::RequestParser> parser_;

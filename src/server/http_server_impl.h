@@ -35,10 +35,6 @@ inline constexpr size_t kMaxHeaderBytes = 16 * 1024;
 inline constexpr size_t kReadBytes = 16 * 1024;
 // A connection's read buffer holds at most one request whole, and the start of the next.
 inline constexpr size_t kMaxBufferedBytes = kMaxHeaderBytes + http_api::kMaxBodyBytes + 4096;
-// Deadlines are seconds long and checked once a tick (at least 5 ms), so the coarse monotonic
-// reading is precise enough (a few ms behind at most) and several times cheaper, which counts at
-// two reads per request.
-inline constexpr Nanos kNoDeadline = Nanos::max();
 
 // A fresh parser for the next request on a connection, with the server's limits.
 void StartParser(std::optional<RequestParser>& parser, ParsedRequest& request);
@@ -67,7 +63,9 @@ struct HttpServer::Impl {
   Deps deps;
   HttpServerOptions options;
   HttpIo io = HttpIo::kEpoll;  // in force
-  Nanos tick;                  // how often a connection checks its deadline
+  // How often deadlines are looked at (ConnectionDeadline, DeadlineSweep): half the shortest
+  // timeout, at least 5 ms, at most the shortest.
+  Nanos tick;
   std::atomic<std::shared_ptr<const ForwardAuthOptions>> auth;
   // Null: plaintext. New connections take the current one; SetTls() swaps it.
   std::atomic<std::shared_ptr<boost::asio::ssl::context>> tls;
@@ -102,6 +100,15 @@ struct HttpServer::Impl {
   void AcceptFailed(boost::system::error_code ec);
   void Admit(boost::asio::ip::tcp::socket socket);
   bool Trusted(const IpAddress& peer) const;
+  // A new connection's deadline, with the server's timeouts. Deadlines read the clock's
+  // MonotonicCoarse(): a few ms behind at most, and several times cheaper, which counts at two
+  // readings per request.
+  http_server::ConnectionDeadline NewDeadline() const {
+    return {deps.clock,
+            {.header = options.header_timeout,
+             .body = options.body_timeout,
+             .idle = options.idle_timeout}};
+  }
 
   // Whether a new connection from `peer` may stay: nullopt when the global cap or its client's
   // share is reached (said once per episode in the log); otherwise whether it counts towards its

@@ -116,7 +116,7 @@ class UringLoop {
  public:
   UringLoop(HttpServer::Impl& server, int listen_fd,
             const std::vector<std::unique_ptr<UringLoop>>* peers)
-      : server_(server), listen_fd_(listen_fd), peers_(peers) {}
+      : server_(server), listen_fd_(listen_fd), peers_(peers), sweep_(server.tick) {}
   ~UringLoop();
 
   // Starts the thread; its ring's setup is waited for, and its error returned.
@@ -143,11 +143,11 @@ class UringLoop {
   void Drain();
   io_uring_sqe* Sqe(uint64_t tag);  // counted in outstanding_
   void ArmWake();
-  void ArmTick();
+  void ArmTick(Nanos now);
   void ArmAccept();
   void OnAccept(int res, unsigned flags);
   void AdmitAccepted(int fd);
-  void Sweep();
+  void CheckDeadlines();
 
   HttpServer::Impl& server_;
   const int listen_fd_;  // -1: this loop does not accept
@@ -155,8 +155,9 @@ class UringLoop {
   io_uring ring_{};
   int wake_fd_ = -1;
   uint64_t wake_value_ = 0;
-  __kernel_timespec tick_{};
+  __kernel_timespec tick_{};  // the deadline timer's wait
   __kernel_timespec pause_{};
+  DeadlineSweep<UringConnection*> sweep_;
   std::thread thread_;
   std::thread::id id_;
   int64_t outstanding_ = 0;  // operations submitted whose last completion has not come back
@@ -189,6 +190,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
         loop_(&loop),
         server_(loop.server()),
         tls_context_(std::move(tls)),
+        deadline_(server_.NewDeadline()),
         peer_(peer),
         counted_(counted) {
     server_.connections.fetch_add(1, std::memory_order_relaxed);
@@ -203,6 +205,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   void MoveTo(UringLoop& loop) { loop_ = &loop; }
 
   void Start() {
+    deadline_.Accepted();  // the first request's header, a TLS handshake included
     if (tls_context_ == nullptr) return NextRequest();
     ssl_ = SSL_new(tls_context_->native_handle());
     BIO* in = BIO_new(BIO_s_mem());
@@ -219,7 +222,6 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     wbio_ = out;
     raw_.resize(kReadBytes);
     handshaking_ = true;
-    SetDeadline(server_.options.header_timeout);
     Receive();
   }
 
@@ -248,7 +250,9 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   }
 
   bool settled() const { return closed_ && pending_ == 0; }
-  bool expired(Nanos now) const { return !closed_ && now >= deadline_; }
+  bool closed() const { return closed_; }
+  bool expired(Nanos now) const { return !closed_ && deadline_.Expired(now); }
+  Nanos deadline() const { return deadline_.at(); }
   int fd() const { return fd_; }
   void Queued() { ++pending_; }  // an operation on it was prepared
 
@@ -268,13 +272,10 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   // What follows a TLS flush (the ciphertext OpenSSL has written, sent whole).
   enum class After : uint8_t { kHandshake, kRequests, kResponse, kClose };
 
-  Nanos Now() const { return server_.deps.clock.MonotonicCoarse(); }
-  void SetDeadline(Micros d) { deadline_ = Now() + d; }
-
   void NextRequest() {
     StartParser(parser_, request_);
     in_body_ = false;
-    SetDeadline(first_ ? server_.options.header_timeout : server_.options.idle_timeout);
+    if (!first_) deadline_.AwaitNext();      // the first one's runs from accept
     if (buffer_.size() > 0) return Parse();  // a pipelined request is already here
     Receive();
   }
@@ -401,9 +402,10 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
       case Parsed::kError:
         return OnReadError(ec);
       case Parsed::kBodyStarted:
-        SetDeadline(server_.options.body_timeout);
+        deadline_.BodyStarted();
         break;
       case Parsed::kNeedMore:
+        if (buffer_.size() > 0 || parser_->got_some()) deadline_.RequestStarted();
         break;
     }
     Receive();
@@ -422,7 +424,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     framing_ = {.version = request_.version() == 10 ? 10 : 11,
                 .head = request_.verb() == http::verb::head};
     const routes::Request r = RoutesRequest(request_, forwarded_for_, peer_, identities_);
-    deadline_ = kNoDeadline;  // the store's own deadline bounds the decision
+    deadline_.Deciding();  // the store's own deadline bounds the decision
     in_flight_self_ = shared_from_this();
     server_.Decide(r, *this);
   }
@@ -439,7 +441,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     server_.deps.metrics.CountHttpResponse(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
-    SetDeadline(server_.options.body_timeout);
+    deadline_.Sending();
     if (ssl_ != nullptr) {
       ERR_clear_error();
       if (SSL_write(ssl_, out_.data(), static_cast<int>(out_.size())) <= 0) return Close();
@@ -468,7 +470,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     sent_ += static_cast<size_t>(res);
     if (linked_) {
       if (sent_ != wire_->size()) return Close();  // MSG_WAITALL: short only when failing
-      SetDeadline(server_.options.idle_timeout);   // the receive behind it is armed
+      deadline_.AwaitNext();                       // the receive behind it is armed
       return;
     }
     if (sent_ < wire_->size()) {
@@ -489,11 +491,11 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   HttpServer::Impl& server_;
   const std::shared_ptr<boost::asio::ssl::context> tls_context_;  // outlives ssl_
   SSL* ssl_ = nullptr;                                            // with a TLS listener
-  BIO* rbio_ = nullptr;           // ciphertext received, owned by ssl_
-  BIO* wbio_ = nullptr;           // ciphertext to send, owned by ssl_
-  std::vector<char> raw_;         // the receive's buffer, with TLS
-  std::string tls_out_;           // the ciphertext being sent
-  Nanos deadline_ = kNoDeadline;  // on the clock's MonotonicCoarse()
+  BIO* rbio_ = nullptr;    // ciphertext received, owned by ssl_
+  BIO* wbio_ = nullptr;    // ciphertext to send, owned by ssl_
+  std::vector<char> raw_;  // the receive's buffer, with TLS
+  std::string tls_out_;    // the ciphertext being sent
+  ConnectionDeadline deadline_;
   beast::flat_buffer buffer_{kMaxBufferedBytes};
   ParsedRequest request_;  // reused: its storage outlives each request
   std::optional<RequestParser> parser_;
@@ -613,8 +615,8 @@ void UringLoop::ArmWake() {
   io_uring_prep_read(Sqe(kWakeTag), wake_fd_, &wake_value_, sizeof(wake_value_), 0);
 }
 
-void UringLoop::ArmTick() {
-  tick_ = Timespec(server_.tick);
+void UringLoop::ArmTick(Nanos now) {
+  tick_ = Timespec(sweep_.Wait(now));
   io_uring_prep_timeout(Sqe(kTickTag), &tick_, 0, 0);
 }
 
@@ -628,7 +630,9 @@ void UringLoop::ArmAccept() {
 
 void UringLoop::Run() {
   ArmWake();
-  ArmTick();
+  const Nanos now = server_.deps.clock.MonotonicCoarse();
+  sweep_.BeginSweep(now);
+  ArmTick(now);
   if (listen_fd_ >= 0) ArmAccept();
   while (!stopping_) Turn();
   Drain();
@@ -695,8 +699,7 @@ void UringLoop::Complete(uint64_t tag, int res, unsigned flags) {
     }
     case kTickTag:
       if (stopping_) return;
-      Sweep();
-      return ArmTick();
+      return CheckDeadlines();
     case kAcceptTag:
       return OnAccept(res, flags);
     case kPauseTag:
@@ -754,16 +757,32 @@ void UringLoop::AdmitAccepted(int fd) {
   target.Post([&target, c = std::move(c)]() mutable { target.Adopt(std::move(c)); });
 }
 
-void UringLoop::Sweep() {
+// Once a tick, every connection; in between, those the last sweep saw due before the next one,
+// at their deadlines (DeadlineSweep).
+void UringLoop::CheckDeadlines() {
   const Nanos now = server_.deps.clock.MonotonicCoarse();
   std::vector<UringConnection*> expired;
-  for (auto& [raw, c] : connections_) {
-    if (raw->expired(now)) expired.push_back(raw);
+  if (sweep_.SweepDue(now)) {
+    sweep_.BeginSweep(now);
+    for (auto& [raw, c] : connections_) {
+      if (raw->expired(now)) {
+        expired.push_back(raw);
+      } else if (!raw->closed()) {
+        sweep_.Note(raw, raw->deadline());
+      }
+    }
+    sweep_.EndSweep();
+  } else {
+    sweep_.TakeDue(now, [&](UringConnection* c) {
+      // It may have been settled and freed since the sweep: only a live one is looked at.
+      if (connections_.contains(c) && c->expired(now)) expired.push_back(c);
+    });
   }
   for (UringConnection* c : expired) {
     c->Expire();
     Settle(c);
   }
+  ArmTick(now);
 }
 
 UringServer::UringServer(int listen_fd, std::vector<std::unique_ptr<UringLoop>> loops)

@@ -8,8 +8,9 @@
 // own. Thread 0 accepts and deals the connections out round-robin.
 //
 // Behaviour is the epoll transport's, request for request: the same parser, limits, deadlines
-// (checked once a tick by a sweep of the thread's connections), caps, refusals, TLS (OpenSSL over
-// memory buffers) and drain (HttpServer::Impl holds the shared parts).
+// (one timer per thread: a sweep of its connections once a tick, and a check at each deadline
+// due before the next; DeadlineSweep), caps, refusals, TLS (OpenSSL over memory buffers) and
+// drain (HttpServer::Impl holds the shared parts).
 //
 // Thread-safety: Start() and Stop() from one thread; a connection's completions and replies run
 // on its ring's thread (a reply from a store thread is posted there through an eventfd).

@@ -11,9 +11,10 @@
 // src/server/idempotency.h).
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
-// (a slow-drip client is cut off however it paces its bytes), the body within body_timeout, the
-// next keep-alive request within idle_timeout; headers are capped at 16 KiB, bodies at 64 KiB
-// (413); past max_connections new connections are closed at once, and so are a client's past
+// of the accept (a TLS handshake included), or of its first byte on keep-alive (a slow-drip
+// client is cut off however it paces its bytes), the body within body_timeout, the next
+// keep-alive request's first byte within idle_timeout; headers are capped at 16 KiB, bodies at 64
+// KiB (413); past max_connections new connections are closed at once, and so are a client's past
 // max_connections_per_client (a client: its address under client_prefix; trusted proxies are
 // exempt), so that one client holding connections cannot lock the others out. Start() raises the
 // soft file-descriptor limit to the hard one and lowers max_connections to what it leaves.
