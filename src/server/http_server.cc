@@ -100,12 +100,12 @@ void HttpServer::Impl::Decide(const routes::Request& r, routes::Responder& respo
 }
 
 void HttpServer::Impl::HandshakeFailed(const IpAddress& peer, const beast::error_code& ec) {
-  deps.metrics.CountTlsHandshakeFailure(server_tls::HandshakeFailure(ec));
   if (auto suppressed = handshake_log.Admit("tls")) {
     deps.log.Warning(Cat("TLS handshake with ", peer.ToString(), " failed: ", ec.message(),
                          " (logged once a minute at most",
                          *suppressed > 0 ? Cat("; ", *suppressed, " more since") : "", ')'));
   }
+  deps.metrics.CountTlsHandshakeFailure(server_tls::HandshakeFailure(ec));
 }
 
 bool HttpServer::Impl::EndDecision() {

@@ -118,7 +118,8 @@ struct HttpServer::Impl {
   // logged once per episode. AcceptSucceeded() ends an episode. On the accepting thread.
   std::chrono::milliseconds AcceptFailure(const boost::system::error_code& ec);
   void AcceptSucceeded();
-  // A TLS handshake with `peer` failed with `ec`: counted by reason, logged once a minute at most.
+  // A TLS handshake with `peer` failed with `ec`: logged once a minute at most, then counted by
+  // reason (so that whoever sees the count sees the line, or its being held back, done).
   void HandshakeFailed(const IpAddress& peer, const boost::system::error_code& ec);
   // Routes a parsed request, counted in flight until EndDecision(); `responder` gets its reply
   // exactly once, inline or on a store thread. EndDecision returns whether the server is
