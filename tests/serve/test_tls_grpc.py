@@ -12,7 +12,6 @@ import ssl
 import sys
 import tempfile
 import textwrap
-import time
 import unittest
 
 import grpc
@@ -164,17 +163,34 @@ class GrpcTlsTest(unittest.TestCase):
     def test_a_broken_certificate_is_refused_and_the_old_one_keeps_serving(self):
         self.start()
         before = self.served_cert()
-        cert, _ = self.server_cert
+        cert, key = self.server_cert
+        copies = self.grpc_copies()
+        self.assertEqual(copies, {"cert": read(cert), "key": read(key), "ca": read(self.ca.cert)})
         with open(cert, "w") as f:
             f.write("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
         self.serve.signal(signal.SIGHUP)
         harness.wait_until(lambda: "reload refused" in self.serve.log(), "the refusal")
         self.assertIn("server.tls.cert_file", self.serve.log())
-        # gRPC reads its copies of the files again every second: three refreshes later the old
-        # pair still serves (it would stop completing handshakes if it had read the broken file).
-        time.sleep(3)
+        # gRPC reads its copies of the files again every second (it would stop completing
+        # handshakes if it read the broken file): they still hold the old pair, so every refresh
+        # finds it. That gRPC takes up what the copies hold: the renewal test above.
+        self.assertEqual(self.grpc_copies(), copies)
         self.assertEqual(self.served_cert(), before)
         self.assertEqual(self.ask(self.channel(self.envoy)).overall_code, OK)
+
+    def grpc_copies(self):
+        """The files gRPC's certificate provider reads: caudal's copies in memory
+        (src/envoy/grpc_tls_files.h), by name ("cert", "key", "ca") and content."""
+        fds = "/proc/%d/fd" % self.serve.proc.pid
+        out = {}
+        for fd in os.listdir(fds):
+            try:
+                m = re.match(r"/memfd:caudal-grpc-(\w+) ", os.readlink(os.path.join(fds, fd)))
+            except OSError:  # closed meanwhile
+                continue
+            if m:
+                out[m.group(1)] = read(os.path.join(fds, fd))
+        return out
 
     def served_cert(self):
         ctx = ssl.create_default_context(cafile=self.ca.cert)
