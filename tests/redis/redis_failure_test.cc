@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,7 +20,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using SteadyClock = std::chrono::steady_clock;
 
-// Threads deciding as fast as they can, recording when each failure happened.
+// Threads deciding as fast as they can, recording when each decision and failure happened.
 class Hammer {
  public:
   Hammer(Store& store, int threads)
@@ -30,17 +32,30 @@ class Hammer {
               std::string("hammer:") + std::to_string(t) + ":" + std::to_string(i % 20);
           const EntryRef e{.key = key, .limit = &limit_, .cost = 1};
           Result<StoreResponse> r = store.Decide({&e, 1});
-          std::lock_guard lock(mu_);
-          if (r.ok()) {
-            ok_.push_back(SteadyClock::now());
-          } else {
-            failed_.push_back({SteadyClock::now(), r.status()});
+          {
+            std::lock_guard lock(mu_);
+            if (r.ok()) {
+              ok_.push_back(SteadyClock::now());
+            } else {
+              failed_.push_back({SteadyClock::now(), r.status()});
+            }
           }
+          decided_.notify_all();
         }
       });
     }
   }
   ~Hammer() { Stop(); }
+  size_t Oks() {
+    std::lock_guard lock(mu_);
+    return ok_.size();
+  }
+  // Waits until `done()` holds, looked at after each decision with the records locked (it may
+  // read ok_ and failed_), or until 10 s have passed; returns done().
+  bool Await(const std::function<bool()>& done) {
+    std::unique_lock lock(mu_);
+    return decided_.wait_for(lock, seconds(10), done);
+  }
   void Stop() {
     stop_.store(true);
     for (std::thread& t : threads_) {
@@ -53,7 +68,8 @@ class Hammer {
  private:
   Limit limit_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
+  std::mutex mu_;  // guards ok_ and failed_ until Stop()
+  std::condition_variable decided_;
   std::vector<std::thread> threads_;
 };
 
@@ -62,14 +78,18 @@ TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
   auto store = MustOpen({.url = server->url(), .deadline = seconds(1)});
   Hammer hammer(*store, 4);
   for (int i = 0; i < 10; ++i) {
-    std::this_thread::sleep_for(milliseconds(30));
+    const uint64_t reloads = store->Stats().script_reloads;
     ASSERT_EQ(*server->Command({"SCRIPT", "FLUSH"}), "OK");
+    // Noticed (the script reloaded), and decisions go on: 20 more, each with the script back.
+    const size_t flushed = hammer.Oks();
+    ASSERT_TRUE(hammer.Await([&] {
+      return store->Stats().script_reloads > reloads && hammer.ok_.size() >= flushed + 20;
+    })) << "flush "
+        << i << " was not noticed";
   }
-  std::this_thread::sleep_for(milliseconds(30));
   hammer.Stop();
   for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
   EXPECT_GT(hammer.ok_.size(), 100u);
-  EXPECT_GE(store->Stats().script_reloads, 1u) << "the flush was noticed and the script reloaded";
   ExpectEveryKeyHasATtl(*server, seconds(1));
 }
 
@@ -81,17 +101,24 @@ TEST(RedisFailure, RestartMidRunFailsOnlyWithinTheRestartWindow) {
                                   .reconnect_max = milliseconds(200)};
   auto store = MustOpen(options);
   Hammer hammer(*store, 4);
-  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_TRUE(hammer.Await([&] { return hammer.ok_.size() >= 100; })) << "a steady load first";
   const auto down = SteadyClock::now();
   server->Kill();  // no goodbye: connections just break
-  std::this_thread::sleep_for(milliseconds(150));
+  ASSERT_TRUE(hammer.Await([&] { return !hammer.failed_.empty(); })) << "the loss noticed";
   ASSERT_TRUE(server->Restart().ok());
   const auto up = SteadyClock::now();
-  std::this_thread::sleep_for(milliseconds(1500));
+  // Failures only between the kill and the restart plus one backoff step and a deadline; the
+  // hammer runs until it has decided past that window.
+  const auto window_end = up + options.reconnect_max + options.deadline + milliseconds(200);
+  ASSERT_TRUE(hammer.Await([&] {
+    size_t after = 0;  // the latest decisions are at the back
+    for (auto at = hammer.ok_.rbegin(); at != hammer.ok_.rend() && *at > window_end; ++at) {
+      ++after;
+    }
+    return after > 10;
+  })) << "decisions continue after the restart";
   hammer.Stop();
 
-  // Failures only between the kill and the restart plus one backoff step and a deadline.
-  const auto window_end = up + options.reconnect_max + options.deadline + milliseconds(200);
   size_t in_window = 0;
   for (const auto& [at, status] : hammer.failed_) {
     EXPECT_GE(at, down) << status.ToString();
