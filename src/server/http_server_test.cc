@@ -14,6 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,6 +90,42 @@ bool Readable(int fd, int timeout_ms) {
   return poll(&p, 1, timeout_ms) == 1;
 }
 
+// A manual clock that counts the server's coarse readings. The server reads it once per look at
+// its deadlines (a connection's start, each firing of a deadline timer), so a test can wait for
+// it to have looked, instead of waiting for time to pass.
+class CountingClock final : public Clock {
+ public:
+  Nanos Now() const override { return clock_.Now(); }
+  Nanos Monotonic() const override { return clock_.Monotonic(); }
+  Nanos MonotonicCoarse() const override {
+    {
+      std::lock_guard lock(mu_);
+      ++coarse_reads_;
+    }
+    read_.notify_all();
+    return clock_.MonotonicCoarse();
+  }
+  bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Nanos deadline,
+                 const std::function<bool()>& done) const override {
+    return clock_.WaitUntil(cv, lock, deadline, done);
+  }
+  void Advance(Nanos d) { clock_.Advance(d); }
+
+  // Blocks until the server has read the clock `n` more times (false after 10 s without): with
+  // one I/O thread, the reading before the last has then been acted on.
+  bool AwaitCoarseReads(uint64_t n) const {
+    std::unique_lock lock(mu_);
+    const uint64_t until = coarse_reads_ + n;
+    return read_.wait_for(lock, std::chrono::seconds(10), [&] { return coarse_reads_ >= until; });
+  }
+
+ private:
+  ManualClock clock_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable read_;
+  mutable uint64_t coarse_reads_ = 0;  // guarded by mu_
+};
+
 class HttpServerClockTest : public ::testing::TestWithParam<HttpIo> {
  protected:
   HttpServerClockTest()
@@ -111,7 +150,7 @@ class HttpServerClockTest : public ::testing::TestWithParam<HttpIo> {
     ASSERT_EQ(server_->io(), GetParam());
   }
 
-  ManualClock clock_;
+  CountingClock clock_;
   MemoryStore store_;
   Metrics metrics_;
   Logger log_;
@@ -126,9 +165,10 @@ TEST_P(HttpServerClockTest, HeaderDeadlineFollowsTheInjectedClock) {
   Client client(server_->port());
   ASSERT_TRUE(client.connected());
   ASSERT_TRUE(client.Send("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "));
-  // Six times the header timeout of real time, a dozen ticks: the manual clock has not moved,
-  // so the connection is still open.
-  EXPECT_FALSE(Readable(client.fd(), 300));
+  // Five more looks at its deadlines (the connection's start among them at most twice): the
+  // server's timer has fired with the manual clock standing still, and the connection is open.
+  ASSERT_TRUE(clock_.AwaitCoarseReads(5));
+  EXPECT_FALSE(Readable(client.fd(), 0));
   clock_.Advance(std::chrono::milliseconds(51));
   ASSERT_TRUE(Readable(client.fd(), 5000));
   EXPECT_EQ(client.Receive(), "");  // closed, unanswered
@@ -143,7 +183,8 @@ TEST_P(HttpServerClockTest, KeepAliveWaitEndsOnTheInjectedClock) {
     ASSERT_TRUE(Readable(client.fd(), 5000));
     EXPECT_EQ(client.Receive().substr(0, 15), "HTTP/1.1 200 OK");
   }
-  EXPECT_FALSE(Readable(client.fd(), 200));
+  ASSERT_TRUE(clock_.AwaitCoarseReads(5));  // as above: the timer looked, the clock stood still
+  EXPECT_FALSE(Readable(client.fd(), 0));
   clock_.Advance(std::chrono::milliseconds(51));
   ASSERT_TRUE(Readable(client.fd(), 5000));
   EXPECT_EQ(client.Receive(), "");
