@@ -3,18 +3,13 @@
 //
 // Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
 // granted it (each its units left, its local expiry and its grant), the demand seen at this
-// instance in the last two periods of `ttl`, and whether an ask for more is in flight. A key's
-// target is its demand per ttl (extrapolated from the current period's rate once the store's
-// round trip is known), within its share; it renews once half of that is spent or what is left
-// covers less than two round trips of demand. Begin()
-// takes a request: when every entry is covered by a live lot it spends from the lots (earliest
-// expiry first) and answers; otherwise it says which entries should ask the store for a lease,
-// and which keys need a renewal of their own. A key whose last ask the store could not fill
-// (it gave less, or refused) is dry for about one more round trip: a request its lots cannot
-// cover is then refused here, nothing spent, and a renewal sent if none is in flight, rather
-// than sent after the renewal to wait a round trip for the same answer. Lots end at their expiry,
-// when their key is used with another limit, or all at once (TakeAll); what they held unspent is
-// returned by TakeEnded() to be given back.
+// instance in the last two periods of `ttl`, and whether an ask for more is in flight; a key's
+// target, renewal and dryness follow docs/algorithms.md, Leases. Begin() takes a request: when
+// every entry is covered by a live lot it spends from the lots (earliest expiry first) and
+// answers; a dry key's request its lots cannot cover is refused, nothing spent; otherwise it says
+// which entries should ask the store for a lease, and which keys need a renewal of their own.
+// Lots end at their expiry, when their key is used with another limit, or all at once (TakeAll);
+// what they held unspent is returned by TakeEnded() to be given back.
 //
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once

@@ -6,17 +6,12 @@
 // request, for a lease: the store consumes the request's cost and then up to L more units, as
 // many as fit (EntryRef::lease). Later requests whose every entry is covered by live leases are
 // answered here, in memory; any other request goes to the store as it would without leases (and
-// may ask for one). L follows the key's demand at this instance (units per `ttl`), within
-// capacity · max_share / instances, so that all instances together hold at most max_share of it;
-// with a store a measured round trip away, L also covers three round trips of the key's current
-// rate. A lease is renewed, off the request path, once half of what the key should hold is spent
-// or what is left covers less than two round trips; a key whose last ask the store could not fill
-// is refused here, for three round trips, when its leases cannot cover a request. A lease is
-// spent earliest-expiring first and never after its local expiry: `ttl` after the request
-// that took it was sent, for a fixed window no later than its window's end, less 1/1024 for the
-// two clocks' rates. Its unspent units are then given back (EntryOp::kGiveBack: only what still
-// counts), batched, by ReturnEnded() — a thread when return_interval is set. A refund of a key
-// with live leases goes back into them (never beyond what they were granted).
+// may ask for one). How L is sized (the key's demand, within its instance's share of
+// max_share), when a lease is renewed, when a key is refused here as dry and when a lease
+// expires: docs/algorithms.md, Leases, the rules' one statement. Unspent units of an ended lease
+// are given back (EntryOp::kGiveBack: only what still counts), batched, by ReturnEnded() — a
+// thread when return_interval is set. A refund of a key with live leases goes back into them
+// (never beyond what they were granted).
 //
 // What a decision from a lease reports: verdict kAllowed (a dry key's refusal: kDenied, nothing
 // spent, retry_after one round trip); remaining is the units the key's
@@ -24,8 +19,8 @@
 // never more than the store granted); reset_after is the latest grant's, less the time since.
 // A decision from the store reports remaining as the store's plus what this instance now holds
 // for the key. Put it above the circuit breaker: while the store is down, leases keep being
-// spent, exactly, and only requests they do not cover meet the failure mode (or, within three
-// round trips of a dry answer, a refusal here).
+// spent, exactly, and only requests they do not cover meet the failure mode (or, for a dry key, a
+// refusal here).
 //
 // Thread-safety: as every Store. Store calls it makes answer into state shared with their
 // callbacks, so the store may answer after the LeaseStore is gone.
