@@ -1,6 +1,8 @@
 """Connection limits: a slow-drip (slowloris) header is cut off at header_timeout however it is
 paced, a silent body at body_timeout, and past max_connections new connections are closed."""
+import re
 import socket
+import subprocess
 import threading
 import time
 import unittest
@@ -107,6 +109,23 @@ class Pipelining(unittest.TestCase):
         return sum(self.s.metric('caudal_decisions_total{api="http",policy="p",outcome="%s"}' % o)
                    for o in ("allowed", "denied"))
 
+    def out_of_send_room(self, c):
+        """True once the server's socket to `c` has no room to send (the kernel's own account,
+        `ss -m`: queued bytes w at the send buffer tb, or past the two thirds at which it is no
+        longer writable once tb has grown to its most): the server's next write waits until `c`
+        reads, and nothing else frees room."""
+        out = subprocess.run(
+            ["ss", "-tmnH", "state", "established",
+             "( sport = :%d and dport = :%d )" % (self.s.port, c.getsockname()[1])],
+            capture_output=True, text=True, check=True).stdout
+        m = re.search(r"\btb(\d+),.*\bw(\d+),", out)
+        if m is None:
+            return False
+        tb, w = int(m.group(1)), int(m.group(2))
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            most = int(f.read().split()[2])
+        return w >= tb or (tb >= most and 3 * w > 2 * tb)
+
     def test_pipelined_answers_beyond_the_socket_buffers_arrive_whole_and_in_order(self):
         # The client reads nothing until the server has stopped deciding (its send buffer is
         # full), so answers are written partly, asynchronously, and the requests still buffered
@@ -119,12 +138,9 @@ class Pipelining(unittest.TestCase):
             sender = threading.Thread(target=c.sendall, args=(wire,))
             sender.start()
 
-            def stalled():  # stopped deciding: blocked on its socket (or, on a huge buffer, done)
-                before = self.decided()
-                time.sleep(0.05)
-                return before > 0 and self.decided() == before
-
-            wait_until(stalled, "the server to stop on a full socket buffer")
+            # Stopped deciding: blocked on its socket (or, on a huge buffer, done).
+            wait_until(lambda: self.out_of_send_room(c) or self.decided() == n,
+                       "the server to stop on a full socket buffer")
             received = bytearray()
             statuses = []
             while len(statuses) < n:
