@@ -122,7 +122,7 @@ const Table<StoreConfig>& StoreTable() {
        .doc = "the store's password from a file (a mounted secret), read at each connection"},
       {.name = "timeout",
        .value = R::Duration(&StoreConfig::timeout, milliseconds(1), std::chrono::seconds(10)),
-       .doc = "the store's deadline per decision"},
+       .doc = "the store's deadline per decision, and per Idempotency-Key or admin record call"},
       {.name = "on_failure",
        .value =
            R::Choice(&StoreConfig::on_failure, ParseFailureMode, FailureModeName, kFailureModes),
@@ -136,7 +136,7 @@ const Table<StoreConfig>& StoreTable() {
       {.name = "max_record_calls",
        .value = R::Integer(&StoreConfig::max_record_calls, 1, 1'000'000),
        .doc = "remote stores: Idempotency-Key and runtime override calls waiting or in flight; "
-              "beyond them a call fails at once (503, nothing charged)"},
+              "beyond them a call fails at once, as when the store fails"},
       {.name = "over_limit_cache",
        .value = R::Bool(&StoreConfig::over_limit_cache),
        .doc = "remote stores: refuse a flooding key without asking the store again"},

@@ -207,12 +207,14 @@ using Indices = Small<size_t>;
 // One decision in flight: owns its plan; kept alive by the store callbacks.
 class Engine::Operation : public std::enable_shared_from_this<Operation> {
  public:
-  Operation(Engine& engine, std::shared_ptr<const Snapshot> snap, Api api, CheckCallback done)
+  Operation(Engine& engine, std::shared_ptr<const Snapshot> snap, Api api, CheckCallback done,
+            Status store_failed = Status::Ok())
       : engine_(engine),
         snap_(std::move(snap)),
         api_(api),
         done_(std::move(done)),
-        start_(engine.clock_.Monotonic()) {}
+        start_(engine.clock_.Monotonic()),
+        store_failed_(std::move(store_failed)) {}
 
   void Abort(Status s) { Complete(std::move(s)); }
 
@@ -303,6 +305,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   void Send(Store& store, Indices checks, bool consume, bool local, Then then) {
     auto batch = std::make_shared<Batch>();
     batch->checks = std::move(checks);
+    // CheckRequest::store_failed: answered its error, as the store would have, asking nothing.
+    if (!local && !store_failed_.ok()) return then(*this, store_failed_, *batch);
     Small<int64_t> net;
     if (local) {
       for (size_t i : batch->checks) {
@@ -719,8 +723,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   Nanos start_;
   Plan plan_;
   std::atomic<size_t> pending_{0};
-  Status store_error_;    // written before the failover, read after it (one thread at a time)
-  Indices local_shadow_;  // all-or-nothing: shadow checks to decide locally
+  const Status store_failed_;  // CheckRequest::store_failed
+  Status store_error_;         // written before the failover, read after it (one thread at a time)
+  Indices local_shadow_;       // all-or-nothing: shadow checks to decide locally
 };
 
 Engine::Engine(Store& store, const Clock& clock, EngineOptions options)
@@ -814,7 +819,8 @@ std::shared_ptr<const Engine::Snapshot> Engine::snapshot() const {
 
 void Engine::CheckAsync(CheckRequest request, CheckCallback done) {
   auto snap = snapshot_.load(std::memory_order_acquire);
-  auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done));
+  auto op = std::make_shared<Operation>(*this, snap, request.api, std::move(done),
+                                        std::move(request.store_failed));
   auto plan = engine_internal::PlanPolicies(*snap, request);
   if (!plan.ok()) return op->Abort(plan.status());  // nothing was sent to the store
   if (plan->takes_slots) plan->hold = engine_internal::NewHoldId();

@@ -276,6 +276,45 @@ TEST_F(EngineTest, PerPolicyFailureModesOverrideTheDefault) {
   EXPECT_EQ(MustCheck({{"api_key", "k"}, {"tenant", "t"}}).outcome, Outcome::kUnavailable);
 }
 
+// CheckRequest::store_failed (an Idempotency-Key request whose record could not be read): each
+// check follows its failure mode as if the store had failed, and the store is never asked.
+TEST_F(EngineTest, AStoreGivenAsFailedIsNotAskedAndEachCheckFollowsItsFailureMode) {
+  Install({[] {
+             PolicySpec s = Spec("open", {"api_key"}, {Bucket(1, {1, minutes(1)})});
+             s.on_failure = FailureMode::kAllow;
+             return s;
+           }(),
+           [] {
+             PolicySpec s = Spec("alone", {"account"}, {Bucket(1, {1, minutes(1)})});
+             s.on_failure = FailureMode::kLocal;
+             return s;
+           }(),
+           Spec("closed", {"tenant"}, {Bucket(1, {1, minutes(1)})})},
+          {.on_failure = FailureMode::kDeny, .instances = 1});
+  const auto failed = [this](Descriptors d) {
+    auto r = engine_.Check({.descriptors = std::move(d),
+                            .cost = std::nullopt,
+                            .store_failed = Status::Unavailable("redis: no answer within 10ms")});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? std::move(*r) : CheckResult{};
+  };
+  const CheckResult open = failed({{"api_key", "k"}});
+  EXPECT_TRUE(open.allowed());
+  EXPECT_TRUE(open.degraded);
+  EXPECT_EQ(open.results[0].decided_by, DecidedBy::kFailOpen);
+  EXPECT_EQ(open.store_error.message(), "redis: no answer within 10ms");
+  EXPECT_EQ(failed({{"account", "a"}}).results[0].decided_by, DecidedBy::kLocal);
+  EXPECT_EQ(failed({{"tenant", "t"}}).outcome, Outcome::kUnavailable);
+  EXPECT_EQ(store_.calls(), 0u);
+  // Nothing was charged: the store still has the whole of each limit (one unit).
+  for (const Descriptors& d :
+       std::vector<Descriptors>{{{"api_key", "k"}}, {{"account", "a"}}, {{"tenant", "t"}}}) {
+    const CheckResult r = MustCheck(d);
+    EXPECT_TRUE(r.allowed());
+    EXPECT_EQ(r.results[0].decided_by, DecidedBy::kStore);
+  }
+}
+
 TEST_F(EngineTest, ChangedLimitGetsFreshState) {
   Install({Spec("p", {"api_key"}, {Bucket(1, {1, minutes(1)})})});
   EXPECT_TRUE(MustCheck({{"api_key", "k"}}).allowed());

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <future>
 
+#include "caudal/common/rate.h"
 #include "common/cat.h"
 #include "redis/sentinel_protocol.h"
 
@@ -59,7 +60,9 @@ std::string Address(const RedisUrl& url) { return Cat(url.host, ':', url.port); 
 }  // namespace
 
 RoutedCallsOptions RecordCallsOptions(const RedisStoreOptions& options) {
-  return {.timeout = options.connect_timeout,
+  return {.timeout = options.deadline,
+          .connect_timeout = options.connect_timeout,
+          .stall_timeout = options.stall_timeout,
           .connections = 2,
           .max_calls = options.max_record_calls,
           .reconnect_min = options.reconnect_min,
@@ -132,7 +135,7 @@ void RoutedCalls::Begin(const CallPtr& call) {
     // (CheckStallsLater) or it leaves the queue it waits in (a server's first connections, the
     // sentinels' answer: each bounded by the timeout too).
     Answer(*call,
-           Status::Unavailable(Cat("redis: no answer within ", options_.timeout.count(), "ms")));
+           Status::Unavailable(Cat("redis: no answer within ", FormatDuration(options_.timeout))));
   });
   Attempt(call);
 }
@@ -167,7 +170,7 @@ void RoutedCalls::AskSentinel(size_t i, Status why) {
   if (i >= sentinel_->sentinels.size()) return fail_waiting(why);
   asking_ = OneShot::Ask(
       runner_, clock_, sentinel_->Sentinel(sentinel_->sentinels[i]),
-      {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel_->master_name}, options_.timeout,
+      {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinel_->master_name}, options_.connect_timeout,
       [this, i](Result<Reply> r) {
         asking_.reset();
         if (!r.ok()) return AskSentinel(i + 1, r.status());
@@ -213,8 +216,8 @@ RoutedCalls::Server* RoutedCalls::ServerFor(const RedisUrl& url) {
                                                    .script_sha1 = sha1_,
                                                    .require_primary = sentinel_.has_value()},
                                          .connections = options_.connections,
-                                         .connect_timeout = options_.timeout,
-                                         .stall_timeout = options_.timeout,
+                                         .connect_timeout = options_.connect_timeout,
+                                         .stall_timeout = options_.stall_timeout,
                                          .reconnect_min = options_.reconnect_min,
                                          .reconnect_max = options_.reconnect_max},
                              static_cast<NodeListener&>(*this), counters_);

@@ -11,10 +11,11 @@
 // pipelined on them as EVALSHA, and a NOSCRIPT (SCRIPT FLUSH, a restart) loads it again and
 // resends. At most `max_calls` calls are in flight (waiting to be sent or sent, until answered
 // or their connection is dropped); beyond it a call fails at once with kResourceExhausted, and a
-// follow-up call (one that ends work a call before it started) may take as many again. A
-// connection whose oldest call waited `timeout` is dropped, so a server that stops answering
-// holds no more than the bound. At most kMaxServers servers are kept (Cluster: idle ones go
-// first).
+// follow-up call (one that ends work a call before it started) may take as many again. A call
+// unanswered at its `timeout` fails then, and stays counted until its connection answers or is
+// dropped: a connection whose oldest call waited `stall_timeout` is, so a server that stops
+// answering holds no more than the bound. At most kMaxServers servers are kept (Cluster: idle
+// ones go first).
 //
 // Thread-safety: Ask and AskAndWait may be called from any thread (AskAndWait never from the io
 // thread); Shutdown and the routing state belong to the io thread.
@@ -43,16 +44,21 @@
 namespace caudal::redis {
 
 struct RoutedCallsOptions {
-  // A call's answer, over all its tries; also each connection's connect timeout and the stall
-  // after which a connection is dropped.
-  std::chrono::milliseconds timeout{2000};
+  // A call's answer, over all its tries, connecting and asking the sentinels included: the
+  // store's deadline (store.timeout), as for a decision.
+  Micros timeout = std::chrono::milliseconds(10);
+  // A connection's setup (resolve, TCP, TLS, AUTH, SELECT, SCRIPT LOAD), and a sentinel's answer.
+  std::chrono::milliseconds connect_timeout{2000};
+  // A connection whose oldest call has waited this long is dropped and made again.
+  std::chrono::milliseconds stall_timeout{2000};
   size_t connections = 2;  // per server
   size_t max_calls = 1024;
   std::chrono::milliseconds reconnect_min{10};
   std::chrono::milliseconds reconnect_max{500};
 };
 
-// A store's RoutedCallsOptions: its connect_timeout, max_record_calls and reconnect backoff.
+// A store's RoutedCallsOptions: its deadline, connect_timeout, stall_timeout, max_record_calls
+// and reconnect backoff.
 RoutedCallsOptions RecordCallsOptions(const RedisStoreOptions& options);
 
 class RoutedCalls final : private NodeListener {

@@ -599,13 +599,12 @@ HttpServerOptions ServerOptionsFrom(const ServerConfig& c) {
 }
 
 ForwardAuthOptions ForwardAuthFrom(const ServerConfig& c) {
-  return {.trusted_proxies = c.trusted_proxies,
-          .descriptor_headers = c.descriptor_headers,
-          .caller = CallerAuthFrom(c.auth),
-          .admin_token = c.admin.token,
-          .idempotency = {.window = c.idempotency.window,
-                          .in_progress = c.idempotency.in_progress,
-                          .on_failure = FailureMode::kDeny}};
+  return {
+      .trusted_proxies = c.trusted_proxies,
+      .descriptor_headers = c.descriptor_headers,
+      .caller = CallerAuthFrom(c.auth),
+      .admin_token = c.admin.token,
+      .idempotency = {.window = c.idempotency.window, .in_progress = c.idempotency.in_progress}};
 }
 
 CallerAuth CallerAuthFrom(const CallerAuthConfig& c) {

@@ -87,21 +87,8 @@ void AppendCanonical(const json::value& v, std::string& out) {
 Reply Refusal(int status, std::string code, std::string message) {
   Reply r = http_api::ErrorReply(
       {.status = status, .code = std::move(code), .message = std::move(message)});
-  if (status == 409 || status == 503) r.headers.Add("Retry-After", 1);
+  if (status == 409) r.headers.Add("Retry-After", 1);
   return r;
-}
-
-// The records failed (`why`; none: unreadable); kResourceExhausted is the store's bound on calls
-// in flight, which a flood of keyed requests reaches.
-Reply Unavailable(const Status& why = Status::Ok()) {
-  if (why.code() == StatusCode::kResourceExhausted) {
-    return Refusal(503, "idempotency_unavailable",
-                   "too many requests with an Idempotency-Key are in flight; nothing was charged: "
-                   "retry with the same key");
-  }
-  return Refusal(503, "idempotency_unavailable",
-                 "the Idempotency-Key records cannot be read now; nothing was charged: retry with "
-                 "the same key");
 }
 
 // ParseKeyField, but for the key of a refused field, partly read.
@@ -268,22 +255,15 @@ void Idempotent::Run(const IdempotencyOptions& options, Request request, Decide 
 
 void Idempotent::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed) {
   const Counters& n = call->counters;
-  if (!claimed.ok()) {
-    Count(n.unavailable);
-    if (call->options.on_failure == FailureMode::kDeny) {
-      return call->answer(Unavailable(claimed.status()));
-    }
-    return call->decide(std::move(call->answer));
-  }
+  if (!claimed.ok()) return Unreadable(call, claimed.status());
   switch (claimed->outcome) {
     case ClaimOutcome::kClaimed:
       Count(n.first);
-      return call->decide([call](Reply reply) { Decided(call, std::move(reply)); });
+      return call->decide(Status::Ok(), [call](Reply reply) { Decided(call, std::move(reply)); });
     case ClaimOutcome::kDone: {
       std::optional<Reply> first = DecodeReply(claimed->result);
       if (!first) {
-        Count(n.unavailable);
-        return call->answer(Unavailable());
+        return Unreadable(call, Status::Internal("an Idempotency-Key record holds no reply"));
       }
       Count(n.replayed);
       first->headers.Add(kReplayedHeader, "true");
@@ -300,6 +280,16 @@ void Idempotent::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyCl
                                   "this Idempotency-Key was used for another request body; "
                                   "nothing was charged"));
   }
+}
+
+// The record cannot be read: decided as a request is when the store fails, by the failure modes,
+// asking the store nothing, so that nothing is charged there that no record says was charged;
+// no claim was made, so nothing is kept. (A kInvalidArgument would be the call's own fault, not
+// the client's: it must not become a 400.)
+void Idempotent::Unreadable(const std::shared_ptr<Call>& call, const Status& why) {
+  Count(call->counters.unavailable);
+  call->decide(why.code() == StatusCode::kInvalidArgument ? Status::Internal(why.message()) : why,
+               std::move(call->answer));
 }
 
 // A decision (200, 429) is kept before it is answered, so that a retry arriving as soon as the

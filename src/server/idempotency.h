@@ -83,15 +83,21 @@ class Idempotent {
   // `store` and `metrics` must outlive this object.
   Idempotent(IdempotencyStore& store, Metrics& metrics);
 
-  // The endpoint's decision: calls its argument exactly once with the reply.
-  using Decide = std::function<void(std::function<void(http_api::Reply)>)>;
+  // The endpoint's decision: calls `then` exactly once with the reply. `records` is ok when the
+  // request's record was claimed; otherwise it is why the record could not be read, and the
+  // endpoint decides as it does when the store fails with that error, asking the store nothing
+  // (a check or reserve: CheckRequest::store_failed, each policy by its failure mode; a settle:
+  // its 503).
+  using Decide =
+      std::function<void(const Status& records, std::function<void(http_api::Reply)> then)>;
   // Answers `request` through `answer` (exactly once, possibly on the store's thread): claims its
   // record for options.in_progress; when claimed, decides, then keeps a 200 or a 429 for
   // options.window before answering it, and releases the claim on any other answer (nothing was
   // charged: a retry decides). A done record is replayed (Idempotent-Replayed: true), one in
-  // progress refused with 409, one of another fingerprint with 422, neither deciding. When the
-  // store fails: a kDeny on_failure answers 503 idempotency_unavailable, the others decide as if
-  // the request had no key.
+  // progress refused with 409, one of another fingerprint with 422, neither deciding. A record
+  // that cannot be read (the store failed or passed its deadline, its calls are at their bound,
+  // or what it holds is not a reply) is decided by the failure modes (Decide), not recorded.
+  // Each record call is bounded by the store's deadline (store.timeout).
   void Run(const IdempotencyOptions& options, Request request, Decide decide,
            std::function<void(http_api::Reply)> answer) const;
   // A request refused for its Idempotency-Key field (400), counted.
@@ -109,6 +115,7 @@ class Idempotent {
   };
   struct Call;
   static void Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed);
+  static void Unreadable(const std::shared_ptr<Call>& call, const Status& why);
   static void Decided(const std::shared_ptr<Call>& call, http_api::Reply reply);
 
   IdempotencyStore& store_;

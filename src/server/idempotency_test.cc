@@ -1,7 +1,8 @@
 // Idempotency-Key: the field's syntax, the record's key and fingerprint, and POST /v1/check
 // through routes::Dispatch (no sockets) on a memory store: a replay answers the first status and
 // body with Idempotent-Replayed, charging nothing; another body is 422, a duplicate in progress
-// 409, a malformed key 400, none of them charged; a failing record store follows on_failure.
+// 409, a malformed key 400, none of them charged; records that cannot be read are answered what a
+// request without a key is answered when the store fails, charging it nothing.
 #include "server/idempotency.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,44 @@ class Capture final : public routes::Responder {
   std::optional<http_api::Reply> reply_;
 };
 
+// A Store that cannot be reached: every decision fails with `why`.
+class DownDecisions final : public Store {
+ public:
+  explicit DownDecisions(Status why) : why_(std::move(why)) {}
+  void DecideAsync(std::span<const EntryRef>, DecideCallback done) override {
+    calls_.fetch_add(1);
+    done(why_);
+  }
+  Status Ping() override { return why_; }
+  std::string_view Name() const override { return "down"; }
+  size_t calls() const { return calls_.load(); }
+
+ private:
+  Status why_;
+  std::atomic<size_t> calls_{0};
+};
+
+// The records of `inner` whose writes fail: claims and releases pass, completions are lost.
+class ClaimsOnly final : public IdempotencyStore {
+ public:
+  explicit ClaimsOnly(IdempotencyStore& inner) : inner_(inner) {}
+  void Claim(std::string_view key, std::string_view fingerprint, std::string_view claim, Micros ttl,
+             ClaimCallback done) override {
+    inner_.Claim(key, fingerprint, claim, ttl, std::move(done));
+  }
+  void Complete(std::string_view, std::string_view, std::string_view, std::string_view, Micros,
+                ChangeCallback done) override {
+    done(Status::Unavailable("redis: no answer within 10ms"));
+  }
+  void Release(std::string_view key, std::string_view fingerprint, std::string_view claim,
+               ChangeCallback done) override {
+    inner_.Release(key, fingerprint, claim, std::move(done));
+  }
+
+ private:
+  IdempotencyStore& inner_;
+};
+
 // An IdempotencyStore that cannot be reached (or, given another failure, answers it to claims).
 class DownStore final : public IdempotencyStore {
  public:
@@ -167,24 +206,33 @@ class IdempotentCheckTest : public ::testing::Test {
  protected:
   IdempotentCheckTest()
       : store_(clock_),
-        engine_(store_, clock_, {.metrics = &metrics_}),
+        local_(clock_),
+        engine_(store_, clock_, {.local_store = &local_, .metrics = &metrics_}),
         health_(store_, clock_, {}),
         records_(MakeMemoryIdempotencyStore(clock_, 1000)),
         idempotent_(*records_, metrics_) {
+    EXPECT_TRUE(engine_.SetPolicies(Policies(FailureMode::kDeny)).ok());
+    auth_.idempotency = {.window = minutes(10), .in_progress = seconds(5)};
+  }
+
+  // One policy: 3 per hour per api_key, failing as `mode` says.
+  static std::shared_ptr<const PolicySet> Policies(FailureMode mode) {
     PolicySpec spec;
     spec.name = "per-key";
     spec.identity = {"api_key"};
     spec.limits = {*Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 3, {3, hours(1)}))};
-    auto set = PolicySet::Create({spec}, {});
+    auto set = PolicySet::Create({spec}, {.on_failure = mode});
     EXPECT_TRUE(set.ok()) << set.status().ToString();
-    EXPECT_TRUE(engine_.SetPolicies(*set).ok());
-    auth_.idempotency = {.window = minutes(10), .in_progress = seconds(5)};
+    return set.ok() ? *set : nullptr;
   }
 
+  // POST /v1/check through `idempotent`'s records (default: the fixture's) and `engine` (default:
+  // the fixture's, on store_).
   http_api::Reply Post(std::string_view body,
                        std::vector<std::pair<std::string, std::string>> headers,
-                       const idempotency::Idempotent* idempotent = nullptr) {
-    const routes::Context ctx{.engine = engine_,
+                       const idempotency::Idempotent* idempotent = nullptr,
+                       Engine* engine = nullptr) {
+    const routes::Context ctx{.engine = engine != nullptr ? *engine : engine_,
                               .metrics = metrics_,
                               .health = health_,
                               .refusals = nullptr,
@@ -235,6 +283,7 @@ class IdempotentCheckTest : public ::testing::Test {
 
   ManualClock clock_;
   MemoryStore store_;
+  MemoryStore local_;  // the engine's local fallback
   Metrics metrics_;
   Engine engine_;
   StoreHealth health_;  // never started
@@ -402,41 +451,76 @@ TEST_F(IdempotentCheckTest, CallersOfDifferentCertificatesHaveKeysOfTheirOwn) {
             ClaimOutcome::kClaimed);
 }
 
-TEST_F(IdempotentCheckTest, RecordsThatCannotBeReadFailClosedByDefault) {
-  DownStore down;
-  const Idempotent idempotent(down, metrics_);
-  const http_api::Reply r = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
-  EXPECT_EQ(r.status, 503);
-  EXPECT_EQ(ErrorCode(r), "idempotency_unavailable");
-  EXPECT_EQ(r.headers.Get("Retry-After"), "1");
-  EXPECT_EQ(Drain(), 3) << "nothing charged";
-  EXPECT_EQ(Outcome("unavailable"), 1u);
-}
-
-TEST_F(IdempotentCheckTest, RecordsPastTheirBoundOnCallsInFlightAreAClear503ChargingNothing) {
-  DownStore busy(Status::ResourceExhausted("redis: 1024 calls in flight already (at most 1024)"));
-  const Idempotent idempotent(busy, metrics_);
-  const http_api::Reply r = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
-  EXPECT_EQ(r.status, 503);
-  EXPECT_EQ(ErrorCode(r), "idempotency_unavailable");
-  EXPECT_NE(r.body.find("too many requests with an Idempotency-Key are in flight"),
-            std::string::npos)
-      << r.body;
-  EXPECT_EQ(r.headers.Get("Retry-After"), "1");
-  EXPECT_EQ(Drain(), 3) << "nothing charged";
-  EXPECT_EQ(Outcome("unavailable"), 1u);
-}
-
-TEST_F(IdempotentCheckTest, RecordsThatCannotBeReadFailOpenWithStoreOnFailureAllow) {
-  DownStore down;
-  const Idempotent idempotent(down, metrics_);
-  for (FailureMode mode : {FailureMode::kAllow, FailureMode::kLocal}) {
-    auth_.idempotency.on_failure = mode;
-    const http_api::Reply r = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
-    EXPECT_EQ(r.status, 200) << "decided as if it had no key";
-    EXPECT_FALSE(r.headers.Get("Idempotent-Replayed").has_value());
+// An unreadable record is answered what a request without a key is answered when the store
+// fails, policy by policy: the same status, headers and body, at once (it asks no store).
+TEST_F(IdempotentCheckTest, AnUnreadableRecordIsAnsweredAsAPlainRequestWhenTheStoreFails) {
+  const std::vector<Status> failures = {
+      Status::Unavailable("redis at 127.0.0.1:1: connection refused"),
+      Status::Unavailable("redis: no answer within 50ms"),
+      Status::ResourceExhausted("redis: 1024 calls in flight already (at most 1024)")};
+  for (FailureMode mode : {FailureMode::kDeny, FailureMode::kAllow, FailureMode::kLocal}) {
+    for (const Status& why : failures) {
+      SCOPED_TRACE(::testing::Message() << FailureModeName(mode) << ": " << why.ToString());
+      MemoryStore local(clock_);
+      Engine engine(store_, clock_, {.local_store = &local, .metrics = &metrics_});
+      ASSERT_TRUE(engine.SetPolicies(Policies(mode)).ok());
+      DownStore down(why);
+      const Idempotent idempotent(down, metrics_);
+      const http_api::Reply keyed =
+          Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent, &engine);
+      // The same request without a key, on an engine whose store fails with the same error.
+      DownDecisions down_store(why);
+      MemoryStore other_local(clock_);
+      Engine failing(down_store, clock_, {.local_store = &other_local, .metrics = &metrics_});
+      ASSERT_TRUE(failing.SetPolicies(Policies(mode)).ok());
+      const http_api::Reply plain = Post(kBody, {}, nullptr, &failing);
+      EXPECT_EQ(keyed.status, mode == FailureMode::kDeny ? 503 : 200);
+      EXPECT_EQ(keyed.status, plain.status);
+      EXPECT_EQ(keyed.body, plain.body);
+      EXPECT_EQ(keyed.headers.Get("Caudal-Degraded"), "store_unavailable");
+      EXPECT_EQ(keyed.headers.Get("Retry-After"), plain.headers.Get("Retry-After"));
+      EXPECT_FALSE(keyed.headers.Get("Idempotent-Replayed").has_value());
+      EXPECT_EQ(down_store.calls(), 1u) << "the plain request asked its store";
+    }
   }
-  EXPECT_EQ(Drain(), 1) << "each charged: no record could say it was a retry";
+  EXPECT_EQ(Outcome("unavailable"), 9u);
+  EXPECT_EQ(Outcome("first"), 0u);
+  EXPECT_EQ(Drain(), 3) << "the store was charged nothing: no record could say it was";
+}
+
+// A record that holds no reply (another program's value under the key) cannot be replayed: the
+// request is decided by the failure modes, as when the records cannot be read.
+TEST_F(IdempotentCheckTest, ARecordHoldingNoReplyIsDecidedByTheFailureModes) {
+  const std::string record =
+      RecordKey("/v1/check", IdentityScope("", json::parse(kBody)), "order-1");
+  const std::string fingerprint = Fingerprint(json::parse(kBody));
+  ASSERT_EQ(testing::OutcomeOf(testing::ClaimOf(*records_, record, fingerprint, "c")),
+            ClaimOutcome::kClaimed);
+  ASSERT_EQ(testing::Changed(testing::CompleteOf(*records_, record, fingerprint, "c", "junk")),
+            true);
+  ASSERT_TRUE(engine_.SetPolicies(Policies(FailureMode::kAllow)).ok());
+  const http_api::Reply r = Keyed("order-1");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers.Get("Caudal-Degraded"), "store_unavailable");
+  EXPECT_FALSE(r.headers.Get("Idempotent-Replayed").has_value());
+  EXPECT_EQ(Outcome("unavailable"), 1u);
+  ASSERT_TRUE(engine_.SetPolicies(Policies(FailureMode::kDeny)).ok());
+  EXPECT_EQ(Keyed("order-1").status, 503);
+  EXPECT_EQ(Drain(), 3) << "nothing charged";
+}
+
+// A record that cannot be written after the decision: the decision is answered all the same (it
+// was charged), and the claim ends after in_progress, when a retry is decided again.
+TEST_F(IdempotentCheckTest, AnAnswerThatCannotBeRecordedIsStillAnswered) {
+  ClaimsOnly records(*records_);
+  const Idempotent idempotent(records, metrics_);
+  const http_api::Reply first = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
+  EXPECT_EQ(first.status, 200);
+  EXPECT_FALSE(first.headers.Get("Caudal-Degraded").has_value());
+  EXPECT_EQ(Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent).status, 409);
+  clock_.Advance(seconds(5));
+  EXPECT_EQ(Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent).status, 200);
+  EXPECT_EQ(Drain(), 1) << "charged twice: no record said the first was decided";
 }
 
 }  // namespace

@@ -78,10 +78,13 @@ void DecideOnce(const Context& ctx, const Request& r, std::string_view endpoint,
                        [&responder](Reply reply) { responder.Reply(std::move(reply)); });
 }
 
-// A check's decision, and a reserve's, handed to `then` as its reply.
+// A check's decision, and a reserve's, handed to `then` as its reply; by the failure modes when
+// its Idempotency-Key record could not be read.
 idempotency::Idempotent::Decide CheckDecision(Engine& engine, CheckRequest request,
                                               Reply (*reply)(const CheckResult&)) {
-  return [&engine, request = std::move(request), reply](std::function<void(Reply)> then) {
+  return [&engine, request = std::move(request), reply](const Status& records,
+                                                        std::function<void(Reply)> then) mutable {
+    request.store_failed = records;
     engine.CheckAsync(request, [then = std::move(then), reply](Result<CheckResult> result) {
       if (!result.ok()) {
         return then(http_api::ErrorReply(http_api::FromEngineError(result.status())));
@@ -271,7 +274,7 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     idempotency::Idempotent::Decide decide =
         CheckDecision(ctx.engine, std::move(parsed.request), http_api::ReserveReply);
     if (key) return DecideOnce(ctx, r, "/v1/reserve", key->key, std::move(decide), responder);
-    decide([&responder](Reply reply) { responder.Reply(std::move(reply)); });
+    decide(Status::Ok(), [&responder](Reply reply) { responder.Reply(std::move(reply)); });
     return;
   }
   if (path == "/v1/settle") {
@@ -282,13 +285,16 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
     if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
     idempotency::Idempotent::Decide decide = [&engine = ctx.engine,
                                               reservation = std::move(parsed.reservation),
-                                              cost = parsed.cost](std::function<void(Reply)> then) {
+                                              cost = parsed.cost](const Status& records,
+                                                                  std::function<void(Reply)> then) {
+      // A settle has no failure mode: the store's failure is its 503.
+      if (!records.ok()) return then(http_api::SettleReply(records));
       engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {
         then(http_api::SettleReply(result));
       });
     };
     if (key) return DecideOnce(ctx, r, "/v1/settle", key->key, std::move(decide), responder);
-    decide([&responder](Reply reply) { responder.Reply(std::move(reply)); });
+    decide(Status::Ok(), [&responder](Reply reply) { responder.Reply(std::move(reply)); });
     return;
   }
   if (path == "/v1/top-refused" && ctx.refusals != nullptr) {

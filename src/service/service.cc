@@ -44,13 +44,6 @@ envoy::RlsOptions RlsOptionsFrom(const Config& config) {
           .dynamic_metadata = config.envoy.response_dynamic_metadata};
 }
 
-// The server's reloadable options; Idempotency-Key's records fail as the store does.
-ForwardAuthOptions ForwardAuthOf(const Config& config) {
-  ForwardAuthOptions auth = ForwardAuthFrom(config.server);
-  auth.idempotency.on_failure = config.store.on_failure;
-  return auth;
-}
-
 std::unique_ptr<Logger> MakeLogger(const ServiceEnv& env, const Config& config) {
   if (env.log_sink) return std::make_unique<Logger>(env.log_sink, LoggerOptionsFrom(config));
   return std::make_unique<Logger>(LoggerOptionsFrom(config), env.clock);
@@ -228,17 +221,17 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
                                                        .refusals = &refusals,
                                                        .store_url = config.store.url},
                                         config.server.status_page);
-  auto started =
-      HttpServer::Start({.engine = *engine,
-                         .metrics = metrics,
-                         .log = *log,
-                         .health = *health,
-                         .refusals = &refusals,
-                         .status = status.get(),
-                         .admin = admin.get(),
-                         .idempotency = idempotency.get(),
-                         .clock = env.clock},
-                        ServerOptionsFrom(config.server), ForwardAuthOf(config), prepared.http_tls);
+  auto started = HttpServer::Start({.engine = *engine,
+                                    .metrics = metrics,
+                                    .log = *log,
+                                    .health = *health,
+                                    .refusals = &refusals,
+                                    .status = status.get(),
+                                    .admin = admin.get(),
+                                    .idempotency = idempotency.get(),
+                                    .clock = env.clock},
+                                   ServerOptionsFrom(config.server), ForwardAuthFrom(config.server),
+                                   prepared.http_tls);
   if (!started.ok()) return started.status();
   http = std::move(*started);
 
@@ -343,7 +336,7 @@ ReloadResult Service::Reload(Result<Config> next) {
                     "server.idempotency.window",
                     "server.idempotency.in_progress",
                     "server.shutdown_timeout"};
-  p.http->SetForwardAuth(ForwardAuthOf(now));
+  p.http->SetForwardAuth(ForwardAuthFrom(now.server));
   p.http->SetTls(prepared->http_tls);
   if (prepared->http_tls != nullptr) result.applied.push_back("server.tls (HTTP certificate)");
   // New connections to Redis present the renewed files; open ones keep theirs.

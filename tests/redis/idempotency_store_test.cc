@@ -7,6 +7,7 @@
 #include "caudal/store/idempotency_store.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <condition_variable>
 #include <mutex>
@@ -33,20 +34,43 @@ using testing::OutcomeOf;
 using testing::RedisCluster;
 using testing::RedisSentinels;
 using testing::RedisServer;
+using testing::ReleaseOf;
 
+// With a deadline (store.timeout) of 2 s: room for a loaded machine's first connections, a
+// Cluster's MOVED and a Sentinel's answer (the deadline's own test sets it short).
 Result<std::unique_ptr<IdempotencyStore>> Open(const std::string& url) {
   StoreConfig config;
   config.url = url;
+  config.timeout = std::chrono::seconds(2);
   return OpenIdempotencyStore(config, SystemClock::Instance(), 1);
 }
 
+// `timeout`: each call's deadline, and the connections' connect and stall timeouts.
 Result<std::unique_ptr<IdempotencyStore>> OpenBounded(const std::string& url, size_t max_calls,
                                                       std::chrono::milliseconds timeout) {
   RedisStoreOptions options;
   options.url = url;
   options.max_record_calls = max_calls;
+  options.deadline = timeout;
   options.connect_timeout = timeout;
+  options.stall_timeout = timeout;
   return OpenRedisIdempotencyStore(SystemClock::Instance(), std::move(options));
+}
+
+// The store a config names, as `caudal serve` opens it.
+Result<std::unique_ptr<IdempotencyStore>> OpenConfigured(const std::string& store_yaml) {
+  Result<Config> config = ParseConfig(Cat("store: ", store_yaml, "\npolicies: []\n"), "test.yaml");
+  if (!config.ok()) return config.status();
+  return OpenIdempotencyStore(config->store, SystemClock::Instance(), 1);
+}
+
+// How long `call` took to answer, in real time (what a client waits).
+template <typename Call>
+std::chrono::milliseconds Timed(Call call) {
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
 }
 
 // The answers of calls issued without waiting, gathered from the store's thread.
@@ -223,6 +247,50 @@ TEST(RedisIdempotencyStore, AnUnreachableServerIsUnavailable) {
   EXPECT_EQ(ClaimOf(**store, "k", "fp", "c").status().code(), StatusCode::kUnavailable);
 }
 
+// Every call answers within the store's deadline (store.timeout), never the 2 s connect timeout:
+// a stalled Redis (SIGSTOP: connections stay open, nothing answers) fails it at the deadline,
+// on a connection made before the stall and on one still being made; a killed one (refused)
+// fails it at once.
+TEST(RedisIdempotencyStore, CallsAnswerWithinTheStoresDeadlineWhenRedisStallsOrDies) {
+  auto server = RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  constexpr auto kDeadline = std::chrono::milliseconds(50);
+  // Far below the connect timeout (2 s), with room for a loaded machine.
+  constexpr auto kLate = kDeadline + std::chrono::milliseconds(250);
+  const std::string store = Cat("{url: '", (*server)->url(), "', timeout: 50ms}");
+  auto warm = OpenConfigured(store);
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  ASSERT_EQ(OutcomeOf(ClaimOf(**warm, "warm", "fp", "c")), ClaimOutcome::kClaimed);
+  auto cold = OpenConfigured(store);  // connects at its first call, during the stall
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+
+  ASSERT_EQ(kill((*server)->pid(), SIGSTOP), 0);
+  for (IdempotencyStore* s : {warm->get(), cold->get()}) {
+    for (int i = 0; i < 3; ++i) {
+      Result<IdempotencyClaim> claim = IdempotencyClaim{};
+      const auto took = Timed([&] { claim = ClaimOf(*s, Key("stalled-", i), "fp", "c"); });
+      EXPECT_EQ(claim.status().code(), StatusCode::kUnavailable) << claim.status().ToString();
+      EXPECT_GE(took, kDeadline) << "answered before its deadline: " << claim.status().ToString();
+      EXPECT_LT(took, kLate) << (s == warm->get() ? "warm" : "cold");
+    }
+  }
+  Result<bool> changed = false;
+  EXPECT_LT(Timed([&] { changed = CompleteOf(**warm, "warm", "fp", "c", "r"); }), kLate);
+  EXPECT_EQ(changed.status().code(), StatusCode::kUnavailable);
+  EXPECT_LT(Timed([&] { changed = ReleaseOf(**warm, "warm", "fp", "c"); }), kLate);
+  EXPECT_EQ(changed.status().code(), StatusCode::kUnavailable);
+  ASSERT_EQ(kill((*server)->pid(), SIGCONT), 0);
+
+  (*server)->Kill();
+  auto after = OpenConfigured(store);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  for (IdempotencyStore* s : {warm->get(), cold->get(), after->get()}) {
+    Result<IdempotencyClaim> claim = IdempotencyClaim{};
+    EXPECT_LT(Timed([&] { claim = ClaimOf(*s, "refused", "fp", "c"); }), kLate);
+    EXPECT_EQ(claim.status().code(), StatusCode::kUnavailable) << claim.status().ToString();
+  }
+}
+
 TEST(RedisIdempotencyStore, AFloodOfCallsSharesAFewConnections) {
   auto server = RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
@@ -265,13 +333,11 @@ TEST(RedisIdempotencyStore, CallsBeyondTheBoundFailAtOnceWhileRedisIsHeld) {
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   auto proxy = testing::DelayProxy::Start({.target_port = (*server)->port()});
   ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
-  // The bound as an operator sets it: store.max_record_calls.
+  // The bound as an operator sets it: store.max_record_calls (a deadline long enough that the
+  // held calls wait for Redis).
   constexpr size_t kBound = 8;
-  Result<Config> config = ParseConfig(
-      Cat("store: {url: '", (*proxy)->url(), "', max_record_calls: ", kBound, "}\npolicies: []\n"),
-      "test.yaml");
-  ASSERT_TRUE(config.ok()) << config.status().ToString();
-  auto store = OpenIdempotencyStore(config->store, SystemClock::Instance(), 1);
+  auto store = OpenConfigured(
+      Cat("{url: '", (*proxy)->url(), "', timeout: 10s, max_record_calls: ", kBound, "}"));
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   ASSERT_EQ(OutcomeOf(ClaimOf(**store, "warm", "fp", "c")), ClaimOutcome::kClaimed);
   (*proxy)->Hold();

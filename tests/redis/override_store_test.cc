@@ -5,7 +5,9 @@
 #include "caudal/store/override_store.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <functional>
 #include <thread>
 
 #include "caudal/config/store_registry.h"
@@ -20,6 +22,10 @@ namespace {
 using testing::RedisCluster;
 using testing::RedisSentinels;
 using testing::RedisServer;
+
+// store.timeout: room for a loaded machine's first connections, a Cluster's MOVED and a
+// Sentinel's answer (the deadline's own test sets it short).
+constexpr auto kDeadline = std::chrono::seconds(2);
 
 void ExerciseStore(OverrideStore& s) {
   auto v0 = s.Version();
@@ -72,6 +78,7 @@ TEST(RedisOverrideStore, KeepsRecordsInOneServer) {
   auto server = RedisServer::Start();
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   StoreConfig config;
+  config.timeout = kDeadline;
   config.url = (*server)->url();
   auto store = OpenOverrideStore(config, SystemClock::Instance());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -89,6 +96,7 @@ TEST(RedisOverrideStore, FollowsMovedOnRedisCluster) {
   ASSERT_TRUE(owner.ok());
   const size_t other = (*owner + 1) % (*cluster)->size();
   StoreConfig config;
+  config.timeout = kDeadline;
   config.url = "redis-cluster://127.0.0.1:" + std::to_string((*cluster)->node(other).port());
   auto store = OpenOverrideStore(config, SystemClock::Instance());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -99,6 +107,7 @@ TEST(RedisOverrideStore, KeepsRecordsOnTheSentinelsPrimary) {
   auto sentinels = RedisSentinels::Start();
   ASSERT_TRUE(sentinels.ok()) << sentinels.status().ToString();
   StoreConfig config;
+  config.timeout = kDeadline;
   config.url = (*sentinels)->url();
   auto store = OpenOverrideStore(config, SystemClock::Instance());
   ASSERT_TRUE(store.ok()) << store.status().ToString();
@@ -108,6 +117,44 @@ TEST(RedisOverrideStore, KeepsRecordsOnTheSentinelsPrimary) {
   auto keys = (*sentinels)->server(*primary).Keys("caudal:{overrides}:*");
   ASSERT_TRUE(keys.ok());
   EXPECT_EQ(keys->size(), 3u) << "written on the primary";
+}
+
+// Every call answers within the store's deadline (store.timeout), never the 2 s connect timeout:
+// a stalled Redis (SIGSTOP) fails it at the deadline, a killed one at once.
+TEST(RedisOverrideStore, CallsAnswerWithinTheStoresDeadlineWhenRedisStallsOrDies) {
+  auto server = RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  StoreConfig config;
+  config.url = (*server)->url();
+  config.timeout = std::chrono::milliseconds(50);
+  // Far below the connect timeout (2 s), with room for a loaded machine.
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  auto warm = OpenOverrideStore(config, SystemClock::Instance());
+  ASSERT_TRUE(warm.ok()) << warm.status().ToString();
+  ASSERT_TRUE((*warm)->Version().ok());
+  auto cold = OpenOverrideStore(config, SystemClock::Instance());  // connects during the stall
+  ASSERT_TRUE(cold.ok()) << cold.status().ToString();
+  const auto timed = [](const std::function<Status()>& call) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = call();
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+    return std::chrono::steady_clock::now() - start;
+  };
+  ASSERT_EQ(kill((*server)->pid(), SIGSTOP), 0);
+  for (OverrideStore* s : {warm->get(), cold->get()}) {
+    const auto version = timed([s] { return s->Version().status(); });
+    EXPECT_GE(version, config.timeout);
+    EXPECT_LT(version, kLate);
+    EXPECT_LT(timed([s] { return s->List().status(); }), kLate);
+    EXPECT_LT(timed([s] { return s->Put("p|a|1:x", "b", std::nullopt, 10).status(); }), kLate);
+    EXPECT_LT(timed([s] { return s->Delete("p|a|1:x").status(); }), kLate);
+    EXPECT_LT(timed([s] { return s->Touch(); }), kLate);
+  }
+  ASSERT_EQ(kill((*server)->pid(), SIGCONT), 0);
+  (*server)->Kill();
+  for (OverrideStore* s : {warm->get(), cold->get()}) {
+    EXPECT_LT(timed([s] { return s->Version().status(); }), kLate);
+  }
 }
 
 }  // namespace

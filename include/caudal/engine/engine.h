@@ -71,6 +71,10 @@ struct CheckRequest {
   // `cost` is an estimate, consumed all-or-nothing in every enforced policy, each of whose limits
   // must take reservations (SupportsReserve); settle it with SettleAsync.
   std::optional<Micros> reserve = std::nullopt;
+  // Not ok: decided as when the store fails with this error, without asking it (each enforced
+  // check by its failure mode). For an Idempotency-Key request whose record could not be read
+  // (src/server/idempotency.h): the store is then charged nothing that no record says was charged.
+  Status store_failed = Status::Ok();
 };
 inline constexpr Micros kDefaultReservationTtl = std::chrono::seconds(60);
 

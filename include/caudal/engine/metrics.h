@@ -279,7 +279,7 @@ inline constexpr std::array kMetricTable = {
               {"outcome"},
               "Requests with an Idempotency-Key, by outcome: first (decided), replayed (the first "
               "answer again), conflict (409: in progress), mismatch (422: another body), invalid "
-              "(400) or unavailable (the records could not be read: by store.on_failure)."},
+              "(400) or unavailable (the record could not be read: decided by the failure modes)."},
     MetricDef{MetricId::kReservationsOpened,
               "caudal_reservations_opened_total",
               MetricType::kCounter,

@@ -7,9 +7,9 @@
 // Redis ends it on its own clock, and holds no record past its window. Every call is one EVALSHA
 // of a short script on that key alone (atomic; on Redis Cluster it goes to the key's slot),
 // pipelined on the store's two connections per server (src/redis/routed_call.h), answered within
-// connect_timeout, on the store's io thread. At most max_record_calls claims are in flight;
-// past it a claim fails at once with kResourceExhausted (complete and release, which end a claim
-// already made, may take as many again).
+// the store's deadline (store.timeout, as a decision), on the store's io thread. At most
+// max_record_calls claims are in flight; past it a claim fails at once with kResourceExhausted
+// (complete and release, which end a claim already made, may take as many again).
 //
 // Thread-safety: every method may be called from any thread, and never blocks.
 #pragma once

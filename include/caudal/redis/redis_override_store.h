@@ -6,7 +6,7 @@
 // body), :ends (a hash, id → end in µs of Redis's TIME) and :version (a counter). Every call is
 // one EVALSHA of a short script (atomic: a put counts, writes and raises the version at once),
 // pipelined on the store's two connections per server (src/redis/routed_call.h), answered within
-// connect_timeout; at most max_record_calls in flight. On Redis
+// the store's deadline (store.timeout, as a decision); at most max_record_calls in flight. On Redis
 // Cluster the call goes to the node last found serving the keys' slot, following MOVED; with
 // Sentinel, to the primary the sentinels name, asked again when it is lost or read-only. Ended
 // records are dropped by the next list, put or delete, which then raises the version.

@@ -77,9 +77,6 @@ struct HttpServerOptions {
 struct IdempotencyOptions {
   Micros window = std::chrono::hours(1);          // a key's first answer is replayed this long
   Micros in_progress = std::chrono::seconds(10);  // a request deciding holds its key this long
-  // When the records cannot be read or written: kDeny answers 503 (nothing charged); kAllow and
-  // kLocal decide the request as if it carried no key (a retry may then be charged again).
-  FailureMode on_failure = FailureMode::kDeny;
 };
 
 // The part of the server's behaviour a config reload may change.
