@@ -179,6 +179,10 @@ const Table<IdempotencyConfig>& IdempotencyTable() {
           {.name = "max_keys",
            .value = R::Integer(&IdempotencyConfig::max_keys, 1, int64_t{1} << 32),
            .doc = "memory store: records held at most (then the done one ending soonest goes)"},
+          {.name = "max_bytes",
+           .value = R::Integer(&IdempotencyConfig::max_bytes, int64_t{1} << 20, int64_t{1} << 40),
+           .doc = "memory store: bytes the records take at most, answers included (then as "
+                  "max_keys)"},
       },
       {.doc = "Idempotency-Key on POST /v1/check (http-api.md): a retried request is answered "
               "its first answer, charged once, from any instance sharing the store.",

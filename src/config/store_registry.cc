@@ -219,11 +219,11 @@ Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& conf
 
 Result<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const StoreConfig& config,
                                                                const Clock& clock,
-                                                               size_t max_records) {
+                                                               MemoryIdempotencyLimits limits) {
   auto kind = FindStoreKind(config.url);
   if (!kind.ok()) return Status::InvalidArgument(Cat("store.url: ", kind.status().message()));
   const std::string_view scheme = (*kind)->scheme;
-  if (scheme == "memory") return MakeMemoryIdempotencyStore(clock, max_records);
+  if (scheme == "memory") return MakeMemoryIdempotencyStore(clock, limits);
   if (!(*kind)->remote) {
     return Status::NotFound(Cat(scheme, ":// keeps no idempotency records yet"));
   }

@@ -209,7 +209,7 @@ class IdempotentCheckTest : public ::testing::Test {
         local_(clock_),
         engine_(store_, clock_, {.local_store = &local_, .metrics = &metrics_}),
         health_(store_, clock_, {}),
-        records_(MakeMemoryIdempotencyStore(clock_, 1000)),
+        records_(MakeMemoryIdempotencyStore(clock_, {.max_records = 1000})),
         idempotent_(*records_, metrics_) {
     EXPECT_TRUE(engine_.SetPolicies(Policies(FailureMode::kDeny)).ok());
     auth_.idempotency = {.window = minutes(10), .in_progress = seconds(5)};

@@ -85,6 +85,11 @@ const RestartRule kRestartRules[] = {
        return a.server.idempotency.max_keys != b.server.idempotency.max_keys;
      },
      [](const C& a, C& b) { b.server.idempotency.max_keys = a.server.idempotency.max_keys; }},
+    {"server.idempotency.max_bytes",
+     [](const C& a, const C& b) {
+       return a.server.idempotency.max_bytes != b.server.idempotency.max_bytes;
+     },
+     [](const C& a, C& b) { b.server.idempotency.max_bytes = a.server.idempotency.max_bytes; }},
     Field<&C::server, &V::header_timeout>("server.header_timeout"),
     Field<&C::server, &V::body_timeout>("server.body_timeout"),
     Field<&C::server, &V::idle_timeout>("server.idle_timeout"),

@@ -202,13 +202,15 @@ Status Service::Parts::StartAdmin() {
 // Idempotency-Key's records live where the state does, so that a retry through any instance
 // finds the first answer; a store kind without them keeps them in this process.
 Status Service::Parts::OpenIdempotency() {
-  const auto max_keys = static_cast<size_t>(config.server.idempotency.max_keys);
-  auto opened = OpenIdempotencyStore(config.store, env.clock, max_keys);
+  const MemoryIdempotencyLimits limits{
+      .max_records = static_cast<size_t>(config.server.idempotency.max_keys),
+      .max_bytes = static_cast<size_t>(config.server.idempotency.max_bytes)};
+  auto opened = OpenIdempotencyStore(config.store, env.clock, limits);
   if (!opened.ok() && opened.status().code() != StatusCode::kNotFound) return opened.status();
   if (!opened.ok()) {
     log->Warning(Cat("idempotency: ", opened.status().message(),
                      ": Idempotency-Key records are kept in this process only"));
-    opened = MakeMemoryIdempotencyStore(env.clock, max_keys);
+    opened = MakeMemoryIdempotencyStore(env.clock, limits);
   }
   idempotency = std::move(*opened);
   return Status::Ok();

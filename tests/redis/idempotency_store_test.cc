@@ -42,7 +42,7 @@ Result<std::unique_ptr<IdempotencyStore>> Open(const std::string& url) {
   StoreConfig config;
   config.url = url;
   config.timeout = std::chrono::seconds(2);
-  return OpenIdempotencyStore(config, SystemClock::Instance(), 1);
+  return OpenIdempotencyStore(config, SystemClock::Instance(), {.max_records = 1});
 }
 
 // `timeout`: each call's deadline, and the connections' connect and stall timeouts.
@@ -61,7 +61,7 @@ Result<std::unique_ptr<IdempotencyStore>> OpenBounded(const std::string& url, si
 Result<std::unique_ptr<IdempotencyStore>> OpenConfigured(const std::string& store_yaml) {
   Result<Config> config = ParseConfig(Cat("store: ", store_yaml, "\npolicies: []\n"), "test.yaml");
   if (!config.ok()) return config.status();
-  return OpenIdempotencyStore(config->store, SystemClock::Instance(), 1);
+  return OpenIdempotencyStore(config->store, SystemClock::Instance(), {.max_records = 1});
 }
 
 // How long `call` took to answer, in real time (what a client waits).

@@ -3,6 +3,7 @@ Cluster) charge a request retried with the same key once, whichever instance eac
 and answer every retry the first answer; the same key with another body is a 422 that charges
 nothing; the same key sent to both at once is decided once."""
 import concurrent.futures
+import http.client
 import json
 import unittest
 
@@ -96,6 +97,30 @@ class IdempotencyAcrossInstances(unittest.TestCase):
         holders = [n for n in cluster.nodes
                    if n.command("KEYS", "caudal:idempotency:*") != b"*0"]
         self.assertGreater(len(holders), 1, "records on several primaries")
+
+
+class MemoryRecordsBoundedInBytes(unittest.TestCase):
+    def test_the_oldest_answers_are_forgotten_past_max_bytes(self):
+        """server.idempotency.max_bytes reaches the memory store: 1 MiB holds about 1,300 records
+        of a check's answer, far below max_keys; past it the oldest are forgotten (a retry of one
+        is decided again), the latest replayed."""
+        s = Serve("server: {idempotency: {max_keys: 100000, max_bytes: 1048576}}\n"
+                  + CONFIG % "memory://", test_hooks=False)
+        self.addCleanup(s.close)
+        # No policy applies to this identity: every answer is a 200, kept.
+        who = {"other": "bytes"}
+        body = json.dumps({"descriptors": who, "cost": 1})
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+        self.addCleanup(conn.close)
+        for n in range(3000):
+            conn.request("POST", "/v1/check", body, {"Idempotency-Key": "k-%d" % n})
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+        _, latest, _ = keyed(s, "k-2999", who, 1)
+        self.assertEqual(latest.get("idempotent-replayed"), "true")
+        _, oldest, _ = keyed(s, "k-0", who, 1)
+        self.assertNotIn("idempotent-replayed", oldest)
 
 
 if __name__ == "__main__":

@@ -156,6 +156,8 @@ struct IdempotencyConfig {
   // any decision, short enough that a retry after an instance died waits little.
   Micros in_progress = std::chrono::seconds(10);
   int64_t max_keys = 100'000;  // memory store: records held at most (Redis: bounded by window)
+  // Memory store: the bytes those records take at most, answers included (RecordBytes).
+  int64_t max_bytes = int64_t{64} << 20;
 };
 
 struct ServerConfig {

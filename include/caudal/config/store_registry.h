@@ -19,12 +19,12 @@
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/breaker_store.h"
+#include "caudal/store/idempotency_store.h"
 #include "caudal/store/store.h"
 
 namespace caudal {
 
 class RedisTlsReload;
-class IdempotencyStore;
 class OverrideStore;
 
 struct StoreOpenOptions {
@@ -82,12 +82,12 @@ Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& conf
                                                          const Clock& clock);
 
 // The Idempotency-Key records beside `config.url`'s store (caudal/store/idempotency_store.h):
-// the memory store's in this process (`max_records` at most), Redis's in Redis (every Redis
-// kind). kNotFound for a kind that has none; kInvalidArgument as OpenStore. Nothing is connected
-// until the first call.
+// the memory store's in this process (within `limits`), Redis's in Redis (every Redis kind).
+// kNotFound for a kind that has none; kInvalidArgument as OpenStore. Nothing is connected until
+// the first call.
 Result<std::unique_ptr<IdempotencyStore>> OpenIdempotencyStore(const StoreConfig& config,
                                                                const Clock& clock,
-                                                               size_t max_records);
+                                                               MemoryIdempotencyLimits limits);
 
 // The in-process store `local` failure mode falls back to, bounded like the memory store.
 std::unique_ptr<Store> OpenLocalFallback(const StoreConfig& config, const Clock& clock);

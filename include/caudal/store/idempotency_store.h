@@ -70,12 +70,52 @@ class IdempotencyStore {
                        ChangeCallback done) = 0;
 };
 
-// The memory store's: records in this process, on `clock`'s Now(), `max_records` at most. When it
-// is full, ended records go first, then the done record that ends soonest is forgotten (a retry
-// of its request is then decided again, as after its window); when every record is in progress,
-// a new claim is refused (kResourceExhausted). Calls answer inline.
+// What the memory store holds at most: records, and the bytes they take (RecordBytes).
+struct MemoryIdempotencyLimits {
+  size_t max_records = 100'000;
+  size_t max_bytes = size_t{64} << 20;
+};
+
+// A record's share of the memory store's bytes: its key (twice: the table and the order of
+// ends), fingerprint, claim id and result, and kIdempotencyRecordOverheadBytes for the tables'
+// nodes and allocations around them.
+inline constexpr size_t kIdempotencyRecordOverheadBytes = 320;
+inline constexpr size_t RecordBytes(size_t key, size_t fingerprint, size_t claim, size_t result) {
+  return kIdempotencyRecordOverheadBytes + 2 * key + fingerprint + claim + result;
+}
+
+// The memory store's: records in this process, on `clock`'s Now(), within `limits`. A claim past
+// either bound, or a result that would take the bytes past theirs, first makes room: ended
+// records go first, then the done record that ends soonest is forgotten (a retry of its request
+// is then decided again, as after its window), as many as it takes; when only records in
+// progress are left, a new claim is refused, and so is a result (kResourceExhausted: the claim
+// then ends after its ttl). Calls answer inline.
+class MemoryIdempotencyStore final : public IdempotencyStore {
+ public:
+  MemoryIdempotencyStore(const Clock& clock, MemoryIdempotencyLimits limits);
+  ~MemoryIdempotencyStore() override;
+
+  void Claim(std::string_view key, std::string_view fingerprint, std::string_view claim, Micros ttl,
+             ClaimCallback done) override;
+  void Complete(std::string_view key, std::string_view fingerprint, std::string_view claim,
+                std::string_view result, Micros ttl, ChangeCallback done) override;
+  void Release(std::string_view key, std::string_view fingerprint, std::string_view claim,
+               ChangeCallback done) override;
+
+  // What is held now (ended records included until a call drops them).
+  struct Usage {
+    size_t records = 0;
+    size_t bytes = 0;  // the sum of RecordBytes: never above limits.max_bytes
+  };
+  Usage usage() const;
+
+ private:
+  class Records;
+  const std::unique_ptr<Records> records_;
+};
+
 std::unique_ptr<IdempotencyStore> MakeMemoryIdempotencyStore(const Clock& clock,
-                                                             size_t max_records);
+                                                             MemoryIdempotencyLimits limits);
 
 // Checks the arguments every implementation takes (kInvalidArgument naming the one at fault).
 Status ValidateIdempotencyCall(std::string_view key, std::string_view fingerprint,
