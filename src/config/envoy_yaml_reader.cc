@@ -155,14 +155,12 @@ Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& fi
     if (rule.always_charge) return uncharged("when requests_per_unit is 0 (nothing is counted)");
     return Status::Ok();
   }
+  if (auto problem = CheckRuleLimit(rule, f.algorithm)) {
+    const std::string name(problem->field);
+    return r.Error(n[name], sub(name), problem->message);
+  }
   auto limit = MakeLimit(f.algorithm, rule.requests_per_unit, rule.unit, f.capacity);
   if (!limit.ok()) return r.Error(n, field, limit.status().message());
-  if (rule.always_charge && !SupportsCharge(f.algorithm)) {
-    return r.Error(n["always_charge"], sub("always_charge"),
-                   Cat("needs an algorithm that counts past its limit (token_bucket, gcra or "
-                       "fixed_window), not ",
-                       AlgorithmName(f.algorithm)));
-  }
   rule.limit = *limit;
   return Status::Ok();
 }
@@ -185,12 +183,7 @@ Value<RuleFields> AlgorithmValue() {
             if (!name.ok()) return name.status();
             auto a = ParseAlgorithm(*name);
             if (!a.ok()) return r.Error(n, path, a.status().message());
-            if (IsConcurrency(*a)) {
-              return r.Error(n, path,
-                             "concurrency limits are for caudal's policies: Envoy's rate limit "
-                             "protocol has no way to release a slot");
-            }
-            out.algorithm = *a;
+            out.algorithm = *a;  // checked with the rule's other fields (CheckRule)
             return Status::Ok();
           },
           .show = [](const RuleFields& f) { return std::string(AlgorithmName(f.algorithm)); }};

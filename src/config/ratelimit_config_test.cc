@@ -152,9 +152,11 @@ descriptors:
         LoadError(Descriptor(std::string("    rate_limit: {unit: second, requests_per_unit: 5, "
                                          "always_charge: true, algorithm: ") +
                              window + "}\n")),
-        HasSubstr(std::string("descriptors[0].rate_limit.always_charge: needs an algorithm that "
-                              "counts past its limit (token_bucket, gcra or fixed_window), not ") +
-                  window));
+        HasSubstr(
+            std::string("descriptors[0].rate_limit.always_charge: an always_charge rule needs "
+                        "an algorithm that "
+                        "counts past its limit (token_bucket, gcra or fixed_window), not ") +
+            window));
   }
   for (const char* lease : {"on", "{ttl: 1s}"}) {
     EXPECT_THAT(LoadError(Descriptor(std::string("    rate_limit: {unit: second, "

@@ -317,22 +317,6 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
                                                               std::string_view who) {
   auto r = Resolve(target);
   if (!r.ok()) return r.failure();
-  if (r->kind == OverrideKind::kEnvoyRule && limits.size() != 1) {
-    return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
-  }
-  if (r->kind == OverrideKind::kEnvoyRule && r->rule->always_charge &&
-      !SupportsCharge(limits[0].algorithm())) {
-    return Fail(AdminError::kInvalidLimits,
-                Cat("limits[0]: Envoy rule ", Quoted(target.policy),
-                    " is always_charge: its limit must count past itself (token_bucket, gcra or "
-                    "fixed_window), not ",
-                    AlgorithmName(limits[0].algorithm())));
-  }
-  if (r->kind == OverrideKind::kPolicy) {
-    if (auto e = ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), limits)) {
-      return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
-    }
-  }
   RuntimeOverride o{.kind = r->kind,
                     .policy = target.policy,
                     .identity = r->params,
@@ -340,6 +324,17 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
                     .limits = std::move(limits),
                     .expires_at = {},
                     .set_by = std::string(who)};
+  if (r->kind == OverrideKind::kEnvoyRule) {
+    if (o.limits.size() != 1) {
+      return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
+    }
+    if (auto problem = envoy::CheckRuleLimit(*r->rule, o.limits[0].algorithm())) {
+      return Fail(AdminError::kInvalidLimits, Cat("limits[0]: ", problem->message));
+    }
+  } else if (auto e =
+                 ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), o.limits)) {
+    return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
+  }
   const std::string id = OverrideId(o);
   std::lock_guard lock(sync_mu_);
   auto put = overrides_.Put(id, EncodeOverride(o), expires_in, options_.max_overrides);

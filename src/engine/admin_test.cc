@@ -283,6 +283,10 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
   auto two = a_.admin.SetOverride(target, {Bucket(5), Bucket(6)}, std::nullopt, "x");
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(two.failure().error, AdminError::kInvalidLimits) << "a rule takes one limit";
+  auto slots = a_.admin.SetOverride(
+      target, {*Limit::Create(LimitSpec::Concurrency(1, seconds(30)))}, std::nullopt, "x");
+  ASSERT_FALSE(slots.ok());
+  EXPECT_EQ(slots.failure().error, AdminError::kInvalidLimits) << "Envoy cannot release a slot";
   auto set = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x");
   ASSERT_TRUE(set.ok()) << set.failure().message;
   EXPECT_EQ(set->first.spec.kind, OverrideKind::kEnvoyRule);
@@ -324,8 +328,8 @@ TEST_F(AdminTest, AnAlwaysChargedRuleTakesOnlyOverridesThatCountPastTheirLimit) 
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.failure().error, AdminError::kInvalidLimits);
   EXPECT_EQ(refused.failure().message,
-            "limits[0]: Envoy rule \"edge.user\" is always_charge: its limit must count past "
-            "itself (token_bucket, gcra or fixed_window), not sliding_window_log");
+            "limits[0]: an always_charge rule needs an algorithm that counts past its limit "
+            "(token_bucket, gcra or fixed_window), not sliding_window_log");
   ASSERT_TRUE(a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x").ok());
   const auto report = [&](uint64_t hits) {
     DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};

@@ -179,24 +179,29 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   return local;
 }
 
+std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
+                                              const PolicySetOptions& options, const Limit& l) {
+  if (auto problem = ConcurrencyProblem(policy, options, l)) return problem;
+  if (!CostFits(policy.cost, l)) {
+    return Cat("a capacity of ", l.capacity(), " is below the policy's cost (", policy.cost,
+               "): a request of that cost could never pass");
+  }
+  if (policy.on_failure.value_or(options.on_failure) == FailureMode::kLocal) {
+    auto local = LocalLimit(l, options.instances);
+    if (!local.ok()) return local.status().message();
+  }
+  return std::nullopt;
+}
+
 std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
                                                   const PolicySetOptions& options,
                                                   const std::vector<Limit>& limits) {
   if (limits.empty() || limits.size() > kMaxLimitsPerPolicy) {
     return Err("", Cat("expected 1 to ", kMaxLimitsPerPolicy, " limits"));
   }
-  const FailureMode mode = policy.on_failure.value_or(options.on_failure);
   for (size_t i = 0; i < limits.size(); ++i) {
-    const Limit& l = limits[i];
-    const std::string field = Cat('[', i, ']');
-    if (auto problem = ConcurrencyProblem(policy, options, l)) return Err(field, *problem);
-    if (!CostFits(policy.cost, l)) {
-      return Err(field, Cat("a capacity of ", l.capacity(), " is below the policy's cost (",
-                            policy.cost, "): a request of that cost could never pass"));
-    }
-    if (mode == FailureMode::kLocal) {
-      auto local = LocalLimit(l, options.instances);
-      if (!local.ok()) return Err(field, local.status().message());
+    if (auto problem = PolicyLimitProblem(policy, options, limits[i])) {
+      return Err(Cat('[', i, ']'), *problem);
     }
   }
   return std::nullopt;
@@ -260,20 +265,16 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
   if (spec.lease) {
     if (Status s = ValidateLeaseTerms(*spec.lease); !s.ok()) return Err("lease", s.message());
   }
-  const FailureMode mode = spec.on_failure.value_or(options.on_failure);
-  for (size_t i = 0; i < spec.limits.size(); ++i) {
-    const Limit& l = spec.limits[i];
-    if (auto problem = ConcurrencyProblem(spec, options, l)) {
-      return Err("limits[" + std::to_string(i) + "]", *problem);
-    }
+  // The default cost is its own field: it must fit the policy's own limits. Every other
+  // check of a limit is the one its tiers and runtime overrides get.
+  for (const Limit& l : spec.limits) {
     if (spec.cost < 1 || !CostFits(spec.cost, l)) {
       return Err("cost", "the default cost must be between 1 and the smallest capacity (" +
                              std::to_string(l.capacity()) + "), got " + std::to_string(spec.cost));
     }
-    if (mode == FailureMode::kLocal) {
-      auto local = LocalLimit(l, options.instances);
-      if (!local.ok()) return Err("limits[" + std::to_string(i) + "]", local.status().message());
-    }
+  }
+  if (auto e = ValidateOverrideLimits(spec, options, spec.limits)) {
+    return Err("limits" + e->field, e->status.message());
   }
   if (spec.overrides.size() > kMaxOverridesPerPolicy) {
     return Err("overrides", Cat("expected at most ", kMaxOverridesPerPolicy, " overrides"));

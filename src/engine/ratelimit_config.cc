@@ -3,6 +3,9 @@
 #include <chrono>
 #include <string>
 
+#include "caudal/algorithms/algorithm.h"
+#include "common/cat.h"
+
 namespace caudal::envoy {
 namespace {
 
@@ -92,13 +95,30 @@ Micros UnitDuration(Unit u) {
   return Micros(0);
 }
 
+std::optional<RuleLimitProblem> CheckRuleLimit(const RateLimitRule& rule, Algorithm algorithm) {
+  if (IsConcurrency(algorithm)) {
+    return RuleLimitProblem{.field = "algorithm",
+                            .message =
+                                "concurrency limits are for caudal's policies: Envoy's rate "
+                                "limit protocol has no way to release a slot"};
+  }
+  if (rule.always_charge && !SupportsCharge(algorithm)) {
+    return RuleLimitProblem{
+        .field = "always_charge",
+        .message = Cat("an always_charge rule needs an algorithm that counts past its limit "
+                       "(token_bucket, gcra or fixed_window), not ",
+                       AlgorithmName(algorithm))};
+  }
+  return std::nullopt;
+}
+
 Result<Limit> MakeLimit(Algorithm algorithm, uint32_t requests_per_unit, Unit unit,
                         int64_t capacity) {
   if (requests_per_unit == 0) {
     return Status::InvalidArgument("requests_per_unit must be positive");
   }
-  if (IsConcurrency(algorithm)) {
-    return Status::InvalidArgument("concurrency limits are for caudal's policies, not Envoy rules");
+  if (auto problem = CheckRuleLimit(RateLimitRule{}, algorithm)) {
+    return Status::InvalidArgument(problem->message);
   }
   const Micros period = UnitDuration(unit);
   if (IsWindowAlgorithm(algorithm)) {

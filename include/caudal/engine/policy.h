@@ -124,9 +124,16 @@ bool IsValidName(std::string_view name);
 // The limit one of `instances` instances applies on its own in `local` failure mode: capacity
 // divided (rounded down, at least 1) and the rate divided exactly.
 Result<Limit> LocalLimit(const Limit& global, int64_t instances);
-// Checks limits that are to replace a policy's own (an override's): 1..kMaxLimitsPerPolicy, each
-// taking the policy's default cost, and divisible for `local` failure mode when the policy uses
-// it. The field at fault is "[i]" for the i-th limit, "" for the list.
+// Why `limit` cannot be one of `policy`'s limits under `options`, or nullopt: a concurrency limit
+// where a refused request could take a slot (count_rejected, consume_each), a capacity below the
+// policy's default cost, a limit that cannot be divided for its `local` failure mode. The one
+// check of a policy's limit, whichever way it arrives: its own and its tiers' (the file, a
+// reload), a runtime override's (the admin API, and each held one again at every install).
+std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
+                                              const PolicySetOptions& options, const Limit& limit);
+// Checks limits that are to replace a policy's own (a tier's, a runtime override's):
+// 1..kMaxLimitsPerPolicy, each by PolicyLimitProblem. The field at fault is "[i]" for the i-th
+// limit, "" for the list.
 std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
                                                   const PolicySetOptions& options,
                                                   const std::vector<Limit>& limits);

@@ -98,6 +98,17 @@ struct RateLimitRule {
   bool blocks_all() const { return !unlimited && requests_per_unit == 0; }
 };
 
+// Why a limit of `algorithm` cannot be `rule`'s, or nullopt; `field` names the rule's field at
+// fault ("algorithm", "always_charge"). A concurrency limit never fits (Envoy's protocol cannot
+// release a slot), nor one that cannot count past itself on an always_charge rule. The one check
+// of a rule's limit, whichever way it arrives: its own (the file, a reload), a runtime
+// override's (the admin API, and each held one again at every install).
+struct RuleLimitProblem {
+  std::string_view field;
+  std::string message;
+};
+std::optional<RuleLimitProblem> CheckRuleLimit(const RateLimitRule& rule, Algorithm algorithm);
+
 // How an entry selected a descriptor (see the matching rules above).
 enum class MatchKind : uint8_t { kExactValue, kWildcard, kKeyDefault };
 
