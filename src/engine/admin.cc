@@ -5,6 +5,7 @@
 #include "caudal/algorithms/algorithm.h"
 #include "caudal/engine/refusals.h"
 #include "common/cat.h"
+#include "engine/override_fit.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -226,11 +227,10 @@ Result<OverrideList> Admin::SyncLocked(bool force) {
   }
   next_expiry_.reset();
   if (first_end) next_expiry_ = clock_.Monotonic() + (*first_end - list->now);
-  const size_t count = overrides.size();
+  // The engine applies those that fit its policies and rules, and counts them.
   engine_.SetRuntimeOverrides(
       RuntimeOverrides::Create(std::move(overrides), engine_.policies()->options().instances));
   if (options_.on_change) options_.on_change();
-  if (options_.metrics != nullptr) options_.metrics->Set(MetricId::kRuntimeOverrides, count);
   version_ = list->version;
   synced_ = true;
   return list;
@@ -324,16 +324,11 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
                     .limits = std::move(limits),
                     .expires_at = {},
                     .set_by = std::string(who)};
-  if (r->kind == OverrideKind::kEnvoyRule) {
-    if (o.limits.size() != 1) {
-      return Fail(AdminError::kInvalidLimits, "limits: an Envoy rule takes exactly one limit");
-    }
-    if (auto problem = envoy::CheckRuleLimit(*r->rule, o.limits[0].algorithm())) {
-      return Fail(AdminError::kInvalidLimits, Cat("limits[0]: ", problem->message));
-    }
-  } else if (auto e =
-                 ValidateOverrideLimits(r->policy->spec, r->snap->policies->options(), o.limits)) {
-    return Fail(AdminError::kInvalidLimits, Cat("limits", e->field, ": ", e->status.message()));
+  // The check every install makes again (a poll, a reload): what is refused here would not apply.
+  if (auto problem = engine_internal::OverrideFit(*r->snap).Check(o)) {
+    return Fail(problem->field.starts_with("limits") ? AdminError::kInvalidLimits
+                                                     : AdminError::kInvalidParameter,
+                Cat(problem->field, ": ", problem->message));
   }
   const std::string id = OverrideId(o);
   std::lock_guard lock(sync_mu_);
@@ -509,12 +504,7 @@ void Admin::Changed(std::string_view op, std::string message) const {
 }
 
 std::string Admin::Shown(const std::vector<std::pair<std::string, std::string>>& identity) const {
-  std::string joined;
-  for (const auto& [name, value] : identity) {
-    joined += Cat(joined.empty() ? "" : ",", name, '=', value);
-  }
-  if (options_.refusals != nullptr) return options_.refusals->Display(joined);
-  return Cat("(", identity.size(), " values, not shown)");
+  return engine_internal::ShownIdentity(identity, options_.refusals);
 }
 
 }  // namespace caudal

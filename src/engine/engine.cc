@@ -22,6 +22,7 @@
 #include "engine/hold.h"
 #include "engine/log_throttle.h"
 #include "engine/over_limit_cache.h"
+#include "engine/override_fit.h"
 #include "engine/plan.h"
 
 namespace caudal {
@@ -759,6 +760,9 @@ Status Engine::SetPolicies(std::shared_ptr<const PolicySet> set) {
     snap->policy_counters.push_back(
         options_.metrics ? &options_.metrics->ForPolicy(Api::kHttp, p.spec.name) : nullptr);
   }
+  const auto before = snap->runtime;  // checked again against the new policies
+  engine_internal::RefitOverrides(*snap, before.get(),
+                                  {options_.log, options_.metrics, options_.refusals});
   snapshot_.store(std::move(snap), std::memory_order_release);
   return Status::Ok();
 }
@@ -787,6 +791,9 @@ Status Engine::SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains,
           .counters = options_.metrics ? &options_.metrics->ForPolicy(Api::kRls, metric) : nullptr};
     });
   }
+  const auto before = snap->runtime;  // checked again against the new rules
+  engine_internal::RefitOverrides(*snap, before.get(),
+                                  {options_.log, options_.metrics, options_.refusals});
   snapshot_.store(std::move(snap), std::memory_order_release);
   return Status::Ok();
 }
@@ -799,7 +806,10 @@ void Engine::SetRuntimeOverrides(std::shared_ptr<const RuntimeOverrides> overrid
   {
     std::lock_guard lock(install_mu_);
     auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
+    const auto before = std::move(snap->runtime);
     snap->runtime = std::move(overrides);
+    engine_internal::RefitOverrides(*snap, before.get(),
+                                    {options_.log, options_.metrics, options_.refusals});
     snapshot_.store(std::move(snap), std::memory_order_release);
   }
   ForgetRefusals();

@@ -122,9 +122,9 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
 std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);
 
 // One check per descriptor of `request`, by envoyproxy/ratelimit's matching rules; a runtime
-// override of the matched rule for the descriptor's entries replaces the rule's limit. An
-// always_charge rule's check charges (Check::always_charge) where its limit SupportsCharge (a
-// runtime override's may not, if set before the rule was marked: it then consumes).
+// override of the matched rule for the descriptor's entries replaces the rule's limit (the
+// engine applies only overrides that fit the rule: override_fit.h). An always_charge rule's
+// check charges (Check::always_charge).
 // A request that matches a quota_mode rule is decided one by one (kConsumeEach) whatever the
 // domain's mode: a quota is debited with what was used, as the reference does.
 // kInvalidArgument naming the descriptor and field for a malformed request.

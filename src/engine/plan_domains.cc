@@ -137,9 +137,7 @@ void ApplyRuntime(const Engine::Snapshot& snap, const std::vector<envoy::Descrip
   c.override_limit = std::make_shared<const Limit>(o->set.limits[0]);
   c.result.limits = {c.override_limit.get()};
   c.result.kind = CheckKind::kLimited;
-  c.limits_from = LimitsFrom::kRuntime;
-  // Set before the rule was marked always_charge, its limit may not count past itself.
-  c.always_charge = c.always_charge && SupportsCharge(c.override_limit->algorithm());
+  c.limits_from = LimitsFrom::kRuntime;  // it fits the rule: the engine applies no other
 }
 
 // consume_each counts a refused hit as the reference does where the reference's own counter

@@ -326,27 +326,20 @@ TEST(PlanDomain, AnAlwaysChargedRuleChargesInEitherModeAndNeverLeases) {
   }
 }
 
-// A runtime override set before the rule was marked may not count past its limit: the check
-// then consumes; one that can is charged.
-TEST(PlanDomain, AnAlwaysChargedRulesOverrideChargesWhereItsLimitCan) {
+// An always_charge rule's runtime override (one that fits it: override_fit_test.cc) is charged.
+TEST(PlanDomain, AnAlwaysChargedRulesOverrideIsCharged) {
   Engine::Snapshot snap = Snap();
-  const auto set = [&](const Limit& limit) {
-    RuntimeOverride o{.kind = OverrideKind::kEnvoyRule,
-                      .policy = "d.charged",
-                      .identity = {{"charged", "a"}},
-                      .identity_key = EncodeEntries(Entries{{"charged", "a"}}),
-                      .limits = {limit},
-                      .expires_at = {},
-                      .set_by = "test"};
-    snap.runtime = RuntimeOverrides::Create({o}, 1);
-  };
-  set(*Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, std::chrono::seconds(1))));
-  Plan plan = MustPlan(snap, Request({{{"charged", "a"}}}));
+  RuntimeOverride o{.kind = OverrideKind::kEnvoyRule,
+                    .policy = "d.charged",
+                    .identity = {{"charged", "a"}},
+                    .identity_key = EncodeEntries(Entries{{"charged", "a"}}),
+                    .limits = {*Limit::Create(
+                        LimitSpec::Window(Algorithm::kFixedWindow, 5, std::chrono::seconds(1)))},
+                    .expires_at = {},
+                    .set_by = "test"};
+  snap.runtime = RuntimeOverrides::Create({o}, 1);
+  const Plan plan = MustPlan(snap, Request({{{"charged", "a"}}}));
   EXPECT_EQ(plan.checks[0].limits_from, LimitsFrom::kRuntime);
-  EXPECT_FALSE(plan.checks[0].always_charge);
-  EXPECT_FALSE(plan.checks[0].charge);
-  set(*Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, std::chrono::seconds(1))));
-  plan = MustPlan(snap, Request({{{"charged", "a"}}}));
   EXPECT_TRUE(plan.checks[0].always_charge);
   EXPECT_TRUE(plan.checks[0].charge);
 }

@@ -113,14 +113,32 @@ std::shared_ptr<const RuntimeOverrides> RuntimeOverrides::Create(
     std::vector<RuntimeOverride> overrides, int64_t instances) {
   auto out = std::make_shared<RuntimeOverrides>();
   out->entries_.reserve(overrides.size());
-  for (RuntimeOverride& o : overrides) {
-    auto& by_identity = out->index_[static_cast<size_t>(o.kind)][o.policy];
-    if (by_identity.contains(o.identity_key)) continue;
-    by_identity.emplace(o.identity_key, out->entries_.size());
-    LimitSet set = MakeLimitSet(o.policy, o.limits, instances);
-    out->entries_.push_back({.spec = std::move(o), .set = std::move(set)});
-  }
+  for (RuntimeOverride& o : overrides) out->Add(std::move(o), instances);
   return out;
+}
+
+std::shared_ptr<const RuntimeOverrides> RuntimeOverrides::Refit(const Problem& problem,
+                                                                int64_t instances) const {
+  auto out = std::make_shared<RuntimeOverrides>();
+  out->entries_.reserve(entries_.size() + not_applied_.size());
+  const auto fit = [&](const RuntimeOverride& o) {
+    if (auto reason = problem(o)) {
+      out->not_applied_.push_back({.spec = o, .reason = std::move(*reason)});
+    } else {
+      out->Add(o, instances);
+    }
+  };
+  for (const Entry& e : entries_) fit(e.spec);
+  for (const NotApplied& n : not_applied_) fit(n.spec);
+  return out;
+}
+
+void RuntimeOverrides::Add(RuntimeOverride o, int64_t instances) {
+  auto& by_identity = index_[static_cast<size_t>(o.kind)][o.policy];
+  if (by_identity.contains(o.identity_key)) return;
+  by_identity.emplace(o.identity_key, entries_.size());
+  LimitSet set = MakeLimitSet(o.policy, o.limits, instances);
+  entries_.push_back({.spec = std::move(o), .set = std::move(set)});
 }
 
 const RuntimeOverrides::Entry* RuntimeOverrides::Find(OverrideKind kind, std::string_view policy,

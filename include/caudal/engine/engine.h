@@ -234,16 +234,20 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // kInvalidArgument when `set` may fail over to `local` and no local store was given.
+  // kInvalidArgument when `set` may fail over to `local` and no local store was given. This, and
+  // SetDomains, check the runtime overrides held again: only those that fit apply
+  // (caudal/engine/runtime_overrides.h).
   Status SetPolicies(std::shared_ptr<const PolicySet> set);
   std::shared_ptr<const PolicySet> policies() const;
   // The Envoy domains and how they are decided; kInvalidArgument as for SetPolicies.
   Status SetDomains(std::shared_ptr<const envoy::RateLimitConfig> domains, DomainOptions options);
   std::shared_ptr<const envoy::RateLimitConfig> domains() const;
   // The runtime overrides checks look up before a policy's tiers or an Envoy rule's limit
-  // (caudal/engine/runtime_overrides.h); null: none. Installing a set also forgets the over-limit
-  // cache, so that no remembered refusal outlives a raised limit.
+  // (caudal/engine/runtime_overrides.h); null: none. Each applies only while it fits the policies
+  // and domains in force (one that does not is logged at warning, once). Installing a set also
+  // forgets the over-limit cache, so that no remembered refusal outlives a raised limit.
   void SetRuntimeOverrides(std::shared_ptr<const RuntimeOverrides> overrides);
+  // As installed: applied, and held but not applied.
   std::shared_ptr<const RuntimeOverrides> runtime_overrides() const;
   // Forgets every refusal the over-limit cache remembers (an identity's state was reset).
   void ForgetRefusals();

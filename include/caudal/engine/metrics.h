@@ -73,6 +73,7 @@ enum class MetricId : uint8_t {
   kAdminChanges,
   kAdminUnauthenticated,
   kRuntimeOverrides,
+  kRuntimeOverridesNotApplied,
   kOverrideSyncFailures,
   kLeaseGrants,
   kLeaseRenewals,
@@ -221,6 +222,12 @@ inline constexpr std::array kMetricTable = {
               {},
               "Runtime overrides this instance applies (unexpired, as last read from the "
               "store)."},
+    MetricDef{MetricId::kRuntimeOverridesNotApplied,
+              "caudal_runtime_overrides_not_applied",
+              MetricType::kGauge,
+              {},
+              "Runtime overrides held in the store that this instance does not apply, since they "
+              "do not fit their policy or Envoy rule as configured here (each logged once)."},
     MetricDef{MetricId::kOverrideSyncFailures,
               "caudal_override_sync_failures_total",
               MetricType::kCounter,

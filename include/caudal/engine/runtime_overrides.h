@@ -7,6 +7,14 @@
 // limits change gets fresh state under the new ones, limits it had before find the state they
 // left, and the same limits set again keep counting.
 //
+// An override applies only while it fits its policy or rule as the config in force has them:
+// the policy or rule is there, the identity is still one of its own, and the limits pass the
+// checks the config file's own get (PolicyLimitProblem, envoy::CheckRuleLimit). The admin API
+// refuses one that does not (400); the Engine checks every held override again whenever the
+// overrides, the policies or the Envoy domains change (a poll, a reload), and one that no longer
+// fits is not applied, logged at warning once, until it fits again or is deleted: the store
+// keeps it, since another instance may run another config.
+//
 // A RuntimeOverrides is an immutable snapshot the Engine swaps in whole (SetRuntimeOverrides);
 // Find is O(1), allocates nothing and takes no lock. The records' bodies are a line-based text
 // of this file's own (EncodeOverride / DecodeOverride), opaque to the stores.
@@ -62,15 +70,27 @@ class RuntimeOverrides {
     LimitSet set;  // its limits, local limits and key prefixes
   };
 
-  // Later duplicates of an (kind, policy, identity key) are dropped. `instances` divides limits
-  // for `local` failure mode, as the policies' are.
+  // An override held but not applied, and why (a field and what is wrong with it).
+  struct NotApplied {
+    RuntimeOverride spec;
+    std::string reason;
+  };
+  // Why an override does not fit, or nullopt when it does.
+  using Problem = std::function<std::optional<std::string>(const RuntimeOverride&)>;
+
+  // All applied. Later duplicates of an (kind, policy, identity key) are dropped. `instances`
+  // divides limits for `local` failure mode, as the policies' are.
   static std::shared_ptr<const RuntimeOverrides> Create(std::vector<RuntimeOverride> overrides,
                                                         int64_t instances);
+  // The same overrides, applied and not alike, each applied iff `problem` finds none.
+  std::shared_ptr<const RuntimeOverrides> Refit(const Problem& problem, int64_t instances) const;
 
+  // Applied overrides only.
   const Entry* Find(OverrideKind kind, std::string_view policy,
                     std::string_view identity_key) const;
   const std::vector<Entry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
+  const std::vector<NotApplied>& not_applied() const { return not_applied_; }
 
  private:
   struct Hash {
@@ -80,7 +100,10 @@ class RuntimeOverrides {
   template <typename V>
   using Map = std::unordered_map<std::string, V, Hash, std::equal_to<>>;
 
+  void Add(RuntimeOverride o, int64_t instances);
+
   std::vector<Entry> entries_;
+  std::vector<NotApplied> not_applied_;
   Map<Map<size_t>> index_[2];  // by kind: policy → identity key → entry
 };
 
