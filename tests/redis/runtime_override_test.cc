@@ -1,0 +1,88 @@
+// Runtime overrides on a real redis-server (decisions and override records both in Redis): an
+// Envoy rule given a concurrency limit, through the admin API or by a record an earlier version
+// let through, takes no slot, so that Redis holds no hold id no caller was answered, and the
+// rule's own limit keeps deciding.
+#include <gtest/gtest.h>
+
+#include "caudal/config/store_registry.h"
+#include "caudal/engine/admin.h"
+#include "caudal/engine/engine.h"
+#include "caudal/engine/ratelimit_config.h"
+#include "redis/redis_test_util.h"
+#include "support/redis_server.h"
+
+namespace caudal {
+namespace {
+
+// Domain "edge", one rule: 1 per minute per user (stat key "edge.user").
+std::shared_ptr<const envoy::RateLimitConfig> Domains() {
+  auto root = std::make_shared<envoy::DescriptorNode>();
+  auto node = std::make_unique<envoy::DescriptorNode>();
+  node->key = "user";
+  envoy::RateLimitRule rule;
+  rule.unit = envoy::Unit::kMinute;
+  rule.requests_per_unit = 1;
+  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
+  node->rule = rule;
+  EXPECT_TRUE(root->AddChild(std::move(node)).ok());
+  auto domains = std::make_shared<envoy::RateLimitConfig>();
+  EXPECT_TRUE(domains->AddDomain("edge", root).ok());
+  return domains;
+}
+
+TEST(RedisRuntimeOverrides, AnEnvoyRuleGivenAConcurrencyLimitTakesNoSlotInRedis) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto store = MustOpen({.url = server->url()});
+  ASSERT_NE(store, nullptr);
+  StoreConfig config;
+  config.url = server->url();
+  auto overrides = OpenOverrideStore(config, SystemClock::Instance());
+  ASSERT_TRUE(overrides.ok()) << overrides.status().ToString();
+  Engine engine(*store, SystemClock::Instance(), {});
+  ASSERT_TRUE(engine.SetDomains(Domains(), {}).ok());
+  Admin admin(engine, **overrides, SystemClock::Instance(), {});
+  const Limit slots = *Limit::Create(LimitSpec::Concurrency(1, std::chrono::minutes(10)));
+
+  const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
+  auto set = admin.SetOverride(target, {slots}, std::nullopt, "x");
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.failure().error, AdminError::kInvalidLimits) << set.failure().message;
+
+  const RuntimeOverride o{.kind = OverrideKind::kEnvoyRule,
+                          .policy = "edge.user",
+                          .identity = {{"user", "u"}},
+                          .identity_key = "4:user1:u",
+                          .limits = {slots},
+                          .expires_at = {},
+                          .set_by = "an earlier version"};
+  ASSERT_TRUE((*overrides)->Put(OverrideId(o), EncodeOverride(o), std::nullopt, 10).ok());
+  ASSERT_TRUE(admin.Sync().ok());
+  EXPECT_EQ(engine.runtime_overrides()->not_applied().size(), 1u);
+
+  const auto hit = [&] {
+    DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};
+    r.descriptors.push_back(
+        {.entries = {{"user", "u"}}, .hits = std::nullopt, .limit = std::nullopt});
+    auto result = engine.Check(r);
+    EXPECT_TRUE(result.ok()) << result.status().ToString();
+    return result.ok() ? *result : CheckResult{};
+  };
+  const CheckResult first = hit();
+  EXPECT_TRUE(first.allowed());
+  EXPECT_TRUE(first.hold.empty());
+  EXPECT_FALSE(hit().allowed()) << "the rule's 1 per minute, in Redis";
+
+  auto keys = server->Keys();
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  size_t rule_keys = 0;
+  for (const std::string& k : *keys) {
+    if (k.starts_with("caudal:{overrides}:")) continue;  // the records themselves
+    EXPECT_EQ(k.find("concurrency"), std::string::npos) << "a slot nobody can release: " << k;
+    rule_keys += k.find("fixed_window") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(rule_keys, 1u) << "the rule's own counter";
+}
+
+}  // namespace
+}  // namespace caudal
