@@ -5,6 +5,24 @@
 #include "caudal/algorithms/algorithm.h"
 
 namespace caudal {
+namespace {
+
+// Forgets the record that expires first among those `which` picks, when they are `most` or more.
+template <typename Which>
+void ForgetEarliestPast(ReservationBook& book, int64_t most, Which which) {
+  if (std::count_if(book.records.begin(), book.records.end(), which) < most) return;
+  auto first = book.records.end();
+  for (auto x = book.records.begin(); x != book.records.end(); ++x) {
+    if (which(*x) && (first == book.records.end() || x->expiry_us < first->expiry_us)) first = x;
+  }
+  book.records.erase(first);
+}
+
+// An open record that holds a slot: one of estimate 0 takes none.
+bool HoldsASlot(const ReservationRecord& r) { return !r.settled && r.estimate > 0; }
+bool OpenAtZero(const ReservationRecord& r) { return !r.settled && r.estimate == 0; }
+
+}  // namespace
 
 bool ExpireReservations(const Limit& limit, ReservationBook& book,
                         std::optional<CompactState>& state, Micros now) {
@@ -25,10 +43,11 @@ bool ExpireReservations(const Limit& limit, ReservationBook& book,
 Step DecideReserve(const Limit& limit, const ReservationBook& book, const CompactState* state,
                    Micros now, int64_t cost, const ReservationTerms& terms) {
   Step step = DecideCompact(limit, state, now, cost);
+  if (cost == 0) return step;  // it takes no slot
   int64_t open = 0;
   int64_t earliest = 0;
   for (const ReservationRecord& r : book.records) {
-    if (r.settled) continue;
+    if (!HoldsASlot(r)) continue;
     earliest = open == 0 ? r.expiry_us : std::min(earliest, r.expiry_us);
     ++open;
   }
@@ -44,6 +63,8 @@ Step DecideReserve(const Limit& limit, const ReservationBook& book, const Compac
 
 void OpenReservation(ReservationBook& book, int64_t id, Micros now, int64_t cost,
                      const ReservationTerms& terms, Decision& decision) {
+  // At most max_open of estimate 0 besides the open ones: the one that expires first goes.
+  if (cost == 0) ForgetEarliestPast(book, terms.max_open, OpenAtZero);
   book.records.push_back({.id = id,
                           .expiry_us = now.count() + terms.ttl.count(),
                           .estimate = cost,
@@ -85,14 +106,8 @@ Step Settle(const Limit& limit, ReservationBook& book, const CompactState* state
   r.actual = cost;
   r.result = step.decision;
   // At most max_open settled records: the one that expires first goes.
-  const auto settled = [](const ReservationRecord& x) { return x.settled; };
-  if (std::count_if(book.records.begin(), book.records.end(), settled) > terms.max_open) {
-    auto first = book.records.end();
-    for (auto x = book.records.begin(); x != book.records.end(); ++x) {
-      if (x->settled && (first == book.records.end() || x->expiry_us < first->expiry_us)) first = x;
-    }
-    book.records.erase(first);
-  }
+  ForgetEarliestPast(book, terms.max_open + 1,
+                     [](const ReservationRecord& x) { return x.settled; });
   return step;
 }
 

@@ -4,8 +4,10 @@
 //
 // A record is open from its reserve until it is settled or expires; a settled one stays, with
 // its cost and decision, until its expiry, to answer a repeated settle. At most `max_open` open
-// and `max_open` settled records: a reserve past the open ones is refused, and a settle past the
-// settled ones forgets the settled record that expires first.
+// records of an estimate above 0, `max_open` of estimate 0 and `max_open` settled ones: a reserve
+// past the first is refused, and one past the second, or a settle past the third, forgets the
+// record of its kind that expires first (a reserve of 0 consumes nothing, so it takes no slot
+// that could lock the key's reserves out).
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,8 @@ bool ExpireReservations(const Limit& limit, ReservationBook& book,
                         std::optional<CompactState>& state, Micros now);
 
 // A reserve of `cost` on `state` at `now`: the decision of a consume, refused (kDenied, kFull)
-// when the book holds terms.max_open open records. Precondition: ExpireReservations ran at `now`.
+// when cost > 0 and the book holds terms.max_open open records of an estimate above 0.
+// Precondition: ExpireReservations ran at `now`.
 Step DecideReserve(const Limit& limit, const ReservationBook& book, const CompactState* state,
                    Micros now, int64_t cost, const ReservationTerms& terms);
 // Records an admitted reserve (`decision` is DecideReserve's).

@@ -191,6 +191,44 @@ TEST_P(StoreConformanceTest, AKeyHoldsAtMostMaxOpenReservations) {
   EXPECT_EQ(MustDecide({&sa, 1}).decisions[0].reservation, Reservation::kRepeated);
 }
 
+// A reserve of 0 consumes nothing, so it takes no open slot (max_open of them, a day each, would
+// lock the key's reserves out for a day): the key keeps max_open of them besides, forgetting the
+// one that expires first, and the others settle as any reservation does.
+TEST_P(StoreConformanceTest, AReserveOfZeroTakesNoOpenSlot) {
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 100, 100, seconds(1));
+  const Ops ops{
+      .key = Key("zero"), .limit = &limit, .terms = {.ttl = std::chrono::hours(24), .max_open = 2}};
+  const HoldId z1{11, 1}, z2{11, 2}, z3{11, 3}, a{11, 4}, b{11, 5}, c{11, 6};
+  for (const HoldId* z : {&z1, &z2, &z3}) {
+    const EntryRef reserve = ops.Reserve(*z, 0);
+    const StoreResponse r = MustDecide({&reserve, 1});
+    ASSERT_TRUE(r.allowed);
+    EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
+    EXPECT_EQ(r.decisions[0].remaining, 100);
+    clock_.Advance(seconds(1));
+  }
+  const EntryRef ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({&ra, 1}).allowed) << "the reserves of 0 hold no slot";
+  ASSERT_TRUE(MustDecide({&rb, 1}).allowed);
+  EXPECT_EQ(MustDecide({&rc, 1}).decisions[0].reservation, Reservation::kFull) << "2 open";
+  const EntryRef s1 = ops.Settle(z1, 5);
+  const Decision forgotten = MustDecide({&s1, 1}).decisions[0];
+  EXPECT_EQ(forgotten.reservation, Reservation::kUnknown) << "the third of 0 forgot the first";
+  EXPECT_EQ(forgotten.remaining, 98) << "and its settle charges nothing";
+  const EntryRef s2 = ops.Settle(z2, 5);
+  const Decision d = MustDecide({&s2, 1}).decisions[0];
+  EXPECT_EQ(d.reservation, Reservation::kSettled);
+  EXPECT_EQ(d.overrun, 5);
+  EXPECT_EQ(d.remaining, 93) << "the whole cost, at the settle";
+  const EntryRef s3 = ops.Settle(z3, 0);
+  EXPECT_EQ(MustDecide({&s3, 1}).decisions[0].reservation, Reservation::kSettled);
+  EXPECT_EQ(MustDecide({&rc, 1}).decisions[0].reservation, Reservation::kFull)
+      << "settling those of 0 freed no slot: they held none";
+  const EntryRef z4 = ops.Reserve(c, 0);
+  EXPECT_EQ(MustDecide({&z4, 1}).decisions[0].reservation, Reservation::kOpened)
+      << "a reserve of 0 passes a key whose slots are all held";
+}
+
 TEST_P(StoreConformanceTest, AReserveIsAllOrNothingWithTheRequestsOtherLimits) {
   const Limit roomy = Bucket(Algorithm::kTokenBucket, 100, 100, seconds(1));
   const Limit tight = Bucket(Algorithm::kGcra, 5, 5, seconds(1));

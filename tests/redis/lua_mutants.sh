@@ -82,7 +82,8 @@ concurrency_mutants=(
   "decide.lua|concurrency_take(keys[i], rps[i], now, his[i], los[i], resets[i], slack)|local _ = 0"
   "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
 )
-# Reservations: a reserve past max_open, a refused reserve that records, an expiry a µs late or
+# Reservations: a reserve past max_open, a reserve of 0 that takes a slot, more than max_open of
+# 0 kept, a refused reserve that records, an expiry a µs late or
 # with the wrong outcome, a settle of another cost taken for a repeat, a settle that gives back
 # or overdraws the wrong units, an overrun not reported, a record dropped before its give-back,
 # debt past its cap, a split reserve's undo that leaves its record open; and an always-charged
@@ -95,7 +96,10 @@ concurrency_mutants=(
 # after the sum, and any units a request carries (at most 2^40) put the sum past that latest with
 # or without it; the clamp only keeps the sum's doubles small.
 reservation_mutants=(
-  "reservation.lua|if redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) <= max_open then"
+  "reservation.lua|if cost == 0 or redis.call('ZCARD', ro) < max_open then|if cost == 0 or redis.call('ZCARD', ro) <= max_open then"
+  "reservation.lua|if cost == 0 or redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) < max_open then"
+  "reservation.lua|key .. (cost == 0 and ':rz' or ':ro')|key .. ':ro'"
+  "reservation.lua|if cost == 0 and redis.call('ZCARD', ro) >= max_open then|if false then"
   "decide.lua|elseif modes[i] == 1 and all then|elseif modes[i] == 1 then"
   "reservation.lua|local cut = fmt('%d', now)|local cut = fmt('(%d', now)"
   "reservation.lua|      if give == 1 then|      if give ~= 1 then"

@@ -189,6 +189,27 @@ class Reservations(unittest.TestCase):
         self.assertEqual(settle(b, ids[0], 1)[0], 200)
         self.assertEqual(reserve(c, user, 1)[0], 200, "a settled reservation is not open")
 
+    def test_reserves_of_zero_take_no_open_slot(self):
+        # max_open reserves of 0 for a day each do not lock the identity's reserves out; past
+        # max_open of them the one that expires first is forgotten.
+        a, b, c = self.servers
+        user = {"user": "free"}
+        zeros = []
+        for i in range(6):
+            status, _, body = reserve(self.servers[i % 3], user, 0, ttl="%ds" % (86000 + i))
+            self.assertEqual(status, 200, body)
+            zeros.append(body["reservation"])
+        for i in range(5):
+            status, _, body = reserve(self.servers[i % 3], user, 1)
+            self.assertEqual(status, 200, body)
+        status, _, body = reserve(a, user, 1)
+        self.assertEqual((status, body["reason"]), (429, "too_many_open_reservations"))
+        status, _, body = settle(b, zeros[0], 7)
+        self.assertEqual((status, body["error"]["code"]), (404, "unknown_reservation"))
+        status, _, body = settle(c, zeros[5], 7)
+        self.assertEqual((status, body["policies"][0]["overrun"]), (200, 7), body)
+        self.assertEqual(remaining_of(body), 10000 - 5 - 7, "the forgotten one charged nothing")
+
     def test_bad_input_is_refused_and_charges_nothing(self):
         a, b, c = self.servers
         user = {"user": "bad"}

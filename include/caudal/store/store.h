@@ -53,16 +53,18 @@
 // also records a reservation on the key under the id EntryRef::hold, expiring
 // EntryRef::reservation's ttl after the store's time. A key holds at most `max_open` open
 // reservations: a reserve past them is refused (Decision::reservation kFull, retry_after until
-// the earliest expires). EntryOp::kSettle with the same id names the actual cost: less than the
-// estimate gives the difference back as a give-back does (only what still counts, the
-// reservation's decision being the grant), more overdraws the excess into debt (Overdraw in
-// caudal/algorithms/compact_state.h), so later requests wait until the long-run rate is met. The
-// settled reservation keeps its cost and its decision until its expiry: a settle of the same
-// cost again answers that decision (kRepeated) and changes nothing, another cost kConflict, no
-// live reservation kUnknown. A reservation not settled by its expiry keeps its estimate, or gives
-// it back (ExpiryOutcome::kGiveBack, as a give-back at that moment), at the next entry on its key
-// that carries EntryRef::reservation (the engine gives every entry of a policy that reserves
-// its policy's terms). A request that settles holds settles only, and is always allowed.
+// the earliest expires). A reserve of cost 0 consumes nothing, so it takes no open slot: a key
+// keeps at most `max_open` of those besides, forgetting the one that expires first.
+// EntryOp::kSettle with the same id names the actual cost: less than the estimate gives the
+// difference back as a give-back does (only what still counts, the reservation's decision being the
+// grant), more overdraws the excess into debt (Overdraw in caudal/algorithms/compact_state.h), so
+// later requests wait until the long-run rate is met. The settled reservation keeps its cost and
+// its decision until its expiry: a settle of the same cost again answers that decision (kRepeated)
+// and changes nothing, another cost kConflict, no live reservation kUnknown. A reservation not
+// settled by its expiry keeps its estimate, or gives it back (ExpiryOutcome::kGiveBack, as a
+// give-back at that moment), at the next entry on its key that carries EntryRef::reservation (the
+// engine gives every entry of a policy that reserves its policy's terms). A request that settles
+// holds settles only, and is always allowed.
 //
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
@@ -140,7 +142,8 @@ struct ReservationTerms {
   Micros ttl = std::chrono::seconds(60);  // kReserve: until the reservation expires
   ExpiryOutcome on_expiry = ExpiryOutcome::kKeep;
   // Open reservations a key holds at most; it keeps as many settled ones (to answer a repeated
-  // settle), forgetting the earliest to expire first.
+  // settle) and as many open ones of cost 0 (which take no slot), forgetting the earliest to
+  // expire first.
   int64_t max_open = 1000;
   friend bool operator==(const ReservationTerms&, const ReservationTerms&) = default;
 };

@@ -228,7 +228,7 @@ while a <= nargs do
           compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
         end
         reservation_open(keys[i], now, costs[i], resets[i], rhis[i], rlos[i], rttls[i], rgives[i],
-                         slack)
+                         rmaxs[i], slack)
         rcodes[i] = RES_OPENED
       elseif (all or charges[i]) and consumeds[i] then  -- a charge counts whatever was decided
         if algs[i] == CONCURRENCY then

@@ -1,6 +1,7 @@
 -- Reservations (src/store/reservation_book.cc): a key's reservations live beside its state, under
--- its hash tag: "<key>:ro" the open ones and "<key>:rs" the settled ones, sorted sets of ids
--- ("<hi>:<lo>") scored by expiry (µs, written as decimal integers), and "<key>:rd" a hash of id to
+-- its hash tag: "<key>:ro" the open ones, "<key>:rz" the open ones of estimate 0 (they take no
+-- slot) and "<key>:rs" the settled ones, sorted sets of ids ("<hi>:<lo>") scored by expiry (µs,
+-- written as decimal integers), and "<key>:rd" a hash of id to
 -- the record, packed doubles (exact integers below 2^53): expiry, estimate, the reserve's time
 -- and reset_after (its grant), 1 when it gives back at expiry, and once settled the cost and the
 -- settle's remaining (negative: a fixed window's overdraft), reset_after and overrun.
@@ -45,6 +46,10 @@ local function reservations_expire(key, alg, st, cap, rn, rp, now, slack)
     end
   end
   if #due > 0 then redis.call('ZREMRANGEBYSCORE', ro, '-inf', cut) end
+  -- An estimate of 0 gives nothing back: its record goes.
+  local zeros = redis.call('ZRANGEBYSCORE', key .. ':rz', '-inf', cut)
+  for _, id in ipairs(zeros) do redis.call('HDEL', rd, id) end
+  if #zeros > 0 then redis.call('ZREMRANGEBYSCORE', key .. ':rz', '-inf', cut) end
   local gone = redis.call('ZRANGEBYSCORE', rs, '-inf', cut)
   for _, id in ipairs(gone) do redis.call('HDEL', rd, id) end
   if #gone > 0 then redis.call('ZREMRANGEBYSCORE', rs, '-inf', cut) end
@@ -55,15 +60,18 @@ end
 local function reservation_drop(key, hi, lo)
   local id = reservation_member(hi, lo)
   redis.call('ZREM', key .. ':ro', id)
+  redis.call('ZREM', key .. ':rz', id)
   redis.call('HDEL', key .. ':rd', id)
 end
 
--- A reserve's decision: a consume's, refused (RES_FULL) when `max_open` are open. Returns a
--- compact decision's eight values and the reservation code.
+-- A reserve's decision: a consume's, refused (RES_FULL) when `max_open` are open (one of 0
+-- takes no slot). Returns a compact decision's eight values and the reservation code.
 local function reserve_decide(key, alg, st, cap, rn, rp, now, cost, max_open)
   local v, rem, rst, retry, consumed, w0, w1, w2 = COMPACT[alg](st, cap, rn, rp, now, cost)
   local ro = key .. ':ro'
-  if redis.call('ZCARD', ro) < max_open then return v, rem, rst, retry, consumed, w0, w1, w2, RES_NONE end
+  if cost == 0 or redis.call('ZCARD', ro) < max_open then
+    return v, rem, rst, retry, consumed, w0, w1, w2, RES_NONE
+  end
   local first = redis.call('ZRANGE', ro, 0, 0, 'WITHSCORES')
   local wait = tonumber(first[2]) - now
   if retry > wait then wait = retry end
@@ -71,10 +79,16 @@ local function reserve_decide(key, alg, st, cap, rn, rp, now, cost, max_open)
   return DENIED, prem, prst, wait, false, p0, p1, p2, RES_FULL
 end
 
--- Records an admitted reserve of `cost` whose decision reported `reset`.
-local function reservation_open(key, now, cost, reset, hi, lo, ttl, give, slack)
-  local ro, rd = key .. ':ro', key .. ':rd'
+-- Records an admitted reserve of `cost` whose decision reported `reset`; one of 0 in "<key>:rz",
+-- which keeps `max_open`, forgetting the one that expires first.
+local function reservation_open(key, now, cost, reset, hi, lo, ttl, give, max_open, slack)
+  local ro, rd = key .. (cost == 0 and ':rz' or ':ro'), key .. ':rd'
   local id = reservation_member(hi, lo)
+  if cost == 0 and redis.call('ZCARD', ro) >= max_open then
+    local first = redis.call('ZRANGE', ro, 0, 0)[1]
+    redis.call('ZREM', ro, first)
+    redis.call('HDEL', rd, first)
+  end
   redis.call('ZADD', ro, fmt('%d', now + ttl), id)
   redis.call('HSET', rd, id, spack(RECORD, now + ttl, cost, now, reset, give, 0, 0, 0, 0))
   -- One that gives back at expiry lives until its units no longer count (its grant's reset),
@@ -96,7 +110,7 @@ local function reservation_settle(key, alg, st, cap, rn, rp, now, cost, hi, lo, 
     redis.call('HDEL', rd, id)
     v = nil
   end
-  local open = v and redis.call('ZSCORE', ro, id)
+  local open = v and (redis.call('ZSCORE', ro, id) or redis.call('ZSCORE', key .. ':rz', id))
   if v and not open then
     local _, _, _, _, _, actual, r_rem, r_rst, r_over = sunpack(RECORD, v)
     if actual == cost then return ALLOWED, r_rem, r_rst, 0, RES_REPEATED, r_over end
@@ -117,6 +131,7 @@ local function reservation_settle(key, alg, st, cap, rn, rp, now, cost, hi, lo, 
   if changed then compact_write(key, st, w0, w1, w2, now, rst, slack) end
   local over = cost > estimate and cost - estimate or 0
   redis.call('ZREM', ro, id)
+  redis.call('ZREM', key .. ':rz', id)
   redis.call('ZADD', rs, fmt('%d', expiry), id)
   redis.call('HSET', rd, id, spack(RECORD, expiry, estimate, at, reset, give, cost, rem, rst, over))
   reservation_keep(rs, ttl_ms(expiry - now, slack))
