@@ -476,10 +476,15 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
   if (!planned.ok()) return planned.failure();
   const Check& c = *planned->check;
   std::vector<EntryRef> entries;
-  // A refund gives back what was consumed, never past a fresh state: the largest is a reset.
+  // A refund gives back what was consumed, never past a fresh state: the largest is a reset. The
+  // key's reservations go with it, in the same step: none gives back, is settled or holds a slot
+  // after it.
   for (size_t k = 0; k < c.keys.size(); ++k) {
-    entries.push_back(
-        {.key = c.keys[k], .limit = c.result.limits[k], .cost = kMaxCost, .op = EntryOp::kRefund});
+    entries.push_back({.key = c.keys[k],
+                       .limit = c.result.limits[k],
+                       .cost = kMaxCost,
+                       .op = EntryOp::kRefund,
+                       .forget_reservations = true});
   }
   if (entries.empty()) return ReadState(*r);  // unlimited: nothing to reset
   if (auto done = engine_.store().Decide(entries); !done.ok()) return Unavailable(done.status());

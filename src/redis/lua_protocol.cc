@@ -59,7 +59,8 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     return;
   }
   const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
-  const bool reserving = e.reservation != nullptr && SupportsReserve(e.limit->algorithm());
+  const bool reserving =
+      (e.reservation != nullptr || e.forget_reservations) && SupportsReserve(e.limit->algorithm());
   AppendLimitArgs(algorithm + flag + (reserving ? kReserveFlag : 0), *e.limit, args);
   // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
@@ -70,12 +71,17 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
   }
   if (reserving) {
     const bool names = e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
-    Pack(e.op == EntryOp::kReserve ? 1 : e.op == EntryOp::kSettle ? 2 : 0, args);
+    const ReservationTerms* t = e.reservation;
+    Pack(e.forget_reservations       ? 3
+         : e.op == EntryOp::kReserve ? 1
+         : e.op == EntryOp::kSettle  ? 2
+                                     : 0,
+         args);
     Pack(names ? e.hold->hi : 0, args);
     Pack(names ? e.hold->lo : 0, args);
-    Pack(e.reservation->ttl.count(), args);
-    Pack(e.reservation->on_expiry == ExpiryOutcome::kGiveBack ? 1 : 0, args);
-    Pack(e.reservation->max_open, args);
+    Pack(t != nullptr ? t->ttl.count() : 0, args);
+    Pack(t != nullptr && t->on_expiry == ExpiryOutcome::kGiveBack ? 1 : 0, args);
+    Pack(t != nullptr ? t->max_open : 0, args);
   }
 }
 

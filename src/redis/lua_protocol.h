@@ -50,10 +50,12 @@ inline constexpr int64_t kLeaseFlag = 128;
 // An entry carrying reservation terms (EntryRef::reservation, on an algorithm with
 // SupportsReserve) travels as its algorithm's number plus this flag, followed, after the numbers
 // above, by six more: its mode (0: its key's expired reservations only, 1: a reserve, 2: a
-// settle), the reservation id's two words, the ttl (µs), 1 when it gives back at expiry, and the
-// most open. A reserve's or a settle's reply carries two more integers: its Reservation code and
-// the settle's overrun (lua/reservation.lua). A reserve's undo entry carries the flag too, and
-// two more numbers, the reservation id's words: the undo also deletes the record.
+// settle, 3: a refund that forgets its key's reservations, EntryRef::forget_reservations), the
+// reservation id's two words, the ttl (µs), 1 when it gives back at expiry, and the most open
+// (0 for what the entry does not carry). A reserve's or a settle's reply carries two more integers:
+// its Reservation code and the settle's overrun (lua/reservation.lua). A reserve's undo entry
+// carries the flag too, and two more numbers, the reservation id's words: the undo also deletes the
+// record.
 inline constexpr int64_t kReserveFlag = 256;
 
 // One request's share of a script call. Its numbers travel as one argument of little-endian

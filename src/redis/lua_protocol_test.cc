@@ -351,6 +351,26 @@ TEST(LuaProtocol, AReservesUndoCarriesItsIdEvenForNoUnits) {
                                   300000}));
 }
 
+// A reset's refund forgets its key's reservations: mode 3, with no id and no terms; a limit
+// that takes no reservations has none to forget, and its refund travels as any other.
+TEST(LuaProtocol, EncodesARefundThatForgetsReservationsAsModeThree) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, std::chrono::seconds(1)}));
+  const Limit log =
+      *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, std::chrono::seconds(1)));
+  const EntryRef entries[] = {
+      {.key = "r",
+       .limit = &bucket,
+       .cost = 7,
+       .op = EntryOp::kRefund,
+       .forget_reservations = true},
+      {.key = "l", .limit = &log, .cost = 7, .op = EntryOp::kRefund, .forget_reservations = true}};
+  EXPECT_EQ(UnpackArgs(EncodeRequest(entries, "p:").args),
+            (std::vector<int64_t>{2,                                                      //
+                                  4 + kReserveFlag, 10, 1, 100000, -7, 3, 0, 0, 0, 0, 0,  //
+                                  1, 5, 5, 1000000, -7}));
+}
+
 TEST(LuaProtocol, TheCallTimeEndsTheReply) {
   const std::vector<int64_t> reply = {1, 0, 4, 0, 0, 1'700'000'000'000'000};
   EXPECT_EQ(*DecodeCallTime(reply, 5), 1'700'000'000'000'000);

@@ -107,6 +107,7 @@ struct Pending {
   bool writes = false;    // consuming and allowed (stored if the request passes), or refunding
   bool new_slot = false;  // writes, and its slot is absent or fresh (may need a new one)
   bool no_room = false;   // a reserve whose key cannot hold reservations: the shard has too many
+  bool forget = false;    // a refund that forgets the key's reservations (a reset)
   Step step;              // for logs, only step.decision is used
   ShardTable::Slot* slot = nullptr;  // as Evaluate found it; valid until a shard makes room
 };
@@ -235,6 +236,7 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
   // its own rule.
   p.refund = e.op == EntryOp::kRefund || e.op == EntryOp::kGiveBack || e.op == EntryOp::kRelease;
   p.charge = e.op == EntryOp::kCharge;
+  p.forget = e.forget_reservations;
   if (p.holds) {
     static const concurrency::Holds kNone;
     const auto& holds = slot != nullptr ? table.Log(*slot) : kNone;
@@ -250,7 +252,9 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
     p.writes = p.refund ? slot != nullptr && e.cost > 0 && !log.entries.empty()
                         : p.step.decision.allowed() && e.cost > 0;
   } else {
-    KeyReservations* reservations = e.reservation != nullptr ? Reservations(e, p, now) : nullptr;
+    // Reservations a reset forgets give nothing back first.
+    KeyReservations* reservations =
+        e.reservation != nullptr && !p.forget ? Reservations(e, p, now) : nullptr;
     slot = p.slot;
     CompactState state;
     if (slot != nullptr) state = slot->State();
@@ -444,6 +448,7 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
     }
     for (size_t i = 0; i < entries.size(); ++i) {
       if (pending[i].refund) {
+        if (pending[i].forget) ShardOf(pending[i]).reservations.erase(pending[i].fp);
         if (pending[i].writes) ApplyRefund(entries[i], pending[i], now, moved);
       } else if (pending[i].charge) {
         if (pending[i].writes) Commit(entries[i], pending[i], now, moved);
@@ -458,6 +463,7 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   bool moved = false;
   if (Status s = ReserveNewSlots(pending, shard_ids, tick, moved); !s.ok()) return s;
   for (size_t i = 0; i < entries.size(); ++i) {
+    if (pending[i].forget) ShardOf(pending[i]).reservations.erase(pending[i].fp);
     if (!pending[i].writes) continue;
     if (pending[i].refund) {
       ApplyRefund(entries[i], pending[i], now, moved);

@@ -67,6 +67,9 @@ Status ValidateHold(const EntryRef& e, bool releases) {
 
 // The reservation fields of one entry; `settles`: the request settles (its first entry does).
 Status ValidateReservation(const EntryRef& e, bool settles) {
+  if (e.forget_reservations && (e.op != EntryOp::kRefund || e.native_count)) {
+    return Status::InvalidArgument("only a refund forgets a key's reservations, never natively");
+  }
   const bool reserving = e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
   if ((e.op == EntryOp::kSettle) != settles) {
     return Status::InvalidArgument("a request that settles reservations holds nothing else");

@@ -229,6 +229,48 @@ TEST_P(StoreConformanceTest, AReserveOfZeroTakesNoOpenSlot) {
       << "a reserve of 0 passes a key whose slots are all held";
 }
 
+// A reset (the admin's: a refund of everything that forgets the key's reservations) clears them
+// with the state, in one step: no open one settles, holds a slot or gives back at its expiry, and
+// no settled one answers a repeat. A control key, fresh, takes the same requests after it.
+TEST_P(StoreConformanceTest, AResetForgetsTheKeysReservations) {
+  for (const Algorithm a : kReserving) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = LimitOf(a);
+    const ReservationTerms terms{
+        .ttl = seconds(1), .on_expiry = ExpiryOutcome::kGiveBack, .max_open = 2};
+    const std::string name(AlgorithmName(a));
+    const Ops ops{.key = Key("reset:" + name), .limit = &limit, .terms = terms};
+    const Ops control{.key = Key("reset:control:" + name), .limit = &limit, .terms = terms};
+    const HoldId o1{12, 1}, o2{12, 2}, done{12, 3}, zero{12, 4}, next{12, 5};
+    for (const EntryRef& e : {ops.Reserve(done, 200), ops.Settle(done, 200), ops.Reserve(o1, 300),
+                              ops.Reserve(o2, 100), ops.Reserve(zero, 0)}) {
+      ASSERT_TRUE(MustDecide({&e, 1}).allowed);
+    }
+    const EntryRef reserve = ops.Reserve(next, 1);
+    ASSERT_EQ(MustDecide({&reserve, 1}).decisions[0].reservation, Reservation::kFull);
+    const EntryRef reset{.key = ops.key,
+                         .limit = &limit,
+                         .cost = kMaxCost,
+                         .op = EntryOp::kRefund,
+                         .forget_reservations = true};
+    EXPECT_EQ(MustDecide({&reset, 1}).decisions[0].remaining, 1000);
+    for (const EntryRef& e : {ops.Settle(o1, 300), ops.Settle(done, 200), ops.Settle(zero, 5)}) {
+      const Decision d = MustDecide({&e, 1}).decisions[0];
+      EXPECT_EQ(d.reservation, Reservation::kUnknown);
+      EXPECT_EQ(d.remaining, 1000) << "nothing charged";
+    }
+    for (const Ops* k : {&ops, &control}) {
+      const EntryRef r = k->Reserve(next, 1), c = k->Consume(500);
+      EXPECT_EQ(MustDecide({&r, 1}).decisions[0].reservation, Reservation::kOpened);
+      ASSERT_TRUE(MustDecide({&c, 1}).allowed);
+    }
+    clock_.Advance(seconds(1));  // every reservation made before the reset would expire now
+    const EntryRef peek = ops.Consume(0), peek_control = control.Consume(0);
+    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0], MustDecide({&peek_control, 1}).decisions[0])
+        << "none gave its estimate back";
+  }
+}
+
 TEST_P(StoreConformanceTest, AReserveIsAllOrNothingWithTheRequestsOtherLimits) {
   const Limit roomy = Bucket(Algorithm::kTokenBucket, 100, 100, seconds(1));
   const Limit tight = Bucket(Algorithm::kGcra, 5, 5, seconds(1));
@@ -276,6 +318,7 @@ TEST_P(StoreConformanceTest, ReservationEntriesAreValidated) {
       {reserve(&bucket, &id, &many_open)},
       {settle, {.key = other, .limit = &bucket, .cost = 1}},
       {{.key = other, .limit = &bucket, .cost = 1}, settle},
+      {{.key = other, .limit = &bucket, .cost = 1, .forget_reservations = true}},
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE(i);

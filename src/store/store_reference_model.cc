@@ -70,6 +70,7 @@ StoreResponse ReferenceModel::Decide(std::span<const EntryRef> entries, Micros n
   response.decisions.resize(entries.size());
   std::vector<Step> steps(entries.size());
   for (const EntryRef& e : entries) {  // expired reservations first, whatever comes next
+    if (e.forget_reservations) books_.erase(std::string(e.key));  // a reset: none gives back
     if (e.reservation == nullptr || !SupportsReserve(e.limit->algorithm())) continue;
     const auto book = books_.find(e.key);
     if (book == books_.end()) continue;

@@ -83,11 +83,11 @@ concurrency_mutants=(
   "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
 )
 # Reservations: a reserve past max_open, a reserve of 0 that takes a slot, more than max_open of
-# 0 kept, a refused reserve that records, an expiry a µs late or
-# with the wrong outcome, a settle of another cost taken for a repeat, a settle that gives back
-# or overdraws the wrong units, an overrun not reported, a record dropped before its give-back,
-# debt past its cap, a split reserve's undo that leaves its record open; and an always-charged
-# bucket's verdict or retry taken on the wrong side of its charge.
+# 0 kept, a refused reserve that records, an expiry a µs late or with the wrong outcome, a settle
+# of another cost taken for a repeat, a settle that gives back or overdraws the wrong units, an
+# overrun not reported, a record dropped before its give-back, debt past its cap, a split
+# reserve's undo that leaves its record open, a reset that leaves the key's reservations or their
+# slots; and an always-charged bucket's verdict or retry taken on the wrong side of its charge.
 # Not here, being equivalent: reservation_settle's `sunpack(RECORD, v) <= now` → `< now`. Every
 # settle first drops the key's reservations expired at `now` (reservations_expire), records
 # included, so no record that reaches the check expires at `now`; the check only guards a record
@@ -100,6 +100,8 @@ reservation_mutants=(
   "reservation.lua|if cost == 0 or redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) < max_open then"
   "reservation.lua|key .. (cost == 0 and ':rz' or ':ro')|key .. ':ro'"
   "reservation.lua|if cost == 0 and redis.call('ZCARD', ro) >= max_open then|if false then"
+  "decide.lua|if modes[i] == 3 then reservations_forget(keys[i]) end|local _ = 0"
+  "reservation.lua|redis.call('DEL', key .. ':ro', key .. ':rz', key .. ':rs', key .. ':rd')|redis.call('DEL', key .. ':rs', key .. ':rd')"
   "decide.lua|elseif modes[i] == 1 and all then|elseif modes[i] == 1 then"
   "reservation.lua|local cut = fmt('%d', now)|local cut = fmt('(%d', now)"
   "reservation.lua|      if give == 1 then|      if give ~= 1 then"

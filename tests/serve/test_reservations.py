@@ -1,7 +1,8 @@
 """Reserve, then settle, across three `caudal serve` processes on one redis-server, and again on
 a three-primary Redis Cluster: exact under the estimate, over it (debt), at expiry, settled from
 another instance, one reservation across two policies (on the Cluster, keys on two primaries),
-the bound on admitted cost, and bad input answered with a 4xx that charges nothing."""
+the bound on admitted cost, an admin reset that forgets them, and bad input answered with a 4xx
+that charges nothing."""
 import json
 import random
 import threading
@@ -31,6 +32,7 @@ policies:
 """
 
 JSON = {"Content-Type": "application/json"}
+TOKEN = "admin-token-for-tests"
 
 
 def post(s, path, payload):
@@ -66,7 +68,8 @@ class Reservations(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         url = cls.start_store()
-        cls.servers = [Serve(CONFIG % url, test_hooks=False) for _ in range(3)]
+        cls.servers = [Serve(CONFIG % url, test_hooks=False, env={"CAUDAL_ADMIN_TOKEN": TOKEN})
+                       for _ in range(3)]
 
     @classmethod
     def tearDownClass(cls):
@@ -209,6 +212,26 @@ class Reservations(unittest.TestCase):
         status, _, body = settle(c, zeros[5], 7)
         self.assertEqual((status, body["policies"][0]["overrun"]), (200, 7), body)
         self.assertEqual(remaining_of(body), 10000 - 5 - 7, "the forgotten one charged nothing")
+
+    def test_a_reset_forgets_the_identitys_reservations(self):
+        a, b, c = self.servers
+        user = {"user": "reset"}
+        ids = []
+        for i in range(5):
+            status, _, body = reserve(self.servers[i % 3], user, 100, ttl="24h")
+            self.assertEqual(status, 200, body)
+            ids.append(body["reservation"])
+        self.assertEqual(settle(a, ids[4], 100)[0], 200)
+        self.assertEqual(reserve(b, user, 1)[0], 200)
+        self.assertEqual(reserve(c, user, 1)[0], 429, "its 5 slots held")
+        status, _, body = b.request("DELETE", "/v1/admin/policies/tokens/state?user=reset", None,
+                                    {"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(status, 200, body)
+        for rid in ids:
+            status, _, body = settle(c, rid, 100)
+            self.assertEqual((status, body["error"]["code"]), (404, "unknown_reservation"), rid)
+        status, _, body = reserve(a, user, 1)
+        self.assertEqual((status, remaining_of(body)), (200, 9999), "fresh, its slots free")
 
     def test_bad_input_is_refused_and_charges_nothing(self):
         a, b, c = self.servers

@@ -64,7 +64,9 @@
 // settled by its expiry keeps its estimate, or gives it back (ExpiryOutcome::kGiveBack, as a
 // give-back at that moment), at the next entry on its key that carries EntryRef::reservation (the
 // engine gives every entry of a policy that reserves its policy's terms). A request that settles
-// holds settles only, and is always allowed.
+// holds settles only, and is always allowed. A refund with EntryRef::forget_reservations (an
+// identity's reset) forgets the key's reservations, open and settled, in the same atomic step:
+// none gives anything back at its expiry, and a settle of any of them finds no live one.
 //
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.
@@ -166,6 +168,7 @@ struct EntryRef {
   // A kReserve or a kSettle: its terms (required). Any other entry: the key's reservations expire
   // first by these terms (see above); null: they are left for later.
   const ReservationTerms* reservation = nullptr;
+  bool forget_reservations = false;  // a kRefund: the key's reservations are forgotten (above)
 };
 
 struct StoreResponse {
@@ -193,7 +196,8 @@ class Store {
   // entries, a concurrency entry that is not a consume or a release, a consume of cost > 0 or a
   // release without its hold, a release of another limit or beside other ops, a reserve or a
   // settle without its id or terms or on an algorithm without SupportsReserve, terms out of
-  // range, a settle beside other ops),
+  // range, a settle beside other ops, forget_reservations on an entry that is not a refund or is
+  // a native count),
   // kUnavailable / kDeadlineExceeded
   // (the store cannot answer in time), kResourceExhausted (a bounded table is full).
   virtual void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) = 0;

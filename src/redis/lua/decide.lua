@@ -20,8 +20,9 @@
 --   applies whatever the others decide; its reply carries a fifth integer, 1 when the hold was
 --   live).
 --   An algorithm plus RESERVE_FLAG carries reservation terms: six more numbers follow (after a
---   lease's or a hold's): mode (0: only expire the key's reservations, 1: reserve, 2: settle),
---   the reservation id's two words, ttl (µs), 1 when it gives back at expiry, the most open; a
+--   lease's or a hold's): mode (0: only expire the key's reservations, 1: reserve, 2: settle,
+--   3: a refund that forgets the key's reservations first, whatever the others decide), the
+--   reservation id's two words, ttl (µs), 1 when it gives back at expiry, the most open; a
 --   reserve's or a settle's reply carries two more integers, its reservation code and overrun
 --   (reservation.lua).
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
@@ -119,7 +120,7 @@ local nargs = #ARGV
 local keys, algs, caps, rns, rps, costs, states, charges = {}, {}, {}, {}, {}, {}, {}, {}
 local asks = {}  -- per entry: the lease asked for, or false
 local his, los = {}, {}  -- per CONCURRENCY entry: its hold id
--- per entry with RESERVE_FLAG: its mode (0: expire only, 1: reserve, 2: settle), its
+-- per entry with RESERVE_FLAG: its mode (0: expire only, 1: reserve, 2: settle, 3: forget), its
 -- reservation's id, ttl, 1 when it gives back at expiry, and the most open; false otherwise
 local modes, rhis, rlos, rttls, rgives, rmaxs, rcodes, overs = {}, {}, {}, {}, {}, {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
@@ -172,6 +173,8 @@ while a <= nargs do
       end
       keys[i], algs[i] = K[kb + k], alg
       k = k + 1
+      -- A reset (a refund, even of 0): the key's reservations go first, giving nothing back.
+      if modes[i] == 3 then reservations_forget(keys[i]) end
       if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
         if alg == SLIDING_WINDOW_LOG then
           states[i] = log_read(keys[i])

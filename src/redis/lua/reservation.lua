@@ -56,6 +56,11 @@ local function reservations_expire(key, alg, st, cap, rn, rp, now, slack)
   return st
 end
 
+-- Forgets every reservation of `key` (a reset).
+local function reservations_forget(key)
+  redis.call('DEL', key .. ':ro', key .. ':rz', key .. ':rs', key .. ':rd')
+end
+
 -- Deletes reservation (hi, lo) of `key` (a reserve's undo: its request was refused elsewhere).
 local function reservation_drop(key, hi, lo)
   local id = reservation_member(hi, lo)
