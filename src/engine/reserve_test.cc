@@ -99,6 +99,19 @@ TEST_F(ReserveTest, ASettleOverTheEstimateLeavesTheIdentityInDebt) {
   EXPECT_EQ(next->retry_after, milliseconds(510)) << "50 of debt, then 1";
 }
 
+TEST_F(ReserveTest, ASettleChargesAtMostTheLimitAboveTheEstimateAndCountsWhatItCharged) {
+  Install({Spec("tokens", {Bucket(100, {100, seconds(1)})})});
+  auto r = Reserve("u1", 100);
+  ASSERT_TRUE(r.ok() && r->allowed());
+  auto s = engine_.Settle(r->reservation, 100 + 250);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->limits[0].decision.overrun, 250);
+  EXPECT_EQ(metrics_.Value(MetricId::kReservationOverrun), 100u) << "what was charged";
+  auto next = engine_.Check({.descriptors = {{"user", "u1"}}, .cost = 1});
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->retry_after, milliseconds(1010)) << "100 of debt, not 250, then 1";
+}
+
 TEST_F(ReserveTest, AnExpiredReservationIsUnknownAndItsEstimateComesBackWhenConfigured) {
   PolicySpec spec = Spec("tokens", {Bucket(10, {1, seconds(1)})});
   spec.reservations.on_expiry = ExpiryOutcome::kGiveBack;

@@ -1,5 +1,6 @@
 // Engine::SettleAsync: settles the reservation a reservation id names (engine/hold.h's format:
 // its random id and its keys) at the actual cost, in one store request.
+#include <algorithm>
 #include <future>
 #include <memory>
 
@@ -31,8 +32,9 @@ struct SettleOp {
           .fetch_add(1, std::memory_order_relaxed);
       if (r->outcome == Reservation::kSettled) {
         int64_t overrun = 0;
-        for (const SettledLimit& l : r->limits) {
-          if (l.decision.reservation == Reservation::kSettled) overrun += l.decision.overrun;
+        for (const SettledLimit& l : r->limits) {  // what was charged: the limit at most
+          const Decision& d = l.decision;
+          if (d.reservation == Reservation::kSettled) overrun += std::min(d.overrun, d.limit);
         }
         if (overrun > 0)
           metrics->Add(MetricId::kReservationOverrun, static_cast<uint64_t>(overrun));

@@ -1,5 +1,6 @@
 #include "server/reserve_api.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 
 #include "caudal/common/rate.h"
@@ -137,11 +138,13 @@ Reply SettleReply(const Result<SettleResult>& result) {
   json::array policies;
   for (const SettledLimit& l : result->limits) {
     const Decision& d = l.decision;
+    const int64_t charged = std::min(d.overrun, d.limit);  // a settle charges its limit at most
     policies.push_back(json::object{{"name", l.policy},
                                     {"limit", l.limit->ToString()},
                                     {"remaining", d.remaining},
                                     {"overdrawn", d.overdrawn},
-                                    {"overrun", d.overrun},
+                                    {"overrun", charged},
+                                    {"uncharged", d.overrun - charged},
                                     {"reset_after_ms", Ms(d.reset_after)}});
   }
   Reply r;

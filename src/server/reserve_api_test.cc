@@ -94,5 +94,24 @@ TEST(ReserveApi, EachSettleOutcomeHasItsStatus) {
   EXPECT_TRUE(down.headers.Get("Retry-After"));
 }
 
+// A settle charges at most the limit above the estimate: the answer splits the overrun into
+// what was charged and what was not.
+TEST(ReserveApi, ASettleSaysWhatOfItsOverrunWasNotCharged) {
+  const Limit limit = *Limit::Create(
+      LimitSpec::Bucket(Algorithm::kTokenBucket, 1000, {.count = 1000, .period = seconds(60)}));
+  const auto policy = [&](int64_t overrun) {
+    const SettleResult r{
+        .outcome = Reservation::kSettled,
+        .limits = {{.policy = "tokens",
+                    .limit = &limit,
+                    .decision = {.limit = 1000, .remaining = 0, .overrun = overrun}}}};
+    return json::parse(SettleReply(r).body).at("policies").as_array()[0];
+  };
+  EXPECT_EQ(policy(1500).at("overrun").as_int64(), 1000);
+  EXPECT_EQ(policy(1500).at("uncharged").as_int64(), 500);
+  EXPECT_EQ(policy(700).at("overrun").as_int64(), 700);
+  EXPECT_EQ(policy(700).at("uncharged").as_int64(), 0);
+}
+
 }  // namespace
 }  // namespace caudal::http_api

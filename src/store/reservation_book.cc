@@ -43,7 +43,13 @@ bool ExpireReservations(const Limit& limit, ReservationBook& book,
 Step DecideReserve(const Limit& limit, const ReservationBook& book, const CompactState* state,
                    Micros now, int64_t cost, const ReservationTerms& terms) {
   Step step = DecideCompact(limit, state, now, cost);
-  if (cost == 0) return step;  // it takes no slot
+  if (cost == 0) {
+    // It takes no slot, but a settle may charge it: refused in debt (or on an overdrawn window),
+    // as a charge's peek is, so that settles cannot pile debt up through reserves of 0.
+    const Step peek = ChargeCompact(limit, state, now, 0);
+    if (!peek.decision.allowed()) step.decision = peek.decision;
+    return step;
+  }
   int64_t open = 0;
   int64_t earliest = 0;
   for (const ReservationRecord& r : book.records) {
@@ -95,8 +101,8 @@ Step Settle(const Limit& limit, ReservationBook& book, const CompactState* state
   ReservationRecord& r = *it;
   if (cost < r.estimate) {
     step = GiveBackCompact(limit, state, now, r.estimate - cost, r.grant.at, r.grant.reset_after);
-  } else if (cost > r.estimate) {
-    step = OverdrawCompact(limit, state, now, cost - r.estimate);
+  } else if (cost > r.estimate) {  // at most the capacity above the estimate is charged
+    step = OverdrawCompact(limit, state, now, std::min(cost - r.estimate, limit.capacity()));
   } else {
     step = DecideCompact(limit, state, now, 0);
   }

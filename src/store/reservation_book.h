@@ -42,7 +42,8 @@ bool ExpireReservations(const Limit& limit, ReservationBook& book,
                         std::optional<CompactState>& state, Micros now);
 
 // A reserve of `cost` on `state` at `now`: the decision of a consume, refused (kDenied, kFull)
-// when cost > 0 and the book holds terms.max_open open records of an estimate above 0.
+// when cost > 0 and the book holds terms.max_open open records of an estimate above 0; one of 0
+// is refused (kDenied) on a state in debt or overdrawn, as a charge's peek.
 // Precondition: ExpireReservations ran at `now`.
 Step DecideReserve(const Limit& limit, const ReservationBook& book, const CompactState* state,
                    Micros now, int64_t cost, const ReservationTerms& terms);
@@ -51,7 +52,8 @@ void OpenReservation(ReservationBook& book, int64_t id, Micros now, int64_t cost
                      const ReservationTerms& terms, Decision& decision);
 
 // A settle of reservation `id` at `cost`: the step to write (changed) and the decision, whose
-// `reservation` says what happened; a settled record is updated in `book`. Precondition:
+// `reservation` says what happened and `overrun` the cost above the estimate, of which at most
+// the limit's capacity is charged; a settled record is updated in `book`. Precondition:
 // ExpireReservations ran at `now`.
 Step Settle(const Limit& limit, ReservationBook& book, const CompactState* state, Micros now,
             int64_t id, int64_t cost, const ReservationTerms& terms);

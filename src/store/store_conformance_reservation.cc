@@ -120,29 +120,107 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
   EXPECT_EQ(d.overdrawn, 3) << "13 counted in a window of 10";
 }
 
-// A settle's debt stops at MaxDebt: a bucket refilling one a day owes at most 25 years of it,
-// however far past its estimate the settle goes, so that its times stay exact.
+// A settle charges at most the limit's capacity above its estimate: one settle delays the key by
+// no more than its limit refills in, however far past its estimate it goes. The overrun reported
+// is all of it, a repeat included.
+TEST_P(StoreConformanceTest, ASettleChargesAtMostTheCapacityAboveItsEstimate) {
+  for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const Limit limit = Bucket(a, 10, 10, seconds(1));
+    const Ops ops{.key = Key(std::string("capped:") + std::string(AlgorithmName(a))),
+                  .limit = &limit,
+                  .terms = {}};
+    const HoldId id{7, 4};
+    const EntryRef reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    const EntryRef settle = ops.Settle(id, 10 + 25);
+    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(d.reservation, Reservation::kSettled);
+    EXPECT_EQ(d.overrun, 25);
+    EXPECT_EQ(d.reset_after, seconds(2)) << "10 of debt, not 25, and 10 to refill";
+    const Decision again = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(again.reservation, Reservation::kRepeated);
+    EXPECT_EQ(again.overrun, 25);
+    const EntryRef one = ops.Consume(1);
+    const StoreResponse refused = MustDecide({&one, 1});
+    ASSERT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(1100));
+    clock_.Advance(milliseconds(1100) - Micros(1));
+    EXPECT_FALSE(MustDecide({&one, 1}).allowed);
+    clock_.Advance(Micros(1));
+    EXPECT_TRUE(MustDecide({&one, 1}).allowed) << "the capped debt was paid";
+  }
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
+  const Ops ops{.key = Key("capped:fixed_window"), .limit = &window, .terms = {}};
+  const HoldId id{7, 5};
+  const EntryRef reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+  const EntryRef settle = ops.Settle(id, 4 + 25);
+  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  EXPECT_EQ(d.overrun, 25);
+  EXPECT_EQ(d.overdrawn, 4) << "4 + 10 counted in a window of 10";
+}
+
+// A state's debt stops at MaxDebt: a bucket refilling one a day owes at most 25 years of it,
+// however many settles pass its capacity, so that its times stay exact.
 TEST_P(StoreConformanceTest, ASettlesDebtStopsAtItsCap) {
   for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = Bucket(a, 10, 1, std::chrono::hours(24));
+    const Limit limit = Bucket(a, 20'000, 1, std::chrono::hours(24));
     const int64_t cap = MaxDebt(limit);
-    ASSERT_EQ(cap, 25 * 365) << "one a day for 25 years";
+    ASSERT_EQ(cap, 25 * 365) << "one a day for 25 years, below the capacity";
     const Ops ops{.key = Key(std::string("cap:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {}};
     const HoldId id{7, 9};
-    const EntryRef reserve = ops.Reserve(id, 10);
+    const EntryRef reserve = ops.Reserve(id, 20'000);
     ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-    const EntryRef settle = ops.Settle(id, 10 + cap + 500);
+    const EntryRef settle = ops.Settle(id, 20'000 + cap + 500);
     const Decision d = MustDecide({&settle, 1}).decisions[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
     EXPECT_EQ(d.remaining, 0);
-    EXPECT_EQ(d.reset_after, std::chrono::hours(24) * (cap + 10)) << "the debt capped, then full";
+    EXPECT_EQ(d.reset_after, std::chrono::hours(24) * (cap + 20'000))
+        << "the debt capped, then full";
     const EntryRef one = ops.Consume(1);
     const StoreResponse refused = MustDecide({&one, 1});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].retry_after, std::chrono::hours(24) * (cap + 1));
+  }
+}
+
+// A reserve of 0 takes no slot but a settle may charge it: on a state in debt (or a window
+// overdrawn) it is refused, as a charge's peek, and records nothing, so that settles cannot pile
+// debt up through reserves of 0.
+TEST_P(StoreConformanceTest, AReserveOfZeroIsRefusedInDebt) {
+  for (const Algorithm a : kReserving) {
+    SCOPED_TRACE(AlgorithmName(a));
+    const bool window = a == Algorithm::kFixedWindow;
+    const Limit limit = window ? *Limit::Create(LimitSpec::Window(a, 10, seconds(1)))
+                               : Bucket(a, 10, 10, seconds(1));
+    const Ops ops{.key = Key(std::string("indebt:") + std::string(AlgorithmName(a))),
+                  .limit = &limit,
+                  .terms = {}};
+    const HoldId id{7, 6}, zero{7, 7}, later{7, 8};
+    const EntryRef reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    const EntryRef at_zero = ops.Reserve(zero, 0);
+    EXPECT_TRUE(MustDecide({&at_zero, 1}).allowed) << "empty, not in debt";
+    const EntryRef settle = ops.Settle(id, 15);
+    ASSERT_EQ(MustDecide({&settle, 1}).decisions[0].reservation, Reservation::kSettled);
+    const EntryRef in_debt = ops.Reserve(later, 0);
+    const StoreResponse refused = MustDecide({&in_debt, 1});
+    ASSERT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.decisions[0].verdict, Verdict::kDenied);
+    EXPECT_EQ(refused.decisions[0].reservation, Reservation::kNone);
+    const Micros wait = refused.decisions[0].retry_after;
+    EXPECT_EQ(wait, window ? seconds(1) - Micros(clock_.Now().count() / 1000 % 1'000'000)
+                           : milliseconds(500))
+        << "until the debt is paid, or the window ends";
+    const EntryRef settle_later = ops.Settle(later, 0);
+    EXPECT_EQ(MustDecide({&settle_later, 1}).decisions[0].reservation, Reservation::kUnknown)
+        << "nothing recorded";
+    clock_.Advance(wait);
+    EXPECT_EQ(MustDecide({&in_debt, 1}).decisions[0].reservation, Reservation::kOpened);
   }
 }
 

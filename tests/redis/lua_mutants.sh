@@ -83,11 +83,12 @@ concurrency_mutants=(
   "decide.lua|local verdict, remaining, rst, retry = concurrency_release(key, cap, rp, now, units, at)|local verdict, remaining, rst, retry = concurrency_evaluate(key, cap, rp, now, 0)"
 )
 # Reservations: a reserve past max_open, a reserve of 0 that takes a slot, more than max_open of
-# 0 kept, a refused reserve that records, an expiry a µs late or with the wrong outcome, a settle
-# of another cost taken for a repeat, a settle that gives back or overdraws the wrong units, an
-# overrun not reported, a record dropped before its give-back, debt past its cap, a split
-# reserve's undo that leaves its record open, a reset that leaves the key's reservations or their
-# slots; and an always-charged bucket's verdict or retry taken on the wrong side of its charge.
+# 0 kept, one of 0 admitted in debt, a refused reserve that records, an expiry a µs late or with
+# the wrong outcome, a settle of another cost taken for a repeat, a settle that gives back or
+# overdraws the wrong units, an overrun not reported or charged past the capacity, a record
+# dropped before its give-back, debt past its cap, a split reserve's undo that leaves its record
+# open, a reset that leaves the key's reservations or their slots; and an always-charged bucket's
+# verdict or retry taken on the wrong side of its charge.
 # Not here, being equivalent: reservation_settle's `sunpack(RECORD, v) <= now` → `< now`. Every
 # settle first drops the key's reservations expired at `now` (reservations_expire), records
 # included, so no record that reaches the check expires at `now`; the check only guards a record
@@ -96,8 +97,9 @@ concurrency_mutants=(
 # after the sum, and any units a request carries (at most 2^40) put the sum past that latest with
 # or without it; the clamp only keeps the sum's doubles small.
 reservation_mutants=(
-  "reservation.lua|if cost == 0 or redis.call('ZCARD', ro) < max_open then|if cost == 0 or redis.call('ZCARD', ro) <= max_open then"
-  "reservation.lua|if cost == 0 or redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) < max_open then"
+  "reservation.lua|if redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) <= max_open then"
+  "reservation.lua|  if cost == 0 then|  if false then"
+  "reservation.lua|if cv ~= ALLOWED then return|if false then return"
   "reservation.lua|key .. (cost == 0 and ':rz' or ':ro')|key .. ':ro'"
   "reservation.lua|if cost == 0 and redis.call('ZCARD', ro) >= max_open then|if false then"
   "decide.lua|if modes[i] == 3 then reservations_forget(keys[i]) end|local _ = 0"
@@ -107,7 +109,8 @@ reservation_mutants=(
   "reservation.lua|      if give == 1 then|      if give ~= 1 then"
   "reservation.lua|if actual == cost then return|if actual == actual then return"
   "reservation.lua|give_back(alg, st, cap, rn, rp, now, estimate - cost, at, reset)|give_back(alg, st, cap, rn, rp, now, estimate, at, reset)"
-  "reservation.lua|COMPACT_OVERDRAW[alg](st, cap, rn, rp, now, cost - estimate)|COMPACT[alg](st, cap, rn, rp, now, cost - estimate)"
+  "reservation.lua|COMPACT_OVERDRAW[alg](st, cap, rn, rp, now, units)|COMPACT[alg](st, cap, rn, rp, now, units)"
+  "reservation.lua|if units > cap then units = cap end|local _ = cap"
   "reservation.lua|local over = cost > estimate and cost - estimate or 0|local over = 0"
   "reservation.lua|if give == 1 and reset > life then life = reset end|local _ = life"
   "token_bucket.lua|if t < low then t = low end|local _ = low"

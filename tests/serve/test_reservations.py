@@ -164,6 +164,28 @@ class Reservations(unittest.TestCase):
         self.assertGreaterEqual(int(headers["retry-after"]), 231 * 86400)
         self.assertEqual(a.metric("caudal_reservation_overrun_units_total") - overrun_before, 500)
 
+    def test_one_settle_charges_at_most_the_capacity_above_its_estimate(self):
+        # An overrun of 2^40 - 1 charges 10000, the capacity: a day of debt, then one to refill
+        # the unit asked for, where it would have been 25 years.
+        a, b, c = self.servers
+        user = {"user": "capped"}
+        overrun_before = b.metric("caudal_reservation_overrun_units_total")
+        status, _, body = reserve(a, user, 1)
+        self.assertEqual(status, 200, body)
+        status, _, body = settle(b, body["reservation"], 2 ** 40)
+        self.assertEqual(status, 200, body)
+        self.assertEqual((body["policies"][0]["overrun"], body["policies"][0]["uncharged"]),
+                         (10000, 2 ** 40 - 1 - 10000))
+        self.assertEqual(b.metric("caudal_reservation_overrun_units_total") - overrun_before,
+                         10000)
+        status, headers, body = c.check(user, 1)
+        self.assertEqual(status, 429, body)
+        self.assertGreater(int(headers["retry-after"]), 2 * 86400 - 60)
+        self.assertLessEqual(int(headers["retry-after"]), 2 * 86400)
+        status, _, body = reserve(a, user, 0)
+        self.assertEqual(status, 429, "in debt, not even a reserve of 0")
+        self.assertNotEqual(body.get("reason"), "too_many_open_reservations")
+
     def test_an_unsettled_reservation_expires_and_gives_back_where_configured(self):
         a, b, _ = self.servers
         team = {"team": "expiry"}
@@ -296,11 +318,11 @@ class Reservations(unittest.TestCase):
         overruns = sum(max(0, a - e) for e, a in settled)
         self.assertGreater(len(settled), 10)
         self.assertLessEqual(actual_total, capacity + overruns)
-        # Exact: a reserve of 0 reports what the state counts, B - Σ actual (0 in debt).
+        # Exact: a reserve of 0 reports what the state counts, B - Σ actual (0 in debt, where
+        # it is refused).
         status, _, body = reserve(self.servers[0], user, 0)
-        self.assertEqual(status, 200, body)
+        self.assertEqual(status, 429 if actual_total > capacity else 200, body)
         self.assertEqual(remaining_of(body), max(0, capacity - actual_total))
-        self.assertEqual(settle(self.servers[1], body["reservation"], 0)[0], 200)
 
 
 class ReservationsOnACluster(Reservations):

@@ -47,7 +47,8 @@ struct Decision {
   bool released = false;
   // A reserve or a settle: what it did with its reservation.
   Reservation reservation = Reservation::kNone;
-  // A settle that settled (or repeats one): the units it charged above the estimate.
+  // A settle that settled (or repeats one): its cost above the estimate, of which it charged at
+  // most `limit` (store.h).
   int64_t overrun = 0;
 
   bool allowed() const { return verdict == Verdict::kAllowed; }

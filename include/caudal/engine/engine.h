@@ -269,9 +269,9 @@ class Engine {
 
   // Settles the reservation `reservation` (CheckResult::reservation) at the actual `cost`, from
   // any instance sharing the store, in one store request: under the estimate gives the rest
-  // back, over it charges the excess into debt. Errors: kInvalidArgument for text that is no
-  // reservation id or a cost outside 0..2^40; kUnavailable (or the store's error) when the store
-  // cannot answer. `done` runs exactly once.
+  // back, over it charges the excess into debt, up to each limit's capacity. Errors:
+  // kInvalidArgument for text that is no reservation id or a cost outside 0..2^40; kUnavailable (or
+  // the store's error) when the store cannot answer. `done` runs exactly once.
   void SettleAsync(std::string_view reservation, int64_t cost, SettleCallback done);
   Result<SettleResult> Settle(std::string_view reservation, int64_t cost);
 

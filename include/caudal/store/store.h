@@ -52,21 +52,24 @@
 // `cost`, an estimate, decided all-or-nothing with the request's other entries, which, admitted,
 // also records a reservation on the key under the id EntryRef::hold, expiring
 // EntryRef::reservation's ttl after the store's time. A key holds at most `max_open` open
-// reservations: a reserve past them is refused (Decision::reservation kFull, retry_after until
-// the earliest expires). A reserve of cost 0 consumes nothing, so it takes no open slot: a key
-// keeps at most `max_open` of those besides, forgetting the one that expires first.
-// EntryOp::kSettle with the same id names the actual cost: less than the estimate gives the
-// difference back as a give-back does (only what still counts, the reservation's decision being the
-// grant), more overdraws the excess into debt (Overdraw in caudal/algorithms/compact_state.h), so
-// later requests wait until the long-run rate is met. The settled reservation keeps its cost and
-// its decision until its expiry: a settle of the same cost again answers that decision (kRepeated)
-// and changes nothing, another cost kConflict, no live reservation kUnknown. A reservation not
-// settled by its expiry keeps its estimate, or gives it back (ExpiryOutcome::kGiveBack, as a
-// give-back at that moment), at the next entry on its key that carries EntryRef::reservation (the
-// engine gives every entry of a policy that reserves its policy's terms). A request that settles
-// holds settles only, and is always allowed. A refund with EntryRef::forget_reservations (an
-// identity's reset) forgets the key's reservations, open and settled, in the same atomic step:
-// none gives anything back at its expiry, and a settle of any of them finds no live one.
+// reservations: a reserve past them is refused (Decision::reservation kFull, retry_after until the
+// earliest expires). A reserve of cost 0 consumes nothing, so it takes no open slot: a key keeps at
+// most `max_open` of those besides, forgetting the one that expires first. EntryOp::kSettle with
+// the same id names the actual cost: less than the estimate gives the difference back as a
+// give-back does (only what still counts, the reservation's decision being the grant), more
+// overdraws the excess into debt (Overdraw in caudal/algorithms/compact_state.h), so later requests
+// wait until the long-run rate is met. A settle charges at most the limit's capacity above the
+// estimate (the rest is forgiven; Decision::overrun reports all of it), and a reserve of 0 is
+// refused on a state in debt or overdrawn, as a charge's peek, so that only reservations opened out
+// of debt add to a debt. The settled reservation keeps its cost and its decision until its expiry:
+// a settle of the same cost again answers that decision (kRepeated) and changes nothing, another
+// cost kConflict, no live reservation kUnknown. A reservation not settled by its expiry keeps its
+// estimate, or gives it back (ExpiryOutcome::kGiveBack, as a give-back at that moment), at the next
+// entry on its key that carries EntryRef::reservation (the engine gives every entry of a policy
+// that reserves its policy's terms). A request that settles holds settles only, and is always
+// allowed. A refund with EntryRef::forget_reservations (an identity's reset) forgets the key's
+// reservations, open and settled, in the same atomic step: none gives anything back at its expiry,
+// and a settle of any of them finds no live one.
 //
 // Keys name state. A key must always be used with the same Limit; callers (the engine)
 // build keys that include the policy and the limit, so a changed limit gets a fresh key.

@@ -69,12 +69,18 @@ local function reservation_drop(key, hi, lo)
   redis.call('HDEL', key .. ':rd', id)
 end
 
--- A reserve's decision: a consume's, refused (RES_FULL) when `max_open` are open (one of 0
--- takes no slot). Returns a compact decision's eight values and the reservation code.
+-- A reserve's decision: a consume's, refused (RES_FULL) when `max_open` are open; one of 0
+-- takes no slot, but is refused in debt (or on an overdrawn window), as a charge's peek. Returns
+-- a compact decision's eight values and the reservation code.
 local function reserve_decide(key, alg, st, cap, rn, rp, now, cost, max_open)
   local v, rem, rst, retry, consumed, w0, w1, w2 = COMPACT[alg](st, cap, rn, rp, now, cost)
+  if cost == 0 then
+    local cv, crem, crst, cretry = COMPACT_CHARGE[alg](st, cap, rn, rp, now, 0)
+    if cv ~= ALLOWED then return cv, crem, crst, cretry, false, w0, w1, w2, RES_NONE end
+    return v, rem, rst, retry, consumed, w0, w1, w2, RES_NONE
+  end
   local ro = key .. ':ro'
-  if cost == 0 or redis.call('ZCARD', ro) < max_open then
+  if redis.call('ZCARD', ro) < max_open then
     return v, rem, rst, retry, consumed, w0, w1, w2, RES_NONE
   end
   local first = redis.call('ZRANGE', ro, 0, 0, 'WITHSCORES')
@@ -106,7 +112,8 @@ local function reservation_open(key, now, cost, reset, hi, lo, ttl, give, max_op
 end
 
 -- Settles reservation (hi, lo) at `cost`. Returns verdict, remaining, reset_after, retry_after,
--- the reservation code and the overrun.
+-- the reservation code and the overrun (the cost above the estimate, of which at most `cap` is
+-- charged).
 local function reservation_settle(key, alg, st, cap, rn, rp, now, cost, hi, lo, max_open, slack)
   local ro, rs, rd = key .. ':ro', key .. ':rs', key .. ':rd'
   local id = reservation_member(hi, lo)
@@ -128,8 +135,10 @@ local function reservation_settle(key, alg, st, cap, rn, rp, now, cost, hi, lo, 
   local _, rem, rst, changed, w0, w1, w2
   if cost < estimate then
     _, rem, rst, _, changed, w0, w1, w2 = give_back(alg, st, cap, rn, rp, now, estimate - cost, at, reset)
-  elseif cost > estimate then
-    _, rem, rst, _, changed, w0, w1, w2 = COMPACT_OVERDRAW[alg](st, cap, rn, rp, now, cost - estimate)
+  elseif cost > estimate then  -- at most the capacity above the estimate is charged
+    local units = cost - estimate
+    if units > cap then units = cap end
+    _, rem, rst, _, changed, w0, w1, w2 = COMPACT_OVERDRAW[alg](st, cap, rn, rp, now, units)
   else
     _, rem, rst, _, changed, w0, w1, w2 = COMPACT[alg](st, cap, rn, rp, now, 0)
   end
