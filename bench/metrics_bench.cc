@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 
 namespace caudal::bench {
 namespace {

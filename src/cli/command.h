@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "caudal/common/clock.h"
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 #include "caudal/store/store.h"
 
 namespace caudal::cli {

@@ -1,7 +1,7 @@
 #include "cli/overrides.h"
 
 #include "caudal/config/store_registry.h"
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 #include "common/cat.h"
 
 namespace caudal::cli {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 
 namespace caudal::cli {
 

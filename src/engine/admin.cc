@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "caudal/algorithms/algorithm.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 #include "common/cat.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"

@@ -25,7 +25,7 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

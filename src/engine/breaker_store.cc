@@ -1,7 +1,7 @@
 #include "caudal/engine/breaker_store.h"
 
 #include "common/cat.h"
-#include "engine/log_throttle.h"
+#include "observe/log_throttle.h"
 
 namespace caudal {
 namespace {

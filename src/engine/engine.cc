@@ -16,11 +16,11 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/hold.h"
-#include "engine/log_throttle.h"
+#include "observe/log_throttle.h"
 #include "engine/over_limit_cache.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"

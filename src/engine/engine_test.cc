@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "caudal/observe/refusals.h"
+#include "caudal/store/memory_store.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 
@@ -351,6 +353,27 @@ TEST(EngineLocal, RefusesALocalPolicyWithoutALocalStore) {
   auto set = *PolicySet::Create({Spec("p", {"api_key"}, {Bucket(1, {1, minutes(1)})})},
                                 {.on_failure = FailureMode::kLocal, .instances = 1});
   EXPECT_EQ(engine.SetPolicies(set).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(EngineRefusals, TheEngineRecordsWhoARefusedRequestWasFor) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  Refusals refusals(clock, nullptr, {.identities = IdentityDisplay::kValue, .log = false});
+  Engine engine(store, clock, {.refusals = &refusals});
+  PolicySpec p;
+  p.name = "per-key";
+  p.identity = {"tenant", "api_key"};
+  p.limits = {*Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1, seconds(60)))};
+  ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({p}, {})).ok());
+  for (int i = 0; i < 3; ++i) {
+    CheckRequest r;
+    r.descriptors = {{"api_key", "k1"}, {"tenant", "acme"}};
+    ASSERT_TRUE(engine.Check(std::move(r)).ok());
+  }
+  const auto top = refusals.Top(3);
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].total, 2u);
+  EXPECT_EQ(top[0].top[0].identity, "tenant=acme,api_key=k1");
 }
 
 }  // namespace

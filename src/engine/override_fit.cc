@@ -2,9 +2,9 @@
 
 #include <unordered_set>
 
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
+#include "caudal/observe/refusals.h"
 #include "common/cat.h"
 
 namespace caudal::engine_internal {

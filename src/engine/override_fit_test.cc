@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "caudal/engine/admin.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/refusals.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"

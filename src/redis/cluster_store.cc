@@ -97,6 +97,7 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   std::vector<RequestPartPtr> tryagain_parts;
   bool tryagain_armed = false;
   bool shut_down = false;
+  Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
 void RedisClusterStore::Impl::Route(RequestPartPtr part) {

@@ -39,6 +39,7 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   redis::NodeCounters counters;
   redis::Pipeline pipeline;
   std::unique_ptr<redis::Node> node;
+  Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
 RedisStore::RedisStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -103,6 +103,7 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   asio::steady_timer ask_timer;
   std::vector<std::unique_ptr<Subscription>> subscriptions;  // one per sentinel
   bool shut_down = false;
+  Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
 void RedisSentinelStore::Impl::OnCallDone(redis::Node& node, std::vector<redis::PartPtr>& parts,

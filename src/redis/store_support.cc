@@ -211,4 +211,23 @@ RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& 
           .node_breaker_opens = nodes.breaker_opens.load()};
 }
 
+void AddStatsTo(const RedisStoreStats& stats, Metrics::CollectedValues& rows) {
+  const auto add = [&rows](MetricId id, uint64_t n) { rows[static_cast<size_t>(id)] += n; };
+  add(MetricId::kRedisCalls, stats.calls);
+  add(MetricId::kRedisRequests, stats.requests);
+  add(MetricId::kRedisScriptReloads, stats.script_reloads);
+  add(MetricId::kRedisReconnects, stats.reconnects);
+  add(MetricId::kRedisTimeouts, stats.timeouts);
+  add(MetricId::kRedisSplitRequests, stats.split_requests);
+  add(MetricId::kRedisUndos, stats.undos);
+  add(MetricId::kRedisUndoFailures, stats.undo_failures);
+  add(MetricId::kRedisMoved, stats.moved);
+  add(MetricId::kRedisAsked, stats.asked);
+  add(MetricId::kRedisTryAgain, stats.tryagain);
+  add(MetricId::kRedisNotServed, stats.not_served);
+  add(MetricId::kRedisTopologyRefreshes, stats.topology_refreshes);
+  add(MetricId::kRedisPrimarySwitches, stats.primary_switches);
+  // node_breaker_opens: caudal_store_node_breaker_opens_total, by node, through BreakerReporter.
+}
+
 }  // namespace caudal::redis

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "caudal/observe/metrics.h"
 #include "caudal/redis/redis_store.h"
 #include "caudal/redis/redis_tls.h"
 #include "redis/node.h"
@@ -90,6 +91,9 @@ Status StartOnIo(IoRunner& runner, std::function<void(std::function<void(Status)
 // made from the clock, the options and the URL, holding `runner` and `options`) built, TLS set
 // up if the URL asks for it, the store made by `make`, then `start` run on the io thread as
 // StartOnIo runs it.
+// Adds a store's counters to their rows of /metrics (the caudal_redis_* rows of kMetricTable).
+void AddStatsTo(const RedisStoreStats& stats, Metrics::CollectedValues& rows);
+
 template <typename StoreT, typename Impl, typename Url>
 Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions options,
                                           Result<Url> (*parse)(std::string_view),
@@ -103,6 +107,10 @@ Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions 
   Impl* raw = impl.get();
   if (Status s = InitTlsIfAsked(raw->runner, raw->options, url->transport); !s.ok()) return s;
   std::unique_ptr<StoreT> store = make(std::move(impl));
+  if (raw->options.metrics != nullptr) {
+    raw->metric_rows = raw->options.metrics->AddCollector(
+        [s = store.get()](Metrics::CollectedValues& rows) { AddStatsTo(s->Stats(), rows); });
+  }
   if (Status s = StartOnIo(raw->runner, [raw, start](auto done) { start(*raw, std::move(done)); });
       !s.ok()) {
     return s;

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "caudal/server/server.h"
-#include "engine/log_throttle.h"
+#include "observe/log_throttle.h"
 #include "server/connection_limits.h"
 #include "server/idempotency.h"
 #include "server/request_parser.h"

@@ -25,7 +25,7 @@
 #include <string_view>
 
 #include "caudal/common/caller_auth.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/server/server.h"
 #include "caudal/store/idempotency_store.h"
 #include "server/http_api.h"

@@ -9,7 +9,7 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/engine/store_health.h"
 #include "caudal/server/server.h"
 #include "caudal/server/status_page.h"

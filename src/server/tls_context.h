@@ -16,7 +16,7 @@
 
 #include "caudal/common/status.h"
 #include "caudal/config/config.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 
 namespace caudal::server_tls {
 

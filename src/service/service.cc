@@ -8,7 +8,7 @@
 #include "caudal/engine/admin.h"
 #include "caudal/engine/breaker_store.h"
 #include "caudal/engine/lease_store.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 #include "caudal/engine/store_health.h"
 #include "caudal/envoy/grpc_server.h"
 #include "caudal/envoy/rls_handler.h"
@@ -113,6 +113,7 @@ struct Service::Parts {
 Status Service::Parts::OpenStores() {
   const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
                                  .node_breakers = &node_breakers,
+                                 .metrics = &metrics,
                                  .redis_tls_reload = &redis_tls};
   const StoreKind& kind = **FindStoreKind(config.store.url);
   auto opened = OpenStore(config.store, env.clock, options);

@@ -13,6 +13,7 @@
 #include <future>
 #include <thread>
 
+#include "caudal/observe/metrics.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "support/manual_clock.h"
@@ -76,6 +77,23 @@ TEST(RedisStore, BatchesConcurrentRequestsIntoFewerScriptCalls) {
   EXPECT_EQ(stats.requests, uint64_t{kRequests});
   EXPECT_LT(stats.calls, uint64_t{kRequests} / 4)
       << "requests waiting behind a call travel together";
+}
+
+TEST(RedisStore, ItsCountersAreRowsOfMetricsUntilItCloses) {
+  auto server = StartServer();
+  Metrics metrics;
+  auto store = MustOpen({.url = server->url(), .metrics = &metrics});
+  const Limit limit = Window(Algorithm::kFixedWindow, 3, hours(1));
+  for (int i = 0; i < 5; ++i) DecideOne(*store, "user:1", limit, 1);
+  const RedisStoreStats stats = store->Stats();
+  EXPECT_EQ(stats.requests, 5u);
+  EXPECT_EQ(metrics.Total(MetricId::kRedisRequests), stats.requests);
+  EXPECT_EQ(metrics.Total(MetricId::kRedisCalls), stats.calls);
+  const std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("\ncaudal_redis_requests_total 5\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncaudal_redis_moved_total 0\n"), std::string::npos) << text;
+  store.reset();
+  EXPECT_EQ(metrics.Total(MetricId::kRedisRequests), 0u) << "a closed store counts no more";
 }
 
 TEST(RedisStore, KeysUseThePrefixAndTheCallersHashTag) {

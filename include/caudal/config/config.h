@@ -21,9 +21,9 @@
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "caudal/engine/ip.h"
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 #include "caudal/engine/policy.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 #include "caudal/engine/runtime_overrides.h"
 
 namespace caudal {

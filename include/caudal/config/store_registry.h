@@ -34,6 +34,9 @@ struct StoreOpenOptions {
   // Told of each change of a server's own circuit breaker (stores with breaker_per_node): the
   // log and /metrics. Optional; must outlive the store.
   BreakerReporter* node_breakers = nullptr;
+  // Where a Redis store's own counters are rows (caudal_redis_*). Optional; must outlive the
+  // store.
+  Metrics* metrics = nullptr;
 
   // A Redis store over TLS registers here to take renewed TLS files (caudal/redis/redis_tls.h);
   // null: it keeps those it started with. Must outlive the store.

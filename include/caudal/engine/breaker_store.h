@@ -23,8 +23,8 @@
 
 #include "caudal/common/circuit_breaker.h"
 #include "caudal/common/clock.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

@@ -39,8 +39,8 @@
 
 #include "caudal/algorithms/decision.h"
 #include "caudal/common/clock.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/engine/policy.h"
 #include "caudal/engine/ratelimit_config.h"
 #include "caudal/store/store.h"
@@ -208,7 +208,7 @@ struct DomainOptions {
   LeaseTerms lease{};  // store.lease: the terms of rules that set none (and of overrides)
 };
 
-class Refusals;          // caudal/engine/refusals.h
+class Refusals;          // caudal/observe/refusals.h
 class RuntimeOverrides;  // caudal/engine/runtime_overrides.h
 
 struct EngineOptions {

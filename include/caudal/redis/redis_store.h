@@ -30,6 +30,8 @@
 
 namespace caudal {
 
+class Metrics;  // caudal/observe/metrics.h
+
 // A Redis server's own circuit breaker (Redis Cluster: one per primary) changed state, or the
 // server left the store's topology.
 struct NodeBreakerEvent {
@@ -58,6 +60,9 @@ struct RedisStoreOptions {
   // redis://[[user]:password@]host[:port][/db] or rediss://... (TLS); for the other stores,
   // redis-cluster://... and redis-sentinel://... (see their headers).
   std::string url = "redis://127.0.0.1:6379";
+  // Where the store's counters (Stats()) are rows of /metrics (caudal_redis_*); null: nowhere.
+  // Must outlive the store.
+  Metrics* metrics = nullptr;
   // Prepended to every key; each store key is also wrapped in a hash tag ("caudal:{key}").
   std::string key_prefix = "caudal:";
   // Per decision: Redis's round trip, from when its call is written (a request queued behind

@@ -41,9 +41,9 @@
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
+#include "caudal/observe/refusals.h"
 #include "caudal/engine/store_health.h"
 #include "caudal/server/status_page.h"
 

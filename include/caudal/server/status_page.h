@@ -24,8 +24,8 @@
 
 #include "caudal/common/status.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/metrics.h"
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/metrics.h"
+#include "caudal/observe/refusals.h"
 #include "caudal/engine/store_health.h"
 
 namespace caudal {

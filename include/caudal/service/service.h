@@ -32,8 +32,8 @@
 #include "caudal/common/status.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

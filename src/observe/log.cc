@@ -1,4 +1,4 @@
-#include "caudal/engine/log.h"
+#include "caudal/observe/log.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,11 +1,12 @@
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 
 #include <algorithm>
 #include <cassert>
 #include <functional>
+#include <utility>
 #include <vector>
 
-#include "engine/prometheus_text.h"
+#include "observe/prometheus_text.h"
 
 namespace caudal {
 namespace {
@@ -237,16 +238,54 @@ std::string Metrics::RenderPrometheus() const {
   // pages in several times over.
   const size_t last = last_render_bytes_.load(std::memory_order_relaxed);
   PrometheusText out(last + last / 8 + 4096);
+  const CollectedValues collected = Collect();
   for (const MetricDef& def : kMetricTable) {
     out.Family(def);
-    RenderSeries(def, out);
+    RenderSeries(def, collected, out);
   }
   std::string text = std::move(out).Take();
   last_render_bytes_.store(text.size(), std::memory_order_relaxed);
   return text;
 }
 
-void Metrics::RenderSeries(const MetricDef& def, PrometheusText& out) const {
+Metrics::Registration Metrics::AddCollector(Collector collect) {
+  std::lock_guard lock(collectors_mu_);
+  Registration r;
+  r.metrics_ = this;
+  r.id_ = next_collector_++;
+  collectors_.emplace(r.id_, std::move(collect));
+  return r;
+}
+
+Metrics::Registration& Metrics::Registration::operator=(Registration&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    metrics_ = std::exchange(other.metrics_, nullptr);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void Metrics::Registration::Reset() {
+  if (metrics_ == nullptr) return;
+  std::lock_guard lock(metrics_->collectors_mu_);
+  metrics_->collectors_.erase(id_);
+  metrics_ = nullptr;
+}
+
+Metrics::CollectedValues Metrics::Collect() const {
+  CollectedValues values{};
+  std::lock_guard lock(collectors_mu_);
+  for (const auto& [id, collect] : collectors_) collect(values);
+  return values;
+}
+
+uint64_t Metrics::Total(MetricId id) const {
+  return Value(id) + Collect()[static_cast<size_t>(id)];
+}
+
+void Metrics::RenderSeries(const MetricDef& def, const CollectedValues& collected,
+                           PrometheusText& out) const {
   if (IsPolicyRow(def.id)) return RenderPolicySeries(def, out);
   switch (def.id) {
     case MetricId::kDecisionDuration:
@@ -277,7 +316,9 @@ void Metrics::RenderSeries(const MetricDef& def, PrometheusText& out) const {
       break;
   }
   // Rows counted through Add, Set or Series.
-  if (def.LabelCount() == 0) return out.Sample({}, Value(def.id));
+  if (def.LabelCount() == 0) {
+    return out.Sample({}, Value(def.id) + collected[static_cast<size_t>(def.id)]);
+  }
   std::lock_guard lock(mu_);
   for (const auto& s : series_[static_cast<size_t>(def.id)]) {
     out.Sample(s->values, s->value.load(std::memory_order_relaxed));

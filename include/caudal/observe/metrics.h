@@ -23,6 +23,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -87,6 +88,20 @@ enum class MetricId : uint8_t {
   kReservationsOpened,
   kReservationSettles,
   kReservationOverrun,
+  kRedisCalls,
+  kRedisRequests,
+  kRedisScriptReloads,
+  kRedisReconnects,
+  kRedisTimeouts,
+  kRedisSplitRequests,
+  kRedisUndos,
+  kRedisUndoFailures,
+  kRedisMoved,
+  kRedisAsked,
+  kRedisTryAgain,
+  kRedisNotServed,
+  kRedisTopologyRefreshes,
+  kRedisPrimarySwitches,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -305,6 +320,81 @@ inline constexpr std::array kMetricTable = {
               {},
               "Units settles charged above their reservations' estimates, into debt where they "
               "did not fit (each limit of a reservation counted)."},
+    MetricDef{MetricId::kRedisCalls,
+              "caudal_redis_calls_total",
+              MetricType::kCounter,
+              {},
+              "Script calls sent to Redis (batches of requests), retries included; summed over the "
+              "process's Redis stores."},
+    MetricDef{MetricId::kRedisRequests,
+              "caudal_redis_requests_total",
+              MetricType::kCounter,
+              {},
+              "Store requests Redis decided (a request whose keys span Cluster slots: once per "
+              "slot group)."},
+    MetricDef{MetricId::kRedisScriptReloads,
+              "caudal_redis_script_reloads_total",
+              MetricType::kCounter,
+              {},
+              "NOSCRIPT replies answered by loading the script again (a restarted or failed-over "
+              "Redis)."},
+    MetricDef{MetricId::kRedisReconnects,
+              "caudal_redis_reconnects_total",
+              MetricType::kCounter,
+              {},
+              "Connections to Redis re-established after a loss."},
+    MetricDef{MetricId::kRedisTimeouts,
+              "caudal_redis_timeouts_total",
+              MetricType::kCounter,
+              {},
+              "Store requests completed at their deadline (store.timeout) without Redis's answer."},
+    MetricDef{MetricId::kRedisSplitRequests,
+              "caudal_redis_split_requests_total",
+              MetricType::kCounter,
+              {},
+              "Requests whose keys span Cluster slots, decided as a reserve per slot group, then "
+              "committed or undone (Cluster and Sentinel)."},
+    MetricDef{MetricId::kRedisUndos,
+              "caudal_redis_undos_total",
+              MetricType::kCounter,
+              {},
+              "Undo calls for split requests that were refused or failed."},
+    MetricDef{MetricId::kRedisUndoFailures,
+              "caudal_redis_undo_failures_total",
+              MetricType::kCounter,
+              {},
+              "Undos that did not reach their node: their units stay consumed (under-admission)."},
+    MetricDef{MetricId::kRedisMoved,
+              "caudal_redis_moved_total",
+              MetricType::kCounter,
+              {},
+              "MOVED redirects followed (Cluster: a slot moved)."},
+    MetricDef{MetricId::kRedisAsked,
+              "caudal_redis_asked_total",
+              MetricType::kCounter,
+              {},
+              "ASK redirects followed (Cluster: a slot migrating)."},
+    MetricDef{MetricId::kRedisTryAgain,
+              "caudal_redis_tryagain_total",
+              MetricType::kCounter,
+              {},
+              "TRYAGAIN answers retried (Cluster: a multi-key request during a slot's migration)."},
+    MetricDef{MetricId::kRedisNotServed,
+              "caudal_redis_not_served_total",
+              MetricType::kCounter,
+              {},
+              "Requests a Cluster node did not serve in a call spanning slots (the slot map was "
+              "behind), sent again with their keys declared."},
+    MetricDef{MetricId::kRedisTopologyRefreshes,
+              "caudal_redis_topology_refreshes_total",
+              MetricType::kCounter,
+              {},
+              "Cluster slot maps read, or Sentinels asked for the primary."},
+    MetricDef{MetricId::kRedisPrimarySwitches,
+              "caudal_redis_primary_switches_total",
+              MetricType::kCounter,
+              {},
+              "Sentinel: times the primary changed."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 
@@ -378,7 +468,7 @@ struct PolicyCounters {
   HitCounters hits;
 };
 
-class PrometheusText;  // engine/prometheus_text.h
+class PrometheusText;  // observe/prometheus_text.h
 
 class Metrics {
  public:
@@ -433,6 +523,30 @@ class Metrics {
   // A ShouldRateLimit call whose message was not a RateLimitRequest (INVALID_ARGUMENT).
   void CountMalformedRlsRequest() { Add(MetricId::kRlsMalformedRequests); }
 
+  // Rows without labels whose values a component keeps itself (a Redis store's counters): a
+  // collector adds its values, by row, at each rendering, to what Add counted. It runs on the
+  // rendering thread under a lock of its own, so it must only read (atomics) and never call
+  // into this Metrics. It is called until its Registration is destroyed, which waits for a
+  // rendering in progress.
+  using CollectedValues = std::array<uint64_t, kMetricCount>;
+  using Collector = std::function<void(CollectedValues&)>;
+  class Registration {
+   public:
+    Registration() = default;
+    Registration(Registration&& other) noexcept { *this = std::move(other); }
+    Registration& operator=(Registration&& other) noexcept;
+    ~Registration() { Reset(); }
+    void Reset();
+
+   private:
+    friend class Metrics;
+    Metrics* metrics_ = nullptr;
+    uint64_t id_ = 0;
+  };
+  [[nodiscard]] Registration AddCollector(Collector collect);
+  // What Add counted on a row without labels and its collectors keep, together.
+  uint64_t Total(MetricId id) const;
+
   // Prometheus text exposition format 0.0.4, every row of kMetricTable in order.
   std::string RenderPrometheus() const;
 
@@ -460,7 +574,9 @@ class Metrics {
   PolicyCounters* Lookup(Api api, std::string_view name) const;  // lock-free
   void IndexLocked(Api api, std::string_view name, PolicyCounters* counters);
   // The series of one row, written after its # HELP and # TYPE lines.
-  void RenderSeries(const MetricDef& def, PrometheusText& out) const;
+  void RenderSeries(const MetricDef& def, const CollectedValues& collected,
+                    PrometheusText& out) const;
+  CollectedValues Collect() const;
   void RenderPolicySeries(const MetricDef& def, PrometheusText& out) const;
   void RenderBreakers(const MetricDef& def, PrometheusText& out) const;
 
@@ -485,6 +601,9 @@ class Metrics {
   std::array<std::atomic<uint64_t>, 600> http_{};
   std::array<std::atomic<uint64_t>*, kTlsFailureCount> tls_failures_{};
   mutable std::atomic<size_t> last_render_bytes_{0};
+  mutable std::mutex collectors_mu_;          // held while collectors run
+  std::map<uint64_t, Collector> collectors_;  // guarded by collectors_mu_
+  uint64_t next_collector_ = 1;               // guarded by collectors_mu_
 };
 
 }  // namespace caudal

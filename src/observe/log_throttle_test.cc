@@ -1,4 +1,4 @@
-#include "engine/log_throttle.h"
+#include "observe/log_throttle.h"
 
 #include <gtest/gtest.h>
 

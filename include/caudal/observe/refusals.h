@@ -31,8 +31,8 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
-#include "caudal/engine/log.h"
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
 
 namespace caudal {
 

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 
 namespace caudal {
 

@@ -1,4 +1,4 @@
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "caudal/engine/engine.h"
-#include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"
 
@@ -92,27 +90,6 @@ TEST(Refusals, TrackedChecksAreBounded) {
   EXPECT_EQ(top.size(), kMaxChecks + 1);  // the rest share "_other"
   EXPECT_EQ(top[0].check, "_other");
   EXPECT_EQ(top[0].total, 50u);
-}
-
-TEST(Refusals, TheEngineRecordsWhoARefusedRequestWasFor) {
-  ManualClock clock;
-  MemoryStore store(clock);
-  Refusals refusals(clock, nullptr, {.identities = IdentityDisplay::kValue, .log = false});
-  Engine engine(store, clock, {.refusals = &refusals});
-  PolicySpec p;
-  p.name = "per-key";
-  p.identity = {"tenant", "api_key"};
-  p.limits = {*Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1, seconds(60)))};
-  ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({p}, {})).ok());
-  for (int i = 0; i < 3; ++i) {
-    CheckRequest r;
-    r.descriptors = {{"api_key", "k1"}, {"tenant", "acme"}};
-    ASSERT_TRUE(engine.Check(std::move(r)).ok());
-  }
-  const auto top = refusals.Top(3);
-  ASSERT_EQ(top.size(), 1u);
-  EXPECT_EQ(top[0].total, 2u);
-  EXPECT_EQ(top[0].top[0].identity, "tenant=acme,api_key=k1");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "engine/prometheus_text.h"
+#include "observe/prometheus_text.h"
 
 #include <charconv>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "caudal/engine/metrics.h"
+#include "caudal/observe/metrics.h"
 
 #include <gtest/gtest.h>
 
@@ -340,6 +340,31 @@ TEST(Metrics, DetailedLookupsFromManyThreadsAgree) {
   ASSERT_NE(at, std::string::npos) << text;
   const uint64_t overflowed = std::stoull(text.substr(at + prefix.size()));
   EXPECT_EQ(total + overflowed, 4 * 2 * kMaxDetailedSeries) << "every count landed somewhere";
+}
+
+TEST(Metrics, CollectorsAddTheirRowsUntilTheirRegistrationEnds) {
+  Metrics m;
+  m.Add(MetricId::kRedisMoved, 2);  // counted here, and kept by two components
+  std::atomic<uint64_t> a{5}, b{7};
+  Metrics::Registration first = m.AddCollector([&a](Metrics::CollectedValues& rows) {
+    rows[static_cast<size_t>(MetricId::kRedisMoved)] += a.load();
+  });
+  {
+    Metrics::Registration second = m.AddCollector([&b](Metrics::CollectedValues& rows) {
+      rows[static_cast<size_t>(MetricId::kRedisMoved)] += b.load();
+    });
+    EXPECT_EQ(m.Total(MetricId::kRedisMoved), 14u);
+    EXPECT_NE(m.RenderPrometheus().find("\ncaudal_redis_moved_total 14\n"), std::string::npos);
+    a = 6;
+    EXPECT_NE(m.RenderPrometheus().find("\ncaudal_redis_moved_total 15\n"), std::string::npos)
+        << "read at each rendering";
+  }
+  EXPECT_EQ(m.Total(MetricId::kRedisMoved), 8u) << "an ended registration is no longer read";
+  Metrics::Registration moved = std::move(first);
+  EXPECT_EQ(m.Total(MetricId::kRedisMoved), 8u) << "a moved registration stays registered once";
+  moved.Reset();
+  EXPECT_EQ(m.Total(MetricId::kRedisMoved), 2u);
+  EXPECT_EQ(m.Value(MetricId::kRedisMoved), 2u);
 }
 
 TEST(Metrics, CountsMalformedRlsRequests) {

@@ -1,10 +1,10 @@
-#include "caudal/engine/refusals.h"
+#include "caudal/observe/refusals.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "common/cat.h"
-#include "engine/log_throttle.h"
+#include "observe/log_throttle.h"
 
 namespace caudal {
 namespace {
