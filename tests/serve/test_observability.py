@@ -1,7 +1,7 @@
 """Who is being refused, and by which policy: the throttled refusal log (identities hashed unless
 configured otherwise), JSON logs, and GET /v1/top-refused (a heavy-hitters sketch per policy);
 and what /metrics serves: valid Prometheus text (promtool's check) holding the documented
-families."""
+families, a Redis store's own counters among them."""
 import json
 import os
 import re
@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import Serve, wait_until
+from harness import Redis, Serve, wait_until
 
 OPERATIONS_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                              "operations.md")
@@ -170,6 +170,45 @@ class MetricsExposition(unittest.TestCase):
             self.assertIn("\n" + line + "\n", text)
         self.assertRegex(text, r'\ncaudal_store_errors_total\{code="[A-Z_]+"\} [1-9]')
 
+    def test_a_redis_stores_own_counters_are_rows_of_metrics(self):
+        redis = Redis()
+        s = Serve("""
+store: {url: "%s"}
+policies:
+  - name: per-key
+    identity: [api_key]
+    limits: [{algorithm: token_bucket, capacity: 100, refill: 1/1s}]
+""" % redis.url, test_hooks=False)
+
+        def rows():
+            status, _, body = s.request("GET", "/metrics")
+            self.assertEqual(status, 200)
+            return body, {k: int(v) for k, v in
+                          re.findall(r"^(caudal_redis_[a-z_]+) (\d+)$", body.decode(), re.M)}
+
+        try:
+            _, before = rows()
+            for _ in range(5):
+                self.assertEqual(s.check({"api_key": "k"})[0], 200)
+            _, after = rows()
+            redis.command("SCRIPT", "FLUSH")  # the next call is answered NOSCRIPT, then reloads
+            self.assertEqual(s.check({"api_key": "k"})[0], 200)
+            body, last = rows()
+        finally:
+            s.close()
+            redis.close()
+        check = subprocess.run(["promtool", "check", "metrics"], input=body,
+                               capture_output=True, timeout=60)
+        self.assertEqual((check.returncode, check.stderr), (0, b""), body.decode())
+        # The readiness probe decides on the store too: its calls come on top of the checks'.
+        self.assertGreaterEqual(after["caudal_redis_requests_total"] -
+                                before["caudal_redis_requests_total"], 5)
+        self.assertGreaterEqual(after["caudal_redis_calls_total"] -
+                                before["caudal_redis_calls_total"], 1)
+        self.assertEqual(before["caudal_redis_script_reloads_total"], 0)
+        self.assertGreaterEqual(last["caudal_redis_script_reloads_total"], 1)
+        for quiet in ("timeouts", "undo_failures", "moved", "asked", "primary_switches"):
+            self.assertEqual(last["caudal_redis_%s_total" % quiet], 0, quiet)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
