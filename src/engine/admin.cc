@@ -448,7 +448,10 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
                                     : std::string(first.substr(open, close - open + 1)));
   std::vector<EntryRef> entries;
   for (size_t k = 0; k < check->keys.size(); ++k) {
-    entries.push_back({.key = check->keys[k], .limit = check->result.limits[k], .cost = 1});
+    // A concurrency slot is taken under a hold id only: a peek of it costs nothing.
+    const Limit* limit = check->result.limits[k];
+    entries.push_back(
+        {.key = check->keys[k], .limit = limit, .cost = IsConcurrency(limit->algorithm()) ? 0 : 1});
   }
   entries.push_back({.key = guard, .limit = &NeverFits(), .cost = 2});
   auto decided = engine_.store().Decide(entries);
@@ -480,6 +483,9 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
   // key's reservations go with it, in the same step: none gives back, is settled or holds a slot
   // after it.
   for (size_t k = 0; k < c.keys.size(); ++k) {
+    // Held slots are not state: they come back by their release or at their hold's end, so a
+    // reset never lets more requests run at once than the limit.
+    if (IsConcurrency(c.result.limits[k]->algorithm())) continue;
     entries.push_back({.key = c.keys[k],
                        .limit = c.result.limits[k],
                        .cost = kMaxCost,

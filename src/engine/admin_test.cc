@@ -344,6 +344,29 @@ TEST_F(AdminTest, AnAlwaysChargedRuleTakesOnlyOverridesThatCountPastTheirLimit) 
   EXPECT_TRUE(report(0));
 }
 
+TEST_F(AdminTest, AConcurrencyLimitsStateIsReadAndAResetLeavesItsHeldSlots) {
+  PolicySpec spec;
+  spec.name = "slots";
+  spec.identity = {"tenant"};
+  spec.limits = {*Limit::Create(LimitSpec::Concurrency(1, minutes(1))), Bucket(5)};
+  ASSERT_TRUE(a_.engine.SetPolicies(*PolicySet::Create({spec}, {})).ok());
+  const AdminTarget t{.policy = "slots", .params = {{"tenant", "acme"}}};
+  auto held = a_.engine.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
+  ASSERT_TRUE(held.ok() && held->allowed());
+  auto state = a_.admin.GetState(t);
+  ASSERT_TRUE(state.ok()) << state.failure().message;
+  ASSERT_EQ(state->limits.size(), 2u);
+  EXPECT_EQ(state->limits[0].remaining, 0) << "the one slot is held";
+  EXPECT_EQ(state->limits[1].remaining, 4);
+  auto reset = a_.admin.ResetState(t, "127.0.0.1");
+  ASSERT_TRUE(reset.ok()) << reset.failure().message;
+  EXPECT_EQ(reset->limits[0].remaining, 0) << "a held slot stays held";
+  EXPECT_EQ(reset->limits[1].remaining, 5) << "the rate limit is fresh";
+  auto refused = a_.engine.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed()) << "no second request runs beside the first";
+}
+
 TEST(RuntimeOverrideRecord, ReadsBackWhatItWrote) {
   RuntimeOverride o{.kind = OverrideKind::kPolicy,
                     .policy = "per-tenant",
