@@ -7,8 +7,9 @@
 // body). A parsed request's X-Forwarded-For, behind a trusted peer, must resolve to the peer or
 // to an address one of its hops spells. RFC 9112's framing: a request that parses has a body
 // length no one can read otherwise (a Transfer-Encoding only as exactly `chunked`, never with
-// Content-Length, never in HTTP/1.0), and every refusal has an answer (400, 413, 431 or 501)
-// after which the server closes. Never a crash, an overflow or an exception.
+// Content-Length, never in HTTP/1.0) and no field line folded onto the next (obs-fold), and
+// every refusal has an answer (400, 413, 431 or 501) after which the server closes. Never a
+// crash, an overflow or an exception.
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <cstdint>
@@ -103,6 +104,16 @@ void CheckFraming(const http_server::ParsedRequest& req) {
   FUZZ_CHECK(chunked == 1);
 }
 
+// No line of a parsed request's header is continued on the next (RFC 9112 §5.2): the header is
+// the bytes up to the first empty line, and a CRLF inside it is never followed by SP or HTAB.
+void CheckNoObsFold(std::string_view bytes) {
+  const size_t end = bytes.find("\r\n\r\n");
+  FUZZ_CHECK(end != std::string_view::npos);
+  for (size_t at = bytes.find("\r\n"); at < end; at = bytes.find("\r\n", at + 2)) {
+    FUZZ_CHECK(bytes[at + 2] != ' ' && bytes[at + 2] != '\t');
+  }
+}
+
 // A refused request is answered with one of the documented statuses (the connection then closes).
 void CheckRefusal(boost::beast::error_code ec) {
   const std::optional<http_api::ApiError> refusal = http_server::RefusalFor(ec);
@@ -151,6 +162,7 @@ void Run(const uint8_t* data, size_t size) {
   if (chunked.ec) CheckRefusal(chunked.ec);
   if (!whole.done) return;
   CheckFraming(whole_req);
+  CheckNoObsFold(bytes);
   FUZZ_CHECK(SameRequest(whole_req, chunked_req));
   FUZZ_CHECK(whole_req.body().size() <= http_api::kMaxBodyBytes);
 

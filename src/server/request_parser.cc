@@ -1,6 +1,8 @@
 #include "server/request_parser.h"
 
 #include <boost/beast/core/string.hpp>
+#include <cassert>
+#include <cstring>
 
 #include "common/cat.h"
 
@@ -39,6 +41,8 @@ class FramingCategory final : public boost::system::error_category {
         return "no Host field in an HTTP/1.1 request";
       case FramingError::kRepeatedHost:
         return "Host given more than once";
+      case FramingError::kObsFold:
+        return "a field line continued on the next (obs-fold) is refused";
     }
     return "framing error";
   }
@@ -134,6 +138,7 @@ void ParsedRequest::Clear() {
 }
 
 size_t RequestParser::Put(boost::asio::const_buffer in, beast::error_code& ec) {
+  in_end_ = static_cast<const char*>(in.data()) + in.size();
   const size_t used = put(in, ec);
   if (ec != http::error::need_more) return used;
   // What Beast left unconsumed while it waits is a line it has not seen the end of (a header,
@@ -162,8 +167,24 @@ void RequestParser::on_response_impl(int, BeastStringView, int, beast::error_cod
   ec = http::error::bad_version;  // unreachable: this is a request parser
 }
 
+bool RequestParser::Folded(BeastStringView name) const {
+  // `name` lies in the bytes Put was given, and its line in full after it: Beast has read up to
+  // the line's first control character, which must be a CR before a LF, and one byte past them
+  // to tell whether the line goes on. Those are the bytes looked at here.
+  const char* after = name.data() + name.size();
+  assert(in_end_ != nullptr && after <= in_end_);
+  const void* cr = std::memchr(after, '\r', static_cast<size_t>(in_end_ - after));
+  if (cr == nullptr) return false;
+  const char* next = static_cast<const char*>(cr) + 2;
+  return next < in_end_ && (*next == ' ' || *next == '\t');
+}
+
 void RequestParser::on_field_impl(http::field f, BeastStringView name, BeastStringView value,
-                                  beast::error_code&) {
+                                  beast::error_code& ec) {
+  if (Folded(name)) {
+    ec = make_error_code(FramingError::kObsFold);
+    return;
+  }
   const ParsedRequest::Span n = out_.Append(Sv(name));
   const ParsedRequest::Span v = out_.Append(Sv(value));
   out_.fields_.push_back({.name = n, .value = v});

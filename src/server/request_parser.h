@@ -10,8 +10,11 @@
 // twice or any other coding, that comes with Content-Length, or that comes in an HTTP/1.0
 // request; a line (of the header, a chunk's size, the trailer) that ends in a bare LF, at once
 // (Beast would wait for a CR that never comes); and, as RFC 9112 §3.2 asks, an HTTP/1.1
-// request without Host, or any request with two. Every parse error leaves the connection's
-// framing unknown: the server answers (RefusalFor) and closes.
+// request without Host, or any request with two. A field line folded onto the next (obs-fold,
+// RFC 9112 §5.2), which Beast would unfold, is refused in every field: a recipient that did not
+// unfold it would read another value, of Transfer-Encoding and Content-Length as of any other.
+// Every parse error leaves the connection's framing unknown: the server answers (RefusalFor)
+// and closes.
 //
 //   ParsedRequest req;                    // one per connection
 //   RequestParser parser(req);            // one per request
@@ -47,6 +50,7 @@ enum class FramingError {
   kBareLineFeed,                // a line ends in LF alone, not CRLF: 400
   kNoHost,                      // HTTP/1.1 without Host: 400
   kRepeatedHost,                // Host given twice: 400
+  kObsFold,                     // a field line continued on the next (obs-fold): 400
 };
 boost::system::error_code make_error_code(FramingError e);
 
@@ -112,6 +116,8 @@ class RequestParser final : public http::basic_parser<true> {
   void on_field_impl(http::field f, BeastStringView name, BeastStringView value,
                      boost::beast::error_code& ec) override;
   void on_header_impl(boost::beast::error_code& ec) override;
+  // Whether the field line starting with `name` is continued on the next line (obs-fold).
+  bool Folded(BeastStringView name) const;
   void on_body_init_impl(const boost::optional<std::uint64_t>& content_length,
                          boost::beast::error_code& ec) override;
   size_t on_body_impl(BeastStringView body, boost::beast::error_code& ec) override;
@@ -132,7 +138,8 @@ class RequestParser final : public http::basic_parser<true> {
   Codings codings_;
   bool content_length_ = false;
   int hosts_ = 0;
-  size_t checked_ = 0;  // bytes at the start of Put's next `in` known to hold no bare LF
+  size_t checked_ = 0;            // bytes at the start of Put's next `in` known to hold no bare LF
+  const char* in_end_ = nullptr;  // the end of the bytes the running Put was given
 };
 
 }  // namespace caudal::http_server

@@ -262,6 +262,47 @@ TEST(RequestParser, RefusesALineEndingInABareLineFeedAtOnce) {
   }
 }
 
+// RFC 9112 §5.2: a field line continued on the next by SP or HTAB (obs-fold) is refused in any
+// field, never unfolded: Beast would join the lines with a space, and a proxy that did not would
+// frame the request otherwise. Whatever the reads' sizes, before the request is handed on.
+TEST(RequestParser, RefusesAFoldedFieldLineInAnyField) {
+  const std::string folded[] = {
+      "X-Anything: a\r\n b\r\n",
+      "X-API-Key: k1\r\n\tk2\r\n",  // HTAB
+      "X-Empty:\r\n tail\r\n",      // the first line empty: Beast keeps only the tail
+      "X-Blank: a\r\n \r\n",        // continued by blanks alone
+      "X-Twice: a\r\n b\r\n c\r\n", "Transfer-Encoding: gzip,\r\n chunked\r\n",
+      "Content-Length:\r\n 5\r\n",  "Host: h\r\n h2\r\n",
+  };
+  for (const std::string& fields : folded) {
+    for (size_t step : {size_t{1}, size_t{5}, size_t{1} << 20}) {
+      ParsedRequest req;
+      const std::string head = fields.starts_with("Host") ? "" : "Host: h\r\n";
+      const Fed f = Feed(req, "POST /v1/check HTTP/1.1\r\n" + head + fields + "\r\nhello", step);
+      EXPECT_EQ(f.ec, make_error_code(FramingError::kObsFold))
+          << fields << " by " << step << ": " << f.ec.message();
+      EXPECT_FALSE(f.done);
+    }
+  }
+  // In a chunked body's trailer too.
+  ParsedRequest req;
+  Fed f = Feed(req,
+               "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "2\r\nhi\r\n0\r\nX-Trailer: a\r\n b\r\n\r\n");
+  EXPECT_EQ(f.ec, make_error_code(FramingError::kObsFold)) << f.ec.message();
+  const auto refusal = RefusalFor(make_error_code(FramingError::kObsFold));
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->status, 400);
+  EXPECT_EQ(refusal->code, "bad_framing");
+  EXPECT_NE(refusal->message.find("obs-fold"), std::string::npos) << refusal->message;
+  EXPECT_NE(refusal->message.find("closed"), std::string::npos) << refusal->message;
+  // Whitespace inside a value, or around it, folds nothing.
+  f = Feed(req, "GET / HTTP/1.1\r\nHost: h\r\nX-A: a \t b \t\r\nX-B:\t\tc\r\n\r\n", 1);
+  ASSERT_TRUE(f.done) << f.ec.message();
+  EXPECT_EQ(req.Field("X-A"), "a \t b");
+  EXPECT_EQ(req.Field("X-B"), "c");
+}
+
 TEST(RequestParser, RefusalsSayWhatToAnswer) {
   EXPECT_EQ(RefusalFor(boost::beast::http::error::body_limit)->status, 413);
   EXPECT_EQ(RefusalFor(boost::beast::http::error::header_limit)->status, 431);

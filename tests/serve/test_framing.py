@@ -1,8 +1,9 @@
 """HTTP framing per RFC 9112 against a real `caudal serve`, over raw sockets: a request whose body
 length is in doubt is refused and its connection closed, so that bytes smuggled after it are
 never read as a request, never decided and never charged; and requests that are ambiguous in
-other ways (no Host or two, a line ending in a bare LF, a query /v1/check does not take, two
-Authorization headers) are refused at once, charging nothing."""
+other ways (no Host or two, a line ending in a bare LF, a field line folded onto the next, a
+query /v1/check does not take, two Authorization headers) are refused at once, charging
+nothing."""
 import json
 import socket
 import time
@@ -107,6 +108,12 @@ class Framing(unittest.TestCase):
         self.assert_smuggling_refused("gzip-chunked", "Transfer-Encoding: gzip, chunked\r\n", 501)
         self.assert_smuggling_refused(
             "gzip-then-chunked", "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n", 501)
+
+    def test_a_folded_framing_field_is_refused_and_closed(self):
+        # Unfolded, "chunked" would end the codings; a proxy that does not unfold reads gzip.
+        self.assert_smuggling_refused("folded-te", "Transfer-Encoding: gzip,\r\n chunked\r\n",
+                                      400)
+        self.assert_smuggling_refused("folded-cl", "Content-Length:\r\n\t0\r\n", 400, body=b"")
 
     def test_repeated_chunked_is_refused_and_closed(self):
         self.assert_smuggling_refused("chunked-twice", "Transfer-Encoding: chunked, chunked\r\n",
@@ -221,6 +228,21 @@ class Strictness(unittest.TestCase):
     def test_chunk_lines_ending_in_a_bare_lf_are_400_at_once(self):
         self.assert_refused_at_once("bare lf", self.check_wire("barelf", chunked=True, eol=b"\n"),
                                     "bad_framing", "barelf")
+
+    def test_a_folded_field_line_in_any_field_is_400_and_closed(self):
+        for name, head in [("fold-sp", "Host: x\r\nX-Anything: a\r\n b\r\n"),
+                           ("fold-tab", "X-Trace: 1\r\n\t2\r\nHost: x\r\n"),
+                           ("fold-host", "Host: x\r\n y\r\n")]:
+            with self.subTest(name=name):
+                self.assert_refused_at_once(name, self.check_wire(name, head=head), "bad_framing",
+                                            name)
+        # The refusal names the fault.
+        with socket.create_connection(("127.0.0.1", self.s.port)) as c:
+            c.sendall(self.check_wire("fold-msg", head="Host: x\r\nX-A: a\r\n b\r\n"))
+            c.settimeout(5)
+            status, _, reply = read_response(c)
+        self.assertEqual(status, 400)
+        self.assertIn("obs-fold", json.loads(reply)["error"]["message"])
 
     def test_a_query_on_check_is_refused_as_auth_refuses_one(self):
         self.assert_refused_at_once("query", self.check_wire("query", target="/v1/check?x=1"),
