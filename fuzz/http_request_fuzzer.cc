@@ -3,13 +3,14 @@
 //
 // The first input byte picks a chunk size; the rest is the bytes a client sends. They are parsed
 // twice, once whole and once in chunks, the way the server feeds a parser as reads arrive: both
-// yield a request or neither does, and then the same one (method, target, version, fields,
-// body). A parsed request's X-Forwarded-For, behind a trusted peer, must resolve to the peer or
-// to an address one of its hops spells. RFC 9112's framing: a request that parses has a body
-// length no one can read otherwise (a Transfer-Encoding only as exactly `chunked`, never with
-// Content-Length, never in HTTP/1.0) and no field line folded onto the next (obs-fold), and
-// every refusal has an answer (400, 413, 431 or 501) after which the server closes. Never a
-// crash, an overflow or an exception.
+// yield a request or neither does, and then the same one (method, target, host, version,
+// fields, body), its target a path or `*` (an absolute-form one reduced to its path and query). A
+// parsed request's X-Forwarded-For, behind a trusted peer, must resolve to the peer or to an
+// address one of its hops spells. RFC 9112's framing: a request that parses has a body length no
+// one can read otherwise (a Transfer-Encoding only as exactly `chunked`, never with Content-Length,
+// never in HTTP/1.0) and no field line folded onto the next (obs-fold), and every refusal has an
+// answer (400, 413, 431 or 501) after which the server closes. Never a crash, an overflow or an
+// exception.
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <cstdint>
@@ -64,7 +65,8 @@ Outcome Feed(std::string_view bytes, size_t chunk, http_server::ParsedRequest& r
 
 bool SameRequest(const http_server::ParsedRequest& a, const http_server::ParsedRequest& b) {
   if (a.method() != b.method() || a.verb() != b.verb() || a.target() != b.target() ||
-      a.version() != b.version() || a.body() != b.body() || a.field_count() != b.field_count()) {
+      a.host() != b.host() || a.version() != b.version() || a.body() != b.body() ||
+      a.field_count() != b.field_count()) {
     return false;
   }
   for (std::string_view name : {"host", "x-api-key", "x-forwarded-for", "content-length"}) {
@@ -163,6 +165,8 @@ void Run(const uint8_t* data, size_t size) {
   if (!whole.done) return;
   CheckFraming(whole_req);
   CheckNoObsFold(bytes);
+  // Origin-form or `*`: an absolute-form target is handed on as its path and query.
+  FUZZ_CHECK(whole_req.target() == "*" || whole_req.target().starts_with('/'));
   FUZZ_CHECK(SameRequest(whole_req, chunked_req));
   FUZZ_CHECK(whole_req.body().size() <= http_api::kMaxBodyBytes);
 

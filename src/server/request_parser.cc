@@ -43,6 +43,9 @@ class FramingCategory final : public boost::system::error_category {
         return "Host given more than once";
       case FramingError::kObsFold:
         return "a field line continued on the next (obs-fold) is refused";
+      case FramingError::kBadTarget:
+        return "the target is neither a path, *, nor an absolute http or https URI with a host "
+               "and no user info or fragment";
     }
     return "framing error";
   }
@@ -57,6 +60,54 @@ const FramingCategory& Framing() {
 bool IsTokenChar(char c) {  // RFC 9110 §5.6.2 tchar
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
   return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+// RFC 3986 §3.2: what an authority may hold (unreserved, pct-encoded, sub-delims, ':' and an
+// IP literal's brackets).
+bool IsAuthorityChar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("-._~%!$&'()*+,;=:[]").find(c) != std::string_view::npos;
+}
+
+// An absolute-form target split into its authority and its path and query, or nullopt when it
+// is not http-URI / https-URI (RFC 9110 §4.2): a scheme other than those, an empty host (which
+// §4.2.1 says a recipient must refuse), user info (§4.2.4: an error), a port that is not digits,
+// or a fragment, which no request-target has (RFC 9112 §3.2).
+struct AbsoluteTarget {
+  std::string_view authority;
+  std::string_view path_and_query;  // empty when the path is: read as "/"
+};
+std::optional<AbsoluteTarget> ParseAbsoluteTarget(std::string_view t) {
+  const size_t sep = t.find("://");
+  if (sep == std::string_view::npos) return std::nullopt;
+  const std::string_view scheme = t.substr(0, sep);
+  if (!beast::iequals(scheme, "http") && !beast::iequals(scheme, "https")) return std::nullopt;
+  t.remove_prefix(sep + 3);
+  if (t.find('#') != std::string_view::npos) return std::nullopt;
+  const size_t end = t.find_first_of("/?");
+  const AbsoluteTarget out{.authority = t.substr(0, end),
+                           .path_and_query = end == std::string_view::npos ? "" : t.substr(end)};
+  const std::string_view a = out.authority;
+  for (char c : a) {
+    if (!IsAuthorityChar(c)) return std::nullopt;
+  }
+  // host [":" port]; the host an IP literal in brackets, or a name or IPv4 address.
+  size_t host_end = a.find(':');
+  if (a.starts_with('[')) {
+    const size_t close = a.find(']');
+    if (close == std::string_view::npos || close == 1) return std::nullopt;
+    host_end = close + 1;
+  } else if (a.find_first_of("[]") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  if (host_end == 0 || a.empty()) return std::nullopt;
+  if (host_end < a.size()) {
+    if (a[host_end] != ':') return std::nullopt;
+    for (char c : a.substr(host_end + 1)) {
+      if (c < '0' || c > '9') return std::nullopt;
+    }
+  }
+  return out;
 }
 
 std::string_view TrimOws(std::string_view s) {
@@ -75,9 +126,11 @@ std::optional<http_api::ApiError> RefusalFor(beast::error_code ec) {
     const bool unsupported = ec == make_error_code(FramingError::kUnsupportedTransferCoding);
     const bool host = ec == make_error_code(FramingError::kNoHost) ||
                       ec == make_error_code(FramingError::kRepeatedHost);
+    const bool target = ec == make_error_code(FramingError::kBadTarget);
     return http_api::ApiError{
         .status = unsupported ? 501 : 400,
-        .code = unsupported ? "not_implemented" : (host ? "bad_host" : "bad_framing"),
+        .code = unsupported ? "not_implemented"
+                            : (host ? "bad_host" : (target ? "bad_request" : "bad_framing")),
         .message = Cat("request: ", ec.message(), " (RFC 9112); the connection is closed")};
   }
   if (ec == http::error::body_limit) {
@@ -131,6 +184,7 @@ void ParsedRequest::Clear() {
   text_.clear();
   method_ = {};
   target_ = {};
+  authority_ = {};
   fields_.clear();
   body_.clear();
   verb_ = http::verb::unknown;
@@ -156,11 +210,25 @@ size_t RequestParser::Put(boost::asio::const_buffer in, beast::error_code& ec) {
 }
 
 void RequestParser::on_request_impl(http::verb method, BeastStringView method_str,
-                                    BeastStringView target, int version, beast::error_code&) {
+                                    BeastStringView target, int version, beast::error_code& ec) {
   out_.verb_ = method;
   out_.method_ = out_.Append(Sv(method_str));
-  out_.target_ = out_.Append(Sv(target));
   out_.version_ = version;
+  const std::string_view t = Sv(target);  // Beast's: never empty
+  if (t.starts_with('/') || t == "*") {
+    out_.target_ = out_.Append(t);
+    return;
+  }
+  const std::optional<AbsoluteTarget> absolute = ParseAbsoluteTarget(t);
+  if (!absolute) {
+    ec = make_error_code(FramingError::kBadTarget);
+    return;
+  }
+  out_.authority_ = out_.Append(absolute->authority);
+  // RFC 9110 §4.2.3: an empty path is "/". Appended spans lie back to back: one span of both.
+  const std::string_view path = absolute->path_and_query;
+  const ParsedRequest::Span slash = out_.Append(path.starts_with('/') ? "" : "/");
+  out_.target_ = {.pos = slash.pos, .len = slash.len + out_.Append(path).len};
 }
 
 void RequestParser::on_response_impl(int, BeastStringView, int, beast::error_code& ec) {

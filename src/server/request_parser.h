@@ -10,11 +10,14 @@
 // twice or any other coding, that comes with Content-Length, or that comes in an HTTP/1.0
 // request; a line (of the header, a chunk's size, the trailer) that ends in a bare LF, at once
 // (Beast would wait for a CR that never comes); and, as RFC 9112 §3.2 asks, an HTTP/1.1
-// request without Host, or any request with two. A field line folded onto the next (obs-fold,
-// RFC 9112 §5.2), which Beast would unfold, is refused in every field: a recipient that did not
-// unfold it would read another value, of Transfer-Encoding and Content-Length as of any other.
-// Every parse error leaves the connection's framing unknown: the server answers (RefusalFor)
-// and closes.
+// request without Host, or any request with two. A target is a path (origin-form), `*`, or an
+// absolute http or https URI (absolute-form, §3.2.2), which every server must accept: its path
+// and query are the target, "/" when its path is empty, and its authority takes the place of
+// Host; any other target (another scheme, no host, user info, a fragment) is refused. A field line
+// folded onto the next (obs-fold, RFC 9112 §5.2), which Beast would unfold, is refused in every
+// field: a recipient that did not unfold it would read another value, of Transfer-Encoding and
+// Content-Length as of any other. Every parse error leaves the connection's framing unknown: the
+// server answers (RefusalFor) and closes.
 //
 //   ParsedRequest req;                    // one per connection
 //   RequestParser parser(req);            // one per request
@@ -51,6 +54,7 @@ enum class FramingError {
   kNoHost,                      // HTTP/1.1 without Host: 400
   kRepeatedHost,                // Host given twice: 400
   kObsFold,                     // a field line continued on the next (obs-fold): 400
+  kBadTarget,                   // neither a path, `*`, nor an absolute http(s) URI: 400
 };
 boost::system::error_code make_error_code(FramingError e);
 
@@ -63,7 +67,10 @@ class ParsedRequest {
  public:
   std::string_view method() const { return Slice(method_); }
   http::verb verb() const { return verb_; }
+  // The path and query (origin-form), an absolute-form target's included, or `*`.
   std::string_view target() const { return Slice(target_); }
+  // The host the request is for: an absolute-form target's authority, else the Host field.
+  std::string_view host() const { return authority_.len > 0 ? Slice(authority_) : Field("Host"); }
   int version() const { return version_; }  // 10 or 11
   const std::string& body() const { return body_; }
 
@@ -94,6 +101,7 @@ class ParsedRequest {
   std::string text_;  // the method, the target, and every field name and value, back to back
   Span method_;
   Span target_;
+  Span authority_;  // an absolute-form target's; empty otherwise
   std::vector<FieldSpans> fields_;
   std::string body_;
   http::verb verb_ = http::verb::unknown;

@@ -303,6 +303,73 @@ TEST(RequestParser, RefusesAFoldedFieldLineInAnyField) {
   EXPECT_EQ(req.Field("X-B"), "c");
 }
 
+// RFC 9112 §3.2.2: a server must accept the absolute-form. Its path and query are the target,
+// whatever the scheme's case, "/" when its path is empty; its authority takes Host's place.
+TEST(RequestParser, ReadsAnAbsoluteFormTargetAsItsPathAndQuery) {
+  struct Case {
+    std::string target;
+    std::string path;
+    std::string host;
+  };
+  const Case cases[] = {
+      {"http://127.0.0.1:8080/v1/check?a=1", "/v1/check?a=1", "127.0.0.1:8080"},
+      {"HTTPS://Example.COM/v1/auth", "/v1/auth", "Example.COM"},
+      {"http://h", "/", "h"},
+      {"http://h?x=1&y", "/?x=1&y", "h"},
+      {"http://[::1]:80/a/b", "/a/b", "[::1]:80"},
+      {"http://h:/x", "/x", "h:"},
+      {"http://my-host.local/p%20q?r=http://s", "/p%20q?r=http://s", "my-host.local"},
+  };
+  for (const Case& c : cases) {
+    for (size_t step : {size_t{1}, size_t{1} << 20}) {
+      ParsedRequest req;
+      const Fed f = Feed(req, "GET " + c.target + " HTTP/1.1\r\nHost: other\r\nX: 1\r\n\r\n", step);
+      ASSERT_TRUE(f.done) << c.target << ": " << f.ec.message();
+      EXPECT_EQ(req.target(), c.path) << c.target;
+      EXPECT_EQ(req.host(), c.host) << c.target;
+      EXPECT_EQ(req.Field("Host"), "other");
+      EXPECT_EQ(req.Field("X"), "1");
+    }
+  }
+  // Origin-form and `*` stay as sent; their host is the Host field.
+  ParsedRequest req;
+  ASSERT_TRUE(Feed(req, "OPTIONS * HTTP/1.1\r\nHost: h:1\r\n\r\n").done);
+  EXPECT_EQ(req.target(), "*");
+  EXPECT_EQ(req.host(), "h:1");
+  ASSERT_TRUE(Feed(req, "GET //b/c HTTP/1.1\r\nHost: h\r\n\r\n").done);  // a path, not b's
+  EXPECT_EQ(req.target(), "//b/c");
+  EXPECT_EQ(req.host(), "h");
+  ASSERT_TRUE(Feed(req, "GET /a?http://b HTTP/1.1\r\nHost: h\r\n\r\n").done);
+  EXPECT_EQ(req.target(), "/a?http://b");
+  EXPECT_EQ(req.host(), "h");
+  // Host is still required of HTTP/1.1 (RFC 9112 §3.2), and still once.
+  EXPECT_EQ(Feed(req, "GET http://h/ HTTP/1.1\r\n\r\n").ec, make_error_code(FramingError::kNoHost));
+}
+
+TEST(RequestParser, RefusesATargetThatIsNoPathNorAnHttpUri) {
+  for (const std::string target : {"ftp://h/x",        "h:8080",          "example.com:443",
+                                   "v1/check",         "http:/v1/check",  "http:v1",
+                                   "http:///v1/check", "http://:80/x",    "http://user@h/x",
+                                   "http://u:p@h/",    "http://h/x#frag", "http://h#",
+                                   "http://h:8a/x",    "http://h:80:90/", "http://[::1/x",
+                                   "http://[]/x",      "http://[::1]x/",  "http://h]/",
+                                   "http://h\"/x",     "http://h{/x",     "**",
+                                   "mailto:a@b"}) {
+    for (size_t step : {size_t{1}, size_t{1} << 20}) {
+      ParsedRequest req;
+      const Fed f = Feed(req, "GET " + target + " HTTP/1.1\r\nHost: h\r\n\r\n", step);
+      EXPECT_EQ(f.ec, make_error_code(FramingError::kBadTarget))
+          << target << " by " << step << ": " << f.ec.message();
+      EXPECT_FALSE(f.done) << target;
+    }
+  }
+  const auto refusal = RefusalFor(make_error_code(FramingError::kBadTarget));
+  ASSERT_TRUE(refusal.has_value());
+  EXPECT_EQ(refusal->status, 400);
+  EXPECT_EQ(refusal->code, "bad_request");
+  EXPECT_NE(refusal->message.find("closed"), std::string::npos) << refusal->message;
+}
+
 TEST(RequestParser, RefusalsSayWhatToAnswer) {
   EXPECT_EQ(RefusalFor(boost::beast::http::error::body_limit)->status, 413);
   EXPECT_EQ(RefusalFor(boost::beast::http::error::header_limit)->status, 431);

@@ -2,8 +2,9 @@
 length is in doubt is refused and its connection closed, so that bytes smuggled after it are
 never read as a request, never decided and never charged; and requests that are ambiguous in
 other ways (no Host or two, a line ending in a bare LF, a field line folded onto the next, a
-query /v1/check does not take, two Authorization headers) are refused at once, charging
-nothing."""
+target that is neither a path nor an http URI, a query /v1/check does not take, two
+Authorization headers) are refused at once, charging nothing. An absolute-form target is decided
+as its path."""
 import json
 import socket
 import time
@@ -243,6 +244,38 @@ class Strictness(unittest.TestCase):
             status, _, reply = read_response(c)
         self.assertEqual(status, 400)
         self.assertIn("obs-fold", json.loads(reply)["error"]["message"])
+
+    def test_an_absolute_form_target_is_decided_as_its_path(self):
+        """RFC 9112 §3.2.2: absolute-form is accepted, routed by its path and query, the same
+        decision as origin-form, and on the same connection."""
+        before = self.decisions()
+        absolute = "http://127.0.0.1:%d/v1/check" % self.s.port
+        with socket.create_connection(("127.0.0.1", self.s.port)) as c:
+            c.settimeout(5)
+            remaining = []
+            for target in ("/v1/check", absolute, "HTTP://localhost" + "/v1/check", "/v1/check"):
+                c.sendall(self.check_wire("absolute", target=target))
+                status, headers, reply = read_response(c)
+                self.assertEqual(status, 200, "%s: %r" % (target, reply))
+                self.assertNotEqual(headers.get("connection"), "close", target)
+                remaining.append(json.loads(reply)["policies"][0]["remaining"])
+        self.assertEqual(remaining, [4, 3, 2, 1])
+        self.assertEqual(self.decisions(), before + 4)
+        # Its query is the query: /v1/check refuses one, as it does in origin-form.
+        self.assert_refused_at_once("absolute query",
+                                    self.check_wire("absq", target=absolute + "?x=1"),
+                                    "unknown_parameter", "absq", closes=False)
+
+    def test_a_target_neither_a_path_nor_an_http_uri_is_400_and_closed(self):
+        for name, target in [("ftp", "ftp://127.0.0.1/v1/check"),
+                             ("authority", "127.0.0.1:%d" % self.s.port),
+                             ("userinfo", "http://u@127.0.0.1/v1/check"),
+                             ("no-host", "http:///v1/check"),
+                             ("relative", "v1/check")]:
+            with self.subTest(name=name):
+                key = "target-" + name
+                self.assert_refused_at_once(name, self.check_wire(key, target=target),
+                                            "bad_request", key)
 
     def test_a_query_on_check_is_refused_as_auth_refuses_one(self):
         self.assert_refused_at_once("query", self.check_wire("query", target="/v1/check?x=1"),
