@@ -8,6 +8,7 @@
 #include "caudal/common/rate.h"
 #include "common/cat.h"
 #include "server/json_keys.h"
+#include "server/query_string.h"
 
 namespace caudal::admin_api {
 namespace json = boost::json;
@@ -22,30 +23,8 @@ ApiError Bad(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decoding (and '+' as a space, in a query): nullopt for a bad escape.
-std::optional<std::string> Decode(std::string_view s, bool query) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%') {
-      const int hi = i + 1 < s.size() ? Hex(s[i + 1]) : -1;
-      const int lo = i + 2 < s.size() ? Hex(s[i + 2]) : -1;
-      if (hi < 0 || lo < 0) return std::nullopt;
-      out.push_back(static_cast<char>(hi * 16 + lo));
-      i += 2;
-    } else {
-      out.push_back(query && s[i] == '+' ? ' ' : s[i]);
-    }
-  }
-  return out;
-}
+// The query's parameters are an identity's fields: the parser's bound is theirs.
+static_assert(http_api::kMaxQueryParams == kMaxDescriptors);
 
 std::optional<ApiError> ReadInteger(const json::value& v, const std::string& field, int64_t& out) {
   if (!v.is_int64() || v.get_int64() < 1) {
@@ -233,9 +212,7 @@ std::optional<Reply> RefuseAdmin(std::string_view token, std::string_view author
 
 ParsedPath ParseAdminTarget(std::string_view target) {
   ParsedPath out;
-  const size_t q = target.find('?');
-  std::string_view path = target.substr(0, q);
-  std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  std::string_view path = target.substr(0, target.find('?'));
   const auto not_found = [&] {
     out.error = ApiError{.status = 404,
                          .code = "not_found",
@@ -249,49 +226,32 @@ ParsedPath ParseAdminTarget(std::string_view target) {
   const std::string_view tail = path.substr(slash + 1);
   if (tail != "overrides" && tail != "state") return not_found();
   out.path.state = tail == "state";
-  auto policy = Decode(path.substr(0, slash), false);
+  auto policy = http_api::PercentDecode(path.substr(0, slash), http_api::Plus::kLiteral);
   if (!policy || http_api::IdentityValueProblem(*policy)) {
     out.error = Bad("invalid_parameter", "the path's policy: bad percent-encoding or bytes");
     return out;
   }
   out.path.policy = std::move(*policy);
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
-    if (pair.empty()) continue;
-    const size_t eq = pair.find('=');
-    auto name = Decode(pair.substr(0, eq), true);
-    auto value = Decode(eq == std::string_view::npos ? "" : pair.substr(eq + 1), true);
-    if (!name || !value) {
-      out.error = Bad("invalid_parameter", "the query: bad percent-encoding");
-      return out;
-    }
-    for (const std::string* s : {&*name, &*value}) {
+  http_api::ParsedQuery query = http_api::ParseQuery(target);
+  if (query.error) {
+    out.error = std::move(query.error);
+    return out;
+  }
+  for (http_api::QueryParam& p : query.params) {
+    for (const std::string* s : {&p.name, &p.value}) {
       if (auto problem = http_api::IdentityValueProblem(*s)) {
         out.error = Bad(
             "invalid_parameter",
-            Cat("parameter ", Quoted(http_api::ValidUtf8(name->substr(0, 100))), ": ", *problem));
+            Cat("parameter ", Quoted(http_api::ValidUtf8(p.name.substr(0, 100))), ": ", *problem));
         return out;
       }
     }
-    if (value->empty()) {
+    if (p.value.empty()) {
       out.error = Bad("invalid_parameter",
-                      Cat("parameter ", Quoted(name->substr(0, 100)), ": expected a value"));
+                      Cat("parameter ", Quoted(p.name.substr(0, 100)), ": expected a value"));
       return out;
     }
-    for (const auto& [seen, v] : out.path.params) {
-      if (seen == *name) {
-        out.error = Bad("duplicate_parameter",
-                        Cat("parameter ", Quoted(seen), ": given twice (ambiguous; refused)"));
-        return out;
-      }
-    }
-    if (out.path.params.size() >= kMaxDescriptors) {
-      out.error = Bad("unknown_parameter", "the query: too many parameters");
-      return out;
-    }
-    out.path.params.emplace_back(std::move(*name), std::move(*value));
+    out.path.params.emplace_back(std::move(p.name), std::move(p.value));
   }
   return out;
 }

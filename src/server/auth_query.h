@@ -20,17 +20,18 @@ namespace caudal::http_api {
 
 struct ParsedAuthQuery {
   AuthStatuses statuses;
-  std::optional<ApiError> error;  // 400 invalid_parameter / unknown_parameter
+  std::optional<ApiError> error;  // 400 invalid_parameter / unknown_parameter / duplicate_parameter
 };
 
-// Parses the query of `target` (what follows '?', if anything). Each status must be an integer
-// in 400..599 given once (a 2xx would admit a refused request; 1xx and 3xx mean something else
-// to a proxy); any other parameter is refused, so that a misspelt one cannot silently change
-// nothing.
+// Reads the query of `target` (query_string.h: a malformed one is refused as such). Each status
+// must be an integer in 400..599 (a 2xx would admit a refused request; 1xx and 3xx mean
+// something else to a proxy); any other parameter is refused, so that a misspelt one cannot
+// silently change nothing.
 ParsedAuthQuery ParseAuthQuery(std::string_view target);
 
 // /v1/check takes no query parameter: one in `target` is refused (400 unknown_parameter), as
-// /v1/auth refuses one it does not know, rather than ignored. An empty query ("?", "?&") is none.
+// /v1/auth refuses one it does not know, rather than ignored; a malformed query is refused as
+// such (query_string.h). An empty query ("?", "?&") is none.
 std::optional<ApiError> RefuseCheckQuery(std::string_view target);
 
 }  // namespace caudal::http_api

@@ -351,17 +351,9 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
   return r;
 }
 
-std::string TopRefusedJson(const Refusals& refusals, std::string_view target) {
-  size_t top = 10;
-  if (const size_t q = target.find("?top="); q != std::string_view::npos) {
-    const std::string_view n = target.substr(q + 5);
-    size_t v = 0;
-    const auto [ptr, ec] = std::from_chars(n.data(), n.data() + n.size(), v);
-    if (ec == std::errc() && ptr == n.data() + n.size())
-      top = std::clamp<size_t>(v, 1, kSketchSize);
-  }
+std::string TopRefusedJson(const Refusals& refusals, size_t top) {
   json::array checks;
-  for (const CheckRefusals& c : refusals.Top(top)) {
+  for (const CheckRefusals& c : refusals.Top(std::clamp<size_t>(top, 1, kSketchSize))) {
     json::array hitters;
     for (const HeavyHitter& h : c.top) {
       hitters.push_back(json::object{

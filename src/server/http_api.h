@@ -116,9 +116,9 @@ Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses s
 // Added to `out`; nothing when no enforced policy reported a limit.
 void AddRateLimitFields(const CheckResult& result, HeaderList& out);
 
-// GET /v1/top-refused[?top=N]: every tracked check with its N (default 10, at most the sketch's
-// size) most refused identities, as shown by the Refusals' options.
-std::string TopRefusedJson(const Refusals& refusals, std::string_view target);
+// GET /v1/top-refused: every tracked check with its `top` (from 1 to the sketch's size) most
+// refused identities, as shown by the Refusals' options.
+std::string TopRefusedJson(const Refusals& refusals, size_t top);
 
 // Seconds, rounded up; at least 1 for a positive duration.
 int64_t CeilSeconds(Micros d);

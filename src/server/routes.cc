@@ -2,12 +2,14 @@
 
 #include <boost/json/parse.hpp>
 #include <charconv>
+#include <cstdint>
 
 #include "common/cat.h"
 #include "server/admin_api.h"
 #include "server/auth_query.h"
 #include "server/idempotency.h"
 #include "server/openapi.h"
+#include "server/query_string.h"
 #include "server/release_api.h"
 #include "server/reserve_api.h"
 
@@ -100,20 +102,24 @@ Reply CheckReply(const CheckResult& result) {
 
 bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
 
-// The value of `name` in `target`'s query ("" when absent). Enough for the chart's parameters,
-// whose values (policy names, integers) need no decoding.
-std::string_view QueryValue(std::string_view target, std::string_view name) {
-  const size_t q = target.find('?');
-  std::string_view rest = q == std::string_view::npos ? std::string_view() : target.substr(q + 1);
-  while (!rest.empty()) {
-    const size_t amp = rest.find('&');
-    const std::string_view pair = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
-    if (pair.size() > name.size() && pair.starts_with(name) && pair[name.size()] == '=') {
-      return pair.substr(name.size() + 1);
+// GET /v1/top-refused[?top=N]: N from 1 (a larger one is the sketch's size, 0 is 1); other
+// parameters are ignored.
+Reply TopRefusedReply(const Refusals& refusals, std::string_view target) {
+  const http_api::ParsedQuery query = http_api::ParseQuery(target);
+  if (query.error) return http_api::ErrorReply(*query.error);
+  size_t top = 10;
+  if (const std::string* n = query.Find("top")) {
+    const auto [end, ec] = std::from_chars(n->data(), n->data() + n->size(), top);
+    if ((ec != std::errc() && ec != std::errc::result_out_of_range) ||
+        end != n->data() + n->size()) {
+      return http_api::ErrorReply(
+          {.status = 400,
+           .code = "invalid_parameter",
+           .message = Cat("top: expected an integer (got ", Quoted(n->substr(0, 64)), ')')});
     }
+    if (ec == std::errc::result_out_of_range) top = SIZE_MAX;
   }
-  return {};
+  return Text(200, http_api::TopRefusedJson(refusals, top), "application/json");
 }
 
 Reply StatusReply(StatusPage& page, std::string_view path, std::string_view target) {
@@ -131,16 +137,20 @@ Reply StatusReply(StatusPage& page, std::string_view path, std::string_view targ
     r.headers.Add("Cache-Control", "no-store");
     return r;
   }
-  const std::string_view policy = QueryValue(target, "policy");
-  const std::string_view index = QueryValue(target, "limit");
+  const http_api::ParsedQuery query = http_api::ParseQuery(target);
+  if (query.error) return http_api::ErrorReply(*query.error);
+  const std::string* policy = query.Find("policy");
+  const std::string* limit = query.Find("limit");
+  const std::string_view index = limit != nullptr ? std::string_view(*limit) : std::string_view();
   size_t i = 0;
   const auto [end, ec] = std::from_chars(index.data(), index.data() + index.size(), i);
-  if (policy.empty() || ec != std::errc() || end != index.data() + index.size()) {
+  if (policy == nullptr || policy->empty() || ec != std::errc() ||
+      end != index.data() + index.size()) {
     return http_api::ErrorReply({.status = 400,
                                  .code = "invalid_parameter",
                                  .message = "expected ?policy=NAME&limit=I (I from 0)"});
   }
-  Result<std::string> svg = page.Chart(policy, i);
+  Result<std::string> svg = page.Chart(*policy, i);
   if (!svg.ok()) {
     const bool missing = svg.status().code() == StatusCode::kNotFound;
     return http_api::ErrorReply({.status = missing ? 404 : 422,
@@ -299,7 +309,7 @@ void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
   }
   if (path == "/v1/top-refused" && ctx.refusals != nullptr) {
     if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
-    return done(Text(200, http_api::TopRefusedJson(*ctx.refusals, r.target), "application/json"));
+    return done(TopRefusedReply(*ctx.refusals, r.target));
   }
   if (ctx.status != nullptr && ctx.status->enabled() &&
       (path == "/" || path == "/v1/status" || path == "/v1/status/chart")) {

@@ -209,6 +209,50 @@ TEST_F(StatusRoutesTest, AChartRefusesWhatItCannotDraw) {
   EXPECT_LT(long_name.body.size(), 1000u);
 }
 
+// The chart's query is read as every query is (server/query_string.h): decoded, as the page's
+// encodeURIComponent writes it, and refused when malformed or ambiguous.
+TEST_F(StatusRoutesTest, AChartsQueryIsDecodedAndRefusedWhenAmbiguous) {
+  EXPECT_EQ(Get("/v1/status/chart?policy=per%2Dkey&limit=%30").status, 200);
+  const http_api::Reply twice = Get("/v1/status/chart?policy=per-key&limit=0&policy=other");
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_EQ(ErrorCode(twice), "duplicate_parameter");
+  const http_api::Reply bad = Get("/v1/status/chart?policy=per-key&limit=0%");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(ErrorCode(bad), "invalid_parameter");
+}
+
+TEST_F(StatusRoutesTest, TopRefusedReadsTopFromItsQuery) {
+  for (std::string_view key : {"k1", "k2"}) {
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(engine_.Check({.descriptors = {{"api_key", std::string(key)}}, .cost = {}}).ok());
+    }
+  }
+  const auto shown = [this](std::string_view target) -> int64_t {
+    const http_api::Reply r = Get(target);
+    EXPECT_EQ(r.status, 200) << target << ": " << r.body;
+    if (r.status != 200) return -1;
+    const json::value body = json::parse(r.body);
+    const json::array& checks = body.at("checks").as_array();
+    EXPECT_EQ(checks.size(), 1u) << r.body;
+    return checks.empty() ? -1 : static_cast<int64_t>(checks[0].at("top").as_array().size());
+  };
+  EXPECT_EQ(shown("/v1/top-refused"), 2);  // 10 by default
+  EXPECT_EQ(shown("/v1/top-refused?top=1"), 1);
+  EXPECT_EQ(shown("/v1/top-refused?x=y&top=1"), 1) << "wherever it is in the query";
+  EXPECT_EQ(shown("/v1/top-refused?top=%31"), 1);
+  EXPECT_EQ(shown("/v1/top-refused?top=0"), 1);
+  EXPECT_EQ(shown("/v1/top-refused?top=99999999999999999999999"), 2);
+  for (std::string_view target : {"/v1/top-refused?top=x", "/v1/top-refused?top=",
+                                  "/v1/top-refused?top=-1", "/v1/top-refused?top=1%"}) {
+    const http_api::Reply r = Get(target);
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_EQ(ErrorCode(r), "invalid_parameter") << target;
+  }
+  const http_api::Reply twice = Get("/v1/top-refused?top=1&top=5");
+  EXPECT_EQ(twice.status, 400);
+  EXPECT_EQ(ErrorCode(twice), "duplicate_parameter");
+}
+
 TEST_F(StatusRoutesTest, ALimitTooLargeToSimulateIs422) {
   PolicySpec spec;
   spec.name = "huge";
