@@ -213,6 +213,7 @@ struct Rows {
             .sections =
                 [get, &table](FieldVisitor& v, const std::string& path, const T& d) {
                   if constexpr (std::is_same_v<Member<Get>, std::optional<W>>) {
+                    static_cast<void>(get);  // used by the other branch (clang warns otherwise)
                     table.Visit(v, path, W{});
                   } else {
                     table.Visit(v, path, std::invoke(get, d));

@@ -83,7 +83,8 @@ std::atomic<uint64_t>& Metrics::Series(MetricId id,
   if (full) {
     if (LabelledSeries* s = find(key)) return s->value;
   }
-  series.push_back(std::make_unique<LabelledSeries>(std::move(key)));
+  // Braces, not make_unique: clang 14 (the fuzz build) has no parenthesized aggregate init.
+  series.push_back(std::unique_ptr<LabelledSeries>(new LabelledSeries{std::move(key)}));
   return series.back()->value;
 }
 
