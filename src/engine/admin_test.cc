@@ -8,6 +8,7 @@
 
 #include "caudal/store/memory_store.h"
 #include "support/manual_clock.h"
+#include "support/one_rule_domain.h"
 
 namespace caudal {
 namespace {
@@ -250,17 +251,7 @@ TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
 // An Envoy domain "edge" with one rule, 1 per minute per remote_address (stat key
 // "edge.remote_address"), decided by an engine beside instance a's.
 TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
-  auto root = std::make_shared<envoy::DescriptorNode>();
-  auto node = std::make_unique<envoy::DescriptorNode>();
-  node->key = "remote_address";
-  envoy::RateLimitRule rule;
-  rule.unit = envoy::Unit::kMinute;
-  rule.requests_per_unit = 1;
-  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
-  node->rule = rule;
-  ASSERT_TRUE(root->AddChild(std::move(node)).ok());
-  auto domains = std::make_shared<envoy::RateLimitConfig>();
-  ASSERT_TRUE(domains->AddDomain("edge", root).ok());
+  auto domains = testing::OneRuleDomain("edge", "remote_address", 1);
   ASSERT_TRUE(a_.engine.SetDomains(domains, {}).ok());
   const auto allowed = [&](std::string_view address) {
     DomainRequest r{.domain = "edge", .descriptors = {}, .hits_addend = 1};
@@ -308,18 +299,7 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
 // An always_charge rule's override must count past its limit too: a sliding window is refused,
 // a token bucket taken, and its hits charged into debt, a refused one included.
 TEST_F(AdminTest, AnAlwaysChargedRuleTakesOnlyOverridesThatCountPastTheirLimit) {
-  auto root = std::make_shared<envoy::DescriptorNode>();
-  auto node = std::make_unique<envoy::DescriptorNode>();
-  node->key = "user";
-  envoy::RateLimitRule rule;
-  rule.unit = envoy::Unit::kMinute;
-  rule.requests_per_unit = 10;
-  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 10, envoy::Unit::kMinute);
-  rule.always_charge = true;
-  node->rule = rule;
-  ASSERT_TRUE(root->AddChild(std::move(node)).ok());
-  auto domains = std::make_shared<envoy::RateLimitConfig>();
-  ASSERT_TRUE(domains->AddDomain("edge", root).ok());
+  auto domains = testing::OneRuleDomain("edge", "user", 10, /*always_charge=*/true);
   ASSERT_TRUE(a_.engine.SetDomains(domains, {}).ok());
   const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
   auto refused = a_.admin.SetOverride(

@@ -14,6 +14,7 @@
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"
+#include "support/one_rule_domain.h"
 
 namespace caudal {
 namespace {
@@ -38,19 +39,7 @@ PolicySpec Policy(std::string name, std::vector<std::string> identity, std::vect
 
 // Domain "edge", one rule: 1 per minute per user (stat key "edge.user").
 std::shared_ptr<const envoy::RateLimitConfig> Domains(bool always_charge) {
-  auto root = std::make_shared<envoy::DescriptorNode>();
-  auto node = std::make_unique<envoy::DescriptorNode>();
-  node->key = "user";
-  envoy::RateLimitRule rule;
-  rule.unit = envoy::Unit::kMinute;
-  rule.requests_per_unit = 1;
-  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
-  rule.always_charge = always_charge;
-  node->rule = rule;
-  EXPECT_TRUE(root->AddChild(std::move(node)).ok());
-  auto domains = std::make_shared<envoy::RateLimitConfig>();
-  EXPECT_TRUE(domains->AddDomain("edge", root).ok());
-  return domains;
+  return testing::OneRuleDomain("edge", "user", 1, always_charge);
 }
 
 class OverrideFitTest : public ::testing::Test {

@@ -9,6 +9,7 @@
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
 #include "redis/redis_test_util.h"
+#include "support/one_rule_domain.h"
 #include "support/redis_server.h"
 
 namespace caudal {
@@ -16,18 +17,7 @@ namespace {
 
 // Domain "edge", one rule: 1 per minute per user (stat key "edge.user").
 std::shared_ptr<const envoy::RateLimitConfig> Domains() {
-  auto root = std::make_shared<envoy::DescriptorNode>();
-  auto node = std::make_unique<envoy::DescriptorNode>();
-  node->key = "user";
-  envoy::RateLimitRule rule;
-  rule.unit = envoy::Unit::kMinute;
-  rule.requests_per_unit = 1;
-  rule.limit = *envoy::MakeLimit(Algorithm::kFixedWindow, 1, envoy::Unit::kMinute);
-  node->rule = rule;
-  EXPECT_TRUE(root->AddChild(std::move(node)).ok());
-  auto domains = std::make_shared<envoy::RateLimitConfig>();
-  EXPECT_TRUE(domains->AddDomain("edge", root).ok());
-  return domains;
+  return testing::OneRuleDomain("edge", "user", 1);
 }
 
 TEST(RedisRuntimeOverrides, AnEnvoyRuleGivenAConcurrencyLimitTakesNoSlotInRedis) {
