@@ -20,10 +20,10 @@
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/hold.h"
-#include "observe/log_throttle.h"
 #include "engine/over_limit_cache.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"
+#include "observe/log_throttle.h"
 
 namespace caudal {
 

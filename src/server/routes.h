@@ -9,8 +9,8 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "caudal/observe/metrics.h"
 #include "caudal/engine/store_health.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/server/server.h"
 #include "caudal/server/status_page.h"
 #include "server/http_api.h"

@@ -21,10 +21,10 @@
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "caudal/engine/ip.h"
-#include "caudal/observe/log.h"
 #include "caudal/engine/policy.h"
-#include "caudal/observe/refusals.h"
 #include "caudal/engine/runtime_overrides.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/refusals.h"
 
 namespace caudal {
 

@@ -39,10 +39,10 @@
 
 #include "caudal/algorithms/decision.h"
 #include "caudal/common/clock.h"
-#include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
 #include "caudal/engine/policy.h"
 #include "caudal/engine/ratelimit_config.h"
+#include "caudal/observe/log.h"
+#include "caudal/observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

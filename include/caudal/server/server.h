@@ -41,10 +41,10 @@
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
+#include "caudal/engine/store_health.h"
 #include "caudal/observe/log.h"
 #include "caudal/observe/metrics.h"
 #include "caudal/observe/refusals.h"
-#include "caudal/engine/store_health.h"
 #include "caudal/server/status_page.h"
 
 namespace boost::asio::ssl {
