@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 namespace caudal::bench {
 namespace {

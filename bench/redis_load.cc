@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "caudal/common/rate.h"
-#include "caudal/engine/lease_store.h"
+#include "engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"

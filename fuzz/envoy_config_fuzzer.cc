@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 #include "fuzz_check.h"
 
 namespace caudal::envoy {

@@ -16,8 +16,8 @@
 #include <string>
 
 #include "caudal/common/clock.h"
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/rls_handler.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/rls_handler.h"
 #include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "support/manual_clock.h"

@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/server/status_page.h"
+#include "server/status_page.h"
 #include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "server/routes.h"

@@ -1,4 +1,4 @@
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 #include <gtest/gtest.h>
 

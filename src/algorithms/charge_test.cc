@@ -7,7 +7,7 @@
 #include <random>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal {
 namespace {

@@ -1,4 +1,4 @@
-#include "caudal/algorithms/concurrency.h"
+#include "algorithms/concurrency.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/algorithms/fixed_window.h"
+#include "algorithms/fixed_window.h"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "caudal/algorithms/gcra.h"
+#include "algorithms/gcra.h"
 
 #include <algorithm>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal::gcra {
 namespace {

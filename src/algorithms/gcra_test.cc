@@ -1,8 +1,8 @@
-#include "caudal/algorithms/gcra.h"
+#include "algorithms/gcra.h"
 
 #include <gtest/gtest.h>
 
-#include "caudal/algorithms/token_bucket.h"
+#include "algorithms/token_bucket.h"
 
 namespace caudal {
 namespace {

@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/algorithms/decision.h"
 
 namespace caudal {

@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal {
 namespace {

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <optional>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/sliding_window_log.h"
 
 namespace caudal::testing {
 

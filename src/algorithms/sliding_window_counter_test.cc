@@ -1,4 +1,4 @@
-#include "caudal/algorithms/sliding_window_counter.h"
+#include "algorithms/sliding_window_counter.h"
 
 #include <gtest/gtest.h>
 

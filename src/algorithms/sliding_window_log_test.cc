@@ -1,4 +1,4 @@
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/sliding_window_log.h"
 
 #include <gtest/gtest.h>
 

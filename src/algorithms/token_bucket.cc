@@ -1,9 +1,9 @@
-#include "caudal/algorithms/token_bucket.h"
+#include "algorithms/token_bucket.h"
 
 #include <algorithm>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal::token_bucket {
 namespace {

@@ -1,4 +1,4 @@
-#include "caudal/algorithms/token_bucket.h"
+#include "algorithms/token_bucket.h"
 
 #include <gtest/gtest.h>
 

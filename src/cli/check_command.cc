@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "caudal/config/store_registry.h"
+#include "config/store_registry.h"
 #include "caudal/engine/engine.h"
 #include "cli/command.h"
 #include "cli/overrides.h"

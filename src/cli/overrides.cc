@@ -1,6 +1,6 @@
 #include "cli/overrides.h"
 
-#include "caudal/config/store_registry.h"
+#include "config/store_registry.h"
 #include "caudal/observe/log.h"
 #include "common/cat.h"
 

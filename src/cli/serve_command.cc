@@ -1,5 +1,5 @@
 // `caudal serve`: turns flags, the environment and the config file into a Config and runs a
-// Service (see caudal/service/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config
+// Service (see service/service.h) until SIGINT or SIGTERM. SIGHUP, or a change to the config
 // file or the Envoy files, reloads: the files are read again and handed to Service::Reload, which
 // takes them or refuses them whole. The first SIGINT or SIGTERM stops gracefully, within
 // server.shutdown_timeout (Service::Stop); a second one exits at once.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "caudal/service/service.h"
+#include "service/service.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "cli/stop_guard.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "caudal/config/config.h"
-#include "caudal/service/service.h"
+#include "service/service.h"
 #include "cli/command.h"
 #include "common/redact.h"
 

@@ -1,4 +1,4 @@
-#include "caudal/common/caller_auth.h"
+#include "common/caller_auth.h"
 
 #include <algorithm>
 

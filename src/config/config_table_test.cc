@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 #include "config/config_tables.h"
 #include "config/envoy_yaml_reader.h"
 

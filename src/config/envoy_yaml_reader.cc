@@ -5,7 +5,7 @@
 #include <memory>
 #include <optional>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "common/cat.h"
 #include "config/lease_rows.h"
 #include "config/yaml11_values.h"

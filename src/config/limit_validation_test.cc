@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "caudal/config/config.h"
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/engine/admin.h"
+#include "config/ratelimit_config_yaml.h"
+#include "engine/admin.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <vector>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {

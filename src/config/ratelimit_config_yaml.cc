@@ -1,7 +1,7 @@
 // Reading envoyproxy/ratelimit's YAML into RateLimitConfig, through the YamlReader that caudal's
 // own config file uses, so both formats report errors alike. yaml-cpp reports malformed YAML by
 // throwing; the exceptions are caught here, at the boundary, and become Status values.
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 
 #include <yaml-cpp/yaml.h>
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 
 namespace caudal::envoy {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "caudal/common/caller_auth.h"
+#include "common/caller_auth.h"
 #include "common/cat.h"
 
 namespace caudal {

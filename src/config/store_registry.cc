@@ -1,17 +1,17 @@
-#include "caudal/config/store_registry.h"
+#include "config/store_registry.h"
 
 #include <cctype>
 #include <fstream>
 
-#include "caudal/engine/breaker_store.h"
+#include "engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_idempotency_store.h"
-#include "caudal/redis/redis_override_store.h"
+#include "redis/redis_idempotency_store.h"
+#include "redis/redis_override_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
-#include "caudal/store/idempotency_store.h"
+#include "store/idempotency_store.h"
 #include "caudal/store/memory_store.h"
-#include "caudal/store/override_store.h"
+#include "store/override_store.h"
 #include "common/cat.h"
 #include "common/redact.h"
 #include "redis/redis_url.h"

@@ -1,9 +1,9 @@
-#include "caudal/engine/admin.h"
+#include "engine/admin.h"
 
 #include <algorithm>
 
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/observe/refusals.h"
+#include "algorithms/algorithm.h"
+#include "observe/refusals.h"
 #include "common/cat.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"

@@ -2,11 +2,12 @@
 // deployment): runtime overrides set on one and applied by the other at its next poll, their
 // expiry on the store's clock, inspecting without consuming, resetting, and bad input changing
 // nothing.
-#include "caudal/engine/admin.h"
+#include "engine/admin.h"
 
 #include <gtest/gtest.h>
 
 #include "caudal/store/memory_store.h"
+#include "observe/metrics.h"
 #include "support/manual_clock.h"
 #include "support/one_rule_domain.h"
 

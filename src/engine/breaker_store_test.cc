@@ -1,4 +1,4 @@
-#include "caudal/engine/breaker_store.h"
+#include "engine/breaker_store.h"
 
 #include <gtest/gtest.h>
 

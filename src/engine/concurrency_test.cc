@@ -7,6 +7,7 @@
 #include "caudal/engine/engine.h"
 #include "caudal/engine/runtime_overrides.h"
 #include "engine/hold.h"
+#include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

@@ -16,7 +16,7 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "caudal/observe/refusals.h"
+#include "observe/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/hold.h"

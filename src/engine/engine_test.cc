@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "caudal/observe/refusals.h"
+#include "observe/refusals.h"
 #include "caudal/store/memory_store.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"

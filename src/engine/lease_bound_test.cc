@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "caudal/engine/lease_store.h"
+#include "engine/lease_store.h"
 #include "caudal/store/memory_store.h"
 #include "support/manual_clock.h"
 

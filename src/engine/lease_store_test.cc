@@ -1,4 +1,4 @@
-#include "caudal/engine/lease_store.h"
+#include "engine/lease_store.h"
 
 #include <gtest/gtest.h>
 

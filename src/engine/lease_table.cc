@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal::engine_internal {
 namespace {

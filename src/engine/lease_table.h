@@ -1,4 +1,4 @@
-// LeaseTable: the bookkeeping behind LeaseStore (caudal/engine/lease_store.h), with no store calls,
+// LeaseTable: the bookkeeping behind LeaseStore (engine/lease_store.h), with no store calls,
 // so every rule is tested on a manual clock.
 //
 // Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store

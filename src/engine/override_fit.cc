@@ -3,8 +3,8 @@
 #include <unordered_set>
 
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
-#include "caudal/observe/refusals.h"
+#include "observe/metrics.h"
+#include "observe/refusals.h"
 #include "common/cat.h"
 
 namespace caudal::engine_internal {

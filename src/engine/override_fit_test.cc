@@ -8,9 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include "caudal/engine/admin.h"
+#include "engine/admin.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/refusals.h"
+#include "observe/refusals.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "support/manual_clock.h"

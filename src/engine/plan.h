@@ -17,6 +17,7 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/runtime_overrides.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 

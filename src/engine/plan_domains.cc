@@ -4,7 +4,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/plan.h"

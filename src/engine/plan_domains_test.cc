@@ -2,7 +2,7 @@
 // check per descriptor, with its kind, key, cost, statistics name and how it is decided.
 #include <gtest/gtest.h>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "common/cat.h"
 #include "engine/plan.h"
 

@@ -1,7 +1,7 @@
 // PlanPolicies: which of caudal's policies apply to a request, and the store keys of their limits.
 #include <algorithm>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/engine/ip.h"
 #include "common/cat.h"
 #include "engine/hold.h"

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <string>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "common/cat.h"
 
 namespace caudal::envoy {

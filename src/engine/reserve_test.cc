@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "caudal/engine/engine.h"
+#include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

@@ -4,7 +4,7 @@
 #include <future>
 #include <memory>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/engine/engine.h"
 #include "common/cat.h"
 #include "engine/hold.h"

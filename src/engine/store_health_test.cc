@@ -1,4 +1,4 @@
-#include "caudal/engine/store_health.h"
+#include "engine/store_health.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "caudal/envoy/grpc_server.h"
+#include "envoy/grpc_server.h"
 
 #include <absl/synchronization/mutex.h>
 #include <grpc/support/time.h>
@@ -20,6 +20,7 @@
 #include "envoy/grpc_tls_files.h"
 #include "envoy/health_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
+#include "observe/metrics.h"
 
 namespace caudal::envoy {
 namespace {

@@ -1,4 +1,4 @@
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 #include <future>
 

@@ -1,4 +1,4 @@
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -6,7 +6,8 @@
 #include <limits>
 #include <map>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
+#include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

@@ -6,7 +6,7 @@
 #include <variant>
 
 #include "algorithms/exact_math.h"
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 namespace caudal::envoy {
 namespace {

@@ -1,4 +1,4 @@
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 #include <algorithm>
 #include <cassert>

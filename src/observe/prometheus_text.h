@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 

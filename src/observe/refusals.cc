@@ -1,4 +1,4 @@
-#include "caudal/observe/refusals.h"
+#include "observe/refusals.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,10 +1,10 @@
-// The Redis stores' TLS client context, and its renewal (caudal/redis/redis_tls.h).
+// The Redis stores' TLS client context, and its renewal (redis/redis_tls.h).
 #include <openssl/ssl.h>
 
 #include <algorithm>
 #include <boost/asio/ssl/context.hpp>
 
-#include "caudal/redis/redis_tls.h"
+#include "redis/redis_tls.h"
 #include "redis/store_support.h"
 
 namespace caudal {

@@ -26,7 +26,7 @@ file(GLOB present ${LUA_DIR}/*.lua)
 foreach(f IN LISTS present)
   if(NOT f IN_LIST files)
     message(FATAL_ERROR "${f} is not part of the script: an algorithm's Lua part needs its entry "
-                        "in the algorithm table (include/caudal/algorithms/algorithm.h)")
+                        "in the algorithm table (src/algorithms/algorithm.h)")
   endif()
 endforeach()
 

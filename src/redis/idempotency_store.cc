@@ -1,6 +1,6 @@
 #include <hiredis/hiredis.h>
 
-#include "caudal/redis/redis_idempotency_store.h"
+#include "redis/redis_idempotency_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/routed_call.h"

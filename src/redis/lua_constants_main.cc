@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/algorithms/decision.h"
 #include "redis/lua_protocol.h"
 
@@ -28,7 +28,7 @@ std::string Upper(std::string_view name) {
 
 std::string Constants() {
   std::string out =
-      "-- Generated at build time from the algorithm table (caudal/algorithms/algorithm.h) and\n"
+      "-- Generated at build time from the algorithm table (algorithms/algorithm.h) and\n"
       "-- the Verdict enum (caudal/algorithms/decision.h) by lua_constants_main.cc. Do not edit.\n";
   for (const AlgorithmInfo& e : kAlgorithmTable) {
     out += "local " + Upper(e.name) + " = " + std::to_string(static_cast<int>(e.algorithm)) + "\n";

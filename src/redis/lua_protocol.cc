@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal::redis {
 namespace {

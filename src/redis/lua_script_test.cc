@@ -9,7 +9,7 @@
 #include <cctype>
 #include <string>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "redis/script.h"
 
 namespace caudal::redis {

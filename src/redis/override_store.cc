@@ -3,7 +3,7 @@
 #include <charconv>
 #include <optional>
 
-#include "caudal/redis/redis_override_store.h"
+#include "redis/redis_override_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/routed_call.h"

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 #include "caudal/redis/redis_store.h"
-#include "caudal/redis/redis_tls.h"
+#include "redis/redis_tls.h"
 #include "redis/node.h"
 #include "redis/pipeline.h"
 #include "redis/redis_url.h"

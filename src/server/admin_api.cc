@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "caudal/common/caller_auth.h"
+#include "common/caller_auth.h"
 #include "caudal/common/rate.h"
 #include "common/cat.h"
 #include "server/json_keys.h"

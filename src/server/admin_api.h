@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/engine/admin.h"
+#include "engine/admin.h"
 #include "server/http_api.h"
 #include "server/routes.h"
 

@@ -13,7 +13,7 @@
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "caudal/observe/refusals.h"
+#include "observe/refusals.h"
 #include "common/cat.h"
 
 namespace caudal::http_api {

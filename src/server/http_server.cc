@@ -5,7 +5,7 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
-#include "caudal/server/server.h"
+#include "server/server.h"
 #include "common/cat.h"
 #include "server/http_api.h"
 #include "server/http_server_impl.h"

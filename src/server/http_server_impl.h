@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/server/server.h"
+#include "server/server.h"
 #include "observe/log_throttle.h"
 #include "server/connection_limits.h"
 #include "server/idempotency.h"

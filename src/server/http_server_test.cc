@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/server/server.h"
+#include "server/server.h"
 #include "caudal/store/memory_store.h"
 #include "server/uring_server.h"
 #include "support/manual_clock.h"

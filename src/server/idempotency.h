@@ -9,7 +9,7 @@
 // identity (IdentityScope) and the key's value, so that callers never see each other's keys; its
 // fingerprint a SHA-256 of the body in a canonical form (keys sorted, no spaces), so that a client
 // re-serializing the same request matches. The parsing, hashing and encoding are pure and tested
-// without a store; Idempotent::Run drives a store (caudal/store/idempotency_store.h) and the
+// without a store; Idempotent::Run drives a store (store/idempotency_store.h) and the
 // endpoint's decision.
 //
 // Thread-safety: the functions are pure; Idempotent's methods may be called from any thread.
@@ -24,10 +24,10 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/common/caller_auth.h"
-#include "caudal/observe/metrics.h"
-#include "caudal/server/server.h"
-#include "caudal/store/idempotency_store.h"
+#include "common/caller_auth.h"
+#include "observe/metrics.h"
+#include "server/server.h"
+#include "store/idempotency_store.h"
 #include "server/http_api.h"
 
 namespace caudal::idempotency {

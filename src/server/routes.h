@@ -9,10 +9,10 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "caudal/engine/store_health.h"
-#include "caudal/observe/metrics.h"
-#include "caudal/server/server.h"
-#include "caudal/server/status_page.h"
+#include "engine/store_health.h"
+#include "observe/metrics.h"
+#include "server/server.h"
+#include "server/status_page.h"
 #include "server/http_api.h"
 
 namespace caudal::idempotency {

@@ -1,4 +1,4 @@
-#include "caudal/server/status_page.h"
+#include "server/status_page.h"
 
 #include <boost/json.hpp>
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/server/status_page.h"
+#include "server/status_page.h"
 
 namespace caudal {
 namespace {

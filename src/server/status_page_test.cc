@@ -1,6 +1,6 @@
 // The status routes through routes::Dispatch, without sockets: the page, its JSON and its charts,
 // their methods, types and caching, what they refuse, and that no secret reaches them.
-#include "caudal/server/status_page.h"
+#include "server/status_page.h"
 
 #include <gtest/gtest.h>
 

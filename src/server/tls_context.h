@@ -16,7 +16,7 @@
 
 #include "caudal/common/status.h"
 #include "caudal/config/config.h"
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 namespace caudal::server_tls {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "caudal/common/status.h"
-#include "caudal/server/server.h"
+#include "server/server.h"
 
 namespace caudal::http_server {
 

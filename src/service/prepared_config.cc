@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 #include "common/cat.h"
 #include "server/tls_context.h"
 

@@ -11,7 +11,7 @@
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
-#include "caudal/redis/redis_tls.h"
+#include "redis/redis_tls.h"
 
 namespace boost::asio::ssl {
 class context;

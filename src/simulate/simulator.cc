@@ -6,8 +6,8 @@
 #include <queue>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/algorithm.h"
+#include "algorithms/sliding_window_log.h"
 #include "caudal/engine/policy.h"
 #include "simulate/window_tracker.h"
 

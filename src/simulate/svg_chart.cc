@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal::simulate {
 namespace {

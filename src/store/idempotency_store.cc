@@ -1,4 +1,4 @@
-#include "caudal/store/idempotency_store.h"
+#include "store/idempotency_store.h"
 
 #include <algorithm>
 #include <mutex>

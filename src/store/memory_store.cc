@@ -11,9 +11,9 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/algorithms/concurrency.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/algorithm.h"
+#include "algorithms/concurrency.h"
+#include "algorithms/sliding_window_log.h"
 #include "common/cat.h"
 #include "store/reservation_book.h"
 #include "store/shard_table.h"

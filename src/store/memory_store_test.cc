@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/sliding_window_log.h"
 #include "store/store_conformance.h"
 #include "support/manual_clock.h"
 

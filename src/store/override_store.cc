@@ -1,4 +1,4 @@
-#include "caudal/store/override_store.h"
+#include "store/override_store.h"
 
 #include <mutex>
 #include <unordered_map>

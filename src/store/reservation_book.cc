@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal {
 namespace {

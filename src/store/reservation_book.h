@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "caudal/algorithms/compact_state.h"
+#include "algorithms/compact_state.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/store/store.h"

@@ -31,8 +31,8 @@
 #include <span>
 #include <vector>
 
-#include "caudal/algorithms/compact_state.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/compact_state.h"
+#include "algorithms/sliding_window_log.h"
 
 namespace caudal {
 

@@ -3,7 +3,7 @@
 #include <future>
 #include <string>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal {
 

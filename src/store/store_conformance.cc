@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "store/store_reference_model.h"
 
 namespace caudal {

@@ -2,7 +2,7 @@
 // store_conformance.cc): a charge of token_bucket or gcra counts its cost whatever the verdict,
 // into debt; its peek is refused exactly until the debt is paid; it is applied whatever the
 // request's other entries decide; debt stops at MaxDebt.
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "store/store_conformance.h"
 
 namespace caudal {

@@ -1,6 +1,6 @@
 #include "store/store_reference_model.h"
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 
 namespace caudal {
 namespace {

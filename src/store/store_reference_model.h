@@ -16,9 +16,9 @@
 #include <string>
 #include <utility>
 
-#include "caudal/algorithms/compact_state.h"
-#include "caudal/algorithms/concurrency.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/compact_state.h"
+#include "algorithms/concurrency.h"
+#include "algorithms/sliding_window_log.h"
 #include "caudal/store/store.h"
 #include "store/reservation_book.h"
 

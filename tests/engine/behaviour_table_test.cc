@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "caudal/config/ratelimit_config_yaml.h"
+#include "config/ratelimit_config_yaml.h"
 #include "caudal/engine/engine.h"
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 #include "caudal/store/memory_store.h"
 #include "server/http_api.h"
 #include "support/fake_store.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 namespace caudal::envoy::conformance {
 

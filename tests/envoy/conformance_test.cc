@@ -17,12 +17,13 @@
 #include <fstream>
 
 #include "caudal/common/rate.h"
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/grpc_server.h"
 #include "caudal/redis/redis_store.h"
+#include "config/ratelimit_config_yaml.h"
 #include "envoy/conformance_expect.h"
+#include "envoy/grpc_server.h"
 #include "envoy/rls_client.h"
 #include "envoy/rls_stack.h"
+#include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 #include "support/redis_server.h"

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/grpc_server.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/grpc_server.h"
 #include "envoy/rls_stack.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "support/fake_store.h"

@@ -7,8 +7,8 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/grpc_server.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/grpc_server.h"
 #include "envoy/rls_client.h"
 #include "rls_stack.h"
 #include "support/fake_store.h"

@@ -6,8 +6,8 @@
 #include <map>
 #include <string>
 
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/grpc_server.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/grpc_server.h"
 #include "caudal/redis/redis_store.h"
 #include "envoy/rls_client.h"
 #include "rls_stack.h"

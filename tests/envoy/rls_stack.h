@@ -6,7 +6,7 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 namespace caudal::envoy::testing {
 

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "caudal/common/rate.h"
-#include "caudal/config/ratelimit_config_yaml.h"
-#include "caudal/envoy/grpc_server.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/grpc_server.h"
 #include "rls_stack.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"

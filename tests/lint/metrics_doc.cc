@@ -1,5 +1,5 @@
 // metrics_doc: docs/operations.md's list of metrics, generated from kMetricTable
-// (include/caudal/observe/metrics.h) between two marker lines.
+// (src/observe/metrics.h) between two marker lines.
 //   metrics_doc check FILE   exits 1, showing both, when the list differs from the table
 //   metrics_doc write FILE   rewrites the list from the table (cmake --build build -t metrics-doc)
 #include <cstdio>
@@ -9,12 +9,12 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 namespace {
 
 constexpr std::string_view kBegin =
-    "<!-- metrics: generated from kMetricTable (include/caudal/observe/metrics.h); "
+    "<!-- metrics: generated from kMetricTable (src/observe/metrics.h); "
     "regenerate with `cmake --build build --target metrics-doc` -->\n";
 constexpr std::string_view kEnd = "<!-- end of metrics -->\n";
 

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/config/store_registry.h"
-#include "caudal/engine/breaker_store.h"
+#include "config/store_registry.h"
+#include "engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"

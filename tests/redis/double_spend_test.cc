@@ -16,8 +16,8 @@
 #include <sstream>
 #include <thread>
 
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/engine/lease_store.h"
+#include "algorithms/algorithm.h"
+#include "engine/lease_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/store/store.h"
 #include "store/store_reference_model.h"
 

@@ -4,7 +4,7 @@
 // (tests/support/idempotency_contract.h), each record one key whose PTTL is its window in Redis.
 // The store's cost to Redis: a flood of calls shares a few persistent connections, each call an
 // EVALSHA (the script reloaded after SCRIPT FLUSH), and the calls in flight are bounded.
-#include "caudal/store/idempotency_store.h"
+#include "store/idempotency_store.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "caudal/config/config.h"
-#include "caudal/config/store_registry.h"
-#include "caudal/redis/redis_idempotency_store.h"
+#include "config/store_registry.h"
+#include "redis/redis_idempotency_store.h"
 #include "common/cat.h"
 #include "support/delay_proxy.h"
 #include "support/idempotency_contract.h"

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/engine/lease_store.h"
+#include "algorithms/algorithm.h"
+#include "engine/lease_store.h"
 #include "support/redis_server.h"
 
 namespace caudal::lease_processes {

@@ -28,10 +28,10 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/algorithm.h"
-#include "caudal/engine/breaker_store.h"
+#include "algorithms/algorithm.h"
+#include "engine/breaker_store.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/lease_store.h"
+#include "engine/lease_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"

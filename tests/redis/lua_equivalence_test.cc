@@ -7,7 +7,7 @@
 
 #include <sstream>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "redis/equivalence_replay.h"
 #include "redis/lua_protocol.h"
 #include "redis/script.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/algorithms/algorithm.h"
+#include "algorithms/algorithm.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/store/store.h"

@@ -2,7 +2,7 @@
 // reached through a seed that does not serve the keys' slot (MOVED followed), and Sentinel. Records
 // put, replaced, bounded, listed and deleted; the version raised by every change; an end kept
 // in Redis's TIME and the ended record dropped.
-#include "caudal/store/override_store.h"
+#include "store/override_store.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -10,7 +10,7 @@
 #include <functional>
 #include <thread>
 
-#include "caudal/config/store_registry.h"
+#include "config/store_registry.h"
 #include "redis/hash_slot.h"
 #include "support/redis_cluster.h"
 #include "support/redis_sentinel.h"

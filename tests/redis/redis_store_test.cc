@@ -13,7 +13,7 @@
 #include <future>
 #include <thread>
 
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "support/manual_clock.h"

@@ -3,7 +3,7 @@
 // SNI and verification; and the failures each gets wrong, which must stop the store at start
 // with the reason rather than look like an outage. The renewal of those files (SIGHUP), and the
 // Cluster and Sentinel stores over TLS.
-#include "caudal/redis/redis_tls.h"
+#include "redis/redis_tls.h"
 
 #include <gtest/gtest.h>
 

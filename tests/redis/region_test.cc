@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/engine/breaker_store.h"
+#include "engine/breaker_store.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/lease_store.h"
+#include "engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"

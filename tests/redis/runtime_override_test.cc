@@ -4,8 +4,8 @@
 // rule's own limit keeps deciding.
 #include <gtest/gtest.h>
 
-#include "caudal/config/store_registry.h"
-#include "caudal/engine/admin.h"
+#include "config/store_registry.h"
+#include "engine/admin.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
 #include "redis/redis_test_util.h"

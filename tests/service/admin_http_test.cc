@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/service/service.h"
+#include "service/service.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

@@ -1,6 +1,6 @@
 // Service in-process: started from a Config on a manual clock, decided over HTTP and gRPC on
 // ephemeral ports, reloaded (live and restart-only fields, refusals) and stopped.
-#include "caudal/service/service.h"
+#include "service/service.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/service/service.h"
+#include "service/service.h"
 #include "common/cat.h"
 #include "envoy/rls_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"

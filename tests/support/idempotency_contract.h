@@ -1,4 +1,4 @@
-// The IdempotencyStore contract (caudal/store/idempotency_store.h), checked the same way on every
+// The IdempotencyStore contract (store/idempotency_store.h), checked the same way on every
 // implementation: the memory store's test and the Redis stores' (one server, Cluster) call
 // ExpectIdempotencyContract on a store of their own. What depends on time (records ending) and
 // bounds is each implementation's own test. Test code only.
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "caudal/store/idempotency_store.h"
+#include "store/idempotency_store.h"
 
 namespace caudal::testing {
 

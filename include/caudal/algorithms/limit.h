@@ -16,14 +16,14 @@
 namespace caudal {
 
 // The rate-limit algorithms. Each has one entry in the algorithm table
-// (caudal/algorithms/algorithm.h), in this order; the values travel to the Redis script.
+// (algorithms/algorithm.h), in this order; the values travel to the Redis script.
 enum class Algorithm : uint8_t {
   kFixedWindow,
   kSlidingWindowLog,
   kSlidingWindowCounter,
   kTokenBucket,
   kGcra,
-  kConcurrency,  // requests in flight, not a rate (caudal/algorithms/concurrency.h)
+  kConcurrency,  // requests in flight, not a rate (algorithms/concurrency.h)
 };
 
 // Every rate algorithm, in enum order (read from the algorithm table): all but concurrency,

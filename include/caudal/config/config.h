@@ -24,7 +24,6 @@
 #include "caudal/engine/policy.h"
 #include "caudal/engine/runtime_overrides.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/refusals.h"
 
 namespace caudal {
 

@@ -42,7 +42,6 @@
 #include "caudal/engine/policy.h"
 #include "caudal/engine/ratelimit_config.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {
@@ -208,7 +207,8 @@ struct DomainOptions {
   LeaseTerms lease{};  // store.lease: the terms of rules that set none (and of overrides)
 };
 
-class Refusals;          // caudal/observe/refusals.h
+class Metrics;           // observe/metrics.h
+class Refusals;          // observe/refusals.h
 class RuntimeOverrides;  // caudal/engine/runtime_overrides.h
 
 struct EngineOptions {

@@ -31,6 +31,16 @@ enum class LogFormat : uint8_t { kText, kJson };
 std::string_view LogFormatName(LogFormat format);
 Result<LogFormat> ParseLogFormat(std::string_view text);  // text|json
 
+// Which front end asked: the `api` label of the decision metrics.
+enum class Api : uint8_t { kHttp, kRls, kCli };
+inline constexpr size_t kApiCount = 3;
+std::string_view ApiName(Api api);
+
+// How an identity appears in logs and in the refusal tables: hashed, or as sent.
+enum class IdentityDisplay : uint8_t { kHash, kValue };
+std::string_view IdentityDisplayName(IdentityDisplay d);
+Result<IdentityDisplay> ParseIdentityDisplay(std::string_view text);  // hash|value
+
 // A field: text, or an integer, which JSON lines write as a number ({"retry_after_ms":1200}).
 struct LogField {
   LogField(std::string_view k, std::string v) : key(k), value(std::move(v)) {}

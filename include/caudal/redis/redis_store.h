@@ -30,7 +30,7 @@
 
 namespace caudal {
 
-class Metrics;  // caudal/observe/metrics.h
+class Metrics;  // observe/metrics.h
 
 // A Redis server's own circuit breaker (Redis Cluster: one per primary) changed state, or the
 // server left the store's topology.
@@ -105,7 +105,7 @@ struct RedisStoreOptions {
   // Cluster and Sentinel: "host:port" as the group names it → "host:port" to dial instead
   // (store.address_map): for instances that reach the group through proxies or NAT of their own.
   std::vector<std::pair<std::string, std::string>> address_map{};
-  // Where renewed TLS files come from (caudal/redis/redis_tls.h); null: the files read at start
+  // Where renewed TLS files come from (redis/redis_tls.h); null: the files read at start
   // serve for the store's life. Must outlive the store.
   RedisTlsReload* tls_reload = nullptr;
   // Cluster: MOVED, ASK and TRYAGAIN answers followed for one request before it fails.

@@ -13,7 +13,7 @@
 // An entry may also be a charge (EntryOp::kCharge): envoyproxy/ratelimit's INCRBY, which counts
 // `cost` whatever the verdict, so a refused hit still uses the limit up (and may overdraw it: a
 // fixed window's count past its limit until the window ends, a bucket's tokens into debt, up to
-// MaxDebt; Charge in caudal/algorithms/compact_state.h). Its verdict says whether the cost
+// MaxDebt; Charge in algorithms/compact_state.h). Its verdict says whether the cost
 // fitted (a peek, cost 0, is refused on a state in debt or overdrawn), and counts in `allowed`
 // like any consuming entry (so a charge that does not fit keeps the request's kConsume entries
 // from consuming), but the charge itself is applied whatever the request decides. Only
@@ -41,7 +41,7 @@
 // (docs/algorithms.md, "Native counts"). A native count's state is that counter, not the
 // script's: a key counted natively must always be, and a request holds native counts only.
 //
-// An entry of a concurrency limit (caudal/algorithms/concurrency.h) takes one slot when the whole
+// An entry of a concurrency limit (algorithms/concurrency.h) takes one slot when the whole
 // request is allowed and its cost is above 0, under the hold id EntryRef::hold names, expiring
 // the limit's `hold` after the store's time; it is never a refund, a charge or a lease. Its
 // slot comes back with EntryOp::kRelease of the same id (Decision::released says whether it was
@@ -57,7 +57,7 @@
 // most `max_open` of those besides, forgetting the one that expires first. EntryOp::kSettle with
 // the same id names the actual cost: less than the estimate gives the difference back as a
 // give-back does (only what still counts, the reservation's decision being the grant), more
-// overdraws the excess into debt (Overdraw in caudal/algorithms/compact_state.h), so later requests
+// overdraws the excess into debt (Overdraw in algorithms/compact_state.h), so later requests
 // wait until the long-run rate is met. A settle charges at most the limit's capacity above the
 // estimate (the rest is forgiven; Decision::overrun reports all of it), and a reserve of 0 is
 // refused on a state in debt or overdrawn, as a charge's peek, so that only reservations opened out

@@ -1,6 +1,6 @@
 // A program outside caudal's tree, built against the installed package: a token bucket of 2
 // refilled at 1 per hour, on the memory store, asked three times at one instant.
-#include <caudal/algorithms/algorithm.h>
+#include <algorithms/algorithm.h>
 #include <caudal/algorithms/limit.h>
 #include <caudal/common/clock.h>
 #include <caudal/store/memory_store.h>

@@ -9,7 +9,7 @@
 // Time going backwards into an earlier window is judged in the stored (later) window.
 #pragma once
 
-#include "caudal/algorithms/compact_state.h"
+#include "algorithms/compact_state.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::fixed_window {

@@ -18,8 +18,8 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
-#include "caudal/engine/breaker_store.h"
-#include "caudal/store/idempotency_store.h"
+#include "engine/breaker_store.h"
+#include "store/idempotency_store.h"
 #include "caudal/store/store.h"
 
 namespace caudal {
@@ -38,7 +38,7 @@ struct StoreOpenOptions {
   // store.
   Metrics* metrics = nullptr;
 
-  // A Redis store over TLS registers here to take renewed TLS files (caudal/redis/redis_tls.h);
+  // A Redis store over TLS registers here to take renewed TLS files (redis/redis_tls.h);
   // null: it keeps those it started with. Must outlive the store.
   RedisTlsReload* redis_tls_reload = nullptr;
 };
@@ -77,14 +77,14 @@ inline constexpr size_t kMaxPasswordBytes = 4096;
 // read, is empty or is longer than kMaxPasswordBytes.
 Result<std::string> ReadPasswordFile(const std::string& path);
 
-// The runtime overrides' records beside `config.url`'s store (caudal/store/override_store.h):
+// The runtime overrides' records beside `config.url`'s store (store/override_store.h):
 // the memory store's in this process, Redis's in Redis (redis://, rediss://, redis-cluster://,
 // redis-sentinel://: its primary). kNotFound for a kind that has none; kInvalidArgument as
 // OpenStore. Nothing is connected until the first call.
 Result<std::unique_ptr<OverrideStore>> OpenOverrideStore(const StoreConfig& config,
                                                          const Clock& clock);
 
-// The Idempotency-Key records beside `config.url`'s store (caudal/store/idempotency_store.h):
+// The Idempotency-Key records beside `config.url`'s store (store/idempotency_store.h):
 // the memory store's in this process (within `limits`), Redis's in Redis (every Redis kind).
 // kNotFound for a kind that has none; kInvalidArgument as OpenStore. Nothing is connected until
 // the first call.

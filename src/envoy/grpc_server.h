@@ -32,11 +32,11 @@
 #include <memory>
 #include <string>
 
-#include "caudal/common/caller_auth.h"
+#include "common/caller_auth.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "caudal/config/config.h"
-#include "caudal/envoy/rls_handler.h"
+#include "envoy/rls_handler.h"
 
 namespace grpc {
 class Server;

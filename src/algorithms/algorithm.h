@@ -13,15 +13,15 @@
 #include <iterator>
 #include <string_view>
 
-#include "caudal/algorithms/compact_state.h"
-#include "caudal/algorithms/concurrency.h"
+#include "algorithms/compact_state.h"
+#include "algorithms/concurrency.h"
 #include "caudal/algorithms/decision.h"
-#include "caudal/algorithms/fixed_window.h"
-#include "caudal/algorithms/gcra.h"
+#include "algorithms/fixed_window.h"
+#include "algorithms/gcra.h"
 #include "caudal/algorithms/limit.h"
-#include "caudal/algorithms/sliding_window_counter.h"
-#include "caudal/algorithms/sliding_window_log.h"
-#include "caudal/algorithms/token_bucket.h"
+#include "algorithms/sliding_window_counter.h"
+#include "algorithms/sliding_window_log.h"
+#include "algorithms/token_bucket.h"
 
 namespace caudal {
 
@@ -113,7 +113,7 @@ inline constexpr AlgorithmInfo kAlgorithmTable[] = {
      .state = StateShape::kCompact,
      .compact = {gcra::Decide, gcra::Refund, gcra::Charge, gcra::GiveBack, gcra::Overdraw},
      .chart = {.colour = "#ff7f0e", .dash = "6 4"}},  // dashed: it draws over token_bucket
-    // Not a rate: the stores call caudal/algorithms/concurrency.h directly, and kAllAlgorithms
+    // Not a rate: the stores call algorithms/concurrency.h directly, and kAllAlgorithms
     // (the rate algorithms, which the simulator and the rate contract run) leaves it out.
     {.algorithm = Algorithm::kConcurrency,
      .name = "concurrency",

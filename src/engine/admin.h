@@ -34,7 +34,7 @@
 #include "caudal/common/clock.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/runtime_overrides.h"
-#include "caudal/store/override_store.h"
+#include "store/override_store.h"
 
 namespace caudal {
 

@@ -10,7 +10,7 @@
 // refill_period_us(), w[2] = time of the last update (µs). Time going backwards counts as Δt = 0.
 #pragma once
 
-#include "caudal/algorithms/compact_state.h"
+#include "algorithms/compact_state.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::token_bucket {

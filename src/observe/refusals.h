@@ -32,15 +32,11 @@
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 
 class LogThrottle;
-
-enum class IdentityDisplay : uint8_t { kHash, kValue };
-std::string_view IdentityDisplayName(IdentityDisplay d);
-Result<IdentityDisplay> ParseIdentityDisplay(std::string_view text);  // hash|value
 
 inline constexpr size_t kSketchSize = 32;
 inline constexpr size_t kMaxChecks = 1024;

@@ -36,6 +36,7 @@
 #include "caudal/common/circuit_breaker.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
+#include "caudal/observe/log.h"
 
 namespace caudal {
 
@@ -407,11 +408,6 @@ constexpr bool InIdOrder(const decltype(kMetricTable)& table) {
 static_assert(InIdOrder(kMetricTable), "kMetricTable's rows follow MetricId's order");
 
 constexpr const MetricDef& MetricOf(MetricId id) { return kMetricTable[static_cast<size_t>(id)]; }
-
-// Which front end asked: the `api` label of the decision metrics.
-enum class Api : uint8_t { kHttp, kRls, kCli };
-inline constexpr size_t kApiCount = 3;
-std::string_view ApiName(Api api);
 
 // A cumulative histogram over fixed bounds (µs), rendered in seconds.
 class LatencyHistogram {

@@ -18,7 +18,7 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/redis/redis_store.h"
-#include "caudal/store/idempotency_store.h"
+#include "store/idempotency_store.h"
 
 namespace caudal {
 

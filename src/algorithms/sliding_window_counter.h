@@ -22,7 +22,7 @@
 // at 0 (everything refunded) is a fresh state.
 #pragma once
 
-#include "caudal/algorithms/compact_state.h"
+#include "algorithms/compact_state.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::sliding_window_counter {

@@ -33,7 +33,7 @@
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

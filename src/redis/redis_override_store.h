@@ -18,7 +18,7 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/redis/redis_store.h"
-#include "caudal/store/override_store.h"
+#include "store/override_store.h"
 
 namespace caudal {
 

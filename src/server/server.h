@@ -37,15 +37,15 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/common/caller_auth.h"
+#include "common/caller_auth.h"
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/store_health.h"
+#include "engine/store_health.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
-#include "caudal/observe/refusals.h"
-#include "caudal/server/status_page.h"
+#include "observe/metrics.h"
+#include "observe/refusals.h"
+#include "server/status_page.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -53,8 +53,8 @@ class context;
 
 namespace caudal {
 
-class Admin;             // caudal/engine/admin.h
-class IdempotencyStore;  // caudal/store/idempotency_store.h
+class Admin;             // engine/admin.h
+class IdempotencyStore;  // store/idempotency_store.h
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";

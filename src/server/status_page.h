@@ -24,9 +24,9 @@
 
 #include "caudal/common/status.h"
 #include "caudal/engine/engine.h"
-#include "caudal/engine/store_health.h"
-#include "caudal/observe/metrics.h"
-#include "caudal/observe/refusals.h"
+#include "engine/store_health.h"
+#include "observe/metrics.h"
+#include "observe/refusals.h"
 
 namespace caudal {
 

@@ -34,7 +34,7 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

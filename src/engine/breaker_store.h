@@ -24,7 +24,7 @@
 #include "caudal/common/circuit_breaker.h"
 #include "caudal/common/clock.h"
 #include "caudal/observe/log.h"
-#include "caudal/observe/metrics.h"
+#include "observe/metrics.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

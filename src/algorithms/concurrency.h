@@ -19,7 +19,7 @@
 
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
-#include "caudal/algorithms/sliding_window_log.h"
+#include "algorithms/sliding_window_log.h"
 
 namespace caudal::concurrency {
 

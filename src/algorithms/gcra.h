@@ -12,7 +12,7 @@
 // `now`, which can only refuse more, never admit more.
 #pragma once
 
-#include "caudal/algorithms/compact_state.h"
+#include "algorithms/compact_state.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::gcra {
