@@ -42,10 +42,10 @@
 #include <vector>
 
 #include "caudal/common/rate.h"
-#include "engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
+#include "engine/lease_store.h"
 #include "key_stream.h"
 
 namespace caudal {

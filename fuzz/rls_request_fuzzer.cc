@@ -16,9 +16,9 @@
 #include <string>
 
 #include "caudal/common/clock.h"
+#include "caudal/store/memory_store.h"
 #include "config/ratelimit_config_yaml.h"
 #include "envoy/rls_handler.h"
-#include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "support/manual_clock.h"
 

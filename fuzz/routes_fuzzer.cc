@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
-#include "server/status_page.h"
 #include "caudal/store/memory_store.h"
 #include "fuzz_check.h"
 #include "server/routes.h"
+#include "server/status_page.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

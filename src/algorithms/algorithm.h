@@ -15,13 +15,13 @@
 
 #include "algorithms/compact_state.h"
 #include "algorithms/concurrency.h"
-#include "caudal/algorithms/decision.h"
 #include "algorithms/fixed_window.h"
 #include "algorithms/gcra.h"
-#include "caudal/algorithms/limit.h"
 #include "algorithms/sliding_window_counter.h"
 #include "algorithms/sliding_window_log.h"
 #include "algorithms/token_bucket.h"
+#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 
 namespace caudal {
 

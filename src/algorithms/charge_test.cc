@@ -6,8 +6,8 @@
 
 #include <random>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 
 namespace caudal {
 namespace {

@@ -17,9 +17,9 @@
 
 #include <cstdint>
 
+#include "algorithms/sliding_window_log.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
-#include "algorithms/sliding_window_log.h"
 
 namespace caudal::concurrency {
 

@@ -2,8 +2,8 @@
 
 #include <numeric>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 #include "caudal/algorithms/decision.h"
 
 namespace caudal {

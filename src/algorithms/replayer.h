@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/sliding_window_log.h"
 #include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
-#include "algorithms/sliding_window_log.h"
 
 namespace caudal::testing {
 

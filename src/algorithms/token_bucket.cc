@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 
 namespace caudal::token_bucket {
 namespace {

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "config/store_registry.h"
 #include "caudal/engine/engine.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
+#include "config/store_registry.h"
 #include "server/http_api.h"
 
 namespace caudal::cli {

@@ -1,8 +1,8 @@
 #include "cli/overrides.h"
 
-#include "config/store_registry.h"
 #include "caudal/observe/log.h"
 #include "common/cat.h"
+#include "config/store_registry.h"
 
 namespace caudal::cli {
 namespace {

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "service/service.h"
 #include "cli/command.h"
 #include "cli/overrides.h"
 #include "cli/stop_guard.h"
 #include "common/cat.h"
 #include "common/redact.h"
 #include "config/file_watcher.h"
+#include "service/service.h"
 
 namespace caudal::cli {
 namespace {

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "caudal/config/config.h"
-#include "service/service.h"
 #include "cli/command.h"
 #include "common/redact.h"
+#include "service/service.h"
 
 namespace caudal::cli {
 namespace {

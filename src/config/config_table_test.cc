@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "caudal/config/config.h"
-#include "config/ratelimit_config_yaml.h"
 #include "config/config_tables.h"
 #include "config/envoy_yaml_reader.h"
+#include "config/ratelimit_config_yaml.h"
 
 namespace caudal::config_internal {
 namespace {

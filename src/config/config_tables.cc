@@ -1,10 +1,10 @@
 // The top level, store, server, envoy and logging: the rows of caudal's config file.
 #include "config/config_tables.h"
 
-#include "config/store_registry.h"
 #include "caudal/redis/redis_store.h"
 #include "config/lease_rows.h"
 #include "config/security_config.h"
+#include "config/store_registry.h"
 
 namespace caudal::config_internal {
 namespace {

@@ -6,10 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "caudal/config/config.h"
-#include "config/ratelimit_config_yaml.h"
-#include "engine/admin.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
+#include "config/ratelimit_config_yaml.h"
+#include "engine/admin.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

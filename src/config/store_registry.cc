@@ -3,18 +3,18 @@
 #include <cctype>
 #include <fstream>
 
-#include "engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
-#include "redis/redis_idempotency_store.h"
-#include "redis/redis_override_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
-#include "store/idempotency_store.h"
 #include "caudal/store/memory_store.h"
-#include "store/override_store.h"
 #include "common/cat.h"
 #include "common/redact.h"
+#include "engine/breaker_store.h"
+#include "redis/redis_idempotency_store.h"
+#include "redis/redis_override_store.h"
 #include "redis/redis_url.h"
+#include "store/idempotency_store.h"
+#include "store/override_store.h"
 
 namespace caudal {
 namespace {

@@ -18,9 +18,9 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
+#include "caudal/store/store.h"
 #include "engine/breaker_store.h"
 #include "store/idempotency_store.h"
-#include "caudal/store/store.h"
 
 namespace caudal {
 

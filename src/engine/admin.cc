@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "algorithms/algorithm.h"
-#include "observe/refusals.h"
 #include "common/cat.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"
+#include "observe/refusals.h"
 
 namespace caudal {
 

@@ -24,8 +24,8 @@
 #include "caudal/common/circuit_breaker.h"
 #include "caudal/common/clock.h"
 #include "caudal/observe/log.h"
-#include "observe/metrics.h"
 #include "caudal/store/store.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 

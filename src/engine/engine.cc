@@ -16,7 +16,6 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include "observe/refusals.h"
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/hold.h"
@@ -24,6 +23,7 @@
 #include "engine/override_fit.h"
 #include "engine/plan.h"
 #include "observe/log_throttle.h"
+#include "observe/refusals.h"
 
 namespace caudal {
 

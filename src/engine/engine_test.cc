@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "observe/refusals.h"
 #include "caudal/store/memory_store.h"
+#include "observe/refusals.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 

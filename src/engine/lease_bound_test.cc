@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "engine/lease_store.h"
 #include "caudal/store/memory_store.h"
+#include "engine/lease_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

@@ -34,8 +34,8 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
-#include "observe/metrics.h"
 #include "caudal/store/store.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 

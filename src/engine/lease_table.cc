@@ -4,8 +4,8 @@
 #include <functional>
 #include <utility>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 
 namespace caudal::engine_internal {
 namespace {

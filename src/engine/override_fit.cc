@@ -3,9 +3,9 @@
 #include <unordered_set>
 
 #include "caudal/observe/log.h"
+#include "common/cat.h"
 #include "observe/metrics.h"
 #include "observe/refusals.h"
-#include "common/cat.h"
 
 namespace caudal::engine_internal {
 namespace {

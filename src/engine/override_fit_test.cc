@@ -8,11 +8,11 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/admin.h"
 #include "caudal/observe/log.h"
-#include "observe/refusals.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
+#include "engine/admin.h"
+#include "observe/refusals.h"
 #include "support/manual_clock.h"
 #include "support/one_rule_domain.h"
 

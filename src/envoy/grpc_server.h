@@ -32,10 +32,10 @@
 #include <memory>
 #include <string>
 
-#include "common/caller_auth.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "caudal/config/config.h"
+#include "common/caller_auth.h"
 #include "envoy/rls_handler.h"
 
 namespace grpc {

@@ -1,8 +1,8 @@
 #include <hiredis/hiredis.h>
 
-#include "redis/redis_idempotency_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
+#include "redis/redis_idempotency_store.h"
 #include "redis/routed_call.h"
 #include "redis/sentinel_protocol.h"
 

@@ -3,9 +3,9 @@
 #include <charconv>
 #include <optional>
 
-#include "redis/redis_override_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
+#include "redis/redis_override_store.h"
 #include "redis/routed_call.h"
 #include "redis/store_support.h"
 

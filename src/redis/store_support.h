@@ -16,11 +16,11 @@
 #include <thread>
 #include <vector>
 
-#include "observe/metrics.h"
 #include "caudal/redis/redis_store.h"
-#include "redis/redis_tls.h"
+#include "observe/metrics.h"
 #include "redis/node.h"
 #include "redis/pipeline.h"
+#include "redis/redis_tls.h"
 #include "redis/redis_url.h"
 
 namespace caudal::redis {

@@ -4,8 +4,8 @@
 
 #include <boost/json.hpp>
 
-#include "common/caller_auth.h"
 #include "caudal/common/rate.h"
+#include "common/caller_auth.h"
 #include "common/cat.h"
 #include "server/json_keys.h"
 #include "server/query_string.h"

@@ -13,8 +13,8 @@
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "observe/refusals.h"
 #include "common/cat.h"
+#include "observe/refusals.h"
 
 namespace caudal::http_api {
 

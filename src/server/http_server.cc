@@ -5,11 +5,11 @@
 #include <boost/beast/http.hpp>
 #include <thread>
 
-#include "server/server.h"
 #include "common/cat.h"
 #include "server/http_api.h"
 #include "server/http_server_impl.h"
 #include "server/response_writer.h"
+#include "server/server.h"
 #include "server/tls_context.h"
 #include "server/uring_server.h"
 

@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "server/server.h"
 #include "observe/log_throttle.h"
 #include "server/connection_limits.h"
 #include "server/idempotency.h"
 #include "server/request_parser.h"
 #include "server/routes.h"
+#include "server/server.h"
 
 namespace caudal {
 

@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "server/server.h"
 #include "caudal/store/memory_store.h"
+#include "server/server.h"
 #include "server/uring_server.h"
 #include "support/manual_clock.h"
 

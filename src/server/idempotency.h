@@ -26,9 +26,9 @@
 
 #include "common/caller_auth.h"
 #include "observe/metrics.h"
+#include "server/http_api.h"
 #include "server/server.h"
 #include "store/idempotency_store.h"
-#include "server/http_api.h"
 
 namespace caudal::idempotency {
 

@@ -11,9 +11,9 @@
 #include "caudal/engine/ip.h"
 #include "engine/store_health.h"
 #include "observe/metrics.h"
+#include "server/http_api.h"
 #include "server/server.h"
 #include "server/status_page.h"
-#include "server/http_api.h"
 
 namespace caudal::idempotency {
 class Idempotent;  // server/idempotency.h

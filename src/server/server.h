@@ -37,12 +37,12 @@
 #include <string_view>
 #include <vector>
 
-#include "common/caller_auth.h"
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
-#include "engine/store_health.h"
 #include "caudal/observe/log.h"
+#include "common/caller_auth.h"
+#include "engine/store_health.h"
 #include "observe/metrics.h"
 #include "observe/refusals.h"
 #include "server/status_page.h"

@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "config/ratelimit_config_yaml.h"
 #include "common/cat.h"
+#include "config/ratelimit_config_yaml.h"
 #include "server/tls_context.h"
 
 namespace caudal::service_internal {

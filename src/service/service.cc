@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/cat.h"
 #include "config/ratelimit_config_yaml.h"
 #include "config/store_registry.h"
 #include "engine/admin.h"
+#include "engine/background_store.h"
 #include "engine/breaker_store.h"
 #include "engine/lease_store.h"
 #include "engine/store_health.h"
@@ -15,12 +17,10 @@
 #include "redis/redis_tls.h"
 #include "server/server.h"
 #include "server/status_page.h"
-#include "store/idempotency_store.h"
-#include "store/override_store.h"
-#include "common/cat.h"
-#include "engine/background_store.h"
 #include "server/tls_context.h"
 #include "service/prepared_config.h"
+#include "store/idempotency_store.h"
+#include "store/override_store.h"
 
 namespace caudal {
 namespace {

@@ -33,8 +33,8 @@
 #include "caudal/config/config.h"
 #include "caudal/engine/engine.h"
 #include "caudal/observe/log.h"
-#include "observe/metrics.h"
 #include "caudal/store/store.h"
+#include "observe/metrics.h"
 
 namespace caudal {
 

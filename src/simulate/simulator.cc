@@ -5,8 +5,8 @@
 #include <functional>
 #include <queue>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 #include "algorithms/sliding_window_log.h"
 #include "caudal/engine/policy.h"
 #include "simulate/window_tracker.h"

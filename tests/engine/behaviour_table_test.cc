@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "config/ratelimit_config_yaml.h"
 #include "caudal/engine/engine.h"
-#include "envoy/rls_handler.h"
 #include "caudal/store/memory_store.h"
+#include "config/ratelimit_config_yaml.h"
+#include "envoy/rls_handler.h"
 #include "server/http_api.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"

@@ -6,9 +6,9 @@
 #include <map>
 #include <string>
 
+#include "caudal/redis/redis_store.h"
 #include "config/ratelimit_config_yaml.h"
 #include "envoy/grpc_server.h"
-#include "caudal/redis/redis_store.h"
 #include "envoy/rls_client.h"
 #include "rls_stack.h"
 #include "support/manual_clock.h"

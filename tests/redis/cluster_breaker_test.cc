@@ -9,10 +9,10 @@
 #include <mutex>
 #include <thread>
 
-#include "config/store_registry.h"
-#include "engine/breaker_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
+#include "config/store_registry.h"
+#include "engine/breaker_store.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"

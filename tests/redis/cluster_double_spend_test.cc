@@ -8,8 +8,8 @@
 #include <iostream>
 #include <mutex>
 
-#include "engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
+#include "engine/lease_store.h"
 #include "redis/double_spend.h"
 #include "support/redis_cluster.h"
 

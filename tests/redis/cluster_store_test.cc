@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "caudal/config/config.h"
-#include "config/store_registry.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_store.h"
 #include "common/cat.h"
+#include "config/store_registry.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"

@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "algorithms/algorithm.h"
-#include "engine/lease_store.h"
 #include "caudal/redis/redis_store.h"
+#include "engine/lease_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 

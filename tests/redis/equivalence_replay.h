@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 #include "caudal/store/store.h"
 #include "store/store_reference_model.h"
 

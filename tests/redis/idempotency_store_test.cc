@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "caudal/config/config.h"
+#include "common/cat.h"
 #include "config/store_registry.h"
 #include "redis/redis_idempotency_store.h"
-#include "common/cat.h"
 #include "support/delay_proxy.h"
 #include "support/idempotency_contract.h"
 #include "support/redis_cluster.h"

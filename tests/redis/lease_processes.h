@@ -20,8 +20,8 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 #include "engine/lease_store.h"
 #include "support/redis_server.h"
 

@@ -27,12 +27,12 @@
 #include <thread>
 #include <vector>
 
-#include "algorithms/exact_math.h"
 #include "algorithms/algorithm.h"
-#include "engine/breaker_store.h"
+#include "algorithms/exact_math.h"
 #include "caudal/engine/engine.h"
-#include "engine/lease_store.h"
 #include "caudal/redis/redis_store.h"
+#include "engine/breaker_store.h"
+#include "engine/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"

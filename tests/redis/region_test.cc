@@ -27,12 +27,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/breaker_store.h"
 #include "caudal/engine/engine.h"
-#include "engine/lease_store.h"
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
+#include "engine/breaker_store.h"
+#include "engine/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"
 #include "support/delay_proxy.h"

@@ -4,10 +4,10 @@
 // rule's own limit keeps deciding.
 #include <gtest/gtest.h>
 
-#include "config/store_registry.h"
-#include "engine/admin.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
+#include "config/store_registry.h"
+#include "engine/admin.h"
 #include "redis/redis_test_util.h"
 #include "support/one_rule_domain.h"
 #include "support/redis_server.h"

@@ -15,11 +15,11 @@
 #include <thread>
 #include <vector>
 
-#include "service/service.h"
 #include "common/cat.h"
 #include "envoy/rls_client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "service/http_probe.h"
+#include "service/service.h"
 #include "support/delay_proxy.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
