@@ -4,7 +4,8 @@
 // if given, of at least 1, no key repeated in any object, every descriptor value well-formed
 // UTF-8 without a control character) or is refused with a 400 whose code is one of the documented
 // ones and whose error reply is itself valid JSON naming that code, whatever bytes the body quoted
-// back. Never a crash, an overflow or an exception.
+// back; and the one pass that reads it builds what Boost.JSON's parser builds. Never a crash, an
+// overflow or an exception.
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <cstdint>
@@ -27,6 +28,15 @@ bool KnownCode(std::string_view code) {
 }
 
 void Run(std::string_view body) {
+  // The one-pass reader (json_keys.h) agrees with Boost.JSON's own parser on every text.
+  boost::json::parse_options options;
+  options.max_depth = 8;
+  boost::json::error_code ec_ref;
+  const boost::json::value reference = boost::json::parse(body, ec_ref, {}, options);
+  const http_api::ParsedJson once = http_api::ParseJson(body, 8);
+  FUZZ_CHECK(static_cast<bool>(ec_ref) == static_cast<bool>(once.error));
+  if (!ec_ref && !once.repeated) FUZZ_CHECK(reference == once.value);
+
   const http_api::ParsedCheck parsed = http_api::ParseCheckBody(body);
   if (!parsed.error) {
     FUZZ_CHECK(!parsed.request.descriptors.empty());

@@ -159,32 +159,30 @@ Reply ErrorReply(const ApiError& e) {
 
 ParsedObject ParseObjectBody(std::string_view body, size_t max_depth) {
   ParsedObject out;
-  json::error_code ec;
-  json::parse_options opts;
-  opts.max_depth = max_depth;
-  out.value = json::parse(body, ec, {}, opts);
-  if (ec) {
-    out.error = Bad("invalid_json", Cat("body: not valid JSON (", ec.message(), ')'));
-  } else if (!out.value.is_object()) {
+  ParsedJson parsed = ParseJson(body, max_depth);
+  if (parsed.error) {
+    out.error = Bad("invalid_json", Cat("body: not valid JSON (", parsed.error.message(), ')'));
+    return out;
+  }
+  out.value = std::move(parsed.value);
+  if (!out.value.is_object()) {
     out.error = Bad("invalid_body",
                     Cat("body: expected a JSON object (got ", JsonTypeName(out.value), ')'));
-  } else if (auto repeated = FindRepeatedKey(body, max_depth)) {
-    // Boost.JSON keeps the last of repeated keys.
-    out.error = Bad("duplicate_field",
-                    Cat(Utf8Prefix(*repeated, 128), ": given more than once (ambiguous; refused)"));
+  } else if (parsed.repeated) {
+    out.error = Bad("duplicate_field", Cat(Utf8Prefix(*parsed.repeated, 128),
+                                           ": given more than once (ambiguous; refused)"));
   }
   return out;
 }
 
 ParsedCheck ParseCheckBody(std::string_view body) {
+  ParsedObject parsed = ParseObjectBody(body, kCheckBodyDepth);
+  if (parsed.error) return {.request = {}, .error = std::move(parsed.error)};
+  return ReadCheckBody(parsed.value.get_object());
+}
+
+ParsedCheck ReadCheckBody(const json::object& o) {
   ParsedCheck out;
-  ParsedObject parsed = ParseObjectBody(body, 8);
-  if (parsed.error) {
-    out.error = std::move(parsed.error);
-    return out;
-  }
-  const json::value& v = parsed.value;
-  const json::object& o = v.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "refund") {
       const std::string_view key = Utf8Prefix(kv.key(), 64);

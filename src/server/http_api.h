@@ -79,7 +79,10 @@ struct ParsedCheck {
   CheckRequest request;
   std::optional<ApiError> error;
 };
+inline constexpr size_t kCheckBodyDepth = 8;  // the nesting ParseObjectBody allows a check's body
 ParsedCheck ParseCheckBody(std::string_view body);
+// The same from a body ParseObjectBody has read.
+ParsedCheck ReadCheckBody(const boost::json::object& body);
 // Why `value` cannot be an identity, or nullopt when it can: it holds a NUL or another control
 // character (C0, DEL, C1), or bytes that are not well-formed UTF-8 (RFC 3629). Identities are
 // compared byte by byte, and a value that other layers read differently (a C string ends at NUL,

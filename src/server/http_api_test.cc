@@ -84,6 +84,28 @@ TEST(FindRepeatedKey, NamesTheFirstRepeatWithItsPath) {
   EXPECT_EQ(FindRepeatedKey("not json", 8), std::nullopt);
 }
 
+// One pass builds the value json::parse builds, refuses what it refuses (depth, trailing text),
+// and still reports the repeat, which comes before any syntax error only in the text.
+TEST(ParseJson, BuildsTheValueJsonParseBuildsInOnePass) {
+  for (std::string_view text :
+       {R"({"descriptors": {"api_key": "a\u00e9b", "n": [1, -2, 3.5e3, 18446744073709551615]},
+           "cost": 7, "refund": false, "x": null})",
+        R"([{"a": {"b": [true, "s"]}}])", R"("just a string")", R"( 42 )"}) {
+    const ParsedJson parsed = ParseJson(text, 8);
+    ASSERT_FALSE(parsed.error) << text << ": " << parsed.error.message();
+    EXPECT_EQ(parsed.value, boost::json::parse(text)) << text;
+    EXPECT_EQ(parsed.repeated, std::nullopt);
+  }
+  EXPECT_TRUE(ParseJson(R"({"a": 1} x)", 8).error);
+  EXPECT_TRUE(ParseJson(R"({"a": {"b": {"c": 1}}})", 2).error);
+  EXPECT_FALSE(ParseJson(R"({"a": {"b": {"c": 1}}})", 3).error);
+  const ParsedJson repeated = ParseJson(R"({"a": 1, "a": 2, "b": {"c": 1, "c": 2}})", 8);
+  ASSERT_FALSE(repeated.error);
+  EXPECT_EQ(repeated.repeated, "a");  // the first repeat
+  const ParsedJson broken = ParseJson(R"({"a": 1, "a": 2, )", 8);
+  EXPECT_TRUE(broken.error);  // not JSON: that is what a body is refused for first
+}
+
 // Identities are compared byte by byte: bytes that other layers would read differently are
 // refused, so that nothing is charged for them.
 TEST(ParseCheckBody, RefusesIdentitiesWithNulControlOrIllFormedUtf8) {

@@ -1,6 +1,7 @@
 #include "server/json_keys.h"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/value_stack.hpp>
 #include <vector>
 
 namespace caudal::http_api {
@@ -8,60 +9,93 @@ namespace {
 
 namespace json = boost::json;
 
-// SAX handler: remembers the keys of every open object and stops at the first repeat.
-class KeyTracker {
+// The parser's handler: builds the value on a value_stack, as json::parse does, and remembers the
+// keys of every open object to find the first one repeated.
+class Builder {
  public:
-  static constexpr size_t max_array_size = static_cast<size_t>(-1);
-  static constexpr size_t max_object_size = static_cast<size_t>(-1);
-  static constexpr size_t max_string_size = static_cast<size_t>(-1);
-  static constexpr size_t max_key_size = static_cast<size_t>(-1);
+  static constexpr size_t max_array_size = json::array::max_size();
+  static constexpr size_t max_object_size = json::object::max_size();
+  static constexpr size_t max_string_size = json::string::max_size();
+  static constexpr size_t max_key_size = json::string::max_size();
 
-  const std::optional<std::string>& repeated() const { return repeated_; }
+  std::optional<std::string>& repeated() { return repeated_; }
+  json::value Release() { return stack_.release(); }
 
-  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_begin(json::error_code&) {
+    stack_.reset();
+    return true;
+  }
   bool on_document_end(json::error_code&) { return true; }
   bool on_object_begin(json::error_code&) {
     objects_.push_back({.first_key = keys_.size(), .key_count = 0, .array = false, .last_key = {}});
     return true;
   }
-  bool on_object_end(size_t, json::error_code&) {
+  bool on_object_end(size_t n, json::error_code&) {
     keys_.resize(objects_.back().first_key);
     objects_.pop_back();
+    stack_.push_object(n);
     return true;
   }
   bool on_array_begin(json::error_code&) {
     objects_.push_back({.first_key = keys_.size(), .key_count = 0, .array = true, .last_key = {}});
     return true;
   }
-  bool on_array_end(size_t, json::error_code&) {
+  bool on_array_end(size_t n, json::error_code&) {
     objects_.pop_back();
+    stack_.push_array(n);
     return true;
   }
   bool on_key_part(json::string_view s, size_t, json::error_code&) {
     key_.append(s.data(), s.size());
+    stack_.push_chars(s);
     return true;
   }
-  bool on_key(json::string_view s, size_t, json::error_code& ec) {
+  bool on_key(json::string_view s, size_t, json::error_code&) {
     key_.append(s.data(), s.size());
+    stack_.push_key(s);
     Open& o = objects_.back();
-    if (o.key_count++ < kMaxKeysCompared) {
-      for (size_t i = o.first_key; i < keys_.size(); ++i) {
-        if (keys_[i] == key_) return Repeated(ec);
+    if (!repeated_ && o.key_count++ < kMaxKeysCompared) {
+      bool seen = false;
+      for (size_t i = o.first_key; i < keys_.size() && !seen; ++i) seen = keys_[i] == key_;
+      if (seen) {
+        Repeated();
+      } else {
+        keys_.push_back(key_);
       }
-      keys_.push_back(key_);
     }
     o.last_key = std::move(key_);
     key_.clear();
     return true;
   }
-  bool on_string_part(json::string_view, size_t, json::error_code&) { return true; }
-  bool on_string(json::string_view, size_t, json::error_code&) { return true; }
+  bool on_string_part(json::string_view s, size_t, json::error_code&) {
+    stack_.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, size_t, json::error_code&) {
+    stack_.push_string(s);
+    return true;
+  }
   bool on_number_part(json::string_view, json::error_code&) { return true; }
-  bool on_int64(int64_t, json::string_view, json::error_code&) { return true; }
-  bool on_uint64(uint64_t, json::string_view, json::error_code&) { return true; }
-  bool on_double(double, json::string_view, json::error_code&) { return true; }
-  bool on_bool(bool, json::error_code&) { return true; }
-  bool on_null(json::error_code&) { return true; }
+  bool on_int64(int64_t i, json::string_view, json::error_code&) {
+    stack_.push_int64(i);
+    return true;
+  }
+  bool on_uint64(uint64_t u, json::string_view, json::error_code&) {
+    stack_.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view, json::error_code&) {
+    stack_.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, json::error_code&) {
+    stack_.push_bool(b);
+    return true;
+  }
+  bool on_null(json::error_code&) {
+    stack_.push_null();
+    return true;
+  }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
   bool on_comment(json::string_view, json::error_code&) { return true; }
 
@@ -73,7 +107,7 @@ class KeyTracker {
     std::string last_key;  // the key whose value is being read: names a nested object
   };
 
-  bool Repeated(json::error_code& ec) {
+  void Repeated() {
     std::string path;
     for (size_t i = 0; i + 1 < objects_.size(); ++i) {
       if (objects_[i].array) {
@@ -86,10 +120,9 @@ class KeyTracker {
     if (!path.empty()) path += '.';
     path += key_;
     repeated_ = std::move(path);
-    ec = json::error::extra_data;  // any error: it only stops the parser
-    return false;
   }
 
+  json::value_stack stack_;
   std::vector<Open> objects_;      // open objects and arrays, outermost first
   std::vector<std::string> keys_;  // the compared keys of every open object
   std::string key_;                // the key being read
@@ -98,13 +131,23 @@ class KeyTracker {
 
 }  // namespace
 
-std::optional<std::string> FindRepeatedKey(std::string_view text, size_t max_depth) {
+ParsedJson ParseJson(std::string_view text, size_t max_depth) {
   json::parse_options options;
   options.max_depth = max_depth;
-  json::basic_parser<KeyTracker> parser(options);
-  json::error_code ec;
-  parser.write_some(false, text.data(), text.size(), ec);
-  return parser.handler().repeated();
+  json::basic_parser<Builder> parser(options);
+  ParsedJson out;
+  const size_t n = parser.write_some(false, text.data(), text.size(), out.error);
+  if (!out.error && n < text.size()) out.error = json::error::extra_data;
+  if (out.error) return out;
+  out.value = parser.handler().Release();
+  out.repeated = std::move(parser.handler().repeated());
+  return out;
+}
+
+std::optional<std::string> FindRepeatedKey(std::string_view json, size_t max_depth) {
+  ParsedJson parsed = ParseJson(json, max_depth);
+  if (parsed.error) return std::nullopt;
+  return std::move(parsed.repeated);
 }
 
 }  // namespace caudal::http_api

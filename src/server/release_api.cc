@@ -16,13 +16,13 @@ ApiError Bad(std::string code, std::string message) {
 }  // namespace
 
 ParsedRelease ParseReleaseBody(std::string_view body) {
+  ParsedObject parsed = ParseObjectBody(body, kReleaseBodyDepth);
+  if (parsed.error) return {.hold = {}, .error = std::move(parsed.error)};
+  return ReadReleaseBody(parsed.value.get_object());
+}
+
+ParsedRelease ReadReleaseBody(const json::object& o) {
   ParsedRelease out;
-  ParsedObject parsed = ParseObjectBody(body, 4);
-  if (parsed.error) {
-    out.error = std::move(parsed.error);
-    return out;
-  }
-  const json::object& o = parsed.value.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "hold") {
       out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),

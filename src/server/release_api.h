@@ -17,7 +17,9 @@ struct ParsedRelease {
   std::string hold;
   std::optional<ApiError> error;
 };
+inline constexpr size_t kReleaseBodyDepth = 4;
 ParsedRelease ParseReleaseBody(std::string_view body);
+ParsedRelease ReadReleaseBody(const boost::json::object& body);  // from ParseObjectBody's read
 
 // 200 {"released": true, "slots": n}; 404 (unknown_hold) when no slot of the hold was live;
 // 400 (invalid_hold) for text that is no hold id; 503 with Retry-After when the store failed.

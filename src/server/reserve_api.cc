@@ -19,13 +19,13 @@ int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up, as /v1
 }  // namespace
 
 ParsedCheck ParseReserveBody(std::string_view body) {
+  ParsedObject parsed = ParseObjectBody(body, kCheckBodyDepth);
+  if (parsed.error) return {.request = {}, .error = std::move(parsed.error)};
+  return ReadReserveBody(parsed.value.get_object());
+}
+
+ParsedCheck ReadReserveBody(json::object o) {
   ParsedCheck out;
-  ParsedObject parsed = ParseObjectBody(body, 8);
-  if (parsed.error) {
-    out.error = std::move(parsed.error);
-    return out;
-  }
-  json::object o = parsed.value.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "ttl") {
       out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
@@ -48,7 +48,7 @@ ParsedCheck ParseReserveBody(std::string_view body) {
   const json::value* c = o.if_contains("cost");
   const bool zero = c != nullptr && c->is_int64() && c->get_int64() == 0;
   if (zero) o.erase("cost");
-  out = ParseCheckBody(json::serialize(o));  // the check's own fields, read as /v1/check's
+  out = ReadCheckBody(o);  // the check's own fields, read as /v1/check's
   if (zero) out.request.cost = 0;
   out.request.reserve = ttl;
   return out;
@@ -68,13 +68,13 @@ Reply ReserveReply(const CheckResult& result) {
 }
 
 ParsedSettle ParseSettleBody(std::string_view body) {
+  ParsedObject parsed = ParseObjectBody(body, kSettleBodyDepth);
+  if (parsed.error) return {.reservation = {}, .cost = 0, .error = std::move(parsed.error)};
+  return ReadSettleBody(parsed.value.get_object());
+}
+
+ParsedSettle ReadSettleBody(const json::object& o) {
   ParsedSettle out;
-  ParsedObject parsed = ParseObjectBody(body, 4);
-  if (parsed.error) {
-    out.error = std::move(parsed.error);
-    return out;
-  }
-  const json::object& o = parsed.value.get_object();
   for (const auto& kv : o) {
     if (kv.key() != "reservation" && kv.key() != "cost") {
       out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),

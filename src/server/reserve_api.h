@@ -18,6 +18,8 @@ namespace caudal::http_api {
 
 // Every key and type is checked, as for /v1/check; nothing is reserved for a bad body.
 ParsedCheck ParseReserveBody(std::string_view body);
+// The same from a body ParseObjectBody has read (kCheckBodyDepth).
+ParsedCheck ReadReserveBody(boost::json::object body);
 
 // DecisionReply's; a reserve refused because the identity holds its most open reservations says
 // so ("reason": "too_many_open_reservations").
@@ -29,7 +31,9 @@ struct ParsedSettle {
   std::optional<ApiError> error;
 };
 // {"reservation": "<id>", "cost": N}, both required, cost an integer from 0 to 2^40.
+inline constexpr size_t kSettleBodyDepth = 4;
 ParsedSettle ParseSettleBody(std::string_view body);
+ParsedSettle ReadSettleBody(const boost::json::object& body);  // from ParseObjectBody's read
 
 // 200 {"outcome": "settled" | "repeated", "policies": [...]} (repeated: this cost had settled
 // it already, and the state is the first settle's); 404 unknown_reservation (unknown, expired,

@@ -1,6 +1,6 @@
 #include "server/routes.h"
 
-#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
 #include <charconv>
 #include <cstdint>
 
@@ -60,24 +60,35 @@ std::optional<idempotency::ParsedKey> KeyOf(const Context& ctx, const Request& r
   return key;
 }
 
+}  // namespace
+
+// One request on its way through the table: what Dispatch has read of it for its route.
+struct Call {
+  const Context& ctx;
+  const Request& r;
+  std::string_view path;
+  boost::json::value body;  // the body Dispatch parsed (an object), or null if the route reads none
+  std::optional<idempotency::ParsedKey> key;  // Idempotency-Key, on an idempotent route
+  Responder& responder;
+
+  void Done(Reply reply) const { responder.Reply(std::move(reply)); }
+};
+
+namespace {
+
 // A keyed request of `endpoint`: its first answer, once (server/idempotency.h). Keys are the
 // caller's and the identity's: the identity is the body's descriptors (a check, a reserve) or
-// its reservation (a settle), so that two identities never share a key's record. What the reply
-// needs is copied: the request's pieces are views that end when Dispatch returns.
-void DecideOnce(const Context& ctx, const Request& r, std::string_view endpoint,
-                const std::string& key, idempotency::Idempotent::Decide decide,
-                Responder& responder) {
-  // The endpoint's parser has read the body (a JSON object); the error code keeps the data path
-  // free of exceptions all the same.
-  boost::json::error_code ec;
-  const boost::json::value body = boost::json::parse(r.body, ec);
+// its reservation (a settle), so that two identities never share a key's record. The record's
+// scope and fingerprint come from the body Dispatch parsed; what the reply needs is copied, as
+// the request's pieces are views that end when Dispatch returns.
+void DecideOnce(const Call& c, idempotency::Idempotent::Decide decide) {
   const std::string scope = idempotency::IdentityScope(
-      idempotency::CallerScope(ctx.auth.caller, r.identities), ec ? boost::json::value() : body);
-  idempotency::Request keyed{
-      .record = idempotency::RecordKey(endpoint, scope, key),
-      .fingerprint = idempotency::Fingerprint(ec ? boost::json::value(r.body) : body)};
-  ctx.idempotency->Run(ctx.auth.idempotency, std::move(keyed), std::move(decide),
-                       [&responder](Reply reply) { responder.Reply(std::move(reply)); });
+      idempotency::CallerScope(c.ctx.auth.caller, c.r.identities), c.body);
+  idempotency::Request keyed{.record = idempotency::RecordKey(c.path, scope, c.key->key),
+                             .fingerprint = idempotency::Fingerprint(c.body)};
+  c.ctx.idempotency->Run(
+      c.ctx.auth.idempotency, std::move(keyed), std::move(decide),
+      [&responder = c.responder](Reply reply) { responder.Reply(std::move(reply)); });
 }
 
 // A check's decision, and a reserve's, handed to `then` as its reply; by the failure modes when
@@ -99,8 +110,6 @@ idempotency::Idempotent::Decide CheckDecision(Engine& engine, CheckRequest reque
 Reply CheckReply(const CheckResult& result) {
   return http_api::DecisionReply(result, http_api::Endpoint::kCheck);
 }
-
-bool IsGetOrHead(std::string_view m) { return m == "GET" || m == "HEAD"; }
 
 // GET /v1/top-refused[?top=N]: N from 1 (a larger one is the sketch's size, 0 is 1); other
 // parameters are ignored.
@@ -195,16 +204,13 @@ ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request
   return out;
 }
 
-std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
-                                  const Request& r) {
+std::optional<Reply> RefuseCaller(const CallerAuth& caller, Access access, const Request& r) {
   if (!caller.enabled()) return std::nullopt;
-  const bool decision = path == "/v1/check" || path == "/v1/auth" || path == "/v1/release" ||
-                        path == "/v1/reserve" || path == "/v1/settle";
   // The status JSON holds the refused identities /v1/top-refused shows; the page itself is a
   // static document that stays open (it then says it cannot read /v1/status).
-  const bool metrics = path == "/metrics" || path == "/v1/top-refused" || path == "/v1/status" ||
-                       path == "/v1/status/chart";
-  if (!decision && !(metrics && caller.protect_metrics)) return std::nullopt;
+  if (access != Access::kCaller && !(access == Access::kMetrics && caller.protect_metrics)) {
+    return std::nullopt;
+  }
   // Which of two credentials counts is a guess (a proxy may check one, caudal the other), as it
   // is for an identity header given twice: refused the same way.
   if (const size_t n = r.header_count("Authorization"); n > 1) {
@@ -232,109 +238,205 @@ std::optional<Reply> RefuseCaller(const CallerAuth& caller, std::string_view pat
   return reply;
 }
 
+namespace {
+
+void AuthRoute(Call& c) {
+  const http_api::ParsedAuthQuery query = http_api::ParseAuthQuery(c.r.target);
+  if (query.error) return c.Done(http_api::ErrorReply(*query.error));
+  ForwardAuth derived = ForwardAuthDescriptors(c.ctx.auth, c.r);
+  if (derived.error) return c.Done(http_api::ErrorReply(*derived.error));
+  Decide(c.ctx, {.descriptors = std::move(derived.descriptors), .cost = std::nullopt},
+         http_api::Endpoint::kAuth, c.responder, query.statuses);
+}
+
+void CheckRoute(Call& c) {
+  http_api::ParsedCheck parsed = http_api::ReadCheckBody(c.body.get_object());
+  if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
+  if (c.key)
+    return DecideOnce(c, CheckDecision(c.ctx.engine, std::move(parsed.request), CheckReply));
+  Decide(c.ctx, std::move(parsed.request), http_api::Endpoint::kCheck, c.responder);
+}
+
+void ReleaseRoute(Call& c) {
+  http_api::ParsedRelease parsed = http_api::ReadReleaseBody(c.body.get_object());
+  if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
+  c.ctx.engine.ReleaseAsync(parsed.hold, [&responder = c.responder](Result<ReleaseResult> result) {
+    responder.Reply(http_api::ReleaseReply(result));
+  });
+}
+
+void ReserveRoute(Call& c) {
+  http_api::ParsedCheck parsed = http_api::ReadReserveBody(c.body.get_object());
+  if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
+  idempotency::Idempotent::Decide decide =
+      CheckDecision(c.ctx.engine, std::move(parsed.request), http_api::ReserveReply);
+  if (c.key) return DecideOnce(c, std::move(decide));
+  decide(Status::Ok(),
+         [&responder = c.responder](Reply reply) { responder.Reply(std::move(reply)); });
+}
+
+void SettleRoute(Call& c) {
+  http_api::ParsedSettle parsed = http_api::ReadSettleBody(c.body.get_object());
+  if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
+  idempotency::Idempotent::Decide decide = [&engine = c.ctx.engine,
+                                            reservation = std::move(parsed.reservation),
+                                            cost = parsed.cost](const Status& records,
+                                                                std::function<void(Reply)> then) {
+    // A settle has no failure mode: the store's failure is its 503.
+    if (!records.ok()) return then(http_api::SettleReply(records));
+    engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {
+      then(http_api::SettleReply(result));
+    });
+  };
+  if (c.key) return DecideOnce(c, std::move(decide));
+  decide(Status::Ok(),
+         [&responder = c.responder](Reply reply) { responder.Reply(std::move(reply)); });
+}
+
+void AdminRoute(Call& c) {
+  admin_api::Dispatch(c.ctx.admin, c.ctx.auth.admin_token, c.ctx.metrics, c.r, c.responder);
+}
+
+void TopRefusedRoute(Call& c) { c.Done(TopRefusedReply(*c.ctx.refusals, c.r.target)); }
+
+void StatusRoute(Call& c) { c.Done(StatusReply(*c.ctx.status, c.path, c.r.target)); }
+
+void OpenApiRoute(Call& c) {
+  c.Done(Text(200, std::string(http_api::OpenApiJson()), "application/json"));
+}
+
+void MetricsRoute(Call& c) {
+  c.Done(Text(200, c.ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
+}
+
+void HealthRoute(Call& c) { c.Done(Text(200, "ok\n")); }
+
+void ReadyRoute(Call& c) {
+  if (c.ctx.draining) return c.Done(Text(503, "not ready: shutting down\n"));
+  const Status s = c.ctx.health.Ready();
+  if (s.ok()) return c.Done(Text(200, "ready\n"));
+  c.Done(Text(503, Cat("not ready: ", s.message(), '\n')));
+}
+
+bool HasRefusals(const Context& ctx) { return ctx.refusals != nullptr; }
+bool HasStatusPage(const Context& ctx) { return ctx.status != nullptr && ctx.status->enabled(); }
+
+constexpr std::string_view kPost = "POST";
+constexpr std::string_view kGet = "GET, HEAD";
+constexpr size_t kCheckDepth = http_api::kCheckBodyDepth;
+
+constexpr Route kRoutes[] = {
+    // The admin API has its own token, and its own rows (server/admin_api.h).
+    {.path = "/v1/admin/",
+     .prefix = true,
+     .methods = {},
+     .access = Access::kAdmin,
+     .handle = AdminRoute},
+    {.path = "/v1/auth",
+     .methods = {},
+     .access = Access::kCaller,
+     .handle = AuthRoute},  // any method
+    {.path = "/v1/check",
+     .methods = kPost,
+     .access = Access::kCaller,
+     .body_depth = kCheckDepth,
+     .idempotent = true,
+     .query = http_api::RefuseCheckQuery,
+     .handle = CheckRoute},
+    {.path = "/v1/release",
+     .methods = kPost,
+     .access = Access::kCaller,
+     .body_depth = http_api::kReleaseBodyDepth,
+     .handle = ReleaseRoute},
+    {.path = "/v1/reserve",
+     .methods = kPost,
+     .access = Access::kCaller,
+     .body_depth = kCheckDepth,
+     .idempotent = true,
+     .handle = ReserveRoute},
+    {.path = "/v1/settle",
+     .methods = kPost,
+     .access = Access::kCaller,
+     .body_depth = http_api::kSettleBodyDepth,
+     .idempotent = true,
+     .handle = SettleRoute},
+    {.path = "/v1/top-refused",
+     .methods = kGet,
+     .access = Access::kMetrics,
+     .available = HasRefusals,
+     .handle = TopRefusedRoute},
+    // The page is a static document that stays open; what it reads is protected.
+    {.path = "/", .methods = kGet, .available = HasStatusPage, .handle = StatusRoute},
+    {.path = "/v1/status",
+     .methods = kGet,
+     .access = Access::kMetrics,
+     .available = HasStatusPage,
+     .handle = StatusRoute},
+    {.path = "/v1/status/chart",
+     .methods = kGet,
+     .access = Access::kMetrics,
+     .available = HasStatusPage,
+     .handle = StatusRoute},
+    {.path = "/v1/openapi.json", .methods = kGet, .handle = OpenApiRoute},
+    {.path = "/metrics", .methods = kGet, .access = Access::kMetrics, .handle = MetricsRoute},
+    {.path = "/healthz", .methods = kGet, .handle = HealthRoute},
+    {.path = "/readyz", .methods = kGet, .handle = ReadyRoute},
+};
+
+bool Allows(std::string_view methods, std::string_view method) {
+  if (methods.empty()) return true;
+  while (!methods.empty()) {
+    const size_t comma = methods.find(", ");
+    if (methods.substr(0, comma) == method) return true;
+    if (comma == std::string_view::npos) break;
+    methods.remove_prefix(comma + 2);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const Route> RouteTable() { return kRoutes; }
+
+const Route* FindRoute(std::string_view path) {
+  for (const Route& route : kRoutes) {
+    if (route.prefix ? path.starts_with(route.path) : path == route.path) return &route;
+  }
+  return nullptr;
+}
+
 void Dispatch(const Context& ctx, const Request& r, Responder& responder) {
-  const auto done = [&responder](Reply reply) { responder.Reply(std::move(reply)); };
   std::string_view path = r.target;
   if (const size_t q = path.find('?'); q != std::string_view::npos) path = path.substr(0, q);
-  // The admin API has its own token, and never takes the callers'.
-  if (path.starts_with("/v1/admin/")) {
-    return admin_api::Dispatch(ctx.admin, ctx.auth.admin_token, ctx.metrics, r, responder);
-  }
-  if (auto refused = RefuseCaller(ctx.auth.caller, path, r)) return done(std::move(*refused));
-
-  if (path == "/v1/auth") {
-    const http_api::ParsedAuthQuery query = http_api::ParseAuthQuery(r.target);
-    if (query.error) return done(http_api::ErrorReply(*query.error));
-    ForwardAuth derived = ForwardAuthDescriptors(ctx.auth, r);
-    if (derived.error) return done(http_api::ErrorReply(*derived.error));
-    Decide(ctx, {.descriptors = std::move(derived.descriptors), .cost = std::nullopt},
-           http_api::Endpoint::kAuth, responder, query.statuses);
-    return;
-  }
-  if (path == "/v1/check") {
-    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
-    if (auto bad = http_api::RefuseCheckQuery(r.target)) return done(http_api::ErrorReply(*bad));
-    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
-    if (key && key->error) return done(http_api::ErrorReply(*key->error));
-    http_api::ParsedCheck parsed = http_api::ParseCheckBody(r.body);
-    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    if (key) {
-      return DecideOnce(ctx, r, "/v1/check", key->key,
-                        CheckDecision(ctx.engine, std::move(parsed.request), CheckReply),
-                        responder);
+  Call call{.ctx = ctx, .r = r, .path = path, .body = {}, .key = {}, .responder = responder};
+  const Route* route = FindRoute(path);
+  if (route != nullptr && route->access != Access::kAdmin) {
+    if (auto refused = RefuseCaller(ctx.auth.caller, route->access, r)) {
+      return call.Done(std::move(*refused));
     }
-    Decide(ctx, std::move(parsed.request), http_api::Endpoint::kCheck, responder);
-    return;
   }
-  if (path == "/v1/release") {
-    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
-    http_api::ParsedRelease parsed = http_api::ParseReleaseBody(r.body);
-    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    ctx.engine.ReleaseAsync(parsed.hold, [&responder](Result<ReleaseResult> result) {
-      responder.Reply(http_api::ReleaseReply(result));
-    });
-    return;
+  if (route == nullptr || (route->available != nullptr && !route->available(ctx))) {
+    return call.Done(
+        http_api::ErrorReply({.status = 404,
+                              .code = "not_found",
+                              .message = Cat("path ", Quoted(path.substr(0, 200)),
+                                             ": not found (try POST /v1/check or /v1/auth)")}));
   }
-  if (path == "/v1/reserve") {
-    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
-    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
-    if (key && key->error) return done(http_api::ErrorReply(*key->error));
-    http_api::ParsedCheck parsed = http_api::ParseReserveBody(r.body);
-    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    idempotency::Idempotent::Decide decide =
-        CheckDecision(ctx.engine, std::move(parsed.request), http_api::ReserveReply);
-    if (key) return DecideOnce(ctx, r, "/v1/reserve", key->key, std::move(decide), responder);
-    decide(Status::Ok(), [&responder](Reply reply) { responder.Reply(std::move(reply)); });
-    return;
+  if (!Allows(route->methods, r.method))
+    return call.Done(MethodNotAllowed(r.method, route->methods));
+  if (route->query != nullptr) {
+    if (auto bad = route->query(r.target)) return call.Done(http_api::ErrorReply(*bad));
   }
-  if (path == "/v1/settle") {
-    if (r.method != "POST") return done(MethodNotAllowed(r.method, "POST"));
-    const std::optional<idempotency::ParsedKey> key = KeyOf(ctx, r);
-    if (key && key->error) return done(http_api::ErrorReply(*key->error));
-    http_api::ParsedSettle parsed = http_api::ParseSettleBody(r.body);
-    if (parsed.error) return done(http_api::ErrorReply(*parsed.error));
-    idempotency::Idempotent::Decide decide = [&engine = ctx.engine,
-                                              reservation = std::move(parsed.reservation),
-                                              cost = parsed.cost](const Status& records,
-                                                                  std::function<void(Reply)> then) {
-      // A settle has no failure mode: the store's failure is its 503.
-      if (!records.ok()) return then(http_api::SettleReply(records));
-      engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {
-        then(http_api::SettleReply(result));
-      });
-    };
-    if (key) return DecideOnce(ctx, r, "/v1/settle", key->key, std::move(decide), responder);
-    decide(Status::Ok(), [&responder](Reply reply) { responder.Reply(std::move(reply)); });
-    return;
+  if (route->idempotent) {
+    call.key = KeyOf(ctx, r);
+    if (call.key && call.key->error) return call.Done(http_api::ErrorReply(*call.key->error));
   }
-  if (path == "/v1/top-refused" && ctx.refusals != nullptr) {
-    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
-    return done(TopRefusedReply(*ctx.refusals, r.target));
+  if (route->body_depth > 0) {
+    http_api::ParsedObject parsed = http_api::ParseObjectBody(r.body, route->body_depth);
+    if (parsed.error) return call.Done(http_api::ErrorReply(*parsed.error));
+    call.body = std::move(parsed.value);
   }
-  if (ctx.status != nullptr && ctx.status->enabled() &&
-      (path == "/" || path == "/v1/status" || path == "/v1/status/chart")) {
-    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
-    return done(StatusReply(*ctx.status, path, r.target));
-  }
-  if (path == "/v1/openapi.json") {
-    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
-    return done(Text(200, std::string(http_api::OpenApiJson()), "application/json"));
-  }
-  if (path == "/metrics" || path == "/healthz" || path == "/readyz") {
-    if (!IsGetOrHead(r.method)) return done(MethodNotAllowed(r.method, "GET, HEAD"));
-    if (path == "/metrics") {
-      return done(Text(200, ctx.metrics.RenderPrometheus(), "text/plain; version=0.0.4"));
-    }
-    if (path == "/healthz") return done(Text(200, "ok\n"));
-    if (ctx.draining) return done(Text(503, "not ready: shutting down\n"));
-    const Status s = ctx.health.Ready();
-    if (s.ok()) return done(Text(200, "ready\n"));
-    return done(Text(503, Cat("not ready: ", s.message(), '\n')));
-  }
-  done(http_api::ErrorReply({.status = 404,
-                             .code = "not_found",
-                             .message = Cat("path ", Quoted(path.substr(0, 200)),
-                                            ": not found (try POST /v1/check or /v1/auth)")}));
+  route->handle(call);
 }
 
 }  // namespace caudal::routes

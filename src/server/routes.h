@@ -2,7 +2,9 @@
 // request's pieces and a callback, so routing and forward-auth are tested without a network.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,7 +57,41 @@ class Responder {
   ~Responder() = default;
 };
 
-// Answers `r`: `responder.Reply()` runs exactly once (inline, or on a store thread for decisions).
+// Who may call a route.
+enum class Access : uint8_t {
+  kAnyone,   // health, readiness, the OpenAPI document
+  kCaller,   // the decision endpoints: the callers' credentials (server.caller), when configured
+  kMetrics,  // what counts and names refused identities: the same, when caller.protect_metrics
+  kAdmin,    // the admin API: its own token (server.admin), never the callers'
+};
+
+struct Call;  // one request on its way through the table (routes.cc)
+
+// A row of the route table: the one place a path's methods, callers, body and handler are set.
+struct Route {
+  std::string_view path;
+  bool prefix = false;       // matches every path that starts with `path` (the admin API's rows)
+  std::string_view methods;  // "POST", "GET, HEAD" (a 405's Allow field); empty: any method
+  Access access = Access::kAnyone;
+  // Above 0: the body is a JSON object nested at most this deep, parsed once (a 400 otherwise)
+  // before the handler reads it; 0: the body is not read.
+  size_t body_depth = 0;
+  bool idempotent = false;  // honours Idempotency-Key (server.idempotency; server/idempotency.h)
+  // Refuses the request's query, before its key and body are read; null: the query is the
+  // handler's.
+  std::optional<http_api::ApiError> (*query)(std::string_view target) = nullptr;
+  bool (*available)(const Context& ctx) = nullptr;  // null: always; false: a 404
+  void (*handle)(Call& call) = nullptr;
+};
+
+// Every route, in the order Dispatch matches them.
+std::span<const Route> RouteTable();
+// The row that serves `path` (without its query), or null.
+const Route* FindRoute(std::string_view path);
+
+// Answers `r` through its row of the table: who may call, then the method, the query, the
+// Idempotency-Key and the body, each refused with its 4xx before anything is decided; then the
+// handler. `responder.Reply()` runs exactly once (inline, or on a store thread for decisions).
 void Dispatch(const Context& ctx, const Request& r, Responder& responder);
 
 // The descriptors forward-auth derives from a request: ip, then each configured header present.
@@ -66,9 +102,9 @@ struct ForwardAuth {
   std::optional<http_api::ApiError> error;
 };
 // The reply refusing a caller that CallerAuth turns away (401 with WWW-Authenticate, or 403);
-// nullopt when it may go on. Only the decision endpoints ask, and /metrics, /v1/top-refused,
-// /v1/status and its charts when caller.protect_metrics.
-std::optional<http_api::Reply> RefuseCaller(const CallerAuth& caller, std::string_view path,
+// nullopt when it may go on. Asked for routes of Access::kCaller, and of kMetrics when
+// caller.protect_metrics.
+std::optional<http_api::Reply> RefuseCaller(const CallerAuth& caller, Access access,
                                             const Request& r);
 
 ForwardAuth ForwardAuthDescriptors(const ForwardAuthOptions& auth, const Request& r);

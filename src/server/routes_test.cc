@@ -84,7 +84,8 @@ std::optional<http_api::Reply> Refuse(const CallerAuth& caller, std::string_view
                   .header_count = [&f](std::string_view n) { return f.Count(n); },
                   .forwarded_for = "",
                   .identities = ids};
-  return RefuseCaller(caller, path, r);
+  const Route* route = FindRoute(path);
+  return RefuseCaller(caller, route != nullptr ? route->access : Access::kAnyone, r);
 }
 
 TEST(RefuseCaller, DecisionEndpointsNeedTheTokenHealthStaysOpen) {
@@ -140,6 +141,37 @@ TEST(RefuseCaller, TwoAuthorizationHeadersAreAmbiguous) {
 
 TEST(RefuseCaller, NothingConfiguredRefusesNobody) {
   EXPECT_FALSE(Refuse(CallerAuth{}, "/v1/check", {}).has_value());
+}
+
+// The table's rows agree with what each path promises its callers: a body only where a method
+// that carries one is required, Idempotency-Key only where a body names the identity, no path
+// served twice, and the admin API behind its own token alone.
+TEST(RouteTable, RowsAreConsistent) {
+  std::vector<std::string_view> paths;
+  for (const Route& route : RouteTable()) {
+    SCOPED_TRACE(route.path);
+    ASSERT_NE(route.handle, nullptr);
+    EXPECT_EQ(FindRoute(route.path), &route);  // no earlier row shadows it
+    if (route.body_depth > 0) {
+      EXPECT_EQ(route.methods, "POST");
+    }
+    if (route.idempotent) {
+      EXPECT_GT(route.body_depth, 0u);
+    }
+    if (route.methods == "GET, HEAD") {
+      EXPECT_EQ(route.body_depth, 0u);
+    }
+    EXPECT_EQ(route.access == Access::kAdmin, route.path.starts_with("/v1/admin/"));
+    for (std::string_view p : paths) EXPECT_NE(p, route.path);
+    paths.push_back(route.path);
+  }
+  EXPECT_EQ(FindRoute("/v1/admin/overrides")->access, Access::kAdmin);
+  EXPECT_EQ(FindRoute("/v1/checks"), nullptr);
+  EXPECT_EQ(FindRoute("/v1/check/"), nullptr);
+  for (std::string_view decision :
+       {"/v1/check", "/v1/auth", "/v1/release", "/v1/reserve", "/v1/settle"}) {
+    EXPECT_EQ(FindRoute(decision)->access, Access::kCaller) << decision;
+  }
 }
 
 }  // namespace
