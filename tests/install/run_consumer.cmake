@@ -2,7 +2,8 @@
 #       -DGENERATOR=<generator> -DCXX=<compiler> [-DLAUNCHER=<ccache>] [-DSANITIZE=<list>]
 #       -DVERSION=<caudal version> -DLIBRARIES=<a|b|...> -P run_consumer.cmake
 # Installs the build into WORK_DIR/prefix, builds the consumer project against that prefix alone,
-# runs it and checks its decisions, and runs the installed `caudal --version`.
+# runs it and checks its decisions (on the memory store and on a redis-server of its own), and
+# runs the installed `caudal --version`.
 cmake_minimum_required(VERSION 3.25)
 
 function(run what)
@@ -29,10 +30,29 @@ run("configuring the consumer"
     -DCAUDAL_EXPECTED_VERSION=${VERSION} -DCAUDAL_EXPECTED_LIBRARIES=${LIBRARIES})
 run("building the consumer" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 
-run("running the consumer" ${WORK_DIR}/build/consumer)
-set(expected "token_bucket allowed remaining=1 retry_after_us=0\n"
-             "token_bucket allowed remaining=0 retry_after_us=0\n"
-             "token_bucket denied remaining=0 retry_after_us=3600000000\n")
+# A redis-server of the test's own on a free loopback port, for the consumer's RedisStore.
+execute_process(COMMAND python3 -c
+  "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+  OUTPUT_VARIABLE port OUTPUT_STRIP_TRAILING_WHITESPACE)
+run("starting redis-server" redis-server --port ${port} --bind 127.0.0.1 --daemonize yes
+    --save "" --appendonly no --dir ${WORK_DIR} --pidfile ${WORK_DIR}/redis.pid
+    --logfile ${WORK_DIR}/redis.log)
+run("waiting for redis-server" timeout 10 sh -c
+    "until redis-cli -p ${port} ping >/dev/null 2>&1
+     do sleep 0.01
+     done")  # lines, not ';', which would split the argument
+execute_process(COMMAND ${WORK_DIR}/build/consumer redis://127.0.0.1:${port}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE err)
+execute_process(COMMAND redis-cli -p ${port} shutdown nosave)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "running the consumer failed (${rc}):\n${output}\n${err}")
+endif()
+set(expected "memory token_bucket allowed remaining=1 retry_after_s=0\n"
+             "memory token_bucket allowed remaining=0 retry_after_s=0\n"
+             "memory token_bucket denied remaining=0 retry_after_s=3600\n"
+             "redis token_bucket allowed remaining=1 retry_after_s=0\n"
+             "redis token_bucket allowed remaining=0 retry_after_s=0\n"
+             "redis token_bucket denied remaining=0 retry_after_s=3600\n")
 string(JOIN "" expected ${expected})
 if(NOT output STREQUAL expected)
   message(FATAL_ERROR "the consumer printed:\n${output}\nexpected:\n${expected}")

@@ -31,12 +31,13 @@ class Connection;
 class Pipe {
  public:
   Pipe(Connection& conn, tcp::socket& from, tcp::socket& to, const Steady::duration& delay,
-       uint64_t& read)
+       uint64_t& read, uint64_t& ends)
       : conn_(conn),
         from_(from),
         to_(to),
         delay_(delay),
         read_(read),
+        ends_(ends),
         timer_(from.get_executor()) {}
 
   void Read();
@@ -54,6 +55,7 @@ class Pipe {
   tcp::socket& to_;
   const Steady::duration& delay_;  // the proxy's, for this direction: SetDelay changes it
   uint64_t& read_;                 // the proxy's count of bytes read in this direction
+  uint64_t& ends_;                 // and of the reads that ended (EOF or error)
   asio::steady_timer timer_;
   std::deque<Chunk> queue_;
   size_t buffered_ = 0;
@@ -99,8 +101,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : proxy_(proxy),
         client_(std::move(client)),
         server_(proxy.io),
-        up_(*this, client_, server_, proxy.to_target, proxy.counts.to_target_bytes),
-        down_(*this, server_, client_, proxy.to_client, proxy.counts.to_client_bytes) {}
+        up_(*this, client_, server_, proxy.to_target, proxy.counts.to_target_bytes,
+            proxy.counts.client_ends),
+        down_(*this, server_, client_, proxy.to_client, proxy.counts.to_client_bytes,
+              proxy.counts.target_ends) {}
 
   void Start() {
     const tcp::endpoint target(asio::ip::address_v4::loopback(), proxy_.options.target_port);
@@ -148,6 +152,7 @@ void Pipe::Read() {
     reading_ = false;
     if (conn_.closed()) return;
     if (ec) {
+      ++ends_;
       eof_ = true;  // what was read still goes out, then the connection closes
     } else {
       queue_.push_back({{buf_.data(), buf_.data() + n}, Steady::now() + delay_});

@@ -40,6 +40,9 @@ struct DelayProxyCounts {
   // Bytes read from each side, held ones included (a request sent into a held link is counted).
   uint64_t to_target_bytes = 0;
   uint64_t to_client_bytes = 0;
+  // Connections whose client (target) side the proxy has read to its end, held ones included.
+  uint64_t client_ends = 0;
+  uint64_t target_ends = 0;
 };
 
 class DelayProxy {

@@ -173,7 +173,11 @@ TEST(DelayProxy, HealClosesTheConnectionsWhosePeersLeftWhileHeld) {
     f.proxy->Hold();
     // All eight close here, while held.
   }
-  std::this_thread::sleep_for(milliseconds(50));  // the proxy reads the closes
+  for (int i = 0; i < 400 && f.proxy->Counts().client_ends < 8; ++i) {
+    std::this_thread::sleep_for(milliseconds(5));  // polling: the proxy reads the closes
+  }
+  ASSERT_EQ(f.proxy->Counts().client_ends, 8u);
+  EXPECT_EQ(f.proxy->Counts().open, 8u) << "held: none is closed before the heal";
   f.proxy->Heal();
   for (int i = 0; i < 200 && f.proxy->Counts().open > 0; ++i) {
     std::this_thread::sleep_for(milliseconds(5));
