@@ -75,7 +75,6 @@ HttpServer::Impl::Impl(Deps d, HttpServerOptions o)
     : deps(std::move(d)),
       options(std::move(o)),
       handshake_log(deps.clock, {.interval = std::chrono::minutes(1), .max_keys = 1}) {
-  if (deps.idempotency != nullptr) idempotent.emplace(*deps.idempotency, deps.metrics);
   const Micros shortest =
       std::min({options.header_timeout, options.body_timeout, options.idle_timeout});
   tick = std::min<Micros>(shortest, std::max<Micros>(shortest / 2, std::chrono::milliseconds(5)));
@@ -94,7 +93,7 @@ void HttpServer::Impl::Decide(const routes::Request& r, routes::Responder& respo
                       .status = deps.status,
                       .auth = *a,
                       .admin = deps.admin,
-                      .idempotency = idempotent ? &*idempotent : nullptr,
+                      .idempotency = deps.idempotency,
                       .draining = draining.load(std::memory_order_acquire)};
   routes::Dispatch(ctx, r, responder);
 }

@@ -80,7 +80,6 @@ struct HttpServer::Impl {
   std::mutex drain_mu;
   std::condition_variable drained;
   std::unique_ptr<http_server::ClientConnections> clients;  // connections per client
-  std::optional<idempotency::Idempotent> idempotent;        // with deps.idempotency
   // Only touched by the accepting thread, which never runs concurrently with itself:
   bool cap_logged = false;
   size_t next_context = 0;

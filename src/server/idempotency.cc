@@ -1,7 +1,6 @@
 #include "server/idempotency.h"
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <array>
@@ -39,18 +38,6 @@ std::string Sha256Hex(std::string_view text) {
   unsigned int size = 0;
   EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr);
   return Hex(digest.data(), size);
-}
-
-// A claim's id: 128 random bits, so that a late request never completes a later one's claim.
-std::string ClaimId() {
-  std::array<unsigned char, 16> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
-    // Unique within the process all the same: what matters is that two claims differ.
-    static std::atomic<uint64_t> counter{0};
-    const uint64_t n = counter.fetch_add(1, std::memory_order_relaxed);
-    for (size_t i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>(n >> (8 * i));
-  }
-  return Hex(bytes.data(), bytes.size());
 }
 
 void AppendCanonical(const json::value& v, std::string& out) {
@@ -212,98 +199,41 @@ std::optional<Reply> DecodeReply(std::string_view text) {
   return r;
 }
 
-struct Idempotent::Call {
-  // The store and the counters, not the Idempotent: the server may be gone when the store
-  // answers (both outlive it).
-  IdempotencyStore* store;
-  Counters counters;
-  IdempotencyOptions options;
-  Request request;
-  std::string claim;
-  Decide decide;
-  std::function<void(Reply)> answer;
-};
+bool Replayable(std::string_view kept) { return DecodeReply(kept).has_value(); }
 
-namespace {
-void Count(std::atomic<uint64_t>* n) { n->fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
-
-Idempotent::Idempotent(IdempotencyStore& store, Metrics& metrics)
-    : store_(store),
-      counters_{.first = &metrics.Series(MetricId::kIdempotencyKeys, {"first"}),
-                .replayed = &metrics.Series(MetricId::kIdempotencyKeys, {"replayed"}),
-                .conflict = &metrics.Series(MetricId::kIdempotencyKeys, {"conflict"}),
-                .mismatch = &metrics.Series(MetricId::kIdempotencyKeys, {"mismatch"}),
-                .unavailable = &metrics.Series(MetricId::kIdempotencyKeys, {"unavailable"}),
-                .invalid = &metrics.Series(MetricId::kIdempotencyKeys, {"invalid"})} {}
-
-void Idempotent::CountInvalid() const { Count(counters_.invalid); }
-
-void Idempotent::Run(const IdempotencyOptions& options, Request request, Decide decide,
-                     std::function<void(Reply)> answer) const {
-  auto call = std::make_shared<Call>(Call{.store = &store_,
-                                          .counters = counters_,
-                                          .options = options,
-                                          .request = std::move(request),
-                                          .claim = ClaimId(),
-                                          .decide = std::move(decide),
-                                          .answer = std::move(answer)});
-  const Call& c = *call;
-  store_.Claim(c.request.record, c.request.fingerprint, c.claim, c.options.in_progress,
-               [call](Result<IdempotencyClaim> claimed) { Claimed(call, std::move(claimed)); });
-}
-
-void Idempotent::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed) {
-  const Counters& n = call->counters;
-  if (!claimed.ok()) return Unreadable(call, claimed.status());
-  switch (claimed->outcome) {
-    case ClaimOutcome::kClaimed:
-      Count(n.first);
-      return call->decide(Status::Ok(), [call](Reply reply) { Decided(call, std::move(reply)); });
-    case ClaimOutcome::kDone: {
-      std::optional<Reply> first = DecodeReply(claimed->result);
-      if (!first) {
-        return Unreadable(call, Status::Internal("an Idempotency-Key record holds no reply"));
-      }
-      Count(n.replayed);
-      first->headers.Add(kReplayedHeader, "true");
-      return call->answer(std::move(*first));
-    }
-    case ClaimOutcome::kInProgress:
-      Count(n.conflict);
-      return call->answer(Refusal(409, "idempotency_key_in_use",
+void Run(const Idempotency& idempotency, const IdempotencyOptions& options, std::string record,
+         std::string fingerprint, Decide decide, std::function<void(Reply)> answer) {
+  // The first answer, whole: its RateLimit and Retry-After fields go to its client, not to the
+  // record.
+  auto first = std::make_shared<Reply>();
+  idempotency.Run(
+      options, std::move(record), std::move(fingerprint),
+      [decide = std::move(decide), first](const Status& records, Idempotency::Then then) {
+        decide(records, [first, then = std::move(then)](Reply reply) {
+          *first = std::move(reply);
+          const bool charged = first->status == 200 || first->status == 429;
+          then(EncodeReply(*first), charged);
+        });
+      },
+      [first, answer = std::move(answer)](KeyedOutcome outcome, std::string kept) {
+        switch (outcome) {
+          case KeyedOutcome::kDecided:
+            return answer(std::move(*first));
+          case KeyedOutcome::kReplayed: {
+            Reply replayed = *DecodeReply(kept);  // Replayable
+            replayed.headers.Add(kReplayedHeader, "true");
+            return answer(std::move(replayed));
+          }
+          case KeyedOutcome::kInProgress:
+            return answer(Refusal(409, "idempotency_key_in_use",
                                   "a request with this Idempotency-Key is being decided; retry "
                                   "once it is answered"));
-    case ClaimOutcome::kMismatch:
-      Count(n.mismatch);
-      return call->answer(Refusal(422, "idempotency_key_reused",
+          case KeyedOutcome::kMismatch:
+            return answer(Refusal(422, "idempotency_key_reused",
                                   "this Idempotency-Key was used for another request body; "
                                   "nothing was charged"));
-  }
-}
-
-// The record cannot be read: decided as a request is when the store fails, by the failure modes,
-// asking the store nothing, so that nothing is charged there that no record says was charged;
-// no claim was made, so nothing is kept. (A kInvalidArgument would be the call's own fault, not
-// the client's: it must not become a 400.)
-void Idempotent::Unreadable(const std::shared_ptr<Call>& call, const Status& why) {
-  Count(call->counters.unavailable);
-  call->decide(why.code() == StatusCode::kInvalidArgument ? Status::Internal(why.message()) : why,
-               std::move(call->answer));
-}
-
-// A decision (200, 429) is kept before it is answered, so that a retry arriving as soon as the
-// answer does finds it; if keeping it fails the answer still goes (it was charged), and the
-// claim ends by itself after in_progress. Anything else charged nothing: the claim is released.
-void Idempotent::Decided(const std::shared_ptr<Call>& call, Reply reply) {
-  const Call& c = *call;
-  auto kept = std::make_shared<Reply>(std::move(reply));
-  auto answer = [call, kept](Result<bool>) { call->answer(std::move(*kept)); };
-  if (kept->status == 200 || kept->status == 429) {
-    return c.store->Complete(c.request.record, c.request.fingerprint, c.claim, EncodeReply(*kept),
-                             c.options.window, std::move(answer));
-  }
-  c.store->Release(c.request.record, c.request.fingerprint, c.claim, std::move(answer));
+        }
+      });
 }
 
 }  // namespace caudal::idempotency

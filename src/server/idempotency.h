@@ -9,26 +9,23 @@
 // identity (IdentityScope) and the key's value, so that callers never see each other's keys; its
 // fingerprint a SHA-256 of the body in a canonical form (keys sorted, no spaces), so that a client
 // re-serializing the same request matches. The parsing, hashing and encoding are pure and tested
-// without a store; Idempotent::Run drives a store (store/idempotency_store.h) and the
-// endpoint's decision.
+// without a store; Run answers a keyed request through the engine's Idempotency
+// (engine/idempotency.h), which keeps the records.
 //
-// Thread-safety: the functions are pure; Idempotent's methods may be called from any thread.
+// Thread-safety: the functions are pure, but Run, which may be called from any thread.
 #pragma once
 
-#include <atomic>
 #include <boost/json/value.hpp>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "common/caller_auth.h"
-#include "observe/metrics.h"
+#include "engine/idempotency.h"
 #include "server/http_api.h"
 #include "server/server.h"
-#include "store/idempotency_store.h"
 
 namespace caudal::idempotency {
 
@@ -72,54 +69,20 @@ std::string Canonical(const boost::json::value& body);
 std::string EncodeReply(const http_api::Reply& reply);
 std::optional<http_api::Reply> DecodeReply(std::string_view text);
 
-// What one keyed request asks.
-struct Request {
-  std::string record;       // RecordKey
-  std::string fingerprint;  // Fingerprint of its body
-};
+// Whether `kept` is a reply EncodeReply wrote (Idempotency::Readable).
+bool Replayable(std::string_view kept);
 
-class Idempotent {
- public:
-  // `store` and `metrics` must outlive this object.
-  Idempotent(IdempotencyStore& store, Metrics& metrics);
+// A keyed endpoint's decision: `records` as Idempotency::Decide's (ok, or why the record could
+// not be read: a check or reserve then decides with CheckRequest::store_failed, a settle answers
+// its 503); calls `then` exactly once with the reply.
+using Decide =
+    std::function<void(const Status& records, std::function<void(http_api::Reply)> then)>;
 
-  // The endpoint's decision: calls `then` exactly once with the reply. `records` is ok when the
-  // request's record was claimed; otherwise it is why the record could not be read, and the
-  // endpoint decides as it does when the store fails with that error, asking the store nothing
-  // (a check or reserve: CheckRequest::store_failed, each policy by its failure mode; a settle:
-  // its 503).
-  using Decide =
-      std::function<void(const Status& records, std::function<void(http_api::Reply)> then)>;
-  // Answers `request` through `answer` (exactly once, possibly on the store's thread): claims its
-  // record for options.in_progress; when claimed, decides, then keeps a 200 or a 429 for
-  // options.window before answering it, and releases the claim on any other answer (nothing was
-  // charged: a retry decides). A done record is replayed (Idempotent-Replayed: true), one in
-  // progress refused with 409, one of another fingerprint with 422, neither deciding. A record
-  // that cannot be read (the store failed or passed its deadline, its calls are at their bound,
-  // or what it holds is not a reply) is decided by the failure modes (Decide), not recorded.
-  // Each record call is bounded by the store's deadline (store.timeout).
-  void Run(const IdempotencyOptions& options, Request request, Decide decide,
-           std::function<void(http_api::Reply)> answer) const;
-  // A request refused for its Idempotency-Key field (400), counted.
-  void CountInvalid() const;
-
- private:
-  // Metrics' series, which outlive the server (and so any store answer still on its way).
-  struct Counters {
-    std::atomic<uint64_t>* first;
-    std::atomic<uint64_t>* replayed;
-    std::atomic<uint64_t>* conflict;
-    std::atomic<uint64_t>* mismatch;
-    std::atomic<uint64_t>* unavailable;
-    std::atomic<uint64_t>* invalid;
-  };
-  struct Call;
-  static void Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyClaim> claimed);
-  static void Unreadable(const std::shared_ptr<Call>& call, const Status& why);
-  static void Decided(const std::shared_ptr<Call>& call, http_api::Reply reply);
-
-  IdempotencyStore& store_;
-  const Counters counters_;
-};
+// Answers a keyed request through `idempotency` (engine/idempotency.h), exactly once through
+// `answer`, possibly on the store's thread: the decision's reply the first time (kept when it is
+// a 200 or a 429, which charged), the kept reply with Idempotent-Replayed: true after it, 409
+// while the first is deciding (Retry-After: 1), 422 for the key with another body.
+void Run(const Idempotency& idempotency, const IdempotencyOptions& options, std::string record,
+         std::string fingerprint, Decide decide, std::function<void(http_api::Reply)> answer);
 
 }  // namespace caudal::idempotency

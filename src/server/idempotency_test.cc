@@ -210,7 +210,7 @@ class IdempotentCheckTest : public ::testing::Test {
         engine_(store_, clock_, {.local_store = &local_, .metrics = &metrics_}),
         health_(store_, clock_, {}),
         records_(MakeMemoryIdempotencyStore(clock_, {.max_records = 1000})),
-        idempotent_(*records_, metrics_) {
+        idempotent_(*records_, metrics_, Replayable) {
     EXPECT_TRUE(engine_.SetPolicies(Policies(FailureMode::kDeny)).ok());
     auth_.idempotency = {.window = minutes(10), .in_progress = seconds(5)};
   }
@@ -230,8 +230,7 @@ class IdempotentCheckTest : public ::testing::Test {
   // the fixture's, on store_).
   http_api::Reply Post(std::string_view body,
                        std::vector<std::pair<std::string, std::string>> headers,
-                       const idempotency::Idempotent* idempotent = nullptr,
-                       Engine* engine = nullptr) {
+                       const Idempotency* idempotent = nullptr, Engine* engine = nullptr) {
     const routes::Context ctx{.engine = engine != nullptr ? *engine : engine_,
                               .metrics = metrics_,
                               .health = health_,
@@ -288,7 +287,7 @@ class IdempotentCheckTest : public ::testing::Test {
   Engine engine_;
   StoreHealth health_;  // never started
   std::unique_ptr<IdempotencyStore> records_;
-  Idempotent idempotent_;
+  Idempotency idempotent_;
   ForwardAuthOptions auth_;
 };
 
@@ -465,7 +464,7 @@ TEST_F(IdempotentCheckTest, AnUnreadableRecordIsAnsweredAsAPlainRequestWhenTheSt
       Engine engine(store_, clock_, {.local_store = &local, .metrics = &metrics_});
       ASSERT_TRUE(engine.SetPolicies(Policies(mode)).ok());
       DownStore down(why);
-      const Idempotent idempotent(down, metrics_);
+      const Idempotency idempotent(down, metrics_, Replayable);
       const http_api::Reply keyed =
           Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent, &engine);
       // The same request without a key, on an engine whose store fails with the same error.
@@ -513,7 +512,7 @@ TEST_F(IdempotentCheckTest, ARecordHoldingNoReplyIsDecidedByTheFailureModes) {
 // was charged), and the claim ends after in_progress, when a retry is decided again.
 TEST_F(IdempotentCheckTest, AnAnswerThatCannotBeRecordedIsStillAnswered) {
   ClaimsOnly records(*records_);
-  const Idempotent idempotent(records, metrics_);
+  const Idempotency idempotent(records, metrics_, Replayable);
   const http_api::Reply first = Post(kBody, {{"Idempotency-Key", "order-1"}}, &idempotent);
   EXPECT_EQ(first.status, 200);
   EXPECT_FALSE(first.headers.Get("Caudal-Degraded").has_value());

@@ -81,20 +81,19 @@ namespace {
 // its reservation (a settle), so that two identities never share a key's record. The record's
 // scope and fingerprint come from the body Dispatch parsed; what the reply needs is copied, as
 // the request's pieces are views that end when Dispatch returns.
-void DecideOnce(const Call& c, idempotency::Idempotent::Decide decide) {
+void DecideOnce(const Call& c, idempotency::Decide decide) {
   const std::string scope = idempotency::IdentityScope(
       idempotency::CallerScope(c.ctx.auth.caller, c.r.identities), c.body);
-  idempotency::Request keyed{.record = idempotency::RecordKey(c.path, scope, c.key->key),
-                             .fingerprint = idempotency::Fingerprint(c.body)};
-  c.ctx.idempotency->Run(
-      c.ctx.auth.idempotency, std::move(keyed), std::move(decide),
-      [&responder = c.responder](Reply reply) { responder.Reply(std::move(reply)); });
+  idempotency::Run(*c.ctx.idempotency, c.ctx.auth.idempotency,
+                   idempotency::RecordKey(c.path, scope, c.key->key),
+                   idempotency::Fingerprint(c.body), std::move(decide),
+                   [&responder = c.responder](Reply reply) { responder.Reply(std::move(reply)); });
 }
 
 // A check's decision, and a reserve's, handed to `then` as its reply; by the failure modes when
 // its Idempotency-Key record could not be read.
-idempotency::Idempotent::Decide CheckDecision(Engine& engine, CheckRequest request,
-                                              Reply (*reply)(const CheckResult&)) {
+idempotency::Decide CheckDecision(Engine& engine, CheckRequest request,
+                                  Reply (*reply)(const CheckResult&)) {
   return [&engine, request = std::move(request), reply](const Status& records,
                                                         std::function<void(Reply)> then) mutable {
     request.store_failed = records;
@@ -268,7 +267,7 @@ void ReleaseRoute(Call& c) {
 void ReserveRoute(Call& c) {
   http_api::ParsedCheck parsed = http_api::ReadReserveBody(c.body.get_object());
   if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
-  idempotency::Idempotent::Decide decide =
+  idempotency::Decide decide =
       CheckDecision(c.ctx.engine, std::move(parsed.request), http_api::ReserveReply);
   if (c.key) return DecideOnce(c, std::move(decide));
   decide(Status::Ok(),
@@ -278,10 +277,9 @@ void ReserveRoute(Call& c) {
 void SettleRoute(Call& c) {
   http_api::ParsedSettle parsed = http_api::ReadSettleBody(c.body.get_object());
   if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
-  idempotency::Idempotent::Decide decide = [&engine = c.ctx.engine,
-                                            reservation = std::move(parsed.reservation),
-                                            cost = parsed.cost](const Status& records,
-                                                                std::function<void(Reply)> then) {
+  idempotency::Decide decide = [&engine = c.ctx.engine, reservation = std::move(parsed.reservation),
+                                cost = parsed.cost](const Status& records,
+                                                    std::function<void(Reply)> then) {
     // A settle has no failure mode: the store's failure is its 503.
     if (!records.ok()) return then(http_api::SettleReply(records));
     engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {

@@ -17,10 +17,6 @@
 #include "server/server.h"
 #include "server/status_page.h"
 
-namespace caudal::idempotency {
-class Idempotent;  // server/idempotency.h
-}  // namespace caudal::idempotency
-
 namespace caudal::routes {
 
 struct Request {
@@ -43,7 +39,7 @@ struct Context {
   const ForwardAuthOptions& auth;
   Admin* admin = nullptr;  // /v1/admin/ (with auth.admin_token); null: 404
   // Idempotency-Key on POST /v1/check (with auth.idempotency); null: the field is ignored.
-  const idempotency::Idempotent* idempotency = nullptr;
+  const Idempotency* idempotency = nullptr;
   bool draining = false;  // shutting down: /readyz answers 503
 };
 

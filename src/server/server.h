@@ -42,6 +42,7 @@
 #include "caudal/engine/engine.h"
 #include "caudal/observe/log.h"
 #include "common/caller_auth.h"
+#include "engine/idempotency.h"
 #include "engine/store_health.h"
 #include "observe/metrics.h"
 #include "observe/refusals.h"
@@ -53,8 +54,7 @@ class context;
 
 namespace caudal {
 
-class Admin;             // engine/admin.h
-class IdempotencyStore;  // store/idempotency_store.h
+class Admin;  // engine/admin.h
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -71,12 +71,6 @@ struct HttpServerOptions {
   HttpIo io = HttpIo::kIoUring;
   // Stop(): how long decisions in flight have to finish.
   Micros shutdown_timeout = std::chrono::seconds(10);
-};
-
-// Idempotency-Key on POST /v1/check (see docs/http-api.md).
-struct IdempotencyOptions {
-  Micros window = std::chrono::hours(1);          // a key's first answer is replayed this long
-  Micros in_progress = std::chrono::seconds(10);  // a request deciding holds its key this long
 };
 
 // The part of the server's behaviour a config reload may change.
@@ -99,8 +93,9 @@ class HttpServer {
     const Refusals* refusals = nullptr;  // GET /v1/top-refused; null: 404
     StatusPage* status = nullptr;        // GET /, /v1/status; null: 404
     Admin* admin = nullptr;              // /v1/admin/ (with ForwardAuthOptions::admin_token)
-    // Idempotency-Key's records; null: the field is ignored (and nothing replayed).
-    IdempotencyStore* idempotency = nullptr;
+    // Idempotency-Key's decisions (server/idempotency.h); null: the field is ignored (and
+    // nothing replayed).
+    const Idempotency* idempotency = nullptr;
     // Connection deadlines read its MonotonicCoarse(); tests give a manual clock.
     const Clock& clock;
   };

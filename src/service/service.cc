@@ -15,6 +15,7 @@
 #include "envoy/rls_handler.h"
 #include "observe/refusals.h"
 #include "redis/redis_tls.h"
+#include "server/idempotency.h"
 #include "server/server.h"
 #include "server/status_page.h"
 #include "server/tls_context.h"
@@ -68,6 +69,7 @@ struct Service::Parts {
     health.reset();  // its probe thread calls the store
     admin.reset();   // its sync thread calls the overrides and the engine
     overrides.reset();
+    once.reset();
     idempotency.reset();  // a claim answered now may still decide: through the leases, the store
     leases.reset();       // its thread calls the store; its calls answer into state of their own
     store.reset();
@@ -93,6 +95,7 @@ struct Service::Parts {
   std::unique_ptr<OverrideStore> overrides;  // with the admin API only
   std::unique_ptr<Admin> admin;
   std::unique_ptr<IdempotencyStore> idempotency;  // Idempotency-Key's records, beside the state
+  std::unique_ptr<Idempotency> once;              // keyed decisions, over those records
   std::unique_ptr<StatusPage> status;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<envoy::RlsHandler> rls;
@@ -214,6 +217,7 @@ Status Service::Parts::OpenIdempotency() {
     opened = MakeMemoryIdempotencyStore(env.clock, limits);
   }
   idempotency = std::move(*opened);
+  once = std::make_unique<Idempotency>(*idempotency, metrics, idempotency::Replayable);
   return Status::Ok();
 }
 
@@ -231,7 +235,7 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
                                     .refusals = &refusals,
                                     .status = status.get(),
                                     .admin = admin.get(),
-                                    .idempotency = idempotency.get(),
+                                    .idempotency = once.get(),
                                     .clock = env.clock},
                                    ServerOptionsFrom(config.server), ForwardAuthFrom(config.server),
                                    prepared.http_tls);
