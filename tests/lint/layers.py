@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Layers use only what docs/architecture.md's table says they may. Fails, naming each line, when a
-file includes a header of a layer its own layer may not use, or when a front end (server, envoy,
-cli) includes a store implementation.
+file includes a header of a layer its own layer may not use, when a front end (server, envoy,
+cli) includes a store implementation, or when the server or envoy includes any store header.
 
 The table is the "## Layers" table of docs/architecture.md: a row per layer, its name in the first
 column and its folder (`src/<layer>`) in the second, what it may use in the last: layer names,
@@ -25,6 +25,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 FRONT_ENDS = {'server', 'envoy', 'cli'}
 # A store implementation: what a front end reaches only through the Store interface and the
 # store registry.
+# The front ends that answer requests reach state only through the engine: no store header.
+THROUGH_ENGINE = {'server', 'envoy'}
 STORE_IMPLEMENTATIONS = re.compile(r'^(caudal/)?(redis/|store/memory_store\.h|store/shard_table\.h)')
 FOLDER = re.compile(r'`src/([a-z_]+)`')
 
@@ -116,6 +118,9 @@ def check(root, files, order, allowed):
             if target is not None and target != layer and target not in allowed[layer]:
                 problems.append(f'{rel}:{number}: the {layer} layer includes "{name}" of the '
                                 f'{target} layer, which it may not use')
+            elif layer in THROUGH_ENGINE and not is_test and target in ('store', 'redis'):
+                problems.append(f'{rel}:{number}: the {layer} layer includes "{name}": it '
+                                f'reaches state through the engine, never a store header')
             elif layer in FRONT_ENDS and not is_test and STORE_IMPLEMENTATIONS.match(name):
                 problems.append(f'{rel}:{number}: the front end {layer} includes the store '
                                 f'implementation "{name}" (use the Store interface and the '
