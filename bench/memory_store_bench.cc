@@ -159,8 +159,8 @@ const Prepared& Prepare(int kind, size_t keys) {  // kind: an Algorithm, or a k*
     p.store = std::make_unique<MemoryStore>(clock, MemoryStoreOptions{.max_keys = 1'050'000});
     const Limit& limit = LimitFor(static_cast<Algorithm>(kind));
     for (size_t i = 0; i < keys; ++i) {
-      const EntryRef e{.key = Keys()[i], .limit = &limit, .cost = 1};
-      if (!p.store->Decide({&e, 1}).ok()) std::abort();
+      const ConsumeEntry e{.key = Keys()[i], .limit = &limit, .cost = 1};
+      if (!p.store->Decide({.consumes = {&e, 1}}).ok()) std::abort();
     }
     if (p.store->Size() != keys) std::abort();  // every key resident, none reclaimed
     p.reported_bytes_per_key = static_cast<double>(p.store->MemoryUsage()) / keys;
@@ -186,8 +186,8 @@ void BM_Caudal(benchmark::State& state, Algorithm a, size_t keys) {
   KeyPicker picker(static_cast<uint64_t>(state.thread_index()) + 1, keys);
   int64_t allowed = 0;
   for (auto _ : state) {
-    const EntryRef e{.key = picker.Next(), .limit = &limit, .cost = 1};
-    Result<StoreResponse> r = p.store->Decide({&e, 1});
+    const ConsumeEntry e{.key = picker.Next(), .limit = &limit, .cost = 1};
+    Result<DecideResponse> r = p.store->Decide({.consumes = {&e, 1}});
     allowed += r.ok() && r->allowed;
     benchmark::DoNotOptimize(r);
   }
@@ -202,11 +202,11 @@ void BM_CaudalBatch(benchmark::State& state, Algorithm a, size_t keys) {
   const Prepared& p = Prepare(static_cast<int>(a), keys);
   const Limit& limit = LimitFor(a);
   KeyPicker picker(static_cast<uint64_t>(state.thread_index()) + 1, keys);
-  std::array<EntryRef, kBatch> entries;
+  std::array<ConsumeEntry, kBatch> entries;
   std::array<Decision, kBatch> decisions;
   int64_t allowed = 0;
   for (auto _ : state) {
-    for (EntryRef& e : entries) e = EntryRef{.key = picker.Next(), .limit = &limit, .cost = 1};
+    for (ConsumeEntry& e : entries) e = {.key = picker.Next(), .limit = &limit, .cost = 1};
     if (!p.store->DecideEach(entries, decisions).ok()) std::abort();
     for (const Decision& d : decisions) allowed += d.allowed();
   }

@@ -19,7 +19,7 @@
 // the keys in turn). --lease TTL (250ms, 1s) decides through a LeaseStore (leases of up to TTL, a
 // tenth of the capacity at most) above the store, as `store.lease` does. --algorithm fixed_window
 // decides windows of a minute instead (limit 10^9), and --charge 1 counts each hit whatever the
-// verdict (EntryOp::kCharge), as a `consume_each` Envoy domain counts; --native 1 makes them
+// verdict (ChargeEntry), as a `consume_each` Envoy domain counts; --native 1 makes them
 // native counts (store.h), as the engine sends a consume_each domain's. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
@@ -153,7 +153,6 @@ int Run(const Args& a) {
                                                         std::chrono::minutes(1)))
                      : *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
                                                         {1'000'000'000, std::chrono::seconds(1)}));
-  const EntryOp op = a.charge ? EntryOp::kCharge : EntryOp::kConsume;
   // keys[i * entries + j]: entry j of request key i (one hash tag per request with --same-slot).
   std::vector<std::string> keys;
   for (int i = 0; i < a.keys; ++i) {
@@ -217,29 +216,32 @@ int Run(const Args& a) {
                               static_cast<uint64_t>(t) * 7919);
       while (SteadyClock::now() < until) {
         free_slots.acquire();
-        std::vector<EntryRef> entries;
+        std::vector<ConsumeEntry> consumes;
+        std::vector<ChargeEntry> charges;
         const size_t key = stream.Next();
         const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
-          entries.push_back({.key = keys[first + static_cast<size_t>(j)],
-                             .limit = &limit,
-                             .cost = 1,
-                             .op = op,
-                             .native_count = a.native});
+          const std::string_view k = keys[first + static_cast<size_t>(j)];
+          if (a.charge) {
+            charges.push_back({.key = k, .limit = &limit, .cost = 1, .native = a.native});
+          } else {
+            consumes.push_back({.key = k, .limit = &limit, .cost = 1});
+          }
         }
         const auto issued = SteadyClock::now();
-        store->DecideAsync(entries, [&, t, issued](Result<StoreResponse> r) {
-          answered.fetch_add(1, std::memory_order_relaxed);
-          if (issued >= measure_from && issued < until) {
-            if (!r.ok() || !r->allowed) errors.fetch_add(1);
-            const int64_t us =
-                std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() - issued)
-                    .count();
-            std::lock_guard lock(latencies[static_cast<size_t>(t)].mu);
-            latencies[static_cast<size_t>(t)].us.push_back(us);
-          }
-          free_slots.release();
-        });
+        store->DecideAsync(
+            {.consumes = consumes, .charges = charges}, [&, t, issued](Result<DecideResponse> r) {
+              answered.fetch_add(1, std::memory_order_relaxed);
+              if (issued >= measure_from && issued < until) {
+                if (!r.ok() || !r->allowed) errors.fetch_add(1);
+                const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                       SteadyClock::now() - issued)
+                                       .count();
+                std::lock_guard lock(latencies[static_cast<size_t>(t)].mu);
+                latencies[static_cast<size_t>(t)].us.push_back(us);
+              }
+              free_slots.release();
+            });
         if (!measuring.load() && SteadyClock::now() >= measure_from && t == 0) {
           measuring.store(true);
           const RedisStoreStats s = opened->stats();

@@ -1,4 +1,4 @@
-// The rows of a lease's terms (LeaseTerms, caudal/store/store.h), shared by `store.lease`, a
+// The rows of a lease's terms (LeaseTerms, caudal/engine/lease_terms.h), shared by `store.lease`, a
 // policy's `lease` and an Envoy rule's `rate_limit.lease`: `off` (or `on`, the default terms),
 // or a map `{ttl: 250ms, max_share: 0.1}` whose fields left out take their defaults. A map turns
 // leasing on.
@@ -6,7 +6,7 @@
 
 #include <optional>
 
-#include "caudal/store/store.h"
+#include "caudal/engine/lease_terms.h"
 #include "config/field_table.h"
 #include "config/field_values.h"
 

@@ -446,7 +446,7 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
       Cat("caudal:admin-peek:", open == std::string_view::npos || close == std::string_view::npos
                                     ? Cat('{', r.identity_key, '}')
                                     : std::string(first.substr(open, close - open + 1)));
-  std::vector<EntryRef> entries;
+  std::vector<ConsumeEntry> entries;
   for (size_t k = 0; k < check->keys.size(); ++k) {
     // A concurrency slot is taken under a hold id only: a peek of it costs nothing.
     const Limit* limit = check->result.limits[k];
@@ -454,7 +454,7 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
         {.key = check->keys[k], .limit = limit, .cost = IsConcurrency(limit->algorithm()) ? 0 : 1});
   }
   entries.push_back({.key = guard, .limit = &NeverFits(), .cost = 2});
-  auto decided = engine_.store().Decide(entries);
+  auto decided = engine_.store().Decide({.consumes = entries});
   if (!decided.ok()) return Unavailable(decided.status());
   for (size_t k = 0; k < check->keys.size(); ++k) {
     const Decision& d = decided->decisions[k];
@@ -478,7 +478,7 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
   auto planned = PlanTarget(*r);
   if (!planned.ok()) return planned.failure();
   const Check& c = *planned->check;
-  std::vector<EntryRef> entries;
+  std::vector<RefundEntry> entries;
   // A refund gives back what was consumed, never past a fresh state: the largest is a reset. The
   // key's reservations go with it, in the same step: none gives back, is settled or holds a slot
   // after it.
@@ -489,11 +489,12 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
     entries.push_back({.key = c.keys[k],
                        .limit = c.result.limits[k],
                        .cost = kMaxCost,
-                       .op = EntryOp::kRefund,
                        .forget_reservations = true});
   }
   if (entries.empty()) return ReadState(*r);  // unlimited: nothing to reset
-  if (auto done = engine_.store().Decide(entries); !done.ok()) return Unavailable(done.status());
+  if (auto done = engine_.store().Decide({.refunds = entries}); !done.ok()) {
+    return Unavailable(done.status());
+  }
   engine_.ForgetRefusals();
   if (options_.on_change) options_.on_change();
   if (Status s = overrides_.Touch(); !s.ok() && options_.log != nullptr) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "store/batch.h"
+
 namespace caudal {
 
 BackgroundStore::BackgroundStore(Opener open, const Clock& clock, BackgroundStoreOptions options)
@@ -63,9 +65,9 @@ Status BackgroundStore::NotOpen() const {
                              last_error_);
 }
 
-void BackgroundStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void BackgroundStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   if (Store* s = store_.load(std::memory_order_acquire))
-    return s->DecideAsync(entries, std::move(done));
+    return caudal::DecideBatchAsync(*s, entries, std::move(done));
   if (Status v = ValidateEntries(entries); !v.ok()) return done(std::move(v));  // as any store
   done(NotOpen());
 }

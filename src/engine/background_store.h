@@ -3,7 +3,7 @@
 //
 //   BackgroundStore store([&] { return OpenStore(config.store, clock, {}); }, clock,
 //                         {.name = "redis", .log = &log});
-//   store.DecideAsync(...);  // kUnavailable "not connected yet: <why>" until the open succeeds
+//   store.Decide(...);  // kUnavailable "not connected yet: <why>" until the open succeeds
 //
 // A thread calls `open` until it succeeds, waiting between attempts with exponential backoff
 // (backoff_min doubling up to backoff_max, on `clock`); then every call goes to the opened store,
@@ -47,7 +47,6 @@ class BackgroundStore final : public Store {
   BackgroundStore(const BackgroundStore&) = delete;
   BackgroundStore& operator=(const BackgroundStore&) = delete;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   Status Ping() override;
   std::string_view Name() const override;
 
@@ -58,6 +57,9 @@ class BackgroundStore final : public Store {
   // True until the thread has stopped trying: the open succeeded, failed for good, or the store
   // is being destroyed.
   bool retrying() const { return retrying_.load(std::memory_order_acquire); }
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   void Run();

@@ -24,9 +24,9 @@ bool Eventually(Pred pred) {
   return false;
 }
 
-Result<StoreResponse> DecideOne(Store& store, const Limit& limit) {
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
-  return store.Decide({&e, 1});
+Result<DecideResponse> DecideOne(Store& store, const Limit& limit) {
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
+  return store.Decide({.consumes = {&e, 1}});
 }
 
 class BackgroundStoreTest : public ::testing::Test {
@@ -131,8 +131,8 @@ TEST_F(BackgroundStoreTest, BadRequestsAreRefusedAsByAnyStoreEvenBeforeOpening) 
   BackgroundStore store(
       []() -> Result<std::unique_ptr<Store>> { return Status::Unavailable("down"); }, clock_,
       {.backoff_min = std::chrono::hours(1)});
-  const EntryRef empty_key{.key = "", .limit = &limit_, .cost = 1};
-  auto r = store.Decide({&empty_key, 1});
+  const ConsumeEntry empty_key{.key = "", .limit = &limit_, .cost = 1};
+  auto r = store.Decide({.consumes = {&empty_key, 1}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
 }

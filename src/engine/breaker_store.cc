@@ -2,6 +2,7 @@
 
 #include "common/cat.h"
 #include "observe/log_throttle.h"
+#include "store/batch.h"
 
 namespace caudal {
 namespace {
@@ -106,17 +107,18 @@ CircuitBreaker::Verdict BreakerStore::Admit(Status* why) {
   return verdict;
 }
 
-void BreakerStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void BreakerStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Status why;
   const CircuitBreaker::Verdict verdict = Admit(&why);
   if (verdict == CircuitBreaker::Verdict::kRefuse) return done(std::move(why));
   const auto call = verdict == CircuitBreaker::Verdict::kProbe ? CircuitBreaker::Call::kProbe
                                                                : CircuitBreaker::Call::kOrdinary;
   const Nanos start = clock_.Monotonic();
-  inner_.DecideAsync(entries, [this, call, start, done = std::move(done)](Result<StoreResponse> r) {
-    Observe(r.status(), call, clock_.Monotonic() - start);
-    done(std::move(r));
-  });
+  caudal::DecideBatchAsync(inner_, entries,
+                           [this, call, start, done = std::move(done)](Result<DecideResponse> r) {
+                             Observe(r.status(), call, clock_.Monotonic() - start);
+                             done(std::move(r));
+                           });
 }
 
 void BreakerStore::Observe(const Status& s, CircuitBreaker::Call call, Nanos took) {

@@ -83,12 +83,14 @@ class BreakerStore final : public Store {
   BreakerStore(Store& inner, const Clock& clock, BreakerOptions options);
   ~BreakerStore() override;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   // The inner store's Ping (a probe is the store's health, whatever the breaker says).
   Status Ping() override { return inner_.Ping(); }
   std::string_view Name() const override { return inner_.Name(); }
 
   BreakerState state() const { return state_.load(std::memory_order_acquire); }
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   // Whether the call may go to the store (kProbe: as the half-open probe); `why` when refused.

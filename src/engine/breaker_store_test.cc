@@ -32,8 +32,8 @@ class BreakerTest : public ::testing::Test {
   Status Call() {
     const Limit limit =
         *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
-    const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
-    return breaker_.Decide(std::span(&e, 1)).status();
+    const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
+    return breaker_.Decide({.consumes = std::span(&e, 1)}).status();
   }
 
   ManualClock clock_;
@@ -111,9 +111,10 @@ TEST(BreakerFailingFor, AShortStallThatTimesOutManyCallsDoesNotOpenIt) {
                        {.failures_to_open = 5, .failing_for = milliseconds(100), .log = &log});
   const Limit limit =
       *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
   auto send = [&](int n) {
-    for (int i = 0; i < n; ++i) breaker.DecideAsync(std::span(&e, 1), [](Result<StoreResponse>) {});
+    for (int i = 0; i < n; ++i)
+      breaker.DecideAsync({.consumes = std::span(&e, 1)}, [](Result<DecideResponse>) {});
   };
   const Status late = Status::Unavailable("redis did not answer within the 5ms deadline");
 
@@ -150,9 +151,9 @@ TEST(BreakerFailingFor, FailuresAnsweredAtOnceOpenItOnTheirCount) {
   BreakerStore breaker(inner, clock, {.failures_to_open = 5, .failing_for = milliseconds(100)});
   const Limit limit =
       *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1000, std::chrono::seconds(1)));
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
   for (int i = 0; i < 5; ++i) {
-    breaker.DecideAsync(std::span(&e, 1), [](Result<StoreResponse>) {});
+    breaker.DecideAsync({.consumes = std::span(&e, 1)}, [](Result<DecideResponse>) {});
     inner.ReleaseHeld(Status::Unavailable("no connection to redis: connection refused"));
   }
   EXPECT_EQ(breaker.state(), BreakerState::kOpen) << "a store that says it is down is down";

@@ -231,23 +231,36 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     // A blocked check refuses the request anyway: look, do not consume (refunds still apply).
     const bool consume = !plan_.blocked;
     Send(engine_.store_, std::move(enforced), consume, /*local=*/false,
-         [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+         [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
            op.OnEnforced(std::move(r), batch);
          });
   }
 
  private:
-  // A store request built from some checks: one entry per distinct key, hits and refunds on one
-  // key netted out (a store request holds each key once).
+  // One key of a store request: its checks' hits and refunds netted out into one consume, refund
+  // or charge (a store request holds each key once).
+  enum class As : uint8_t { kConsume, kRefund, kCharge };
+  struct KeyEntry {
+    std::string_view key;
+    const Limit* limit = nullptr;
+    int64_t cost = 0;  // as sent
+    As as = As::kConsume;
+    size_t decision = 0;  // its decision's index in the store's response
+  };
+  // A store request built from some checks.
   struct Batch {
     Indices checks;
-    Small<EntryRef> entries;
+    Small<KeyEntry> entries;
+    Small<ConsumeEntry> consumes;
+    Small<RefundEntry> refunds;
+    Small<ChargeEntry> charges;
+    ReservationId reservation;            // a reserve's id (Plan::reservation)
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     Indices entry_of;                     // per (check, limit) in order: its entry
     Small<int64_t> units_of;              // per (check, limit): what it adds to its entry's net
     Nanos sent{0};                        // monotonic
   };
-  using Then = void (*)(Operation&, Result<StoreResponse>, const Batch&);
+  using Then = void (*)(Operation&, Result<DecideResponse>, const Batch&);
 
   bool Limited(size_t i) const { return plan_.checks[i].result.kind == CheckKind::kLimited; }
 
@@ -289,17 +302,17 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   }
 
   // Remembers the refusals of a store response, for the over-limit cache.
-  void RememberRefusals(const StoreResponse& resp, const Batch& batch) {
+  void RememberRefusals(const DecideResponse& resp, const Batch& batch) {
     engine_internal::OverLimitCache* cache = engine_.cache_.get();
     if (cache == nullptr) return;
-    for (size_t e = 0; e < batch.entries.size() && e < resp.decisions.size(); ++e) {
-      const EntryRef& entry = batch.entries[e];
-      if (entry.op != EntryOp::kConsume || entry.cost == 0) continue;
+    for (const KeyEntry& entry : batch.entries) {
+      if (entry.as != As::kConsume || entry.cost == 0 || entry.decision >= resp.decisions.size()) {
+        continue;
+      }
       // A slot may come back at any moment (a release): a refusal says nothing of the next one.
       if (IsConcurrency(entry.limit->algorithm())) continue;
-      if (resp.decisions[e].verdict == Verdict::kDenied) {
-        cache->Remember(entry.key, entry.cost, batch.sent, resp.decisions[e]);
-      }
+      const Decision& d = resp.decisions[entry.decision];
+      if (d.verdict == Verdict::kDenied) cache->Remember(entry.key, entry.cost, batch.sent, d);
     }
   }
 
@@ -308,7 +321,6 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     batch->checks = std::move(checks);
     // CheckRequest::store_failed: answered its error, as the store would have, asking nothing.
     if (!local && !store_failed_.ok()) return then(*this, store_failed_, *batch);
-    Small<int64_t> net;
     if (local) {
       for (size_t i : batch->checks) {
         const PlanCheck& c = plan_.checks[i];
@@ -317,8 +329,11 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         }
       }
     }
+    Small<int64_t> net;                       // per entry: its checks' units, netted
     Small<bool> charged;                      // per entry: a check counting whatever the verdict
     Small<const ReservationTerms*> reserved;  // per entry: a reserve's terms
+    Small<const LeaseTerms*> lease;           // per entry: how it leases
+    Small<const ReservationTerms*> expiry;    // per entry: its reservations' terms
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
@@ -335,15 +350,12 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         size_t e = 0;
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
-          batch->entries.push_back({.key = key,
-                                    .limit = limit,
-                                    .cost = 0,
-                                    .terms = local ? nullptr : c.lease,
-                                    .hold = slot ? &plan_.hold : nullptr,
-                                    .reservation = local ? nullptr : c.expiry});
+          batch->entries.push_back({.key = key, .limit = limit});
           net.push_back(0);
           charged.push_back(false);
           reserved.push_back(nullptr);
+          lease.push_back(local ? nullptr : c.lease);
+          expiry.push_back(local ? nullptr : c.expiry);
         }
         net[e] += u;
         if (c.charge && counts) charged[e] = true;
@@ -353,43 +365,66 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         batch->units_of.push_back(u);
       }
     }
-    for (size_t e = 0; e < batch->entries.size(); ++e) {
-      batch->entries[e].op = net[e] < 0    ? EntryOp::kRefund
-                             : charged[e]  ? EntryOp::kCharge
-                             : reserved[e] ? EntryOp::kReserve
-                                           : EntryOp::kConsume;
-      if (reserved[e] != nullptr && net[e] >= 0) {
-        batch->entries[e].reservation = reserved[e];
-        batch->entries[e].hold = &plan_.reservation;
-      }
-      batch->entries[e].cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
-    }
     // consume_each's charges of fixed windows that do not lease are the reference's own
     // counting: the store may make them with its native commands (store.h, native counts).
-    const bool native =
-        plan_.mode == DescriptorMode::kConsumeEach && !local &&
-        std::all_of(batch->entries.begin(), batch->entries.end(), [](const EntryRef& e) {
-          return (e.op == EntryOp::kCharge || e.op == EntryOp::kRefund) &&
-                 e.limit->algorithm() == Algorithm::kFixedWindow &&
-                 (e.terms == nullptr || !e.terms->enabled);
-        });
-    for (EntryRef& e : batch->entries) e.native_count = native;
-    batch->sent = engine_.clock_.Monotonic();
-    Batch* b = batch.get();
-    store.DecideAsync(b->entries, [self = shared_from_this(), batch = std::move(batch), then,
-                                   local](Result<StoreResponse> r) {
-      if (!local) {
-        self->ObserveStore(batch->sent, r.status());
-        if (r.ok()) self->RememberRefusals(*r, *batch);
+    bool native = plan_.mode == DescriptorMode::kConsumeEach && !local;
+    for (size_t e = 0; e < batch->entries.size() && native; ++e) {
+      native = (net[e] < 0 || charged[e]) &&
+               batch->entries[e].limit->algorithm() == Algorithm::kFixedWindow &&
+               (lease[e] == nullptr || !lease[e]->enabled);
+    }
+    batch->reservation = {.hi = plan_.reservation.hi, .lo = plan_.reservation.lo};
+    for (size_t e = 0; e < batch->entries.size(); ++e) {
+      KeyEntry& entry = batch->entries[e];
+      entry.cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
+      if (net[e] < 0) {
+        entry.as = As::kRefund;
+        batch->refunds.push_back({.key = entry.key,
+                                  .limit = entry.limit,
+                                  .cost = entry.cost,
+                                  .native = native,
+                                  .reservations = expiry[e],
+                                  .lease_terms = lease[e]});
+      } else if (charged[e]) {
+        entry.as = As::kCharge;
+        batch->charges.push_back({.key = entry.key,
+                                  .limit = entry.limit,
+                                  .cost = entry.cost,
+                                  .native = native,
+                                  .reservations = reserved[e] != nullptr ? reserved[e] : expiry[e],
+                                  .lease_terms = lease[e]});
+      } else {
+        const bool slot = IsConcurrency(entry.limit->algorithm());
+        batch->consumes.push_back(
+            {.key = entry.key,
+             .limit = entry.limit,
+             .cost = entry.cost,
+             .hold = slot ? &plan_.hold : nullptr,
+             .reserve = reserved[e] != nullptr ? &batch->reservation : nullptr,
+             .reservations = reserved[e] != nullptr ? reserved[e] : expiry[e],
+             .lease_terms = lease[e]});
       }
-      then(*self, std::move(r), *batch);
-    });
+    }
+    // The response holds the consumes' decisions, then the refunds', then the charges'.
+    size_t at[3] = {0, batch->consumes.size(), batch->consumes.size() + batch->refunds.size()};
+    for (KeyEntry& entry : batch->entries) entry.decision = at[static_cast<size_t>(entry.as)]++;
+    batch->sent = engine_.clock_.Monotonic();
+    const Batch* b = batch.get();
+    store.DecideAsync({.consumes = b->consumes, .refunds = b->refunds, .charges = b->charges},
+                      [self = shared_from_this(), batch = std::move(batch), then,
+                       local](Result<DecideResponse> r) {
+                        if (!local) {
+                          self->ObserveStore(batch->sent, r.status());
+                          if (r.ok()) self->RememberRefusals(*r, *batch);
+                        }
+                        then(*self, std::move(r), *batch);
+                      });
   }
 
   // Copies a store response into the checks of `batch`. Checks sharing a key that consumed
   // each report the remaining after their own hits, in request order (as the reference's
   // counter reads after each INCRBY), not after everyone's.
-  void Distribute(const StoreResponse& resp, const Batch& batch, DecidedBy by) {
+  void Distribute(const DecideResponse& resp, const Batch& batch, DecidedBy by) {
     Small<int64_t> later(batch.entries.size(), 0);  // units added after (check, limit) n
     Small<int64_t> added_later(batch.entry_of.size(), 0);
     for (size_t n = batch.entry_of.size(); n-- > 0;) {
@@ -403,18 +438,17 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       r.decided_by = by;
       for (size_t k = 0; k < r.limits.size(); ++k, ++n) {
         const size_t e = batch.entry_of[n];
-        const EntryRef& entry = batch.entries[e];
-        Decision d = resp.decisions.at(e);
+        const KeyEntry& entry = batch.entries[e];
+        Decision d = resp.decisions.at(entry.decision);
         const int64_t used = d.limit - d.remaining + d.overdrawn;  // as reported
         // A charge, or a consume the request admitted, reports the count after the request.
-        const bool applied =
-            entry.op == EntryOp::kCharge || (entry.op == EntryOp::kConsume && resp.allowed);
+        const bool applied = entry.as == As::kCharge || (entry.as == As::kConsume && resp.allowed);
         const int64_t earlier = later[e] - added_later[n] - batch.units_of[n];
         if (k == 0) {
           plan_.checks[i].used_before =
               std::max<int64_t>(0, (applied ? used - entry.cost : used) + earlier);
         }
-        if (resp.allowed && entry.op != EntryOp::kRefund && added_later[n] > 0) {
+        if (resp.allowed && entry.as != As::kRefund && added_later[n] > 0) {
           const int64_t own = used - added_later[n];  // counted after this check's own hits
           d.remaining = std::clamp<int64_t>(d.limit - own, 0, d.limit);
           d.overdrawn = std::max<int64_t>(0, own - d.limit);
@@ -439,7 +473,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     if (!s.ok()) m->CountStoreError(s.code());
   }
 
-  void OnEnforced(Result<StoreResponse> r, const Batch& batch) {
+  void OnEnforced(Result<DecideResponse> r, const Batch& batch) {
     if (r.ok()) {
       Distribute(*r, batch, DecidedBy::kStore);
       return RunSecondary(r->allowed && !plan_.blocked);
@@ -459,7 +493,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     pending_.store(todo.size(), std::memory_order_release);
     for (size_t i : todo) {
       Send(engine_.store_, {i}, /*consume=*/true, /*local=*/false,
-           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+           [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
              PlanCheck& c = op.plan_.checks[batch.checks[0]];
              if (r.ok()) {
                op.Distribute(*r, batch, DecidedBy::kStore);
@@ -516,7 +550,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       pending_.store(local.size(), std::memory_order_release);
       for (size_t i : local) {
         Send(*engine_.options_.local_store, {i}, /*consume=*/true, /*local=*/true,
-             [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+             [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
                op.OnLocal(std::move(r), batch);
                if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
              });
@@ -525,13 +559,13 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     }
     if (local.empty()) return LocalShadows();
     Send(*engine_.options_.local_store, std::move(local), /*consume=*/!plan_.blocked,
-         /*local=*/true, [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+         /*local=*/true, [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
            op.OnLocal(std::move(r), batch);
            op.LocalShadows();
          });
   }
 
-  void OnLocal(Result<StoreResponse> r, const Batch& batch) {
+  void OnLocal(Result<DecideResponse> r, const Batch& batch) {
     if (r.ok()) return Distribute(*r, batch, DecidedBy::kLocal);
     // The local table is full or the request is malformed for it: fail closed (a shadow check
     // or a refund: not decided).
@@ -556,7 +590,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     pending_.store(todo.size(), std::memory_order_release);
     for (size_t i : todo) {
       Send(*engine_.options_.local_store, {i}, admitted, /*local=*/true,
-           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+           [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
              op.OnLocal(std::move(r), batch);
              if (op.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) op.Finish();
            });
@@ -577,7 +611,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     for (size_t i : todo) {
       const bool shadow = plan_.checks[i].result.shadow;
       Send(engine_.store_, {i}, /*consume=*/admitted || !shadow, /*local=*/false,
-           [](Operation& op, Result<StoreResponse> r, const Batch& batch) {
+           [](Operation& op, Result<DecideResponse> r, const Batch& batch) {
              PolicyResult& p = op.plan_.checks[batch.checks[0]].result;
              // A count_rejected charge changes no verdict; a shadow decision is reported as made.
              if (p.shadow) {

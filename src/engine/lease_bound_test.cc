@@ -85,12 +85,13 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
     clock.Advance(Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(max_gap_us + 1))));
     const int64_t now_us = clock.Now().count() / 1000;
     LeaseStore& via = *instances[rng() % kInstances];
-    const EntryRef e{.key = "hot", .limit = &limit, .cost = 1 + static_cast<int64_t>(rng() % 3)};
+    const ConsumeEntry e{
+        .key = "hot", .limit = &limit, .cost = 1 + static_cast<int64_t>(rng() % 3)};
     run.offered += e.cost;
     const int64_t window = exact::FloorDiv(now_us, w);
     if (per_window.empty() || per_window.back().index != window) per_window.push_back({window});
     per_window.back().offered += e.cost;
-    const Result<StoreResponse> r = via.Decide({&e, 1});
+    const Result<DecideResponse> r = via.Decide({.consumes = {&e, 1}});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     if (r->allowed) {
       run.admitted.push_back({now_us, e.cost});
@@ -102,8 +103,8 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
       for (auto& i : instances) i->ReturnEnded();
       if (identity) {
         // Every unit of this window the store counts was admitted in it or is held unspent.
-        const EntryRef peek{.key = "hot", .limit = &limit, .cost = 0};
-        const Decision d = store.Decide({&peek, 1})->decisions[0];
+        const ConsumeEntry peek{.key = "hot", .limit = &limit, .cost = 0};
+        const Decision d = store.Decide({.consumes = {&peek, 1}})->decisions[0];
         int64_t held = 0;
         for (auto& i : instances) held += i->UnitsHeld();
         ASSERT_EQ(d.limit - d.remaining, per_window.back().admitted + held) << "step " << step;

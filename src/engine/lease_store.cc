@@ -61,8 +61,8 @@ using CorePtr = std::shared_ptr<LeaseStore::Core>;
 void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Nanos sent) {
   for (LeaseAsk& r : renewals) {
     auto ask = std::make_shared<LeaseAsk>(std::move(r));
-    const EntryRef e{.key = ask->key, .limit = &ask->limit, .cost = 0, .lease = ask->units};
-    inner.DecideAsync({&e, 1}, [core, ask, sent](Result<StoreResponse> got) {
+    const ConsumeEntry e{.key = ask->key, .limit = &ask->limit, .cost = 0, .lease = ask->units};
+    inner.DecideAsync({.consumes = {&e, 1}}, [core, ask, sent](Result<DecideResponse> got) {
       core->RoundTrip(sent, got.ok());
       const Decision* d = got.ok() && !got->decisions.empty() ? &got->decisions[0] : nullptr;
       const int64_t added =
@@ -86,7 +86,7 @@ std::vector<EndedLot> TakeToGiveBack(const CorePtr& core, Take take) {
 
 // Gives `ended` (taken by TakeToGiveBack) back, at most kMaxEntriesPerRequest entries per call and
 // each key once per call (a key's several lots go in separate calls).
-void GiveBack(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
+void GiveBackEnded(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
   if (ended.empty()) return;
   std::vector<std::vector<size_t>> calls;
   for (size_t i = 0; i < ended.size(); ++i) {
@@ -105,19 +105,17 @@ void GiveBack(Store& inner, const CorePtr& core, std::vector<EndedLot> ended) {
     core->returning += static_cast<int64_t>(calls.size());
   }
   for (const std::vector<size_t>& call : calls) {
-    std::vector<EntryRef> entries;
+    std::vector<GiveBackEntry> entries;
     int64_t units = 0;
     for (size_t i : call) {
       const EndedLot& lot = (*lots)[i];
-      entries.push_back({.key = lot.key,
-                         .limit = &lot.limit,
-                         .cost = lot.units,
-                         .op = EntryOp::kGiveBack,
-                         .grant = &lot.grant});
+      entries.push_back(
+          {.key = lot.key, .limit = &lot.limit, .units = lot.units, .grant = lot.grant});
       units += lot.units;
     }
-    inner.DecideAsync(
-        entries, [core, lots, units](Result<StoreResponse> r) { core->Answered(units, r.ok()); });
+    inner.GiveBackAsync(entries, [core, lots, units](Result<GiveBackResponse> r) {
+      core->Answered(units, r.ok());
+    });
   }
 }
 
@@ -151,22 +149,22 @@ LeaseStore::~LeaseStore() {
   if (thread_.joinable()) thread_.join();
 }
 
-void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void LeaseStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   // Native counts never lease (their state is the store's counter, store.h); entries whose terms
   // do not lease go straight on too: their requests cost one scan here.
   if (!entries.empty() && entries[0].native_count)
-    return inner_.DecideAsync(entries, std::move(done));
+    return caudal::DecideBatchAsync(inner_, entries, std::move(done));
   // Reservations live in the store: a reserve or a settle is the store's to decide (the units
   // this instance holds leased were consumed there already).
   if (std::any_of(entries.begin(), entries.end(), [](const EntryRef& e) {
         return e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
       })) {
-    return inner_.DecideAsync(entries, std::move(done));
+    return caudal::DecideBatchAsync(inner_, entries, std::move(done));
   }
   const bool leasing = std::any_of(entries.begin(), entries.end(), [this](const EntryRef& e) {
     return e.terms == nullptr ? options_.lease_by_default : e.terms->enabled;
   });
-  if (!leasing) return inner_.DecideAsync(entries, std::move(done));
+  if (!leasing) return caudal::DecideBatchAsync(inner_, entries, std::move(done));
   // Validated first: a request answered here must be one the store would take, and the table
   // relies on distinct keys.
   if (Status s = ValidateEntries(entries); !s.ok()) return done(s);
@@ -174,13 +172,14 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
   engine_internal::LeasePlan plan = core_->table.Begin(entries, now);
   if (plan.local) {
     core_->local.fetch_add(1, std::memory_order_relaxed);
-    done(StoreResponse{.allowed = plan.allowed, .decisions = std::move(plan.decisions)});
+    done(DecideResponse{.allowed = plan.allowed, .decisions = std::move(plan.decisions)});
     return Renew(inner_, core_, std::move(plan.renewals), now);
   }
   core_->forwarded.fetch_add(1, std::memory_order_relaxed);
   if (plan.asks.empty()) {
-    inner_.DecideAsync(
-        entries, [core = core_, now, done = std::move(done)](Result<StoreResponse> r) mutable {
+    caudal::DecideBatchAsync(
+        inner_, entries,
+        [core = core_, now, done = std::move(done)](Result<DecideResponse> r) mutable {
           core->RoundTrip(now, r.ok());
           done(std::move(r));
         });
@@ -189,8 +188,9 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
   std::vector<EntryRef> asking(entries.begin(), entries.end());
   for (const LeaseAsk& a : plan.asks) asking[a.entry].lease = a.units;
   auto asks = std::make_shared<std::vector<LeaseAsk>>(std::move(plan.asks));
-  inner_.DecideAsync(
-      asking, [core = core_, asks, now, done = std::move(done)](Result<StoreResponse> r) mutable {
+  caudal::DecideBatchAsync(
+      inner_, asking,
+      [core = core_, asks, now, done = std::move(done)](Result<DecideResponse> r) mutable {
         core->RoundTrip(now, r.ok());
         for (const LeaseAsk& a : *asks) {
           Decision* d = r.ok() && a.entry < r->decisions.size() ? &r->decisions[a.entry] : nullptr;
@@ -210,13 +210,13 @@ void LeaseStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback d
 
 void LeaseStore::ReturnEnded() {
   const Nanos now = clock_.Monotonic();
-  GiveBack(inner_, core_,
-           TakeToGiveBack(core_, [now](auto& table) { return table.TakeEnded(now); }));
+  GiveBackEnded(inner_, core_,
+                TakeToGiveBack(core_, [now](auto& table) { return table.TakeEnded(now); }));
   UnitsHeld();  // the gauge
 }
 
 void LeaseStore::ReturnAll(Nanos wait) {
-  GiveBack(inner_, core_, TakeToGiveBack(core_, [](auto& table) { return table.TakeAll(); }));
+  GiveBackEnded(inner_, core_, TakeToGiveBack(core_, [](auto& table) { return table.TakeAll(); }));
   std::unique_lock lock(core_->mu);
   clock_.WaitUntil(core_->idle, lock, clock_.Monotonic() + wait,
                    [this] { return core_->returning == 0; });

@@ -4,12 +4,12 @@
 //
 // A key this instance sees again within `ttl` asks, in the same store call that decides its
 // request, for a lease: the store consumes the request's cost and then up to L more units, as
-// many as fit (EntryRef::lease). Later requests whose every entry is covered by live leases are
+// many as fit (ConsumeEntry::lease). Later requests whose every entry is covered by live leases are
 // answered here, in memory; any other request goes to the store as it would without leases (and
 // may ask for one). How L is sized (the key's demand, within its instance's share of
 // max_share), when a lease is renewed, when a key is refused here as dry and when a lease
 // expires: docs/algorithms.md, Leases, the rules' one statement. Unspent units of an ended lease
-// are given back (EntryOp::kGiveBack: only what still counts), batched, by ReturnEnded() — a
+// are given back (Store::GiveBack: only what still counts), batched, by ReturnEnded() — a
 // thread when return_interval is set. A refund of a key with live leases goes back into them
 // (never beyond what they were granted).
 //
@@ -34,14 +34,15 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
+#include "caudal/engine/lease_terms.h"
 #include "caudal/store/store.h"
 #include "observe/metrics.h"
 
 namespace caudal {
 
 struct LeaseStoreOptions {
-  // The terms of entries that carry none (EntryRef::terms); the engine gives each entry its
-  // policy's or rule's.
+  // The terms of entries that carry none (ConsumeEntry::lease_terms and the like); the engine
+  // gives each entry its policy's or rule's.
   Nanos ttl = std::chrono::milliseconds(250);
   // The share of a limit's capacity all instances together may hold in leases, in parts per
   // million (100'000: a tenth).
@@ -83,7 +84,6 @@ class LeaseStore final : public Store {
   LeaseStore(const LeaseStore&) = delete;
   LeaseStore& operator=(const LeaseStore&) = delete;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   Status Ping() override { return inner_.Ping(); }
   std::string_view Name() const override { return inner_.Name(); }
 
@@ -99,6 +99,9 @@ class LeaseStore final : public Store {
   LeaseOwed Owed() const;
 
   struct Core;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   Store& inner_;

@@ -34,15 +34,17 @@ class LeaseStoreTest : public ::testing::Test {
     return {.ttl = kTtl, .max_share_ppm = 500'000, .instances = 1};
   }
 
-  Result<StoreResponse> Ask(std::string_view key, const Limit& limit, int64_t cost,
-                            EntryOp op = EntryOp::kConsume) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = cost, .op = op};
-    return leases_.Decide({&e, 1});
+  Result<DecideResponse> Ask(std::string_view key, const Limit& limit, int64_t cost,
+                             bool refund = false) {
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = cost};
+    const RefundEntry r{.key = key, .limit = &limit, .cost = cost};
+    if (refund) return leases_.Decide({.refunds = {&r, 1}});
+    return leases_.Decide({.consumes = {&e, 1}});
   }
   // What the store itself holds for the key (a peek straight at it).
   int64_t StoreRemaining(std::string_view key, const Limit& limit) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = 0};
-    return memory_->Decide({&e, 1})->decisions[0].remaining;
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = 0};
+    return memory_->Decide({.consumes = {&e, 1}})->decisions[0].remaining;
   }
 
   ManualClock clock_;
@@ -53,7 +55,7 @@ class LeaseStoreTest : public ::testing::Test {
 
 TEST_F(LeaseStoreTest, AKeySeenOnceGoesToTheStoreAsWithoutLeases) {
   const Limit limit = Bucket(100, {100, seconds(1)});
-  const Result<StoreResponse> r = Ask("cold", limit, 3);
+  const Result<DecideResponse> r = Ask("cold", limit, 3);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->decisions[0].remaining, 97);
   EXPECT_EQ(r->decisions[0].leased, 0);
@@ -65,7 +67,7 @@ TEST_F(LeaseStoreTest, AHotKeyTakesALeaseAndIsAnsweredFromIt) {
   const Limit limit = Bucket(100, {100, seconds(1)});
   ASSERT_TRUE(Ask("hot", limit, 1).ok());
   // The second request asks for what the key's demand says (2 units so far), with its own cost.
-  const Result<StoreResponse> second = Ask("hot", limit, 1);
+  const Result<DecideResponse> second = Ask("hot", limit, 1);
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->decisions[0].leased, 2);
   EXPECT_EQ(second->decisions[0].remaining, 98)
@@ -76,9 +78,10 @@ TEST_F(LeaseStoreTest, AHotKeyTakesALeaseAndIsAnsweredFromIt) {
   // the one call made is its renewal (half of the 3 units the key should hold is spent).
   store_.Hold();
   const uint64_t calls = store_.calls();
-  std::optional<Result<StoreResponse>> third;
-  const EntryRef e{.key = "hot", .limit = &limit, .cost = 1};
-  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { third = std::move(r); });
+  std::optional<Result<DecideResponse>> third;
+  const ConsumeEntry e{.key = "hot", .limit = &limit, .cost = 1};
+  leases_.DecideAsync({.consumes = {&e, 1}},
+                      [&](Result<DecideResponse> r) { third = std::move(r); });
   ASSERT_TRUE(third.has_value() && third->ok());
   EXPECT_TRUE((*third)->allowed);
   EXPECT_EQ((*third)->decisions[0].remaining, 1) << "from a lease: the units it still holds";
@@ -99,13 +102,14 @@ TEST_F(LeaseStoreTest, ALeaseIsNeverSpentAtOrAfterItsExpiry) {
   const Nanos life = kTtl - kTtl / 1024;
   clock_.Advance(life - Nanos(1));
   bool local = false;
-  const EntryRef live{.key = "k", .limit = &limit, .cost = 1};
-  leases_.DecideAsync({&live, 1}, [&](Result<StoreResponse> r) { local = r.ok() && r->allowed; });
+  const ConsumeEntry live{.key = "k", .limit = &limit, .cost = 1};
+  leases_.DecideAsync({.consumes = {&live, 1}},
+                      [&](Result<DecideResponse> r) { local = r.ok() && r->allowed; });
   EXPECT_TRUE(local) << "still live 1 ns before its expiry";
   clock_.Advance(Nanos(1));
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
   bool answered = false;
-  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse>) { answered = true; });
+  leases_.DecideAsync({.consumes = {&e, 1}}, [&](Result<DecideResponse>) { answered = true; });
   EXPECT_FALSE(answered) << "at its expiry the store decides";
   store_.ReleaseHeld();
   EXPECT_TRUE(answered);
@@ -122,13 +126,14 @@ TEST_F(LeaseStoreTest, AFixedWindowLeaseEndsWithItsWindow) {
   const Nanos life = Nanos(milliseconds(40)) - Nanos(milliseconds(40)) / 1024;
   clock_.Advance(life - Nanos(1));
   bool local = false;
-  const EntryRef live{.key = "w", .limit = &limit, .cost = 1};
-  leases_.DecideAsync({&live, 1}, [&](Result<StoreResponse> r) { local = r.ok() && r->allowed; });
+  const ConsumeEntry live{.key = "w", .limit = &limit, .cost = 1};
+  leases_.DecideAsync({.consumes = {&live, 1}},
+                      [&](Result<DecideResponse> r) { local = r.ok() && r->allowed; });
   EXPECT_TRUE(local) << "still live 1 ns before the window's end";
   clock_.Advance(Nanos(1));
-  const EntryRef e{.key = "w", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "w", .limit = &limit, .cost = 1};
   bool answered = false;
-  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse>) { answered = true; });
+  leases_.DecideAsync({.consumes = {&e, 1}}, [&](Result<DecideResponse>) { answered = true; });
   EXPECT_FALSE(answered) << "the window's end ends the lease, not the ttl";
   store_.ReleaseHeld();
   EXPECT_TRUE(answered);
@@ -163,9 +168,10 @@ TEST_F(LeaseStoreTest, OwedCountsWhatTheStoreTookUntilItIsSpentOrBack) {
   // A renewal in flight: its units are asked for.
   store_.Hold();
   while (leases_.Owed().asked == 0) {
-    const EntryRef e{.key = "o", .limit = &limit, .cost = 1};
+    const ConsumeEntry e{.key = "o", .limit = &limit, .cost = 1};
     bool allowed = false;
-    leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { allowed = r.ok() && r->allowed; });
+    leases_.DecideAsync({.consumes = {&e, 1}},
+                        [&](Result<DecideResponse> r) { allowed = r.ok() && r->allowed; });
     ASSERT_TRUE(allowed) << "from the lease";
     ++spent;
   }
@@ -195,9 +201,9 @@ TEST_F(LeaseStoreTest, RenewsAtHalfSpentWithoutMakingARequestWait) {
   const uint64_t renewals = leases_.counters().renewals;
   int answered = 0;
   for (int i = 0; i < 12; ++i) {
-    const EntryRef e{.key = "r", .limit = &limit, .cost = 1};
-    leases_.DecideAsync({&e, 1},
-                        [&](Result<StoreResponse> r) { answered += r.ok() && r->allowed; });
+    const ConsumeEntry e{.key = "r", .limit = &limit, .cost = 1};
+    leases_.DecideAsync({.consumes = {&e, 1}},
+                        [&](Result<DecideResponse> r) { answered += r.ok() && r->allowed; });
   }
   EXPECT_EQ(answered, 12) << "every request answered while the renewal is in flight";
   EXPECT_EQ(store_.calls(), calls + 1) << "one renewal, however many requests";
@@ -211,8 +217,8 @@ TEST_F(LeaseStoreTest, TheStoresRoundTripSizesTheFirstAskOfAKeyTurningHot) {
   const Limit limit = Bucket(1000, {1000, seconds(1)});
   store_.Hold();  // every answer waits for ReleaseHeld(), at the clock's time then
   auto ask = [&](std::string_view key) {  // answered whenever the store releases it
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-    leases_.DecideAsync({&e, 1}, [](Result<StoreResponse>) {});
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1};
+    leases_.DecideAsync({.consumes = {&e, 1}}, [](Result<DecideResponse>) {});
   };
   // One call answered 80 ms after it was sent: the store is a round trip away.
   ask("other");
@@ -221,9 +227,10 @@ TEST_F(LeaseStoreTest, TheStoresRoundTripSizesTheFirstAskOfAKeyTurningHot) {
   ask("t");
   store_.ReleaseHeld();
   clock_.Advance(milliseconds(2));
-  std::optional<Result<StoreResponse>> second;
-  const EntryRef e{.key = "t", .limit = &limit, .cost = 1};
-  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> r) { second = std::move(r); });
+  std::optional<Result<DecideResponse>> second;
+  const ConsumeEntry e{.key = "t", .limit = &limit, .cost = 1};
+  leases_.DecideAsync({.consumes = {&e, 1}},
+                      [&](Result<DecideResponse> r) { second = std::move(r); });
   store_.ReleaseHeld();
   ASSERT_TRUE(second.has_value() && second->ok());
   // 2 units in 2 ms, the rate over at least an eighth of the round trip (smoothed to 70 ms by the
@@ -237,11 +244,11 @@ TEST_F(LeaseStoreTest, ARefundGoesBackIntoTheLease) {
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Ask("f", limit, 1).ok());
   const int64_t held = leases_.UnitsHeld();
   const int64_t in_store = StoreRemaining("f", limit);
-  ASSERT_TRUE(Ask("f", limit, 1, EntryOp::kRefund).ok());
+  ASSERT_TRUE(Ask("f", limit, 1, /*refund=*/true).ok());
   EXPECT_EQ(leases_.UnitsHeld(), held + 1);
   EXPECT_EQ(StoreRemaining("f", limit), in_store) << "the store was not asked";
   // Never more than the lease was granted: a refund beyond it goes to the store.
-  ASSERT_TRUE(Ask("f", limit, 50, EntryOp::kRefund).ok());
+  ASSERT_TRUE(Ask("f", limit, 50, /*refund=*/true).ok());
   EXPECT_EQ(leases_.UnitsHeld(), held + 1);
   EXPECT_GT(StoreRemaining("f", limit), in_store);
 }
@@ -258,7 +265,7 @@ TEST_F(LeaseStoreTest, ARefundGoesBackToTheLeaseItWasSpentFromAndEndsWithIt) {
   store_.ReleaseHeld();  // the renewal: a second lease, taken at ttl/2
   const int64_t second = leases_.UnitsHeld() - first;
   ASSERT_GT(second, 0);
-  ASSERT_TRUE(Ask("e", limit, 1, EntryOp::kRefund).ok());
+  ASSERT_TRUE(Ask("e", limit, 1, /*refund=*/true).ok());
   EXPECT_EQ(leases_.UnitsHeld(), first + second + 1);
   // The refunded unit came from the first lease: it ends with it, not with the second.
   clock_.Advance(kTtl - kTtl / 1024 - kTtl / 2);
@@ -272,17 +279,17 @@ TEST_F(LeaseStoreTest, WhileTheStoreIsDownLiveLeasesAreSpentAndOnlyThen) {
   testing::FakeStore fault(std::make_unique<MemoryStore>(clock_));
   LeaseStore leases(fault, clock_, Options());
   const Limit limit = Bucket(1000, {1000, seconds(1)});
-  const EntryRef e{.key = "d", .limit = &limit, .cost = 1};
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(leases.Decide({&e, 1}).ok());
+  const ConsumeEntry e{.key = "d", .limit = &limit, .cost = 1};
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(leases.Decide({.consumes = {&e, 1}}).ok());
   const int64_t held = leases.UnitsHeld();
   ASSERT_GT(held, 0);
   fault.FailWith(Status::Unavailable("connection refused"));
   for (int64_t i = 0; i < held; ++i) {
-    const Result<StoreResponse> r = leases.Decide({&e, 1});
+    const Result<DecideResponse> r = leases.Decide({.consumes = {&e, 1}});
     ASSERT_TRUE(r.ok()) << "unit " << i << ": " << r.status().ToString();
     EXPECT_TRUE(r->allowed);
   }
-  const Result<StoreResponse> dry = leases.Decide({&e, 1});
+  const Result<DecideResponse> dry = leases.Decide({.consumes = {&e, 1}});
   ASSERT_FALSE(dry.ok()) << "the leases ran out: the store's failure, for the failure mode";
   EXPECT_EQ(dry.status().code(), StatusCode::kUnavailable);
 }
@@ -294,9 +301,10 @@ TEST_F(LeaseStoreTest, AKeyUsedWithAnotherLimitEndsItsLeases) {
   const int64_t held = leases_.UnitsHeld();
   ASSERT_GT(held, 0);
   store_.Hold();
-  const EntryRef e{.key = "c", .limit = &after, .cost = 1};
-  std::optional<Result<StoreResponse>> r;
-  leases_.DecideAsync({&e, 1}, [&](Result<StoreResponse> got) { r = std::move(got); });
+  const ConsumeEntry e{.key = "c", .limit = &after, .cost = 1};
+  std::optional<Result<DecideResponse>> r;
+  leases_.DecideAsync({.consumes = {&e, 1}},
+                      [&](Result<DecideResponse> got) { r = std::move(got); });
   EXPECT_FALSE(r.has_value()) << "the old limit's leases cover nothing under the new one";
   EXPECT_EQ(leases_.UnitsHeld(), 0) << "they ended";
   store_.ReleaseHeld();
@@ -319,10 +327,10 @@ TEST_F(LeaseStoreTest, ReturnAllGivesEveryLeaseBack) {
 TEST_F(LeaseStoreTest, AllInstancesTogetherHoldAtMostTheirShare) {
   const Limit limit = Bucket(100, {100'000, seconds(1)});
   LeaseStore tenth(store_, clock_, {.ttl = kTtl, .max_share_ppm = 100'000, .instances = 2});
-  const EntryRef e{.key = "share", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "share", .limit = &limit, .cost = 1};
   for (int i = 0; i < 500; ++i) {
     clock_.Advance(Micros(20));  // half the bucket's rate
-    ASSERT_TRUE(tenth.Decide({&e, 1})->allowed);
+    ASSERT_TRUE(tenth.Decide({.consumes = {&e, 1}})->allowed);
     ASSERT_LE(tenth.UnitsHeld(), 5) << "a tenth of 100, over two instances";
   }
   EXPECT_GT(tenth.counters().local, 200u);

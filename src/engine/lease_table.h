@@ -1,9 +1,9 @@
 // LeaseTable: the bookkeeping behind LeaseStore (engine/lease_store.h), with no store calls,
 // so every rule is tested on a manual clock.
 //
-// Per key (a bounded table), for entries whose terms (EntryRef::terms) lease: the lots the store
-// granted it (each its units left, its local expiry and its grant), the demand seen at this
-// instance in the last two periods of `ttl`, and whether an ask for more is in flight; a key's
+// Per key (a bounded table), for entries whose terms (ConsumeEntry::lease_terms) lease: the lots
+// the store granted it (each its units left, its local expiry and its grant), the demand seen at
+// this instance in the last two periods of `ttl`, and whether an ask for more is in flight; a key's
 // target, renewal and dryness follow docs/algorithms.md, Leases. Begin() takes a request: when
 // every entry is covered by a live lot it spends from the lots (earliest expiry first) and
 // answers; a dry key's request its lots cannot cover is refused, nothing spent; otherwise it says
@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "caudal/common/clock.h"
+#include "caudal/engine/lease_terms.h"
 #include "caudal/store/store.h"
+#include "store/batch.h"
 
 namespace caudal::engine_internal {
 
@@ -35,15 +37,15 @@ inline constexpr size_t kMaxLotsPerKey = 4;
 inline constexpr int64_t kMinRenewal = 2;
 
 struct LeaseTableOptions {
-  // For entries without terms of their own (EntryRef::terms). Every instance together holds at
-  // most max_share_ppm / 10^6 of a limit's capacity: each capacity · max_share_ppm /
-  // (10^6 · instances), rounded down.
+  // For entries without terms of their own (ConsumeEntry::lease_terms). Every instance together
+  // holds at most max_share_ppm / 10^6 of a limit's capacity: each capacity · max_share_ppm / (10^6
+  // · instances), rounded down.
   LeaseTerms defaults{.enabled = true};
   int64_t instances = 1;
   size_t max_keys = 65'536;
 };
 
-// Units of a lot that ended unspent, to be given back (EntryOp::kGiveBack).
+// Units of a lot that ended unspent, to be given back (Store::GiveBack).
 struct EndedLot {
   std::string key;
   Limit limit;
@@ -86,6 +88,10 @@ class LeaseTable {
 
   // Takes a request at monotonic time `now` (see above). Preconditions: ValidateEntries.
   LeasePlan Begin(std::span<const EntryRef> entries, Nanos now);
+  LeasePlan Begin(const DecideRequest& request, Nanos now) {
+    const EncodedBatch batch(request);
+    return Begin(batch.entries(), now);
+  }
 
   // The store answered an ask for `key` sent at `sent` (monotonic): `allowed` and its decision,
   // or `decision` null when the call failed. A grant becomes a lot living until sent + ttl (a

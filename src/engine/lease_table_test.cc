@@ -28,8 +28,8 @@ class LeaseTableTest : public ::testing::Test {
         table_({.defaults = terms_}) {}
 
   LeasePlan Begin(Nanos at, int64_t cost = 1) {
-    const EntryRef e{.key = "k", .limit = &limit_, .cost = cost, .terms = &terms_};
-    return table_.Begin({&e, 1}, at);
+    const ConsumeEntry e{.key = "k", .limit = &limit_, .cost = cost, .lease_terms = &terms_};
+    return table_.Begin({.consumes = {&e, 1}}, at);
   }
   // The store's answer to the ask sent at `sent`: `leased` units (the request itself allowed).
   int64_t Grant(Nanos sent, int64_t leased, bool allowed = true) {

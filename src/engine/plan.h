@@ -60,7 +60,7 @@ struct Check {
   PolicyCounters* counters = nullptr;
   std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
   std::string detailed_name;   // Envoy: the per-value metric name (detailed_metric, ...)
-  // Counted whatever the verdict (EntryOp::kCharge): the reference's INCRBY, for Envoy checks
+  // Counted whatever the verdict (ChargeEntry): the reference's INCRBY, for Envoy checks
   // decided one by one whose limits are all fixed windows, and an always_charge rule's.
   bool charge = false;
   // An always_charge rule's: charged whatever the request decides (refused by another check,
@@ -74,10 +74,10 @@ struct Check {
   bool reserves = false;
   ReservationTerms reservation{};
   // Its policy expires reservations by giving them back: every entry carries these terms
-  // (EntryRef::reservation), so that its keys apply the expired ones first. Null: none needed.
+  // (ConsumeEntry::reservations), so that its keys apply the expired ones first. Null: none needed.
   const ReservationTerms* expiry = nullptr;
-  // How its keys lease (EntryRef::terms): its policy's, its rule's or the domain's; outlives the
-  // plan (the snapshot holds it). Null: none given.
+  // How its keys lease (ConsumeEntry::lease_terms): its policy's, its rule's or the domain's;
+  // outlives the plan (the snapshot holds it). Null: none given.
   const LeaseTerms* lease = nullptr;
   Status error;  // kConsumeEach: this check's store call failed
   LimitsFrom limits_from = LimitsFrom::kPolicy;
@@ -91,7 +91,7 @@ struct Check {
 struct Plan {
   std::vector<Check> checks;
   // A check has a concurrency limit and a cost to take (not a refund); the engine then draws
-  // `hold`, the id its slots are taken under (EntryRef::hold), planning being pure.
+  // `hold`, the id its slots are taken under (ConsumeEntry::hold), planning being pure.
   bool takes_slots = false;
   HoldId hold;
   // A reserve (CheckRequest::reserve): the engine draws the reservation's id, as it draws `hold`.

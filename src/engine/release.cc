@@ -14,9 +14,9 @@ namespace {
 struct ReleaseOp {
   engine_internal::DecodedHold hold;
   std::shared_ptr<const Engine::Snapshot> snap;
-  std::vector<EntryRef> entries;
+  std::vector<ReleaseEntry> entries;
   std::vector<std::string> local_keys;
-  std::vector<EntryRef> local_entries;
+  std::vector<ReleaseEntry> local_entries;
   Metrics* metrics = nullptr;
   ReleaseCallback done;
 
@@ -30,7 +30,7 @@ struct ReleaseOp {
   }
 };
 
-int Released(const StoreResponse& r) {
+int Released(const ReleaseResponse& r) {
   int n = 0;
   for (const Decision& d : r.decisions) n += d.released;
   return n;
@@ -52,29 +52,22 @@ void Engine::ReleaseAsync(std::string_view hold, ReleaseCallback done) {
     const engine_internal::KeyedLimit held =
         engine_internal::LookUpKey(*op->snap, key, local != nullptr, IsConcurrency);
     if (held.limit == nullptr) continue;
-    op->entries.push_back({.key = key,
-                           .limit = held.limit,
-                           .cost = 0,
-                           .op = EntryOp::kRelease,
-                           .hold = &op->hold.id});
+    op->entries.push_back({.key = key, .limit = held.limit, .hold = op->hold.id});
     if (held.local == nullptr) continue;
     op->local_keys.push_back(Cat("local|", held.local->ToString(), '|', key));
-    op->local_entries.push_back({.key = op->local_keys.back(),
-                                 .limit = held.local,
-                                 .cost = 0,
-                                 .op = EntryOp::kRelease,
-                                 .hold = &op->hold.id});
+    op->local_entries.push_back(
+        {.key = op->local_keys.back(), .limit = held.local, .hold = op->hold.id});
   }
   if (op->entries.empty()) return op->Finish(ReleaseResult{});
-  store_.DecideAsync(op->entries, [op, local](Result<StoreResponse> shared) {
+  store_.ReleaseAsync(op->entries, [op, local](Result<ReleaseResponse> shared) {
     if (op->local_entries.empty()) {
       if (!shared.ok()) return op->Finish(shared.status());
       const int n = Released(*shared);
       return op->Finish(ReleaseResult{.released = n > 0, .slots = n});
     }
     // Slots taken while failing over live in the local store: freed there too.
-    local->DecideAsync(
-        op->local_entries, [op, shared = std::move(shared)](Result<StoreResponse> mine) {
+    local->ReleaseAsync(
+        op->local_entries, [op, shared = std::move(shared)](Result<ReleaseResponse> mine) {
           const int n = (shared.ok() ? Released(*shared) : 0) + (mine.ok() ? Released(*mine) : 0);
           if (n == 0 && !shared.ok()) return op->Finish(shared.status());
           op->Finish(ReleaseResult{.released = n > 0, .slots = n});

@@ -17,7 +17,7 @@ namespace {
 struct SettleOp {
   engine_internal::DecodedHold reservation;
   std::shared_ptr<const Engine::Snapshot> snap;
-  std::vector<EntryRef> entries;
+  std::vector<SettleEntry> entries;
   std::vector<engine_internal::KeyedLimit> keyed;  // parallel to entries
   Metrics* metrics = nullptr;
   SettleCallback done;
@@ -82,12 +82,11 @@ void Engine::SettleAsync(std::string_view reservation, int64_t cost, SettleCallb
     op->entries.push_back({.key = key,
                            .limit = keyed.limit,
                            .cost = cost,
-                           .op = EntryOp::kSettle,
-                           .hold = &op->reservation.id,
-                           .reservation = &keyed.policy->spec.reservations});
+                           .id = {.hi = op->reservation.id.hi, .lo = op->reservation.id.lo},
+                           .terms = keyed.policy->spec.reservations});
   }
   if (op->entries.empty()) return op->Finish(SettleResult{.keepalive = op->snap});
-  store_.DecideAsync(op->entries, [op](Result<StoreResponse> r) {
+  store_.SettleAsync(op->entries, [op](Result<SettleResponse> r) {
     if (!r.ok()) return op->Finish(r.status());
     SettleResult out{.keepalive = op->snap};
     for (size_t i = 0; i < op->entries.size() && i < r->decisions.size(); ++i) {

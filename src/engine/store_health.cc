@@ -45,8 +45,9 @@ void StoreHealth::Start() {
 
 void StoreHealth::ProbeOnce() {
   if (in_flight_.exchange(true, std::memory_order_acq_rel)) return;
-  const EntryRef probe{.key = kProbeKey, .limit = &probe_limit_, .cost = 1};
-  store_.DecideAsync(std::span(&probe, 1), [this](Result<StoreResponse> r) { Record(r.status()); });
+  const ConsumeEntry probe{.key = kProbeKey, .limit = &probe_limit_, .cost = 1};
+  store_.DecideAsync({.consumes = {&probe, 1}},
+                     [this](Result<DecideResponse> r) { Record(r.status()); });
 }
 
 void StoreHealth::Record(const Status& s) {

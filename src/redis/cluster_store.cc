@@ -220,7 +220,7 @@ Result<std::unique_ptr<RedisClusterStore>> RedisClusterStore::Open(const Clock& 
       [](Impl& impl, std::function<void(Status)> done) { impl.topology.Start(std::move(done)); });
 }
 
-void RedisClusterStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void RedisClusterStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
   redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
                         [&impl] { return impl.url.Redacted(); });

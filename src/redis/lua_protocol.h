@@ -28,6 +28,7 @@
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
 #include "caudal/store/store.h"
+#include "store/batch.h"
 
 namespace caudal::redis {
 

@@ -1,4 +1,4 @@
-// Native counts (EntryRef::native_count, store.h): a call of fixed-window charges decided with
+// Native counts (ChargeEntry::native, store.h): a call of fixed-window charges decided with
 // Redis's own commands, as envoyproxy/ratelimit decides them, instead of the script. One call is
 // a pipeline of, per entry,
 //   INCRBY <state key>|w<window start> <cost> (a refund: a short EVAL that takes up to its units

@@ -35,6 +35,7 @@
 #include "caudal/common/clock.h"
 #include "caudal/store/store.h"
 #include "redis/node.h"
+#include "store/batch.h"
 
 namespace caudal::redis {
 

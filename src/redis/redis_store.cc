@@ -70,7 +70,7 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Open(const Clock& clock,
       });
 }
 
-void RedisStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void RedisStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
   redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
                         [&impl] { return impl.url.Redacted(); });

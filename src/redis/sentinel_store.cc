@@ -338,7 +338,7 @@ Result<std::unique_ptr<RedisSentinelStore>> RedisSentinelStore::Open(const Clock
   return store;
 }
 
-void RedisSentinelStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void RedisSentinelStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   Impl& impl = *impl_;
   redis::SubmitDecision(impl.pipeline, impl.counters, entries, std::move(done),
                         [&impl] { return "the primary of " + impl.url.Redacted(); });

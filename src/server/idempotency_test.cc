@@ -15,6 +15,7 @@
 
 #include "caudal/store/memory_store.h"
 #include "server/routes.h"
+#include "store/batch.h"
 #include "support/idempotency_contract.h"
 #include "support/manual_clock.h"
 
@@ -144,13 +145,15 @@ class Capture final : public routes::Responder {
 class DownDecisions final : public Store {
  public:
   explicit DownDecisions(Status why) : why_(std::move(why)) {}
-  void DecideAsync(std::span<const EntryRef>, DecideCallback done) override {
-    calls_.fetch_add(1);
-    done(why_);
-  }
   Status Ping() override { return why_; }
   std::string_view Name() const override { return "down"; }
   size_t calls() const { return calls_.load(); }
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef>, DecideCallback done) override {
+    calls_.fetch_add(1);
+    done(why_);
+  }
 
  private:
   Status why_;

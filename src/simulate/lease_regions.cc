@@ -133,8 +133,8 @@ class Model {
     series_.Before(now, tracker_);
     ++run_.offered;
     const std::string& name = traffic_.keys[q.key];
-    const EntryRef e{.key = name, .limit = &limit_, .cost = q.cost, .terms = &terms_};
-    LeasePlan plan = tables_[r]->Begin({&e, 1}, now);
+    const ConsumeEntry e{.key = name, .limit = &limit_, .cost = q.cost, .lease_terms = &terms_};
+    LeasePlan plan = tables_[r]->Begin({.consumes = {&e, 1}}, now);
     if (plan.local) {
       ++run_.local;
       plan.allowed ? Admit(q.key, now, q.cost) : void(++run_.rejected);
@@ -165,15 +165,17 @@ class Model {
   void AtStore(Call& c, Micros at) {
     if (Cut(c.region, at)) return;  // lost on the way
     clock_.Set(at);
-    EntryRef e{.key = c.name, .limit = &limit_, .cost = c.cost, .lease = c.ask};
     if (c.kind == Kind::kGiveBack) {
-      e = {.key = c.name,
-           .limit = &limit_,
-           .cost = c.cost,
-           .op = EntryOp::kGiveBack,
-           .grant = &c.grant};
+      const GiveBackEntry g{.key = c.name, .limit = &limit_, .units = c.cost, .grant = c.grant};
+      const Result<GiveBackResponse> r = store_.GiveBack({&g, 1});
+      c.reached = r.ok();
+      if (!r.ok()) return;
+      c.allowed = true;  // a give-back is always allowed
+      if (!r->decisions.empty()) c.decision = r->decisions[0];
+      return;
     }
-    const Result<StoreResponse> r = store_.Decide({&e, 1});
+    const ConsumeEntry e{.key = c.name, .limit = &limit_, .cost = c.cost, .lease = c.ask};
+    const Result<DecideResponse> r = store_.Decide({.consumes = {&e, 1}});
     c.reached = r.ok();
     if (!r.ok()) return;
     c.allowed = r->allowed;

@@ -15,6 +15,7 @@
 #include "algorithms/concurrency.h"
 #include "algorithms/sliding_window_log.h"
 #include "common/cat.h"
+#include "store/batch.h"
 #include "store/reservation_book.h"
 #include "store/shard_table.h"
 #include "store/siphash.h"
@@ -270,8 +271,8 @@ void MemoryStore::Impl::Evaluate(const EntryRef& e, Pending& p, Micros now, Fres
         p.step = DecideCompact(*e.limit, s, now, 0);
         p.step.decision.reservation = Reservation::kUnknown;
       } else {
-        p.step = Settle(*e.limit, reservations->book, s, now, HoldFingerprint(*e.hold), e.cost,
-                        *e.reservation);
+        p.step = caudal::Settle(*e.limit, reservations->book, s, now, HoldFingerprint(*e.hold),
+                                e.cost, *e.reservation);
       }
       p.writes = p.step.changed;
     } else if (e.op == EntryOp::kGiveBack) {
@@ -389,8 +390,8 @@ MemoryStore::MemoryStore(const Clock& clock, MemoryStoreOptions options)
 
 MemoryStore::~MemoryStore() = default;
 
-void MemoryStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
-  done(Decide(entries));
+void MemoryStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  done(DecideBatch(entries));
 }
 
 Status MemoryStore::Impl::ReserveNewSlots(std::span<const Pending> pending,
@@ -474,7 +475,7 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   return true;
 }
 
-Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
+Result<DecideResponse> MemoryStore::DecideBatch(std::span<const EntryRef> entries) {
   if (Status s = ValidateEntries(entries); !s.ok()) return s;
   const size_t n = entries.size();
   PendingArray storage;
@@ -502,21 +503,28 @@ Result<StoreResponse> MemoryStore::Decide(std::span<const EntryRef> entries) {
   return response;
 }
 
-Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Decision> decisions) {
-  if (decisions.size() != entries.size()) {
+Status MemoryStore::DecideEach(std::span<const ConsumeEntry> consumes,
+                               std::span<Decision> decisions) {
+  if (decisions.size() != consumes.size()) {
     return Status::InvalidArgument("DecideEach: one decision per entry");
   }
-  for (const EntryRef& e : entries) {
+  constexpr size_t kGroup = 16;  // entries hashed and prefetched ahead of their decisions
+  // The group's entries in the batch encoding (batch.h), with the reservation ids they name.
+  std::array<EntryRef, kGroup> batch;
+  std::array<HoldId, kGroup> ids;
+  for (const ConsumeEntry& c : consumes) {
+    HoldId id;
+    const EntryRef e = EncodeConsume(c, id);
     if (Status s = ValidateEntries({&e, 1}); !s.ok()) return s;
   }
-  constexpr size_t kGroup = 16;  // entries hashed and prefetched ahead of their decisions
   std::array<Pending, kGroup> pending;
   const int64_t now_us = impl_->NowMicros();
-  for (size_t base = 0; base < entries.size(); base += kGroup) {
-    const size_t n = std::min(kGroup, entries.size() - base);
+  for (size_t base = 0; base < consumes.size(); base += kGroup) {
+    const size_t n = std::min(kGroup, consumes.size() - base);
     for (size_t i = 0; i < n; ++i) {
+      batch[i] = EncodeConsume(consumes[base + i], ids[i]);
       pending[i] = Pending{};
-      impl_->Fingerprint(entries[base + i], pending[i]);
+      impl_->Fingerprint(batch[i], pending[i]);
       Shard& shard = impl_->ShardOf(pending[i]);
       shard.table.Prefetch(pending[i].fp);
       // The lock's line too, for writing: the other threads' locking moves it between cores.
@@ -527,8 +535,7 @@ Status MemoryStore::DecideEach(std::span<const EntryRef> entries, std::span<Deci
       Result<bool> allowed = false;
       {
         std::lock_guard<ShardLock> lock(impl_->shards[shard].mu);
-        allowed = impl_->DecideLocked(entries.subspan(base + i, 1), {&pending[i], 1}, {&shard, 1},
-                                      now_us);
+        allowed = impl_->DecideLocked({&batch[i], 1}, {&pending[i], 1}, {&shard, 1}, now_us);
       }
       // One new key always fits in a shard (it holds at least one), so only a broken invariant
       // could fail here.

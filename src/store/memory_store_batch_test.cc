@@ -64,18 +64,17 @@ TEST(MemoryStoreBatchTest, DecidesAsOneEntryDecidesInOrder) {
   int allowed = 0;
   int denied = 0;
   for (int round = 0; round < 40; ++round) {
-    // Batches of 0..70 entries: repeated keys, every algorithm, costs 0..3, some refunds.
-    std::vector<EntryRef> entries(next(71));
-    for (EntryRef& e : entries) {
-      e = EntryRef{.key = keys[next(keys.size())],
-                   .limit = &limits[next(limits.size())],
-                   .cost = static_cast<int64_t>(next(4)),
-                   .op = next(8) == 0 ? EntryOp::kRefund : EntryOp::kConsume};
+    // Batches of 0..70 entries: repeated keys, every algorithm, costs 0..3.
+    std::vector<ConsumeEntry> entries(next(71));
+    for (ConsumeEntry& e : entries) {
+      e = {.key = keys[next(keys.size())],
+           .limit = &limits[next(limits.size())],
+           .cost = static_cast<int64_t>(next(4))};
     }
     std::vector<Decision> got(entries.size());
     ASSERT_TRUE(batched.DecideEach(entries, got).ok());
     for (size_t i = 0; i < entries.size(); ++i) {
-      const Result<StoreResponse> want = single.Decide({&entries[i], 1});
+      const Result<DecideResponse> want = single.Decide({.consumes = {&entries[i], 1}});
       ASSERT_TRUE(want.ok());
       EXPECT_EQ(got[i], want->decisions[0]) << "round " << round << " entry " << i;
       (got[i].allowed() ? allowed : denied) += 1;
@@ -94,12 +93,12 @@ TEST(MemoryStoreBatchTest, ReadsTheClockOncePerBatch) {
   const Limit limit = OneLimitPerAlgorithm()[0];
   std::vector<std::string> keys;
   for (int i = 0; i < 100; ++i) keys.push_back(Name("key", i));
-  std::vector<EntryRef> entries;
+  std::vector<ConsumeEntry> entries;
   for (const std::string& k : keys) entries.push_back({.key = k, .limit = &limit});
   std::vector<Decision> decisions(entries.size());
   ASSERT_TRUE(store.DecideEach(entries, decisions).ok());
   EXPECT_EQ(clock.reads() - at_start, 1);
-  ASSERT_TRUE(store.Decide({&entries[0], 1}).ok());
+  ASSERT_TRUE(store.Decide({.consumes = {&entries[0], 1}}).ok());
   EXPECT_EQ(clock.reads() - at_start, 2);  // and once per Decide
 }
 
@@ -107,15 +106,15 @@ TEST(MemoryStoreBatchTest, RefusesABadBatchBeforeDecidingAnything) {
   ManualClock clock;
   MemoryStore store(clock);
   const Limit limit = OneLimitPerAlgorithm()[0];
-  const std::vector<EntryRef> entries = {{.key = "a", .limit = &limit, .cost = 5},
-                                         {.key = "", .limit = &limit}};
+  const std::vector<ConsumeEntry> entries = {{.key = "a", .limit = &limit, .cost = 5},
+                                             {.key = "", .limit = &limit}};
   std::vector<Decision> decisions(entries.size());
   EXPECT_EQ(store.DecideEach(entries, decisions).code(), StatusCode::kInvalidArgument);
   std::vector<Decision> one(1);
   EXPECT_EQ(store.DecideEach(entries, one).code(), StatusCode::kInvalidArgument);
   // "a" consumed nothing: its whole capacity is still there.
-  const EntryRef peek{.key = "a", .limit = &limit, .cost = 0};
-  const Result<StoreResponse> r = store.Decide({&peek, 1});
+  const ConsumeEntry peek{.key = "a", .limit = &limit, .cost = 0};
+  const Result<DecideResponse> r = store.Decide({.consumes = {&peek, 1}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->decisions[0].remaining, 5);
   EXPECT_EQ(store.Size(), 0u);

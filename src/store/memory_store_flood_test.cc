@@ -25,8 +25,8 @@ Limit HundredPerDay(Algorithm a) {
 int64_t Admitted(Store& store, const std::string& key, const Limit& limit, int attempts) {
   int64_t admitted = 0;
   for (int i = 0; i < attempts; ++i) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-    const Result<StoreResponse> r = store.Decide({&e, 1});
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1};
+    const Result<DecideResponse> r = store.Decide({.consumes = {&e, 1}});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     admitted += r.ok() && r->allowed;
   }

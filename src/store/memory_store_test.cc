@@ -41,10 +41,10 @@ Limit Window(Algorithm a, int64_t limit, Micros w) {
   return *Limit::Create(LimitSpec::Window(a, limit, w));
 }
 
-Result<StoreResponse> DecideOne(Store& store, std::string_view key, const Limit& limit,
-                                int64_t cost) {
-  const EntryRef e{.key = key, .limit = &limit, .cost = cost};
-  return store.Decide({&e, 1});
+Result<DecideResponse> DecideOne(Store& store, std::string_view key, const Limit& limit,
+                                 int64_t cost) {
+  const ConsumeEntry e{.key = key, .limit = &limit, .cost = cost};
+  return store.Decide({.consumes = {&e, 1}});
 }
 
 // prefix + number (spelled out: GCC 12 warns falsely on "literal" + std::to_string(..)).
@@ -68,7 +68,7 @@ TEST_F(MemoryStoreTest, FullOfLiveEntriesEvictsTheLeastConsumedKey) {
   EXPECT_EQ(store.evictions(), 0u);
 
   // A new key gets in, with its whole limit; one key that had spent 1 is forgotten for it.
-  const Result<StoreResponse> fresh = DecideOne(store, "new", limit, 1);
+  const Result<DecideResponse> fresh = DecideOne(store, "new", limit, 1);
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   EXPECT_EQ(fresh->decisions[0].remaining, 9);
   EXPECT_EQ(store.evictions(), 1u);
@@ -80,9 +80,9 @@ TEST_F(MemoryStoreTest, FullOfLiveEntriesEvictsTheLeastConsumedKey) {
   // The key at its limit kept its state.
   EXPECT_EQ(DecideOne(store, "k0", limit, 1)->decisions[0].verdict, Verdict::kDenied);
   // A request refused anyway needs no slot and evicts nothing, and consumes nothing either.
-  const EntryRef mixed[] = {{.key = "k0", .limit = &limit, .cost = 1},
-                            {.key = "new2", .limit = &limit, .cost = 1}};
-  EXPECT_FALSE(store.Decide(mixed)->allowed);
+  const ConsumeEntry mixed[] = {{.key = "k0", .limit = &limit, .cost = 1},
+                                {.key = "new2", .limit = &limit, .cost = 1}};
+  EXPECT_FALSE(store.Decide({.consumes = mixed})->allowed);
   EXPECT_EQ(store.evictions(), 1u);
   EXPECT_EQ(DecideOne(store, "new2", limit, 0)->decisions[0].remaining, 10);
   EXPECT_EQ(DecideOne(store, "new", limit, 0)->decisions[0].remaining, 9);
@@ -154,9 +154,9 @@ TEST_F(MemoryStoreTest, OutOfRangeOptionsAreClamped) {
   EXPECT_EQ(none.Size(), 1u);
   EXPECT_EQ(none.evictions(), 1u);
   // A request needing more new keys than the table holds is refused, and consumes nothing.
-  const EntryRef two[] = {{.key = "c", .limit = &limit, .cost = 1},
-                          {.key = "d", .limit = &limit, .cost = 1}};
-  const Result<StoreResponse> refused = none.Decide(two);
+  const ConsumeEntry two[] = {{.key = "c", .limit = &limit, .cost = 1},
+                              {.key = "d", .limit = &limit, .cost = 1}};
+  const Result<DecideResponse> refused = none.Decide({.consumes = two});
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("max_keys"), std::string::npos);
   EXPECT_EQ(DecideOne(none, "b", limit, 0)->decisions[0].remaining, 1);
@@ -191,7 +191,7 @@ TEST_F(MemoryStoreTest, ChurnUnderConcurrencyStaysBoundedAndExact) {
       for (int round = 0; round < kRounds; ++round) {
         for (int k = 0; k < 1500; ++k) {
           const std::string key = Name("r", round) + Name("/t", t) + Name("/", k);
-          const Result<StoreResponse> r = DecideOne(store, key, limit, 1);
+          const Result<DecideResponse> r = DecideOne(store, key, limit, 1);
           if (!r.ok()) {
             exhausted.fetch_add(1);
           } else if (r->decisions[0].remaining != 1) {
@@ -236,11 +236,11 @@ TEST_F(MemoryStoreTest, ConcurrentUseKeepsEveryKeyExact) {
         for (int k = 0; k < kKeysPerThread; ++k) {
           const std::string mine = Name("t", t) + Name("/", k);
           const std::string common = Name("shared/", k % 4);
-          const EntryRef alone{.key = mine, .limit = &own, .cost = 1};
-          const EntryRef paired[] = {{.key = common, .limit = &shared, .cost = 1},
-                                     {.key = mine, .limit = &own, .cost = 0}};
-          const Result<StoreResponse> a = store.Decide({&alone, 1});
-          const Result<StoreResponse> b = store.Decide(paired);
+          const ConsumeEntry alone{.key = mine, .limit = &own, .cost = 1};
+          const ConsumeEntry paired[] = {{.key = common, .limit = &shared, .cost = 1},
+                                         {.key = mine, .limit = &own, .cost = 0}};
+          const Result<DecideResponse> a = store.Decide({.consumes = {&alone, 1}});
+          const Result<DecideResponse> b = store.Decide({.consumes = paired});
           if (!a.ok() || !b.ok()) {
             errors.fetch_add(1);
             continue;
@@ -274,11 +274,11 @@ TEST_F(MemoryStoreTest, ThreadsContendingForOneKeyAdmitExactlyItsCapacity) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
-      const EntryRef e{.key = "hot", .limit = &hot, .cost = 1};
-      const std::array<EntryRef, 4> batch{e, e, e, e};
+      const ConsumeEntry e{.key = "hot", .limit = &hot, .cost = 1};
+      const std::array<ConsumeEntry, 4> batch{e, e, e, e};
       std::array<Decision, 4> decisions;
       for (int i = 0; i < kRequestsPerThread; i += 5) {
-        const Result<StoreResponse> r = store.Decide({&e, 1});
+        const Result<DecideResponse> r = store.Decide({.consumes = {&e, 1}});
         if (!r.ok() || !store.DecideEach(batch, decisions).ok()) {
           errors.fetch_add(1);
           continue;

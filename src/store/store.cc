@@ -1,17 +1,169 @@
 #include "caudal/store/store.h"
 
+#include <array>
 #include <future>
 #include <string>
+#include <vector>
 
 #include "algorithms/algorithm.h"
+#include "store/batch.h"
 
 namespace caudal {
 
-Result<StoreResponse> Store::Decide(std::span<const EntryRef> entries) {
-  std::promise<Result<StoreResponse>> promise;
+EncodedBatch::EncodedBatch(size_t n) : n_(n) {
+  if (n > kInline) {
+    heap_.resize(n);
+    heap_ids_.resize(n);
+  }
+}
+
+EncodedBatch::EncodedBatch(const DecideRequest& r)
+    : EncodedBatch(r.consumes.size() + r.refunds.size() + r.charges.size()) {
+  size_t i = 0;
+  for (const ConsumeEntry& e : r.consumes) {
+    at(i) = EncodeConsume(e, id(i));
+    ++i;
+  }
+  for (const RefundEntry& e : r.refunds) {
+    at(i++) = {.key = e.key,
+               .limit = e.limit,
+               .cost = e.cost,
+               .op = EntryOp::kRefund,
+               .terms = e.lease_terms,
+               .native_count = e.native,
+               .reservation = e.reservations,
+               .forget_reservations = e.forget_reservations};
+  }
+  for (const ChargeEntry& e : r.charges) {
+    at(i++) = {.key = e.key,
+               .limit = e.limit,
+               .cost = e.cost,
+               .op = EntryOp::kCharge,
+               .terms = e.lease_terms,
+               .native_count = e.native,
+               .reservation = e.reservations};
+  }
+}
+
+EncodedBatch::EncodedBatch(std::span<const GiveBackEntry> entries) : EncodedBatch(entries.size()) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const GiveBackEntry& e = entries[i];
+    at(i) = {.key = e.key,
+             .limit = e.limit,
+             .cost = e.units,
+             .op = EntryOp::kGiveBack,
+             .grant = &e.grant};
+  }
+}
+
+EncodedBatch::EncodedBatch(std::span<const ReleaseEntry> entries) : EncodedBatch(entries.size()) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ReleaseEntry& e = entries[i];
+    at(i) = {.key = e.key, .limit = e.limit, .cost = 0, .op = EntryOp::kRelease, .hold = &e.hold};
+  }
+}
+
+EncodedBatch::EncodedBatch(std::span<const SettleEntry> entries) : EncodedBatch(entries.size()) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const SettleEntry& e = entries[i];
+    id(i) = {.hi = e.id.hi, .lo = e.id.lo};
+    at(i) = {.key = e.key,
+             .limit = e.limit,
+             .cost = e.cost,
+             .op = EntryOp::kSettle,
+             .hold = &id(i),
+             .reservation = &e.terms};
+  }
+}
+
+namespace {
+
+// A verb of one op: its entries encoded, its response the batch's decisions.
+template <typename Response, typename Entry>
+void Call(Store& store, std::span<const Entry> entries, StoreCallback<Response> done) {
+  const EncodedBatch batch(entries);
+  DecideBatchAsync(store, batch.entries(), [done = std::move(done)](Result<DecideResponse> r) {
+    if (!r.ok()) return done(r.status());
+    done(Response{.decisions = std::move(r->decisions)});
+  });
+}
+
+template <typename Response, typename Entry>
+Result<Response> CallBlocking(Store& store, std::span<const Entry> entries) {
+  const EncodedBatch batch(entries);
+  Result<DecideResponse> r = DecideBatch(store, batch.entries());
+  if (!r.ok()) return r.status();
+  return Response{.decisions = std::move(r->decisions)};
+}
+
+}  // namespace
+
+EntryRef EncodeConsume(const ConsumeEntry& e, HoldId& reserve_id) {
+  EntryRef b{.key = e.key,
+             .limit = e.limit,
+             .cost = e.cost,
+             .lease = e.lease,
+             .terms = e.lease_terms,
+             .hold = e.hold,
+             .reservation = e.reservations};
+  if (e.reserve != nullptr) {
+    reserve_id = {.hi = e.reserve->hi, .lo = e.reserve->lo};
+    b.op = EntryOp::kReserve;
+    b.hold = &reserve_id;
+  }
+  return b;
+}
+
+void DecideBatchAsync(Store& store, std::span<const EntryRef> entries, DecideCallback done) {
+  store.DecideBatchAsync(entries, std::move(done));
+}
+
+Result<DecideResponse> DecideBatch(Store& store, std::span<const EntryRef> entries) {
+  return store.DecideBatch(entries);
+}
+
+Result<DecideResponse> Store::DecideBatch(std::span<const EntryRef> entries) {
+  std::promise<Result<DecideResponse>> promise;
   auto future = promise.get_future();
-  DecideAsync(entries, [&promise](Result<StoreResponse> r) { promise.set_value(std::move(r)); });
+  DecideBatchAsync(entries,
+                   [&promise](Result<DecideResponse> r) { promise.set_value(std::move(r)); });
   return future.get();
+}
+
+void Store::DecideAsync(const DecideRequest& request, DecideCallback done) {
+  const EncodedBatch batch(request);
+  DecideBatchAsync(batch.entries(), std::move(done));
+}
+
+Result<DecideResponse> Store::Decide(const DecideRequest& request) {
+  const EncodedBatch batch(request);
+  return DecideBatch(batch.entries());
+}
+
+void Store::GiveBackAsync(std::span<const GiveBackEntry> entries,
+                          StoreCallback<GiveBackResponse> done) {
+  Call<GiveBackResponse>(*this, entries, std::move(done));
+}
+
+Result<GiveBackResponse> Store::GiveBack(std::span<const GiveBackEntry> entries) {
+  return CallBlocking<GiveBackResponse>(*this, entries);
+}
+
+void Store::ReleaseAsync(std::span<const ReleaseEntry> entries,
+                         StoreCallback<ReleaseResponse> done) {
+  Call<ReleaseResponse>(*this, entries, std::move(done));
+}
+
+Result<ReleaseResponse> Store::Release(std::span<const ReleaseEntry> entries) {
+  return CallBlocking<ReleaseResponse>(*this, entries);
+}
+
+void Store::SettleAsync(std::span<const SettleEntry> entries, StoreCallback<SettleResponse> done) {
+  Call<SettleResponse>(*this, entries, std::move(done));
+}
+
+Result<SettleResponse> Store::Settle(std::span<const SettleEntry> entries) {
+  return CallBlocking<SettleResponse>(*this, entries);
 }
 
 namespace {

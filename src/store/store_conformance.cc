@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "store/batch.h"
 #include "store/store_reference_model.h"
 
 namespace caudal {
@@ -30,24 +31,50 @@ std::string StoreConformanceTest::Key(std::string_view name) const {
   return tag_ + std::string(name);
 }
 
-StoreResponse StoreConformanceTest::MustDecide(std::span<const EntryRef> entries) {
-  Result<StoreResponse> r = store_->Decide(entries);
+DecideResponse StoreConformanceTest::MustDecide(const DecideRequest& request) {
+  const size_t entries = request.consumes.size() + request.refunds.size() + request.charges.size();
+  Result<DecideResponse> r = store_->Decide(request);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) {
     // The test has failed; one blank decision per entry lets it go on reading them safely.
-    StoreResponse failed;
-    failed.decisions.resize(entries.size());
+    DecideResponse failed;
+    failed.decisions.resize(entries);
     return failed;
   }
-  EXPECT_EQ(r->decisions.size(), entries.size());
-  r->decisions.resize(entries.size());  // so a failed test reads no further than its entries
+  EXPECT_EQ(r->decisions.size(), entries);
+  r->decisions.resize(entries);  // so a failed test reads no further than its entries
   return std::move(r).value();
+}
+
+namespace {
+
+template <typename Response>
+std::vector<Decision> DecisionsOf(Result<Response> r, size_t entries) {
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return std::vector<Decision>(entries);
+  EXPECT_EQ(r->decisions.size(), entries);
+  r->decisions.resize(entries);
+  return std::move(r->decisions);
+}
+
+}  // namespace
+
+std::vector<Decision> StoreConformanceTest::MustGiveBack(std::span<const GiveBackEntry> entries) {
+  return DecisionsOf(store_->GiveBack(entries), entries.size());
+}
+
+std::vector<Decision> StoreConformanceTest::MustRelease(std::span<const ReleaseEntry> entries) {
+  return DecisionsOf(store_->Release(entries), entries.size());
+}
+
+std::vector<Decision> StoreConformanceTest::MustSettle(std::span<const SettleEntry> entries) {
+  return DecisionsOf(store_->Settle(entries), entries.size());
 }
 
 Decision StoreConformanceTest::MustDecideOne(std::string_view key, const Limit& limit,
                                              int64_t cost) {
-  const EntryRef e{.key = key, .limit = &limit, .cost = cost};
-  StoreResponse r = MustDecide({&e, 1});
+  const ConsumeEntry e{.key = key, .limit = &limit, .cost = cost};
+  DecideResponse r = MustDecide({.consumes = {&e, 1}});
   if (r.decisions.size() != 1) return {};
   EXPECT_EQ(r.allowed, r.decisions[0].allowed());
   return r.decisions[0];
@@ -113,9 +140,10 @@ TEST_P(StoreConformanceTest, EveryAlgorithmDecidesAsThePureAlgorithmOnARandomTra
       const int64_t gap_us = static_cast<int64_t>(rng() % 60'000) - (rng() % 20 == 0 ? 80'000 : 0);
       clock_.Advance(Micros(gap_us));
       const int64_t cost = rng() % 25 == 0 ? 21 : static_cast<int64_t>(rng() % 6);
-      const EntryRef e{.key = key, .limit = &limit, .cost = cost};
-      const StoreResponse got = MustDecide({&e, 1});
-      const StoreResponse want = model.Decide({&e, 1}, Micros(clock_.Now().count() / 1000));
+      const ConsumeEntry e{.key = key, .limit = &limit, .cost = cost};
+      const DecideRequest one{.consumes = {&e, 1}};
+      const DecideResponse got = MustDecide(one);
+      const DecideResponse want = model.Decide(one, Micros(clock_.Now().count() / 1000));
       ASSERT_EQ(got.decisions, want.decisions) << "step " << i;
       ASSERT_EQ(got.allowed, want.allowed) << "step " << i;
     }
@@ -127,11 +155,11 @@ TEST_P(StoreConformanceTest, RefusedRequestConsumesNothingAndSaysWhichLimitRefus
   const Limit narrow = Window(Algorithm::kFixedWindow, 2, seconds(10));
   const std::string a = Key("wide");
   const std::string b = Key("narrow");
-  const EntryRef both[] = {{.key = a, .limit = &wide, .cost = 1},
-                           {.key = b, .limit = &narrow, .cost = 1}};
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE(MustDecide(both).allowed) << i;
+  const ConsumeEntry both[] = {{.key = a, .limit = &wide, .cost = 1},
+                               {.key = b, .limit = &narrow, .cost = 1}};
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(MustDecide({.consumes = both}).allowed) << i;
 
-  const StoreResponse refused = MustDecide(both);
+  const DecideResponse refused = MustDecide({.consumes = both});
   EXPECT_FALSE(refused.allowed);
   ASSERT_EQ(refused.decisions.size(), 2u);
   // The wide limit would have passed: reported as a peek, 3 left, nothing consumed.
@@ -141,7 +169,7 @@ TEST_P(StoreConformanceTest, RefusedRequestConsumesNothingAndSaysWhichLimitRefus
   EXPECT_GT(refused.decisions[1].retry_after, Micros(0));
 
   // Refused again and again: the wide bucket still holds 3.
-  for (int i = 0; i < 5; ++i) EXPECT_FALSE(MustDecide(both).allowed);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(MustDecide({.consumes = both}).allowed);
   EXPECT_EQ(MustDecideOne(a, wide, 3).remaining, 0);
   EXPECT_EQ(MustDecideOne(a, wide, 1).verdict, Verdict::kDenied);
 }
@@ -156,12 +184,12 @@ TEST_P(StoreConformanceTest, AllOrNothingAcrossEveryAlgorithmWhenTheLastEntryRef
   const Limit tight = Window(Algorithm::kSlidingWindowLog, 1, seconds(5));
   limits.push_back(tight);
   keys.push_back(Key("tight"));
-  std::vector<EntryRef> entries;
+  std::vector<ConsumeEntry> entries;
   for (size_t i = 0; i < limits.size(); ++i) {
     entries.push_back({.key = keys[i], .limit = &limits[i], .cost = 1});
   }
-  ASSERT_TRUE(MustDecide(entries).allowed);
-  const StoreResponse refused = MustDecide(entries);
+  ASSERT_TRUE(MustDecide({.consumes = entries}).allowed);
+  const DecideResponse refused = MustDecide({.consumes = entries});
   EXPECT_FALSE(refused.allowed);
   for (size_t i = 0; i + 1 < entries.size(); ++i) {
     EXPECT_TRUE(refused.decisions[i].allowed()) << i;
@@ -200,15 +228,15 @@ TEST_P(StoreConformanceTest, CostAboveCapacityNeverFitsAndBlocksTheWholeRequest)
   const Limit other = Window(Algorithm::kSlidingWindowCounter, 10, seconds(1));
   const std::string a = Key("small");
   const std::string b = Key("other");
-  const EntryRef entries[] = {{.key = b, .limit = &other, .cost = 2},
-                              {.key = a, .limit = &small, .cost = 4}};
-  const StoreResponse r = MustDecide(entries);
+  const ConsumeEntry entries[] = {{.key = b, .limit = &other, .cost = 2},
+                                  {.key = a, .limit = &small, .cost = 4}};
+  const DecideResponse r = MustDecide({.consumes = entries});
   EXPECT_FALSE(r.allowed);
   EXPECT_EQ(r.decisions[1].verdict, Verdict::kNeverFits);
   EXPECT_EQ(r.decisions[1].retry_after, Micros(0));
   EXPECT_EQ(r.decisions[0].remaining, 10);
   clock_.Advance(std::chrono::hours(24));
-  EXPECT_EQ(MustDecide(entries).decisions[1].verdict, Verdict::kNeverFits);
+  EXPECT_EQ(MustDecide({.consumes = entries}).decisions[1].verdict, Verdict::kNeverFits);
   EXPECT_EQ(MustDecideOne(b, other, 0).remaining, 10);
 }
 
@@ -216,8 +244,8 @@ TEST_P(StoreConformanceTest, RefusesMalformedRequestsWithInvalidArgument) {
   const Limit limit = TenPerSecond(Algorithm::kTokenBucket);
   const std::string key = Key("k");
   const std::string long_key(kMaxKeyLength + 1, 'x');
-  auto code = [&](std::vector<EntryRef> entries) {
-    const Result<StoreResponse> r = store_->Decide(entries);
+  auto code = [&](std::vector<ConsumeEntry> entries) {
+    const Result<DecideResponse> r = store_->Decide({.consumes = entries});
     return r.status().code();
   };
   EXPECT_EQ(code({}), StatusCode::kInvalidArgument);
@@ -234,7 +262,7 @@ TEST_P(StoreConformanceTest, RefusesMalformedRequestsWithInvalidArgument) {
             StatusCode::kInvalidArgument);
   std::vector<std::string> keys;
   for (size_t i = 0; i <= kMaxEntriesPerRequest; ++i) keys.push_back(Key(std::to_string(i)));
-  std::vector<EntryRef> too_many;
+  std::vector<ConsumeEntry> too_many;
   for (const std::string& k : keys) too_many.push_back({.key = k, .limit = &limit});
   EXPECT_EQ(code(too_many), StatusCode::kInvalidArgument);
   too_many.pop_back();
@@ -248,18 +276,18 @@ TEST_P(StoreConformanceTest, RefusesMalformedRequestsWithInvalidArgument) {
 TEST_P(StoreConformanceTest, AsyncCallsDoneExactlyOnce) {
   const Limit limit = TenPerSecond(Algorithm::kFixedWindow);
   const std::string key = Key("async");
-  const EntryRef e{.key = key, .limit = &limit, .cost = 3};
+  const ConsumeEntry e{.key = key, .limit = &limit, .cost = 3};
   std::atomic<int> calls{0};
-  std::promise<Result<StoreResponse>> promise;
-  store_->DecideAsync({&e, 1}, [&](Result<StoreResponse> r) {
+  std::promise<Result<DecideResponse>> promise;
+  store_->DecideAsync({.consumes = {&e, 1}}, [&](Result<DecideResponse> r) {
     if (calls.fetch_add(1) == 0) promise.set_value(std::move(r));
   });
-  Result<StoreResponse> r = promise.get_future().get();
+  Result<DecideResponse> r = promise.get_future().get();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->decisions.at(0).remaining, 7);
-  const EntryRef bad{.key = "", .limit = &limit};
+  const ConsumeEntry bad{.key = "", .limit = &limit};
   std::promise<StatusCode> failed;
-  store_->DecideAsync({&bad, 1}, [&](Result<StoreResponse> r2) {
+  store_->DecideAsync({.consumes = {&bad, 1}}, [&](Result<DecideResponse> r2) {
     if (calls.fetch_add(1) == 1) failed.set_value(r2.status().code());
   });
   EXPECT_EQ(failed.get_future().get(), StatusCode::kInvalidArgument);
@@ -309,12 +337,12 @@ TEST_P(StoreConformanceTest, ConcurrentRequestsNeverAdmitMoreThanTheBound) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        const EntryRef both[] = {{.key = s, .limit = &shared, .cost = 1},
-                                 {.key = p, .limit = &pair, .cost = 1}};
+        const ConsumeEntry both[] = {{.key = s, .limit = &shared, .cost = 1},
+                                     {.key = p, .limit = &pair, .cost = 1}};
         // Every other request on even threads touches only the shared bucket.
         const bool only_shared = t % 2 == 0 && i % 2 == 0;
-        const Result<StoreResponse> r =
-            store_->Decide(std::span<const EntryRef>(both, only_shared ? 1 : 2));
+        const Result<DecideResponse> r =
+            store_->Decide({.consumes = std::span<const ConsumeEntry>(both, only_shared ? 1 : 2)});
         if (!r.ok()) {
           errors.fetch_add(1);
           continue;
@@ -345,8 +373,8 @@ TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
     const Limit limit = TenPerSecond(a);
     const std::string key = Key(std::string(AlgorithmName(a)));
     ASSERT_TRUE(MustDecideOne(key, limit, 10).allowed());
-    const EntryRef refund{.key = key, .limit = &limit, .cost = 4, .op = EntryOp::kRefund};
-    const StoreResponse back = MustDecide({&refund, 1});
+    const RefundEntry refund{.key = key, .limit = &limit, .cost = 4};
+    const DecideResponse back = MustDecide({.refunds = {&refund, 1}});
     EXPECT_TRUE(back.allowed);
     EXPECT_EQ(back.decisions[0].verdict, Verdict::kAllowed);
     EXPECT_EQ(back.decisions[0].remaining, 4);
@@ -355,21 +383,21 @@ TEST_P(StoreConformanceTest, RefundsGiveUnitsBackEvenInARefusedRequest) {
 
     // Beside an entry that refuses, the refund still applies; the consumption does not.
     const std::string other = Key(std::string(AlgorithmName(a)) + ":other");
-    const EntryRef mixed[] = {{.key = key, .limit = &limit, .cost = 3, .op = EntryOp::kRefund},
-                              {.key = other, .limit = &limit, .cost = 11}};
-    const StoreResponse refused = MustDecide(mixed);
+    const RefundEntry give{.key = key, .limit = &limit, .cost = 3};
+    const ConsumeEntry take{.key = other, .limit = &limit, .cost = 11};
+    const DecideResponse refused = MustDecide({.consumes = {&take, 1}, .refunds = {&give, 1}});
     EXPECT_FALSE(refused.allowed);
-    EXPECT_EQ(refused.decisions[0].remaining, 3);
-    EXPECT_EQ(refused.decisions[1].verdict, Verdict::kNeverFits);
+    EXPECT_EQ(refused.decisions[0].verdict, Verdict::kNeverFits);
+    EXPECT_EQ(refused.decisions[1].remaining, 3);
     EXPECT_TRUE(MustDecideOne(key, limit, 3).allowed());
     EXPECT_EQ(MustDecideOne(key, limit, 1).verdict, Verdict::kDenied);
 
     // Never past a fresh state, and nothing to give back on a key never seen.
-    const EntryRef all{.key = key, .limit = &limit, .cost = kMaxCost, .op = EntryOp::kRefund};
-    EXPECT_EQ(MustDecide({&all, 1}).decisions[0].remaining, 10);
-    const std::string unseen_key = Key("unseen");  // outlives the EntryRef that views it
-    const EntryRef unseen{.key = unseen_key, .limit = &limit, .cost = 5, .op = EntryOp::kRefund};
-    const StoreResponse nothing = MustDecide({&unseen, 1});
+    const RefundEntry all{.key = key, .limit = &limit, .cost = kMaxCost};
+    EXPECT_EQ(MustDecide({.refunds = {&all, 1}}).decisions[0].remaining, 10);
+    const std::string unseen_key = Key("unseen");  // outlives the entry that views it
+    const RefundEntry unseen{.key = unseen_key, .limit = &limit, .cost = 5};
+    const DecideResponse nothing = MustDecide({.refunds = {&unseen, 1}});
     EXPECT_EQ(nothing.decisions[0].remaining, 10);
     EXPECT_EQ(nothing.decisions[0].reset_after, Micros(0));
     EXPECT_TRUE(MustDecideOne(key, limit, 10).allowed());
@@ -384,8 +412,8 @@ TEST_P(StoreConformanceTest, ChargeCountsARefusedHitAndOverdrawsTheWindow) {
   const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(60));
   const std::string key = Key("charged");
   auto charge = [&](int64_t cost) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = cost, .op = EntryOp::kCharge};
-    StoreResponse r = MustDecide({&e, 1});
+    const ChargeEntry e{.key = key, .limit = &limit, .cost = cost};
+    DecideResponse r = MustDecide({.charges = {&e, 1}});
     EXPECT_EQ(r.allowed, !r.decisions.empty() && r.decisions[0].allowed());
     return r.decisions.empty() ? Decision{} : r.decisions[0];
   };
@@ -404,8 +432,8 @@ TEST_P(StoreConformanceTest, ChargeCountsARefusedHitAndOverdrawsTheWindow) {
   EXPECT_EQ(MustDecideOne(key, limit, 0).verdict, Verdict::kAllowed);
   EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 0);
   // Giving one back leaves 10 of 10: used up, not over, so a charge of 0 passes again.
-  const EntryRef back{.key = key, .limit = &limit, .cost = 1, .op = EntryOp::kRefund};
-  EXPECT_EQ(MustDecide({&back, 1}).decisions[0].remaining, 0);
+  const RefundEntry back{.key = key, .limit = &limit, .cost = 1};
+  EXPECT_EQ(MustDecide({.refunds = {&back, 1}}).decisions[0].remaining, 0);
   EXPECT_EQ(charge(0).verdict, Verdict::kAllowed);
   EXPECT_EQ(charge(11).verdict, Verdict::kNeverFits);  // above the limit: counted all the same
   EXPECT_EQ(charge(0).verdict, Verdict::kDenied);
@@ -420,23 +448,23 @@ TEST_P(StoreConformanceTest, ChargeCountsARefusedHitAndOverdrawsTheWindow) {
 TEST_P(StoreConformanceTest, ChargeAppliesWhateverTheRequestDecides) {
   const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(60));
   const std::string charged = Key("charged"), consumed = Key("consumed");
-  const EntryRef refused[] = {{.key = charged, .limit = &limit, .cost = 4, .op = EntryOp::kCharge},
-                              {.key = consumed, .limit = &limit, .cost = 11}};
-  StoreResponse r = MustDecide(refused);
+  const ChargeEntry four{.key = charged, .limit = &limit, .cost = 4};
+  const ConsumeEntry eleven{.key = consumed, .limit = &limit, .cost = 11};
+  DecideResponse r = MustDecide({.consumes = {&eleven, 1}, .charges = {&four, 1}});
   EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.decisions[0].verdict, Verdict::kAllowed);
-  EXPECT_EQ(r.decisions[0].remaining, 6);
-  EXPECT_EQ(r.decisions[1].verdict, Verdict::kNeverFits);
+  EXPECT_EQ(r.decisions[1].verdict, Verdict::kAllowed);
+  EXPECT_EQ(r.decisions[1].remaining, 6);
+  EXPECT_EQ(r.decisions[0].verdict, Verdict::kNeverFits);
   EXPECT_EQ(MustDecideOne(charged, limit, 0).remaining, 6);
 
-  const EntryRef over[] = {{.key = charged, .limit = &limit, .cost = 7, .op = EntryOp::kCharge},
-                           {.key = consumed, .limit = &limit, .cost = 2}};
-  r = MustDecide(over);
+  const ChargeEntry seven{.key = charged, .limit = &limit, .cost = 7};
+  const ConsumeEntry two{.key = consumed, .limit = &limit, .cost = 2};
+  r = MustDecide({.consumes = {&two, 1}, .charges = {&seven, 1}});
   EXPECT_FALSE(r.allowed);
-  EXPECT_EQ(r.decisions[0].verdict, Verdict::kDenied);
-  EXPECT_EQ(r.decisions[0].remaining, 0);
-  EXPECT_EQ(r.decisions[1].verdict, Verdict::kAllowed);
-  EXPECT_EQ(r.decisions[1].remaining, 10) << "reported as before the refused request";
+  EXPECT_EQ(r.decisions[1].verdict, Verdict::kDenied);
+  EXPECT_EQ(r.decisions[1].remaining, 0);
+  EXPECT_EQ(r.decisions[0].verdict, Verdict::kAllowed);
+  EXPECT_EQ(r.decisions[0].remaining, 10) << "reported as before the refused request";
   EXPECT_EQ(MustDecideOne(consumed, limit, 0).remaining, 10);
 }
 
@@ -446,19 +474,13 @@ TEST_P(StoreConformanceTest, ChargeOnAnAlgorithmWithoutOverdraftIsRefused) {
     SCOPED_TRACE(AlgorithmName(a));
     const Limit limit = TenPerSecond(a);
     const std::string key = Key("charge:" + std::string(AlgorithmName(a)));
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1, .op = EntryOp::kCharge};
-    const Result<StoreResponse> r = store_->Decide({&e, 1});
+    const ChargeEntry e{.key = key, .limit = &limit, .cost = 1};
+    const Result<DecideResponse> r = store_->Decide({.charges = {&e, 1}});
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(r.status().message().find("fixed_window"), std::string::npos) << r.status().message();
     EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 10) << "nothing was counted";
   }
-}
-
-// A random entry's op: a refund one time in eight, a charge one in four where it is defined.
-EntryOp OpFor(bool chargeable, uint64_t r) {
-  if (r % 8 == 0) return EntryOp::kRefund;
-  return chargeable && r % 8 >= 6 ? EntryOp::kCharge : EntryOp::kConsume;
 }
 
 // Random multi-key requests over a small pool of keys of every algorithm, against the model.
@@ -476,20 +498,29 @@ TEST_P(StoreConformanceTest, RandomMultiKeyRequestsMatchTheReferenceModel) {
   ReferenceModel model;
   for (int step = 0; step < 600; ++step) {
     clock_.Advance(Micros(static_cast<int64_t>(rng() % 30'000)));
-    std::vector<EntryRef> entries;
+    // Each entry a refund one time in eight, a charge one in four where it is defined.
+    std::vector<ConsumeEntry> consumes;
+    std::vector<RefundEntry> refunds;
+    std::vector<ChargeEntry> charges;
     std::vector<bool> used(keys.size(), false);
     const size_t n = 1 + rng() % 4;
     for (size_t j = 0; j < n; ++j) {
       const size_t k = rng() % keys.size();
       if (used[k]) continue;
       used[k] = true;
-      entries.push_back({.key = keys[k],
-                         .limit = &limits[k],
-                         .cost = static_cast<int64_t>(rng() % 4),
-                         .op = OpFor(SupportsCharge(limits[k].algorithm()), rng())});
+      const int64_t cost = static_cast<int64_t>(rng() % 4);
+      const uint64_t op = rng() % 8;
+      if (op == 0) {
+        refunds.push_back({.key = keys[k], .limit = &limits[k], .cost = cost});
+      } else if (op >= 6 && SupportsCharge(limits[k].algorithm())) {
+        charges.push_back({.key = keys[k], .limit = &limits[k], .cost = cost});
+      } else {
+        consumes.push_back({.key = keys[k], .limit = &limits[k], .cost = cost});
+      }
     }
-    const StoreResponse got = MustDecide(entries);
-    const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));
+    const DecideRequest request{.consumes = consumes, .refunds = refunds, .charges = charges};
+    const DecideResponse got = MustDecide(request);
+    const DecideResponse want = model.Decide(request, Micros(clock_.Now().count() / 1000));
     ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
     ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
   }

@@ -26,9 +26,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "caudal/common/clock.h"
 #include "caudal/store/store.h"
+#include "store/batch.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -49,8 +51,12 @@ class StoreConformanceTest : public ::testing::TestWithParam<StoreConformancePar
 
   // `name` prefixed with this test's random tag.
   std::string Key(std::string_view name) const;
-  // Decides through Decide(); fails the test (and returns an empty response) on an error.
-  StoreResponse MustDecide(std::span<const EntryRef> entries);
+  // Decides through Decide(); fails the test (and returns blank decisions) on an error.
+  DecideResponse MustDecide(const DecideRequest& request);
+  // The other verbs, likewise: their decisions, one per entry (blank ones on an error).
+  std::vector<Decision> MustGiveBack(std::span<const GiveBackEntry> entries);
+  std::vector<Decision> MustRelease(std::span<const ReleaseEntry> entries);
+  std::vector<Decision> MustSettle(std::span<const SettleEntry> entries);
   // One entry.
   Decision MustDecideOne(std::string_view key, const Limit& limit, int64_t cost);
 

@@ -17,8 +17,8 @@ Limit Bucket(Algorithm a, int64_t capacity, int64_t count, Micros period) {
   return *Limit::Create(LimitSpec::Bucket(a, capacity, {.count = count, .period = period}));
 }
 
-EntryRef Charge(const std::string& key, const Limit& limit, int64_t cost) {
-  return {.key = key, .limit = &limit, .cost = cost, .op = EntryOp::kCharge};
+ChargeEntry Charge(const std::string& key, const Limit& limit, int64_t cost) {
+  return {.key = key, .limit = &limit, .cost = cost};
 }
 
 // 10 per second, burst 10: 4 fit; 8 do not (6 left) and are counted, 2 into debt. A charged peek
@@ -30,8 +30,8 @@ TEST_P(StoreConformanceTest, ABucketsChargeCountsARefusedHitIntoDebt) {
     const Limit limit = Bucket(a, 10, 10, seconds(1));
     const std::string key = Key("charged:" + std::string(AlgorithmName(a)));
     auto charge = [&](int64_t cost) {
-      const EntryRef e = Charge(key, limit, cost);
-      StoreResponse r = MustDecide({&e, 1});
+      const ChargeEntry e = Charge(key, limit, cost);
+      DecideResponse r = MustDecide({.charges = {&e, 1}});
       EXPECT_EQ(r.allowed, r.decisions[0].allowed());
       return r.decisions[0];
     };
@@ -75,27 +75,27 @@ TEST_P(StoreConformanceTest, ABucketsChargeAppliesWhateverTheRequestDecides) {
     const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(1)));
     const std::string charged = Key("charged:" + std::string(AlgorithmName(a)));
     const std::string consumed = Key("consumed:" + std::string(AlgorithmName(a)));
-    const EntryRef refused[] = {Charge(charged, bucket, 3),
-                                {.key = consumed, .limit = &window, .cost = 11}};
-    StoreResponse r = MustDecide(refused);
+    const ChargeEntry three = Charge(charged, bucket, 3);
+    const ConsumeEntry eleven{.key = consumed, .limit = &window, .cost = 11};
+    DecideResponse r = MustDecide({.consumes = {&eleven, 1}, .charges = {&three, 1}});
     EXPECT_FALSE(r.allowed);
-    EXPECT_EQ(r.decisions[0].verdict, Verdict::kAllowed);
-    EXPECT_EQ(r.decisions[0].remaining, 7);
-    EXPECT_EQ(r.decisions[1].verdict, Verdict::kNeverFits);
+    EXPECT_EQ(r.decisions[1].verdict, Verdict::kAllowed);
+    EXPECT_EQ(r.decisions[1].remaining, 7);
+    EXPECT_EQ(r.decisions[0].verdict, Verdict::kNeverFits);
     EXPECT_EQ(MustDecideOne(charged, bucket, 0).remaining, 7) << "charged";
 
-    const EntryRef over[] = {Charge(charged, bucket, 9),
-                             {.key = consumed, .limit = &window, .cost = 2}};
-    r = MustDecide(over);
+    const ChargeEntry nine = Charge(charged, bucket, 9);
+    const ConsumeEntry two{.key = consumed, .limit = &window, .cost = 2};
+    r = MustDecide({.consumes = {&two, 1}, .charges = {&nine, 1}});
     EXPECT_FALSE(r.allowed);
-    EXPECT_EQ(r.decisions[0].verdict, Verdict::kDenied);
-    EXPECT_EQ(r.decisions[0].remaining, 0);
-    EXPECT_EQ(r.decisions[0].reset_after, std::chrono::hours(12)) << "2 of debt, 10 to refill";
-    EXPECT_EQ(r.decisions[1].verdict, Verdict::kAllowed);
-    EXPECT_EQ(r.decisions[1].remaining, 10) << "reported as before the refused request";
+    EXPECT_EQ(r.decisions[1].verdict, Verdict::kDenied);
+    EXPECT_EQ(r.decisions[1].remaining, 0);
+    EXPECT_EQ(r.decisions[1].reset_after, std::chrono::hours(12)) << "2 of debt, 10 to refill";
+    EXPECT_EQ(r.decisions[0].verdict, Verdict::kAllowed);
+    EXPECT_EQ(r.decisions[0].remaining, 10) << "reported as before the refused request";
     EXPECT_EQ(MustDecideOne(consumed, window, 0).remaining, 10);
-    const EntryRef peek = Charge(charged, bucket, 0);
-    const StoreResponse p = MustDecide({&peek, 1});
+    const ChargeEntry peek = Charge(charged, bucket, 0);
+    const DecideResponse p = MustDecide({.charges = {&peek, 1}});
     EXPECT_EQ(p.decisions[0].verdict, Verdict::kDenied);
     EXPECT_EQ(p.decisions[0].retry_after, std::chrono::hours(2)) << "until the debt is paid";
   }
@@ -110,16 +110,17 @@ TEST_P(StoreConformanceTest, ABucketsDebtStopsAtMaxDebt) {
     const int64_t most = MaxDebt(limit);
     ASSERT_EQ(most, 24 * 365 * 25);
     const std::string key = Key("deep:" + std::string(AlgorithmName(a)));
-    const EntryRef big = Charge(key, limit, kMaxCost);
-    EXPECT_EQ(MustDecide({&big, 1}).decisions[0].verdict, Verdict::kNeverFits);
-    const StoreResponse again = MustDecide({&big, 1});
+    const ChargeEntry big = Charge(key, limit, kMaxCost);
+    EXPECT_EQ(MustDecide({.charges = {&big, 1}}).decisions[0].verdict, Verdict::kNeverFits);
+    const DecideResponse again = MustDecide({.charges = {&big, 1}});
     EXPECT_EQ(again.decisions[0].reset_after, std::chrono::hours(2 + most));
-    const EntryRef one = Charge(key, limit, 1);
-    const StoreResponse past = MustDecide({&one, 1});
+    const ChargeEntry one = Charge(key, limit, 1);
+    const DecideResponse past = MustDecide({.charges = {&one, 1}});
     EXPECT_EQ(past.decisions[0].verdict, Verdict::kDenied);
     EXPECT_EQ(past.decisions[0].retry_after, std::chrono::hours(most + 1));
-    const EntryRef peek = Charge(key, limit, 0);
-    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].retry_after, std::chrono::hours(most));
+    const ChargeEntry peek = Charge(key, limit, 0);
+    EXPECT_EQ(MustDecide({.charges = {&peek, 1}}).decisions[0].retry_after,
+              std::chrono::hours(most));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "store/batch.h"
 #include "store/store_conformance.h"
 #include "store/store_reference_model.h"
 
@@ -24,60 +25,55 @@ TEST_P(StoreConformanceTest, ConcurrencyTakesSlotsUntilTheLimitThenWaitsForTheEa
   const Limit limit = Slots(2, seconds(1));
   const std::string key = Key("slots");
   const HoldId h1{1, 1}, h2{1, 2}, h3{1, 3};
-  const EntryRef take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
-  const Decision d1 = MustDecide({&take1, 1}).decisions[0];
+  const ConsumeEntry take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
+  const Decision d1 = MustDecide({.consumes = {&take1, 1}}).decisions[0];
   ASSERT_TRUE(d1.allowed());
   EXPECT_EQ(d1.remaining, 1);
   EXPECT_EQ(d1.reset_after, seconds(1));
   clock_.Advance(milliseconds(100));
-  const EntryRef take2{.key = key, .limit = &limit, .cost = 7, .hold = &h2};  // one slot still
-  ASSERT_TRUE(MustDecide({&take2, 1}).allowed);
-  const EntryRef take3{.key = key, .limit = &limit, .cost = 1, .hold = &h3};
-  const StoreResponse full = MustDecide({&take3, 1});
+  const ConsumeEntry take2{.key = key, .limit = &limit, .cost = 7, .hold = &h2};  // one slot still
+  ASSERT_TRUE(MustDecide({.consumes = {&take2, 1}}).allowed);
+  const ConsumeEntry take3{.key = key, .limit = &limit, .cost = 1, .hold = &h3};
+  const DecideResponse full = MustDecide({.consumes = {&take3, 1}});
   ASSERT_FALSE(full.allowed);
   EXPECT_EQ(full.decisions[0].verdict, Verdict::kDenied);
   EXPECT_EQ(full.decisions[0].retry_after, milliseconds(900));
   EXPECT_EQ(full.decisions[0].reset_after, seconds(1));
   clock_.Advance(milliseconds(900) - Micros(1));
-  EXPECT_FALSE(MustDecide({&take3, 1}).allowed);
+  EXPECT_FALSE(MustDecide({.consumes = {&take3, 1}}).allowed);
   clock_.Advance(Micros(1));
-  const StoreResponse freed = MustDecide({&take3, 1});
+  const DecideResponse freed = MustDecide({.consumes = {&take3, 1}});
   ASSERT_TRUE(freed.allowed) << "the first hold freed itself at its expiry";
   EXPECT_EQ(freed.decisions[0].remaining, 0);
-  const EntryRef peek{.key = key, .limit = &limit, .cost = 0};
-  EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 0) << "a peek takes nothing";
+  const ConsumeEntry peek{.key = key, .limit = &limit, .cost = 0};
+  EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, 0)
+      << "a peek takes nothing";
 }
 
 TEST_P(StoreConformanceTest, ConcurrencyReleaseFreesALiveHoldOnce) {
   const Limit limit = Slots(1, seconds(10));
   const std::string key = Key("release");
   const HoldId h1{5, 1}, h2{5, 2};
-  const EntryRef take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
-  const EntryRef take2{.key = key, .limit = &limit, .cost = 1, .hold = &h2};
-  ASSERT_TRUE(MustDecide({&take1, 1}).allowed);
-  ASSERT_FALSE(MustDecide({&take2, 1}).allowed);
-  const EntryRef wrong{
-      .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h2};
-  const StoreResponse not_held = MustDecide({&wrong, 1});
-  EXPECT_TRUE(not_held.allowed);
-  EXPECT_FALSE(not_held.decisions[0].released);
-  EXPECT_EQ(not_held.decisions[0].remaining, 0);
-  const EntryRef release{
-      .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h1};
-  const StoreResponse released = MustDecide({&release, 1});
-  EXPECT_TRUE(released.allowed);
-  EXPECT_TRUE(released.decisions[0].released);
-  EXPECT_EQ(released.decisions[0].remaining, 1);
-  EXPECT_FALSE(MustDecide({&release, 1}).decisions[0].released) << "already freed";
-  ASSERT_TRUE(MustDecide({&take2, 1}).allowed) << "the slot came back at once";
+  const ConsumeEntry take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
+  const ConsumeEntry take2{.key = key, .limit = &limit, .cost = 1, .hold = &h2};
+  ASSERT_TRUE(MustDecide({.consumes = {&take1, 1}}).allowed);
+  ASSERT_FALSE(MustDecide({.consumes = {&take2, 1}}).allowed);
+  const ReleaseEntry wrong{.key = key, .limit = &limit, .hold = h2};
+  const std::vector<Decision> not_held = MustRelease({&wrong, 1});
+  EXPECT_FALSE(not_held[0].released);
+  EXPECT_EQ(not_held[0].remaining, 0);
+  const ReleaseEntry release{.key = key, .limit = &limit, .hold = h1};
+  const std::vector<Decision> released = MustRelease({&release, 1});
+  EXPECT_TRUE(released[0].released);
+  EXPECT_EQ(released[0].remaining, 1);
+  EXPECT_FALSE(MustRelease({&release, 1})[0].released) << "already freed";
+  ASSERT_TRUE(MustDecide({.consumes = {&take2, 1}}).allowed) << "the slot came back at once";
   clock_.Advance(seconds(10));
-  const EntryRef expired{
-      .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h2};
-  EXPECT_FALSE(MustDecide({&expired, 1}).decisions[0].released) << "it had freed itself";
+  const ReleaseEntry expired{.key = key, .limit = &limit, .hold = h2};
+  EXPECT_FALSE(MustRelease({&expired, 1})[0].released) << "it had freed itself";
   const std::string fresh = Key("never-held");
-  const EntryRef unknown{
-      .key = fresh, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &h1};
-  EXPECT_FALSE(MustDecide({&unknown, 1}).decisions[0].released);
+  const ReleaseEntry unknown{.key = fresh, .limit = &limit, .hold = h1};
+  EXPECT_FALSE(MustRelease({&unknown, 1})[0].released);
 }
 
 TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
@@ -86,12 +82,12 @@ TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1, {1, seconds(60)}));
   const std::string skey = Key("aon:slots"), bkey = Key("aon:bucket");
   const HoldId h1{9, 1}, h2{9, 2};
-  const EntryRef first[] = {{.key = bkey, .limit = &bucket, .cost = 1},
-                            {.key = skey, .limit = &slots, .cost = 1, .hold = &h1}};
-  ASSERT_TRUE(MustDecide(first).allowed);
-  const EntryRef second[] = {{.key = bkey, .limit = &bucket, .cost = 1},
-                             {.key = skey, .limit = &slots, .cost = 1, .hold = &h2}};
-  const StoreResponse refused = MustDecide(second);
+  const ConsumeEntry first[] = {{.key = bkey, .limit = &bucket, .cost = 1},
+                                {.key = skey, .limit = &slots, .cost = 1, .hold = &h1}};
+  ASSERT_TRUE(MustDecide({.consumes = first}).allowed);
+  const ConsumeEntry second[] = {{.key = bkey, .limit = &bucket, .cost = 1},
+                                 {.key = skey, .limit = &slots, .cost = 1, .hold = &h2}};
+  const DecideResponse refused = MustDecide({.consumes = second});
   ASSERT_FALSE(refused.allowed);
   EXPECT_FALSE(refused.decisions[0].allowed());
   EXPECT_TRUE(refused.decisions[1].allowed());
@@ -100,12 +96,12 @@ TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
   const Limit one = Slots(1, seconds(10));
   const Limit roomy = *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, seconds(1)}));
   const std::string okey = Key("aon:one"), rkey = Key("aon:roomy");
-  const EntryRef a[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h1},
-                        {.key = rkey, .limit = &roomy, .cost = 3}};
-  ASSERT_TRUE(MustDecide(a).allowed);
-  const EntryRef b[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h2},
-                        {.key = rkey, .limit = &roomy, .cost = 3}};
-  const StoreResponse no_slot = MustDecide(b);
+  const ConsumeEntry a[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h1},
+                            {.key = rkey, .limit = &roomy, .cost = 3}};
+  ASSERT_TRUE(MustDecide({.consumes = a}).allowed);
+  const ConsumeEntry b[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h2},
+                            {.key = rkey, .limit = &roomy, .cost = 3}};
+  const DecideResponse no_slot = MustDecide({.consumes = b});
   ASSERT_FALSE(no_slot.allowed);
   EXPECT_EQ(no_slot.decisions[1].remaining, 7) << "the bucket consumed nothing";
 }
@@ -116,15 +112,29 @@ TEST_P(StoreConformanceTest, ConcurrencyRefusesMalformedEntriesHoldingNothing) {
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 5, {5, seconds(1)}));
   const std::string key = Key("bad"), other = Key("bad:bucket");
   const HoldId h{3, 3}, too_big{kHoldIdWordLimit, 0}, negative{0, -1};
+  const ConsumeEntry consumes[] = {
+      {.key = key, .limit = &slots, .cost = 1},  // no hold
+      {.key = key, .limit = &slots, .cost = 1, .hold = &too_big},
+      {.key = key, .limit = &slots, .cost = 1, .hold = &negative},
+      {.key = key, .limit = &slots, .cost = 1, .lease = 2, .hold = &h},
+  };
+  const RefundEntry refund{.key = key, .limit = &slots, .cost = 1};
+  const ChargeEntry charge{.key = key, .limit = &slots, .cost = 1};
+  std::vector<Result<DecideResponse>> decided;
+  for (const ConsumeEntry& c : consumes) decided.push_back(store_->Decide({.consumes = {&c, 1}}));
+  decided.push_back(store_->Decide({.refunds = {&refund, 1}}));
+  decided.push_back(store_->Decide({.charges = {&charge, 1}}));
+  for (size_t i = 0; i < decided.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_FALSE(decided[i].ok());
+    EXPECT_EQ(decided[i].status().code(), StatusCode::kInvalidArgument)
+        << decided[i].status().ToString();
+  }
+  const ReleaseEntry not_slots{.key = other, .limit = &bucket, .hold = h};
+  EXPECT_EQ(store_->Release({&not_slots, 1}).status().code(), StatusCode::kInvalidArgument);
+  // What the verbs cannot express, the batch encoding (store/batch.h) still refuses.
   const std::vector<std::vector<EntryRef>> bad = {
-      {{.key = key, .limit = &slots, .cost = 1}},  // no hold
-      {{.key = key, .limit = &slots, .cost = 1, .hold = &too_big}},
-      {{.key = key, .limit = &slots, .cost = 1, .hold = &negative}},
-      {{.key = key, .limit = &slots, .cost = 1, .op = EntryOp::kRefund, .hold = &h}},
-      {{.key = key, .limit = &slots, .cost = 1, .op = EntryOp::kCharge, .hold = &h}},
-      {{.key = key, .limit = &slots, .cost = 1, .lease = 2, .hold = &h}},
       {{.key = key, .limit = &slots, .cost = 0, .op = EntryOp::kRelease}},  // no hold
-      {{.key = other, .limit = &bucket, .cost = 0, .op = EntryOp::kRelease, .hold = &h}},
       {{.key = key, .limit = &slots, .cost = 0, .op = EntryOp::kRelease, .hold = &h},
        {.key = other, .limit = &bucket, .cost = 1}},
       {{.key = other, .limit = &bucket, .cost = 1},
@@ -132,7 +142,7 @@ TEST_P(StoreConformanceTest, ConcurrencyRefusesMalformedEntriesHoldingNothing) {
   };
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE(i);
-    const Result<StoreResponse> r = store_->Decide(bad[i]);
+    const Result<DecideResponse> r = DecideBatch(*store_, bad[i]);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
   }
@@ -155,8 +165,8 @@ TEST_P(StoreConformanceTest, ConcurrencyIsExactUnderConcurrentTakers) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < kTries; ++i) {
           const HoldId id{round + 1, t * 1000 + i};
-          const EntryRef e{.key = key, .limit = &limit, .cost = 1, .hold = &id};
-          const Result<StoreResponse> r = store_->Decide({&e, 1});
+          const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1, .hold = &id};
+          const Result<DecideResponse> r = store_->Decide({.consumes = {&e, 1}});
           if (r.ok() && r->allowed) {
             admitted.fetch_add(1);
             taken[static_cast<size_t>(t)].push_back(id);
@@ -168,9 +178,8 @@ TEST_P(StoreConformanceTest, ConcurrencyIsExactUnderConcurrentTakers) {
     EXPECT_EQ(admitted.load(), limit.capacity());
     for (const auto& ids : taken) {
       for (const HoldId& id : ids) {
-        const EntryRef e{
-            .key = key, .limit = &limit, .cost = 0, .op = EntryOp::kRelease, .hold = &id};
-        EXPECT_TRUE(MustDecide({&e, 1}).decisions[0].released);
+        const ReleaseEntry e{.key = key, .limit = &limit, .hold = id};
+        EXPECT_TRUE(MustRelease({&e, 1})[0].released);
       }
     }
   }
@@ -190,19 +199,21 @@ TEST_P(StoreConformanceTest, ConcurrencyRandomRequestsMatchTheReferenceModel) {
   int64_t next = 1;
   for (int step = 0; step < 500; ++step) {
     clock_.Advance(Micros(static_cast<int64_t>(rng() % 40'000)));
-    std::vector<EntryRef> entries;
+    std::vector<ConsumeEntry> entries;
+    std::vector<ReleaseEntry> releases;
     HoldId fresh{static_cast<int64_t>(rng() % 4), next++};
     HoldId old = ids.empty() ? fresh : ids[rng() % ids.size()];
+    const Micros now(clock_.Now().count() / 1000);
     if (rng() % 4 == 0) {  // a release of one or both concurrency keys
       for (size_t k = 0; k < 2; ++k) {
         if (k == 0 || rng() % 2 == 0) {
-          entries.push_back({.key = keys[k],
-                             .limit = &limits[k],
-                             .cost = 0,
-                             .op = EntryOp::kRelease,
-                             .hold = &old});
+          releases.push_back({.key = keys[k], .limit = &limits[k], .hold = old});
         }
       }
+      const EncodedBatch batch(releases);
+      ASSERT_EQ(MustRelease(releases), model.Decide(batch.entries(), now).decisions)
+          << "step " << step;
+      continue;
     } else {
       for (size_t k = 0; k < keys.size(); ++k) {
         if (rng() % 2 != 0) continue;
@@ -214,8 +225,8 @@ TEST_P(StoreConformanceTest, ConcurrencyRandomRequestsMatchTheReferenceModel) {
       if (entries.empty()) continue;
       ids.push_back(fresh);
     }
-    const StoreResponse got = MustDecide(entries);
-    const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));
+    const DecideResponse got = MustDecide({.consumes = entries});
+    const DecideResponse want = model.Decide({.consumes = entries}, now);
     ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
     ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "store/batch.h"
 #include "store/store_conformance.h"
 #include "store/store_reference_model.h"
 
@@ -33,24 +34,14 @@ struct Ops {
   std::string key;
   const Limit* limit;
   ReservationTerms terms;
-  EntryRef Reserve(const HoldId& id, int64_t cost) const {
-    return {.key = key,
-            .limit = limit,
-            .cost = cost,
-            .op = EntryOp::kReserve,
-            .hold = &id,
-            .reservation = &terms};
+  ConsumeEntry Reserve(const ReservationId& id, int64_t cost) const {
+    return {.key = key, .limit = limit, .cost = cost, .reserve = &id, .reservations = &terms};
   }
-  EntryRef Settle(const HoldId& id, int64_t cost) const {
-    return {.key = key,
-            .limit = limit,
-            .cost = cost,
-            .op = EntryOp::kSettle,
-            .hold = &id,
-            .reservation = &terms};
+  SettleEntry Settle(const ReservationId& id, int64_t cost) const {
+    return {.key = key, .limit = limit, .cost = cost, .id = id, .terms = terms};
   }
-  EntryRef Consume(int64_t cost) const {
-    return {.key = key, .limit = limit, .cost = cost, .reservation = &terms};
+  ConsumeEntry Consume(int64_t cost) const {
+    return {.key = key, .limit = limit, .cost = cost, .reservations = &terms};
   }
 };
 
@@ -61,26 +52,25 @@ TEST_P(StoreConformanceTest, ReserveThenSettleUnderTheEstimateGivesTheDifference
     const Ops ops{.key = Key(std::string("under:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {.ttl = seconds(60)}};
-    const HoldId id{7, 1};
-    const EntryRef reserve = ops.Reserve(id, 800);
-    const StoreResponse r = MustDecide({&reserve, 1});
+    const ReservationId id{7, 1};
+    const ConsumeEntry reserve = ops.Reserve(id, 800);
+    const DecideResponse r = MustDecide({.consumes = {&reserve, 1}});
     ASSERT_TRUE(r.allowed);
     EXPECT_EQ(r.decisions[0].remaining, 200);
     EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
-    const EntryRef settle = ops.Settle(id, 731);
-    const StoreResponse s = MustDecide({&settle, 1});
-    ASSERT_TRUE(s.allowed);
-    EXPECT_EQ(s.decisions[0].reservation, Reservation::kSettled);
-    EXPECT_EQ(s.decisions[0].remaining, 269) << "731 counted, exactly";
+    const SettleEntry settle = ops.Settle(id, 731);
+    const std::vector<Decision> s = MustSettle({&settle, 1});
+    EXPECT_EQ(s[0].reservation, Reservation::kSettled);
+    EXPECT_EQ(s[0].remaining, 269) << "731 counted, exactly";
     clock_.Advance(milliseconds(5));
-    const StoreResponse again = MustDecide({&settle, 1});
-    EXPECT_EQ(again.decisions[0].reservation, Reservation::kRepeated);
-    EXPECT_EQ(again.decisions[0].remaining, 269) << "the first settle's decision";
-    const EntryRef other = ops.Settle(id, 700);
-    const StoreResponse conflict = MustDecide({&other, 1});
-    EXPECT_EQ(conflict.decisions[0].reservation, Reservation::kConflict);
-    const EntryRef peek = ops.Consume(0);
-    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 269)
+    const std::vector<Decision> again = MustSettle({&settle, 1});
+    EXPECT_EQ(again[0].reservation, Reservation::kRepeated);
+    EXPECT_EQ(again[0].remaining, 269) << "the first settle's decision";
+    const SettleEntry other = ops.Settle(id, 700);
+    const std::vector<Decision> conflict = MustSettle({&other, 1});
+    EXPECT_EQ(conflict[0].reservation, Reservation::kConflict);
+    const ConsumeEntry peek = ops.Consume(0);
+    EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, 269)
         << "neither the repeat nor the conflict changed anything";
   }
 }
@@ -92,30 +82,30 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
     const Ops ops{.key = Key(std::string("over:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {}};
-    const HoldId id{7, 2};
-    const EntryRef reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-    const EntryRef settle = ops.Settle(id, 15);
-    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    const ReservationId id{7, 2};
+    const ConsumeEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const SettleEntry settle = ops.Settle(id, 15);
+    const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
     EXPECT_EQ(d.remaining, 0);
     EXPECT_EQ(d.reset_after, milliseconds(1500)) << "5 of debt, 10 to refill";
-    const EntryRef one = ops.Consume(1);
-    const StoreResponse refused = MustDecide({&one, 1});
+    const ConsumeEntry one = ops.Consume(1);
+    const DecideResponse refused = MustDecide({.consumes = {&one, 1}});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(600));
     clock_.Advance(milliseconds(600) - Micros(1));
-    EXPECT_FALSE(MustDecide({&one, 1}).allowed);
+    EXPECT_FALSE(MustDecide({.consumes = {&one, 1}}).allowed);
     clock_.Advance(Micros(1));
-    EXPECT_TRUE(MustDecide({&one, 1}).allowed) << "the debt was paid";
+    EXPECT_TRUE(MustDecide({.consumes = {&one, 1}}).allowed) << "the debt was paid";
   }
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
   const Ops ops{.key = Key("over:fixed_window"), .limit = &window, .terms = {}};
-  const HoldId id{7, 3};
-  const EntryRef reserve = ops.Reserve(id, 4);
-  ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-  const EntryRef settle = ops.Settle(id, 13);
-  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  const ReservationId id{7, 3};
+  const ConsumeEntry reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+  const SettleEntry settle = ops.Settle(id, 13);
+  const Decision d = MustSettle({&settle, 1})[0];
   EXPECT_EQ(d.remaining, 0);
   EXPECT_EQ(d.overdrawn, 3) << "13 counted in a window of 10";
 }
@@ -130,33 +120,33 @@ TEST_P(StoreConformanceTest, ASettleChargesAtMostTheCapacityAboveItsEstimate) {
     const Ops ops{.key = Key(std::string("capped:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {}};
-    const HoldId id{7, 4};
-    const EntryRef reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-    const EntryRef settle = ops.Settle(id, 10 + 25);
-    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    const ReservationId id{7, 4};
+    const ConsumeEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const SettleEntry settle = ops.Settle(id, 10 + 25);
+    const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
     EXPECT_EQ(d.overrun, 25);
     EXPECT_EQ(d.reset_after, seconds(2)) << "10 of debt, not 25, and 10 to refill";
-    const Decision again = MustDecide({&settle, 1}).decisions[0];
+    const Decision again = MustSettle({&settle, 1})[0];
     EXPECT_EQ(again.reservation, Reservation::kRepeated);
     EXPECT_EQ(again.overrun, 25);
-    const EntryRef one = ops.Consume(1);
-    const StoreResponse refused = MustDecide({&one, 1});
+    const ConsumeEntry one = ops.Consume(1);
+    const DecideResponse refused = MustDecide({.consumes = {&one, 1}});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(1100));
     clock_.Advance(milliseconds(1100) - Micros(1));
-    EXPECT_FALSE(MustDecide({&one, 1}).allowed);
+    EXPECT_FALSE(MustDecide({.consumes = {&one, 1}}).allowed);
     clock_.Advance(Micros(1));
-    EXPECT_TRUE(MustDecide({&one, 1}).allowed) << "the capped debt was paid";
+    EXPECT_TRUE(MustDecide({.consumes = {&one, 1}}).allowed) << "the capped debt was paid";
   }
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
   const Ops ops{.key = Key("capped:fixed_window"), .limit = &window, .terms = {}};
-  const HoldId id{7, 5};
-  const EntryRef reserve = ops.Reserve(id, 4);
-  ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-  const EntryRef settle = ops.Settle(id, 4 + 25);
-  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  const ReservationId id{7, 5};
+  const ConsumeEntry reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+  const SettleEntry settle = ops.Settle(id, 4 + 25);
+  const Decision d = MustSettle({&settle, 1})[0];
   EXPECT_EQ(d.overrun, 25);
   EXPECT_EQ(d.overdrawn, 4) << "4 + 10 counted in a window of 10";
 }
@@ -172,17 +162,17 @@ TEST_P(StoreConformanceTest, ASettlesDebtStopsAtItsCap) {
     const Ops ops{.key = Key(std::string("cap:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {}};
-    const HoldId id{7, 9};
-    const EntryRef reserve = ops.Reserve(id, 20'000);
-    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-    const EntryRef settle = ops.Settle(id, 20'000 + cap + 500);
-    const Decision d = MustDecide({&settle, 1}).decisions[0];
+    const ReservationId id{7, 9};
+    const ConsumeEntry reserve = ops.Reserve(id, 20'000);
+    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const SettleEntry settle = ops.Settle(id, 20'000 + cap + 500);
+    const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
     EXPECT_EQ(d.remaining, 0);
     EXPECT_EQ(d.reset_after, std::chrono::hours(24) * (cap + 20'000))
         << "the debt capped, then full";
-    const EntryRef one = ops.Consume(1);
-    const StoreResponse refused = MustDecide({&one, 1});
+    const ConsumeEntry one = ops.Consume(1);
+    const DecideResponse refused = MustDecide({.consumes = {&one, 1}});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].retry_after, std::chrono::hours(24) * (cap + 1));
   }
@@ -200,15 +190,15 @@ TEST_P(StoreConformanceTest, AReserveOfZeroIsRefusedInDebt) {
     const Ops ops{.key = Key(std::string("indebt:") + std::string(AlgorithmName(a))),
                   .limit = &limit,
                   .terms = {}};
-    const HoldId id{7, 6}, zero{7, 7}, later{7, 8};
-    const EntryRef reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
-    const EntryRef at_zero = ops.Reserve(zero, 0);
-    EXPECT_TRUE(MustDecide({&at_zero, 1}).allowed) << "empty, not in debt";
-    const EntryRef settle = ops.Settle(id, 15);
-    ASSERT_EQ(MustDecide({&settle, 1}).decisions[0].reservation, Reservation::kSettled);
-    const EntryRef in_debt = ops.Reserve(later, 0);
-    const StoreResponse refused = MustDecide({&in_debt, 1});
+    const ReservationId id{7, 6}, zero{7, 7}, later{7, 8};
+    const ConsumeEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const ConsumeEntry at_zero = ops.Reserve(zero, 0);
+    EXPECT_TRUE(MustDecide({.consumes = {&at_zero, 1}}).allowed) << "empty, not in debt";
+    const SettleEntry settle = ops.Settle(id, 15);
+    ASSERT_EQ(MustSettle({&settle, 1})[0].reservation, Reservation::kSettled);
+    const ConsumeEntry in_debt = ops.Reserve(later, 0);
+    const DecideResponse refused = MustDecide({.consumes = {&in_debt, 1}});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].verdict, Verdict::kDenied);
     EXPECT_EQ(refused.decisions[0].reservation, Reservation::kNone);
@@ -216,11 +206,12 @@ TEST_P(StoreConformanceTest, AReserveOfZeroIsRefusedInDebt) {
     EXPECT_EQ(wait, window ? seconds(1) - Micros(clock_.Now().count() / 1000 % 1'000'000)
                            : milliseconds(500))
         << "until the debt is paid, or the window ends";
-    const EntryRef settle_later = ops.Settle(later, 0);
-    EXPECT_EQ(MustDecide({&settle_later, 1}).decisions[0].reservation, Reservation::kUnknown)
+    const SettleEntry settle_later = ops.Settle(later, 0);
+    EXPECT_EQ(MustSettle({&settle_later, 1})[0].reservation, Reservation::kUnknown)
         << "nothing recorded";
     clock_.Advance(wait);
-    EXPECT_EQ(MustDecide({&in_debt, 1}).decisions[0].reservation, Reservation::kOpened);
+    EXPECT_EQ(MustDecide({.consumes = {&in_debt, 1}}).decisions[0].reservation,
+              Reservation::kOpened);
   }
 }
 
@@ -232,17 +223,17 @@ TEST_P(StoreConformanceTest, AnUnsettledReservationExpiresKeepingOrGivingBackIts
     const Ops ops{.key = Key(give_back ? "expiry:give" : "expiry:keep"),
                   .limit = &limit,
                   .terms = {.ttl = seconds(1), .on_expiry = outcome}};
-    const HoldId id{8, give_back ? 2 : 1};
-    const EntryRef reserve = ops.Reserve(id, 8);
-    ASSERT_TRUE(MustDecide({&reserve, 1}).allowed);
+    const ReservationId id{8, give_back ? 2 : 1};
+    const ConsumeEntry reserve = ops.Reserve(id, 8);
+    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
     clock_.Advance(seconds(1) - Micros(1));
-    const EntryRef peek = ops.Consume(0);
-    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 2) << "still open";
+    const ConsumeEntry peek = ops.Consume(0);
+    EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, 2) << "still open";
     clock_.Advance(Micros(1));
     // 1 refilled; giving back 8 at 1 s returns what had not refilled since: 7.
-    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, give_back ? 10 : 3);
-    const EntryRef settle = ops.Settle(id, 1);
-    const Decision late = MustDecide({&settle, 1}).decisions[0];
+    EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, give_back ? 10 : 3);
+    const SettleEntry settle = ops.Settle(id, 1);
+    const Decision late = MustSettle({&settle, 1})[0];
     EXPECT_EQ(late.reservation, Reservation::kUnknown) << "expired";
     EXPECT_EQ(late.remaining, give_back ? 10 : 3) << "and nothing charged";
   }
@@ -251,22 +242,23 @@ TEST_P(StoreConformanceTest, AnUnsettledReservationExpiresKeepingOrGivingBackIts
 TEST_P(StoreConformanceTest, AKeyHoldsAtMostMaxOpenReservations) {
   const Limit limit = Bucket(Algorithm::kGcra, 100, 100, seconds(1));
   const Ops ops{.key = Key("bound"), .limit = &limit, .terms = {.ttl = seconds(10), .max_open = 2}};
-  const HoldId a{9, 1}, b{9, 2}, c{9, 3};
-  const EntryRef ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
-  ASSERT_TRUE(MustDecide({&ra, 1}).allowed);
+  const ReservationId a{9, 1}, b{9, 2}, c{9, 3};
+  const ConsumeEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({.consumes = {&ra, 1}}).allowed);
   clock_.Advance(seconds(1));
-  ASSERT_TRUE(MustDecide({&rb, 1}).allowed);
-  const StoreResponse full = MustDecide({&rc, 1});
+  ASSERT_TRUE(MustDecide({.consumes = {&rb, 1}}).allowed);
+  const DecideResponse full = MustDecide({.consumes = {&rc, 1}});
   ASSERT_FALSE(full.allowed);
   EXPECT_EQ(full.decisions[0].reservation, Reservation::kFull);
   EXPECT_EQ(full.decisions[0].verdict, Verdict::kDenied);
   EXPECT_EQ(full.decisions[0].retry_after, seconds(9)) << "until the first expires";
-  const EntryRef peek = ops.Consume(0);
-  EXPECT_EQ(MustDecide({&peek, 1}).decisions[0].remaining, 99) << "the refusal consumed nothing";
-  const EntryRef sa = ops.Settle(a, 1);
-  ASSERT_EQ(MustDecide({&sa, 1}).decisions[0].reservation, Reservation::kSettled);
-  ASSERT_TRUE(MustDecide({&rc, 1}).allowed) << "a settled reservation is not open";
-  EXPECT_EQ(MustDecide({&sa, 1}).decisions[0].reservation, Reservation::kRepeated);
+  const ConsumeEntry peek = ops.Consume(0);
+  EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, 99)
+      << "the refusal consumed nothing";
+  const SettleEntry sa = ops.Settle(a, 1);
+  ASSERT_EQ(MustSettle({&sa, 1})[0].reservation, Reservation::kSettled);
+  ASSERT_TRUE(MustDecide({.consumes = {&rc, 1}}).allowed) << "a settled reservation is not open";
+  EXPECT_EQ(MustSettle({&sa, 1})[0].reservation, Reservation::kRepeated);
 }
 
 // A reserve of 0 consumes nothing, so it takes no open slot (max_open of them, a day each, would
@@ -276,34 +268,35 @@ TEST_P(StoreConformanceTest, AReserveOfZeroTakesNoOpenSlot) {
   const Limit limit = Bucket(Algorithm::kTokenBucket, 100, 100, seconds(1));
   const Ops ops{
       .key = Key("zero"), .limit = &limit, .terms = {.ttl = std::chrono::hours(24), .max_open = 2}};
-  const HoldId z1{11, 1}, z2{11, 2}, z3{11, 3}, a{11, 4}, b{11, 5}, c{11, 6};
-  for (const HoldId* z : {&z1, &z2, &z3}) {
-    const EntryRef reserve = ops.Reserve(*z, 0);
-    const StoreResponse r = MustDecide({&reserve, 1});
+  const ReservationId z1{11, 1}, z2{11, 2}, z3{11, 3}, a{11, 4}, b{11, 5}, c{11, 6};
+  for (const ReservationId* z : {&z1, &z2, &z3}) {
+    const ConsumeEntry reserve = ops.Reserve(*z, 0);
+    const DecideResponse r = MustDecide({.consumes = {&reserve, 1}});
     ASSERT_TRUE(r.allowed);
     EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
     EXPECT_EQ(r.decisions[0].remaining, 100);
     clock_.Advance(seconds(1));
   }
-  const EntryRef ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
-  ASSERT_TRUE(MustDecide({&ra, 1}).allowed) << "the reserves of 0 hold no slot";
-  ASSERT_TRUE(MustDecide({&rb, 1}).allowed);
-  EXPECT_EQ(MustDecide({&rc, 1}).decisions[0].reservation, Reservation::kFull) << "2 open";
-  const EntryRef s1 = ops.Settle(z1, 5);
-  const Decision forgotten = MustDecide({&s1, 1}).decisions[0];
+  const ConsumeEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({.consumes = {&ra, 1}}).allowed) << "the reserves of 0 hold no slot";
+  ASSERT_TRUE(MustDecide({.consumes = {&rb, 1}}).allowed);
+  EXPECT_EQ(MustDecide({.consumes = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
+      << "2 open";
+  const SettleEntry s1 = ops.Settle(z1, 5);
+  const Decision forgotten = MustSettle({&s1, 1})[0];
   EXPECT_EQ(forgotten.reservation, Reservation::kUnknown) << "the third of 0 forgot the first";
   EXPECT_EQ(forgotten.remaining, 98) << "and its settle charges nothing";
-  const EntryRef s2 = ops.Settle(z2, 5);
-  const Decision d = MustDecide({&s2, 1}).decisions[0];
+  const SettleEntry s2 = ops.Settle(z2, 5);
+  const Decision d = MustSettle({&s2, 1})[0];
   EXPECT_EQ(d.reservation, Reservation::kSettled);
   EXPECT_EQ(d.overrun, 5);
   EXPECT_EQ(d.remaining, 93) << "the whole cost, at the settle";
-  const EntryRef s3 = ops.Settle(z3, 0);
-  EXPECT_EQ(MustDecide({&s3, 1}).decisions[0].reservation, Reservation::kSettled);
-  EXPECT_EQ(MustDecide({&rc, 1}).decisions[0].reservation, Reservation::kFull)
+  const SettleEntry s3 = ops.Settle(z3, 0);
+  EXPECT_EQ(MustSettle({&s3, 1})[0].reservation, Reservation::kSettled);
+  EXPECT_EQ(MustDecide({.consumes = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
       << "settling those of 0 freed no slot: they held none";
-  const EntryRef z4 = ops.Reserve(c, 0);
-  EXPECT_EQ(MustDecide({&z4, 1}).decisions[0].reservation, Reservation::kOpened)
+  const ConsumeEntry z4 = ops.Reserve(c, 0);
+  EXPECT_EQ(MustDecide({.consumes = {&z4, 1}}).decisions[0].reservation, Reservation::kOpened)
       << "a reserve of 0 passes a key whose slots are all held";
 }
 
@@ -319,32 +312,34 @@ TEST_P(StoreConformanceTest, AResetForgetsTheKeysReservations) {
     const std::string name(AlgorithmName(a));
     const Ops ops{.key = Key("reset:" + name), .limit = &limit, .terms = terms};
     const Ops control{.key = Key("reset:control:" + name), .limit = &limit, .terms = terms};
-    const HoldId o1{12, 1}, o2{12, 2}, done{12, 3}, zero{12, 4}, next{12, 5};
-    for (const EntryRef& e : {ops.Reserve(done, 200), ops.Settle(done, 200), ops.Reserve(o1, 300),
-                              ops.Reserve(o2, 100), ops.Reserve(zero, 0)}) {
-      ASSERT_TRUE(MustDecide({&e, 1}).allowed);
+    const ReservationId o1{12, 1}, o2{12, 2}, done{12, 3}, zero{12, 4}, next{12, 5};
+    const ConsumeEntry first = ops.Reserve(done, 200);
+    ASSERT_TRUE(MustDecide({.consumes = {&first, 1}}).allowed);
+    const SettleEntry settled = ops.Settle(done, 200);
+    ASSERT_EQ(MustSettle({&settled, 1})[0].reservation, Reservation::kSettled);
+    for (const ConsumeEntry& e :
+         {ops.Reserve(o1, 300), ops.Reserve(o2, 100), ops.Reserve(zero, 0)}) {
+      ASSERT_TRUE(MustDecide({.consumes = {&e, 1}}).allowed);
     }
-    const EntryRef reserve = ops.Reserve(next, 1);
-    ASSERT_EQ(MustDecide({&reserve, 1}).decisions[0].reservation, Reservation::kFull);
-    const EntryRef reset{.key = ops.key,
-                         .limit = &limit,
-                         .cost = kMaxCost,
-                         .op = EntryOp::kRefund,
-                         .forget_reservations = true};
-    EXPECT_EQ(MustDecide({&reset, 1}).decisions[0].remaining, 1000);
-    for (const EntryRef& e : {ops.Settle(o1, 300), ops.Settle(done, 200), ops.Settle(zero, 5)}) {
-      const Decision d = MustDecide({&e, 1}).decisions[0];
+    const ConsumeEntry reserve = ops.Reserve(next, 1);
+    ASSERT_EQ(MustDecide({.consumes = {&reserve, 1}}).decisions[0].reservation, Reservation::kFull);
+    const RefundEntry reset{
+        .key = ops.key, .limit = &limit, .cost = kMaxCost, .forget_reservations = true};
+    EXPECT_EQ(MustDecide({.refunds = {&reset, 1}}).decisions[0].remaining, 1000);
+    for (const SettleEntry& e : {ops.Settle(o1, 300), ops.Settle(done, 200), ops.Settle(zero, 5)}) {
+      const Decision d = MustSettle({&e, 1})[0];
       EXPECT_EQ(d.reservation, Reservation::kUnknown);
       EXPECT_EQ(d.remaining, 1000) << "nothing charged";
     }
     for (const Ops* k : {&ops, &control}) {
-      const EntryRef r = k->Reserve(next, 1), c = k->Consume(500);
-      EXPECT_EQ(MustDecide({&r, 1}).decisions[0].reservation, Reservation::kOpened);
-      ASSERT_TRUE(MustDecide({&c, 1}).allowed);
+      const ConsumeEntry r = k->Reserve(next, 1), c = k->Consume(500);
+      EXPECT_EQ(MustDecide({.consumes = {&r, 1}}).decisions[0].reservation, Reservation::kOpened);
+      ASSERT_TRUE(MustDecide({.consumes = {&c, 1}}).allowed);
     }
     clock_.Advance(seconds(1));  // every reservation made before the reset would expire now
-    const EntryRef peek = ops.Consume(0), peek_control = control.Consume(0);
-    EXPECT_EQ(MustDecide({&peek, 1}).decisions[0], MustDecide({&peek_control, 1}).decisions[0])
+    const ConsumeEntry peek = ops.Consume(0), peek_control = control.Consume(0);
+    EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0],
+              MustDecide({.consumes = {&peek_control, 1}}).decisions[0])
         << "none gave its estimate back";
   }
 }
@@ -354,15 +349,15 @@ TEST_P(StoreConformanceTest, AReserveIsAllOrNothingWithTheRequestsOtherLimits) {
   const Limit tight = Bucket(Algorithm::kGcra, 5, 5, seconds(1));
   const Ops r1{.key = Key("aon:roomy"), .limit = &roomy, .terms = {}};
   const Ops r2{.key = Key("aon:tight"), .limit = &tight, .terms = {}};
-  const HoldId id{10, 1};
-  const EntryRef both[] = {r1.Reserve(id, 6), r2.Reserve(id, 6)};
-  const StoreResponse refused = MustDecide(both);
+  const ReservationId id{10, 1};
+  const ConsumeEntry both[] = {r1.Reserve(id, 6), r2.Reserve(id, 6)};
+  const DecideResponse refused = MustDecide({.consumes = both});
   ASSERT_FALSE(refused.allowed);
   EXPECT_TRUE(refused.decisions[0].allowed());
   EXPECT_EQ(refused.decisions[0].remaining, 100) << "nothing consumed";
   EXPECT_EQ(refused.decisions[0].reservation, Reservation::kNone) << "nothing recorded";
-  const EntryRef settle = r1.Settle(id, 1);
-  const Decision d = MustDecide({&settle, 1}).decisions[0];
+  const SettleEntry settle = r1.Settle(id, 1);
+  const Decision d = MustSettle({&settle, 1})[0];
   EXPECT_EQ(d.reservation, Reservation::kUnknown);
   EXPECT_EQ(d.remaining, 100) << "a settle of no reservation charges nothing";
 }
@@ -371,36 +366,55 @@ TEST_P(StoreConformanceTest, ReservationEntriesAreValidated) {
   const Limit bucket = Bucket(Algorithm::kTokenBucket, 5, 5, seconds(1));
   const Limit log = *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, seconds(1)));
   const std::string key = Key("bad"), other = Key("bad:other");
-  const HoldId id{3, 3}, too_big{kHoldIdWordLimit, 0};
+  const ReservationId id{3, 3}, too_big{kHoldIdWordLimit, 0};
   const ReservationTerms ok{}, short_ttl{.ttl = Micros(999)},
       long_ttl{.ttl = std::chrono::hours(25)}, none_open{.max_open = 0},
       many_open{.max_open = kMaxOpenReservations + 1};
-  const auto reserve = [&](const Limit* l, const HoldId* h, const ReservationTerms* t) {
-    return EntryRef{
-        .key = key, .limit = l, .cost = 1, .op = EntryOp::kReserve, .hold = h, .reservation = t};
+  const auto reserve = [&](const Limit* l, const ReservationId* rid,
+                           const ReservationTerms* t) -> ConsumeEntry {
+    return {.key = key, .limit = l, .cost = 1, .reserve = rid, .reservations = t};
   };
-  const EntryRef settle{.key = key,
-                        .limit = &bucket,
-                        .cost = 1,
-                        .op = EntryOp::kSettle,
-                        .hold = &id,
-                        .reservation = &ok};
-  const std::vector<std::vector<EntryRef>> bad = {
-      {reserve(&bucket, nullptr, &ok)},
-      {reserve(&bucket, &id, nullptr)},
-      {reserve(&bucket, &too_big, &ok)},
-      {reserve(&log, &id, &ok)},
-      {reserve(&bucket, &id, &short_ttl)},
-      {reserve(&bucket, &id, &long_ttl)},
-      {reserve(&bucket, &id, &none_open)},
-      {reserve(&bucket, &id, &many_open)},
-      {settle, {.key = other, .limit = &bucket, .cost = 1}},
-      {{.key = other, .limit = &bucket, .cost = 1}, settle},
+  const ConsumeEntry bad[] = {
+      reserve(&bucket, &id, nullptr),    reserve(&bucket, &too_big, &ok),
+      reserve(&log, &id, &ok),           reserve(&bucket, &id, &short_ttl),
+      reserve(&bucket, &id, &long_ttl),  reserve(&bucket, &id, &none_open),
+      reserve(&bucket, &id, &many_open),
+  };
+  std::vector<Status> refused;
+  for (const ConsumeEntry& e : bad)
+    refused.push_back(store_->Decide({.consumes = {&e, 1}}).status());
+  const SettleEntry settles[] = {
+      {.key = key, .limit = &log, .cost = 1, .id = id, .terms = ok},
+      {.key = key, .limit = &bucket, .cost = 1, .id = too_big, .terms = ok},
+      {.key = key, .limit = &bucket, .id = id, .terms = short_ttl}};
+  for (const SettleEntry& e : settles) refused.push_back(store_->Settle({&e, 1}).status());
+  const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const RefundEntry natively{
+      .key = other, .limit = &window, .cost = 1, .native = true, .forget_reservations = true};
+  refused.push_back(store_->Decide({.refunds = {&natively, 1}}).status());
+  for (size_t i = 0; i < refused.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(refused[i].code(), StatusCode::kInvalidArgument) << refused[i].ToString();
+  }
+  // What the verbs cannot express, the batch encoding (store/batch.h) still refuses.
+  const HoldId hold{3, 3};
+  const EntryRef batch_reserve{
+      .key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kReserve, .reservation = &ok};
+  const EntryRef batch_settle{.key = key,
+                              .limit = &bucket,
+                              .cost = 1,
+                              .op = EntryOp::kSettle,
+                              .hold = &hold,
+                              .reservation = &ok};
+  const std::vector<std::vector<EntryRef>> batches = {
+      {batch_reserve},  // no id
+      {batch_settle, {.key = other, .limit = &bucket, .cost = 1}},
+      {{.key = other, .limit = &bucket, .cost = 1}, batch_settle},
       {{.key = other, .limit = &bucket, .cost = 1, .forget_reservations = true}},
   };
-  for (size_t i = 0; i < bad.size(); ++i) {
+  for (size_t i = 0; i < batches.size(); ++i) {
     SCOPED_TRACE(i);
-    const Result<StoreResponse> r = store_->Decide(bad[i]);
+    const Result<DecideResponse> r = DecideBatch(*store_, batches[i]);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
   }
@@ -423,34 +437,49 @@ TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
   std::vector<std::string> keys;
   for (size_t i = 0; i < limits.size(); ++i) keys.push_back(Key("model" + std::to_string(i)));
   ReferenceModel model;
-  std::vector<HoldId> ids;
+  std::vector<ReservationId> ids;
   int64_t next = 1;
   for (int step = 0; step < 600; ++step) {
     clock_.Advance(Micros(static_cast<int64_t>(rng() % 30'000)));
-    std::vector<EntryRef> entries;
-    const HoldId fresh{static_cast<int64_t>(rng() % 4), next++};
-    const HoldId old = ids.empty() || rng() % 8 == 0 ? fresh : ids[rng() % ids.size()];
+    std::vector<ConsumeEntry> consumes;
+    std::vector<RefundEntry> refunds;
+    std::vector<SettleEntry> settles;
+    const ReservationId fresh{static_cast<int64_t>(rng() % 4), next++};
+    const ReservationId old = ids.empty() || rng() % 8 == 0 ? fresh : ids[rng() % ids.size()];
     const int kind = static_cast<int>(rng() % 4);
     for (size_t k = 0; k < keys.size(); ++k) {
       if (rng() % 2 != 0) continue;
       const int64_t cost = static_cast<int64_t>(rng() % 12);
-      EntryRef e{.key = keys[k], .limit = &limits[k], .cost = cost, .reservation = &terms[k]};
+      const ConsumeEntry e{
+          .key = keys[k], .limit = &limits[k], .cost = cost, .reservations = &terms[k]};
       if (kind == 0) {
-        e.op = EntryOp::kReserve;
-        e.hold = &fresh;
+        consumes.push_back(e);
+        consumes.back().reserve = &fresh;
       } else if (kind == 1) {
-        e.op = EntryOp::kSettle;
-        e.hold = &old;
-        e.cost = static_cast<int64_t>(rng() % 30);
+        settles.push_back({.key = keys[k],
+                           .limit = &limits[k],
+                           .cost = static_cast<int64_t>(rng() % 30),
+                           .id = old,
+                           .terms = terms[k]});
       } else if (kind == 2 && rng() % 3 == 0) {
-        e.op = EntryOp::kRefund;
+        refunds.push_back(
+            {.key = keys[k], .limit = &limits[k], .cost = cost, .reservations = &terms[k]});
+      } else {
+        consumes.push_back(e);
       }
-      entries.push_back(e);
     }
-    if (entries.empty()) continue;
+    if (consumes.empty() && refunds.empty() && settles.empty()) continue;
     if (kind == 0) ids.push_back(fresh);
-    const StoreResponse got = MustDecide(entries);
-    const StoreResponse want = model.Decide(entries, Micros(clock_.Now().count() / 1000));
+    const Micros now(clock_.Now().count() / 1000);
+    if (!settles.empty()) {
+      const EncodedBatch batch(settles);
+      ASSERT_EQ(MustSettle(settles), model.Decide(batch.entries(), now).decisions)
+          << "step " << step;
+      continue;
+    }
+    const DecideRequest request{.consumes = consumes, .refunds = refunds};
+    const DecideResponse got = MustDecide(request);
+    const DecideResponse want = model.Decide(request, now);
     ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
     ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
   }

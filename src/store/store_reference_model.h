@@ -20,6 +20,7 @@
 #include "algorithms/concurrency.h"
 #include "algorithms/sliding_window_log.h"
 #include "caudal/store/store.h"
+#include "store/batch.h"
 #include "store/reservation_book.h"
 
 namespace caudal {
@@ -27,6 +28,11 @@ namespace caudal {
 class ReferenceModel {
  public:
   StoreResponse Decide(std::span<const EntryRef> entries, Micros now);
+  // A typed request, as a store encodes it (store/batch.h).
+  StoreResponse Decide(const DecideRequest& request, Micros now) {
+    const EncodedBatch batch(request);
+    return Decide(batch.entries(), now);
+  }
 
  private:
   Decision Evaluate(const EntryRef& e, Micros now, int64_t cost, int64_t lease, Step* step);

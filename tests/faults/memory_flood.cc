@@ -38,8 +38,8 @@ int64_t Admitted(Store& store, const std::string& key, const Limit& limit, int a
                  uint64_t& errors) {
   int64_t admitted = 0;
   for (int i = 0; i < attempts; ++i) {
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-    const Result<StoreResponse> r = store.Decide({&e, 1});
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1};
+    const Result<DecideResponse> r = store.Decide({.consumes = {&e, 1}});
     if (!r.ok()) ++errors;
     admitted += r.ok() && r->allowed;
   }

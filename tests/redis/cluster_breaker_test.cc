@@ -42,11 +42,11 @@ std::vector<std::string> OtherKeys(RedisCluster& c) {
 }
 
 // One decision of cost 1 on a bucket that always admits: it fails only when the store does.
-Result<StoreResponse> DecideOne(Store& store, const std::string& key) {
+Result<DecideResponse> DecideOne(Store& store, const std::string& key) {
   static const Limit kLimit =
       Bucket(Algorithm::kTokenBucket, 1'000'000, {1'000'000, std::chrono::seconds(1)});
-  const EntryRef e{.key = key, .limit = &kLimit, .cost = 1};
-  return store.Decide({&e, 1});
+  const ConsumeEntry e{.key = key, .limit = &kLimit, .cost = 1};
+  return store.Decide({.consumes = {&e, 1}});
 }
 
 // SIGSTOP on a process, undone (SIGCONT) when it goes out of scope, failed test or not.
@@ -84,7 +84,7 @@ TEST(ClusterBreaker, AStalledPrimaryFailsOnlyItsSlotsAndFastOnceItsBreakerOpens)
   const auto end = SteadyClock::now() + milliseconds(1200);
   while (SteadyClock::now() < end) {
     const auto start = SteadyClock::now();
-    Result<StoreResponse> r = decide(victim);
+    Result<DecideResponse> r = decide(victim);
     const auto took = SteadyClock::now() - start;
     ASSERT_FALSE(r.ok()) << "a stopped primary decided";
     EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
@@ -94,7 +94,7 @@ TEST(ClusterBreaker, AStalledPrimaryFailsOnlyItsSlotsAndFastOnceItsBreakerOpens)
       ++fast_circuit_open;
     }
     for (const std::string& k : others) {
-      Result<StoreResponse> o = decide(k);
+      Result<DecideResponse> o = decide(k);
       if (o.ok()) {
         ++other_ok;
         continue;

@@ -43,10 +43,11 @@ void HammerPairs(Tally& tally, const Limits& l, RedisClusterStore& store, Store&
         for (size_t i = 0; i < 5; ++i) {
           const auto& [name, limit] = all[i];
           const auto& [next_name, next_limit] = all[(i + 1) % 5];
-          const EntryRef pair[] = {{.key = name, .limit = limit, .cost = 1},
-                                   {.key = next_name, .limit = next_limit, .cost = 1}};
+          const ConsumeEntry pair[] = {{.key = name, .limit = limit, .cost = 1},
+                                       {.key = next_name, .limit = next_limit, .cost = 1}};
           const size_t n = round % 2 == 0 ? 1 : 2;
-          const Result<StoreResponse> r = through.Decide(std::span<const EntryRef>(pair, n));
+          const Result<DecideResponse> r =
+              through.Decide({.consumes = std::span<const ConsumeEntry>(pair, n)});
           std::lock_guard lock(mu);
           if (!r.ok()) {
             ++tally.errors;

@@ -174,9 +174,9 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
   // Wait (bounded) until decisions for the victim's slots succeed again.
   const auto until = killed_at + seconds(20);
   bool resumed = false;
-  const EntryRef probe{.key = keys[0], .limit = &counter, .cost = 0};
+  const ConsumeEntry probe{.key = keys[0], .limit = &counter, .cost = 0};
   while (!resumed && SteadyClock::now() < until) {
-    resumed = (*store)->Decide({&probe, 1}).ok();
+    resumed = (*store)->Decide({.consumes = {&probe, 1}}).ok();
     if (!resumed) std::this_thread::sleep_for(milliseconds(20));
   }
   std::this_thread::sleep_for(milliseconds(500));  // steady load after
@@ -225,8 +225,8 @@ TEST(ClusterUnderLoad, FailoverOfAKilledPrimaryFailsOnlyItsSlotsThenResumes) {
   // What the promoted replica holds against what the dead primary acknowledged.
   int64_t lost = 0, acked = 0;
   for (const auto& [k, n] : acked_before) {
-    const EntryRef peek{.key = keys[k], .limit = &counter, .cost = 0};
-    const Result<StoreResponse> now = (*store)->Decide({&peek, 1});
+    const ConsumeEntry peek{.key = keys[k], .limit = &counter, .cost = 0};
+    const Result<DecideResponse> now = (*store)->Decide({.consumes = {&peek, 1}});
     ASSERT_TRUE(now.ok());
     const int64_t consumed = 1'000'000 - now->decisions[0].remaining;
     int64_t after_kill = 0;  // admitted once the replica took over

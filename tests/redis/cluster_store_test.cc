@@ -19,6 +19,7 @@
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "redis/script.h"
+#include "store/batch.h"
 #include "support/delay_proxy.h"
 #include "support/redis_cluster.h"
 
@@ -111,10 +112,10 @@ TEST_F(ClusterStoreTest, HashSlotsAgreeWithClusterKeyslot) {
 // One identity's keys under one hash tag: one slot, one atomic call, no split.
 TEST_F(ClusterStoreTest, KeysOfOneHashTagAreOneAtomicCall) {
   const Limit small = Window(Algorithm::kFixedWindow, 1, seconds(60));
-  const EntryRef both[] = {{.key = "user:{42}:a", .limit = &bucket_, .cost = 1},
-                           {.key = "user:{42}:b", .limit = &small, .cost = 1}};
-  EXPECT_TRUE(store_->Decide(both)->allowed);
-  const Result<StoreResponse> refused = store_->Decide(both);
+  const ConsumeEntry both[] = {{.key = "user:{42}:a", .limit = &bucket_, .cost = 1},
+                               {.key = "user:{42}:b", .limit = &small, .cost = 1}};
+  EXPECT_TRUE(store_->Decide({.consumes = both})->allowed);
+  const Result<DecideResponse> refused = store_->Decide({.consumes = both});
   ASSERT_TRUE(refused.ok());
   EXPECT_FALSE(refused->allowed);
   EXPECT_EQ(refused->decisions[0].remaining, 999);  // a peek: nothing consumed
@@ -128,10 +129,10 @@ TEST_F(ClusterStoreTest, SplitRequestsAreAllOrNothing) {
   const std::string c = KeyOn(*cluster_, 2, "c");
   const Limit one = Window(Algorithm::kSlidingWindowLog, 1, seconds(60));
   ASSERT_TRUE(DecideOne(*store_, c, one, 1).allowed());  // c is now exhausted
-  const EntryRef request[] = {{.key = a, .limit = &bucket_, .cost = 5},
-                              {.key = b, .limit = &bucket_, .cost = 7},
-                              {.key = c, .limit = &one, .cost = 1}};
-  const Result<StoreResponse> r = store_->Decide(request);
+  const ConsumeEntry request[] = {{.key = a, .limit = &bucket_, .cost = 5},
+                                  {.key = b, .limit = &bucket_, .cost = 7},
+                                  {.key = c, .limit = &one, .cost = 1}};
+  const Result<DecideResponse> r = store_->Decide({.consumes = request});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->allowed);
   // The groups that admitted were undone before the answer: their entries report the state
@@ -147,9 +148,9 @@ TEST_F(ClusterStoreTest, SplitRequestsAreAllOrNothing) {
   EXPECT_EQ(stats.undos, 2u);
   EXPECT_EQ(stats.undo_failures, 0u);
   // Admitted, it commits everywhere.
-  const EntryRef ok[] = {{.key = a, .limit = &bucket_, .cost = 5},
-                         {.key = b, .limit = &bucket_, .cost = 7}};
-  EXPECT_TRUE(store_->Decide(ok)->allowed);
+  const ConsumeEntry ok[] = {{.key = a, .limit = &bucket_, .cost = 5},
+                             {.key = b, .limit = &bucket_, .cost = 7}};
+  EXPECT_TRUE(store_->Decide({.consumes = ok})->allowed);
   EXPECT_EQ(DecideOne(*store_, a, bucket_, 0).remaining, 995);
   EXPECT_EQ(DecideOne(*store_, b, bucket_, 0).remaining, 993);
 }
@@ -174,9 +175,9 @@ TEST_F(ClusterStoreTest, ARefusedSplitRequestHoldsItsCostUntilTheSlowestGroupAns
   std::vector<SteadyClock::time_point> answered(kRequests);
   for (int i = 0; i < kRequests; ++i) {
     clients.emplace_back([&, i] {
-      const EntryRef request[] = {{.key = a, .limit = &bucket_, .cost = 3},
-                                  {.key = b, .limit = &gate, .cost = 1}};
-      const Result<StoreResponse> r = store_->Decide(request);
+      const ConsumeEntry request[] = {{.key = a, .limit = &bucket_, .cost = 3},
+                                      {.key = b, .limit = &gate, .cost = 1}};
+      const Result<DecideResponse> r = store_->Decide({.consumes = request});
       answered[i] = SteadyClock::now();
       EXPECT_TRUE(r.ok() && !r->allowed);
       done.fetch_add(1);
@@ -235,7 +236,7 @@ TEST_F(ClusterStoreTest, ANodesRequestsOfManySlotsShareACallAndAMovedSlotIsSentA
   // Declared before the store, so that answers given while it shuts down still find them.
   std::mutex mu;
   std::condition_variable cv;
-  std::map<std::string, Result<StoreResponse>> got;
+  std::map<std::string, Result<DecideResponse>> got;
   auto store =
       OpenCluster({.url = cluster_->url(), .connections = 1, .cluster_calls_in_flight = 1});
   ASSERT_NE(store, nullptr);
@@ -254,18 +255,18 @@ TEST_F(ClusterStoreTest, ANodesRequestsOfManySlotsShareACallAndAMovedSlotIsSentA
   const RedisStoreStats before = store->Stats();
   // The first call waits on node 0's pause; everything submitted meanwhile leaves in the next.
   ASSERT_TRUE(cluster_->node(0).Command({"CLIENT", "PAUSE", "200", "ALL"}).ok());
-  std::vector<EntryRef> first_request = {{.key = first, .limit = &bucket_, .cost = 1}};
+  std::vector<ConsumeEntry> first_request = {{.key = first, .limit = &bucket_, .cost = 1}};
   auto collect = [&](std::string key) {
-    return [&, key](Result<StoreResponse> r) {
+    return [&, key](Result<DecideResponse> r) {
       std::lock_guard lock(mu);
       got.emplace(key, std::move(r));
       cv.notify_all();
     };
   };
-  store->DecideAsync(first_request, collect(first));
+  store->DecideAsync({.consumes = first_request}, collect(first));
   for (const std::string& k : keys) {
-    const EntryRef e[] = {{.key = k, .limit = &bucket_, .cost = 4}};
-    store->DecideAsync(e, collect(k));
+    const ConsumeEntry e[] = {{.key = k, .limit = &bucket_, .cost = 4}};
+    store->DecideAsync({.consumes = e}, collect(k));
   }
   {
     std::unique_lock lock(mu);
@@ -321,11 +322,11 @@ TEST_F(ClusterStoreTest, TheScriptSkipsWholeARequestWithAKeyTheNodeDoesNotServe)
     rest.remove_prefix(std::min(nl + 1, rest.size()));
   }
   size_t pos = 0;
-  const Result<StoreResponse> d1 = redis::DecodeResponse(ints, pos, r1);
+  const Result<DecideResponse> d1 = redis::DecodeResponse(ints, pos, r1);
   ASSERT_TRUE(d1.ok());
   EXPECT_EQ(d1->decisions[0].remaining, 4);
   EXPECT_TRUE(redis::NotServedHere(ints, pos, r2));
-  const Result<StoreResponse> d3 = redis::DecodeResponse(ints, pos, r3);
+  const Result<DecideResponse> d3 = redis::DecodeResponse(ints, pos, r3);
   ASSERT_TRUE(d3.ok());
   EXPECT_EQ(d3->decisions[0].remaining, 3);
   EXPECT_TRUE(redis::DecodeCallTime(ints, pos).ok());
@@ -351,13 +352,14 @@ TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
   const std::string up = KeyOn(*cluster_, 0, "up");
   const std::string down = KeyOn(*cluster_, 2, "down");
   cluster_->node(2).Kill();  // no replica: its slots stay down
-  const EntryRef e{.key = down, .limit = &bucket_, .cost = 1};
-  Result<StoreResponse> r = store_->Decide({&e, 1});
-  for (int i = 0; i < 200 && r.ok(); ++i) r = store_->Decide({&e, 1});  // until the loss is seen
+  const ConsumeEntry e{.key = down, .limit = &bucket_, .cost = 1};
+  Result<DecideResponse> r = store_->Decide({.consumes = {&e, 1}});
+  for (int i = 0; i < 200 && r.ok(); ++i)
+    r = store_->Decide({.consumes = {&e, 1}});  // until the loss is seen
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   const auto start = SteadyClock::now();
-  r = store_->Decide({&e, 1});
+  r = store_->Decide({.consumes = {&e, 1}});
   EXPECT_FALSE(r.ok());
   EXPECT_LT(SteadyClock::now() - start, milliseconds(500)) << "fails fast, not at the deadline";
   EXPECT_TRUE(DecideOne(*store_, up, bucket_, 1).allowed());
@@ -365,7 +367,7 @@ TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
   ASSERT_TRUE(cluster_->node(2).Restart().ok());  // back with its nodes.conf, empty
   bool back = false;
   for (int i = 0; i < 400 && !back; ++i) {
-    back = store_->Decide({&e, 1}).ok();
+    back = store_->Decide({.consumes = {&e, 1}}).ok();
     if (!back) std::this_thread::sleep_for(milliseconds(10));  // reconnection backoff
   }
   EXPECT_TRUE(back);
@@ -452,8 +454,8 @@ TEST(RedisClusterStoreOpen, DialsEveryNodeThroughTheAddressMap) {
   bool cut = false;
   for (int i = 0; i < 200 && !cut; ++i) {
     const std::string key = Cat("mapped", i % 30);
-    const EntryRef e{.key = key, .limit = &l, .cost = 1};
-    cut = !(*store)->Decide({&e, 1}).ok();
+    const ConsumeEntry e{.key = key, .limit = &l, .cost = 1};
+    cut = !(*store)->Decide({.consumes = {&e, 1}}).ok();
   }
   EXPECT_TRUE(cut) << "with its proxies dropped the store reaches no node, though they are up";
   EXPECT_EQ(*cluster->node(0).Command({"PING"}), "PONG");

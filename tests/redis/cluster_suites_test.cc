@@ -10,6 +10,7 @@
 #include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
 #include "redis/equivalence_replay.h"
+#include "store/batch.h"
 #include "store/store_conformance.h"
 #include "support/manual_clock.h"
 #include "support/redis_cluster.h"
@@ -86,7 +87,7 @@ class ClusterEquivalence : public ::testing::TestWithParam<EquivalenceParam> {
           clock_.Set(std::chrono::microseconds(now));
           std::vector<StoreResponse> out;
           for (const std::vector<EntryRef>& r : requests) {
-            Result<StoreResponse> got = store_->Decide(r);
+            Result<StoreResponse> got = DecideBatch(*store_, r);
             EXPECT_TRUE(got.ok()) << got.status().ToString();
             out.push_back(got.ok() ? *got : StoreResponse{});
           }

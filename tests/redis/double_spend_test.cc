@@ -51,8 +51,8 @@ TEST(DoubleSpend, AtomicScriptNeverAdmitsMoreThanTheLimits) {
     }
     double_spend::Hammer(tally, limits, kThreads, kRunFor,
                          [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
-                           const EntryRef e{.key = name, .limit = &limit, .cost = 1};
-                           Result<StoreResponse> r = (*store)->Decide({&e, 1});
+                           const ConsumeEntry e{.key = name, .limit = &limit, .cost = 1};
+                           Result<DecideResponse> r = (*store)->Decide({.consumes = {&e, 1}});
                            if (!r.ok()) return r.status();
                            return r->decisions[0];
                          });
@@ -90,8 +90,8 @@ TEST(DoubleSpend, WithLeasesNeverAdmitsMoreThanTheLimitsAllowWithLeases) {
                        .return_interval = kTtl / 4});
     double_spend::Hammer(tally, limits, kThreads, kRunFor,
                          [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
-                           const EntryRef e{.key = name, .limit = &limit, .cost = 1};
-                           Result<StoreResponse> r = leases.Decide({&e, 1});
+                           const ConsumeEntry e{.key = name, .limit = &limit, .cost = 1};
+                           Result<DecideResponse> r = leases.Decide({.consumes = {&e, 1}});
                            if (!r.ok()) return r.status();
                            return r->decisions[0];
                          });

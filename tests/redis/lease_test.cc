@@ -72,9 +72,9 @@ void Drive(const std::string& url, const Limit& limit, int64_t rate, SteadyClock
   const auto step = std::chrono::duration_cast<SteadyClock::duration>(seconds(1)) / rate;
   for (int64_t i = 0; SteadyClock::now() - start < run_for; ++i) {
     std::this_thread::sleep_until(start + i * step);
-    const EntryRef e{.key = key, .limit = &limit, .cost = 1};
+    const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1};
     report.Offered(WallMicros(), 1);
-    const Result<StoreResponse> r = leases.Decide({&e, 1});
+    const Result<DecideResponse> r = leases.Decide({.consumes = {&e, 1}});
     if (r.ok() && r->allowed) report.Admitted(WallMicros(), 1);
     report.Owes(leases.Owed());
   }

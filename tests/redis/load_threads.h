@@ -36,12 +36,12 @@ class Load {
         std::vector<Outcome> mine;
         for (size_t i = static_cast<size_t>(t); !stop_.load(); i += static_cast<size_t>(threads)) {
           const std::vector<size_t>& r = requests_[i % requests_.size()];
-          std::vector<EntryRef> entries;
+          std::vector<ConsumeEntry> entries;
           for (size_t k : r) entries.push_back({.key = keys_[k], .limit = &limit_, .cost = 1});
           Outcome o;
           o.sent = SteadyClock::now();
           o.key = r.front();
-          const Result<StoreResponse> got = store_.Decide(entries);
+          const Result<DecideResponse> got = store_.Decide({.consumes = entries});
           o.answered = SteadyClock::now();
           o.ok = got.ok();
           o.allowed = got.ok() && got->allowed;

@@ -22,6 +22,7 @@
 #include "caudal/redis/redis_store.h"
 #include "caudal/store/memory_store.h"
 #include "redis/redis_test_util.h"
+#include "store/batch.h"
 #include "support/manual_clock.h"
 #include "support/redis_server.h"
 
@@ -31,8 +32,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-EntryRef Count(std::string_view key, const Limit& limit, int64_t cost) {
-  return {.key = key, .limit = &limit, .cost = cost, .op = EntryOp::kCharge, .native_count = true};
+ChargeEntry Count(std::string_view key, const Limit& limit, int64_t cost) {
+  return {.key = key, .limit = &limit, .cost = cost, .native = true};
 }
 
 // A command's reply as text, or `otherwise` when it failed.
@@ -60,17 +61,23 @@ TEST(NativeCounts, DecideAsTheReferenceModelDecidesTheSameCharges) {
     // Costs up to past the per-second limit (never fits), one key or two keys with two limits.
     const int64_t a = static_cast<int64_t>(rng() % 13), b = static_cast<int64_t>(rng() % 4);
     const bool two = rng() % 3 == 0;
-    std::vector<EntryRef> native = {Count("k", second, a)};
+    std::vector<ChargeEntry> native = {Count("k", second, a)};
+    std::vector<RefundEntry> native_refunds;
     if (rng() % 6 == 0) {
-      native[0].op = EntryOp::kRefund;  // is_negative_hits: never below 0
+      native.clear();  // is_negative_hits: never below 0
+      native_refunds.push_back({.key = "k", .limit = &second, .cost = a, .native = true});
       ++refunds;
     } else if (two) {
       native.push_back(Count("m", minute, b));
     }
-    std::vector<EntryRef> charges = native;
-    for (EntryRef& e : charges) e.native_count = false;
-    const Result<StoreResponse> got = redis->Decide(native);
-    const Result<StoreResponse> want = model.Decide(charges);
+    std::vector<ChargeEntry> charges = native;
+    for (ChargeEntry& e : charges) e.native = false;
+    std::vector<RefundEntry> plain_refunds = native_refunds;
+    for (RefundEntry& e : plain_refunds) e.native = false;
+    const Result<DecideResponse> got =
+        redis->Decide({.refunds = native_refunds, .charges = native});
+    const Result<DecideResponse> want =
+        model.Decide({.refunds = plain_refunds, .charges = charges});
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_TRUE(want.ok());
     SCOPED_TRACE("request " + std::to_string(i));
@@ -109,8 +116,8 @@ TEST(NativeCounts, OnRedisClockEachHitLandsInTheWindowTimeSaysAndExpiresAfterIt)
   while (WallMicros() % 60'000'000 > 58'000'000 || WallMicros() % 60'000'000 < 1'000'000) {
     std::this_thread::sleep_for(milliseconds(100));
   }
-  const EntryRef e = Count("t", minute, 3);
-  const Result<StoreResponse> r = redis->Decide({&e, 1});
+  const ChargeEntry e = Count("t", minute, 3);
+  const Result<DecideResponse> r = redis->Decide({.charges = {&e, 1}});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->allowed);
   EXPECT_EQ(r->decisions[0].remaining, 97);
@@ -152,8 +159,8 @@ TEST(NativeCounts, TimeIsAskedOncePerRefreshAndCorrectsAStepOfTheLocalClock) {
   RedisStore& redis = **opened;
   const Limit hour = Window(Algorithm::kFixedWindow, 1'000, std::chrono::hours(1));
   while (WallMicros() % 3'600'000'000 > 3'580'000'000) std::this_thread::sleep_for(seconds(1));
-  const EntryRef e = Count("s", hour, 1);
-  for (int i = 0; i < 50; ++i) ASSERT_TRUE(redis.Decide({&e, 1}).ok());
+  const ChargeEntry e = Count("s", hour, 1);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(redis.Decide({.charges = {&e, 1}}).ok());
   EXPECT_EQ(TimeCalls(*server), 1) << "one TIME for fifty calls within a refresh";
   const std::string window =
       "caudal:{s}|w" + std::to_string(WallMicros() / 3'600'000'000 * 3'600'000'000);
@@ -162,7 +169,7 @@ TEST(NativeCounts, TimeIsAskedOncePerRefreshAndCorrectsAStepOfTheLocalClock) {
   int64_t decided = 50;
   auto decide = [&] {
     ++decided;
-    return redis.Decide({&e, 1}).ok();
+    return redis.Decide({.charges = {&e, 1}}).ok();
   };
   ASSERT_TRUE(decide());
   // That call's TIME comes back after it; the calls after the answer pick Redis's window again.
@@ -200,8 +207,8 @@ TEST(NativeCounts, ThreeProcessesCountEveryHitOnceAndAdmitExactlyTheLimit) {
           RedisStore::Open(SystemClock::Instance(), {.url = server->url(), .deadline = seconds(2)});
       int64_t allowed = 0, failed = 0;
       for (int i = 0; store.ok() && i < kHits; ++i) {
-        const EntryRef e = Count("hot", hour, 1);
-        const Result<StoreResponse> r = (*store)->Decide({&e, 1});
+        const ChargeEntry e = Count("hot", hour, 1);
+        const Result<DecideResponse> r = (*store)->Decide({.charges = {&e, 1}});
         failed += !r.ok();
         allowed += r.ok() && r->allowed;
       }
@@ -241,14 +248,14 @@ TEST(NativeCounts, ACounterHoldingSomethingElseFailsItsRequestOnly) {
   auto redis = MustOpen({.url = server->url(), .decision_clock = &clock});
   const Limit second = Window(Algorithm::kFixedWindow, 10, seconds(1));
   ASSERT_TRUE(server->Command({"SET", "caudal:{bad}|w1699920000000000", "x"}).ok());
-  const EntryRef bad = Count("bad", second, 1);
-  const Result<StoreResponse> r = redis->Decide({&bad, 1});
+  const ChargeEntry bad = Count("bad", second, 1);
+  const Result<DecideResponse> r = redis->Decide({.charges = {&bad, 1}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("not an integer"), std::string::npos)
       << r.status().ToString();
-  const EntryRef good = Count("good", second, 1);
-  const Result<StoreResponse> ok = redis->Decide({&good, 1});
+  const ChargeEntry good = Count("good", second, 1);
+  const Result<DecideResponse> ok = redis->Decide({.charges = {&good, 1}});
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   EXPECT_EQ(ok->decisions[0].remaining, 9);
   EXPECT_EQ(Text(*server, {"GET", "caudal:{bad}|w1699920000000000"}), "x");
@@ -259,20 +266,31 @@ TEST(NativeCounts, ARequestMixingNativeCountsWithOtherEntriesIsRefused) {
   auto redis = MustOpen({.url = server->url()});
   const Limit second = Window(Algorithm::kFixedWindow, 10, seconds(1));
   const Limit bucket = Bucket(Algorithm::kTokenBucket, 10, {10, seconds(1)});
-  EntryRef charge = Count("a", second, 1);
-  charge.native_count = false;
-  const std::vector<std::vector<EntryRef>> refused = {
-      {Count("a", second, 1), charge},                                    // one native, one not
+  const ChargeEntry mixed[] = {Count("a", second, 1), {.key = "a2", .limit = &second, .cost = 1}};
+  const ChargeEntry on_bucket = Count("c", bucket, 1);
+  const ConsumeEntry consume{.key = "e", .limit = &second, .cost = 1};
+  const ChargeEntry beside = Count("f", second, 1);
+  const DecideRequest refused[] = {
+      {.charges = mixed},  // one native, one not
+      {.charges = {&on_bucket, 1}},
+      {.consumes = {&consume, 1}, .charges = {&beside, 1}},
+  };
+  for (const DecideRequest& request : refused) {
+    const Result<DecideResponse> r = redis->Decide(request);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  }
+  // What the verbs cannot express, the batch encoding (store/batch.h) still refuses.
+  const std::vector<std::vector<EntryRef>> batches = {
       {{.key = "b", .limit = &second, .cost = 1, .native_count = true}},  // a consume
-      {{.key = "c", .limit = &bucket, .cost = 1, .op = EntryOp::kCharge, .native_count = true}},
       {{.key = "d",
         .limit = &second,
         .cost = 1,
         .op = EntryOp::kCharge,
         .lease = 3,
         .native_count = true}}};
-  for (const auto& entries : refused) {
-    const Result<StoreResponse> r = redis->Decide(entries);
+  for (const auto& entries : batches) {
+    const Result<DecideResponse> r = DecideBatch(*redis, entries);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
   }

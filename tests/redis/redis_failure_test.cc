@@ -30,8 +30,8 @@ class Hammer {
         for (int i = 0; !stop_.load(); ++i) {
           const std::string key =
               std::string("hammer:") + std::to_string(t) + ":" + std::to_string(i % 20);
-          const EntryRef e{.key = key, .limit = &limit_, .cost = 1};
-          Result<StoreResponse> r = store.Decide({&e, 1});
+          const ConsumeEntry e{.key = key, .limit = &limit_, .cost = 1};
+          Result<DecideResponse> r = store.Decide({.consumes = {&e, 1}});
           {
             std::lock_guard lock(mu_);
             if (r.ok()) {
@@ -143,13 +143,13 @@ TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
 
   std::thread sleeper([&] { (void)server->Command({"DEBUG", "SLEEP", "0.6"}); });
   // Wait until Redis is asleep: a decision times out.
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
   const auto give_up = SteadyClock::now() + seconds(5);
-  while (store->Decide({&e, 1}).ok() && SteadyClock::now() < give_up) {
+  while (store->Decide({.consumes = {&e, 1}}).ok() && SteadyClock::now() < give_up) {
   }
   for (int i = 0; i < 5; ++i) {
     const auto start = SteadyClock::now();
-    Result<StoreResponse> r = store->Decide({&e, 1});
+    Result<DecideResponse> r = store->Decide({.consumes = {&e, 1}});
     const auto took = SteadyClock::now() - start;
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
@@ -160,8 +160,8 @@ TEST(RedisFailure, ASleepingRedisTimesDecisionsOutAtTheDeadline) {
   }
   sleeper.join();
   // Redis is awake again: the late replies are dropped and decisions succeed.
-  Result<StoreResponse> after = store->Decide({&e, 1});
-  for (int i = 0; i < 50 && !after.ok(); ++i) after = store->Decide({&e, 1});
+  Result<DecideResponse> after = store->Decide({.consumes = {&e, 1}});
+  for (int i = 0; i < 50 && !after.ok(); ++i) after = store->Decide({.consumes = {&e, 1}});
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_GE(store->Stats().timeouts, 5u);
 }
@@ -174,21 +174,21 @@ TEST(RedisFailure, DecisionsFailFastWhileRedisIsDown) {
                          .reconnect_max = seconds(5)});
   server->Stop();
   const Limit limit = Window(Algorithm::kFixedWindow, 10, seconds(1));
-  const EntryRef e{.key = "k", .limit = &limit, .cost = 1};
+  const ConsumeEntry e{.key = "k", .limit = &limit, .cost = 1};
   // Once the loss is noticed, every decision fails at once, naming the cause.
-  Result<StoreResponse> r = store->Decide({&e, 1});
+  Result<DecideResponse> r = store->Decide({.consumes = {&e, 1}});
   for (int i = 0;
        i < 100 && (r.ok() || r.status().message().find("no connection") == std::string::npos);
        ++i) {
     std::this_thread::sleep_for(milliseconds(10));
-    r = store->Decide({&e, 1});
+    r = store->Decide({.consumes = {&e, 1}});
   }
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("no connection to redis://127.0.0.1:"), std::string::npos)
       << r.status().message();
   const auto start = SteadyClock::now();
-  EXPECT_FALSE(store->Decide({&e, 1}).ok());
+  EXPECT_FALSE(store->Decide({.consumes = {&e, 1}}).ok());
   EXPECT_LT(SteadyClock::now() - start, milliseconds(100));
   EXPECT_FALSE(store->Ping().ok());
 }

@@ -61,8 +61,8 @@ TEST(RedisStore, BatchesConcurrentRequestsIntoFewerScriptCalls) {
   std::promise<void> all_done;
   std::atomic<int> left{kRequests};
   for (int i = 0; i < kRequests; ++i) {
-    const EntryRef e{.key = keys[i], .limit = &limit, .cost = 1};
-    store->DecideAsync({&e, 1}, [&](Result<StoreResponse> r) {
+    const ConsumeEntry e{.key = keys[i], .limit = &limit, .cost = 1};
+    store->DecideAsync({.consumes = {&e, 1}}, [&](Result<DecideResponse> r) {
       if (r.ok() && r->allowed) {
         ok.fetch_add(1);
       } else if (!first_error.exchange(true)) {
@@ -101,9 +101,9 @@ TEST(RedisStore, KeysUseThePrefixAndTheCallersHashTag) {
   auto store = MustOpen({.url = server->url(), .key_prefix = "rl:"});
   const Limit log = Window(Algorithm::kSlidingWindowLog, 5, minutes(1));
   const Limit bucket = Bucket(Algorithm::kTokenBucket, 5, {1, seconds(1)});
-  const EntryRef entries[] = {{.key = "tenant:{7}:a", .limit = &log, .cost = 1},
-                              {.key = "b", .limit = &bucket, .cost = 1}};
-  ASSERT_TRUE(store->Decide(entries)->allowed);
+  const ConsumeEntry entries[] = {{.key = "tenant:{7}:a", .limit = &log, .cost = 1},
+                                  {.key = "b", .limit = &bucket, .cost = 1}};
+  ASSERT_TRUE(store->Decide({.consumes = entries})->allowed);
   std::vector<std::string> keys = *server->Keys();
   std::sort(keys.begin(), keys.end());
   EXPECT_EQ(keys, (std::vector<std::string>{"rl:tenant:{7}:a:log", "rl:{b}"}));
@@ -400,8 +400,8 @@ TEST(RedisStore, SetsATtlOnlyWhenTheKeysOwnWouldEndTooSoon) {
   ASSERT_EQ(d.reset_after, seconds(5));
   EXPECT_LE(pttl("caudal:{b}"), ttl) << "kept";
   // A refund needs less time; the longer TTL is kept, as the state records it.
-  const EntryRef refund{.key = "b", .limit = &bucket, .cost = 5, .op = EntryOp::kRefund};
-  const Result<StoreResponse> refunded = store->Decide({&refund, 1});
+  const RefundEntry refund{.key = "b", .limit = &bucket, .cost = 5};
+  const Result<DecideResponse> refunded = store->Decide({.refunds = {&refund, 1}});
   ASSERT_TRUE(refunded.ok()) << refunded.status().ToString();
   EXPECT_EQ(refunded->decisions.at(0).reset_after, milliseconds(2500));
   EXPECT_LE(pttl("caudal:{b}"), ttl);
@@ -425,14 +425,10 @@ TEST(RedisStore, AReservationsRecordsLiveUntilTheLastUseOfTheirExpiry) {
     SCOPED_TRACE(gives ? "give_back" : "keep");
     const std::string key = gives ? "given" : "kept";
     const ReservationTerms terms{.ttl = seconds(1), .on_expiry = outcome};
-    const HoldId id{1, gives ? 2 : 3};
-    const EntryRef reserve{.key = key,
-                           .limit = &bucket,
-                           .cost = 60,
-                           .op = EntryOp::kReserve,
-                           .hold = &id,
-                           .reservation = &terms};
-    const Result<StoreResponse> r = store->Decide({&reserve, 1});
+    const ReservationId id{1, gives ? 2 : 3};
+    const ConsumeEntry reserve{
+        .key = key, .limit = &bucket, .cost = 60, .reserve = &id, .reservations = &terms};
+    const Result<DecideResponse> r = store->Decide({.consumes = {&reserve, 1}});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(r->decisions.at(0).reservation, Reservation::kOpened);
     ASSERT_EQ(r->decisions.at(0).reset_after, seconds(60));
@@ -494,9 +490,9 @@ TEST(RedisStore, KeysExpireOnceFreshAndRefusalsWriteNothing) {
   // (A bucket, not a window: no boundary can fall between the two calls.)
   const Limit one = Bucket(Algorithm::kTokenBucket, 1, {1, minutes(1)});
   ASSERT_TRUE(DecideOne(*store, "full", one, 1).allowed());
-  const EntryRef both[] = {{.key = "fresh", .limit = &one, .cost = 1},
-                           {.key = "full", .limit = &one, .cost = 1}};
-  EXPECT_FALSE(store->Decide(both)->allowed);
+  const ConsumeEntry both[] = {{.key = "fresh", .limit = &one, .cost = 1},
+                               {.key = "full", .limit = &one, .cost = 1}};
+  EXPECT_FALSE(store->Decide({.consumes = both})->allowed);
   EXPECT_EQ(*server->Command({"EXISTS", "caudal:{fresh}"}), "0");
   const std::string ttl_before = *server->Command({"PTTL", "caudal:{full}"});
   EXPECT_FALSE(DecideOne(*store, "full", one, 1).allowed());

@@ -35,8 +35,8 @@ inline Limit Bucket(Algorithm a, int64_t capacity, Rate refill) {
 }
 
 inline Decision DecideOne(Store& store, std::string_view key, const Limit& limit, int64_t cost) {
-  const EntryRef e{.key = key, .limit = &limit, .cost = cost};
-  Result<StoreResponse> r = store.Decide({&e, 1});
+  const ConsumeEntry e{.key = key, .limit = &limit, .cost = cost};
+  Result<DecideResponse> r = store.Decide({.consumes = {&e, 1}});
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? r->decisions.at(0) : Decision{.verdict = Verdict::kDenied};
 }

@@ -86,8 +86,8 @@ Report Analyse(Store& store, const std::vector<std::string>& keys,
     if (o.answered - o.sent > kDeadline + milliseconds(400) + stall) ++r.slow_failures;
   }
   for (const auto& [k, n] : acked) {
-    const EntryRef peek{.key = keys[k], .limit = &Counter(), .cost = 0};
-    const Result<StoreResponse> now = store.Decide({&peek, 1});
+    const ConsumeEntry peek{.key = keys[k], .limit = &Counter(), .cost = 0};
+    const Result<DecideResponse> now = store.Decide({.consumes = {&peek, 1}});
     EXPECT_TRUE(now.ok()) << now.status().ToString();
     if (!now.ok()) continue;
     const int64_t held = kCapacity - now->decisions[0].remaining;
@@ -165,10 +165,10 @@ TEST(SentinelUnderLoad, AKilledPrimaryIsReplacedWithoutARestart) {
   setup->server(*primary).Kill();
   const Status promoted = setup->WaitPrimary(1 - *primary, seconds(30), /*replica_too=*/false);
   // Decisions resume on the new primary.
-  const EntryRef probe{.key = keys[0], .limit = &Counter(), .cost = 0};
+  const ConsumeEntry probe{.key = keys[0], .limit = &Counter(), .cost = 0};
   bool resumed = false;
   for (auto until = SteadyClock::now() + seconds(10); !resumed && SteadyClock::now() < until;) {
-    resumed = (*store)->Decide({&probe, 1}).ok();
+    resumed = (*store)->Decide({.consumes = {&probe, 1}}).ok();
     if (!resumed) std::this_thread::sleep_for(milliseconds(20));
   }
   std::this_thread::sleep_for(milliseconds(500));

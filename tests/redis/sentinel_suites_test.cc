@@ -14,6 +14,7 @@
 #include "redis/double_spend.h"
 #include "redis/equivalence_replay.h"
 #include "redis/store_support.h"
+#include "store/batch.h"
 #include "store/store_conformance.h"
 #include "support/manual_clock.h"
 #include "support/redis_sentinel.h"
@@ -76,11 +77,11 @@ class SentinelEquivalence : public ::testing::Test {
         seed, pick, equivalence::kDecisionsPerAlgorithm / 2,
         [this](const std::vector<std::vector<EntryRef>>& requests, int64_t now) {
           clock_.Set(std::chrono::microseconds(now));
-          std::vector<StoreResponse> out;
+          std::vector<DecideResponse> out;
           for (const std::vector<EntryRef>& r : requests) {
-            Result<StoreResponse> got = store_->Decide(r);
+            Result<DecideResponse> got = DecideBatch(*store_, r);
             EXPECT_TRUE(got.ok()) << got.status().ToString();
-            out.push_back(got.ok() ? *got : StoreResponse{});
+            out.push_back(got.ok() ? *got : DecideResponse{});
           }
           return out;
         },
@@ -126,8 +127,8 @@ TEST(SentinelDoubleSpend, ThreeProcessesNeverAdmitMoreThanTheLimits) {
     double_spend::Hammer(tally, limits, 8, milliseconds(1500),
                          [&](int, const std::string& name, const Limit& limit) -> Result<Decision> {
                            const std::string key = Cat("ds:", name);
-                           const EntryRef e{.key = key, .limit = &limit, .cost = 1};
-                           Result<StoreResponse> r = (*store)->Decide({&e, 1});
+                           const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1};
+                           Result<DecideResponse> r = (*store)->Decide({.consumes = {&e, 1}});
                            if (!r.ok()) return r.status();
                            return r->decisions[0];
                          });

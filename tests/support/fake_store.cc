@@ -14,18 +14,18 @@ FakeStore::FakeStore(std::unique_ptr<Store> inner) : clock_(nullptr), inner_(std
 
 FakeStore::~FakeStore() = default;
 
-void FakeStore::DecideAsync(std::span<const EntryRef> entries, DecideCallback done) {
+void FakeStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
   if (std::optional<Status> failure = TakeFailure(entries)) {
     return Deliver(*std::move(failure), std::move(done));
   }
   if (inner_ == nullptr) return Deliver(DecideOnModel(entries), std::move(done));
   bool plain = true;
   for (const EntryRef& e : entries) plain &= e.op == EntryOp::kConsume && e.cost > 0;
-  inner_->DecideAsync(entries,
-                      [this, plain, done = std::move(done)](Result<StoreResponse> r) mutable {
-                        if (plain && r.ok() && !r->allowed) MaybeOverAdmit(*r);
-                        Deliver(std::move(r), std::move(done));
-                      });
+  caudal::DecideBatchAsync(*inner_, entries,
+                           [this, plain, done = std::move(done)](Result<DecideResponse> r) mutable {
+                             if (plain && r.ok() && !r->allowed) MaybeOverAdmit(*r);
+                             Deliver(std::move(r), std::move(done));
+                           });
 }
 
 void FakeStore::MaybeOverAdmit(StoreResponse& r) {

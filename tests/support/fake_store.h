@@ -13,7 +13,7 @@
 //          or ReleaseHeld(s) answers every parked call with `s` (calls in flight together, a
 //          stall). A held call is decided when it arrives, as by a remote store whose answer is
 //          on its way; WaitForHeld(n) returns once n answers are parked.
-//   count  calls(): DecideAsync calls so far, failed and held ones included.
+//   count  calls(): store calls so far, failed and held ones included.
 //
 //   FakeStore store(clock);
 //   store.FailWith(Status::Unavailable("connection refused"));
@@ -38,6 +38,7 @@
 
 #include "caudal/common/clock.h"
 #include "caudal/store/store.h"
+#include "store/batch.h"
 
 namespace caudal {
 
@@ -61,7 +62,6 @@ class FakeStore final : public Store {
   FakeStore(const FakeStore&) = delete;
   FakeStore& operator=(const FakeStore&) = delete;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   Status Ping() override;
   std::string_view Name() const override;
 
@@ -85,6 +85,9 @@ class FakeStore final : public Store {
   // consumes is delivered as admitted, though the store consumed nothing. 0 stops it.
   void OverAdmitOneIn(uint64_t one_in);
   uint64_t over_admitted() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   struct Parked {

@@ -33,6 +33,7 @@
 
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
+#include "caudal/engine/lease_terms.h"
 #include "caudal/store/store.h"
 
 namespace caudal::envoy {
@@ -90,7 +91,7 @@ struct RateLimitRule {
   // caudal's addition: how the rule's keys lease (LeaseStore); unset: store.lease.
   std::optional<LeaseTerms> lease;
   // caudal's addition: every hit is counted whatever the verdict, into debt past the limit
-  // (EntryOp::kCharge), in either descriptor mode and whatever the request's other descriptors
+  // (ChargeEntry), in either descriptor mode and whatever the request's other descriptors
   // decide; its keys never lease. Only on a limit whose algorithm SupportsCharge.
   bool always_charge = false;
 

@@ -38,12 +38,14 @@ class RedisClusterStore final : public Store {
                                                          RedisStoreOptions options);
   ~RedisClusterStore() override;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   // Ok when every slot has a primary and every primary answers PING.
   Status Ping() override;
   std::string_view Name() const override { return "redis-cluster"; }
 
   RedisStoreStats Stats() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   struct Impl;

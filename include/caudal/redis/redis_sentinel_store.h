@@ -31,12 +31,14 @@ class RedisSentinelStore final : public Store {
                                                           RedisStoreOptions options);
   ~RedisSentinelStore() override;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   // PING on the current primary.
   Status Ping() override;
   std::string_view Name() const override { return "redis-sentinel"; }
 
   RedisStoreStats Stats() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   struct Impl;

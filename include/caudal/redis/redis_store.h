@@ -86,7 +86,7 @@ struct RedisStoreOptions {
   // Requests carried by one script call; at most 4080, so that its reply fits the reply
   // parser's bound (ReplyLimits in resp.h).
   size_t max_batch = 128;
-  // Decisions waiting or in flight; beyond it DecideAsync fails with kResourceExhausted.
+  // Calls waiting or in flight; beyond it a call fails with kResourceExhausted.
   size_t max_outstanding = 100'000;
   // The calls of the records that are not decisions (Idempotency-Key, runtime overrides) waiting
   // or in flight, per store; beyond it a call fails at once with kResourceExhausted (a call that
@@ -154,12 +154,14 @@ class RedisStore final : public Store {
   static Result<std::unique_ptr<RedisStore>> Open(const Clock& clock, RedisStoreOptions options);
   ~RedisStore() override;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
   // PING through the store's own connections.
   Status Ping() override;
   std::string_view Name() const override { return "redis"; }
 
   RedisStoreStats Stats() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
 
  private:
   struct Impl;

@@ -3,7 +3,7 @@
 // Each request is decided all-or-nothing at one reading of the injected Clock (nanoseconds
 // floored to µs; one reading per batch for DecideEach), taken before the locks of the shards it
 // touches, which are taken in ascending order. Decide makes one heap allocation per call,
-// StoreResponse's vector; DecideEach makes none.
+// DecideResponse's vector; DecideEach makes none.
 //
 // Keys: the store keeps a 64-bit SipHash-1-3 fingerprint of (key, algorithm) under a random
 // per-store secret, never the key: distinct keys share a state with probability about n²/2^65
@@ -19,8 +19,8 @@
 // its slots early. kResourceExhausted only for a request needing more
 // new keys in one shard than the shard holds (a max_keys below kMaxEntriesPerRequest).
 //
-// Thread-safety: all methods may be called from any number of threads. DecideAsync calls
-// `done` inline, before it returns.
+// Thread-safety: all methods may be called from any number of threads. Every verb's async form
+// calls `done` inline, before it returns.
 #pragma once
 
 #include <cstddef>
@@ -43,17 +43,15 @@ class MemoryStore final : public Store {
   explicit MemoryStore(const Clock& clock, MemoryStoreOptions options = {});
   ~MemoryStore() override;
 
-  void DecideAsync(std::span<const EntryRef> entries, DecideCallback done) override;
-  Result<StoreResponse> Decide(std::span<const EntryRef> entries) override;
   Status Ping() override { return Status::Ok(); }
 
-  // Decides each entry as a request of its own (a one-entry Decide: duplicates allowed, each sees
-  // the ones before it), in order, all at one clock reading, with no heap allocation; entry i's
-  // decision goes to decisions[i], and whether it was allowed is decisions[i].allowed(). For
+  // Decides each consume as a request of its own (a one-entry Decide: duplicates allowed, each
+  // sees the ones before it), in order, all at one clock reading, with no heap allocation; entry
+  // i's decision goes to decisions[i], and whether it was allowed is decisions[i].allowed(). For
   // callers holding many independent decisions at once (an event-loop turn's worth).
   // Errors: kInvalidArgument (decisions.size() != entries.size(), or an entry Decide would
   // refuse), before anything is decided.
-  Status DecideEach(std::span<const EntryRef> entries, std::span<Decision> decisions);
+  Status DecideEach(std::span<const ConsumeEntry> entries, std::span<Decision> decisions);
   std::string_view Name() const override { return "memory"; }
 
   // Keys currently held (fresh ones not yet reclaimed included).
@@ -62,6 +60,10 @@ class MemoryStore final : public Store {
   uint64_t evictions() const;
   // Bytes held by the tables, the sliding-window lists and the shard array.
   size_t MemoryUsage() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
+  Result<DecideResponse> DecideBatch(std::span<const EntryRef> entries) override;
 
  private:
   struct Impl;

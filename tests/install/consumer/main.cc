@@ -25,8 +25,8 @@ class StillClock final : public caudal::Clock {
 // seconds, rounded up: Redis decides on its own clock, which moves while the program runs).
 bool AskThrice(caudal::Store& store, const caudal::Limit& limit) {
   for (int i = 0; i < 3; ++i) {
-    const caudal::EntryRef entry{.key = "user:42", .limit = &limit, .cost = 1};
-    const caudal::Result<caudal::StoreResponse> r = store.Decide({&entry, 1});
+    const caudal::ConsumeEntry entry{.key = "user:42", .limit = &limit, .cost = 1};
+    const caudal::Result<caudal::DecideResponse> r = store.Decide({.consumes = {&entry, 1}});
     if (!r.ok()) {
       std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
       return false;

@@ -1,0 +1,23 @@
+// Whether and how a key may lease, for the lease decorator above the store
+// (src/engine/lease_store.h, which states what leasing does): from `store.lease`, a policy's or
+// an Envoy rule's `lease`. The stores never read it (caudal/store/store.h carries it through).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "caudal/common/clock.h"
+
+namespace caudal {
+
+struct LeaseTerms {
+  bool enabled = false;
+  Nanos ttl = std::chrono::milliseconds(250);  // a lease is never spent longer after its request
+  // All instances together hold at most this share of a limit's capacity, per million.
+  int64_t max_share_ppm = 100'000;
+  friend bool operator==(const LeaseTerms&, const LeaseTerms&) = default;
+};
+inline constexpr Nanos kMinLeaseTtl = std::chrono::milliseconds(1);
+inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
+
+}  // namespace caudal
