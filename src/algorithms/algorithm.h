@@ -40,10 +40,10 @@ enum class StateShape : uint8_t {
 struct CompactFunctions {
   Step (*decide)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
   Step (*refund)(const Limit&, const CompactState*, Micros now, int64_t units) = nullptr;
-  // Counts `cost` whatever the verdict (EntryOp::kCharge), past the limit into debt; nullptr
+  // Counts `cost` whatever the verdict (a ChargeEntry, store.h), past the limit into debt; nullptr
   // where the algorithm cannot overdraw (the sliding windows).
   Step (*charge)(const Limit&, const CompactState*, Micros now, int64_t cost) = nullptr;
-  // Gives back a lease's units that still count (EntryOp::kGiveBack); nullptr where the algorithm
+  // Gives back a lease's units that still count (Store::GiveBack); nullptr where the algorithm
   // takes no leases (SupportsLease).
   Step (*give_back)(const Limit&, const CompactState*, Micros now, int64_t units, Micros at,
                     Micros reset) = nullptr;
@@ -164,8 +164,8 @@ inline Step RefundCompact(const Limit& limit, const CompactState* state, Micros 
   return AlgorithmInfoOf(limit.algorithm()).compact.refund(limit, state, now, units);
 }
 
-// Whether the algorithm can count a hit whatever its verdict (EntryOp::kCharge): token_bucket,
-// gcra and fixed_window (compact_state.h, Charge).
+// Whether the algorithm can count a hit whatever its verdict (a ChargeEntry, store.h):
+// token_bucket, gcra and fixed_window (compact_state.h, Charge).
 inline bool SupportsCharge(Algorithm a) {
   return AlgorithmInfoOf(a).state == StateShape::kCompact &&
          AlgorithmInfoOf(a).compact.charge != nullptr;
@@ -177,8 +177,8 @@ inline Step ChargeCompact(const Limit& limit, const CompactState* state, Micros 
   return AlgorithmInfoOf(limit.algorithm()).compact.charge(limit, state, now, cost);
 }
 
-// Whether a store takes leases for the algorithm (EntryRef::lease) and gives them back
-// (EntryOp::kGiveBack). The sliding windows do not: see docs/algorithms.md, Leases.
+// Whether a store takes leases for the algorithm (ConsumeEntry::lease) and gives them back
+// (Store::GiveBack). The sliding windows do not: see docs/algorithms.md, Leases.
 inline bool SupportsLease(Algorithm a) {
   return AlgorithmInfoOf(a).state == StateShape::kCompact &&
          AlgorithmInfoOf(a).compact.give_back != nullptr;
@@ -192,8 +192,8 @@ inline Step GiveBackCompact(const Limit& limit, const CompactState* state, Micro
   return AlgorithmInfoOf(limit.algorithm()).compact.give_back(limit, state, now, units, at, reset);
 }
 
-// Whether a store takes reservations for the algorithm (EntryOp::kReserve, kSettle): it gives
-// back what still counts (SupportsLease) and overdraws into debt. The sliding windows and
+// Whether a store takes reservations for the algorithm (ConsumeEntry::reserve, Store::Settle): it
+// gives back what still counts (SupportsLease) and overdraws into debt. The sliding windows and
 // concurrency do not: see docs/algorithms.md, Reservations.
 inline bool SupportsReserve(Algorithm a) {
   return SupportsLease(a) && AlgorithmInfoOf(a).compact.overdraw != nullptr;
@@ -212,7 +212,7 @@ inline Step OverdrawCompact(const Limit& limit, const CompactState* state, Micro
 }
 
 // Decides `cost` and, when allowed, takes up to `lease` more units, as many as fit (the lease a
-// store grants in the same step, EntryRef::lease): the decision reports them in `leased` and
+// store grants in the same step, ConsumeEntry::lease): the decision reports them in `leased` and
 // the state after both. Preconditions: as DecideCompact; SupportsLease when lease > 0.
 inline Step DecideCompactWithLease(const Limit& limit, const CompactState* state, Micros now,
                                    int64_t cost, int64_t lease) {

@@ -35,7 +35,7 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
 // token_bucket's Overdraw. Preconditions: as Refund.
 Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
-// Counts `cost` whatever the verdict (EntryOp::kCharge): moves TAT on as Overdraw does. The
+// Counts `cost` whatever the verdict (a ChargeEntry, store.h): moves TAT on as Overdraw does. The
 // verdict is Decide's for the state before, except that a peek in debt (TAT − now > τ) is
 // kDenied; a kDenied retry_after is until a hit of this cost fits the TAT the charge left, as
 // token_bucket's Charge. Preconditions: as Decide.

@@ -32,7 +32,7 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
 // Refund.
 Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t units);
 
-// Counts `cost` whatever the verdict (EntryOp::kCharge): takes it as Overdraw does, into debt
+// Counts `cost` whatever the verdict (a ChargeEntry, store.h): takes it as Overdraw does, into debt
 // past empty. The verdict is Decide's for the bucket before (kAllowed iff T >= cost, kNeverFits
 // above the capacity), except that a peek in debt (T < 0) is kDenied; a kDenied retry_after is
 // until a hit of this cost fits the bucket as the charge left it. Preconditions: as Decide.

@@ -182,7 +182,7 @@ TEST_P(BehaviourTable, BothFrontEndsTellTheSameStory) {
   for (const Step& step : kStory) http.push_back(stack.Http(step, "http-client"));
   for (const Step& step : kStory) rls.push_back(stack.Rls(step, "rls-client"));
   // Except where Envoy's consume_each counts a refused hit, as the reference's INCRBY does
-  // (EntryOp::kCharge): from the refund on, its A has one more hit counted.
+  // (a ChargeEntry, store.h): from the refund on, its A has one more hit counted.
   const bool aon = row.mode == DescriptorMode::kAllOrNothing;
   const bool counts_refused =
       !aon && (row.store == StoreState::kUp || row.store == StoreState::kLocal);
