@@ -73,7 +73,7 @@ class NodeListener {
   virtual void OnNodeDown(Node& node, const Status& why) = 0;
 };
 
-// What a store's nodes share with its callers' threads (DecideAsync, Stats()).
+// What a store's nodes share with its callers' threads (DecideBatchAsync, Stats()).
 struct NodeCounters {
   std::atomic<uint64_t> calls{0};          // script calls sent, retries included
   std::atomic<uint64_t> reloads{0};        // NOSCRIPT answered by loading the script again

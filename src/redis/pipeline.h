@@ -1,7 +1,7 @@
-// Pipeline: a Redis-backed store's requests, from DecideAsync to their callback, whatever the
+// Pipeline: a Redis-backed store's requests, from DecideBatchAsync to their callback, whatever the
 // topology behind it (one server, a Sentinel-managed primary, a Redis Cluster).
 //
-// DecideAsync encodes a request on the caller's thread and queues it (one short mutex); the io
+// DecideBatchAsync encodes a request on the caller's thread and queues it (one short mutex); the io
 // thread hands its parts to the store's Router, which queues each on a Node. A request is one
 // part, unless the store splits requests by hash slot (Redis Cluster): then each slot group is
 // one part, and the request is decided by reserve, then commit or undo (docs/scaling.md has the
@@ -108,7 +108,7 @@ class Pipeline {
   Pipeline(boost::asio::io_context& io, const Clock& clock, PipelineOptions options,
            Router& router);
 
-  // DecideAsync's work after validation: kResourceExhausted beyond max_outstanding, otherwise
+  // DecideBatchAsync's work after validation: kResourceExhausted beyond max_outstanding, otherwise
   // queues the request (any thread).
   void Submit(std::span<const EntryRef> entries, DecideCallback done);
 

@@ -118,7 +118,7 @@ Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions 
   return store;
 }
 
-// Each store's DecideAsync: invalid entries fail with their reason, a store with no connection
+// Each store's DecideBatchAsync: invalid entries fail with their reason, a store with no connection
 // fails at once (kUnavailable "no connection to <target()>: <last error>"), the rest go to the
 // pipeline.
 template <typename Target>
