@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
   if (!AskThrice(memory, *limit)) return 1;
   if (argc > 1) {
     caudal::Result<std::unique_ptr<caudal::RedisStore>> redis =
-        caudal::RedisStore::Open(caudal::SystemClock::Instance(), {.url = argv[1]});
+        caudal::RedisStore::Open(caudal::SystemClock::Instance(),
+                                 // A loaded test machine: a deadline no answer misses.
+                                 {.url = argv[1], .deadline = std::chrono::seconds(5)});
     if (!redis.ok()) {
       std::fprintf(stderr, "%s\n", redis.status().ToString().c_str());
       return 1;
