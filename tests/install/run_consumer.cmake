@@ -37,13 +37,22 @@ execute_process(COMMAND python3 -c
 run("starting redis-server" redis-server --port ${port} --bind 127.0.0.1 --daemonize yes
     --save "" --appendonly no --dir ${WORK_DIR} --pidfile ${WORK_DIR}/redis.pid
     --logfile ${WORK_DIR}/redis.log)
-run("waiting for redis-server" timeout 10 sh -c
-    "until redis-cli -p ${port} ping >/dev/null 2>&1
-     do sleep 0.01
-     done")  # lines, not ';', which would split the argument
-execute_process(COMMAND ${WORK_DIR}/build/consumer redis://127.0.0.1:${port}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE err)
-execute_process(COMMAND redis-cli -p ${port} shutdown nosave)
+execute_process(COMMAND timeout 10 sh -c
+                "until redis-cli -p ${port} ping >/dev/null 2>&1
+                 do sleep 0.01
+                 done"  # lines, not ';', which would split the argument
+                RESULT_VARIABLE up)
+set(rc 1)
+if(up EQUAL 0)
+  execute_process(COMMAND ${WORK_DIR}/build/consumer redis://127.0.0.1:${port}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE output ERROR_VARIABLE err)
+endif()
+# Stopped whatever happened: the server is a daemon, which would outlive the test.
+execute_process(COMMAND redis-cli -p ${port} shutdown nosave OUTPUT_QUIET ERROR_QUIET)
+if(NOT up EQUAL 0)
+  file(READ ${WORK_DIR}/redis.log log)
+  message(FATAL_ERROR "redis-server did not answer on port ${port} within 10 s:\n${log}")
+endif()
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "running the consumer failed (${rc}):\n${output}\n${err}")
 endif()
