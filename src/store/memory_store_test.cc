@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "algorithms/sliding_window_log.h"
-#include "store/store_conformance.h"
 #include "support/manual_clock.h"
+#include "support/store_conformance.h"
 
 namespace caudal {
 namespace {

@@ -11,9 +11,9 @@
 #include "common/cat.h"
 #include "redis/equivalence_replay.h"
 #include "store/batch.h"
-#include "store/store_conformance.h"
 #include "support/manual_clock.h"
 #include "support/redis_cluster.h"
+#include "support/store_conformance.h"
 
 namespace caudal {
 namespace {

@@ -15,9 +15,9 @@
 #include "redis/equivalence_replay.h"
 #include "redis/store_support.h"
 #include "store/batch.h"
-#include "store/store_conformance.h"
 #include "support/manual_clock.h"
 #include "support/redis_sentinel.h"
+#include "support/store_conformance.h"
 
 namespace caudal {
 namespace {

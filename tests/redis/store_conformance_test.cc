@@ -1,5 +1,5 @@
 // The Store conformance suite against RedisStore, with `now` from the suite's ManualClock.
-#include "store/store_conformance.h"
+#include "support/store_conformance.h"
 
 #include <gtest/gtest.h>
 

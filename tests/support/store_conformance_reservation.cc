@@ -8,8 +8,8 @@
 
 #include "algorithms/algorithm.h"
 #include "store/batch.h"
-#include "store/store_conformance.h"
 #include "store/store_reference_model.h"
+#include "support/store_conformance.h"
 
 namespace caudal {
 namespace {

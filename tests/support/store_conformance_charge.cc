@@ -3,7 +3,7 @@
 // into debt; its peek is refused exactly until the debt is paid; it is applied whatever the
 // request's other entries decide; debt stops at MaxDebt.
 #include "algorithms/algorithm.h"
-#include "store/store_conformance.h"
+#include "support/store_conformance.h"
 
 namespace caudal {
 namespace {

@@ -1,4 +1,4 @@
-#include "store/store_conformance.h"
+#include "support/store_conformance.h"
 
 #include <atomic>
 #include <future>
