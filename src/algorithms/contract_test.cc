@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <random>
-#include <string>
 
+#include "support/algorithm_params.h"
 #ifdef CAUDAL_REPLAY_THROUGH_LUA  // the same suite, every decision made by the Redis script
 #include "redis/lua_replayer.h"
 #else
@@ -19,6 +19,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::AlgorithmParamName;
 #ifdef CAUDAL_REPLAY_THROUGH_LUA
 using Replayer = redis::testing::LuaReplayer;
 #else
@@ -45,11 +46,8 @@ Limit Make(Algorithm a, int64_t count, Micros period) {
 
 class Contract : public ::testing::TestWithParam<Algorithm> {};
 
-std::string Name(const ::testing::TestParamInfo<Algorithm>& info) {
-  return std::string(AlgorithmName(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Contract, ::testing::ValuesIn(kAllAlgorithms), Name);
+INSTANTIATE_TEST_SUITE_P(AllAlgorithms, Contract, ::testing::ValuesIn(kAllAlgorithms),
+                         AlgorithmParamName);
 
 TEST_P(Contract, APeekReportsAndConsumesNothing) {
   Replayer r(Make(GetParam(), 10, seconds(1)));

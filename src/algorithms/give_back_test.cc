@@ -7,15 +7,16 @@
 #include <random>
 
 #include "algorithms/algorithm.h"
+#include "support/algorithm_params.h"
 
 namespace caudal {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::AlgorithmParamName;
+using testing::AlgorithmsWhere;
 
 constexpr Micros kT0 = std::chrono::minutes(28'333'334);
-constexpr Algorithm kLeasing[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
-                                  Algorithm::kFixedWindow};
 
 class Twins {
  public:
@@ -72,67 +73,71 @@ Limit RandomLimit(std::mt19937_64& rng, Algorithm a) {
   }
 }
 
-TEST(GiveBack, NeverLeavesTheStateFullerThanIfOnlyTheSpentUnitsHadBeenLeased) {
-  for (Algorithm a : kLeasing) {
-    SCOPED_TRACE(AlgorithmName(a));
-    std::mt19937_64 rng(static_cast<uint64_t>(a) + 28);
-    auto pick = [&rng](int64_t lo, int64_t hi) {
-      return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-    };
-    int64_t given = 0, kept = 0;  // units the give-backs returned, and held back
-    for (int trial = 0; trial < 20'000; ++trial) {
-      const Limit limit = RandomLimit(rng, a);
-      const int64_t scale = limit.window().count();
-      Twins t(limit, kT0 + Micros(pick(0, scale)));
+// Every algorithm that takes leases (SupportsLease).
+class GiveBack : public ::testing::TestWithParam<Algorithm> {};
+
+INSTANTIATE_TEST_SUITE_P(SupportsLease, GiveBack,
+                         ::testing::ValuesIn(AlgorithmsWhere(SupportsLease)), AlgorithmParamName);
+
+TEST_P(GiveBack, NeverLeavesTheStateFullerThanIfOnlyTheSpentUnitsHadBeenLeased) {
+  const Algorithm a = GetParam();
+  std::mt19937_64 rng(static_cast<uint64_t>(a) + 28);
+  auto pick = [&rng](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int64_t given = 0, kept = 0;  // units the give-backs returned, and held back
+  for (int trial = 0; trial < 20'000; ++trial) {
+    const Limit limit = RandomLimit(rng, a);
+    const int64_t scale = limit.window().count();
+    Twins t(limit, kT0 + Micros(pick(0, scale)));
+    for (int i = 0, n = static_cast<int>(pick(0, 4)); i < n; ++i) {
+      t.Advance(Micros(pick(0, scale / 4)));
+      t.Both(pick(1, limit.capacity()));
+    }
+    // The grant: `with` takes cost + lease, `without` the cost and the part later spent.
+    const int64_t cost = pick(0, 2);
+    const Step granted =
+        DecideCompactWithLease(limit, t.with_ptr(), t.now(), cost, pick(1, limit.capacity()));
+    if (!granted.decision.allowed() || granted.decision.leased == 0) continue;
+    const int64_t spent = pick(0, granted.decision.leased - 1);
+    const Step twin = DecideCompact(limit, t.without_ptr(), t.now(), cost + spent);
+    ASSERT_TRUE(twin.decision.allowed());
+    t.SetWith(granted);
+    t.SetWithout(twin);
+    const Micros grant_at = granted.decision.leased_at;
+    const Micros grant_reset = granted.decision.reset_after;
+    const bool at_once = pick(0, 3) == 0;
+    if (!at_once) {
       for (int i = 0, n = static_cast<int>(pick(0, 4)); i < n; ++i) {
-        t.Advance(Micros(pick(0, scale / 4)));
+        t.Advance(Micros(pick(0, scale / 2)));
         t.Both(pick(1, limit.capacity()));
       }
-      // The grant: `with` takes cost + lease, `without` the cost and the part later spent.
-      const int64_t cost = pick(0, 2);
-      const Step granted =
-          DecideCompactWithLease(limit, t.with_ptr(), t.now(), cost, pick(1, limit.capacity()));
-      if (!granted.decision.allowed() || granted.decision.leased == 0) continue;
-      const int64_t spent = pick(0, granted.decision.leased - 1);
-      const Step twin = DecideCompact(limit, t.without_ptr(), t.now(), cost + spent);
-      ASSERT_TRUE(twin.decision.allowed());
-      t.SetWith(granted);
-      t.SetWithout(twin);
-      const Micros grant_at = granted.decision.leased_at;
-      const Micros grant_reset = granted.decision.reset_after;
-      const bool at_once = pick(0, 3) == 0;
-      if (!at_once) {
-        for (int i = 0, n = static_cast<int>(pick(0, 4)); i < n; ++i) {
-          t.Advance(Micros(pick(0, scale / 2)));
-          t.Both(pick(1, limit.capacity()));
-        }
-        t.Advance(Micros(pick(0, scale)));
-      }
-      const int64_t units = granted.decision.leased - spent;
-      const int64_t before = t.Remaining(t.with_ptr());
-      const Step back = GiveBackCompact(limit, t.with_ptr(), t.now(), units, grant_at, grant_reset);
-      ASSERT_TRUE(back.decision.allowed());
-      t.SetWith(back);
-      given += t.Remaining(t.with_ptr()) - before;
-      kept += units - (t.Remaining(t.with_ptr()) - before);
-      for (int i = 0; i < 4; ++i) {
-        ASSERT_LE(t.Remaining(t.with_ptr()), t.Remaining(t.without_ptr()))
-            << limit.ToString() << " trial " << trial << " at +" << (t.now() - kT0).count();
-        if (at_once && i == 0) {
-          // At the grant's own time, with nothing between, the twins decide alike.
-          for (int64_t c = 0; c <= limit.capacity(); ++c) {
-            ASSERT_EQ(DecideCompact(limit, t.with_ptr(), t.now(), c).decision,
-                      DecideCompact(limit, t.without_ptr(), t.now(), c).decision)
-                << limit.ToString() << " trial " << trial << " cost " << c;
-          }
-        }
-        t.Advance(Micros(pick(0, scale / 2)));
-      }
+      t.Advance(Micros(pick(0, scale)));
     }
-    // The traces must both return units and hold some back (absorbed by refill or a window).
-    EXPECT_GT(given, 10'000);
-    EXPECT_GT(kept, 1'000);
+    const int64_t units = granted.decision.leased - spent;
+    const int64_t before = t.Remaining(t.with_ptr());
+    const Step back = GiveBackCompact(limit, t.with_ptr(), t.now(), units, grant_at, grant_reset);
+    ASSERT_TRUE(back.decision.allowed());
+    t.SetWith(back);
+    given += t.Remaining(t.with_ptr()) - before;
+    kept += units - (t.Remaining(t.with_ptr()) - before);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_LE(t.Remaining(t.with_ptr()), t.Remaining(t.without_ptr()))
+          << limit.ToString() << " trial " << trial << " at +" << (t.now() - kT0).count();
+      if (at_once && i == 0) {
+        // At the grant's own time, with nothing between, the twins decide alike.
+        for (int64_t c = 0; c <= limit.capacity(); ++c) {
+          ASSERT_EQ(DecideCompact(limit, t.with_ptr(), t.now(), c).decision,
+                    DecideCompact(limit, t.without_ptr(), t.now(), c).decision)
+              << limit.ToString() << " trial " << trial << " cost " << c;
+        }
+      }
+      t.Advance(Micros(pick(0, scale / 2)));
+    }
   }
+  // The traces must both return units and hold some back (absorbed by refill or a window).
+  EXPECT_GT(given, 10'000);
+  EXPECT_GT(kept, 1'000);
 }
 
 }  // namespace

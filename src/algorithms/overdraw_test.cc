@@ -7,12 +7,16 @@
 #include <random>
 
 #include "algorithms/algorithm.h"
+#include "support/algorithm_params.h"
 
 namespace caudal {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::AlgorithmParamName;
+using testing::AlgorithmsWhere;
+using testing::IsBucket;
 
 constexpr Micros kT0 = std::chrono::minutes(28'333'334);
 
@@ -21,27 +25,34 @@ Limit Bucket(Algorithm a, int64_t capacity, int64_t per_second) {
       LimitSpec::Bucket(a, capacity, {.count = per_second, .period = seconds(1)}));
 }
 
-TEST(Overdraw, ABucketInDebtRefusesUntilItHasRefilledPastTheDebt) {
-  for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
-    SCOPED_TRACE(AlgorithmName(a));
-    const Limit l = Bucket(a, 10, 10);  // 10 per second, burst 10
-    Step s = DecideCompact(l, nullptr, kT0, 10);
-    ASSERT_TRUE(s.decision.allowed());
-    const Step o = OverdrawCompact(l, &s.next, kT0, 5);  // 5 tokens of debt
-    ASSERT_TRUE(o.decision.allowed());
-    EXPECT_TRUE(o.changed);
-    EXPECT_EQ(o.decision.remaining, 0);
-    EXPECT_EQ(o.decision.reset_after, milliseconds(1500)) << "15 tokens to refill";
-    const Step refused = DecideCompact(l, &o.next, kT0 + milliseconds(500), 1);
-    EXPECT_EQ(refused.decision.verdict, Verdict::kDenied);
-    EXPECT_EQ(refused.decision.retry_after, milliseconds(100)) << "debt paid at 500 ms, 1 at 600";
-    EXPECT_FALSE(
-        DecideCompact(l, &o.next, kT0 + milliseconds(600) - Micros(1), 1).decision.allowed());
-    EXPECT_TRUE(DecideCompact(l, &o.next, kT0 + milliseconds(600), 1).decision.allowed());
-    // A refund from debt gives back what it names.
-    const Step back = RefundCompact(l, &o.next, kT0, 7);
-    EXPECT_EQ(back.decision.remaining, 2);
-  }
+// Every bucket that settles reservations (SupportsReserve).
+class OverdrawOfABucket : public ::testing::TestWithParam<Algorithm> {};
+
+INSTANTIATE_TEST_SUITE_P(SupportsReserve, OverdrawOfABucket,
+                         ::testing::ValuesIn(AlgorithmsWhere([](Algorithm a) {
+                           return SupportsReserve(a) && IsBucket(a);
+                         })),
+                         AlgorithmParamName);
+
+TEST_P(OverdrawOfABucket, InDebtRefusesUntilItHasRefilledPastTheDebt) {
+  const Algorithm a = GetParam();
+  const Limit l = Bucket(a, 10, 10);  // 10 per second, burst 10
+  Step s = DecideCompact(l, nullptr, kT0, 10);
+  ASSERT_TRUE(s.decision.allowed());
+  const Step o = OverdrawCompact(l, &s.next, kT0, 5);  // 5 tokens of debt
+  ASSERT_TRUE(o.decision.allowed());
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(o.decision.remaining, 0);
+  EXPECT_EQ(o.decision.reset_after, milliseconds(1500)) << "15 tokens to refill";
+  const Step refused = DecideCompact(l, &o.next, kT0 + milliseconds(500), 1);
+  EXPECT_EQ(refused.decision.verdict, Verdict::kDenied);
+  EXPECT_EQ(refused.decision.retry_after, milliseconds(100)) << "debt paid at 500 ms, 1 at 600";
+  EXPECT_FALSE(
+      DecideCompact(l, &o.next, kT0 + milliseconds(600) - Micros(1), 1).decision.allowed());
+  EXPECT_TRUE(DecideCompact(l, &o.next, kT0 + milliseconds(600), 1).decision.allowed());
+  // A refund from debt gives back what it names.
+  const Step back = RefundCompact(l, &o.next, kT0, 7);
+  EXPECT_EQ(back.decision.remaining, 2);
 }
 
 TEST(Overdraw, GcraDecidesAsTheTokenBucketWithDebt) {
@@ -79,19 +90,17 @@ TEST(Overdraw, GcraDecidesAsTheTokenBucketWithDebt) {
   }
 }
 
-TEST(Overdraw, DebtStopsAtMaxDebt) {
-  for (const Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
-    SCOPED_TRACE(AlgorithmName(a));
-    // 1 per hour: 25 years of refill is 219,000 units.
-    const Limit l =
-        *Limit::Create(LimitSpec::Bucket(a, 2, {.count = 1, .period = std::chrono::hours(1)}));
-    EXPECT_EQ(MaxDebt(l), 24 * 365 * 25);
-    Step s = OverdrawCompact(l, nullptr, kT0, kMaxCapacity);
-    s = OverdrawCompact(l, &s.next, kT0, kMaxCapacity);
-    EXPECT_EQ(s.decision.reset_after, std::chrono::hours(2 + 24 * 365 * 25));
-    EXPECT_FALSE(OverdrawCompact(l, &s.next, kT0, 1).changed) << "nothing past the most debt";
-  }
-  EXPECT_EQ(MaxDebt(Bucket(Algorithm::kTokenBucket, 10, 1'000'000)), kMaxCapacity);
+TEST_P(OverdrawOfABucket, DebtStopsAtMaxDebt) {
+  const Algorithm a = GetParam();
+  // 1 per hour: 25 years of refill is 219,000 units.
+  const Limit l =
+      *Limit::Create(LimitSpec::Bucket(a, 2, {.count = 1, .period = std::chrono::hours(1)}));
+  EXPECT_EQ(MaxDebt(l), 24 * 365 * 25);
+  Step s = OverdrawCompact(l, nullptr, kT0, kMaxCapacity);
+  s = OverdrawCompact(l, &s.next, kT0, kMaxCapacity);
+  EXPECT_EQ(s.decision.reset_after, std::chrono::hours(2 + 24 * 365 * 25));
+  EXPECT_FALSE(OverdrawCompact(l, &s.next, kT0, 1).changed) << "nothing past the most debt";
+  EXPECT_EQ(MaxDebt(Bucket(a, 10, 1'000'000)), kMaxCapacity);
 }
 
 TEST(Overdraw, AFixedWindowHoldsItsExcessUntilTheWindowEnds) {

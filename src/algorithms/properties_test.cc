@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
+#include "support/algorithm_params.h"
 #ifdef CAUDAL_REPLAY_THROUGH_LUA  // the same suite, every decision made by the Redis script
 #include "redis/lua_replayer.h"
 #else
@@ -22,6 +23,9 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
+using testing::AlgorithmParamName;
+using testing::AlgorithmsWhere;
+using testing::IsBucket;
 #ifdef CAUDAL_REPLAY_THROUGH_LUA
 using Replayer = redis::testing::LuaReplayer;
 #else
@@ -136,20 +140,23 @@ int64_t UnitInterval(const Limit& l) {
   return std::max<int64_t>(1, l.refill_period_us() / l.refill_count());
 }
 
-TEST(Properties, TokenBucketAndGcraNeverExceedBurstPlusRateTimesTime) {
-  Random r(1);
+// Every bucket (token_bucket, gcra).
+class BucketProperties : public ::testing::TestWithParam<Algorithm> {};
+
+INSTANTIATE_TEST_SUITE_P(Buckets, BucketProperties, ::testing::ValuesIn(AlgorithmsWhere(IsBucket)),
+                         AlgorithmParamName);
+
+TEST_P(BucketProperties, NeverExceedsBurstPlusRateTimesTime) {
+  Random r(1 + static_cast<uint64_t>(GetParam()));
   int64_t decisions = 0;
   int64_t admitted = 0;
   for (int trace = 0; decisions < kDecisionsPerProperty; ++trace) {
-    for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
-      const Limit l = RandomBucket(r, a);
-      std::vector<Replayer> one{Replayer(l)};
-      const auto events = RandomTrace(r, one, 5'000, UnitInterval(l))[0];
-      EXPECT_EQ(FirstBreachOfBucketBound(events, l), -1)
-          << "trace " << trace << ": " << l.ToString();
-      for (const Event& e : events) admitted += e.cost > 0 ? 1 : 0;
-      decisions += static_cast<int64_t>(events.size());
-    }
+    const Limit l = RandomBucket(r, GetParam());
+    std::vector<Replayer> one{Replayer(l)};
+    const auto events = RandomTrace(r, one, 5'000, UnitInterval(l))[0];
+    EXPECT_EQ(FirstBreachOfBucketBound(events, l), -1) << "trace " << trace << ": " << l.ToString();
+    for (const Event& e : events) admitted += e.cost > 0 ? 1 : 0;
+    decisions += static_cast<int64_t>(events.size());
   }
   EXPECT_GT(admitted, decisions / 4);  // the traces were not all refusals
 }
