@@ -23,7 +23,7 @@
 
 #include "caudal/store/memory_store.h"
 #include "server/server.h"
-#include "server/uring_server.h"
+#include "server/uring_transport.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

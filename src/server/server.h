@@ -66,7 +66,7 @@ struct HttpServerOptions {
   Micros body_timeout = std::chrono::seconds(10);
   Micros idle_timeout = std::chrono::seconds(60);
   int64_t threads = 0;  // 0: one per core
-  // kIoUring: one io_uring per I/O thread (server/uring_server.h); epoll, with a warning, where
+  // kIoUring: one io_uring per I/O thread (server/uring_transport.h); epoll, with a warning, where
   // the kernel refuses a ring. io() says which is in force.
   HttpIo io = HttpIo::kIoUring;
   // Stop(): how long decisions in flight have to finish.

@@ -39,7 +39,7 @@ def served_from(source, port):
 
 def failed_accepts_at_most(seconds):
     """How many accepts can fail in `seconds` when each failure pauses accepting 10 ms, doubling
-    up to 1 s (HttpServer::Impl::AcceptFailure)."""
+    up to 1 s (ServerCore::AcceptFailure)."""
     failed, elapsed, pause = 1, 0.0, 0.010
     while elapsed + pause <= seconds:
         elapsed += pause

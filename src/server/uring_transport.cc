@@ -1,4 +1,4 @@
-#include "server/uring_server.h"
+#include "server/uring_transport.h"
 
 #include <arpa/inet.h>
 #include <liburing.h>
@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <boost/asio/error.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <cerrno>
 #include <cstring>
@@ -21,7 +22,6 @@
 #include <unordered_map>
 
 #include "common/cat.h"
-#include "server/http_server_impl.h"
 #include "server/response_writer.h"
 #include "server/tls_context.h"
 
@@ -114,9 +114,8 @@ class UringConnection;
 // One I/O thread: its ring, its connections, and what other threads post to it.
 class UringLoop {
  public:
-  UringLoop(HttpServer::Impl& server, int listen_fd,
-            const std::vector<std::unique_ptr<UringLoop>>* peers)
-      : server_(server), listen_fd_(listen_fd), peers_(peers), sweep_(server.tick) {}
+  UringLoop(ServerCore& core, int listen_fd, const std::vector<std::unique_ptr<UringLoop>>* peers)
+      : core_(core), listen_fd_(listen_fd), peers_(peers), sweep_(core.tick()) {}
   ~UringLoop();
 
   // Starts the thread; its ring's setup is waited for, and its error returned.
@@ -128,7 +127,7 @@ class UringLoop {
   void Post(std::function<void()> f);
   bool InThisThread() const { return std::this_thread::get_id() == id_; }
 
-  HttpServer::Impl& server() { return server_; }
+  ServerCore& core() { return core_; }
   // Queued for the next submission; the connection counts each until its completion.
   void Receive(UringConnection& c, void* data, size_t size);
   void Send(UringConnection& c, const char* data, size_t size, bool link_next);
@@ -149,7 +148,7 @@ class UringLoop {
   void AdmitAccepted(int fd);
   void CheckDeadlines();
 
-  HttpServer::Impl& server_;
+  ServerCore& core_;
   const int listen_fd_;  // -1: this loop does not accept
   const std::vector<std::unique_ptr<UringLoop>>* peers_;
   io_uring ring_{};
@@ -184,22 +183,18 @@ class UringLoop {
 class UringConnection final : public std::enable_shared_from_this<UringConnection>,
                               public routes::Responder {
  public:
-  UringConnection(int fd, UringLoop& loop, IpAddress peer, bool counted,
+  UringConnection(int fd, UringLoop& loop, AdmittedPeer peer,
                   std::shared_ptr<boost::asio::ssl::context> tls)
       : fd_(fd),
         loop_(&loop),
-        server_(loop.server()),
+        core_(loop.core()),
         tls_context_(std::move(tls)),
-        deadline_(server_.NewDeadline()),
-        peer_(peer),
-        counted_(counted) {
-    server_.connections.fetch_add(1, std::memory_order_relaxed);
-  }
+        deadline_(core_.NewDeadline()),
+        admitted_(std::move(peer)),
+        peer_(admitted_.address()) {}
   ~UringConnection() {
     if (ssl_ != nullptr) SSL_free(ssl_);  // and its BIOs
     if (fd_ >= 0) ::close(fd_);
-    if (counted_) server_.clients->Release(peer_);
-    server_.connections.fetch_sub(1, std::memory_order_relaxed);
   }
 
   void MoveTo(UringLoop& loop) { loop_ = &loop; }
@@ -239,7 +234,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   }
   // Past its deadline (the sweep): a handshake cut there counts as a TLS failure.
   void Expire() {
-    if (handshaking_) server_.deps.metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+    if (handshaking_) core_.deps().metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
     Close();
   }
   // The descriptor is given back once nothing of the ring uses it.
@@ -338,7 +333,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
 
   void HandshakeFailed(const boost::system::error_code& ec) {
     handshaking_ = false;
-    server_.HandshakeFailed(peer_, ec);
+    core_.HandshakeFailed(peer_, ec);
     if (ssl_ != nullptr && BIO_ctrl_pending(wbio_) > 0) return Flush(After::kClose);  // the alert
     Close();
   }
@@ -426,11 +421,11 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
     const routes::Request r = RoutesRequest(request_, forwarded_for_, peer_, identities_);
     deadline_.Deciding();  // the store's own deadline bounds the decision
     in_flight_self_ = shared_from_this();
-    server_.Decide(r, *this);
+    core_.Decide(r, *this);
   }
 
   void Finish(http_api::Reply reply) {
-    const bool draining = server_.EndDecision();
+    const bool draining = core_.EndDecision();
     Send(std::move(reply), keep_alive_ && !draining ? Connection::kKeepAlive : Connection::kClose);
   }
 
@@ -438,7 +433,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   // receive linked behind it, in the same submission.
   void Send(const http_api::Reply& reply, Connection connection) {
     if (closed_) return;
-    server_.deps.metrics.CountHttpResponse(reply.status);
+    core_.deps().metrics.CountHttpResponse(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
     deadline_.Sending();
@@ -488,7 +483,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
 
   int fd_;
   UringLoop* loop_;
-  HttpServer::Impl& server_;
+  ServerCore& core_;
   const std::shared_ptr<boost::asio::ssl::context> tls_context_;  // outlives ssl_
   SSL* ssl_ = nullptr;                                            // with a TLS listener
   BIO* rbio_ = nullptr;    // ciphertext received, owned by ssl_
@@ -504,8 +499,8 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   const std::string* wire_ = nullptr;  // what the send under way sends: out_ or tls_out_
   size_t sent_ = 0;
   std::shared_ptr<UringConnection> in_flight_self_;  // from Decide to Reply
-  const IpAddress peer_;
-  const bool counted_;
+  const AdmittedPeer admitted_;  // counted towards the caps while the connection lives
+  const IpAddress& peer_;
   std::vector<std::string> identities_;  // the verified client certificate's CN and SANs
   ResponseFraming framing_;
   int pending_ = 0;  // the ring's operations on this connection not yet completed
@@ -630,7 +625,7 @@ void UringLoop::ArmAccept() {
 
 void UringLoop::Run() {
   ArmWake();
-  const Nanos now = server_.deps.clock.MonotonicCoarse();
+  const Nanos now = core_.deps().clock.MonotonicCoarse();
   sweep_.BeginSweep(now);
   ArmTick(now);
   if (listen_fd_ >= 0) ArmAccept();
@@ -652,7 +647,7 @@ void UringLoop::Turn() {
   const int r = io_uring_submit_and_wait(&ring_, 1);
   if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME && !enter_failed_) {
     enter_failed_ = true;  // said once: a failing ring would otherwise log at every turn
-    server_.deps.log.Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
+    core_.deps().log.Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
   }
   // Each entry is given back before it is handled, so the queue has room for what handling
   // submits (and the kernel's overflow, if any, comes back through peek).
@@ -704,7 +699,7 @@ void UringLoop::Complete(uint64_t tag, int res, unsigned flags) {
       return OnAccept(res, flags);
     case kPauseTag:
       pause_armed_ = false;
-      if (!stopping_ && !server_.draining.load() && !accept_armed_) ArmAccept();
+      if (!stopping_ && !core_.draining() && !accept_armed_) ArmAccept();
       return;
     case kCancelTag:
       return;
@@ -718,20 +713,20 @@ void UringLoop::Complete(uint64_t tag, int res, unsigned flags) {
 
 void UringLoop::OnAccept(int res, unsigned flags) {
   if (!(flags & IORING_CQE_F_MORE)) accept_armed_ = false;
-  const bool closing = stopping_ || server_.draining.load();
+  const bool closing = stopping_ || core_.draining();
   if (res >= 0) {
     if (closing) {
       ::close(res);
       return;
     }
-    server_.AcceptSucceeded();
+    core_.AcceptSucceeded();
     AdmitAccepted(res);
   } else if (!closing) {
     // Out of descriptors (EMFILE, ENFILE) or similar: the connection stays in the backlog, and
-    // accepting resumes after the pause (HttpServer::Impl::AcceptFailure).
+    // accepting resumes after the pause (ServerCore::AcceptFailure).
     if (!accept_armed_ && !pause_armed_) {
       pause_ = Timespec(
-          server_.AcceptFailure(boost::system::error_code(-res, boost::system::system_category())));
+          core_.AcceptFailure(boost::system::error_code(-res, boost::system::system_category())));
       io_uring_prep_timeout(Sqe(kPauseTag), &pause_, 0, 0);
       pause_armed_ = true;
     }
@@ -742,15 +737,14 @@ void UringLoop::OnAccept(int res, unsigned flags) {
 
 void UringLoop::AdmitAccepted(int fd) {
   const Result<IpAddress> peer = PeerOf(fd);
-  const std::optional<bool> counted = peer.ok() ? server_.AdmitPeer(*peer) : std::nullopt;
-  if (!counted) {  // refused, or already gone
+  std::optional<AdmittedPeer> admitted = peer.ok() ? core_.AdmitPeer(*peer) : std::nullopt;
+  if (!admitted) {  // refused, or already gone
     ::close(fd);
     return;
   }
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  auto c = std::make_shared<UringConnection>(fd, *this, *peer, *counted,
-                                             server_.tls.load(std::memory_order_acquire));
+  auto c = std::make_shared<UringConnection>(fd, *this, std::move(*admitted), core_.tls());
   UringLoop& target = *(*peers_)[next_peer_];
   next_peer_ = (next_peer_ + 1) % peers_->size();
   if (&target == this) return Adopt(std::move(c));
@@ -760,7 +754,7 @@ void UringLoop::AdmitAccepted(int fd) {
 // Once a tick, every connection; in between, those the last sweep saw due before the next one,
 // at their deadlines (DeadlineSweep).
 void UringLoop::CheckDeadlines() {
-  const Nanos now = server_.deps.clock.MonotonicCoarse();
+  const Nanos now = core_.deps().clock.MonotonicCoarse();
   std::vector<UringConnection*> expired;
   if (sweep_.SweepDue(now)) {
     sweep_.BeginSweep(now);
@@ -785,33 +779,51 @@ void UringLoop::CheckDeadlines() {
   ArmTick(now);
 }
 
-UringServer::UringServer(int listen_fd, std::vector<std::unique_ptr<UringLoop>> loops)
-    : listen_fd_(listen_fd), loops_(std::move(loops)) {}
+namespace {
 
-UringServer::~UringServer() { Stop(); }
+class UringTransport final : public Transport {
+ public:
+  UringTransport() = default;
+  ~UringTransport() override { Stop(); }
 
-Result<std::unique_ptr<UringServer>> UringServer::Start(HttpServer::Impl& server, int listen_fd,
-                                                        int threads) {
-  if (Status probe = ProbeUring(); !probe.ok()) return probe;
-  std::unique_ptr<UringServer> s(new UringServer(listen_fd, {}));
-  for (int i = 0; i < threads; ++i) {
-    s->loops_.push_back(std::make_unique<UringLoop>(server, i == 0 ? listen_fd : -1, &s->loops_));
-  }
-  // The accepting loop starts last, once every loop it deals connections to is running.
-  for (int i = threads - 1; i >= 0; --i) {
-    if (Status st = s->loops_[i]->Start(); !st.ok()) {
-      s->Stop();
-      return st;
+  // `threads` rings, each on its thread; thread 0 accepts from `listener`, taken once they all
+  // run. Nothing is left running on failure, and `listener` is left with the caller.
+  Status Start(ServerCore& core, ListenSocket& listener, int threads) {
+    for (int i = 0; i < threads; ++i) {
+      loops_.push_back(std::make_unique<UringLoop>(core, i == 0 ? listener.fd() : -1, &loops_));
     }
+    // The accepting loop starts last, once every loop it deals connections to is running.
+    for (int i = threads - 1; i >= 0; --i) {
+      if (Status st = loops_[i]->Start(); !st.ok()) {
+        Stop();
+        return st;
+      }
+    }
+    listener_ = std::move(listener);
+    return Status::Ok();
   }
-  return s;
-}
 
-void UringServer::StopAccepting() { ::shutdown(listen_fd_, SHUT_RDWR); }
+  // shutdown(2) takes the socket out of listening at once; the descriptor is closed after Stop().
+  void StopAccepting() override { ::shutdown(listener_.fd(), SHUT_RDWR); }
 
-void UringServer::Stop() {
-  // The accepting loop first: it deals connections to the others.
-  for (auto& loop : loops_) loop->Stop();
+  void Stop() override {
+    // The accepting loop first: it deals connections to the others.
+    for (auto& loop : loops_) loop->Stop();
+  }
+
+ private:
+  ListenSocket listener_;  // declared first so it goes last, after every loop using it
+  std::vector<std::unique_ptr<UringLoop>> loops_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> StartUring(ServerCore& core, ListenSocket& listener,
+                                              int threads) {
+  if (Status probe = ProbeUring(); !probe.ok()) return probe;
+  auto transport = std::make_unique<UringTransport>();
+  if (Status st = transport->Start(core, listener, threads); !st.ok()) return st;
+  return std::unique_ptr<Transport>(std::move(transport));
 }
 
 }  // namespace caudal::http_server
