@@ -26,10 +26,10 @@ namespace {
 // One connection: reads one request at a time, answers it, and loops while keep-alive.
 //
 // Timeouts cost nothing per request: each phase (header, body, write, keep-alive wait) only
-// records its deadline (ConnectionDeadline), and the session's timer, which fires
-// every `tick` and at the deadline itself when it falls within one, closes the connection once
-// the deadline has passed. A deadline is a total for its phase, so a client that trickles a
-// header byte by byte is cut off at header_timeout all the same.
+// records its deadline (ConnectionDeadline), and the session's timer, which fires every `tick`
+// and at the deadline itself when it falls within one, closes the connection once the deadline
+// has passed. A deadline is a total for its phase, so a client that trickles a header byte by
+// byte is cut off at header_timeout all the same.
 //
 // Reading goes straight to async_read_some (an async_wait would re-arm the descriptor with
 // epoll_ctl on every request), started a round after the response (see Written). The request

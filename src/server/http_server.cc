@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <atomic>
 #include <boost/asio/ssl/context.hpp>
 #include <thread>
 
