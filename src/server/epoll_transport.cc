@@ -63,7 +63,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   }
 
  private:
-  Nanos Now() const { return core_.deps().clock.MonotonicCoarse(); }
+  Nanos Now() const { return core_.Now(); }
 
   void Tick(Nanos now) {
     timer_.expires_after(deadline_.Wait(now, core_.tick()));
@@ -72,7 +72,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
       const Nanos at = self->Now();
       if (self->deadline_.Expired(at)) {
         if (self->handshaking_) {
-          self->core_.deps().metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+          self->core_.HandshakeTimedOut();
         }
         return self->Close();
       }
@@ -195,7 +195,7 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // scheduler. What does not fit is written asynchronously, under the body timeout.
   void Send(const http_api::Reply& reply, Connection connection) {
     if (closed_) return;
-    core_.deps().metrics.CountHttpResponse(reply.status);
+    core_.Responding(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
     if (tls_) return WriteRest(0);  // TLS records go through the stream, never a raw send()

@@ -85,8 +85,10 @@ class ServerCore {
   ServerCore(const ServerCore&) = delete;
   ServerCore& operator=(const ServerCore&) = delete;
 
-  // The clock (deadlines read its MonotonicCoarse()), the metrics and the log.
-  const HttpServer::Deps& deps() const { return deps_; }
+  const HttpServer::Deps& deps() const { return deps_; }  // as HttpServer::Start was given
+  const Logger& log() const { return deps_.log; }
+  // What connection deadlines are read against: the clock's MonotonicCoarse().
+  Nanos Now() const { return deps_.clock.MonotonicCoarse(); }
   const HttpServerOptions& options() const { return options_; }
   // How often deadlines are looked at (ConnectionDeadline::Wait, DeadlineSweep): half the
   // shortest timeout, at least 5 ms, at most the shortest.
@@ -120,6 +122,10 @@ class ServerCore {
   // A TLS handshake with `peer` failed with `ec`: logged once a minute at most, then counted by
   // reason (so that whoever sees the count sees the line, or its being held back, done).
   void HandshakeFailed(const IpAddress& peer, const boost::system::error_code& ec);
+  // A TLS handshake cut at its deadline: counted, not logged (the pace is the client's).
+  void HandshakeTimedOut() { deps_.metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout); }
+  // A response is being sent: counted by status.
+  void Responding(int status) { deps_.metrics.CountHttpResponse(status); }
 
   // Routes a parsed request, counted in flight until EndDecision(); `responder` gets its reply
   // exactly once, inline or on a store thread. EndDecision returns whether the server is

@@ -234,7 +234,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   }
   // Past its deadline (the sweep): a handshake cut there counts as a TLS failure.
   void Expire() {
-    if (handshaking_) core_.deps().metrics.CountTlsHandshakeFailure(TlsFailure::kTimeout);
+    if (handshaking_) core_.HandshakeTimedOut();
     Close();
   }
   // The descriptor is given back once nothing of the ring uses it.
@@ -433,7 +433,7 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
   // receive linked behind it, in the same submission.
   void Send(const http_api::Reply& reply, Connection connection) {
     if (closed_) return;
-    core_.deps().metrics.CountHttpResponse(reply.status);
+    core_.Responding(reply.status);
     framing_.connection = connection;
     WriteResponse(reply, framing_, out_);
     deadline_.Sending();
@@ -625,7 +625,7 @@ void UringLoop::ArmAccept() {
 
 void UringLoop::Run() {
   ArmWake();
-  const Nanos now = core_.deps().clock.MonotonicCoarse();
+  const Nanos now = core_.Now();
   sweep_.BeginSweep(now);
   ArmTick(now);
   if (listen_fd_ >= 0) ArmAccept();
@@ -647,7 +647,7 @@ void UringLoop::Turn() {
   const int r = io_uring_submit_and_wait(&ring_, 1);
   if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME && !enter_failed_) {
     enter_failed_ = true;  // said once: a failing ring would otherwise log at every turn
-    core_.deps().log.Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
+    core_.log().Error(Cat("io_uring_enter failed: ", ErrnoText(-r)));
   }
   // Each entry is given back before it is handled, so the queue has room for what handling
   // submits (and the kernel's overflow, if any, comes back through peek).
@@ -754,7 +754,7 @@ void UringLoop::AdmitAccepted(int fd) {
 // Once a tick, every connection; in between, those the last sweep saw due before the next one,
 // at their deadlines (DeadlineSweep).
 void UringLoop::CheckDeadlines() {
-  const Nanos now = core_.deps().clock.MonotonicCoarse();
+  const Nanos now = core_.Now();
   std::vector<UringConnection*> expired;
   if (sweep_.SweepDue(now)) {
     sweep_.BeginSweep(now);
