@@ -1,20 +1,7 @@
 // HttpServer: caudal's HTTP/1.1 API (Boost.Beast's parser) over the Engine, on epoll (Asio) or
 // io_uring.
 //
-// The routes (src/server/routes.cc; GET also answers HEAD; docs/http-api.md):
-//   POST /v1/check    {"descriptors": {...}, "cost": N} → 200 / 429 / 503 with a JSON decision
-//   ANY  /v1/auth     forward-auth: descriptors from the peer / X-Forwarded-For and headers
-//   POST /v1/release  a concurrency hold back;  POST /v1/reserve, POST /v1/settle  a reservation
-//   GET  /metrics     Prometheus text;  GET /healthz;  GET /readyz (200 only when the store's last
-//                     background probe succeeded: see store_health.h)
-//   GET  /v1/openapi.json  the API's description
-//   GET  /v1/top-refused   the most refused identities per policy (see refusals.h), as JSON
-//   GET  /, /v1/status, /v1/status/chart  the status page, its JSON and a policy's chart (see
-//                     status_page.h), when the page is on
-//   GET, PUT, DELETE /v1/admin/policies/{policy}/overrides;  GET, DELETE .../state  the admin
-//                     API (src/server/admin_api.h), with its own token
-// Check, reserve and settle with an Idempotency-Key are answered their first answer when
-// retried (see src/server/idempotency.h).
+// What it serves is the route table, kRoutes in src/server/routes.cc (docs/http-api.md).
 //
 // Every connection is bounded: the whole request header must arrive within header_timeout
 // of the accept (a TLS handshake included), or of its first byte on keep-alive (a slow-drip
