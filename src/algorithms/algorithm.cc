@@ -64,4 +64,16 @@ bool IsConcurrency(Algorithm a) {
   return Known(a) && AlgorithmInfoOf(a).family == AlgorithmFamily::kConcurrency;
 }
 
+LimitFields FieldsOf(Algorithm a) {
+  switch (Known(a) ? AlgorithmInfoOf(a).family : AlgorithmFamily::kBucket) {
+    case AlgorithmFamily::kWindow:
+      return {.count = "limit", .period = "window"};
+    case AlgorithmFamily::kConcurrency:
+      return {.count = "limit", .period = "hold"};
+    case AlgorithmFamily::kBucket:
+      break;
+  }
+  return {.count = "capacity", .period = "refill", .period_is_rate = true};
+}
+
 }  // namespace caudal

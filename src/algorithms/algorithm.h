@@ -192,7 +192,7 @@ inline Step GiveBackCompact(const Limit& limit, const CompactState* state, Micro
   return AlgorithmInfoOf(limit.algorithm()).compact.give_back(limit, state, now, units, at, reset);
 }
 
-// Whether a store takes reservations for the algorithm (ConsumeEntry::reserve, Store::Settle): it
+// Whether a store takes reservations for the algorithm (ReserveEntry, Store::Settle): it
 // gives back what still counts (SupportsLease) and overdraws into debt. The sliding windows and
 // concurrency do not: see docs/algorithms.md, Reservations.
 inline bool SupportsReserve(Algorithm a) {

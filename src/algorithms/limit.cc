@@ -5,6 +5,7 @@
 #include "algorithms/algorithm.h"
 #include "algorithms/exact_math.h"
 #include "caudal/algorithms/decision.h"
+#include "common/cat.h"
 
 namespace caudal {
 
@@ -26,9 +27,10 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                                    std::to_string(static_cast<int>(spec.algorithm)));
   }
   const bool concurrency = IsConcurrency(spec.algorithm);
-  const bool window = IsWindowAlgorithm(spec.algorithm) || concurrency;
-  const char* cap_name = window ? "limit" : "capacity";
-  const char* period_name = concurrency ? "hold" : window ? "window" : "refill period";
+  const LimitFields fields = FieldsOf(spec.algorithm);
+  const bool window = !fields.period_is_rate;
+  const std::string cap_name(fields.count);
+  const std::string period_name = window ? std::string(fields.period) : "refill period";
   if (spec.capacity < 1 || spec.capacity > kMaxCapacity) {
     return Status::InvalidArgument(std::string(cap_name) + " must be between 1 and 2^40 (got " +
                                    std::to_string(spec.capacity) + ")");
@@ -91,15 +93,9 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
 }
 
 std::string Limit::ToString() const {
-  std::string out(AlgorithmName(algorithm_));
-  if (IsConcurrency(algorithm_)) {
-    out += " limit=" + std::to_string(capacity_) + " hold=" + FormatDuration(rate_.period);
-  } else if (IsWindowAlgorithm(algorithm_)) {
-    out += " limit=" + std::to_string(capacity_) + " window=" + FormatDuration(rate_.period);
-  } else {
-    out += " capacity=" + std::to_string(capacity_) + " refill=" + FormatRate(rate_);
-  }
-  return out;
+  const LimitFields fields = FieldsOf(algorithm_);
+  return Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period, '=',
+             fields.period_is_rate ? FormatRate(rate_) : FormatDuration(rate_.period));
 }
 
 }  // namespace caudal

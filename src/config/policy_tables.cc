@@ -24,13 +24,13 @@ const std::vector<Algorithm>& PolicyAlgorithms() {
   return all;
 }
 
-// A limit as written: the algorithm, then capacity and refill, or limit and window.
-struct LimitFields {
+// A limit as written: the algorithm, then capacity and refill, or limit and window or hold
+// (FieldsOf).
+struct WrittenLimit {
   Algorithm algorithm = Algorithm::kTokenBucket;
   int64_t count = 0;  // capacity or limit
   Rate refill;
-  Micros window{0};
-  Micros hold{0};
+  Micros period{0};  // window or hold
 };
 
 Result<Rate> ReadRate(std::string_view text) {
@@ -40,11 +40,10 @@ Result<Rate> ReadRate(std::string_view text) {
       Cat("expected \"<count>/<duration>\" such as \"100/1m\": ", rate.status().message()));
 }
 
-Result<Limit> ToLimit(const LimitFields& f) {
-  if (IsConcurrency(f.algorithm)) return Limit::Create(LimitSpec::Concurrency(f.count, f.hold));
-  return Limit::Create(IsWindowAlgorithm(f.algorithm)
-                           ? LimitSpec::Window(f.algorithm, f.count, f.window)
-                           : LimitSpec::Bucket(f.algorithm, f.count, f.refill));
+Result<Limit> ToLimit(const WrittenLimit& f) {
+  return Limit::Create(FieldsOf(f.algorithm).period_is_rate
+                           ? LimitSpec::Bucket(f.algorithm, f.count, f.refill)
+                           : LimitSpec::Window(f.algorithm, f.count, f.period));
 }
 
 // "token_bucket, gcra" / "fixed_window, ...": the algorithms of one variant, from the table.
@@ -56,24 +55,24 @@ std::string AlgorithmsOf(bool window) {
   return names;
 }
 
-const Table<LimitFields>& LimitTable() {
-  using R = Rows<LimitFields>;
-  static const Table<LimitFields> table(
+const Table<WrittenLimit>& LimitTable() {
+  using R = Rows<WrittenLimit>;
+  static const Table<WrittenLimit> table(
       {
           {.name = "algorithm",
-           .value = R::Choice(&LimitFields::algorithm, ParseAlgorithm, AlgorithmName,
+           .value = R::Choice(&WrittenLimit::algorithm, ParseAlgorithm, AlgorithmName,
                               std::span<const Algorithm>(PolicyAlgorithms())),
            .doc = "how the limit counts (algorithms.md); it chooses the fields below",
            .need = Need::kRequired},
           {.name = "capacity",
-           .value = R::Integer(&LimitFields::count, 1, kMaxCapacity),
+           .value = R::Integer(&WrittenLimit::count, 1, kMaxCapacity),
            .doc = "the burst: how many requests a full bucket admits at once",
            .need = Need::kRequired,
            .variants = kBucket},
           {.name = "refill",
            .value = R::Custom("rate `<count>/<duration>` (`100/1m`)",
                               [](const YamlReader& r, const YAML::Node& n, const std::string& path,
-                                 LimitFields& out) -> Status {
+                                 WrittenLimit& out) -> Status {
                                 auto text = r.String(n, path);
                                 if (!text.ok()) return text.status();
                                 auto rate = ReadRate(*text);
@@ -85,18 +84,18 @@ const Table<LimitFields>& LimitTable() {
            .need = Need::kRequired,
            .variants = kBucket},
           {.name = "limit",
-           .value = R::Integer(&LimitFields::count, 1, kMaxCapacity),
+           .value = R::Integer(&WrittenLimit::count, 1, kMaxCapacity),
            .doc = "requests admitted per window; for concurrency, requests in flight at once "
                   "(at most 10,000)",
            .need = Need::kRequired,
            .variants = kWindow | kConcurrency},
           {.name = "window",
-           .value = R::Duration(&LimitFields::window),
+           .value = R::Duration(&WrittenLimit::period),
            .doc = "the window's length",
            .need = Need::kRequired,
            .variants = kWindow},
           {.name = "hold",
-           .value = R::Duration(&LimitFields::hold, std::chrono::milliseconds(1), kMaxHold),
+           .value = R::Duration(&WrittenLimit::period, std::chrono::milliseconds(1), kMaxHold),
            .doc = "the longest a slot is held: one not released by then frees itself",
            .need = Need::kRequired,
            .variants = kConcurrency},
@@ -107,7 +106,7 @@ const Table<LimitFields>& LimitTable() {
                       "100, refill: 100/1m}, {algorithm: fixed_window, limit: 100, window: 1m} "
                       "or {algorithm: concurrency, limit: 10, hold: 30s}",
        .variant =
-           [](const LimitFields& f) {
+           [](const WrittenLimit& f) {
              return IsConcurrency(f.algorithm)       ? kConcurrency
                     : IsWindowAlgorithm(f.algorithm) ? kWindow
                                                      : kBucket;

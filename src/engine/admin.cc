@@ -6,6 +6,7 @@
 #include "common/cat.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"
+#include "engine/store_key.h"
 #include "observe/refusals.h"
 
 namespace caudal {
@@ -439,19 +440,14 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
   if (r.kind == OverrideKind::kEnvoyRule) view.policy = check->stat_name;
   if (check->keys.empty()) return view;  // unlimited: nothing is counted
   // The guard takes the first key's hash tag: one Redis Cluster slot for the whole request.
-  const std::string_view first = check->keys[0];
-  const size_t open = first.find('{');
-  const size_t close = first.find('}', open);
+  const std::string_view tag = store_key::HashTag(check->keys[0]);
   const std::string guard =
-      Cat("caudal:admin-peek:", open == std::string_view::npos || close == std::string_view::npos
-                                    ? Cat('{', r.identity_key, '}')
-                                    : std::string(first.substr(open, close - open + 1)));
+      Cat("caudal:admin-peek:", tag.empty() ? Cat('{', r.identity_key, '}') : std::string(tag));
   std::vector<ConsumeEntry> entries;
   for (size_t k = 0; k < check->keys.size(); ++k) {
     // A concurrency slot is taken under a hold id only: a peek of it costs nothing.
-    const Limit* limit = check->result.limits[k];
     entries.push_back(
-        {.key = check->keys[k], .limit = limit, .cost = IsConcurrency(limit->algorithm()) ? 0 : 1});
+        {.key = check->keys[k], .limit = check->result.limits[k], .cost = check->slots[k] ? 0 : 1});
   }
   entries.push_back({.key = guard, .limit = &NeverFits(), .cost = 2});
   auto decided = engine_.store().Decide({.consumes = entries});
@@ -485,7 +481,7 @@ AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_
   for (size_t k = 0; k < c.keys.size(); ++k) {
     // Held slots are not state: they come back by their release or at their hold's end, so a
     // reset never lets more requests run at once than the limit.
-    if (IsConcurrency(c.result.limits[k]->algorithm())) continue;
+    if (c.slots[k]) continue;
     entries.push_back({.key = c.keys[k],
                        .limit = c.result.limits[k],
                        .cost = kMaxCost,

@@ -22,6 +22,7 @@
 #include "engine/over_limit_cache.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"
+#include "engine/store_key.h"
 #include "observe/log_throttle.h"
 #include "observe/refusals.h"
 
@@ -125,38 +126,21 @@ void CountHits(HitCounters& h, const engine_internal::Check& c) {
   }
 }
 
-// Reads one length-prefixed field ("4:demo") at `pos`; false when malformed.
-bool ReadField(std::string_view s, size_t& pos, std::string_view* out) {
-  size_t n = 0;
-  size_t i = pos;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') n = n * 10 + static_cast<size_t>(s[i++] - '0');
-  if (i == pos || i >= s.size() || s[i] != ':' || s.size() - (i + 1) < n) return false;
-  *out = s.substr(i + 1, n);
-  pos = i + 1 + n;
-  return true;
-}
-
 // The identity a check's first key was built from, as "name=value,...": a policy's identity
-// fields, or an Envoy descriptor's entries (see the key layouts in plan_*.cc).
+// fields, or an Envoy descriptor's entries.
 std::string IdentityOf(const engine_internal::Check& c) {
   if (c.keys.empty()) return "";
-  const std::string_view key = c.keys[0];
-  size_t pos = key.find('{');
-  if (pos == std::string_view::npos) return "";
-  ++pos;
+  const std::vector<std::string_view> fields = store_key::ReadFields(c.keys[0]);
   std::string out;
-  std::string_view a, b;
   if (c.result.policy != nullptr) {
-    for (const std::string& name : c.result.policy->spec.identity) {
-      if (!ReadField(key, pos, &a)) break;
-      out += Cat(out.empty() ? "" : ",", name, '=', a);
+    const std::vector<std::string>& names = c.result.policy->spec.identity;
+    for (size_t i = 0; i < names.size() && i < fields.size(); ++i) {
+      out += Cat(out.empty() ? "" : ",", names[i], '=', fields[i]);
     }
     return out;
   }
-  if (!ReadField(key, pos, &a)) return "";  // the domain
-  while (ReadField(key, pos, &a) && ReadField(key, pos, &b)) {
-    out += Cat(out.empty() ? "" : ",", a, '=', b);
-    if (pos < key.size() && key[pos] == '}') ++pos;
+  for (size_t i = 1; i + 1 < fields.size(); i += 2) {  // after the domain
+    out += Cat(out.empty() ? "" : ",", fields[i], '=', fields[i + 1]);
   }
   return out;
 }
@@ -237,9 +221,11 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   }
 
  private:
-  // One key of a store request: its checks' hits and refunds netted out into one consume, refund
-  // or charge (a store request holds each key once).
-  enum class As : uint8_t { kConsume, kRefund, kCharge };
+  // One key of a store request: its checks' hits and refunds netted out into one consume, hold,
+  // reserve, refund or charge (a store request holds each key once), the order of a response's
+  // decisions (store.h).
+  enum class As : uint8_t { kConsume, kHold, kReserve, kRefund, kCharge };
+  static constexpr size_t kAs = 5;
   struct KeyEntry {
     std::string_view key;
     const Limit* limit = nullptr;
@@ -252,9 +238,10 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     Indices checks;
     Small<KeyEntry> entries;
     Small<ConsumeEntry> consumes;
+    Small<HoldEntry> holds;
+    Small<ReserveEntry> reserves;
     Small<RefundEntry> refunds;
     Small<ChargeEntry> charges;
-    ReservationId reservation;            // a reserve's id (Plan::reservation)
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     Indices entry_of;                     // per (check, limit) in order: its entry
     Small<int64_t> units_of;              // per (check, limit): what it adds to its entry's net
@@ -306,11 +293,11 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     engine_internal::OverLimitCache* cache = engine_.cache_.get();
     if (cache == nullptr) return;
     for (const KeyEntry& entry : batch.entries) {
-      if (entry.as != As::kConsume || entry.cost == 0 || entry.decision >= resp.decisions.size()) {
+      // A slot may come back at any moment (a release): a refusal says nothing of the next one.
+      if ((entry.as != As::kConsume && entry.as != As::kReserve) || entry.cost == 0 ||
+          entry.decision >= resp.decisions.size()) {
         continue;
       }
-      // A slot may come back at any moment (a release): a refusal says nothing of the next one.
-      if (IsConcurrency(entry.limit->algorithm())) continue;
       const Decision& d = resp.decisions[entry.decision];
       if (d.verdict == Verdict::kDenied) cache->Remember(entry.key, entry.cost, batch.sent, d);
     }
@@ -325,12 +312,13 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       for (size_t i : batch->checks) {
         const PlanCheck& c = plan_.checks[i];
         for (size_t k = 0; k < c.keys.size(); ++k) {
-          batch->local_keys.push_back(Cat("local|", c.local_limits[k]->ToString(), '|', c.keys[k]));
+          batch->local_keys.push_back(store_key::Local(*c.local_limits[k], c.keys[k]));
         }
       }
     }
     Small<int64_t> net;                       // per entry: its checks' units, netted
     Small<bool> charged;                      // per entry: a check counting whatever the verdict
+    Small<bool> slot;                         // per entry: a concurrency limit's (Check::slots)
     Small<const ReservationTerms*> reserved;  // per entry: a reserve's terms
     Small<const LeaseTerms*> lease;           // per entry: how it leases
     Small<const ReservationTerms*> expiry;    // per entry: its reservations' terms
@@ -345,14 +333,14 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         const Limit* limit = local ? c.local_limits[k] : c.result.limits[k];
         // A concurrency limit takes one slot per admitted request, whatever its cost, and is
         // never refunded: its slots come back by release.
-        const bool slot = IsConcurrency(limit->algorithm());
-        const int64_t u = slot ? (units > 0 ? 1 : 0) : units;
+        const int64_t u = c.slots[k] ? (units > 0 ? 1 : 0) : units;
         size_t e = 0;
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
           batch->entries.push_back({.key = key, .limit = limit});
           net.push_back(0);
           charged.push_back(false);
+          slot.push_back(c.slots[k]);
           reserved.push_back(nullptr);
           lease.push_back(local ? nullptr : c.lease);
           expiry.push_back(local ? nullptr : c.expiry);
@@ -373,7 +361,6 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
                batch->entries[e].limit->algorithm() == Algorithm::kFixedWindow &&
                (lease[e] == nullptr || !lease[e]->enabled);
     }
-    batch->reservation = {.hi = plan_.reservation.hi, .lo = plan_.reservation.lo};
     for (size_t e = 0; e < batch->entries.size(); ++e) {
       KeyEntry& entry = batch->entries[e];
       entry.cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
@@ -393,24 +380,37 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
                                   .native = native,
                                   .reservations = reserved[e] != nullptr ? reserved[e] : expiry[e],
                                   .lease_terms = lease[e]});
+      } else if (slot[e] && entry.cost > 0) {
+        entry.as = As::kHold;
+        batch->holds.push_back({.key = entry.key, .limit = entry.limit, .hold = plan_.hold});
+      } else if (reserved[e] != nullptr) {
+        entry.as = As::kReserve;
+        batch->reserves.push_back({.key = entry.key,
+                                   .limit = entry.limit,
+                                   .cost = entry.cost,
+                                   .id = {.hi = plan_.reservation.hi, .lo = plan_.reservation.lo},
+                                   .terms = *reserved[e]});
       } else {
-        const bool slot = IsConcurrency(entry.limit->algorithm());
-        batch->consumes.push_back(
-            {.key = entry.key,
-             .limit = entry.limit,
-             .cost = entry.cost,
-             .hold = slot ? &plan_.hold : nullptr,
-             .reserve = reserved[e] != nullptr ? &batch->reservation : nullptr,
-             .reservations = reserved[e] != nullptr ? reserved[e] : expiry[e],
-             .lease_terms = lease[e]});
+        batch->consumes.push_back({.key = entry.key,
+                                   .limit = entry.limit,
+                                   .cost = entry.cost,
+                                   .reservations = expiry[e],
+                                   .lease_terms = lease[e]});
       }
     }
-    // The response holds the consumes' decisions, then the refunds', then the charges'.
-    size_t at[3] = {0, batch->consumes.size(), batch->consumes.size() + batch->refunds.size()};
+    // The response's decisions come in the order of As.
+    const size_t sizes[kAs] = {batch->consumes.size(), batch->holds.size(), batch->reserves.size(),
+                               batch->refunds.size(), batch->charges.size()};
+    size_t at[kAs] = {};
+    for (size_t a = 1; a < kAs; ++a) at[a] = at[a - 1] + sizes[a - 1];
     for (KeyEntry& entry : batch->entries) entry.decision = at[static_cast<size_t>(entry.as)]++;
     batch->sent = engine_.clock_.Monotonic();
     const Batch* b = batch.get();
-    store.DecideAsync({.consumes = b->consumes, .refunds = b->refunds, .charges = b->charges},
+    store.DecideAsync({.consumes = b->consumes,
+                       .holds = b->holds,
+                       .reserves = b->reserves,
+                       .refunds = b->refunds,
+                       .charges = b->charges},
                       [self = shared_from_this(), batch = std::move(batch), then,
                        local](Result<DecideResponse> r) {
                         if (!local) {
@@ -442,7 +442,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         Decision d = resp.decisions.at(entry.decision);
         const int64_t used = d.limit - d.remaining + d.overdrawn;  // as reported
         // A charge, or a consume the request admitted, reports the count after the request.
-        const bool applied = entry.as == As::kCharge || (entry.as == As::kConsume && resp.allowed);
+        const bool applied = entry.as == As::kCharge || (entry.as != As::kRefund && resp.allowed);
         const int64_t earlier = later[e] - added_later[n] - batch.units_of[n];
         if (k == 0) {
           plan_.checks[i].used_before =
@@ -673,7 +673,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       const bool decided = r.decided_by == DecidedBy::kStore || r.decided_by == DecidedBy::kLocal;
       if (r.kind != CheckKind::kLimited || r.refund || !r.allowed || !decided) continue;
       for (size_t k = 0; k < r.limits.size() && k < r.decisions.size(); ++k) {
-        if (IsConcurrency(r.limits[k]->algorithm()) && r.decisions[k].allowed()) {
+        if (c.slots[k] && r.decisions[k].allowed()) {
           keys.push_back(c.keys[k]);
         }
       }

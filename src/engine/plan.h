@@ -2,12 +2,7 @@
 // descriptor (Envoy domains), each with its limits, store keys, cost and the rules that decide
 // it. Pure: no store, no clock. The engine then executes any plan the same way (engine.cc).
 //
-// Store keys name the limit, so a changed limit gets fresh state, and put an identity's limits
-// in one Redis Cluster slot through a hash tag. Identity values, and Envoy's domain, keys and
-// values, are length-prefixed ("2:k1"), so no two identities share a key:
-//   policies  caudal:<policy>:<limit index>:<algorithm, capacity, reduced rate>:{<identity>}
-//             (a token bucket of 100 per minute: tb100,1/600000)
-//   Envoy     rls|<Limit::ToString()>|{<domain><first entry's key and value>}<the other entries>
+// Store keys are built and read by engine/store_key.h, which spells them.
 #pragma once
 
 #include <memory>
@@ -52,6 +47,10 @@ struct Check {
   FailureMode on_failure = FailureMode::kDeny;
   bool count_rejected = false;
   std::vector<std::string> keys;  // one per limit, for the shared store
+  // Parallel to keys: a concurrency limit's, which takes one slot per admitted request whatever
+  // its cost (a HoldEntry) and is never refunded, reset or cached (its slots come back by
+  // release). Planning decides it, once; everything after reads it here.
+  std::vector<bool> slots;
   // The limits `local` failure mode applies, parallel to keys: a policy's precomputed ones, or
   // limits computed when failing over (kept in `local_owned`).
   std::vector<const Limit*> local_limits;
@@ -91,7 +90,7 @@ struct Check {
 struct Plan {
   std::vector<Check> checks;
   // A check has a concurrency limit and a cost to take (not a refund); the engine then draws
-  // `hold`, the id its slots are taken under (ConsumeEntry::hold), planning being pure.
+  // `hold`, the id its slots are taken under (HoldEntry::hold), planning being pure.
   bool takes_slots = false;
   HoldId hold;
   // A reserve (CheckRequest::reserve): the engine draws the reservation's id, as it draws `hold`.

@@ -8,6 +8,7 @@
 #include "common/cat.h"
 #include "engine/hit_stats.h"
 #include "engine/plan.h"
+#include "engine/store_key.h"
 
 namespace caudal::engine_internal {
 namespace {
@@ -18,12 +19,6 @@ constexpr size_t kMaxEntriesPerDescriptor = 32;
 constexpr LeaseTerms kNoLease{};
 
 // Length-prefixed, so no choice of keys and values can make two descriptors share a key.
-void AppendField(std::string& out, std::string_view s) {
-  out += std::to_string(s.size());
-  out += ':';
-  out += s;
-}
-
 Status Bad(size_t i, std::string_view message) {
   return Status::InvalidArgument(Cat("descriptor ", i, ": ", message));
 }
@@ -114,16 +109,13 @@ void ResolveRule(const Engine::Snapshot& snap, const envoy::RateLimitRule& rule,
 std::string KeyOf(const Limit& limit, std::string_view domain,
                   const std::vector<envoy::DescriptorEntry>& entries,
                   const std::vector<std::string_view>& values) {
-  std::string key = Cat("rls|", limit.ToString(), "|{");
-  AppendField(key, domain);
-  AppendField(key, entries[0].key);
-  AppendField(key, values[0]);
-  key += '}';
-  for (size_t j = 1; j < entries.size(); ++j) {
-    AppendField(key, entries[j].key);
-    AppendField(key, values[j]);
+  std::vector<std::string_view> fields;
+  fields.reserve(2 * entries.size());
+  for (size_t j = 0; j < entries.size(); ++j) {
+    fields.push_back(entries[j].key);
+    fields.push_back(values[j]);
   }
-  return key;
+  return store_key::Domain(limit, domain, fields);
 }
 
 // A runtime override of the matched rule for these entries (by the rule's stat key) replaces
@@ -152,8 +144,8 @@ bool ChargedAsTheReference(const Check& c) {
 std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries) {
   std::string out;
   for (const envoy::DescriptorEntry& e : entries) {
-    AppendField(out, e.key);
-    AppendField(out, e.value);
+    store_key::AppendField(out, e.key);
+    store_key::AppendField(out, e.value);
   }
   return out;
 }
@@ -208,6 +200,7 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     SanitizeStatName(c.detailed_name);  // named as the reference names its stats
     if (c.result.kind != CheckKind::kLimited) continue;
     c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries, values));
+    c.slots.push_back(false);  // an Envoy rule is never a concurrency limit (CheckRuleLimit)
     if (c.keys[0].size() > kMaxKeyLength) {
       return Bad(i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
     }

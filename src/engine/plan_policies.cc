@@ -6,6 +6,7 @@
 #include "common/cat.h"
 #include "engine/hold.h"
 #include "engine/plan.h"
+#include "engine/store_key.h"
 
 namespace caudal::engine_internal {
 namespace {
@@ -85,9 +86,7 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
       masked = Cat(ip->Masked(prefix).ToString(), '/', prefix);
       value = masked;
     }
-    out += std::to_string(value.size());
-    out += ':';
-    out += value;
+    store_key::AppendField(out, value);
   }
   return std::optional<std::string>(std::move(out));
 }
@@ -221,13 +220,14 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     }
     for (size_t k = 0; k < limits->size(); ++k) {
       const Limit& l = (*limits)[k];
-      if (IsConcurrency(l.algorithm()) && !request.refund && ++slots > kMaxHeldSlots) {
+      const bool slot = IsConcurrency(l.algorithm());
+      if (slot && !request.refund && ++slots > kMaxHeldSlots) {
         return Status::InvalidArgument(
             Cat("descriptors: the request would take slots of more "
                 "than ",
                 kMaxHeldSlots, " concurrency limits"));
       }
-      if (!request.refund && !IsConcurrency(l.algorithm()) && c.result.cost > l.capacity()) {
+      if (!request.refund && !slot && c.result.cost > l.capacity()) {
         return Status::InvalidArgument(Cat("cost: ", c.result.cost, " exceeds the capacity ",
                                            l.capacity(), " of policy ", Quoted(p.spec.name), " (",
                                            LimitsFromName(c),
@@ -246,13 +246,14 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
             Cat("descriptors: a reservation holds at most ", kMaxHeldSlots, " limits"));
       }
       // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
-      std::string key = Cat((*prefixes)[k], '{', **identity, '}');
+      std::string key = store_key::Policy((*prefixes)[k], **identity);
       if (key.size() > kMaxKeyLength) {
         return Status::InvalidArgument(Cat("descriptors: the identity of policy ",
                                            Quoted(p.spec.name), " is too long for a key (",
                                            key.size(), " bytes, at most ", kMaxKeyLength, ")"));
       }
       c.keys.push_back(std::move(key));
+      c.slots.push_back(slot);
       c.result.limits.push_back(&l);
       c.local_limits.push_back(&(*local)[k]);
     }
@@ -267,16 +268,10 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
 
 KeyedLimit LookUpKey(const Engine::Snapshot& snap, std::string_view key, bool has_local,
                      bool (*want)(Algorithm)) {
-  // Policy keys read "caudal:<policy>:<index>:<limit>:{<identity>}"; the prefix names the limit,
-  // so a match is the very limit the key was made under.
-  constexpr std::string_view kHead = "caudal:";
-  const size_t open = key.find('{');
-  if (!key.starts_with(kHead) || open == std::string_view::npos || key.back() != '}') return {};
-  const size_t name_end = key.find(':', kHead.size());
-  if (name_end == std::string_view::npos || name_end > open) return {};
-  const std::string_view name = key.substr(kHead.size(), name_end - kHead.size());
-  const std::string_view prefix = key.substr(0, open);
-  const std::string_view identity = key.substr(open + 1, key.size() - open - 2);
+  // The prefix names the limit, so a match is the very limit the key was made under.
+  const std::optional<store_key::PolicyParts> parts = store_key::ReadPolicy(key);
+  if (!parts) return {};
+  const std::string_view name = parts->policy, prefix = parts->prefix, identity = parts->identity;
   for (const PolicySet::Policy& p : snap.policies->policies()) {
     if (p.spec.name != name) continue;
     const bool local = has_local && p.on_failure == FailureMode::kLocal;

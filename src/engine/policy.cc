@@ -4,40 +4,10 @@
 
 #include "common/cat.h"
 #include "common/utf8.h"
+#include "engine/store_key.h"
 
 namespace caudal {
 namespace {
-
-// A short, stable spelling of a limit, part of every key: a changed limit gets fresh state.
-std::string Fingerprint(const Limit& l) {
-  std::string s;
-  switch (l.algorithm()) {
-    case Algorithm::kFixedWindow:
-      s = "fw";
-      break;
-    case Algorithm::kSlidingWindowLog:
-      s = "swl";
-      break;
-    case Algorithm::kSlidingWindowCounter:
-      s = "swc";
-      break;
-    case Algorithm::kTokenBucket:
-      s = "tb";
-      break;
-    case Algorithm::kGcra:
-      s = "gcra";
-      break;
-    case Algorithm::kConcurrency:
-      s = "cc";
-      break;
-  }
-  s += std::to_string(l.capacity());
-  s += ',';
-  s += std::to_string(l.refill_count());
-  s += '/';
-  s += std::to_string(l.refill_period_us());
-  return s;
-}
 
 PolicyError Err(std::string field, std::string message) {
   return {std::move(field), Status::InvalidArgument(std::move(message))};
@@ -158,10 +128,7 @@ bool IsValidName(std::string_view name) {
 Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   if (instances == 1) return global;
   const int64_t capacity = std::max<int64_t>(1, global.capacity() / instances);
-  if (IsConcurrency(global.algorithm())) {
-    return Limit::Create(LimitSpec::Concurrency(capacity, global.window()));
-  }
-  if (IsWindowAlgorithm(global.algorithm())) {
+  if (!FieldsOf(global.algorithm()).period_is_rate) {  // a window's limit or a hold's slots
     return Limit::Create(LimitSpec::Window(global.algorithm(), capacity, global.window()));
   }
   Rate r = global.rate();
@@ -213,7 +180,7 @@ LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_
     const Limit& l = limits[k];
     auto local = LocalLimit(l, instances);
     set.local_limits.push_back(local.ok() ? *local : l);
-    set.key_prefixes.push_back(Cat("caudal:", policy, ':', k, ':', Fingerprint(l), ':'));
+    set.key_prefixes.push_back(store_key::PolicyPrefix(policy, k, l));
   }
   set.limits = std::move(limits);
   return set;

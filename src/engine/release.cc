@@ -6,6 +6,7 @@
 #include "common/cat.h"
 #include "engine/hold.h"
 #include "engine/plan.h"
+#include "engine/store_key.h"
 
 namespace caudal {
 namespace {
@@ -54,7 +55,7 @@ void Engine::ReleaseAsync(std::string_view hold, ReleaseCallback done) {
     if (held.limit == nullptr) continue;
     op->entries.push_back({.key = key, .limit = held.limit, .hold = op->hold.id});
     if (held.local == nullptr) continue;
-    op->local_keys.push_back(Cat("local|", held.local->ToString(), '|', key));
+    op->local_keys.push_back(store_key::Local(*held.local, key));
     op->local_entries.push_back(
         {.key = op->local_keys.back(), .limit = held.local, .hold = op->hold.id});
   }

@@ -38,7 +38,7 @@ int64_t Unpack(std::string_view args, size_t index) {
 void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
   Pack(algorithm, args);
   Pack(l.capacity(), args);
-  if (IsWindowAlgorithm(l.algorithm()) || IsConcurrency(l.algorithm())) {  // limit per window/hold
+  if (!FieldsOf(l.algorithm()).period_is_rate) {  // limit per window or hold
     Pack(l.capacity(), args);
     Pack(l.window().count(), args);
   } else {  // the reduced refill rate
@@ -65,7 +65,7 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
   // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
   if (flag == kLeaseFlag) Pack(e.lease, args);
-  if (IsConcurrency(e.limit->algorithm())) {
+  if (HasHolds(e.limit->algorithm())) {  // its hold's id
     Pack(e.hold != nullptr ? e.hold->hi : 0, args);
     Pack(e.hold != nullptr ? e.hold->lo : 0, args);
   }

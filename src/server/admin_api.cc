@@ -62,10 +62,9 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
   if (!algorithm.ok()) {
     return Bad("invalid_limits", Cat(at, ".algorithm: ", algorithm.status().message()));
   }
-  const bool concurrency = IsConcurrency(*algorithm);
-  const bool window = IsWindowAlgorithm(*algorithm) || concurrency;
-  const std::string_view count_field = window ? "limit" : "capacity";
-  const std::string_view rate_field = concurrency ? "hold" : window ? "window" : "refill";
+  const LimitFields fields = FieldsOf(*algorithm);
+  const std::string_view count_field = fields.count;
+  const std::string_view rate_field = fields.period;
   for (const auto& kv : o) {
     if (kv.key() != "algorithm" && kv.key() != count_field && kv.key() != rate_field) {
       return Bad("unknown_field",
@@ -84,13 +83,12 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
   std::string_view text;
   if (auto e = ReadText(*r, Cat(at, '.', rate_field), text)) return e;
   LimitSpec spec;
-  if (window) {
+  if (!fields.period_is_rate) {
     auto w = ParseDuration(text);
     if (!w.ok()) {
       return Bad("invalid_limits", Cat(at, '.', rate_field, ": ", w.status().message()));
     }
-    spec =
-        concurrency ? LimitSpec::Concurrency(count, *w) : LimitSpec::Window(*algorithm, count, *w);
+    spec = LimitSpec::Window(*algorithm, count, *w);
   } else {
     auto rate = ParseRate(text);
     if (!rate.ok()) return Bad("invalid_limits", Cat(at, ".refill: ", rate.status().message()));
@@ -103,15 +101,10 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
 }
 
 json::value LimitJson(const Limit& l) {
-  const bool concurrency = IsConcurrency(l.algorithm());
+  const LimitFields fields = FieldsOf(l.algorithm());
   json::object o{{"algorithm", AlgorithmName(l.algorithm())}};
-  if (IsWindowAlgorithm(l.algorithm()) || concurrency) {
-    o["limit"] = l.capacity();
-    o[concurrency ? "hold" : "window"] = FormatDuration(l.window());
-  } else {
-    o["capacity"] = l.capacity();
-    o["refill"] = FormatRate(l.rate());
-  }
+  o[fields.count] = l.capacity();
+  o[fields.period] = fields.period_is_rate ? FormatRate(l.rate()) : FormatDuration(l.window());
   return o;
 }
 

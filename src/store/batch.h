@@ -3,9 +3,10 @@
 // (store.cc). The memory store decides it, the Redis stores' Lua scripts take it as it is
 // (redis/lua_protocol.h), and decorators pass it on (caudal::DecideBatchAsync below).
 //
-// A batch of Decide holds kConsume (kReserve when it opens a reservation), kRefund and kCharge
-// entries, in that order; a batch of GiveBack, Release or Settle holds its op only and is always
-// allowed. The response (DecideResponse) has one decision per entry, in batch order.
+// A batch of Decide holds its consumes and holds (kConsume, a hold's with its id), its reserves
+// (kReserve), refunds (kRefund) and charges (kCharge), in that order; a batch of GiveBack, Release
+// or Settle holds its op only and is always allowed. The response (DecideResponse) has one decision
+// per entry, in batch order.
 //
 // Private to the stores, their decorators and their tests.
 #pragma once
@@ -26,7 +27,7 @@ enum class EntryOp : uint8_t {
   kCharge,    // ChargeEntry
   kGiveBack,  // GiveBackEntry
   kRelease,   // ReleaseEntry
-  kReserve,   // a ConsumeEntry with `reserve`
+  kReserve,   // ReserveEntry
   kSettle,    // SettleEntry
 };
 
@@ -39,8 +40,8 @@ struct EntryRef {
   const LeaseGrant* grant = nullptr;  // kGiveBack: GiveBackEntry::grant
   const LeaseTerms* terms = nullptr;  // for a lease decorator; null: its default
   bool native_count = false;          // kCharge or kRefund: counted natively
-  // A concurrency limit's kConsume with cost > 0, or a kRelease: the hold it takes or frees. A
-  // kReserve or a kSettle: the reservation's id.
+  // A concurrency limit's kConsume with cost > 0 (a HoldEntry), or a kRelease: the hold it takes
+  // or frees. A kReserve or a kSettle: the reservation's id.
   const HoldId* hold = nullptr;
   // A kReserve or a kSettle: its terms (required). Any other entry: the key's reservation terms
   // (ConsumeEntry::reservations).
@@ -50,9 +51,8 @@ struct EntryRef {
 
 using StoreResponse = DecideResponse;
 
-// The batch entry of `consume`; a reserve's id is stored in `reserve_id`, which the entry points
-// to.
-EntryRef EncodeConsume(const ConsumeEntry& consume, HoldId& reserve_id);
+// The batch entry of `consume`.
+EntryRef EncodeConsume(const ConsumeEntry& consume);
 
 // A verb's request as a batch: the one place each verb is encoded (store.cc), for the Store's
 // verbs and for what decides batches beside a store (store_reference_model.h). The entries point

@@ -15,14 +15,15 @@ Limit Bucket() {
       LimitSpec::Bucket(Algorithm::kTokenBucket, 10, {10, std::chrono::seconds(1)}));
 }
 
-TEST(EncodedBatch, ADecisionIsItsConsumesThenItsRefundsThenItsCharges) {
+TEST(EncodedBatch, ADecisionIsItsConsumesHoldsReservesRefundsThenCharges) {
   const Limit limit = Bucket();
+  const Limit slots = *Limit::Create(LimitSpec::Concurrency(3, std::chrono::seconds(1)));
   const ReservationTerms terms{.max_open = 7};
-  const HoldId hold{1, 2};
-  const ReservationId reserve{3, 4};
   const ConsumeEntry consumes[] = {
-      {.key = "c0", .limit = &limit, .cost = 2, .lease = 5, .hold = &hold},
-      {.key = "c1", .limit = &limit, .cost = 3, .reserve = &reserve, .reservations = &terms}};
+      {.key = "c0", .limit = &limit, .cost = 2, .lease = 5, .reservations = &terms}};
+  const HoldEntry holds[] = {{.key = "s0", .limit = &slots, .hold = {1, 2}}};
+  const ReserveEntry reserves[] = {
+      {.key = "v0", .limit = &limit, .cost = 3, .id = {3, 4}, .terms = {.max_open = 8}}};
   const RefundEntry refunds[] = {{.key = "r0",
                                   .limit = &limit,
                                   .cost = 4,
@@ -30,35 +31,46 @@ TEST(EncodedBatch, ADecisionIsItsConsumesThenItsRefundsThenItsCharges) {
                                   .forget_reservations = true,
                                   .reservations = &terms}};
   const ChargeEntry charges[] = {{.key = "h0", .limit = &limit, .cost = 6, .native = true}};
-  const EncodedBatch batch({.consumes = consumes, .refunds = refunds, .charges = charges});
+  const EncodedBatch batch({.consumes = consumes,
+                            .holds = holds,
+                            .reserves = reserves,
+                            .refunds = refunds,
+                            .charges = charges});
   const std::span<const EntryRef> e = batch.entries();
-  ASSERT_EQ(e.size(), 4u);
+  ASSERT_EQ(e.size(), 5u);
 
   EXPECT_EQ(e[0].key, "c0");
   EXPECT_EQ(e[0].op, EntryOp::kConsume);
   EXPECT_EQ(e[0].cost, 2);
   EXPECT_EQ(e[0].lease, 5);
-  EXPECT_EQ(e[0].hold, &hold);
-  EXPECT_EQ(e[0].reservation, nullptr);
+  EXPECT_EQ(e[0].hold, nullptr);
+  EXPECT_EQ(e[0].reservation, &terms);
 
-  EXPECT_EQ(e[1].key, "c1");
-  EXPECT_EQ(e[1].op, EntryOp::kReserve);
-  EXPECT_EQ(e[1].cost, 3);
-  ASSERT_NE(e[1].hold, nullptr);
-  EXPECT_EQ(*e[1].hold, (HoldId{3, 4})) << "the reservation's id, as the batch names it";
-  EXPECT_EQ(e[1].reservation, &terms);
+  EXPECT_EQ(e[1].key, "s0");
+  EXPECT_EQ(e[1].op, EntryOp::kConsume);
+  EXPECT_EQ(e[1].cost, 1) << "a hold takes one slot";
+  EXPECT_EQ(e[1].limit, &slots);
+  EXPECT_EQ(e[1].hold, &holds[0].hold);
+  EXPECT_EQ(e[1].lease, 0);
 
-  EXPECT_EQ(e[2].key, "r0");
-  EXPECT_EQ(e[2].op, EntryOp::kRefund);
-  EXPECT_EQ(e[2].cost, 4);
-  EXPECT_TRUE(e[2].native_count);
-  EXPECT_TRUE(e[2].forget_reservations);
-  EXPECT_EQ(e[2].reservation, &terms);
+  EXPECT_EQ(e[2].key, "v0");
+  EXPECT_EQ(e[2].op, EntryOp::kReserve);
+  EXPECT_EQ(e[2].cost, 3);
+  ASSERT_NE(e[2].hold, nullptr);
+  EXPECT_EQ(*e[2].hold, (HoldId{3, 4})) << "the reservation's id, as the batch names it";
+  EXPECT_EQ(e[2].reservation, &reserves[0].terms);
 
-  EXPECT_EQ(e[3].key, "h0");
-  EXPECT_EQ(e[3].op, EntryOp::kCharge);
-  EXPECT_EQ(e[3].cost, 6);
+  EXPECT_EQ(e[3].key, "r0");
+  EXPECT_EQ(e[3].op, EntryOp::kRefund);
+  EXPECT_EQ(e[3].cost, 4);
   EXPECT_TRUE(e[3].native_count);
+  EXPECT_TRUE(e[3].forget_reservations);
+  EXPECT_EQ(e[3].reservation, &terms);
+
+  EXPECT_EQ(e[4].key, "h0");
+  EXPECT_EQ(e[4].op, EntryOp::kCharge);
+  EXPECT_EQ(e[4].cost, 6);
+  EXPECT_TRUE(e[4].native_count);
 }
 
 TEST(EncodedBatch, GiveBacksReleasesAndSettlesTravelAlone) {
@@ -99,22 +111,19 @@ TEST(EncodedBatch, HoldsManyEntriesAndLeavesTheBoundToValidation) {
     keys.emplace_back("k");  // then the number (GCC 12 warns falsely on "k" + std::to_string)
     keys.back() += std::to_string(i);
   }
-  std::vector<ReservationId> ids(keys.size());
-  std::vector<ConsumeEntry> consumes;
+  std::vector<ReserveEntry> reserves;
   for (size_t i = 0; i < keys.size(); ++i) {
-    ids[i] = {.hi = 1, .lo = static_cast<int64_t>(i)};
-    consumes.push_back({.key = keys[i], .limit = &limit, .reserve = &ids[i]});
+    reserves.push_back(
+        {.key = keys[i], .limit = &limit, .id = {.hi = 1, .lo = static_cast<int64_t>(i)}});
   }
-  const ReservationTerms terms{};
-  for (ConsumeEntry& c : consumes) c.reservations = &terms;
-  const EncodedBatch all({.consumes = consumes});
+  const EncodedBatch all({.reserves = reserves});
   ASSERT_EQ(all.entries().size(), keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     EXPECT_EQ(all.entries()[i].key, keys[i]);
     EXPECT_EQ(all.entries()[i].hold->lo, static_cast<int64_t>(i));
   }
   EXPECT_EQ(ValidateEntries(all.entries()).code(), StatusCode::kInvalidArgument);
-  const EncodedBatch bounded({.consumes = std::span(consumes).first(kMaxEntriesPerRequest)});
+  const EncodedBatch bounded({.reserves = std::span(reserves).first(kMaxEntriesPerRequest)});
   EXPECT_TRUE(ValidateEntries(bounded.entries()).ok());
 }
 

@@ -509,12 +509,10 @@ Status MemoryStore::DecideEach(std::span<const ConsumeEntry> consumes,
     return Status::InvalidArgument("DecideEach: one decision per entry");
   }
   constexpr size_t kGroup = 16;  // entries hashed and prefetched ahead of their decisions
-  // The group's entries in the batch encoding (batch.h), with the reservation ids they name.
+  // The group's entries in the batch encoding (batch.h).
   std::array<EntryRef, kGroup> batch;
-  std::array<HoldId, kGroup> ids;
   for (const ConsumeEntry& c : consumes) {
-    HoldId id;
-    const EntryRef e = EncodeConsume(c, id);
+    const EntryRef e = EncodeConsume(c);
     if (Status s = ValidateEntries({&e, 1}); !s.ok()) return s;
   }
   std::array<Pending, kGroup> pending;
@@ -522,7 +520,7 @@ Status MemoryStore::DecideEach(std::span<const ConsumeEntry> consumes,
   for (size_t base = 0; base < consumes.size(); base += kGroup) {
     const size_t n = std::min(kGroup, consumes.size() - base);
     for (size_t i = 0; i < n; ++i) {
-      batch[i] = EncodeConsume(consumes[base + i], ids[i]);
+      batch[i] = EncodeConsume(consumes[base + i]);
       pending[i] = Pending{};
       impl_->Fingerprint(batch[i], pending[i]);
       Shard& shard = impl_->ShardOf(pending[i]);

@@ -18,10 +18,21 @@ EncodedBatch::EncodedBatch(size_t n) : n_(n) {
 }
 
 EncodedBatch::EncodedBatch(const DecideRequest& r)
-    : EncodedBatch(r.consumes.size() + r.refunds.size() + r.charges.size()) {
+    : EncodedBatch(r.consumes.size() + r.holds.size() + r.reserves.size() + r.refunds.size() +
+                   r.charges.size()) {
   size_t i = 0;
-  for (const ConsumeEntry& e : r.consumes) {
-    at(i) = EncodeConsume(e, id(i));
+  for (const ConsumeEntry& e : r.consumes) at(i++) = EncodeConsume(e);
+  for (const HoldEntry& e : r.holds) {
+    at(i++) = {.key = e.key, .limit = e.limit, .cost = 1, .hold = &e.hold};
+  }
+  for (const ReserveEntry& e : r.reserves) {
+    id(i) = {.hi = e.id.hi, .lo = e.id.lo};
+    at(i) = {.key = e.key,
+             .limit = e.limit,
+             .cost = e.cost,
+             .op = EntryOp::kReserve,
+             .hold = &id(i),
+             .reservation = &e.terms};
     ++i;
   }
   for (const RefundEntry& e : r.refunds) {
@@ -98,20 +109,13 @@ Result<Response> CallBlocking(Store& store, std::span<const Entry> entries) {
 
 }  // namespace
 
-EntryRef EncodeConsume(const ConsumeEntry& e, HoldId& reserve_id) {
-  EntryRef b{.key = e.key,
-             .limit = e.limit,
-             .cost = e.cost,
-             .lease = e.lease,
-             .terms = e.lease_terms,
-             .hold = e.hold,
-             .reservation = e.reservations};
-  if (e.reserve != nullptr) {
-    reserve_id = {.hi = e.reserve->hi, .lo = e.reserve->lo};
-    b.op = EntryOp::kReserve;
-    b.hold = &reserve_id;
-  }
-  return b;
+EntryRef EncodeConsume(const ConsumeEntry& e) {
+  return {.key = e.key,
+          .limit = e.limit,
+          .cost = e.cost,
+          .lease = e.lease,
+          .terms = e.lease_terms,
+          .reservation = e.reservations};
 }
 
 void DecideBatchAsync(Store& store, std::span<const EntryRef> entries, DecideCallback done) {
@@ -202,6 +206,10 @@ Status ValidateHold(const EntryRef& e, bool releases) {
     return Status::InvalidArgument(
         "a concurrency limit is taken or released, never refunded, "
         "charged or given back");
+  }
+  if (!concurrency && e.op == EntryOp::kConsume && e.hold != nullptr) {
+    return Status::InvalidArgument("only a concurrency limit's slot is held (not " +
+                                   std::string(AlgorithmName(e.limit->algorithm())) + ")");
   }
   if (!concurrency && e.op == EntryOp::kRelease) {
     return Status::InvalidArgument("only a concurrency limit is released (not " +

@@ -425,10 +425,9 @@ TEST(RedisStore, AReservationsRecordsLiveUntilTheLastUseOfTheirExpiry) {
     SCOPED_TRACE(gives ? "give_back" : "keep");
     const std::string key = gives ? "given" : "kept";
     const ReservationTerms terms{.ttl = seconds(1), .on_expiry = outcome};
-    const ReservationId id{1, gives ? 2 : 3};
-    const ConsumeEntry reserve{
-        .key = key, .limit = &bucket, .cost = 60, .reserve = &id, .reservations = &terms};
-    const Result<DecideResponse> r = store->Decide({.consumes = {&reserve, 1}});
+    const ReserveEntry reserve{
+        .key = key, .limit = &bucket, .cost = 60, .id = {1, gives ? 2 : 3}, .terms = terms};
+    const Result<DecideResponse> r = store->Decide({.reserves = {&reserve, 1}});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     ASSERT_EQ(r->decisions.at(0).reservation, Reservation::kOpened);
     ASSERT_EQ(r->decisions.at(0).reset_after, seconds(60));

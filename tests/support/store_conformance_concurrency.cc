@@ -25,24 +25,24 @@ TEST_P(StoreConformanceTest, ConcurrencyTakesSlotsUntilTheLimitThenWaitsForTheEa
   const Limit limit = Slots(2, seconds(1));
   const std::string key = Key("slots");
   const HoldId h1{1, 1}, h2{1, 2}, h3{1, 3};
-  const ConsumeEntry take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
-  const Decision d1 = MustDecide({.consumes = {&take1, 1}}).decisions[0];
+  const HoldEntry take1{.key = key, .limit = &limit, .hold = h1};
+  const Decision d1 = MustDecide({.holds = {&take1, 1}}).decisions[0];
   ASSERT_TRUE(d1.allowed());
   EXPECT_EQ(d1.remaining, 1);
   EXPECT_EQ(d1.reset_after, seconds(1));
   clock_.Advance(milliseconds(100));
-  const ConsumeEntry take2{.key = key, .limit = &limit, .cost = 7, .hold = &h2};  // one slot still
-  ASSERT_TRUE(MustDecide({.consumes = {&take2, 1}}).allowed);
-  const ConsumeEntry take3{.key = key, .limit = &limit, .cost = 1, .hold = &h3};
-  const DecideResponse full = MustDecide({.consumes = {&take3, 1}});
+  const HoldEntry take2{.key = key, .limit = &limit, .hold = h2};
+  ASSERT_TRUE(MustDecide({.holds = {&take2, 1}}).allowed);
+  const HoldEntry take3{.key = key, .limit = &limit, .hold = h3};
+  const DecideResponse full = MustDecide({.holds = {&take3, 1}});
   ASSERT_FALSE(full.allowed);
   EXPECT_EQ(full.decisions[0].verdict, Verdict::kDenied);
   EXPECT_EQ(full.decisions[0].retry_after, milliseconds(900));
   EXPECT_EQ(full.decisions[0].reset_after, seconds(1));
   clock_.Advance(milliseconds(900) - Micros(1));
-  EXPECT_FALSE(MustDecide({.consumes = {&take3, 1}}).allowed);
+  EXPECT_FALSE(MustDecide({.holds = {&take3, 1}}).allowed);
   clock_.Advance(Micros(1));
-  const DecideResponse freed = MustDecide({.consumes = {&take3, 1}});
+  const DecideResponse freed = MustDecide({.holds = {&take3, 1}});
   ASSERT_TRUE(freed.allowed) << "the first hold freed itself at its expiry";
   EXPECT_EQ(freed.decisions[0].remaining, 0);
   const ConsumeEntry peek{.key = key, .limit = &limit, .cost = 0};
@@ -54,10 +54,10 @@ TEST_P(StoreConformanceTest, ConcurrencyReleaseFreesALiveHoldOnce) {
   const Limit limit = Slots(1, seconds(10));
   const std::string key = Key("release");
   const HoldId h1{5, 1}, h2{5, 2};
-  const ConsumeEntry take1{.key = key, .limit = &limit, .cost = 1, .hold = &h1};
-  const ConsumeEntry take2{.key = key, .limit = &limit, .cost = 1, .hold = &h2};
-  ASSERT_TRUE(MustDecide({.consumes = {&take1, 1}}).allowed);
-  ASSERT_FALSE(MustDecide({.consumes = {&take2, 1}}).allowed);
+  const HoldEntry take1{.key = key, .limit = &limit, .hold = h1};
+  const HoldEntry take2{.key = key, .limit = &limit, .hold = h2};
+  ASSERT_TRUE(MustDecide({.holds = {&take1, 1}}).allowed);
+  ASSERT_FALSE(MustDecide({.holds = {&take2, 1}}).allowed);
   const ReleaseEntry wrong{.key = key, .limit = &limit, .hold = h2};
   const std::vector<Decision> not_held = MustRelease({&wrong, 1});
   EXPECT_FALSE(not_held[0].released);
@@ -67,7 +67,7 @@ TEST_P(StoreConformanceTest, ConcurrencyReleaseFreesALiveHoldOnce) {
   EXPECT_TRUE(released[0].released);
   EXPECT_EQ(released[0].remaining, 1);
   EXPECT_FALSE(MustRelease({&release, 1})[0].released) << "already freed";
-  ASSERT_TRUE(MustDecide({.consumes = {&take2, 1}}).allowed) << "the slot came back at once";
+  ASSERT_TRUE(MustDecide({.holds = {&take2, 1}}).allowed) << "the slot came back at once";
   clock_.Advance(seconds(10));
   const ReleaseEntry expired{.key = key, .limit = &limit, .hold = h2};
   EXPECT_FALSE(MustRelease({&expired, 1})[0].released) << "it had freed itself";
@@ -82,12 +82,11 @@ TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1, {1, seconds(60)}));
   const std::string skey = Key("aon:slots"), bkey = Key("aon:bucket");
   const HoldId h1{9, 1}, h2{9, 2};
-  const ConsumeEntry first[] = {{.key = bkey, .limit = &bucket, .cost = 1},
-                                {.key = skey, .limit = &slots, .cost = 1, .hold = &h1}};
-  ASSERT_TRUE(MustDecide({.consumes = first}).allowed);
-  const ConsumeEntry second[] = {{.key = bkey, .limit = &bucket, .cost = 1},
-                                 {.key = skey, .limit = &slots, .cost = 1, .hold = &h2}};
-  const DecideResponse refused = MustDecide({.consumes = second});
+  const ConsumeEntry bucket_one{.key = bkey, .limit = &bucket, .cost = 1};
+  const HoldEntry first{.key = skey, .limit = &slots, .hold = h1};
+  ASSERT_TRUE(MustDecide({.consumes = {&bucket_one, 1}, .holds = {&first, 1}}).allowed);
+  const HoldEntry second{.key = skey, .limit = &slots, .hold = h2};
+  const DecideResponse refused = MustDecide({.consumes = {&bucket_one, 1}, .holds = {&second, 1}});
   ASSERT_FALSE(refused.allowed);
   EXPECT_FALSE(refused.decisions[0].allowed());
   EXPECT_TRUE(refused.decisions[1].allowed());
@@ -96,14 +95,13 @@ TEST_P(StoreConformanceTest, ConcurrencyCombinesWithRateLimitsAllOrNothing) {
   const Limit one = Slots(1, seconds(10));
   const Limit roomy = *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 10, {10, seconds(1)}));
   const std::string okey = Key("aon:one"), rkey = Key("aon:roomy");
-  const ConsumeEntry a[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h1},
-                            {.key = rkey, .limit = &roomy, .cost = 3}};
-  ASSERT_TRUE(MustDecide({.consumes = a}).allowed);
-  const ConsumeEntry b[] = {{.key = okey, .limit = &one, .cost = 1, .hold = &h2},
-                            {.key = rkey, .limit = &roomy, .cost = 3}};
-  const DecideResponse no_slot = MustDecide({.consumes = b});
+  const ConsumeEntry three{.key = rkey, .limit = &roomy, .cost = 3};
+  const HoldEntry a{.key = okey, .limit = &one, .hold = h1};
+  ASSERT_TRUE(MustDecide({.consumes = {&three, 1}, .holds = {&a, 1}}).allowed);
+  const HoldEntry b{.key = okey, .limit = &one, .hold = h2};
+  const DecideResponse no_slot = MustDecide({.consumes = {&three, 1}, .holds = {&b, 1}});
   ASSERT_FALSE(no_slot.allowed);
-  EXPECT_EQ(no_slot.decisions[1].remaining, 7) << "the bucket consumed nothing";
+  EXPECT_EQ(no_slot.decisions[0].remaining, 7) << "the bucket consumed nothing";
 }
 
 TEST_P(StoreConformanceTest, ConcurrencyRefusesMalformedEntriesHoldingNothing) {
@@ -113,15 +111,21 @@ TEST_P(StoreConformanceTest, ConcurrencyRefusesMalformedEntriesHoldingNothing) {
   const std::string key = Key("bad"), other = Key("bad:bucket");
   const HoldId h{3, 3}, too_big{kHoldIdWordLimit, 0}, negative{0, -1};
   const ConsumeEntry consumes[] = {
-      {.key = key, .limit = &slots, .cost = 1},  // no hold
-      {.key = key, .limit = &slots, .cost = 1, .hold = &too_big},
-      {.key = key, .limit = &slots, .cost = 1, .hold = &negative},
-      {.key = key, .limit = &slots, .cost = 1, .lease = 2, .hold = &h},
+      {.key = key, .limit = &slots, .cost = 1},  // a slot taken by a consume, not a hold
+      {.key = key, .limit = &slots, .cost = 0, .lease = 2},
   };
+  const HoldEntry holds[] = {
+      {.key = key, .limit = &slots, .hold = too_big},
+      {.key = key, .limit = &slots, .hold = negative},
+      {.key = other, .limit = &bucket, .hold = h},  // a hold on a rate limit
+  };
+  const ReserveEntry reserve{.key = key, .limit = &slots, .cost = 1, .id = {4, 4}, .terms = {}};
   const RefundEntry refund{.key = key, .limit = &slots, .cost = 1};
   const ChargeEntry charge{.key = key, .limit = &slots, .cost = 1};
   std::vector<Result<DecideResponse>> decided;
   for (const ConsumeEntry& c : consumes) decided.push_back(store_->Decide({.consumes = {&c, 1}}));
+  for (const HoldEntry& e : holds) decided.push_back(store_->Decide({.holds = {&e, 1}}));
+  decided.push_back(store_->Decide({.reserves = {&reserve, 1}}));
   decided.push_back(store_->Decide({.refunds = {&refund, 1}}));
   decided.push_back(store_->Decide({.charges = {&charge, 1}}));
   for (size_t i = 0; i < decided.size(); ++i) {
@@ -165,8 +169,8 @@ TEST_P(StoreConformanceTest, ConcurrencyIsExactUnderConcurrentTakers) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < kTries; ++i) {
           const HoldId id{round + 1, t * 1000 + i};
-          const ConsumeEntry e{.key = key, .limit = &limit, .cost = 1, .hold = &id};
-          const Result<DecideResponse> r = store_->Decide({.consumes = {&e, 1}});
+          const HoldEntry e{.key = key, .limit = &limit, .hold = id};
+          const Result<DecideResponse> r = store_->Decide({.holds = {&e, 1}});
           if (r.ok() && r->allowed) {
             admitted.fetch_add(1);
             taken[static_cast<size_t>(t)].push_back(id);
@@ -200,6 +204,7 @@ TEST_P(StoreConformanceTest, ConcurrencyRandomRequestsMatchTheReferenceModel) {
   for (int step = 0; step < 500; ++step) {
     clock_.Advance(Micros(static_cast<int64_t>(rng() % 40'000)));
     std::vector<ConsumeEntry> entries;
+    std::vector<HoldEntry> holds;
     std::vector<ReleaseEntry> releases;
     HoldId fresh{static_cast<int64_t>(rng() % 4), next++};
     HoldId old = ids.empty() ? fresh : ids[rng() % ids.size()];
@@ -217,16 +222,19 @@ TEST_P(StoreConformanceTest, ConcurrencyRandomRequestsMatchTheReferenceModel) {
     } else {
       for (size_t k = 0; k < keys.size(); ++k) {
         if (rng() % 2 != 0) continue;
-        entries.push_back({.key = keys[k],
-                           .limit = &limits[k],
-                           .cost = static_cast<int64_t>(rng() % 3),
-                           .hold = &fresh});
+        const auto cost = static_cast<int64_t>(rng() % 3);
+        if (k < 2 && cost > 0) {  // a concurrency key's slot; cost 0 peeks
+          holds.push_back({.key = keys[k], .limit = &limits[k], .hold = fresh});
+        } else {
+          entries.push_back({.key = keys[k], .limit = &limits[k], .cost = cost});
+        }
       }
-      if (entries.empty()) continue;
+      if (entries.empty() && holds.empty()) continue;
       ids.push_back(fresh);
     }
-    const DecideResponse got = MustDecide({.consumes = entries});
-    const DecideResponse want = model.Decide({.consumes = entries}, now);
+    const DecideRequest request{.consumes = entries, .holds = holds};
+    const DecideResponse got = MustDecide(request);
+    const DecideResponse want = model.Decide(request, now);
     ASSERT_EQ(got.allowed, want.allowed) << "step " << step;
     ASSERT_EQ(got.decisions, want.decisions) << "step " << step;
   }

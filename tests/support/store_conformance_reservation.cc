@@ -34,8 +34,8 @@ struct Ops {
   std::string key;
   const Limit* limit;
   ReservationTerms terms;
-  ConsumeEntry Reserve(const ReservationId& id, int64_t cost) const {
-    return {.key = key, .limit = limit, .cost = cost, .reserve = &id, .reservations = &terms};
+  ReserveEntry Reserve(const ReservationId& id, int64_t cost) const {
+    return {.key = key, .limit = limit, .cost = cost, .id = id, .terms = terms};
   }
   SettleEntry Settle(const ReservationId& id, int64_t cost) const {
     return {.key = key, .limit = limit, .cost = cost, .id = id, .terms = terms};
@@ -53,8 +53,8 @@ TEST_P(StoreConformanceTest, ReserveThenSettleUnderTheEstimateGivesTheDifference
                   .limit = &limit,
                   .terms = {.ttl = seconds(60)}};
     const ReservationId id{7, 1};
-    const ConsumeEntry reserve = ops.Reserve(id, 800);
-    const DecideResponse r = MustDecide({.consumes = {&reserve, 1}});
+    const ReserveEntry reserve = ops.Reserve(id, 800);
+    const DecideResponse r = MustDecide({.reserves = {&reserve, 1}});
     ASSERT_TRUE(r.allowed);
     EXPECT_EQ(r.decisions[0].remaining, 200);
     EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
@@ -83,8 +83,8 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
                   .limit = &limit,
                   .terms = {}};
     const ReservationId id{7, 2};
-    const ConsumeEntry reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const ReserveEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
     const SettleEntry settle = ops.Settle(id, 15);
     const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
@@ -102,8 +102,8 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
   const Ops ops{.key = Key("over:fixed_window"), .limit = &window, .terms = {}};
   const ReservationId id{7, 3};
-  const ConsumeEntry reserve = ops.Reserve(id, 4);
-  ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+  const ReserveEntry reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
   const SettleEntry settle = ops.Settle(id, 13);
   const Decision d = MustSettle({&settle, 1})[0];
   EXPECT_EQ(d.remaining, 0);
@@ -121,8 +121,8 @@ TEST_P(StoreConformanceTest, ASettleChargesAtMostTheCapacityAboveItsEstimate) {
                   .limit = &limit,
                   .terms = {}};
     const ReservationId id{7, 4};
-    const ConsumeEntry reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const ReserveEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
     const SettleEntry settle = ops.Settle(id, 10 + 25);
     const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
@@ -143,8 +143,8 @@ TEST_P(StoreConformanceTest, ASettleChargesAtMostTheCapacityAboveItsEstimate) {
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
   const Ops ops{.key = Key("capped:fixed_window"), .limit = &window, .terms = {}};
   const ReservationId id{7, 5};
-  const ConsumeEntry reserve = ops.Reserve(id, 4);
-  ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+  const ReserveEntry reserve = ops.Reserve(id, 4);
+  ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
   const SettleEntry settle = ops.Settle(id, 4 + 25);
   const Decision d = MustSettle({&settle, 1})[0];
   EXPECT_EQ(d.overrun, 25);
@@ -163,8 +163,8 @@ TEST_P(StoreConformanceTest, ASettlesDebtStopsAtItsCap) {
                   .limit = &limit,
                   .terms = {}};
     const ReservationId id{7, 9};
-    const ConsumeEntry reserve = ops.Reserve(id, 20'000);
-    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const ReserveEntry reserve = ops.Reserve(id, 20'000);
+    ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
     const SettleEntry settle = ops.Settle(id, 20'000 + cap + 500);
     const Decision d = MustSettle({&settle, 1})[0];
     EXPECT_EQ(d.reservation, Reservation::kSettled);
@@ -191,14 +191,14 @@ TEST_P(StoreConformanceTest, AReserveOfZeroIsRefusedInDebt) {
                   .limit = &limit,
                   .terms = {}};
     const ReservationId id{7, 6}, zero{7, 7}, later{7, 8};
-    const ConsumeEntry reserve = ops.Reserve(id, 10);
-    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
-    const ConsumeEntry at_zero = ops.Reserve(zero, 0);
-    EXPECT_TRUE(MustDecide({.consumes = {&at_zero, 1}}).allowed) << "empty, not in debt";
+    const ReserveEntry reserve = ops.Reserve(id, 10);
+    ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
+    const ReserveEntry at_zero = ops.Reserve(zero, 0);
+    EXPECT_TRUE(MustDecide({.reserves = {&at_zero, 1}}).allowed) << "empty, not in debt";
     const SettleEntry settle = ops.Settle(id, 15);
     ASSERT_EQ(MustSettle({&settle, 1})[0].reservation, Reservation::kSettled);
-    const ConsumeEntry in_debt = ops.Reserve(later, 0);
-    const DecideResponse refused = MustDecide({.consumes = {&in_debt, 1}});
+    const ReserveEntry in_debt = ops.Reserve(later, 0);
+    const DecideResponse refused = MustDecide({.reserves = {&in_debt, 1}});
     ASSERT_FALSE(refused.allowed);
     EXPECT_EQ(refused.decisions[0].verdict, Verdict::kDenied);
     EXPECT_EQ(refused.decisions[0].reservation, Reservation::kNone);
@@ -210,7 +210,7 @@ TEST_P(StoreConformanceTest, AReserveOfZeroIsRefusedInDebt) {
     EXPECT_EQ(MustSettle({&settle_later, 1})[0].reservation, Reservation::kUnknown)
         << "nothing recorded";
     clock_.Advance(wait);
-    EXPECT_EQ(MustDecide({.consumes = {&in_debt, 1}}).decisions[0].reservation,
+    EXPECT_EQ(MustDecide({.reserves = {&in_debt, 1}}).decisions[0].reservation,
               Reservation::kOpened);
   }
 }
@@ -224,8 +224,8 @@ TEST_P(StoreConformanceTest, AnUnsettledReservationExpiresKeepingOrGivingBackIts
                   .limit = &limit,
                   .terms = {.ttl = seconds(1), .on_expiry = outcome}};
     const ReservationId id{8, give_back ? 2 : 1};
-    const ConsumeEntry reserve = ops.Reserve(id, 8);
-    ASSERT_TRUE(MustDecide({.consumes = {&reserve, 1}}).allowed);
+    const ReserveEntry reserve = ops.Reserve(id, 8);
+    ASSERT_TRUE(MustDecide({.reserves = {&reserve, 1}}).allowed);
     clock_.Advance(seconds(1) - Micros(1));
     const ConsumeEntry peek = ops.Consume(0);
     EXPECT_EQ(MustDecide({.consumes = {&peek, 1}}).decisions[0].remaining, 2) << "still open";
@@ -243,11 +243,11 @@ TEST_P(StoreConformanceTest, AKeyHoldsAtMostMaxOpenReservations) {
   const Limit limit = Bucket(Algorithm::kGcra, 100, 100, seconds(1));
   const Ops ops{.key = Key("bound"), .limit = &limit, .terms = {.ttl = seconds(10), .max_open = 2}};
   const ReservationId a{9, 1}, b{9, 2}, c{9, 3};
-  const ConsumeEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
-  ASSERT_TRUE(MustDecide({.consumes = {&ra, 1}}).allowed);
+  const ReserveEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({.reserves = {&ra, 1}}).allowed);
   clock_.Advance(seconds(1));
-  ASSERT_TRUE(MustDecide({.consumes = {&rb, 1}}).allowed);
-  const DecideResponse full = MustDecide({.consumes = {&rc, 1}});
+  ASSERT_TRUE(MustDecide({.reserves = {&rb, 1}}).allowed);
+  const DecideResponse full = MustDecide({.reserves = {&rc, 1}});
   ASSERT_FALSE(full.allowed);
   EXPECT_EQ(full.decisions[0].reservation, Reservation::kFull);
   EXPECT_EQ(full.decisions[0].verdict, Verdict::kDenied);
@@ -257,7 +257,7 @@ TEST_P(StoreConformanceTest, AKeyHoldsAtMostMaxOpenReservations) {
       << "the refusal consumed nothing";
   const SettleEntry sa = ops.Settle(a, 1);
   ASSERT_EQ(MustSettle({&sa, 1})[0].reservation, Reservation::kSettled);
-  ASSERT_TRUE(MustDecide({.consumes = {&rc, 1}}).allowed) << "a settled reservation is not open";
+  ASSERT_TRUE(MustDecide({.reserves = {&rc, 1}}).allowed) << "a settled reservation is not open";
   EXPECT_EQ(MustSettle({&sa, 1})[0].reservation, Reservation::kRepeated);
 }
 
@@ -270,17 +270,17 @@ TEST_P(StoreConformanceTest, AReserveOfZeroTakesNoOpenSlot) {
       .key = Key("zero"), .limit = &limit, .terms = {.ttl = std::chrono::hours(24), .max_open = 2}};
   const ReservationId z1{11, 1}, z2{11, 2}, z3{11, 3}, a{11, 4}, b{11, 5}, c{11, 6};
   for (const ReservationId* z : {&z1, &z2, &z3}) {
-    const ConsumeEntry reserve = ops.Reserve(*z, 0);
-    const DecideResponse r = MustDecide({.consumes = {&reserve, 1}});
+    const ReserveEntry reserve = ops.Reserve(*z, 0);
+    const DecideResponse r = MustDecide({.reserves = {&reserve, 1}});
     ASSERT_TRUE(r.allowed);
     EXPECT_EQ(r.decisions[0].reservation, Reservation::kOpened);
     EXPECT_EQ(r.decisions[0].remaining, 100);
     clock_.Advance(seconds(1));
   }
-  const ConsumeEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
-  ASSERT_TRUE(MustDecide({.consumes = {&ra, 1}}).allowed) << "the reserves of 0 hold no slot";
-  ASSERT_TRUE(MustDecide({.consumes = {&rb, 1}}).allowed);
-  EXPECT_EQ(MustDecide({.consumes = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
+  const ReserveEntry ra = ops.Reserve(a, 1), rb = ops.Reserve(b, 1), rc = ops.Reserve(c, 1);
+  ASSERT_TRUE(MustDecide({.reserves = {&ra, 1}}).allowed) << "the reserves of 0 hold no slot";
+  ASSERT_TRUE(MustDecide({.reserves = {&rb, 1}}).allowed);
+  EXPECT_EQ(MustDecide({.reserves = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
       << "2 open";
   const SettleEntry s1 = ops.Settle(z1, 5);
   const Decision forgotten = MustSettle({&s1, 1})[0];
@@ -293,10 +293,10 @@ TEST_P(StoreConformanceTest, AReserveOfZeroTakesNoOpenSlot) {
   EXPECT_EQ(d.remaining, 93) << "the whole cost, at the settle";
   const SettleEntry s3 = ops.Settle(z3, 0);
   EXPECT_EQ(MustSettle({&s3, 1})[0].reservation, Reservation::kSettled);
-  EXPECT_EQ(MustDecide({.consumes = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
+  EXPECT_EQ(MustDecide({.reserves = {&rc, 1}}).decisions[0].reservation, Reservation::kFull)
       << "settling those of 0 freed no slot: they held none";
-  const ConsumeEntry z4 = ops.Reserve(c, 0);
-  EXPECT_EQ(MustDecide({.consumes = {&z4, 1}}).decisions[0].reservation, Reservation::kOpened)
+  const ReserveEntry z4 = ops.Reserve(c, 0);
+  EXPECT_EQ(MustDecide({.reserves = {&z4, 1}}).decisions[0].reservation, Reservation::kOpened)
       << "a reserve of 0 passes a key whose slots are all held";
 }
 
@@ -313,16 +313,16 @@ TEST_P(StoreConformanceTest, AResetForgetsTheKeysReservations) {
     const Ops ops{.key = Key("reset:" + name), .limit = &limit, .terms = terms};
     const Ops control{.key = Key("reset:control:" + name), .limit = &limit, .terms = terms};
     const ReservationId o1{12, 1}, o2{12, 2}, done{12, 3}, zero{12, 4}, next{12, 5};
-    const ConsumeEntry first = ops.Reserve(done, 200);
-    ASSERT_TRUE(MustDecide({.consumes = {&first, 1}}).allowed);
+    const ReserveEntry first = ops.Reserve(done, 200);
+    ASSERT_TRUE(MustDecide({.reserves = {&first, 1}}).allowed);
     const SettleEntry settled = ops.Settle(done, 200);
     ASSERT_EQ(MustSettle({&settled, 1})[0].reservation, Reservation::kSettled);
-    for (const ConsumeEntry& e :
+    for (const ReserveEntry& e :
          {ops.Reserve(o1, 300), ops.Reserve(o2, 100), ops.Reserve(zero, 0)}) {
-      ASSERT_TRUE(MustDecide({.consumes = {&e, 1}}).allowed);
+      ASSERT_TRUE(MustDecide({.reserves = {&e, 1}}).allowed);
     }
-    const ConsumeEntry reserve = ops.Reserve(next, 1);
-    ASSERT_EQ(MustDecide({.consumes = {&reserve, 1}}).decisions[0].reservation, Reservation::kFull);
+    const ReserveEntry reserve = ops.Reserve(next, 1);
+    ASSERT_EQ(MustDecide({.reserves = {&reserve, 1}}).decisions[0].reservation, Reservation::kFull);
     const RefundEntry reset{
         .key = ops.key, .limit = &limit, .cost = kMaxCost, .forget_reservations = true};
     EXPECT_EQ(MustDecide({.refunds = {&reset, 1}}).decisions[0].remaining, 1000);
@@ -332,8 +332,9 @@ TEST_P(StoreConformanceTest, AResetForgetsTheKeysReservations) {
       EXPECT_EQ(d.remaining, 1000) << "nothing charged";
     }
     for (const Ops* k : {&ops, &control}) {
-      const ConsumeEntry r = k->Reserve(next, 1), c = k->Consume(500);
-      EXPECT_EQ(MustDecide({.consumes = {&r, 1}}).decisions[0].reservation, Reservation::kOpened);
+      const ReserveEntry r = k->Reserve(next, 1);
+      const ConsumeEntry c = k->Consume(500);
+      EXPECT_EQ(MustDecide({.reserves = {&r, 1}}).decisions[0].reservation, Reservation::kOpened);
       ASSERT_TRUE(MustDecide({.consumes = {&c, 1}}).allowed);
     }
     clock_.Advance(seconds(1));  // every reservation made before the reset would expire now
@@ -350,8 +351,8 @@ TEST_P(StoreConformanceTest, AReserveIsAllOrNothingWithTheRequestsOtherLimits) {
   const Ops r1{.key = Key("aon:roomy"), .limit = &roomy, .terms = {}};
   const Ops r2{.key = Key("aon:tight"), .limit = &tight, .terms = {}};
   const ReservationId id{10, 1};
-  const ConsumeEntry both[] = {r1.Reserve(id, 6), r2.Reserve(id, 6)};
-  const DecideResponse refused = MustDecide({.consumes = both});
+  const ReserveEntry both[] = {r1.Reserve(id, 6), r2.Reserve(id, 6)};
+  const DecideResponse refused = MustDecide({.reserves = both});
   ASSERT_FALSE(refused.allowed);
   EXPECT_TRUE(refused.decisions[0].allowed());
   EXPECT_EQ(refused.decisions[0].remaining, 100) << "nothing consumed";
@@ -370,19 +371,18 @@ TEST_P(StoreConformanceTest, ReservationEntriesAreValidated) {
   const ReservationTerms ok{}, short_ttl{.ttl = Micros(999)},
       long_ttl{.ttl = std::chrono::hours(25)}, none_open{.max_open = 0},
       many_open{.max_open = kMaxOpenReservations + 1};
-  const auto reserve = [&](const Limit* l, const ReservationId* rid,
-                           const ReservationTerms* t) -> ConsumeEntry {
-    return {.key = key, .limit = l, .cost = 1, .reserve = rid, .reservations = t};
+  const auto reserve = [&](const Limit* l, const ReservationId& rid,
+                           const ReservationTerms& t) -> ReserveEntry {
+    return {.key = key, .limit = l, .cost = 1, .id = rid, .terms = t};
   };
-  const ConsumeEntry bad[] = {
-      reserve(&bucket, &id, nullptr),    reserve(&bucket, &too_big, &ok),
-      reserve(&log, &id, &ok),           reserve(&bucket, &id, &short_ttl),
-      reserve(&bucket, &id, &long_ttl),  reserve(&bucket, &id, &none_open),
-      reserve(&bucket, &id, &many_open),
+  const ReserveEntry bad[] = {
+      reserve(&bucket, too_big, ok),   reserve(&log, id, ok),
+      reserve(&bucket, id, short_ttl), reserve(&bucket, id, long_ttl),
+      reserve(&bucket, id, none_open), reserve(&bucket, id, many_open),
   };
   std::vector<Status> refused;
-  for (const ConsumeEntry& e : bad)
-    refused.push_back(store_->Decide({.consumes = {&e, 1}}).status());
+  for (const ReserveEntry& e : bad)
+    refused.push_back(store_->Decide({.reserves = {&e, 1}}).status());
   const SettleEntry settles[] = {
       {.key = key, .limit = &log, .cost = 1, .id = id, .terms = ok},
       {.key = key, .limit = &bucket, .cost = 1, .id = too_big, .terms = ok},
@@ -407,7 +407,9 @@ TEST_P(StoreConformanceTest, ReservationEntriesAreValidated) {
                               .hold = &hold,
                               .reservation = &ok};
   const std::vector<std::vector<EntryRef>> batches = {
-      {batch_reserve},  // no id
+      {batch_reserve},                                                                      // no id
+      {{.key = key, .limit = &bucket, .cost = 1, .op = EntryOp::kReserve, .hold = &hold}},  // no
+                                                                                            // terms
       {batch_settle, {.key = other, .limit = &bucket, .cost = 1}},
       {{.key = other, .limit = &bucket, .cost = 1}, batch_settle},
       {{.key = other, .limit = &bucket, .cost = 1, .forget_reservations = true}},
@@ -442,6 +444,7 @@ TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
   for (int step = 0; step < 600; ++step) {
     clock_.Advance(Micros(static_cast<int64_t>(rng() % 30'000)));
     std::vector<ConsumeEntry> consumes;
+    std::vector<ReserveEntry> reserves;
     std::vector<RefundEntry> refunds;
     std::vector<SettleEntry> settles;
     const ReservationId fresh{static_cast<int64_t>(rng() % 4), next++};
@@ -453,8 +456,8 @@ TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
       const ConsumeEntry e{
           .key = keys[k], .limit = &limits[k], .cost = cost, .reservations = &terms[k]};
       if (kind == 0) {
-        consumes.push_back(e);
-        consumes.back().reserve = &fresh;
+        reserves.push_back(
+            {.key = keys[k], .limit = &limits[k], .cost = cost, .id = fresh, .terms = terms[k]});
       } else if (kind == 1) {
         settles.push_back({.key = keys[k],
                            .limit = &limits[k],
@@ -468,7 +471,7 @@ TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
         consumes.push_back(e);
       }
     }
-    if (consumes.empty() && refunds.empty() && settles.empty()) continue;
+    if (consumes.empty() && reserves.empty() && refunds.empty() && settles.empty()) continue;
     if (kind == 0) ids.push_back(fresh);
     const Micros now(clock_.Now().count() / 1000);
     if (!settles.empty()) {
@@ -477,7 +480,7 @@ TEST_P(StoreConformanceTest, ReservationRandomRequestsMatchTheReferenceModel) {
           << "step " << step;
       continue;
     }
-    const DecideRequest request{.consumes = consumes, .refunds = refunds};
+    const DecideRequest request{.consumes = consumes, .reserves = reserves, .refunds = refunds};
     const DecideResponse got = MustDecide(request);
     const DecideResponse want = model.Decide(request, now);
     ASSERT_EQ(got.allowed, want.allowed) << "step " << step;

@@ -40,6 +40,16 @@ bool IsWindowAlgorithm(Algorithm a);
 // A concurrency limit: `limit` slots, each held at most `hold` (LimitSpec::Concurrency).
 bool IsConcurrency(Algorithm a);
 
+// How a limit of an algorithm is written, in config files, the admin API and ToString: its count
+// and its period. A bucket's period is a rate ("refill: 100/1m", LimitSpec::Bucket); every other
+// algorithm's a duration ("window: 1m", "hold: 30s"), its spec LimitSpec::Window's.
+struct LimitFields {
+  std::string_view count;   // "capacity" or "limit"
+  std::string_view period;  // "refill", "window" or "hold"
+  bool period_is_rate = false;
+};
+LimitFields FieldsOf(Algorithm a);
+
 // Bounds every Limit obeys. They keep every intermediate value of the exact arithmetic below
 // 2^53, so the Redis scripts (Lua doubles) compute exactly what the C++ computes.
 inline constexpr int64_t kMaxCapacity = int64_t{1} << 40;
@@ -64,6 +74,7 @@ struct LimitSpec {
   // capacity (use Window() to build one). Concurrency: {limit, hold} (use Concurrency()).
   Rate rate{};
 
+  // Also a concurrency limit's, with its hold for the window (= Concurrency()).
   static LimitSpec Window(Algorithm a, int64_t limit, Micros window) {
     return {.algorithm = a, .capacity = limit, .rate = {.count = limit, .period = window}};
   }

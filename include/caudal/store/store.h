@@ -93,7 +93,7 @@ struct LeaseTerms;
 // that reserves its policy's terms). `lease_terms` is for a lease decorator; null: its default.
 
 // Decide `cost` units, consumed only if the whole decision is allowed (cost 0 is a peek: report,
-// consume nothing).
+// consume nothing). On a concurrency limit, only a peek (its slots are taken by a HoldEntry).
 struct ConsumeEntry {
   std::string_view key;
   const Limit* limit = nullptr;
@@ -103,21 +103,33 @@ struct ConsumeEntry {
   // a renewal: a peek that takes what fits. Only algorithms with SupportsLease lease
   // (token_bucket, gcra, fixed_window).
   int64_t lease = 0;
-  // A concurrency limit (algorithms/concurrency.h), cost > 0: the hold its one slot is taken
-  // under when the decision is allowed, expiring the limit's `hold` after the store's time
-  // (required). Its slot comes back by Release, or by itself at its expiry.
-  const HoldId* hold = nullptr;
-  // Open a reservation under this id, by `reservations` (required then), on an algorithm with
-  // SupportsReserve. `cost` is an estimate, decided as any consume; admitted, the key records the
-  // reservation, expiring `reservations->ttl` after the store's time. A key holds at most
-  // `max_open` open reservations: past them the consume is refused (Decision::reservation kFull,
-  // retry_after until the earliest expires). A reserve of cost 0 consumes nothing and takes no
-  // open slot (a key keeps at most `max_open` of those besides, forgetting the one that expires
-  // first); it is refused on a state in debt or overdrawn, as a charge's peek, so that only
-  // reservations opened out of debt add to a debt. No lease beside it.
-  const ReservationId* reserve = nullptr;
   const ReservationTerms* reservations = nullptr;
   const LeaseTerms* lease_terms = nullptr;
+};
+
+// Take one slot of a concurrency limit (algorithms/concurrency.h) under `hold` when the decision
+// is allowed, expiring the limit's `hold` after the store's time. Its slot comes back by Release,
+// or by itself at its expiry. Decided as a consume of 1 unit.
+struct HoldEntry {
+  std::string_view key;
+  const Limit* limit = nullptr;
+  HoldId hold = {};
+};
+
+// Open the reservation `id` (on an algorithm with SupportsReserve), by `terms`: `cost` is an
+// estimate, decided as a consume's; admitted, the key records the reservation, expiring
+// `terms.ttl` after the store's time (Settle ends it). A key holds at most `terms.max_open` open
+// reservations: past them the reserve is refused (Decision::reservation kFull, retry_after until
+// the earliest expires). A reserve of cost 0 consumes nothing and takes no open slot (a key keeps
+// at most `max_open` of those besides, forgetting the one that expires first); it is refused on a
+// state in debt or overdrawn, as a charge's peek, so that only reservations opened out of debt
+// add to a debt.
+struct ReserveEntry {
+  std::string_view key;
+  const Limit* limit = nullptr;
+  int64_t cost = 1;
+  ReservationId id = {};
+  ReservationTerms terms = {};
 };
 
 // Give back up to `cost` units a past decision consumed, never past a fresh state. Never
@@ -165,15 +177,20 @@ struct ChargeEntry {
 
 struct DecideRequest {
   std::span<const ConsumeEntry> consumes = {};
+  std::span<const HoldEntry> holds = {};
+  std::span<const ReserveEntry> reserves = {};
   std::span<const RefundEntry> refunds = {};
   std::span<const ChargeEntry> charges = {};
 };
 
 struct DecideResponse {
-  bool allowed = false;  // every consume and charge fitted, and the consumes consumed
-  // One per entry: the consumes', then the refunds', then the charges', each in request order.
-  // When the decision was refused, consumes that would have fitted report their state without
-  // the consumption (remaining as before); a refund or a charge reports the state after it.
+  // Every consume, hold, reserve and charge fitted, and the consumes, holds and reserves took
+  // theirs.
+  bool allowed = false;
+  // One per entry: the consumes', holds', reserves', refunds', then charges', each in request
+  // order. When the decision was refused, entries that would have fitted report their state
+  // without the consumption (remaining as before); a refund or a charge reports the state after
+  // it.
   std::vector<Decision> decisions;
 };
 
@@ -236,14 +253,15 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Decides the request's entries all-or-nothing: if a consume or a charge does not fit, no
-  // consume consumes anything; refunds and charges apply whatever the verdict.
+  // Decides the request's entries all-or-nothing: if a consume, a hold, a reserve or a charge does
+  // not fit, none of the consumes, holds and reserves takes anything; refunds and charges apply
+  // whatever the verdict.
   // Errors (besides every verb's): a lease < 0 or > kMaxCost, or on an algorithm without
-  // SupportsLease; a charge without SupportsCharge; a concurrency limit's refund or charge, its
-  // consume of cost > 0 without a hold, or a lease or a reserve on it; a reserve without its
-  // terms, with a lease, or on an algorithm without SupportsReserve; terms out of range; native
-  // counts beside a consume or a count that is not native, or not on a fixed_window;
-  // forget_reservations with native.
+  // SupportsLease; a charge without SupportsCharge; a concurrency limit anywhere but a hold or a
+  // consume's peek, a hold on any other limit, a hold id's word >= kHoldIdWordLimit; a reserve on
+  // an algorithm without SupportsReserve, its terms out of range; native counts beside an entry
+  // that is not a native refund or charge, or not on a fixed_window; forget_reservations with
+  // native.
   void DecideAsync(const DecideRequest& request, DecideCallback done);
   Result<DecideResponse> Decide(const DecideRequest& request);
 

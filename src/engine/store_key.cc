@@ -1,0 +1,108 @@
+#include "engine/store_key.h"
+
+#include "common/cat.h"
+
+namespace caudal::store_key {
+namespace {
+
+constexpr std::string_view kPolicyHead = "caudal:";
+// Longer than any key (kMaxKeyLength): a length past it is malformed, and cannot overflow.
+constexpr size_t kMaxFieldLength = size_t{1} << 20;
+
+// A short, stable spelling of a limit: its algorithm, capacity and reduced rate.
+std::string Fingerprint(const Limit& l) {
+  std::string_view a;
+  switch (l.algorithm()) {
+    case Algorithm::kFixedWindow:
+      a = "fw";
+      break;
+    case Algorithm::kSlidingWindowLog:
+      a = "swl";
+      break;
+    case Algorithm::kSlidingWindowCounter:
+      a = "swc";
+      break;
+    case Algorithm::kTokenBucket:
+      a = "tb";
+      break;
+    case Algorithm::kGcra:
+      a = "gcra";
+      break;
+    case Algorithm::kConcurrency:
+      a = "cc";
+      break;
+  }
+  return Cat(a, l.capacity(), ',', l.refill_count(), '/', l.refill_period_us());
+}
+
+}  // namespace
+
+void AppendField(std::string& out, std::string_view value) {
+  out += std::to_string(value.size());
+  out += ':';
+  out += value;
+}
+
+std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& limit) {
+  return Cat(kPolicyHead, policy, ':', index, ':', Fingerprint(limit), ':');
+}
+
+std::string Policy(std::string_view prefix, std::string_view identity) {
+  return Cat(prefix, '{', identity, '}');
+}
+
+std::optional<PolicyParts> ReadPolicy(std::string_view key) {
+  const size_t open = key.find('{');
+  if (!key.starts_with(kPolicyHead) || open == std::string_view::npos || key.back() != '}') {
+    return std::nullopt;
+  }
+  const size_t name_end = key.find(':', kPolicyHead.size());
+  if (name_end == std::string_view::npos || name_end > open) return std::nullopt;
+  return PolicyParts{.policy = key.substr(kPolicyHead.size(), name_end - kPolicyHead.size()),
+                     .prefix = key.substr(0, open),
+                     .identity = key.substr(open + 1, key.size() - open - 2)};
+}
+
+std::string Domain(const Limit& limit, std::string_view domain,
+                   std::span<const std::string_view> fields) {
+  std::string key = Cat("rls|", limit.ToString(), "|{");
+  AppendField(key, domain);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    AppendField(key, fields[i]);
+    if (i == 1) key += '}';  // the first entry's key and value end the hash tag
+  }
+  return key;
+}
+
+std::string Local(const Limit& local, std::string_view key) {
+  return Cat("local|", local.ToString(), '|', key);
+}
+
+std::vector<std::string_view> ReadFields(std::string_view key) {
+  std::vector<std::string_view> fields;
+  size_t pos = key.find('{');
+  if (pos == std::string_view::npos) return fields;
+  ++pos;
+  while (pos < key.size()) {
+    if (key[pos] == '}') ++pos;  // the hash tag's end, between two fields
+    size_t n = 0;
+    size_t i = pos;
+    while (i < key.size() && key[i] >= '0' && key[i] <= '9' && n <= kMaxFieldLength) {
+      n = n * 10 + static_cast<size_t>(key[i++] - '0');
+    }
+    if (i == pos || i >= key.size() || key[i] != ':' || key.size() - (i + 1) < n) break;
+    fields.push_back(key.substr(i + 1, n));
+    pos = i + 1 + n;
+  }
+  return fields;
+}
+
+std::string_view HashTag(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open == std::string_view::npos) return {};
+  const size_t close = key.find('}', open);
+  if (close == std::string_view::npos) return {};
+  return key.substr(open, close - open + 1);
+}
+
+}  // namespace caudal::store_key

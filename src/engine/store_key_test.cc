@@ -1,0 +1,93 @@
+#include "engine/store_key.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace caudal {
+namespace {
+
+Limit Bucket100PerMinute() {
+  return *Limit::Create(
+      LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, std::chrono::minutes(1)}));
+}
+
+TEST(StoreKey, APolicyKeyNamesItsLimitAndReadsBack) {
+  const Limit l = Bucket100PerMinute();
+  const std::string prefix = store_key::PolicyPrefix("api", 2, l);
+  EXPECT_EQ(prefix, "caudal:api:2:tb100,1/600000:");
+  const std::string key = store_key::Policy(prefix, "4:user2:u1");
+  EXPECT_EQ(key, "caudal:api:2:tb100,1/600000:{4:user2:u1}");
+  const auto parts = store_key::ReadPolicy(key);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->policy, "api");
+  EXPECT_EQ(parts->prefix, prefix);
+  EXPECT_EQ(parts->identity, "4:user2:u1");
+  EXPECT_EQ(store_key::HashTag(key), "{4:user2:u1}");
+  // Another limit of the same policy is another prefix, so another key.
+  const Limit window =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 100, std::chrono::minutes(1)));
+  EXPECT_NE(store_key::PolicyPrefix("api", 2, window), prefix);
+  EXPECT_EQ(store_key::PolicyPrefix("api", 0, window), "caudal:api:0:fw100,1/600000:");
+}
+
+TEST(StoreKey, OnlyPolicyKeysReadBack) {
+  for (const std::string_view key :
+       {"", "caudal:", "caudal:api", "caudal:api:0:tb1,1/1:", "caudal:api:0:tb1,1/1:{x",
+        "other:api:0:tb1,1/1:{x}", "rls|token_bucket capacity=1 refill=1/1s|{1:d1:k1:v}",
+        "local|fixed_window limit=1 window=1s|caudal:api:0:fw1,1/1000:{1:x}", "caudal{x}:a:"}) {
+    EXPECT_FALSE(store_key::ReadPolicy(key).has_value()) << key;
+  }
+}
+
+TEST(StoreKey, AnEnvoyKeyTagsTheDomainAndFirstEntryAndPrefixesEveryValue) {
+  const Limit l = Bucket100PerMinute();
+  const std::vector<std::string_view> one = {"key", "v"};
+  EXPECT_EQ(store_key::Domain(l, "dom", one),
+            "rls|token_bucket capacity=100 refill=100/1m|{3:dom3:key1:v}");
+  const std::vector<std::string_view> two = {"a", "1", "b:", "{2}"};
+  const std::string key = store_key::Domain(l, "d", two);
+  EXPECT_EQ(key, "rls|token_bucket capacity=100 refill=100/1m|{1:d1:a1:1}2:b:3:{2}");
+  EXPECT_EQ(store_key::HashTag(key), "{1:d1:a1:1}");
+  // Length prefixes keep values that would spell alike apart.
+  const std::vector<std::string_view> joined = {"a", "11:b"};
+  const std::vector<std::string_view> split = {"a1", "1:b"};
+  EXPECT_NE(store_key::Domain(l, "d", joined), store_key::Domain(l, "d", split));
+}
+
+TEST(StoreKey, ALocalKeyNamesTheLocalLimitBeforeTheSharedKey) {
+  const Limit local =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, std::chrono::seconds(1)));
+  EXPECT_EQ(store_key::Local(local, "caudal:api:0:fw100,1/1000:{1:x}"),
+            "local|fixed_window limit=10 window=1s|caudal:api:0:fw100,1/1000:{1:x}");
+  EXPECT_FALSE(store_key::ReadPolicy(store_key::Local(local, "caudal:api:0:fw1,1/1:{1:x}")));
+}
+
+TEST(StoreKey, ReadFieldsReadsBackWhatTheKeyWasBuiltFrom) {
+  const Limit l = Bucket100PerMinute();
+  const std::vector<std::string_view> entries = {"a", "1", "b}:", "{2}"};
+  const std::vector<std::string_view> want = {"d", "a", "1", "b}:", "{2}"};
+  EXPECT_EQ(store_key::ReadFields(store_key::Domain(l, "d", entries)), want);
+  std::string identity;
+  store_key::AppendField(identity, "u:1");
+  store_key::AppendField(identity, "");
+  store_key::AppendField(identity, "10.0.0.0/8");
+  const std::vector<std::string_view> values = {"u:1", "", "10.0.0.0/8"};
+  EXPECT_EQ(store_key::ReadFields(store_key::Policy(store_key::PolicyPrefix("p", 0, l), identity)),
+            values);
+  // Malformed or truncated fields end the reading, never past the key.
+  EXPECT_TRUE(store_key::ReadFields("no tag").empty());
+  EXPECT_EQ(store_key::ReadFields("x{1:a99:b}"), std::vector<std::string_view>{"a"});
+  EXPECT_EQ(store_key::ReadFields("x{1:a:b}"), std::vector<std::string_view>{"a"});
+  EXPECT_TRUE(store_key::ReadFields("x{99999999999999999999999:a}").empty());
+}
+
+TEST(StoreKey, HashTagIsTheFirstBracedRun) {
+  EXPECT_EQ(store_key::HashTag("a{b}c{d}"), "{b}");
+  EXPECT_EQ(store_key::HashTag("no tag"), "");
+  EXPECT_EQ(store_key::HashTag("open{only"), "");
+}
+
+}  // namespace
+}  // namespace caudal
