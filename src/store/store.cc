@@ -17,9 +17,7 @@ EncodedBatch::EncodedBatch(size_t n) : n_(n) {
   }
 }
 
-EncodedBatch::EncodedBatch(const DecideRequest& r)
-    : EncodedBatch(r.consumes.size() + r.holds.size() + r.reserves.size() + r.refunds.size() +
-                   r.charges.size()) {
+EncodedBatch::EncodedBatch(const DecideRequest& r) : EncodedBatch(r.size()) {
   size_t i = 0;
   for (const ConsumeEntry& e : r.consumes) at(i++) = EncodeConsume(e);
   for (const HoldEntry& e : r.holds) {

@@ -32,7 +32,7 @@ std::string StoreConformanceTest::Key(std::string_view name) const {
 }
 
 DecideResponse StoreConformanceTest::MustDecide(const DecideRequest& request) {
-  const size_t entries = request.consumes.size() + request.refunds.size() + request.charges.size();
+  const size_t entries = request.size();
   Result<DecideResponse> r = store_->Decide(request);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) {

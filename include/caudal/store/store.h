@@ -181,6 +181,10 @@ struct DecideRequest {
   std::span<const ReserveEntry> reserves = {};
   std::span<const RefundEntry> refunds = {};
   std::span<const ChargeEntry> charges = {};
+
+  size_t size() const {
+    return consumes.size() + holds.size() + reserves.size() + refunds.size() + charges.size();
+  }
 };
 
 struct DecideResponse {
