@@ -9,6 +9,7 @@ blocked by the store, readiness failing while writes fail, nothing admitted beyo
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -102,7 +103,16 @@ class RedisFaults(unittest.TestCase):
         def sleep(r):
             threading.Thread(target=lambda: r.command("DEBUG", "SLEEP", "2.2"),
                              daemon=True).start()
-            time.sleep(0.05)
+
+            def asleep():  # a PING no longer answered within 50 ms: the sleep holds Redis
+                try:
+                    with socket.create_connection((r.bind, r.port), timeout=0.05) as s:
+                        s.sendall(b"PING\r\n")
+                        return not s.recv(64)
+                except OSError:
+                    return True
+
+            wait_until(asleep, "DEBUG SLEEP to hold Redis")
 
         self._stall_with(sleep, lambda r: None, "Redis stalled: DEBUG SLEEP (2 s)")
 

@@ -183,13 +183,19 @@ TEST(ClusterBreaker, AKilledPrimaryShowsInMetricsAndOneLogLineAndClosesWhenBack)
   }
   ASSERT_EQ(NodeState(metrics, ports[0]), "1") << metrics.RenderPrometheus();
   EXPECT_NE(metrics.RenderPrometheus().find("caudal_store_breaker_state 1\n"), std::string::npos);
-  // Down for a while longer: its probes keep failing (each reopening it) and log nothing more.
-  const auto down_until = SteadyClock::now() + milliseconds(1500);
-  while (SteadyClock::now() < down_until) {
-    EXPECT_FALSE(decide(victim).ok());
+  // Down for a while longer: its probes keep failing, each reopening it, and log nothing more.
+  // While it is open its decisions are refused by the breaker; one that fails for want of a
+  // connection went out as the probe.
+  int probes = 0;
+  const auto probed_by = SteadyClock::now() + seconds(20);
+  while (probes < 2 && SteadyClock::now() < probed_by) {
+    const auto r = decide(victim);
+    EXPECT_FALSE(r.ok());
+    if (!r.ok() && r.status().message().find("no connection") != std::string::npos) ++probes;
     for (const std::string& k : others) EXPECT_TRUE(decide(k).ok()) << k;
     std::this_thread::sleep_for(milliseconds(10));
   }
+  ASSERT_EQ(probes, 2) << "two probes failed, reopening it";
   EXPECT_EQ(NodeState(metrics, ports[1]), "0");
   EXPECT_EQ(NodeState(metrics, ports[2]), "0");
   std::vector<std::string> logged = lines.Get();
