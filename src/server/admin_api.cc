@@ -150,12 +150,14 @@ Reply JsonReply(int status, std::string body) {
   return r;
 }
 
+Reply FailureReply(const Status& s) { return http_api::ErrorReply(http_api::FromStatus(s)); }
+
 // Runs one admin request on the Admin's thread.
 Reply Run(Admin& admin, std::string_view method, bool state, const AdminTarget& target,
           ParsedOverride body, const std::string& who) {
   if (state) {
     auto s = method == "GET" ? admin.GetState(target) : admin.ResetState(target, who);
-    return s.ok() ? JsonReply(200, StateJson(*s)) : FailureReply(s.failure());
+    return s.ok() ? JsonReply(200, StateJson(*s)) : FailureReply(s.status());
   }
   if (method == "GET") {
     if (!target.params.empty()) {
@@ -166,14 +168,14 @@ Reply Run(Admin& admin, std::string_view method, bool state, const AdminTarget& 
     auto list = admin.ListOverrides(target.policy);
     return list.ok()
                ? JsonReply(200, OverrideListJson(target.policy, admin.KindOf(target.policy), *list))
-               : FailureReply(list.failure());
+               : FailureReply(list.status());
   }
   if (method == "DELETE") {
     auto removed = admin.DeleteOverride(target, who);
-    return removed.ok() ? JsonReply(200, OverrideJson(*removed)) : FailureReply(removed.failure());
+    return removed.ok() ? JsonReply(200, OverrideJson(*removed)) : FailureReply(removed.status());
   }
   auto set = admin.SetOverride(target, std::move(body.limits), body.expires_in, who);
-  if (!set.ok()) return FailureReply(set.failure());
+  if (!set.ok()) return FailureReply(set.status());
   return JsonReply(set->second ? 201 : 200, OverrideJson(set->first));
 }
 
@@ -318,12 +320,6 @@ std::string StateJson(const StateView& v) {
                                       {"identity", IdentityJson(v.identity)},
                                       {"limits_from", v.limits_from},
                                       {"limits", std::move(limits)}});
-}
-
-Reply FailureReply(const AdminFailure& f) {
-  return http_api::ErrorReply({.status = AdminErrorStatus(f.error),
-                               .code = std::string(AdminErrorCode(f.error)),
-                               .message = f.message});
 }
 
 void Dispatch(Admin* admin, std::string_view token, Metrics& metrics, const routes::Request& r,

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/admin.h"
+#include "admin/admin.h"
 #include "server/http_api.h"
 #include "server/routes.h"
 
@@ -49,7 +49,6 @@ std::string OverrideJson(const OverrideView& v);
 std::string StateJson(const StateView& v);
 std::string OverrideListJson(std::string_view policy, OverrideKind kind,
                              const std::vector<OverrideView>& list);
-http_api::Reply FailureReply(const AdminFailure& f);
 
 // Answers a request under /v1/admin/: refused (RefuseAdmin, a bad path, query, method or body)
 // at once, else run on `admin`'s thread, which replies (503 admin_busy when its queue is full).

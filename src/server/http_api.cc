@@ -1,6 +1,8 @@
 #include "server/http_api.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
+#include <cctype>
 
 #include "common/cat.h"
 #include "common/utf8.h"
@@ -231,6 +233,37 @@ std::optional<std::string> IdentityValueProblem(std::string_view value) {
     at += n;
   }
   return std::nullopt;
+}
+
+ApiError FromStatus(const Status& s) {
+  int status = 500;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      status = 400;
+      break;
+    case StatusCode::kNotFound:
+      status = 404;
+      break;
+    case StatusCode::kResourceExhausted:
+      // A bounded table is full: the request conflicts with what it holds. 429 stays the
+      // limiter's own answer, a decision's.
+      status = 409;
+      break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      status = 503;
+      break;
+    case StatusCode::kOk:
+    case StatusCode::kInternal:
+      break;
+  }
+  std::string code(s.reason());
+  if (code.empty()) {
+    code = StatusCodeName(s.code());
+    std::transform(code.begin(), code.end(), code.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  }
+  return {.status = status, .code = std::move(code), .message = s.message()};
 }
 
 ApiError FromEngineError(const Status& s) {

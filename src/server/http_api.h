@@ -93,6 +93,11 @@ std::optional<std::string> IdentityValueProblem(std::string_view value);
 // message may quote whatever bytes a client sent, and JSON text must be UTF-8 (RFC 8259 §8.1).
 std::string ValidUtf8(std::string_view s);
 
+// The one mapping of a Status to the API's error: its code to the HTTP status (kInvalidArgument
+// 400, kNotFound 404, kResourceExhausted 409, kUnavailable and kDeadlineExceeded 503, else 500),
+// its reason to `error.code` (without one, the code's name in lower case), its message as it is.
+ApiError FromStatus(const Status& s);
+
 // Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
 ApiError FromEngineError(const Status& s);
 

@@ -166,6 +166,29 @@ TEST(ErrorReply, StaysValidJsonWhateverBytesTheMessageQuotes) {
   EXPECT_NE(fine.body.find("caf\xc3\xa9 \xf0\x9f\x98\x80"), std::string::npos) << fine.body;
 }
 
+TEST(FromStatus, MapsTheCodeToTheHttpStatusAndTheReasonToTheErrorCode) {
+  struct Case {
+    Status status;
+    int http;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {Status::InvalidArgument("m").WithReason("invalid_cost"), 400, "invalid_cost"},
+      {Status::NotFound("m").WithReason("unknown_policy"), 404, "unknown_policy"},
+      {Status::ResourceExhausted("m").WithReason("too_many_overrides"), 409, "too_many_overrides"},
+      {Status::Unavailable("m").WithReason("store_unavailable"), 503, "store_unavailable"},
+      {Status::DeadlineExceeded("m"), 503, "deadline_exceeded"},
+      {Status::Internal("m"), 500, "internal"},
+      {Status::InvalidArgument("m"), 400, "invalid_argument"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = FromStatus(c.status);
+    EXPECT_EQ(e.status, c.http) << c.status.ToString();
+    EXPECT_EQ(e.code, c.code) << c.status.ToString();
+    EXPECT_EQ(e.message, "m");
+  }
+}
+
 TEST(ParseCheckBody, CutsLongNamesBetweenCharacters) {
   // 63 ASCII bytes, then "é" across bytes 64 and 65: a cut at 64 bytes would split it.
   const std::string name = std::string(63, 'e') + "\xc3\xa9" + "tail";

@@ -41,7 +41,7 @@ class context;
 
 namespace caudal {
 
-class Admin;  // engine/admin.h
+class Admin;  // admin/admin.h
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";

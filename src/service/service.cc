@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "admin/admin.h"
 #include "common/cat.h"
 #include "config/ratelimit_config_yaml.h"
 #include "config/store_registry.h"
-#include "engine/admin.h"
 #include "engine/background_store.h"
 #include "engine/breaker_store.h"
 #include "engine/lease_store.h"

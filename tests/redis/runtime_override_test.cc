@@ -4,10 +4,10 @@
 // rule's own limit keeps deciding.
 #include <gtest/gtest.h>
 
+#include "admin/admin.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ratelimit_config.h"
 #include "config/store_registry.h"
-#include "engine/admin.h"
 #include "redis/redis_test_util.h"
 #include "support/one_rule_domain.h"
 #include "support/redis_server.h"
@@ -37,7 +37,7 @@ TEST(RedisRuntimeOverrides, AnEnvoyRuleGivenAConcurrencyLimitTakesNoSlotInRedis)
   const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
   auto set = admin.SetOverride(target, {slots}, std::nullopt, "x");
   ASSERT_FALSE(set.ok());
-  EXPECT_EQ(set.failure().error, AdminError::kInvalidLimits) << set.failure().message;
+  EXPECT_EQ(set.status().reason(), admin_reason::kInvalidLimits) << set.status().message();
 
   const RuntimeOverride o{.kind = OverrideKind::kEnvoyRule,
                           .policy = "edge.user",

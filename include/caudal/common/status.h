@@ -3,7 +3,9 @@
 // Over-limit is never an error (it is a Decision); a Status carries failures only: bad input or
 // configuration (kInvalidArgument), a store that cannot answer (kUnavailable, kDeadlineExceeded),
 // a bounded table that is full (kResourceExhausted). Untrusted input produces one of these, never
-// an assertion or an exception.
+// an assertion or an exception. A reason, where the code is not enough to tell errors apart, names
+// the error for programs ("invalid_cost", "unknown_policy"): the HTTP API shows it as its `error`
+// code (src/server/http_api.cc maps a Status to a reply, once); gRPC shows the code alone.
 //
 // Thread-safety: values; safe to copy between threads.
 #pragma once
@@ -47,9 +49,17 @@ class [[nodiscard]] Status {
   }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
+  // This error with `reason`, which must outlive every copy: a literal or a constant.
+  Status WithReason(std::string_view reason) const {
+    Status s = *this;
+    s.reason_ = reason;
+    return s;
+  }
+
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  std::string_view reason() const { return reason_; }  // empty unless WithReason gave one
   // "INVALID_ARGUMENT: capacity must be positive" (or "OK").
   std::string ToString() const;
 
@@ -58,6 +68,7 @@ class [[nodiscard]] Status {
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string_view reason_;
 };
 
 // A value or the Status that explains why there is none. Construct from either.

@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "admin/admin.h"
 #include "caudal/observe/log.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
-#include "engine/admin.h"
 #include "observe/refusals.h"
 #include "support/manual_clock.h"
 #include "support/one_rule_domain.h"
@@ -91,7 +91,7 @@ class OverrideFitTest : public ::testing::Test {
 
   std::string LimitsFrom(const AdminTarget& t) {
     auto s = admin_.GetState(t);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.failure().message);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.status().message());
     return s.ok() ? s->limits_from : "";
   }
 
@@ -115,8 +115,8 @@ TEST_F(OverrideFitTest, AnEnvoyRuleTakesNoConcurrencyOverrideAndOneHeldLeavesIts
   const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
   auto set = admin_.SetOverride(target, {Slots(1, seconds(30))}, std::nullopt, "x");
   ASSERT_FALSE(set.ok());
-  EXPECT_EQ(set.failure().error, AdminError::kInvalidLimits);
-  EXPECT_EQ(set.failure().message, Cat("limits[0]: ", kNoSlotForEnvoy));
+  EXPECT_EQ(set.status().reason(), admin_reason::kInvalidLimits);
+  EXPECT_EQ(set.status().message(), Cat("limits[0]: ", kNoSlotForEnvoy));
   EXPECT_EQ(overrides_->Version().value(), 0u) << "nothing was written";
 
   PutRecord({.kind = OverrideKind::kEnvoyRule,

@@ -2,7 +2,7 @@
 // deployment): runtime overrides set on one and applied by the other at its next poll, their
 // expiry on the store's clock, inspecting without consuming, resetting, and bad input changing
 // nothing.
-#include "engine/admin.h"
+#include "admin/admin.h"
 
 #include <gtest/gtest.h>
 
@@ -55,7 +55,7 @@ class AdminTest : public ::testing::Test {
 
   int64_t Remaining(Admin& admin, const AdminTarget& t = Acme()) {
     auto s = admin.GetState(t);
-    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.failure().message);
+    EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.status().message());
     return s.ok() && !s->limits.empty() ? s->limits[0].remaining : -1;
   }
 
@@ -73,7 +73,7 @@ TEST_F(AdminTest, ARaisedLimitAdmitsAtOnceOnTheInstanceThatSetItAndAtTheOthersNe
   ASSERT_FALSE(b_.Allowed("acme"));  // and by b's
 
   auto set = a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "127.0.0.1");
-  ASSERT_TRUE(set.ok()) << set.failure().message;
+  ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_TRUE(set->second) << "new";
   EXPECT_EQ(set->first.spec.set_by, "127.0.0.1");
   EXPECT_FALSE(set->first.expires_in.has_value());
@@ -89,7 +89,7 @@ TEST_F(AdminTest, ARaisedLimitAdmitsAtOnceOnTheInstanceThatSetItAndAtTheOthersNe
 
   // Deleted: back to the policy's limits, whose state is where it was left.
   auto removed = b_.admin.DeleteOverride(Acme(), "10.0.0.2");
-  ASSERT_TRUE(removed.ok()) << removed.failure().message;
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
   EXPECT_EQ(removed->spec.limits, std::vector<Limit>{Bucket(5)});
   ASSERT_TRUE(a_.admin.Sync().ok());
   EXPECT_FALSE(a_.Allowed("acme"));
@@ -167,7 +167,7 @@ TEST_F(AdminTest, AResetRefillsTheIdentityAndNoInstanceKeepsRefusingItFromItsCac
   ASSERT_FALSE(b_.Allowed("acme"));
   ASSERT_TRUE(a_.Allowed("beta"));
   auto reset = a_.admin.ResetState(Acme(), "x");
-  ASSERT_TRUE(reset.ok()) << reset.failure().message;
+  ASSERT_TRUE(reset.ok()) << reset.status().message();
   EXPECT_EQ(reset->limits[0].remaining, 1);
   EXPECT_EQ(reset->limits[0].retry_after, Micros(0));
   EXPECT_EQ(metrics_.Series(MetricId::kAdminChanges, {"reset_state"}).load(), 1u);
@@ -206,28 +206,35 @@ TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
   struct Case {
     AdminTarget target;
     std::vector<Limit> limits;
-    AdminError error;
+    std::string_view reason;
+    StatusCode code = StatusCode::kInvalidArgument;
   };
   const std::vector<Case> cases = {
-      {{.policy = "nope", .params = {{"tenant", "acme"}}}, {Bucket(5)}, AdminError::kUnknownPolicy},
-      {{.policy = "per-tenant", .params = {}}, {Bucket(5)}, AdminError::kMissingParameter},
+      {{.policy = "nope", .params = {{"tenant", "acme"}}},
+       {Bucket(5)},
+       admin_reason::kUnknownPolicy,
+       StatusCode::kNotFound},
+      {{.policy = "per-tenant", .params = {}}, {Bucket(5)}, admin_reason::kMissingParameter},
       {{.policy = "per-tenant", .params = {{"tenant", "acme"}, {"plan", "pro"}}},
        {Bucket(5)},
-       AdminError::kUnknownParameter},
+       admin_reason::kUnknownParameter},
       {{.policy = "per-tenant", .params = {{"tenant", "a"}, {"tenant", "b"}}},
        {Bucket(5)},
-       AdminError::kDuplicateParameter},
+       admin_reason::kDuplicateParameter},
       {{.policy = "per-tenant", .params = {{"tenant", "a\x01"}}},
        {Bucket(5)},
-       AdminError::kInvalidParameter},
-      {Acme(), {}, AdminError::kInvalidLimits},
+       admin_reason::kInvalidParameter},
+      {Acme(), {}, admin_reason::kInvalidLimits},
   };
   for (const Case& c : cases) {
     auto set = a_.admin.SetOverride(c.target, c.limits, std::nullopt, "x");
     ASSERT_FALSE(set.ok());
-    EXPECT_EQ(set.failure().error, c.error) << set.failure().message;
+    EXPECT_EQ(set.status().reason(), c.reason) << set.status().message();
+    EXPECT_EQ(set.status().code(), c.code) << set.status().message();
   }
-  EXPECT_EQ(a_.admin.DeleteOverride(Acme(), "x").failure().error, AdminError::kNoOverride);
+  const Status none = a_.admin.DeleteOverride(Acme(), "x").status();
+  EXPECT_EQ(none.reason(), admin_reason::kNoOverride);
+  EXPECT_EQ(none.code(), StatusCode::kNotFound);
   EXPECT_TRUE(a_.admin.ListOverrides("per-tenant")->empty());
   EXPECT_EQ(overrides_->Version().value(), 0u) << "nothing was written";
   EXPECT_EQ(metrics_.Series(MetricId::kAdminChanges, {"set_override"}).load(), 0u);
@@ -241,7 +248,8 @@ TEST_F(AdminTest, BadInputIsRefusedAndChangesNothing) {
   }
   auto full = a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x");
   ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.failure().error, AdminError::kTooManyOverrides);
+  EXPECT_EQ(full.status().reason(), admin_reason::kTooManyOverrides);
+  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
   auto again = a_.admin.SetOverride({.policy = "per-tenant", .params = {{"tenant", "t1"}}},
                                     {Bucket(6)}, std::nullopt, "x");
   ASSERT_TRUE(again.ok());
@@ -267,20 +275,20 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
   ASSERT_TRUE(allowed("203.0.113.7"));
   ASSERT_FALSE(allowed("203.0.113.7"));
   auto state = a_.admin.GetState(target);
-  ASSERT_TRUE(state.ok()) << state.failure().message;
+  ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->kind, OverrideKind::kEnvoyRule);
   EXPECT_EQ(state->limits_from, "limits");
   EXPECT_EQ(state->limits[0].remaining, 0);
 
   auto two = a_.admin.SetOverride(target, {Bucket(5), Bucket(6)}, std::nullopt, "x");
   ASSERT_FALSE(two.ok());
-  EXPECT_EQ(two.failure().error, AdminError::kInvalidLimits) << "a rule takes one limit";
+  EXPECT_EQ(two.status().reason(), admin_reason::kInvalidLimits) << "a rule takes one limit";
   auto slots = a_.admin.SetOverride(
       target, {*Limit::Create(LimitSpec::Concurrency(1, seconds(30)))}, std::nullopt, "x");
   ASSERT_FALSE(slots.ok());
-  EXPECT_EQ(slots.failure().error, AdminError::kInvalidLimits) << "Envoy cannot release a slot";
+  EXPECT_EQ(slots.status().reason(), admin_reason::kInvalidLimits) << "Envoy cannot release a slot";
   auto set = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x");
-  ASSERT_TRUE(set.ok()) << set.failure().message;
+  ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->first.spec.kind, OverrideKind::kEnvoyRule);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(allowed("203.0.113.7")) << i;
   EXPECT_FALSE(allowed("203.0.113.7"));
@@ -290,11 +298,11 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
   EXPECT_EQ(a_.admin.KindOf("edge.remote_address"), OverrideKind::kEnvoyRule);
 
   EXPECT_EQ(a_.admin.GetState({.policy = "edge.remote_address", .params = {{"other", "v"}}})
-                .failure()
-                .error,
-            AdminError::kUnknownParameter);
-  EXPECT_EQ(a_.admin.GetState({.policy = "edge.nothing", .params = {}}).failure().error,
-            AdminError::kUnknownPolicy);
+                .status()
+                .reason(),
+            admin_reason::kUnknownParameter);
+  EXPECT_EQ(a_.admin.GetState({.policy = "edge.nothing", .params = {}}).status().reason(),
+            admin_reason::kUnknownPolicy);
 }
 
 // An always_charge rule's override must count past its limit too: a sliding window is refused,
@@ -307,8 +315,8 @@ TEST_F(AdminTest, AnAlwaysChargedRuleTakesOnlyOverridesThatCountPastTheirLimit) 
       target, {*Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, seconds(1)))},
       std::nullopt, "x");
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.failure().error, AdminError::kInvalidLimits);
-  EXPECT_EQ(refused.failure().message,
+  EXPECT_EQ(refused.status().reason(), admin_reason::kInvalidLimits);
+  EXPECT_EQ(refused.status().message(),
             "limits[0]: an always_charge rule needs an algorithm that counts past its limit "
             "(token_bucket, gcra or fixed_window), not sliding_window_log");
   ASSERT_TRUE(a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x").ok());
@@ -335,12 +343,12 @@ TEST_F(AdminTest, AConcurrencyLimitsStateIsReadAndAResetLeavesItsHeldSlots) {
   auto held = a_.engine.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
   ASSERT_TRUE(held.ok() && held->allowed());
   auto state = a_.admin.GetState(t);
-  ASSERT_TRUE(state.ok()) << state.failure().message;
+  ASSERT_TRUE(state.ok()) << state.status().message();
   ASSERT_EQ(state->limits.size(), 2u);
   EXPECT_EQ(state->limits[0].remaining, 0) << "the one slot is held";
   EXPECT_EQ(state->limits[1].remaining, 4);
   auto reset = a_.admin.ResetState(t, "127.0.0.1");
-  ASSERT_TRUE(reset.ok()) << reset.failure().message;
+  ASSERT_TRUE(reset.ok()) << reset.status().message();
   EXPECT_EQ(reset->limits[0].remaining, 0) << "a held slot stays held";
   EXPECT_EQ(reset->limits[1].remaining, 5) << "the rate limit is fresh";
   auto refused = a_.engine.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});

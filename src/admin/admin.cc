@@ -1,4 +1,4 @@
-#include "engine/admin.h"
+#include "admin/admin.h"
 
 #include <algorithm>
 
@@ -14,50 +14,18 @@ namespace caudal {
 using engine_internal::Check;
 using engine_internal::Plan;
 
-std::string_view AdminErrorCode(AdminError e) {
-  switch (e) {
-    case AdminError::kUnknownPolicy:
-      return "unknown_policy";
-    case AdminError::kMissingParameter:
-      return "missing_parameter";
-    case AdminError::kUnknownParameter:
-      return "unknown_parameter";
-    case AdminError::kDuplicateParameter:
-      return "duplicate_parameter";
-    case AdminError::kInvalidParameter:
-      return "invalid_parameter";
-    case AdminError::kInvalidLimits:
-      return "invalid_limits";
-    case AdminError::kNoOverride:
-      return "no_override";
-    case AdminError::kTooManyOverrides:
-      return "too_many_overrides";
-    case AdminError::kUnavailable:
-      return "store_unavailable";
-  }
-  return "invalid_request";
-}
-
-int AdminErrorStatus(AdminError e) {
-  switch (e) {
-    case AdminError::kUnknownPolicy:
-    case AdminError::kNoOverride:
-      return 404;
-    case AdminError::kTooManyOverrides:
-      return 409;
-    case AdminError::kUnavailable:
-      return 503;
-    default:
-      return 400;
-  }
-}
-
 namespace {
 
-AdminFailure Fail(AdminError e, std::string message) { return {e, std::move(message)}; }
+namespace reason = admin_reason;
 
-AdminFailure Unavailable(const Status& s) {
-  return Fail(AdminError::kUnavailable, Cat("the store did not answer: ", s.message()));
+// Bad input: a caller's mistake, with the reason that names it.
+Status Invalid(std::string_view why, std::string message) {
+  return Status::InvalidArgument(std::move(message)).WithReason(why);
+}
+
+Status Unavailable(const Status& s) {
+  return Status::Unavailable(Cat("the store did not answer: ", s.message()))
+      .WithReason(reason::kStoreUnavailable);
 }
 
 std::optional<Micros> ExpiresIn(const RuntimeOverride& o, Micros now) {
@@ -115,11 +83,11 @@ const envoy::RateLimitRule* FindRule(const Engine::Snapshot& snap, std::string_v
   return nullptr;
 }
 
-AdminResult<Planned> PlanTarget(const Admin::Resolved& r) {
+Result<Planned> PlanTarget(const Admin::Resolved& r) {
   Planned out;
   if (r.kind == OverrideKind::kPolicy) {
     auto plan = engine_internal::PlanPolicies(*r.snap, {.descriptors = r.descriptors, .cost = 1});
-    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    if (!plan.ok()) return Invalid(reason::kInvalidParameter, plan.status().message());
     out.plan = std::move(*plan);
     for (const Check& c : out.plan.checks) {
       if (c.result.policy == r.policy) out.check = &c;
@@ -129,12 +97,11 @@ AdminResult<Planned> PlanTarget(const Admin::Resolved& r) {
     request.descriptors.push_back(
         {.entries = EntriesOf(r.descriptors), .hits = std::nullopt, .limit = std::nullopt});
     auto plan = engine_internal::PlanDomain(*r.snap, request);
-    if (!plan.ok()) return Fail(AdminError::kInvalidParameter, plan.status().message());
+    if (!plan.ok()) return Invalid(reason::kInvalidParameter, plan.status().message());
     out.plan = std::move(*plan);
     if (out.plan.checks.size() == 1) out.check = &out.plan.checks[0];
   }
-  if (out.check == nullptr)
-    return Fail(AdminError::kInvalidParameter, "the identity is incomplete");
+  if (out.check == nullptr) return Invalid(reason::kInvalidParameter, "the identity is incomplete");
   return out;
 }
 
@@ -237,7 +204,7 @@ Result<OverrideList> Admin::SyncLocked(bool force) {
   return list;
 }
 
-AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
+Result<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
   Resolved r;
   r.snap = engine_.snapshot();
   for (const PolicySet::Policy& p : r.snap->policies->policies()) {
@@ -247,21 +214,22 @@ AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
   const std::vector<std::string>& fields = r.policy->spec.identity;
   for (const auto& [name, value] : target.params) {
     if (std::find(fields.begin(), fields.end(), name) == fields.end()) {
-      return Fail(AdminError::kUnknownParameter,
-                  Cat("parameter ", Quoted(name.substr(0, 100)), ": not a field of policy ",
-                      Quoted(target.policy), "'s identity"));
+      return Invalid(reason::kUnknownParameter,
+                     Cat("parameter ", Quoted(name.substr(0, 100)), ": not a field of policy ",
+                         Quoted(target.policy), "'s identity"));
     }
     for (const Descriptor& d : r.descriptors) {
       if (d.name == name) {
-        return Fail(AdminError::kDuplicateParameter,
-                    Cat("parameter ", Quoted(name), ": given twice (an identity is given once)"));
+        return Invalid(
+            reason::kDuplicateParameter,
+            Cat("parameter ", Quoted(name), ": given twice (an identity is given once)"));
       }
     }
     if (Status s = engine_internal::ValidateValue(name, value);
         !s.ok() || value.empty() || value.size() > kMaxDescriptorValueLength) {
-      return Fail(AdminError::kInvalidParameter,
-                  s.ok() ? Cat(name, ": expected 1 to ", kMaxDescriptorValueLength, " bytes")
-                         : s.message());
+      return Invalid(reason::kInvalidParameter,
+                     s.ok() ? Cat(name, ": expected 1 to ", kMaxDescriptorValueLength, " bytes")
+                            : s.message());
     }
     r.descriptors.push_back({name, value});
   }
@@ -269,13 +237,13 @@ AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
     const bool given = std::any_of(r.descriptors.begin(), r.descriptors.end(),
                                    [&](const Descriptor& d) { return d.name == field; });
     if (!given) {
-      return Fail(AdminError::kMissingParameter,
-                  Cat("parameter ", Quoted(field), ": missing (policy ", Quoted(target.policy),
-                      " is keyed by it)"));
+      return Invalid(reason::kMissingParameter,
+                     Cat("parameter ", Quoted(field), ": missing (policy ", Quoted(target.policy),
+                         " is keyed by it)"));
     }
   }
   auto key = engine_internal::EncodeIdentity(*r.policy, r.descriptors);
-  if (!key.ok()) return Fail(AdminError::kInvalidParameter, key.status().message());
+  if (!key.ok()) return Invalid(reason::kInvalidParameter, key.status().message());
   r.identity_key = std::move(**key);
   r.params = target.params;
   return r;
@@ -283,41 +251,42 @@ AdminResult<Admin::Resolved> Admin::Resolve(const AdminTarget& target) const {
 
 // An Envoy rule named by its stat key: the parameters are a descriptor's entries, in order, and
 // must select that rule.
-AdminResult<Admin::Resolved> Admin::ResolveRule(const AdminTarget& target, Resolved r) const {
+Result<Admin::Resolved> Admin::ResolveRule(const AdminTarget& target, Resolved r) const {
   r.rule = FindRule(*r.snap, target.policy, r.domain);
   if (r.rule == nullptr || r.domain.empty()) {
-    return Fail(AdminError::kUnknownPolicy, Cat("policy ", Quoted(target.policy.substr(0, 200)),
-                                                ": no such policy, nor an Envoy rule's stat key"));
+    return Status::NotFound(Cat("policy ", Quoted(target.policy.substr(0, 200)),
+                                ": no such policy, nor an Envoy rule's stat key"))
+        .WithReason(reason::kUnknownPolicy);
   }
   r.kind = OverrideKind::kEnvoyRule;
   if (target.params.empty()) {
-    return Fail(AdminError::kMissingParameter,
-                Cat("Envoy rule ", Quoted(target.policy),
-                    ": expected its descriptor's entries as parameters, in order"));
+    return Invalid(reason::kMissingParameter,
+                   Cat("Envoy rule ", Quoted(target.policy),
+                       ": expected its descriptor's entries as parameters, in order"));
   }
   for (const auto& [name, value] : target.params) {
     if (Status s = engine_internal::ValidateValue(name, value); !s.ok()) {
-      return Fail(AdminError::kInvalidParameter, s.message());
+      return Invalid(reason::kInvalidParameter, s.message());
     }
     r.descriptors.push_back({name, value});
   }
   const std::vector<envoy::DescriptorEntry> entries = EntriesOf(r.descriptors);
   if (r.snap->domains->Match(r.domain, entries) != r.rule) {
-    return Fail(AdminError::kUnknownParameter,
-                Cat("the parameters select another rule of domain ", Quoted(r.domain), " than ",
-                    Quoted(target.policy), ", or none"));
+    return Invalid(reason::kUnknownParameter,
+                   Cat("the parameters select another rule of domain ", Quoted(r.domain), " than ",
+                       Quoted(target.policy), ", or none"));
   }
   r.identity_key = engine_internal::EncodeEntries(entries);
   r.params = target.params;
   return r;
 }
 
-AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& target,
-                                                              std::vector<Limit> limits,
-                                                              std::optional<Micros> expires_in,
-                                                              std::string_view who) {
+Result<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& target,
+                                                         std::vector<Limit> limits,
+                                                         std::optional<Micros> expires_in,
+                                                         std::string_view who) {
   auto r = Resolve(target);
-  if (!r.ok()) return r.failure();
+  if (!r.ok()) return r.status();
   RuntimeOverride o{.kind = r->kind,
                     .policy = target.policy,
                     .identity = r->params,
@@ -327,18 +296,19 @@ AdminResult<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget&
                     .set_by = std::string(who)};
   // The check every install makes again (a poll, a reload): what is refused here would not apply.
   if (auto problem = engine_internal::OverrideFit(*r->snap).Check(o)) {
-    return Fail(problem->field.starts_with("limits") ? AdminError::kInvalidLimits
-                                                     : AdminError::kInvalidParameter,
-                Cat(problem->field, ": ", problem->message));
+    return Invalid(
+        problem->field.starts_with("limits") ? reason::kInvalidLimits : reason::kInvalidParameter,
+        Cat(problem->field, ": ", problem->message));
   }
   const std::string id = OverrideId(o);
   std::lock_guard lock(sync_mu_);
   auto put = overrides_.Put(id, EncodeOverride(o), expires_in, options_.max_overrides);
   if (!put.ok()) {
     if (put.status().code() == StatusCode::kResourceExhausted) {
-      return Fail(AdminError::kTooManyOverrides,
-                  Cat(options_.max_overrides,
-                      " runtime overrides are held across all policies: delete some first"));
+      return Status::ResourceExhausted(
+                 Cat(options_.max_overrides,
+                     " runtime overrides are held across all policies: delete some first"))
+          .WithReason(reason::kTooManyOverrides);
     }
     return Unavailable(put.status());
   }
@@ -371,7 +341,7 @@ OverrideKind Admin::KindOf(std::string_view policy) const {
                                                     : OverrideKind::kPolicy;
 }
 
-AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view policy) {
+Result<std::vector<OverrideView>> Admin::ListOverrides(std::string_view policy) {
   const auto snap = engine_.snapshot();
   const auto policies = snap->policies->policies();
   OverrideKind kind = OverrideKind::kPolicy;
@@ -379,9 +349,9 @@ AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view pol
   if (std::none_of(policies.begin(), policies.end(),
                    [&](const PolicySet::Policy& p) { return p.spec.name == policy; })) {
     if (FindRule(*snap, policy, domain) == nullptr) {
-      return Fail(AdminError::kUnknownPolicy,
-                  Cat("policy ", Quoted(policy.substr(0, 200)),
-                      ": no such policy, nor an Envoy rule's stat key"));
+      return Status::NotFound(Cat("policy ", Quoted(policy.substr(0, 200)),
+                                  ": no such policy, nor an Envoy rule's stat key"))
+          .WithReason(reason::kUnknownPolicy);
     }
     kind = OverrideKind::kEnvoyRule;
   }
@@ -401,9 +371,9 @@ AdminResult<std::vector<OverrideView>> Admin::ListOverrides(std::string_view pol
   return out;
 }
 
-AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::string_view who) {
+Result<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::string_view who) {
   auto r = Resolve(target);
-  if (!r.ok()) return r.failure();
+  if (!r.ok()) return r.status();
   RuntimeOverride key{.kind = r->kind,
                       .policy = target.policy,
                       .identity = {},
@@ -415,8 +385,9 @@ AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::
   auto removed = overrides_.Delete(OverrideId(key));
   if (!removed.ok()) return Unavailable(removed.status());
   if (!removed->has_value()) {
-    return Fail(AdminError::kNoOverride, Cat("policy ", Quoted(target.policy),
-                                             " has no runtime override for ", Shown(r->params)));
+    return Status::NotFound(Cat("policy ", Quoted(target.policy), " has no runtime override for ",
+                                Shown(r->params)))
+        .WithReason(reason::kNoOverride);
   }
   auto o = DecodeOverride((*removed)->body, (*removed)->expires_at);
   (void)SyncLocked(true);
@@ -428,9 +399,9 @@ AdminResult<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::
   return view;
 }
 
-AdminResult<StateView> Admin::ReadState(const Resolved& r) {
+Result<StateView> Admin::ReadState(const Resolved& r) {
   auto planned = PlanTarget(r);
-  if (!planned.ok()) return planned.failure();
+  if (!planned.ok()) return planned.status();
   const Check* check = planned->check;
   StateView view{.policy = std::string(check->result.name),
                  .kind = r.kind,
@@ -462,17 +433,17 @@ AdminResult<StateView> Admin::ReadState(const Resolved& r) {
   return view;
 }
 
-AdminResult<StateView> Admin::GetState(const AdminTarget& target) {
+Result<StateView> Admin::GetState(const AdminTarget& target) {
   auto r = Resolve(target);
-  if (!r.ok()) return r.failure();
+  if (!r.ok()) return r.status();
   return ReadState(*r);
 }
 
-AdminResult<StateView> Admin::ResetState(const AdminTarget& target, std::string_view who) {
+Result<StateView> Admin::ResetState(const AdminTarget& target, std::string_view who) {
   auto r = Resolve(target);
-  if (!r.ok()) return r.failure();
+  if (!r.ok()) return r.status();
   auto planned = PlanTarget(*r);
-  if (!planned.ok()) return planned.failure();
+  if (!planned.ok()) return planned.status();
   const Check& c = *planned->check;
   std::vector<RefundEntry> entries;
   // A refund gives back what was consumed, never past a fresh state: the largest is a reset. The

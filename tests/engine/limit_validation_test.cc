@@ -5,11 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "admin/admin.h"
 #include "caudal/config/config.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "config/ratelimit_config_yaml.h"
-#include "engine/admin.h"
 #include "support/manual_clock.h"
 
 namespace caudal {
@@ -99,8 +99,8 @@ TEST(OneLimitValidation, APolicysLimitIsRefusedAlikeByTheFileTheAdminAndTheReloa
     const AdminTarget target{.policy = "p", .params = {{"user", "u"}}};
     auto set_override = i.admin.SetOverride(target, {c.parsed}, std::nullopt, "t");
     ASSERT_FALSE(set_override.ok());
-    EXPECT_EQ(set_override.failure().error, AdminError::kInvalidLimits);
-    EXPECT_EQ(set_override.failure().message, Cat("limits[0]: ", message));
+    EXPECT_EQ(set_override.status().reason(), admin_reason::kInvalidLimits);
+    EXPECT_EQ(set_override.status().message(), Cat("limits[0]: ", message));
 
     // Held, then a reload into the config where it does not fit.
     ASSERT_TRUE(i.engine.SetPolicies(fits->policies).ok());
@@ -159,8 +159,8 @@ TEST(OneLimitValidation, AnEnvoyRulesLimitIsRefusedAlikeByTheFileTheAdminAndTheR
     const AdminTarget target{.policy = "edge.user", .params = {{"user", "u"}}};
     auto set_override = i.admin.SetOverride(target, {c.parsed}, std::nullopt, "t");
     ASSERT_FALSE(set_override.ok());
-    EXPECT_EQ(set_override.failure().error, AdminError::kInvalidLimits);
-    EXPECT_EQ(set_override.failure().message, Cat("limits[0]: ", message));
+    EXPECT_EQ(set_override.status().reason(), admin_reason::kInvalidLimits);
+    EXPECT_EQ(set_override.status().message(), Cat("limits[0]: ", message));
 
     // Held: set where it fits, or (when nothing does) written by an earlier version; then
     // installed with the rules it does not fit.

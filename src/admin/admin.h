@@ -11,7 +11,8 @@
 // over-limit cache; the instance that made a change applies it at once. A reset touches the
 // version, so that every instance forgets the refusals it remembered. Each change is logged once
 // (who, what: the identity as the Refusals show identities) and counted in
-// caudal_admin_changes_total. Bad input is an AdminFailure and changes nothing.
+// caudal_admin_changes_total. An error is a Status with a reason (admin_reason, below): bad input
+// (kInvalidArgument, kNotFound, kResourceExhausted) changes nothing; kUnavailable is the store's.
 //
 // The operations block on the store (up to its deadline): run them through Submit, on the
 // admin's own thread, never on an I/O thread or in a store callback.
@@ -28,7 +29,6 @@
 #include <string>
 #include <thread>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "caudal/common/clock.h"
@@ -59,39 +59,22 @@ struct AdminTarget {
   std::vector<std::pair<std::string, std::string>> params;
 };
 
-enum class AdminError : uint8_t {
-  kUnknownPolicy,       // 404
-  kMissingParameter,    // 400: an identity field is not given
-  kUnknownParameter,    // 400: a parameter that is no identity field
-  kDuplicateParameter,  // 400: given twice
-  kInvalidParameter,    // 400: a value that cannot be a descriptor's
-  kInvalidLimits,       // 400: limits the config would refuse, or below the policy's cost
-  kNoOverride,          // 404
-  kTooManyOverrides,    // 409
-  kUnavailable,         // 503: the store did not answer
-};
-std::string_view AdminErrorCode(AdminError e);  // "unknown_policy", ...
-int AdminErrorStatus(AdminError e);             // the HTTP status
-
-struct AdminFailure {
-  AdminError error;
-  std::string message;  // names the parameter or field
-};
-
-template <typename T>
-class AdminResult {
- public:
-  AdminResult(T value) : v_(std::move(value)) {}     // NOLINT: implicit, as Result's
-  AdminResult(AdminFailure f) : v_(std::move(f)) {}  // NOLINT
-  bool ok() const { return v_.index() == 0; }
-  T& operator*() { return std::get<0>(v_); }
-  const T& operator*() const { return std::get<0>(v_); }
-  T* operator->() { return &std::get<0>(v_); }
-  const AdminFailure& failure() const { return std::get<1>(v_); }
-
- private:
-  std::variant<T, AdminFailure> v_;
-};
+// The reasons (Status::reason()) of the operations' errors, by their code.
+namespace admin_reason {
+// kInvalidArgument: an identity field not given, a parameter that is none, one given twice, a
+// value that cannot be a descriptor's, limits the config would refuse (or below the policy's cost).
+inline constexpr std::string_view kMissingParameter = "missing_parameter";
+inline constexpr std::string_view kUnknownParameter = "unknown_parameter";
+inline constexpr std::string_view kDuplicateParameter = "duplicate_parameter";
+inline constexpr std::string_view kInvalidParameter = "invalid_parameter";
+inline constexpr std::string_view kInvalidLimits = "invalid_limits";
+// kNotFound: neither a policy nor an Envoy rule's stat key; no override for the identity.
+inline constexpr std::string_view kUnknownPolicy = "unknown_policy";
+inline constexpr std::string_view kNoOverride = "no_override";
+// kResourceExhausted: max_overrides are held. kUnavailable: the store did not answer.
+inline constexpr std::string_view kTooManyOverrides = "too_many_overrides";
+inline constexpr std::string_view kStoreUnavailable = "store_unavailable";
+}  // namespace admin_reason
 
 struct OverrideView {
   RuntimeOverride spec;
@@ -128,22 +111,22 @@ class Admin {
   // One poll, now: reads the version and, if it changed or an override ended, the overrides.
   Status Sync();
 
-  AdminResult<std::pair<OverrideView, bool>> SetOverride(const AdminTarget& target,
-                                                         std::vector<Limit> limits,
-                                                         std::optional<Micros> expires_in,
-                                                         std::string_view who);
-  AdminResult<std::vector<OverrideView>> ListOverrides(std::string_view policy);
+  Result<std::pair<OverrideView, bool>> SetOverride(const AdminTarget& target,
+                                                    std::vector<Limit> limits,
+                                                    std::optional<Micros> expires_in,
+                                                    std::string_view who);
+  Result<std::vector<OverrideView>> ListOverrides(std::string_view policy);
   // Whether `policy` names a policy or (not being one) an Envoy rule's stat key.
   OverrideKind KindOf(std::string_view policy) const;
-  AdminResult<OverrideView> DeleteOverride(const AdminTarget& target, std::string_view who);
+  Result<OverrideView> DeleteOverride(const AdminTarget& target, std::string_view who);
   // Consumes nothing and writes nothing.
-  AdminResult<StateView> GetState(const AdminTarget& target);
-  AdminResult<StateView> ResetState(const AdminTarget& target, std::string_view who);
+  Result<StateView> GetState(const AdminTarget& target);
+  Result<StateView> ResetState(const AdminTarget& target, std::string_view who);
 
  private:
-  AdminResult<Resolved> Resolve(const AdminTarget& target) const;
-  AdminResult<Resolved> ResolveRule(const AdminTarget& target, Resolved r) const;
-  AdminResult<StateView> ReadState(const Resolved& r);
+  Result<Resolved> Resolve(const AdminTarget& target) const;
+  Result<Resolved> ResolveRule(const AdminTarget& target, Resolved r) const;
+  Result<StateView> ReadState(const Resolved& r);
   Result<OverrideList> SyncLocked(bool force);
   void Loop();
   void Changed(std::string_view op, std::string message) const;
