@@ -155,7 +155,8 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
   const int64_t least = request.reserve.has_value() ? 0 : 1;
   if (request.cost.has_value() && (*request.cost < least || *request.cost > kMaxCost)) {
     return Status::InvalidArgument(Cat("cost: expected ", least == 0 ? "an" : "a positive",
-                                       " integer up to 2^40 (got ", *request.cost, ')'));
+                                       " integer up to 2^40 (got ", *request.cost, ')'))
+        .WithReason(engine_reason::kInvalidCost);
   }
   if (request.reserve.has_value()) {
     if (request.refund) return Status::InvalidArgument("refund: a reserve takes, never refunds");
@@ -232,7 +233,8 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
                                            l.capacity(), " of policy ", Quoted(p.spec.name), " (",
                                            LimitsFromName(c),
                                            c.limits_from == LimitsFrom::kPolicy ? "" : ".limits",
-                                           '[', k, "]), so it could never pass"));
+                                           '[', k, "]), so it could never pass"))
+            .WithReason(engine_reason::kInvalidCost);
       }
       if (c.reserves && !SupportsReserve(l.algorithm())) {
         return Status::InvalidArgument(

@@ -151,20 +151,25 @@ TEST_F(ReserveTest, BadInputIsRefusedAndChargesNothing) {
   EXPECT_EQ(ttl_long.status().code(), StatusCode::kInvalidArgument);
   auto huge = Reserve("u1", kMaxCost + 1);
   EXPECT_EQ(huge.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(huge.status().reason(), engine_reason::kInvalidCost);
   auto over_capacity = Reserve("u1", 101);
   EXPECT_EQ(over_capacity.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(over_capacity.status().reason(), engine_reason::kInvalidCost);
   auto no_reserve = engine_.Check(
       {.descriptors = {{"user", "u1"}, {"x", "y"}}, .cost = 1, .reserve = seconds(1)});
   EXPECT_EQ(no_reserve.status().code(), StatusCode::kInvalidArgument)
       << "a sliding_window_log policy applies, and takes no reservations";
   auto none = engine_.Check({.descriptors = {{"tenant", "t"}}, .cost = 1, .reserve = seconds(1)});
   EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument) << "nothing to reserve";
+  EXPECT_EQ(none.status().reason(), "") << "the descriptors are at fault";
   auto r = Reserve("u2", 10);
   ASSERT_TRUE(r.ok() && r->allowed()) << r.status().ToString();
   EXPECT_EQ(engine_.Settle(r->reservation, -1).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(engine_.Settle(r->reservation, kMaxCost + 1).status().code(),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_.Settle(r->reservation, -1).status().reason(), engine_reason::kInvalidCost);
   EXPECT_EQ(engine_.Settle("nonsense", 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine_.Settle("nonsense", 1).status().reason(), engine_reason::kInvalidReservation);
   std::string forged = r->reservation;
   forged[0] = forged[0] == 'a' ? 'b' : 'a';
   auto unknown = engine_.Settle(forged, 1);

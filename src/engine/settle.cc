@@ -63,11 +63,13 @@ Reservation Overall(const std::vector<SettledLimit>& limits) {
 void Engine::SettleAsync(std::string_view reservation, int64_t cost, SettleCallback done) {
   if (cost < 0 || cost > kMaxCost) {
     return done(
-        Status::InvalidArgument(Cat("cost: expected an integer from 0 to 2^40 (got ", cost, ')')));
+        Status::InvalidArgument(Cat("cost: expected an integer from 0 to 2^40 (got ", cost, ')'))
+            .WithReason(engine_reason::kInvalidCost));
   }
   auto decoded = engine_internal::DecodeHold(reservation);
   if (!decoded.ok()) {
-    return done(Status::InvalidArgument("reservation: not a reservation id"));
+    return done(Status::InvalidArgument("reservation: not a reservation id")
+                    .WithReason(engine_reason::kInvalidReservation));
   }
   auto op = std::make_shared<SettleOp>();
   op->reservation = std::move(*decoded);

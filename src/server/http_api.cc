@@ -267,9 +267,7 @@ ApiError FromStatus(const Status& s) {
 }
 
 ApiError FromEngineError(const Status& s) {
-  const std::string& m = s.message();
-  const std::string code = m.rfind("cost", 0) == 0 ? "invalid_cost" : "invalid_descriptors";
-  return Bad(code, m);
+  return FromStatus(s.reason().empty() ? s.WithReason(engine_reason::kInvalidDescriptors) : s);
 }
 
 IpAddress ClientAddress(const IpAddress& peer, std::string_view forwarded_for,

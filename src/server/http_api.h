@@ -98,7 +98,8 @@ std::string ValidUtf8(std::string_view s);
 // its reason to `error.code` (without one, the code's name in lower case), its message as it is.
 ApiError FromStatus(const Status& s);
 
-// Maps an engine kInvalidArgument (bad descriptor, cost above a capacity) to a 400.
+// A check's or a reserve's error (engine.h: kInvalidArgument, bad descriptors unless its reason
+// names another field) as FromStatus maps it.
 ApiError FromEngineError(const Status& s);
 
 // The client address for forward-auth: the peer itself, unless the peer is a trusted proxy, in

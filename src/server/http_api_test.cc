@@ -189,6 +189,18 @@ TEST(FromStatus, MapsTheCodeToTheHttpStatusAndTheReasonToTheErrorCode) {
   }
 }
 
+TEST(FromEngineError, TakesTheFieldTheEngineNamesAndElseTheDescriptors) {
+  const ApiError cost =
+      FromEngineError(Status::InvalidArgument("cost: 6 exceeds the capacity 5 of policy \"p\"")
+                          .WithReason(engine_reason::kInvalidCost));
+  EXPECT_EQ(cost.status, 400);
+  EXPECT_EQ(cost.code, "invalid_cost");
+  const ApiError descriptors = FromEngineError(Status::InvalidArgument("cost is not named here"));
+  EXPECT_EQ(descriptors.status, 400);
+  EXPECT_EQ(descriptors.code, "invalid_descriptors") << "the code, not the message's words";
+  EXPECT_EQ(descriptors.message, "cost is not named here");
+}
+
 TEST(ParseCheckBody, CutsLongNamesBetweenCharacters) {
   // 63 ASCII bytes, then "é" across bytes 64 and 65: a cut at 64 bytes would split it.
   const std::string name = std::string(63, 'e') + "\xc3\xa9" + "tail";

@@ -111,9 +111,7 @@ ParsedSettle ReadSettleBody(const json::object& o) {
 Reply SettleReply(const Result<SettleResult>& result) {
   if (!result.ok()) {
     if (result.status().code() == StatusCode::kInvalidArgument) {
-      const bool cost = result.status().message().starts_with("cost");
-      return ErrorReply(
-          Bad(cost ? "invalid_cost" : "invalid_reservation", result.status().message()));
+      return ErrorReply(FromStatus(result.status()));
     }
     Reply r = ErrorReply({.status = 503,
                           .code = "store_unavailable",

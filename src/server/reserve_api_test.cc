@@ -88,7 +88,10 @@ TEST(ReserveApi, EachSettleOutcomeHasItsStatus) {
   EXPECT_EQ(json::parse(SettleReply(settled).body).at("outcome").as_string(), "repeated");
   EXPECT_EQ(SettleReply(SettleResult{.outcome = Reservation::kUnknown}).status, 404);
   EXPECT_EQ(SettleReply(SettleResult{.outcome = Reservation::kConflict}).status, 409);
-  EXPECT_EQ(SettleReply(Status::InvalidArgument("reservation: not a reservation id")).status, 400);
+  const Reply bad_id = SettleReply(Status::InvalidArgument("reservation: not a reservation id")
+                                       .WithReason(engine_reason::kInvalidReservation));
+  EXPECT_EQ(bad_id.status, 400);
+  EXPECT_EQ(json::parse(bad_id.body).at("error").at("code").as_string(), "invalid_reservation");
   const Reply down = SettleReply(Status::Unavailable("down"));
   EXPECT_EQ(down.status, 503);
   EXPECT_TRUE(down.headers.Get("Retry-After"));

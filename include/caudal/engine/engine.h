@@ -22,7 +22,8 @@
 // all-or-nothing, in `local_store` with the limits divided by the instance count).
 //
 // Errors (Result) are the caller's fault only (bad descriptors, a bad cost) and consume
-// nothing; a store's failure is never an error here, but a decision by failure mode.
+// nothing: kInvalidArgument, whose reason (engine_reason, below) names the field at fault; a
+// store's failure is never an error here, but a decision by failure mode.
 //
 // Thread-safety: every method may be called from any thread. SetPolicies and SetDomains swap
 // what they install atomically; a decision uses the set it started with from beginning to end.
@@ -56,6 +57,14 @@ using Descriptors = std::vector<Descriptor>;
 
 inline constexpr size_t kMaxDescriptors = 32;
 inline constexpr size_t kMaxDescriptorValueLength = 256;
+
+// The reasons (Status::reason()) of a request's kInvalidArgument: the field at fault. An error
+// without one is about the request's descriptors.
+namespace engine_reason {
+inline constexpr std::string_view kInvalidCost = "invalid_cost";
+inline constexpr std::string_view kInvalidDescriptors = "invalid_descriptors";
+inline constexpr std::string_view kInvalidReservation = "invalid_reservation";  // a settle's id
+}  // namespace engine_reason
 
 // A request against caudal's policies (HTTP, CLI): every policy whose identity the descriptors
 // hold applies.
