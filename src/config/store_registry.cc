@@ -9,7 +9,7 @@
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "common/redact.h"
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 #include "redis/redis_idempotency_store.h"
 #include "redis/redis_override_store.h"
 #include "redis/redis_url.h"

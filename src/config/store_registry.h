@@ -19,7 +19,7 @@
 #include "caudal/common/clock.h"
 #include "caudal/config/config.h"
 #include "caudal/store/store.h"
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 #include "store/idempotency_store.h"
 
 namespace caudal {

@@ -11,7 +11,7 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/engine/ip.h"
-#include "engine/store_health.h"
+#include "decorators/store_health.h"
 #include "observe/metrics.h"
 #include "server/http_api.h"
 #include "server/server.h"

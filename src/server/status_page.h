@@ -24,7 +24,7 @@
 
 #include "caudal/common/status.h"
 #include "caudal/engine/engine.h"
-#include "engine/store_health.h"
+#include "decorators/store_health.h"
 #include "observe/metrics.h"
 #include "observe/refusals.h"
 

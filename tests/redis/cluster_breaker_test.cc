@@ -12,7 +12,7 @@
 #include "caudal/redis/redis_cluster_store.h"
 #include "common/cat.h"
 #include "config/store_registry.h"
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 #include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"

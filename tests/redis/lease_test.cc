@@ -31,7 +31,7 @@
 #include "algorithms/exact_math.h"
 #include "caudal/engine/engine.h"
 #include "caudal/redis/redis_store.h"
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 #include "engine/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"

@@ -31,7 +31,7 @@
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 #include "engine/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"

@@ -1,4 +1,4 @@
-#include "engine/store_health.h"
+#include "decorators/store_health.h"
 
 #include "common/cat.h"
 

@@ -1,4 +1,4 @@
-#include "engine/background_store.h"
+#include "decorators/background_store.h"
 
 #include <algorithm>
 

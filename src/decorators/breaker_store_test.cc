@@ -1,4 +1,4 @@
-#include "engine/breaker_store.h"
+#include "decorators/breaker_store.h"
 
 #include <gtest/gtest.h>
 
