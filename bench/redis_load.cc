@@ -45,7 +45,7 @@
 #include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "key_stream.h"
 
 namespace caudal {

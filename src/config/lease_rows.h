@@ -1,12 +1,12 @@
-// The rows of a lease's terms (LeaseTerms, caudal/engine/lease_terms.h), shared by `store.lease`, a
-// policy's `lease` and an Envoy rule's `rate_limit.lease`: `off` (or `on`, the default terms),
-// or a map `{ttl: 250ms, max_share: 0.1}` whose fields left out take their defaults. A map turns
-// leasing on.
+// The rows of a lease's terms (LeaseTerms, caudal/decorators/lease_terms.h), shared by
+// `store.lease`, a policy's `lease` and an Envoy rule's `rate_limit.lease`: `off` (or `on`, the
+// default terms), or a map `{ttl: 250ms, max_share: 0.1}` whose fields left out take their
+// defaults. A map turns leasing on.
 #pragma once
 
 #include <optional>
 
-#include "caudal/engine/lease_terms.h"
+#include "caudal/decorators/lease_terms.h"
 #include "config/field_table.h"
 #include "config/field_values.h"
 

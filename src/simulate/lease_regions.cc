@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "caudal/store/memory_store.h"
-#include "engine/lease_table.h"
+#include "decorators/lease_table.h"
 #include "simulate/window_tracker.h"
 
 namespace caudal::simulate {

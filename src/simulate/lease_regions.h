@@ -3,8 +3,8 @@
 // replication on the same traffic, latency and partition.
 //
 // Request i goes to region i mod `regions`, as for replication. Every region is `one_way` from
-// the store; each keeps its leases in the lease store's own table (src/engine/lease_table.h), so
-// sizing, renewal, expiry and dry refusals are the lease store's; the store is a MemoryStore
+// the store; each keeps its leases in the lease store's own table (src/decorators/lease_table.h),
+// so sizing, renewal, expiry and dry refusals are the lease store's; the store is a MemoryStore
 // deciding at the time a call reaches it. A request its leases cover (or refuse, dry) is decided
 // at once; any other waits a round trip. A region cut off spends what its leases hold, then
 // refuses (the `deny` failure mode, at once: its breaker is open); calls and answers crossing the

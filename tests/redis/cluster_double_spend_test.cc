@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "caudal/redis/redis_cluster_store.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "redis/double_spend.h"
 #include "support/redis_cluster.h"
 

@@ -18,7 +18,7 @@
 
 #include "algorithms/algorithm.h"
 #include "caudal/redis/redis_store.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"
 

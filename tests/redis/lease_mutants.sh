@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Deliberate bugs in the lease bookkeeping (src/engine/lease_table.cc, above the store), one at
+# Deliberate bugs in the lease bookkeeping (src/decorators/lease_table.cc, above the store), one at
 # a time, as tests/redis/lua_mutants.sh does for the script: each is applied, the lease tests
 # are rebuilt and run, and the script says which suites catch it. A mutant no suite catches is a
 # hole in the tests. The source is restored after each mutant (and on exit).
 #
 #   tests/redis/lease_mutants.sh [build-dir]      (default: build; configured by `make build`)
 #
-# Suites: table (LeaseStore's and the bound's tests on a manual clock, in engine_test), redis
+# Suites: table (LeaseStore's and the bound's tests on a manual clock, in decorators_test), redis
 # (three processes on a real redis-server, tests/redis/lease_test.cc).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-src=src/engine/lease_table.cc
+src=src/decorators/lease_table.cc
 backup=$(mktemp)
 cp -a "$src" "$backup"
 put_back() { cp "$backup" "$src"; touch "$src"; }
@@ -42,8 +42,8 @@ mutants=(
   "  plan.allowed = false;
  ~> "
 )
-suites=("table:src/engine/engine_test:--gtest_filter=Lease*" "redis:tests/redis/redis_lease_test:")
-targets=(engine_test redis_lease_test)
+suites=("table:src/decorators/decorators_test:--gtest_filter=Lease*" "redis:tests/redis/redis_lease_test:")
+targets=(decorators_test redis_lease_test)
 
 printf '| mutant | table | redis |\n|---|---|---|\n'
 survivors=0

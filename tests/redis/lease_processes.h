@@ -22,7 +22,7 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/exact_math.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "support/redis_server.h"
 
 namespace caudal::lease_processes {

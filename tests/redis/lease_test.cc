@@ -32,7 +32,7 @@
 #include "caudal/engine/engine.h"
 #include "caudal/redis/redis_store.h"
 #include "decorators/breaker_store.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_server.h"

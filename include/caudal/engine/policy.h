@@ -24,8 +24,8 @@
 
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
+#include "caudal/decorators/lease_terms.h"
 #include "caudal/engine/ip.h"
-#include "caudal/engine/lease_terms.h"
 #include "caudal/store/store.h"
 
 namespace caudal {

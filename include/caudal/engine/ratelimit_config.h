@@ -33,7 +33,7 @@
 
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
-#include "caudal/engine/lease_terms.h"
+#include "caudal/decorators/lease_terms.h"
 #include "caudal/store/store.h"
 
 namespace caudal::envoy {

@@ -1,5 +1,5 @@
 // Whether and how a key may lease, for the lease decorator above the store
-// (src/engine/lease_store.h, which states what leasing does): from `store.lease`, a policy's or
+// (src/decorators/lease_store.h, which states what leasing does): from `store.lease`, a policy's or
 // an Envoy rule's `lease`. The stores never read it (caudal/store/store.h carries it through).
 #pragma once
 

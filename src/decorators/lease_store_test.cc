@@ -1,4 +1,4 @@
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// LeaseTable: the bookkeeping behind LeaseStore (engine/lease_store.h), with no store calls,
+// LeaseTable: the bookkeeping behind LeaseStore (decorators/lease_store.h), with no store calls,
 // so every rule is tested on a manual clock.
 //
 // Per key (a bounded table), for entries whose terms (ConsumeEntry::lease_terms) lease: the lots
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "caudal/common/clock.h"
-#include "caudal/engine/lease_terms.h"
+#include "caudal/decorators/lease_terms.h"
 #include "caudal/store/store.h"
 #include "store/batch.h"
 

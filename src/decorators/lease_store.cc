@@ -1,10 +1,10 @@
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
-#include "engine/lease_table.h"
+#include "decorators/lease_table.h"
 
 namespace caudal {
 

@@ -12,7 +12,7 @@
 
 #include "algorithms/exact_math.h"
 #include "caudal/store/memory_store.h"
-#include "engine/lease_store.h"
+#include "decorators/lease_store.h"
 #include "support/manual_clock.h"
 
 namespace caudal {

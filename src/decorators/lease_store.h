@@ -34,7 +34,7 @@
 #include <thread>
 
 #include "caudal/common/clock.h"
-#include "caudal/engine/lease_terms.h"
+#include "caudal/decorators/lease_terms.h"
 #include "caudal/store/store.h"
 #include "observe/metrics.h"
 

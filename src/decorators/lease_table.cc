@@ -1,4 +1,4 @@
-#include "engine/lease_table.h"
+#include "decorators/lease_table.h"
 
 #include <algorithm>
 #include <functional>

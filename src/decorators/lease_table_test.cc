@@ -1,6 +1,6 @@
 // The lease table's rules for a store a round trip away (LeaseTable::ObserveRoundTrip), on
 // explicit monotonic times: the first ask's size, the renewal point, and the refusals of a dry key.
-#include "engine/lease_table.h"
+#include "decorators/lease_table.h"
 
 #include <gtest/gtest.h>
 
