@@ -83,7 +83,7 @@ inline constexpr Micros kMinReservationTtl = std::chrono::milliseconds(1);
 inline constexpr Micros kMaxReservationTtl = std::chrono::hours(24);
 inline constexpr int64_t kMaxOpenReservations = 10'000;
 
-// How a key leases, for a lease decorator above the store (caudal/engine/lease_terms.h); the
+// How a key leases, for a lease decorator above the store (caudal/decorators/lease_terms.h); the
 // stores ignore it.
 struct LeaseTerms;
 
