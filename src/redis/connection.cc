@@ -147,11 +147,9 @@ void Connection::Handshake() {
   if (setup_.select_db) {
     add({"SELECT", db}, check("database " + db, StatusCode::kInvalidArgument));
   }
-  if (setup_.load_script) {
-    const bool decide = setup_.script.empty();
-    const std::string_view sha1 = decide ? kDecideSha1 : setup_.script_sha1;
-    add({"SCRIPT", "LOAD", decide ? kDecideScript : setup_.script}, [self = shared_from_this(),
-                                                                     check, sha1](Result<Reply> r) {
+  // The decide script comes with its fast script for plain consumes (script.h).
+  auto load = [&](std::string_view script, std::string_view sha1) {
+    add({"SCRIPT", "LOAD", script}, [self = shared_from_this(), check, sha1](Result<Reply> r) {
       if (!r.ok()) return false;
       if (IsError(**r)) return check("SCRIPT LOAD", StatusCode::kUnavailable)(std::move(r));
       if (Text(**r) != sha1) {
@@ -161,6 +159,12 @@ void Connection::Handshake() {
       }
       return true;
     });
+  };
+  if (setup_.load_script && setup_.script.empty()) {
+    load(kDecideScript, kDecideSha1);
+    load(kConsumeScript, kConsumeSha1);
+  } else if (setup_.load_script) {
+    load(setup_.script, setup_.script_sha1);
   }
   if (setup_.require_primary) {
     add({"ROLE"}, [self = shared_from_this(), check](Result<Reply> r) {

@@ -36,7 +36,7 @@ struct ConnectionSetup {
   bool select_db = true;    // SELECT the URL's database (a Sentinel has none)
   bool load_script = true;  // SCRIPT LOAD `script`
   // The script loaded and the SHA1 SCRIPT LOAD must answer (40 lowercase hex digits); both must
-  // outlive the connection. Empty: the decide script (script.h).
+  // outlive the connection. Empty: the decide script and its fast script (script.h).
   std::string_view script{};
   std::string_view script_sha1{};
   bool require_primary = false;  // ROLE must say "master": never decide on a replica

@@ -1,4 +1,4 @@
-# cmake -DLUA_DIR=<src/redis/lua> -DGENERATED=<dir> -DOUT=<file.cc> -DNAME=<Identifier>
+# cmake -DLUA_DIR=<src/redis/lua> -DGENERATED=<dir> -DOUT=<file.cc> -DNAME=<Decide|Consume>
 #       -P embed_lua.cmake
 # Concatenates the one script Redis runs, in this order: GENERATED/constants.lua (written from the
 # algorithm table by lua_constants_main.cc), LUA_DIR/prelude.lua, LUA_DIR/<name>.lua for each
@@ -8,7 +8,10 @@
 # then LUA_DIR/decide.lua. Writes a .cc
 # defining caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the name Redis
 # gives it in SCRIPT LOAD / EVALSHA).
-# Every .lua file in LUA_DIR must be one of these parts: a file the table does not name is an
+# NAME Consume writes the fast script for plain consumes instead (lua/consume.lua): the
+# constants, the prelude, the algorithms whose part registers a compact decision (COMPACT[...]),
+# LUA_DIR/compact_state.lua, then LUA_DIR/consume.lua.
+# Every .lua file in LUA_DIR must be one of the full script's parts or consume.lua: a file the table does not name is an
 # error, as is a name without its file.
 cmake_minimum_required(VERSION 3.25)  # script mode: the policies (IN_LIST) of the project's CMake
 file(STRINGS ${GENERATED}/algorithms.txt algorithms)
@@ -19,16 +22,26 @@ foreach(name IN LISTS algorithms)
                         "exist: every algorithm needs its Lua part")
   endif()
   list(APPEND files ${LUA_DIR}/${name}.lua)
+  file(READ ${LUA_DIR}/${name}.lua part)
+  string(FIND "${part}" "\nCOMPACT[" compact)
+  if(NOT compact EQUAL -1)
+    list(APPEND compact_files ${LUA_DIR}/${name}.lua)
+  endif()
 endforeach()
 list(APPEND files ${LUA_DIR}/undo.lua ${LUA_DIR}/compact_state.lua ${LUA_DIR}/reservation.lua
      ${LUA_DIR}/decide.lua)
 file(GLOB present ${LUA_DIR}/*.lua)
 foreach(f IN LISTS present)
-  if(NOT f IN_LIST files)
+  if(NOT f IN_LIST files AND NOT f STREQUAL ${LUA_DIR}/consume.lua)
     message(FATAL_ERROR "${f} is not part of the script: an algorithm's Lua part needs its entry "
                         "in the algorithm table (src/algorithms/algorithm.h)")
   endif()
 endforeach()
+
+if(NAME STREQUAL "Consume")
+  set(files ${GENERATED}/constants.lua ${LUA_DIR}/prelude.lua ${compact_files}
+      ${LUA_DIR}/compact_state.lua ${LUA_DIR}/consume.lua)
+endif()
 
 set(text "")
 set(names "")

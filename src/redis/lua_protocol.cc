@@ -126,6 +126,25 @@ std::vector<int64_t> UnpackArgs(std::string_view args) {
   return out;
 }
 
+bool IsPlainConsume(const EncodedRequest& request) {
+  const std::string_view args = request.args;
+  if (!request.native.empty() || args.size() < kWord) return false;
+  const int64_t count = Unpack(args, 0);
+  if (count < 1 || args.size() != kWord * (1 + kArgsPerEntry * static_cast<size_t>(count))) {
+    return false;
+  }
+  for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
+    const size_t at = 1 + i * kArgsPerEntry;
+    const int64_t algorithm = Unpack(args, at);
+    if (algorithm < 0 || algorithm >= static_cast<int64_t>(kAlgorithmCount) ||
+        AlgorithmInfoOf(static_cast<Algorithm>(algorithm)).state != StateShape::kCompact ||
+        Unpack(args, at + 4) < 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool HasHashTag(std::string_view key) {
   const size_t open = key.find('{');
   if (open == std::string_view::npos) return false;

@@ -84,6 +84,12 @@ struct EncodedRequest {
   int64_t native_now_us = 0;  // the store's time (given or estimated) its native call was sent at
 };
 
+// True when `request` is a decision whose entries are all plain consumes: a compact algorithm
+// (StateShape::kCompact), no flag (no charge, lease or reservation terms), a cost >= 0. A call
+// of such requests only, on declared keys, goes to the fast script (lua/consume.lua), which
+// decides them exactly as the decide script does.
+bool IsPlainConsume(const EncodedRequest& request);
+
 // The numbers packed in `args`, in order (for tests and the undo's encoding).
 std::vector<int64_t> UnpackArgs(std::string_view args);
 

@@ -344,9 +344,14 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   const int slot = call->parts.front()->slot;
   const bool one_slot = std::all_of(call->parts.begin(), call->parts.end(),
                                     [slot](const PartPtr& p) { return p->slot == slot; });
+  // A call of plain consumes on declared keys goes to the fast script (script.h).
+  const bool plain =
+      one_slot && std::all_of(encoded.begin(), encoded.end(),
+                              [](const EncodedRequest* r) { return IsPlainConsume(*r); });
   CallArgv argv;
-  BuildCall("EVALSHA", kDecideSha1, given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us,
-            encoded, argv, one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared);
+  BuildCall("EVALSHA", plain ? kConsumeSha1 : kDecideSha1,
+            given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv,
+            one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared);
   std::string command;
   if (call->parts.front()->asking) {
     AppendCommand(std::vector<std::string_view>{"ASKING"}, command);
@@ -368,8 +373,9 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
     if (call->reloads < 2 && conn && conn->ready()) {
       ++call->reloads;
       counters_.reloads.fetch_add(1, std::memory_order_relaxed);
-      std::string load;
+      std::string load;  // both scripts: the call may be sent to either
       AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, load);
+      AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kConsumeScript}, load);
       conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
       SendCall(conn, call);
       return;

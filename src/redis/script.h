@@ -10,4 +10,10 @@ namespace caudal::redis {
 extern const std::string_view kDecideScript;
 extern const std::string_view kDecideSha1;  // 40 lowercase hex digits
 
+// The fast script (lua/consume.lua) for a call whose requests are all plain consumes
+// (IsPlainConsume in lua_protocol.h) with declared keys: the same wire format, state and
+// decisions, without the parts a plain consume never runs.
+extern const std::string_view kConsumeScript;
+extern const std::string_view kConsumeSha1;
+
 }  // namespace caudal::redis

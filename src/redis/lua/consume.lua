@@ -1,0 +1,61 @@
+-- caudal: the fast script, for a call whose requests are all plain consumes: declared keys, and
+-- per entry a compact algorithm (one registered in COMPACT) with no flag and a cost >= 0. The
+-- store sends such calls here (lua_protocol.h, IsPlainConsume) and every other to decide.lua.
+-- Its parts are the constants, the prelude, the compact algorithms, compact_state.lua and this
+-- file (embed_lua.cmake): leaving out what a plain consume never runs (the sliding window log,
+-- concurrency, undos, reservations, leases) is what makes it cheaper, since Redis runs the
+-- whole script's top level, every function definition in it, at each call.
+-- It decides exactly as decide.lua decides the same requests, reading and writing the same
+-- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's.
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local slack = tonumber(ARGV[2])
+
+if #KEYS == 0 then return redis.error_reply('caudal consume: keys must be declared') end
+
+local COUNT, ENTRY = '<i8', '<i8i8i8i8i8'
+local out, o, k = {}, 0, 1
+local keys, algs, caps, rns, rps, costs, states = {}, {}, {}, {}, {}, {}, {}
+local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
+for a = 3, #ARGV do
+  local req = ARGV[a]
+  local count, p = sunpack(COUNT, req)
+  if count < 1 then return redis.error_reply('caudal consume: a request that is not a decision') end
+  local all = true
+  for i = 1, count do
+    local alg, cost
+    alg, caps[i], rns[i], rps[i], cost, p = sunpack(ENTRY, req, p)
+    if cost < 0 or not COMPACT[alg] then
+      return redis.error_reply('caudal consume: an entry that is not a plain consume')
+    end
+    keys[i], algs[i], costs[i] = KEYS[k], alg, cost
+    k = k + 1
+    states[i] = compact_read(keys[i])
+    verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+      COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)
+    if verdicts[i] ~= ALLOWED then all = false end
+  end
+  o = o + 1
+  out[o] = all and 1 or 0
+  for i = 1, count do
+    if consumeds[i] then
+      if all then
+        compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
+      else  -- refused whole: the state without the consumption
+        verdicts[i], remainings[i], resets[i], retries[i] =
+          COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)
+      end
+    end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+      verdicts[i], remainings[i], resets[i], retries[i]
+    o = o + 4
+  end
+end
+out[o + 1] = now
+return out
