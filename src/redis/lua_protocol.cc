@@ -1,5 +1,6 @@
 #include "redis/lua_protocol.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "algorithms/algorithm.h"
@@ -143,6 +144,12 @@ bool IsPlainConsume(const EncodedRequest& request) {
     }
   }
   return true;
+}
+
+bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement) {
+  return placement == KeyPlacement::kDeclared && !requests.empty() &&
+         std::all_of(requests.begin(), requests.end(),
+                     [](const EncodedRequest* r) { return IsPlainConsume(*r); });
 }
 
 bool HasHashTag(std::string_view key) {

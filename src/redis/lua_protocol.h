@@ -122,6 +122,10 @@ inline constexpr int64_t kGivenTimeTtlSlackMs = 3'600'000;
 // kNotServedHere, untouched).
 enum class KeyPlacement : uint8_t { kDeclared, kUndeclared };
 
+// True when a call of `requests` with keys placed as `placement` goes to the fast script: keys
+// declared, every request IsPlainConsume.
+bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement);
+
 // The first reply integer of a request the node did not serve (NOT_SERVED in the script).
 inline constexpr int64_t kNotServedHere = 2;
 

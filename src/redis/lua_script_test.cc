@@ -1,7 +1,8 @@
 // The embedded script against the C++ it must agree with: constants generated from the algorithm
 // table and the Verdict enum, a registered decide/refund pair for every compact algorithm, and a
-// SHA1 that is the script's (EVALSHA calls it by that name). What the script decides is compared
-// with the C++ algorithms by tests/redis/lua_equivalence_test.cc.
+// SHA1 that is the script's (EVALSHA calls it by that name); the same of the fast script for plain
+// consumes. What the scripts decide is compared with the C++ algorithms by
+// tests/redis/lua_equivalence_test.cc.
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
 
@@ -21,6 +22,12 @@ std::string Upper(std::string_view s) {
   return out;
 }
 
+struct Script {
+  std::string_view name, text, sha1;
+};
+const Script kScripts[] = {{"decide", kDecideScript, kDecideSha1},
+                           {"consume", kConsumeScript, kConsumeSha1}};
+
 size_t Count(std::string_view text, std::string_view needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string_view::npos;
@@ -31,34 +38,41 @@ size_t Count(std::string_view text, std::string_view needle) {
 }
 
 TEST(LuaScript, DefinesEachAlgorithmsConstantOnceWithItsEnumValue) {
-  for (const AlgorithmInfo& e : kAlgorithmTable) {
-    const std::string name = Upper(e.name);
-    EXPECT_EQ(Count(kDecideScript, "\nlocal " + name + " = " +
+  for (const Script& script : kScripts) {
+    for (const AlgorithmInfo& e : kAlgorithmTable) {
+      const std::string name = Upper(e.name);
+      EXPECT_EQ(Count(script.text, "\nlocal " + name + " = " +
                                        std::to_string(static_cast<int>(e.algorithm)) + "\n"),
-              1)
-        << name;
-    EXPECT_EQ(Count(kDecideScript, "local " + name + " ="), 1) << name;
+                1)
+          << script.name << ": " << name;
+      EXPECT_EQ(Count(script.text, "local " + name + " ="), 1) << script.name << ": " << name;
+    }
   }
 }
 
 TEST(LuaScript, DefinesTheVerdictsWithTheirEnumValues) {
-  for (const Verdict v : {Verdict::kAllowed, Verdict::kDenied, Verdict::kNeverFits}) {
-    const std::string name = Upper(VerdictName(v));
-    EXPECT_EQ(Count(kDecideScript,
-                    "\nlocal " + name + " = " + std::to_string(static_cast<int>(v)) + "\n"),
-              1)
-        << name;
+  for (const Script& script : kScripts) {
+    for (const Verdict v : {Verdict::kAllowed, Verdict::kDenied, Verdict::kNeverFits}) {
+      const std::string name = Upper(VerdictName(v));
+      EXPECT_EQ(Count(script.text,
+                      "\nlocal " + name + " = " + std::to_string(static_cast<int>(v)) + "\n"),
+                1)
+          << script.name << ": " << name;
+    }
   }
 }
 
+// Both scripts: the fast one decides every compact algorithm (IsPlainConsume lets each through).
 TEST(LuaScript, EveryCompactAlgorithmRegistersItsFunctions) {
-  for (const AlgorithmInfo& e : kAlgorithmTable) {
-    if (e.state != StateShape::kCompact) continue;
-    const std::string name = Upper(e.name);
-    const std::string line = "\nCOMPACT[" + name + "], COMPACT_REFUND[" + name +
-                             "] = " + std::string(e.name) + ", " + std::string(e.name) +
-                             "_refund\n";
-    EXPECT_EQ(Count(kDecideScript, line), 1) << line;
+  for (const Script& script : kScripts) {
+    for (const AlgorithmInfo& e : kAlgorithmTable) {
+      if (e.state != StateShape::kCompact) continue;
+      const std::string name = Upper(e.name);
+      const std::string line = "\nCOMPACT[" + name + "], COMPACT_REFUND[" + name +
+                               "] = " + std::string(e.name) + ", " + std::string(e.name) +
+                               "_refund\n";
+      EXPECT_EQ(Count(script.text, line), 1) << script.name << ": " << line;
+    }
   }
 }
 
@@ -80,18 +94,20 @@ TEST(LuaScript, ConstantsComeFirstAndDecideLast) {
 }
 
 TEST(LuaScript, Sha1IsTheScriptsDigest) {
-  std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-  unsigned int len = 0;
-  ASSERT_EQ(
-      EVP_Digest(kDecideScript.data(), kDecideScript.size(), md.data(), &len, EVP_sha1(), nullptr),
-      1);
-  std::string hex;
-  constexpr char kDigits[] = "0123456789abcdef";
-  for (unsigned int i = 0; i < len; ++i) {
-    hex += kDigits[md[i] >> 4];
-    hex += kDigits[md[i] & 15];
+  for (const Script& script : kScripts) {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+    unsigned int len = 0;
+    ASSERT_EQ(
+        EVP_Digest(script.text.data(), script.text.size(), md.data(), &len, EVP_sha1(), nullptr),
+        1);
+    std::string hex;
+    constexpr char kDigits[] = "0123456789abcdef";
+    for (unsigned int i = 0; i < len; ++i) {
+      hex += kDigits[md[i] >> 4];
+      hex += kDigits[md[i] & 15];
+    }
+    EXPECT_EQ(script.sha1, hex) << script.name;
   }
-  EXPECT_EQ(kDecideSha1, hex);
 }
 
 }  // namespace

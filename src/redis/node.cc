@@ -344,14 +344,10 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   const int slot = call->parts.front()->slot;
   const bool one_slot = std::all_of(call->parts.begin(), call->parts.end(),
                                     [slot](const PartPtr& p) { return p->slot == slot; });
-  // A call of plain consumes on declared keys goes to the fast script (script.h).
-  const bool plain =
-      one_slot && std::all_of(encoded.begin(), encoded.end(),
-                              [](const EncodedRequest* r) { return IsPlainConsume(*r); });
-  CallArgv argv;
-  BuildCall("EVALSHA", plain ? kConsumeSha1 : kDecideSha1,
-            given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv,
-            one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared);
+  const KeyPlacement placement = one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared;
+  CallArgv argv;  // a call of plain consumes goes to the fast script (script.h)
+  BuildCall("EVALSHA", ForConsumeScript(encoded, placement) ? kConsumeSha1 : kDecideSha1,
+            given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv, placement);
   std::string command;
   if (call->parts.front()->asking) {
     AppendCommand(std::vector<std::string_view>{"ASKING"}, command);

@@ -58,6 +58,12 @@ mutants=(
   "compact_state.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
   "compact_state.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
   "compact_state.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
+  # The fast script for plain consumes (its calls alternate with the decide script's in the
+  # suites): a refused request that still counts, one admitted on a refused entry, a refused
+  # request reported with its consumption.
+  "consume.lua|      if all then|      if true then"
+  "consume.lua|if verdicts[i] ~= ALLOWED then all = false end|local _ = 0"
+  "consume.lua|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, costs[i])"
 )
 # Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
 # taken by a refused request, a lease of the ask whether or not it fits, a give-back applied
