@@ -369,10 +369,11 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
     if (call->reloads < 2 && conn && conn->ready()) {
       ++call->reloads;
       counters_.reloads.fetch_add(1, std::memory_order_relaxed);
-      std::string load;  // both scripts: the call may be sent to either
-      AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kDecideScript}, load);
-      AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", kConsumeScript}, load);
-      conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
+      for (const std::string_view script : {kDecideScript, kConsumeScript}) {
+        std::string load;  // both scripts: the call may be sent to either
+        AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", script}, load);
+        conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
+      }
       SendCall(conn, call);
       return;
     }
