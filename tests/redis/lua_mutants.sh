@@ -64,6 +64,10 @@ mutants=(
   "consume.lua|      if all then|      if true then"
   "consume.lua|if verdicts[i] ~= ALLOWED then all = false end|local _ = 0"
   "consume.lua|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, costs[i])"
+  # Its path for a request of one entry: an admitted consumption not written, a refusal
+  # reported as admitted.
+  "consume.lua|if consumed then compact_write(key, st, w0, w1, w2, now, reset, slack) end|local _ = 0"
+  "consume.lua|verdict == ALLOWED and 1 or 0, verdict|1, verdict"
 )
 # Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
 # taken by a refused request, a lease of the ask whether or not it fits, a give-back applied

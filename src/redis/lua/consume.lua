@@ -19,42 +19,65 @@ local slack = tonumber(ARGV[2])
 
 if #KEYS == 0 then return redis.error_reply('caudal consume: keys must be declared') end
 
-local COUNT, ENTRY = '<i8', '<i8i8i8i8i8'
+local COUNT, ENTRY, ONE = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8'
 local out, o, k = {}, 0, 1
-local keys, algs, caps, rns, rps, costs, states = {}, {}, {}, {}, {}, {}, {}
-local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
+local keys, algs, caps, rns, rps, costs, states
+local verdicts, remainings, resets, retries, consumeds, x1, x2, x3
 for a = 3, #ARGV do
   local req = ARGV[a]
-  local count, p = sunpack(COUNT, req)
-  if count < 1 then return redis.error_reply('caudal consume: a request that is not a decision') end
-  local all = true
-  for i = 1, count do
-    local alg, cost
-    alg, caps[i], rns[i], rps[i], cost, p = sunpack(ENTRY, req, p)
+  if #req == 48 then
+    -- One entry, the usual request: decided on locals, without the tables below. Only an
+    -- admitted consumption (`consumed`) changes the state, so nothing else is written.
+    local count, alg, cap, rn, rp, cost = sunpack(ONE, req)
+    if count ~= 1 then return redis.error_reply('caudal consume: a malformed request') end
     if cost < 0 or not COMPACT[alg] then
       return redis.error_reply('caudal consume: an entry that is not a plain consume')
     end
-    keys[i], algs[i], costs[i] = KEYS[k], alg, cost
+    local key = KEYS[k]
     k = k + 1
-    states[i] = compact_read(keys[i])
-    verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-      COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)
-    if verdicts[i] ~= ALLOWED then all = false end
-  end
-  o = o + 1
-  out[o] = all and 1 or 0
-  for i = 1, count do
-    if consumeds[i] then
-      if all then
-        compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
-      else  -- refused whole: the state without the consumption
-        verdicts[i], remainings[i], resets[i], retries[i] =
-          COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)
-      end
+    local st = compact_read(key)
+    local verdict, remaining, reset, retry, consumed, w0, w1, w2 =
+      COMPACT[alg](st, cap, rn, rp, now, cost)
+    if consumed then compact_write(key, st, w0, w1, w2, now, reset, slack) end
+    out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
+      verdict == ALLOWED and 1 or 0, verdict, remaining, reset, retry
+    o = o + 5
+  else
+    if not keys then
+      keys, algs, caps, rns, rps, costs, states = {}, {}, {}, {}, {}, {}, {}
+      verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
     end
-    out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-      verdicts[i], remainings[i], resets[i], retries[i]
-    o = o + 4
+    local count, p = sunpack(COUNT, req)
+    if count < 1 then return redis.error_reply('caudal consume: a request that is not a decision') end
+    local all = true
+    for i = 1, count do
+      local alg, cost
+      alg, caps[i], rns[i], rps[i], cost, p = sunpack(ENTRY, req, p)
+      if cost < 0 or not COMPACT[alg] then
+        return redis.error_reply('caudal consume: an entry that is not a plain consume')
+      end
+      keys[i], algs[i], costs[i] = KEYS[k], alg, cost
+      k = k + 1
+      states[i] = compact_read(keys[i])
+      verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+        COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)
+      if verdicts[i] ~= ALLOWED then all = false end
+    end
+    o = o + 1
+    out[o] = all and 1 or 0
+    for i = 1, count do
+      if consumeds[i] then
+        if all then
+          compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
+        else  -- refused whole: the state without the consumption
+          verdicts[i], remainings[i], resets[i], retries[i] =
+            COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)
+        end
+      end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+        verdicts[i], remainings[i], resets[i], retries[i]
+      o = o + 4
+    end
   end
 end
 out[o + 1] = now

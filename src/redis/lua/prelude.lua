@@ -31,14 +31,10 @@ end
 local function imod(x, y) return x - idiv(x, y) * y end
 local function ceildiv(x, y) return -idiv(-x, y) end
 
-local P64 = {}
-do
-  local v = 1
-  for i = 0, 8 do
-    P64[i] = v
-    v = v * 64
-  end
-end
+-- 64^i for i = 0..8, written out: Redis runs this file at every call, and filling the table
+-- in a loop costs it more than the rest of the file (each new key regrows the table).
+local P64 = {[0] = 1, 64, 4096, 262144, 16777216, 1073741824, 68719476736, 4398046511104,
+             281474976710656}
 
 -- a*b = q*m + r with 0 <= r < m, exactly. Preconditions: 0 <= a < 2^53; 0 <= b, 0 < m, both
 -- < 2^45; q < 2^53. Horner's scheme over the 6-bit digits of a keeps x < m, so
@@ -74,9 +70,13 @@ end
 -- verdict, remaining, reset_after, retry_after, consumed, next state words w0, w1, w2.
 -- Each one's file ends by registering its decide and refund functions under its constant:
 --   COMPACT[TOKEN_BUCKET], COMPACT_REFUND[TOKEN_BUCKET] = token_bucket, token_bucket_refund
-local COMPACT, COMPACT_REFUND, COMPACT_CHARGE = {}, {}, {}
+-- Each table is made with a slot per algorithm (0..5, false until registered), for the same
+-- reason.
+local COMPACT = {[0] = false, false, false, false, false, false}
+local COMPACT_REFUND = {[0] = false, false, false, false, false, false}
+local COMPACT_CHARGE = {[0] = false, false, false, false, false, false}
 -- Overdraw (a reservation settled above its estimate), where an algorithm settles reservations.
-local COMPACT_OVERDRAW = {}
+local COMPACT_OVERDRAW = {[0] = false, false, false, false, false, false}
 
 -- MaxDebt (src/algorithms/algorithm.cc): 2^40 units, and for a bucket no more than it refills in
 -- MAX_DEBT_TIME: floor(MAX_DEBT_TIME * n / p), exact through muldiv once the double estimate
