@@ -30,6 +30,10 @@ end
 -- never later than the real expiry: Redis's TIME, read at the call's start, is `now`, and Redis
 -- counts a TTL from its own clock in whole ms, read at the call's start too, so the time is
 -- recorded 1 ms short. (A given clock's `slack`, lua_protocol.h, is added and not recorded.)
+-- The PX argument's text by value: a number passed to redis.call is formatted as a double
+-- (snprintf "%.17g", as costly as the SET itself), and the writes of one call mostly share a
+-- TTL. Bounded by the call: one entry per distinct TTL it sets.
+local PX_TEXT = {}
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
   local ttl = ttl_ms(reset, 0)
   local keep = st and st[4]
@@ -37,7 +41,12 @@ local function compact_write(key, st, w0, w1, w2, now, reset, slack)
     redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'KEEPTTL')
   else
     ttl = ttl + floor(ttl / 8)
+    local px = PX_TEXT[ttl + slack]
+    if not px then
+      px = fmt('%d', ttl + slack)
+      PX_TEXT[ttl + slack] = px
+    end
     redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, now + (ttl - 1) * 1000),
-               'PX', ttl + slack)
+               'PX', px)
   end
 end
