@@ -134,16 +134,12 @@ class Session final : public std::enable_shared_from_this<Session>, public route
   // Feeds what is buffered to the parser; reads more until the request is complete.
   void Parse() {
     beast::error_code ec;
-    switch (ParseBuffered(buffer_, *parser_, in_body_, ec)) {
+    switch (ParseBuffered(buffer_, *parser_, in_body_, deadline_, ec)) {
       case Parsed::kRequest:
         return Handle();
       case Parsed::kError:
         return OnReadError(ec);
-      case Parsed::kBodyStarted:
-        deadline_.BodyStarted();
-        break;
       case Parsed::kNeedMore:
-        if (buffer_.size() > 0 || parser_->got_some()) deadline_.RequestStarted();
         break;
     }
     Read();

@@ -20,7 +20,7 @@ void StartParser(std::optional<RequestParser>& parser, ParsedRequest& request) {
 }
 
 Parsed ParseBuffered(beast::flat_buffer& buffer, RequestParser& parser, bool& in_body,
-                     boost::system::error_code& ec) {
+                     ConnectionDeadline& deadline, boost::system::error_code& ec) {
   while (buffer.size() > 0 && !parser.is_done()) {
     const size_t used = parser.Put(buffer.data(), ec);
     buffer.consume(used);
@@ -30,14 +30,19 @@ Parsed ParseBuffered(beast::flat_buffer& buffer, RequestParser& parser, bool& in
   }
   ec = {};
   if (parser.is_done()) return Parsed::kRequest;
-  if (!parser.is_header_done() || in_body) return Parsed::kNeedMore;
+  if (in_body) return Parsed::kNeedMore;
+  if (!parser.is_header_done()) {
+    if (buffer.size() > 0 || parser.got_some()) deadline.RequestStarted();
+    return Parsed::kNeedMore;
+  }
   in_body = true;
   const auto length = parser.content_length();
   if (length && *length > http_api::kMaxBodyBytes) {
     ec = http::error::body_limit;
     return Parsed::kError;
   }
-  return Parsed::kBodyStarted;
+  deadline.BodyStarted();
+  return Parsed::kNeedMore;
 }
 
 routes::Request RoutesRequest(const ParsedRequest& request, std::string& forwarded_for,

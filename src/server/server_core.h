@@ -42,14 +42,15 @@ void StartParser(std::optional<RequestParser>& parser, ParsedRequest& request);
 
 // What the bytes buffered so far make of the request being parsed (they are consumed as parsed).
 enum class Parsed : uint8_t {
-  kRequest,      // complete: route it
-  kNeedMore,     // read more
-  kBodyStarted,  // read more: the header is done and its body's deadline starts now
-  kError,        // `ec` says why (RefusalFor answers it, or the connection just closes)
+  kRequest,   // complete: route it
+  kNeedMore,  // read more
+  kError,     // `ec` says why (RefusalFor answers it, or the connection just closes)
 };
-// `in_body`: the header is done (kBodyStarted was returned for this request).
+// Also moves the connection's `deadline` on as the request's parts arrive: its first byte starts
+// the header's, the header's end the body's. `in_body`: the header is done (this request's body's
+// deadline runs).
 Parsed ParseBuffered(boost::beast::flat_buffer& buffer, RequestParser& parser, bool& in_body,
-                     boost::system::error_code& ec);
+                     ConnectionDeadline& deadline, boost::system::error_code& ec);
 
 // The routes' view of a parsed request from `peer`; its X-Forwarded-For fields are joined into
 // `forwarded_for`. Borrows `request` and `forwarded_for`, which must outlive it.

@@ -391,16 +391,12 @@ class UringConnection final : public std::enable_shared_from_this<UringConnectio
 
   void Parse() {
     beast::error_code ec;
-    switch (ParseBuffered(buffer_, *parser_, in_body_, ec)) {
+    switch (ParseBuffered(buffer_, *parser_, in_body_, deadline_, ec)) {
       case Parsed::kRequest:
         return Handle();
       case Parsed::kError:
         return OnReadError(ec);
-      case Parsed::kBodyStarted:
-        deadline_.BodyStarted();
-        break;
       case Parsed::kNeedMore:
-        if (buffer_.size() > 0 || parser_->got_some()) deadline_.RequestStarted();
         break;
     }
     Receive();
