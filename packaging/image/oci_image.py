@@ -11,8 +11,13 @@ import json
 import os
 import tarfile
 
-ENTRYPOINT = ["/usr/bin/caudal", "serve", "--log-format", "json"]
-CMD = ["--config", "/etc/caudal/caudal.yaml"]
+# The program itself, so the arguments a container is given are caudal's: a command (`validate
+# --config FILE`, `--help`), or flags alone, which caudal takes as serve's. None: serve. Serve's
+# config and log format default from the environment, which a run's flags or -e override.
+ENTRYPOINT = ["/usr/bin/caudal"]
+CMD = ["serve"]
+ENV = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "CAUDAL_CONFIG=/etc/caudal/caudal.yaml",
+       "CAUDAL_LOG_FORMAT=json"]
 USER = "10001:10001"
 PORTS = {"8080/tcp": {}, "8081/tcp": {}}
 # Left to the runtime, which mounts its own (and device nodes do not belong in a layer).
@@ -94,7 +99,7 @@ def main():
         "architecture": "amd64",
         "os": "linux",
         "config": {"User": USER, "Entrypoint": ENTRYPOINT, "Cmd": CMD,
-                   "Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"], "ExposedPorts": PORTS,
+                   "Env": ENV, "ExposedPorts": PORTS,
                    "WorkingDir": "/", "StopSignal": "SIGTERM", "Labels": labels},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
         "history": [{"created": created,

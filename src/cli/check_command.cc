@@ -21,7 +21,10 @@ constexpr int kExitStoreUnavailable = 3;
 class CheckCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
-    app.add_option("--config", config_, "the YAML config file")->type_name("FILE")->required();
+    app.add_option("--config", config_, "the YAML config file")
+        ->type_name("FILE")
+        ->envname("CAUDAL_CONFIG")
+        ->required();
     app.add_option("--store", flags_.store_url, "store URL, overriding store.url")
         ->type_name("URL");
     app.add_option("--descriptor", descriptors_, "a descriptor of the request (repeatable)")

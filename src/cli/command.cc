@@ -9,6 +9,8 @@
 namespace caudal::cli {
 namespace {
 
+constexpr std::string_view kImpliedCommand = "serve";
+
 // A function-local static, so registration from other files' static initialisers is safe
 // whatever order they run in.
 std::vector<CommandInfo>& Registry() {
@@ -23,7 +25,8 @@ std::string Usage() {
          std::string(c.name.size() < 12 ? 12 - c.name.size() : 1, ' ') + std::string(c.summary) +
          "\n";
   }
-  u += "\nRun 'caudal <command> --help' for a command's flags.\n";
+  u += "\nRun 'caudal <command> --help' for a command's flags. Flags without a command are\n"
+       "serve's: 'caudal --config FILE' is 'caudal serve --config FILE'.\n";
   return u;
 }
 
@@ -73,11 +76,14 @@ int RunCommandLine(int argc, char** argv, Env& env) {
     env.out << Usage();
     return kExitOk;
   }
-  if (first == "--version") {
+  if (first == "--version" || first == "version") {
     env.out << "caudal " << CAUDAL_VERSION << "\n";
     return kExitOk;
   }
-  const CommandInfo* info = Find(first);
+  // A leading flag other than those two is serve's: `caudal --config FILE` serves. A container
+  // runs `caudal` itself, so arguments given to its image are a command or serve's flags.
+  const bool implied_serve = first.starts_with('-');
+  const CommandInfo* info = Find(implied_serve ? kImpliedCommand : first);
   if (info == nullptr) {
     env.err << (first.empty() ? std::string("caudal: missing command")
                               : "caudal: unknown command \"" + std::string(first) + "\"")
@@ -89,7 +95,9 @@ int RunCommandLine(int argc, char** argv, Env& env) {
   const std::unique_ptr<Command> command = info->make();
   command->AddOptions(app);
   try {
-    app.parse(argc - 1, argv + 1);
+    // CLI11 skips the first argument it is given: the command's name, or the program's.
+    const int skipped = implied_serve ? 0 : 1;
+    app.parse(argc - skipped, argv + skipped);
   } catch (const CLI::Success& e) {  // --help
     return app.exit(e, env.out, env.err);
   } catch (const CLI::ParseError& e) {

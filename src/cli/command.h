@@ -74,6 +74,8 @@ int Failure(Env& env, std::string_view command, int code, std::string_view messa
             LogFormat format);
 
 // `caudal <command> [flags]`: finds the command, parses its flags and runs it. The exit code.
+// `caudal --flag ...` (a leading flag other than --help, -h and --version) is `caudal serve
+// --flag ...`; `help` and `version` are --help's and --version's words.
 int RunCommandLine(int argc, char** argv, Env& env);
 
 }  // namespace caudal::cli

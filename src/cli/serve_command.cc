@@ -33,7 +33,10 @@ std::string Bracketed(const std::string& host) {
 class ServeCommand final : public Command {
  public:
   void AddOptions(CLI::App& app) override {
-    app.add_option("--config", config_path_, "the YAML config file")->type_name("FILE")->required();
+    app.add_option("--config", config_path_, "the YAML config file")
+        ->type_name("FILE")
+        ->envname("CAUDAL_CONFIG")
+        ->required();
     app.add_option("--http", flags_.http, "listen address, overriding server.http")
         ->type_name("HOST:PORT");
     app.add_option("--http-io", flags_.http_io,
@@ -51,7 +54,8 @@ class ServeCommand final : public Command {
                    "debug, info, warning or error, overriding logging.level")
         ->type_name("LEVEL");
     app.add_option("--log-format", flags_.log_format, "text or json, overriding logging.format")
-        ->type_name("FORMAT");
+        ->type_name("FORMAT")
+        ->envname("CAUDAL_LOG_FORMAT");
   }
 
   int Run(Env& env) override {

@@ -17,6 +17,7 @@ class ValidateCommand final : public Command {
   void AddOptions(CLI::App& app) override {
     app.add_option("--config", config_, "the YAML config file to check")
         ->type_name("FILE")
+        ->envname("CAUDAL_CONFIG")
         ->required();
     app.add_option("--against", against_,
                    "the config a running caudal serves: list the changes a reload would not "

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -97,6 +98,62 @@ TEST(ServeFailure, AListenerThatCannotStartIsOneJsonLineWhenTheFileSaysJson) {
   EXPECT_THAT(text.err, HasSubstr("caudal serve: "));
   EXPECT_NE(text.err.front(), '{') << text.err;
   ::close(fd);
+}
+
+// Sets an environment variable for the commands a test runs, and unsets it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// A container image runs `caudal` with the arguments it is given: flags alone are serve's.
+TEST(ServeFailure, FlagsWithoutACommandAreServes) {
+  const std::string bad = Config("policies: [{name: x}]\n");
+  const Outcome o = RunCaudal({"--config", bad, "--log-format", "json"});
+  EXPECT_EQ(o.exit_code, kUsage);
+  const auto lines = JsonLines(o.err);
+  ASSERT_EQ(lines.size(), 1u) << o.err;
+  EXPECT_THAT(std::string(lines[0].at("msg").as_string()), HasSubstr("caudal serve: " + bad));
+  const Outcome unknown = RunCaudal({"--no-such-flag", "--config", bad});
+  EXPECT_EQ(unknown.exit_code, kUsage);
+  EXPECT_THAT(unknown.err, HasSubstr("caudal serve: "));
+  EXPECT_THAT(unknown.err, HasSubstr("--no-such-flag"));
+}
+
+TEST(ServeFailure, TheConfigAndLogFormatFromTheEnvironmentTheFlagsWin) {
+  const std::string bad = Config("policies: [{name: x}]\n");
+  const ScopedEnv config("CAUDAL_CONFIG", bad);
+  const ScopedEnv format("CAUDAL_LOG_FORMAT", "json");
+  const Outcome o = RunCaudal({"serve"});
+  EXPECT_EQ(o.exit_code, kUsage);
+  const auto lines = JsonLines(o.err);
+  ASSERT_EQ(lines.size(), 1u) << o.err;
+  EXPECT_THAT(std::string(lines[0].at("msg").as_string()), HasSubstr("caudal serve: " + bad));
+
+  const std::string other = Config("policies: [{name: y}]\n");
+  const Outcome flags = RunCaudal({"serve", "--config", other, "--log-format", "text"});
+  EXPECT_EQ(flags.exit_code, kUsage);
+  EXPECT_THAT(flags.err, HasSubstr("caudal serve: " + other));
+  EXPECT_THAT(flags.err, HasSubstr("Run 'caudal serve --help' for usage."));
+}
+
+TEST(ServeFailure, ValidateReadsTheConfigFromTheEnvironment) {
+  const std::string good = Config(std::string("store: {url: 'memory://'}\n") + kPolicies);
+  const ScopedEnv config("CAUDAL_CONFIG", good);
+  const Outcome o = RunCaudal({"validate"});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr(good + ": valid (1 policies: per-key;"));
+  const Outcome bad = RunCaudal({"validate", "--config", Config("policies: [{name: x}]\n")});
+  EXPECT_EQ(bad.exit_code, kUsage);
+  EXPECT_THAT(bad.err, HasSubstr("caudal validate: "));
 }
 
 }  // namespace

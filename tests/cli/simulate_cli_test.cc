@@ -62,6 +62,15 @@ TEST(Caudal, HelpListsTheCommands) {
   EXPECT_THAT(sub.out, HasSubstr("--trace"));
 }
 
+TEST(Caudal, VersionAsAFlagOrAWord) {
+  for (const char* arg : {"--version", "version"}) {
+    const Outcome o = RunCaudal({arg});
+    EXPECT_EQ(o.exit_code, 0) << arg;
+    EXPECT_THAT(o.out, StartsWith("caudal ")) << arg;
+    EXPECT_EQ(o.err, "") << arg;
+  }
+}
+
 struct BadFlags {
   std::vector<std::string> args;
   std::string message;

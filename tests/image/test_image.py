@@ -41,6 +41,7 @@ cgroup_manager = "cgroupfs"
 """
 ENVOY_YAML = "domain: edge\ndescriptors:\n  - key: path\n    rate_limit: {unit: minute, requests_per_unit: 2}\n"
 IN_FLIGHT = 6  # of each, HTTP and gRPC
+DEFAULT_CONFIG = "/etc/caudal/caudal.yaml"  # the image's CAUDAL_CONFIG
 
 
 class Podman:
@@ -101,11 +102,23 @@ class ImageTest(unittest.TestCase):
             for name in files:
                 os.chmod(os.path.join(d, name), 0o644)
         self.name = "caudal-test-%d" % self.http_port
-        self.podman("run", "--detach", "--name", self.name, "--network", "host", "--read-only",
-                    "--volume", "%s/caudal.yaml:/etc/caudal/caudal.yaml:ro" % self.config_dir,
-                    "--volume", "%s:/etc/caudal/ratelimit:ro" % envoy_dir, self.image)
-        self.addCleanup(self.podman, "rm", "--force", self.name, check=False)
         self.base = "http://127.0.0.1:%d" % self.http_port
+
+    def volumes(self, config_at=DEFAULT_CONFIG):
+        """The test's config mounted at `config_at`, and Envoy's directory where it names it."""
+        return ["--volume", "%s/caudal.yaml:%s:ro" % (self.config_dir, config_at),
+                "--volume", "%s/ratelimit:/etc/caudal/ratelimit:ro" % self.config_dir]
+
+    def run_once(self, *args, config_at=DEFAULT_CONFIG):
+        """`podman run IMAGE ARGS...` to its end: the finished podman run."""
+        return self.podman("run", "--rm", "--network", "host", "--read-only",
+                           *self.volumes(config_at), self.image, *args, check=False)
+
+    def start(self, *args, config_at=DEFAULT_CONFIG):
+        """`podman run --detach IMAGE ARGS...`, ready once HTTP and gRPC listen."""
+        self.podman("run", "--detach", "--name", self.name, "--network", "host", "--read-only",
+                    *self.volumes(config_at), self.image, *args)
+        self.addCleanup(self.podman, "rm", "--force", self.name, check=False)
         # HTTP listens first, gRPC next: ready once both do.
         harness.wait_until(lambda: self.get("/readyz")[0] == 200, "the container to be ready")
         harness.wait_until(lambda: not self.refused(self.grpc_port), "gRPC to listen")
@@ -136,7 +149,18 @@ class ImageTest(unittest.TestCase):
     def inspect(self, template):
         return self.podman("inspect", "--format", template, self.name).stdout.strip()
 
+    def stop(self):
+        self.podman("kill", "--signal", "TERM", self.name)
+        self.assertEqual(self.podman("wait", self.name).stdout.strip(), "0")
+        self.podman("rm", self.name)
+
+    def json_logs(self):
+        logs = self.podman("logs", self.name)
+        return [json.loads(line) for line in (logs.stderr + logs.stdout).splitlines()
+                if line.strip()]
+
     def test_serves_from_outside_as_a_non_root_user_on_a_read_only_root(self):
+        self.start()  # the image's own command: serve its config, JSON logs
         self.assertEqual(self.check("k")[0], 200)
         self.assertEqual(self.check("k")[0], 200)
         self.assertEqual(self.check("k")[0], 429)
@@ -159,13 +183,57 @@ class ImageTest(unittest.TestCase):
             root = [line.split() for line in f if line.split()[4] == "/"]
         self.assertTrue(root and root[0][5].split(",")[0] == "ro", root)
         # Logs are JSON lines; there is no shell to exec into.
-        logs = self.podman("logs", self.name).stderr + self.podman("logs", self.name).stdout
-        lines = [json.loads(line) for line in logs.splitlines() if line.strip()]
+        lines = self.json_logs()
         self.assertTrue(any("listening on http://127.0.0.1" in line["msg"] for line in lines))
         shell = self.podman("exec", self.name, "/bin/sh", "-c", "true", check=False)
         self.assertNotEqual(shell.returncode, 0)
 
+    def test_serve_as_a_command_or_its_flags_alone(self):
+        # The config mounted elsewhere than the image's: served only if the flag reached serve;
+        # then the image's config with a flag of serve's alone.
+        other_port = harness.free_port()
+        cases = [(["serve", "--config", "/config/caudal.yaml"], "/config/caudal.yaml", None),
+                 (["--config", "/config/caudal.yaml"], "/config/caudal.yaml", None),
+                 (["--http", "127.0.0.1:%d" % other_port], DEFAULT_CONFIG, other_port)]
+        for i, (args, config_at, port) in enumerate(cases):
+            with self.subTest(args=args):
+                self.base = "http://127.0.0.1:%d" % (port or self.http_port)
+                self.start(*args, config_at=config_at)
+                self.assertEqual(self.check("k%d" % i)[0], 200)
+                lines = self.json_logs()  # the image's log format, whatever the arguments
+                self.assertTrue(any("listening on %s" % self.base in line["msg"]
+                                    for line in lines), lines)
+                self.stop()
+
+    def test_validate_help_and_version(self):
+        valid = self.run_once("validate", "--config", "/config/caudal.yaml",
+                              config_at="/config/caudal.yaml")
+        self.assertEqual(valid.returncode, 0, valid.stderr)
+        self.assertIn("/config/caudal.yaml: valid (1 policies: per-key;", valid.stdout)
+        # Without --config, the image's: here the test's, mounted over it.
+        mounted = self.run_once("validate")
+        self.assertEqual(mounted.returncode, 0, mounted.stderr)
+        self.assertIn(DEFAULT_CONFIG + ": valid (1 policies: per-key;", mounted.stdout)
+        with open(os.path.join(self.config_dir, "caudal.yaml"), "a") as f:
+            f.write("  - name: per-key\n")  # a second policy of the same name
+        broken = self.run_once("validate")
+        self.assertEqual(broken.returncode, 2, broken.stdout)
+        self.assertIn("caudal validate: ", broken.stderr)
+
+        usage = self.run_once("--help")
+        self.assertEqual(usage.returncode, 0, usage.stderr)
+        for command in ("serve", "validate", "check", "admin", "simulate"):
+            self.assertRegex(usage.stdout, r"(?m)^  %s " % command)
+        for args in (["version"], ["--version"]):
+            version = self.run_once(*args)
+            self.assertEqual(version.returncode, 0, version.stderr)
+            self.assertRegex(version.stdout, r"^caudal \d+\.\d+\.\d+")
+        unknown = self.run_once("frobnicate")
+        self.assertEqual(unknown.returncode, 2)
+        self.assertIn('unknown command "frobnicate"', unknown.stderr)
+
     def test_sigterm_answers_every_request_in_flight(self):
+        self.start()
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=IN_FLIGHT)
         self.addCleanup(pool.shutdown)
         call, req = self.rls()
