@@ -92,10 +92,10 @@ def metric_panel(name, kind, labels, help_):
         targets = [("max by (%s) (%s)" % (", ".join(by), name), legend(by))]
         unit = "short"
     elif kind == "histogram":
-        targets = [("histogram_quantile(%s, sum by (%s) (rate(%s_bucket[$__rate_interval])))"
+        targets = [("histogram_quantile(%g, sum by (%s) (rate(%s_bucket[$__rate_interval])))"
                     % (q, ", ".join(["le"] + labels), name),
-                    ("p%s " % q[2:] + legend(labels)).strip() if labels else "p" + q[2:])
-                   for q in ("0.5", "0.99")]
+                    "p%g" % (q * 100) + (" " + legend(labels) if labels else ""))
+                   for q in (0.5, 0.99)]
         unit = "s"
     else:
         raise SystemExit("%s: no panel for a metric of type %s" % (name, kind))
@@ -197,7 +197,8 @@ def generate(root):
     for rule in rules:
         if "alert" in rule:
             spec = alert_panel(rule, recorded)
-            alerts[row_of(METRIC.search(spec[2][0][0]).group(1))].append(spec)
+            first = METRIC.search(spec[2][0][0])  # an alert on no caudal metric: first row
+            alerts[row_of(first.group(1)) if first else 0].append(spec)
     rows = [a + r for a, r in zip(alerts, rows)]
     panels, pid, y = [], 1, 0
     for (title, _), specs in zip(ROWS, rows):
