@@ -139,7 +139,7 @@ def alert_panel(rule, recorded):
     else:
         unit = "short"
     title = "Alert %s (%s %g)" % (rule["alert"], op, threshold)
-    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"the \1", rule["annotations"]["description"])
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", r"`\1`", rule["annotations"]["description"])
     description = "The expression of alert %s (%s) up to its threshold, %s %g%s, drawn as a " \
                   "line. %s" % (rule["alert"], RULES, op, threshold,
                                 " for " + rule["for"] if "for" in rule else "", text)
