@@ -143,8 +143,10 @@ def alert_panel(rule, recorded):
     description = "The expression of alert %s (%s) up to its threshold, %s %g%s, drawn as a " \
                   "line. %s" % (rule["alert"], RULES, op, threshold,
                                 " for " + rule["for"] if "for" in rule else "", text)
+    # Red on the side that fires (Grafana colours from each step's value upwards).
+    below, above = ("red", "green") if op in ("<", "<=") else ("green", "red")
     defaults = {"unit": unit, "thresholds": {"mode": "absolute", "steps": [
-        {"color": "green", "value": None}, {"color": "red", "value": threshold}]}}
+        {"color": below, "value": None}, {"color": above, "value": threshold}]}}
     return title, re.sub(r"\s+", " ", description), [(lhs, "__auto")], defaults
 
 
