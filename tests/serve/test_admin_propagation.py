@@ -13,7 +13,7 @@ from harness import Redis, RedisCluster, Serve, wait_until
 
 TOKEN = "admin-token-for-tests"
 CONFIG = """
-store: {url: %s, timeout: 500ms}
+store: {url: "%s", timeout: 500ms}
 policies:
   - name: per-tenant
     identity: [tenant]
