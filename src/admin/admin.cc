@@ -222,8 +222,9 @@ void Admin::Loop() {
       next_reread = clock_.Monotonic() + options_.min_reread;
       continue;
     }
-    if (now < next_poll && !(expiry && now >= *expiry)) continue;
-    expiry_tried = expiry;
+    const bool ended = expiry && now >= *expiry;
+    if (now < next_poll && !ended) continue;
+    if (ended) expiry_tried = expiry;
     lock.unlock();
     if (Status s = Sync(); !s.ok() && options_.metrics != nullptr) {
       options_.metrics->Add(MetricId::kOverrideSyncFailures);

@@ -132,6 +132,26 @@ TEST_F(AdminFeedTest, AnAnnouncedChangeIsReadAtOnceAndABurstIsOneRead) {
   EXPECT_EQ(Count(MetricId::kOverrideFeedMessages), 6u);
 }
 
+// An override's end wakes the thread (not the next poll after it), polls before it or not.
+TEST_F(AdminFeedTest, AnOverrideEndsWhenItEndsNotAtTheNextPoll) {
+  const Nanos poll = clock_.Monotonic() + seconds(1);
+  ASSERT_TRUE(WaitsFor(poll));
+  ASSERT_TRUE(b_.Allowed());
+  ASSERT_FALSE(b_.Allowed());
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, milliseconds(1500), "x").ok());
+  overrides_.feed.announced(*overrides_.Version());
+  ASSERT_TRUE(Eventually([&] { return Count(MetricId::kOverrideFeedRereads) == 1; }));
+  ASSERT_TRUE(WaitsFor(poll));
+  ASSERT_TRUE(b_.Allowed());
+  clock_.Advance(seconds(1));  // a poll, before the end
+  const Nanos end = poll + milliseconds(500);
+  ASSERT_TRUE(WaitsFor(end)) << "the next wait ends with the override, before the next poll";
+  clock_.Advance(milliseconds(500));
+  ASSERT_TRUE(WaitsFor(end + seconds(1))) << "read at the end; the poll a second after";
+  EXPECT_EQ(Count(MetricId::kRuntimeOverrides), 0u);
+  EXPECT_FALSE(b_.Allowed()) << "the policy's limit again, its state as it was left";
+}
+
 TEST_F(AdminFeedTest, TheVersionInstalledAlreadyIsNotReadAgain) {
   const Nanos poll = clock_.Monotonic() + seconds(1);
   ASSERT_TRUE(WaitsFor(poll));

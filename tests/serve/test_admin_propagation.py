@@ -122,6 +122,22 @@ class Propagation(unittest.TestCase):
         report("limit raised on B -> A admits", samples)
         self.assertLess(p99(samples), BOUND_S, samples)
 
+    def test_an_override_ends_on_every_instance_when_it_ends(self):
+        self.spend(self.a)
+        # Room for every check made until it ends.
+        until = json.dumps({"limits": [{"algorithm": "token_bucket", "capacity": 100000,
+                                        "refill": "100000/1h"}], "expires_in": "1s"})
+        status, _, body = self.b.request("PUT", OVERRIDE, until, AUTH)
+        self.assertEqual(status, 201, body)
+        answered = time.monotonic()
+        self.assertIsNotNone(until_admitted(self.a, POLL_S))
+        while allowed(self.a) and time.monotonic() - answered < POLL_S:
+            pass
+        ended = time.monotonic() - answered
+        print("override of 1 s: A refuses after %.1f ms" % (ended * 1000), file=sys.stderr)
+        self.assertGreater(ended, 0.9, "not before its end")
+        self.assertLess(ended, 1 + BOUND_S, "at its end, not at a later poll")
+
     def test_a_killed_subscription_is_made_again(self):
         self.assertEqual(self.redis.command("CLIENT", "KILL", "TYPE", "pubsub"), b":2")
         for serve in (self.a, self.b):
