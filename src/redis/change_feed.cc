@@ -116,6 +116,7 @@ void ChangeFeed::Subscribe(const RedisUrl& url) {
           }
           OnFrame(*r);
         });
+        ArmBeat();  // the SUBSCRIBE too must be answered within a beat
       },
       [this, weak](Status why) {
         if (shut_down_ || weak.lock() != conn_) return;
@@ -135,18 +136,22 @@ void ChangeFeed::OnFrame(const Reply& frame) {
     const bool again = ever_subscribed_;
     ever_subscribed_ = true;
     if (feed_.subscribed) feed_.subscribed(again);
-    heartbeat_.expires_after(options_.heartbeat);
-    heartbeat_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) Beat();
-    });
   }
 }
 
+void ChangeFeed::ArmBeat() {
+  heartbeat_.expires_after(options_.heartbeat);
+  heartbeat_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) Beat();
+  });
+}
+
 void ChangeFeed::Beat() {
-  if (shut_down_ || conn_ == nullptr || !subscribed_) return;
-  if (ping_waiting_) {
-    conn_->Close(Status::Unavailable(
-        Cat(conn_->Where(), " left a PING unanswered for ", options_.heartbeat.count(), "ms")));
+  if (shut_down_ || conn_ == nullptr) return;
+  if (!subscribed_ || ping_waiting_) {
+    conn_->Close(
+        Status::Unavailable(Cat(conn_->Where(), " left ", subscribed_ ? "a PING" : "the SUBSCRIBE",
+                                " unanswered for ", options_.heartbeat.count(), "ms")));
     return;
   }
   ping_waiting_ = true;
@@ -157,10 +162,7 @@ void ChangeFeed::Beat() {
   conn_->Send(command, [this](Result<Reply> r) {
     if (r.ok()) OnFrame(*r);
   });
-  heartbeat_.expires_after(options_.heartbeat);
-  heartbeat_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) Beat();
-  });
+  ArmBeat();
 }
 
 void ChangeFeed::Lost(const Status& why) {

@@ -11,9 +11,9 @@
 // name, asked again at each reconnection (a demoted primary that keeps the connection still
 // hears the new primary's messages through replication). A lost or refused subscription (a
 // server gone, CLIENT KILL, a user not allowed the channel) is made again with backoff
-// (reconnect_min doubling to reconnect_max); a connection that leaves a PING unanswered for
-// kHeartbeat is dropped. Nothing here is on a decision's path: the feed only wakes the admin's
-// thread.
+// (reconnect_min doubling to reconnect_max); a connection that leaves its SUBSCRIBE or a PING
+// unanswered for a heartbeat is dropped. Nothing here is on a decision's path: the feed only wakes
+// the admin's thread.
 //
 // Thread-safety: none; every member runs on the runner's io thread.
 #pragma once
@@ -75,6 +75,7 @@ class ChangeFeed {
   void Subscribe(const RedisUrl& url);
   void OnFrame(const Reply& frame);
   void Lost(const Status& why);
+  void ArmBeat();
   void Beat();
 
   IoRunner& runner_;

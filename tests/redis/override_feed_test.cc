@@ -3,12 +3,15 @@
 // Cluster (the watcher's seed is not the node serving the records' slot: the message crosses the
 // cluster bus) and Sentinel, across a failover (the watcher subscribes again on the new primary).
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <boost/asio/post.hpp>
 #include <condition_variable>
 #include <mutex>
 #include <vector>
 
 #include "config/store_registry.h"
+#include "redis/change_feed.h"
 #include "redis/hash_slot.h"
 #include "store/override_store.h"
 #include "support/redis_cluster.h"
@@ -18,6 +21,7 @@
 namespace caudal {
 namespace {
 
+using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::RedisCluster;
 using testing::RedisSentinels;
@@ -55,6 +59,9 @@ class Heard {
   }
   bool Subscribed() {
     return WaitFor([&] { return subscribed_ > 0; });
+  }
+  bool Lost() {
+    return WaitFor([&] { return lost_ > 0; });
   }
   bool SubscribedAgain() {
     return WaitFor([&] { return lost_ > 0 && resubscribed_ > 0; }, seconds(30));
@@ -155,6 +162,27 @@ TEST(RedisOverrideFeed, FollowsTheSentinelsPrimaryAcrossAFailover) {
   auto v = changer->Version();
   ASSERT_TRUE(v.ok());
   EXPECT_TRUE(heard.HeardVersion(*v));
+}
+
+// A server that stops answering (SIGSTOP) keeps the connection open: the PING it leaves
+// unanswered drops it, and the feed subscribes again once the server is back.
+TEST(RedisOverrideFeed, DropsAServerThatLeavesAPingUnanswered) {
+  auto server = RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto url = redis::ParseRedisUrl((*server)->url());
+  ASSERT_TRUE(url.ok());
+  redis::IoRunner runner;
+  runner.Start();
+  Heard heard;
+  redis::ChangeFeed feed(runner, SystemClock::Instance(), "caudal:{overrides}:changes", {*url},
+                         std::nullopt, {.heartbeat = milliseconds(100)}, heard.Feed());
+  boost::asio::post(runner.io, [&] { feed.Start(); });
+  ASSERT_TRUE(heard.Subscribed());
+  ASSERT_EQ(kill((*server)->pid(), SIGSTOP), 0);
+  EXPECT_TRUE(heard.Lost());
+  ASSERT_EQ(kill((*server)->pid(), SIGCONT), 0);
+  EXPECT_TRUE(heard.SubscribedAgain());
+  runner.Stop([&] { feed.Shutdown(); });
 }
 
 }  // namespace
