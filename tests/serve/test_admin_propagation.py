@@ -24,9 +24,10 @@ OVERRIDE = "/v1/admin/policies/per-tenant/overrides?tenant=acme"
 STATE = "/v1/admin/policies/per-tenant/state?tenant=acme"
 AUTH = {"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"}
 RUNS = 20
-# The figure is a p99 of 50 ms; the bound asserted leaves room for a loaded CI machine
-# and still fails the once-a-second poll alone (which would take 500 ms on average).
-BOUND_S = 0.25
+# The target is a p99 of 50 ms (each run prints what it measured); the bound asserted leaves room
+# for a loaded machine, where one request alone may stall 150 ms, and still fails the
+# once-a-second poll alone: 20 runs all below it would have a chance of 0.4^20.
+BOUND_S = 0.4
 # The poll's period and a margin: what a change takes when no announcement reaches an instance.
 POLL_S = 2.5
 
@@ -145,11 +146,14 @@ class Propagation(unittest.TestCase):
                        "a resubscription")
         self.wait_subscribed()
         self.spend(self.a)
+        heard = self.a.metric("caudal_override_feed_messages_total")
         status, _, body = self.b.request("DELETE", STATE, None, AUTH)
         self.assertEqual(status, 200, body)
         took = until_admitted(self.a, POLL_S)
         self.assertIsNotNone(took)
-        self.assertLess(took, BOUND_S, "announced again once subscribed again")
+        self.assertLess(took, BOUND_S)
+        self.assertGreater(self.a.metric("caudal_override_feed_messages_total"), heard,
+                           "announced again once subscribed again")
 
     def test_the_poll_applies_what_no_announcement_carries(self):
         # The channel refused: the subscriptions are dropped and cannot be made again, and the
@@ -170,12 +174,15 @@ class Propagation(unittest.TestCase):
         self.assertEqual(self.redis.command("ACL", "SETUSER", "default", "allchannels"), b"+OK")
         self.wait_subscribed()
         wait_until(lambda: "announcements are heard again" in self.a.log(), "A to say so")
+        self.assertGreaterEqual(self.a.metric("caudal_override_feed_reconnects_total"), 1)
         self.spend(self.a)
+        heard = self.a.metric("caudal_override_feed_messages_total")
         status, _, body = self.b.request("DELETE", STATE, None, AUTH)
         self.assertEqual(status, 200, body)
         took = until_admitted(self.a, POLL_S)
         self.assertIsNotNone(took)
         self.assertLess(took, BOUND_S)
+        self.assertGreater(self.a.metric("caudal_override_feed_messages_total"), heard)
 
 
 class PropagationOnACluster(unittest.TestCase):
