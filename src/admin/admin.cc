@@ -117,6 +117,7 @@ Admin::Admin(Engine& engine, OverrideStore& overrides, const Clock& clock, Admin
 }
 
 Admin::~Admin() {
+  watch_.reset();
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -129,7 +130,51 @@ void Admin::Start() {
   if (Status s = Sync(); !s.ok() && options_.log != nullptr) {
     options_.log->Warning(Cat("runtime overrides: cannot read them yet: ", s.message()));
   }
+  watch_ = overrides_.Watch(
+      {.announced = [this](std::optional<uint64_t> v) { Announced(v, false); },
+       .subscribed =
+           [this](bool again) {
+             if (feed_down_.exchange(false) && options_.log != nullptr) {
+               options_.log->Info("runtime overrides: the store's announcements are heard again");
+             }
+             if (again) Announced(std::nullopt, true);
+           },
+       .lost = [this](const Status& why) { FeedLost(why); }});
   thread_ = std::thread([this] { Loop(); });
+}
+
+void Admin::Announced(std::optional<uint64_t> version, bool resubscribed) {
+  if (options_.metrics != nullptr) {
+    options_.metrics->Add(resubscribed ? MetricId::kOverrideFeedReconnects
+                                       : MetricId::kOverrideFeedMessages);
+  }
+  {
+    std::lock_guard lock(mu_);
+    // Coalesced: the last version announced stands for those before it (Redis keeps their
+    // order); a resubscription's read, which knows none, checks the version first.
+    reread_version_ = reread_ && !reread_version_ ? std::nullopt : version;
+    reread_ = true;
+    ++announcements_;
+  }
+  cv_.notify_all();
+}
+
+void Admin::FeedLost(const Status& why) {
+  if (!feed_down_.exchange(true) && options_.log != nullptr) {
+    options_.log->Warning(Cat("runtime overrides: the store's announcements are not heard (",
+                              why.message(),
+                              "): other instances' changes apply by the poll meanwhile"));
+  }
+}
+
+void Admin::Reread(std::optional<uint64_t> version) {
+  std::lock_guard lock(sync_mu_);
+  if (version && synced_ && *version == version_) return;  // installed already (our own change)
+  if (options_.metrics != nullptr) options_.metrics->Add(MetricId::kOverrideFeedRereads);
+  // A version other than ours: list at once; none: read the version first.
+  if (!SyncLocked(version.has_value()).ok() && options_.metrics != nullptr) {
+    options_.metrics->Add(MetricId::kOverrideSyncFailures);
+  }
 }
 
 bool Admin::Submit(std::function<void()> work) {
@@ -142,25 +187,48 @@ bool Admin::Submit(std::function<void()> work) {
   return true;
 }
 
+// Submitted work first; then an announcement's read (once min_reread has passed since the last
+// one); then the poll, when due or when an override ends.
 void Admin::Loop() {
-  std::unique_lock lock(mu_);
   Nanos next_poll = clock_.Monotonic() + options_.poll;
-  while (!stop_) {
-    clock_.WaitUntil(cv_, lock, next_poll, [this] { return stop_ || !queue_.empty(); });
+  Nanos next_reread = clock_.Monotonic();
+  std::optional<Nanos> expiry_tried;  // an end a read failed at waits for the poll
+  for (;;) {
+    std::optional<Nanos> expiry;
+    {
+      std::lock_guard sync(sync_mu_);
+      if (next_expiry_ != expiry_tried) expiry = next_expiry_;
+    }
+    std::unique_lock lock(mu_);
+    Nanos wake = expiry ? std::min(next_poll, *expiry) : next_poll;
+    if (reread_) wake = std::min(wake, next_reread);
+    const uint64_t seen = announcements_;
+    clock_.WaitUntil(cv_, lock, wake,
+                     [&] { return stop_ || !queue_.empty() || announcements_ != seen; });
     if (stop_) return;
+    const Nanos now = clock_.Monotonic();
     if (!queue_.empty()) {
       std::function<void()> work = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
       work();
-      lock.lock();
       continue;
     }
+    if (reread_ && now >= next_reread) {
+      const std::optional<uint64_t> version = std::exchange(reread_version_, std::nullopt);
+      reread_ = false;
+      lock.unlock();
+      Reread(version);
+      next_reread = clock_.Monotonic() + options_.min_reread;
+      continue;
+    }
+    const bool ended = expiry && now >= *expiry;
+    if (now < next_poll && !ended) continue;
+    if (ended) expiry_tried = expiry;
     lock.unlock();
     if (Status s = Sync(); !s.ok() && options_.metrics != nullptr) {
       options_.metrics->Add(MetricId::kOverrideSyncFailures);
     }
-    lock.lock();
     next_poll = clock_.Monotonic() + options_.poll;
   }
 }

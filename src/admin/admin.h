@@ -7,9 +7,14 @@
 //   admin.Submit([&] { auto r = admin.SetOverride(target, limits, std::chrono::hours(1), who); });
 //
 // Every instance polls the OverrideStore's version and, when it changed (or an override
-// expired), lists the overrides again and installs them in its Engine, which also forgets its
-// over-limit cache; the instance that made a change applies it at once. A reset touches the
-// version, so that every instance forgets the refusals it remembered. Each change is logged once
+// expired: the thread wakes at the first end), lists the overrides again and installs them in its
+// Engine, which also forgets its over-limit cache; the instance that made a change applies it at
+// once. A reset touches the version, so that every instance forgets the refusals it remembered.
+// A store that announces changes (OverrideStore::Watch: Redis Pub/Sub) wakes the thread to read
+// at once, by the same path as the poll: an announcement of the version installed already reads
+// nothing, announcements that come together are one read, at most one per
+// AdminOptions::min_reread; a resubscription reads too (some may have been missed). The poll
+// stays, for what an announcement lost. Each change is logged once
 // (who, what: the identity as the Refusals show identities) and counted in
 // caudal_admin_changes_total. An error is a Status with a reason (admin_reason, below): bad input
 // (kInvalidArgument, kNotFound, kResourceExhausted) changes nothing; kUnavailable is the store's.
@@ -20,6 +25,7 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -46,6 +52,8 @@ struct AdminOptions {
   const Refusals* refusals = nullptr;  // shows identities in the log lines; optional (hash)
   size_t max_overrides = kMaxRuntimeOverrides;
   Micros poll = std::chrono::seconds(1);
+  // Reads an announcement prompts are at least this far apart.
+  Micros min_reread = std::chrono::milliseconds(10);
   size_t max_queued = 64;  // Submit refuses beyond
   // Called on the admin's thread after a change of the overrides or a reset took effect here
   // (the Service ends the instance's leases, so none keeps admitting from units taken before).
@@ -104,7 +112,8 @@ class Admin {
   Admin(const Admin&) = delete;
   Admin& operator=(const Admin&) = delete;
 
-  // Starts the thread that runs submitted work and polls the store.
+  // Starts the thread that runs submitted work and polls the store, and watches the store's
+  // announcements.
   void Start();
   // Runs `work` on the admin's thread; false (nothing runs) when max_queued are waiting.
   bool Submit(std::function<void()> work);
@@ -129,6 +138,11 @@ class Admin {
   Result<StateView> ReadState(const Resolved& r);
   Result<OverrideList> SyncLocked(bool force);
   void Loop();
+  // The store's announcements (any thread, never blocking): a read wanted, of `version` if known.
+  void Announced(std::optional<uint64_t> version, bool resubscribed);
+  // The read an announcement prompted, on the admin's thread.
+  void Reread(std::optional<uint64_t> version);
+  void FeedLost(const Status& why);
   void Changed(std::string_view op, std::string message) const;
   // An identity as the log shows identities (Refusals::Display: a hash unless configured).
   std::string Shown(const std::vector<std::pair<std::string, std::string>>& identity) const;
@@ -147,6 +161,11 @@ class Admin {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   bool stop_ = false;                        // guarded by mu_
+  bool reread_ = false;                      // guarded by mu_: an announcement came
+  std::optional<uint64_t> reread_version_;   // guarded by mu_: the last one's version, if any
+  uint64_t announcements_ = 0;               // guarded by mu_: wakes the thread's wait
+  std::atomic<bool> feed_down_{false};       // the loss was logged (once per outage)
+  std::unique_ptr<OverrideWatch> watch_;     // destroyed first: no announcement after
   std::thread thread_;
 };
 

@@ -1,9 +1,12 @@
 #include <hiredis/hiredis.h>
 
+#include <boost/asio/post.hpp>
 #include <charconv>
+#include <mutex>
 #include <optional>
 
 #include "common/cat.h"
+#include "redis/change_feed.h"
 #include "redis/hash_slot.h"
 #include "redis/redis_override_store.h"
 #include "redis/routed_call.h"
@@ -12,16 +15,23 @@
 namespace caudal {
 namespace {
 
-// KEYS: records, ends, version. ARGV: db, op, then the op's. Ends are written as integers
-// (string.format: Lua's tostring would write 1.7e+15); dropping ended records raises the
-// version, so that every instance lists again. Replies: version → {version};
+// KEYS: records, ends, version, the changes' channel. ARGV: db, op, then the op's. Ends are
+// written as integers (string.format: Lua's tostring would write 1.7e+15); dropping ended records
+// raises the version, so that every instance lists again. Every raise is PUBLISHed (the new
+// version) on the channel (change_feed.h) through pcall: a user not allowed the channel changes
+// the records still, and the others learn of it by their poll. Replies: version → {version};
 // list → {version, now, id, body, end ("" for none), ...}; put → {1 new | 0 replaced | -1 full};
 // delete → {} or {body, end}; touch → {version}.
 constexpr std::string_view kScript = R"lua(
 if ARGV[1] ~= '0' then redis.call('SELECT', ARGV[1]) end
 local op = ARGV[2]
+local function raise()
+  local v = redis.call('INCR', KEYS[3])
+  redis.pcall('PUBLISH', KEYS[4], v)
+  return v
+end
 if op == 'version' then return {tonumber(redis.call('GET', KEYS[3]) or '0')} end
-if op == 'touch' then return {redis.call('INCR', KEYS[3])} end
+if op == 'touch' then return {raise()} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local ends = redis.call('HGETALL', KEYS[2])
@@ -33,7 +43,7 @@ for i = 1, #ends, 2 do
     ended = true
   end
 end
-if ended then redis.call('INCR', KEYS[3]) end
+if ended then raise() end
 if op == 'list' then
   local out = {tonumber(redis.call('GET', KEYS[3]) or '0'), now}
   local all = redis.call('HGETALL', KEYS[1])
@@ -54,7 +64,7 @@ if op == 'put' then
   else
     redis.call('HSET', KEYS[2], id, string.format('%.0f', now + tonumber(ARGV[5])))
   end
-  redis.call('INCR', KEYS[3])
+  raise()
   return {fresh and 1 or 0}
 end
 if op == 'delete' then
@@ -64,7 +74,7 @@ if op == 'delete' then
   local e = redis.call('HGET', KEYS[2], id) or ''
   redis.call('HDEL', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
-  redis.call('INCR', KEYS[3])
+  raise()
   return {body, e}
 end
 return redis.error_reply('unknown op')
@@ -102,14 +112,20 @@ class RedisOverrideStore final : public OverrideStore {
                      std::optional<redis::ClusterUrl> cluster = std::nullopt,
                      std::optional<redis::SentinelUrl> sentinel = std::nullopt)
       : options_(std::move(options)),
+        clock_(clock),
         transport_(sentinel ? sentinel->transport : url.transport),
+        feed_servers_(FeedServers(url, cluster)),
+        feed_sentinel_(sentinel),
         calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
                redis::RecordCallsOptions(options_)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
-    keys_ = {base + "records", base + "ends", base + "version"};
+    keys_ = {base + "records", base + "ends", base + "version", base + "changes"};
   }
   ~RedisOverrideStore() override {
-    runner_.Stop([this] { calls_.Shutdown(); });
+    runner_.Stop([this] {
+      if (feed_ != nullptr) feed_->Shutdown();
+      calls_.Shutdown();
+    });
   }
 
   Status Init() {
@@ -177,11 +193,65 @@ class RedisOverrideStore final : public OverrideStore {
 
   Status Touch() override { return Call({"touch"}).status(); }
 
+  // The feed runs on the io thread and calls `feed` through a relay, which the handle detaches.
+  std::unique_ptr<OverrideWatch> Watch(OverrideFeed feed) override {
+    auto relay = std::make_shared<Relay>();
+    relay->feed = std::move(feed);
+    OverrideFeed through{.announced =
+                             [relay](std::optional<uint64_t> v) {
+                               std::lock_guard lock(relay->mu);
+                               if (relay->feed.announced) relay->feed.announced(v);
+                             },
+                         .subscribed =
+                             [relay](bool again) {
+                               std::lock_guard lock(relay->mu);
+                               if (relay->feed.subscribed) relay->feed.subscribed(again);
+                             },
+                         .lost =
+                             [relay](const Status& why) {
+                               std::lock_guard lock(relay->mu);
+                               if (relay->feed.lost) relay->feed.lost(why);
+                             }};
+    boost::asio::post(runner_.io, [this, through = std::move(through)]() mutable {
+      if (feed_ != nullptr) return;  // one watch per store
+      feed_ = std::make_unique<redis::ChangeFeed>(
+          runner_, clock_, keys_[3], feed_servers_, feed_sentinel_,
+          redis::ChangeFeedOptions{.connect_timeout = options_.connect_timeout,
+                                   .reconnect_min = options_.reconnect_min,
+                                   .reconnect_max = options_.reconnect_max},
+          std::move(through));
+      feed_->Start();
+    });
+    return std::make_unique<Handle>(std::move(relay));
+  }
+
  private:
+  struct Relay {
+    std::mutex mu;
+    OverrideFeed feed;  // guarded by mu; emptied by the handle
+  };
+  struct Handle final : OverrideWatch {
+    explicit Handle(std::shared_ptr<Relay> r) : relay(std::move(r)) {}
+    ~Handle() override {
+      std::lock_guard lock(relay->mu);
+      relay->feed = {};
+    }
+    std::shared_ptr<Relay> relay;
+  };
+
+  // Where the feed may subscribe: the one server, or a cluster's seeds.
+  static std::vector<redis::RedisUrl> FeedServers(const redis::RedisUrl& url,
+                                                  const std::optional<redis::ClusterUrl>& cluster) {
+    if (!cluster) return {url};
+    std::vector<redis::RedisUrl> out;
+    for (const redis::Endpoint& seed : cluster->seeds) out.push_back(cluster->Node(seed));
+    return out;
+  }
+
   // One EVALSHA (routed_call.h); an array reply, or why there is none.
   Result<redis::Reply> Call(std::vector<std::string> args) {
-    std::vector<std::string> argv = {"3", keys_[0], keys_[1], keys_[2],
-                                     std::to_string(calls_.db())};
+    std::vector<std::string> argv = {"4",      keys_[0], keys_[1],
+                                     keys_[2], keys_[3], std::to_string(calls_.db())};
     for (std::string& a : args) argv.push_back(std::move(a));
     auto r = calls_.AskAndWait(std::move(argv), redis::HashSlot(keys_[0]));
     if (!r.ok()) return r.status();
@@ -190,10 +260,14 @@ class RedisOverrideStore final : public OverrideStore {
   }
 
   RedisStoreOptions options_;
+  const Clock& clock_;
   const redis::Transport transport_;
+  const std::vector<redis::RedisUrl> feed_servers_;
+  const std::optional<redis::SentinelUrl> feed_sentinel_;
   std::vector<std::string> keys_;
   redis::IoRunner runner_;  // stopped first: no call runs while calls_ goes
   redis::RoutedCalls calls_;
+  std::unique_ptr<redis::ChangeFeed> feed_;  // io thread only
 };
 
 }  // namespace

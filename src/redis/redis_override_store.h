@@ -10,6 +10,8 @@
 // Cluster the call goes to the node last found serving the keys' slot, following MOVED; with
 // Sentinel, to the primary the sentinels name, asked again when it is lost or read-only. Ended
 // records are dropped by the next list, put or delete, which then raises the version.
+// Every raise of the version is PUBLISHed on <prefix>{overrides}:changes, which Watch subscribes
+// to on a connection of its own, on the store's io thread (src/redis/change_feed.h).
 //
 // Thread-safety: every method may be called from any thread, never from a store callback.
 #pragma once

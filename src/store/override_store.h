@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,25 @@ struct OverrideRecord {
   std::string id;
   std::string body;
   std::optional<Micros> expires_at;  // the store's time since the epoch; none: never
+};
+
+// What a store that announces changes (Watch) tells its watcher. Each runs on a thread of the
+// store's and must return at once: no store call, nothing that blocks.
+struct OverrideFeed {
+  // A change was announced (by any instance, this one included), with the version it names when
+  // readable: a hint to read the records again, never trusted for what they hold.
+  std::function<void(std::optional<uint64_t> version)> announced;
+  // Subscribed: the first time (false), or again after a loss (true: announcements may have been
+  // missed meanwhile).
+  std::function<void(bool again)> subscribed;
+  // The subscription was lost or could not be made; it is tried again with backoff.
+  std::function<void(const Status& why)> lost;
+};
+
+// Watch's handle: once destroyed, no callback of its feed runs or is running.
+class OverrideWatch {
+ public:
+  virtual ~OverrideWatch() = default;
 };
 
 struct OverrideList {
@@ -54,6 +74,13 @@ class OverrideStore {
   virtual Result<std::optional<OverrideRecord>> Delete(std::string_view id) = 0;
   // Raises the version alone: tells every instance to look again (an identity's state was reset).
   virtual Status Touch() = 0;
+  // Announces every change any instance makes (a put, a delete, a touch, ended records dropped)
+  // to `feed` until the handle goes: nullptr when the store announces none (the memory store:
+  // every change is this process's own, applied by whoever made it). At most one watch per store.
+  virtual std::unique_ptr<OverrideWatch> Watch(OverrideFeed feed) {
+    (void)feed;
+    return nullptr;
+  }
 };
 
 // The memory store's: the records in this process, on `clock`'s Now().
