@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
+#include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/eviction_check.h"
 #include "redis/redis_test_util.h"
+#include "support/redis_cluster.h"
 #include "support/redis_server.h"
 
 namespace caudal {
@@ -252,6 +254,33 @@ TEST(Eviction, ReadsInfoWhereConfigIsRefused) {
   EXPECT_NE(*dry, "OK");  // the store's user may not CONFIG
   ASSERT_TRUE(WaitFor([&] { return w.watch->AtRisk() == 1; }));
   EXPECT_EQ(w.LinesWith("allkeys-random"), 1u);
+}
+
+TEST(Eviction, ClusterReadsEveryPrimary) {
+  Result<std::unique_ptr<testing::RedisCluster>> cluster = testing::RedisCluster::Start({});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  testing::RedisCluster& c = **cluster;
+  ASSERT_TRUE(c.node(1).Command({"CONFIG", "SET", "maxmemory", "100mb"}).ok());
+  ASSERT_TRUE(c.node(1).Command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"}).ok());
+  Metrics metrics;
+  redis::RedisEvictionWatch watch({.refuse = true, .metrics = &metrics});
+  Result<std::unique_ptr<RedisClusterStore>> store = RedisClusterStore::Open(
+      SystemClock::Instance(), {.url = c.url(),
+                                .deadline = seconds(2),
+                                .eviction_watch = &watch,
+                                .eviction_check_interval = milliseconds(50)});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return watch.AtRisk() == 1; }));
+  const Status s = watch.Ready();
+  EXPECT_NE(s.message().find(":" + std::to_string(c.node(1).port()) + " may evict"),
+            std::string::npos)
+      << s.ToString();
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    ASSERT_TRUE(c.node(i).Command({"CONFIG", "SET", "maxmemory", "100mb"}).ok());
+    ASSERT_TRUE(c.node(i).Command({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"}).ok());
+  }
+  ASSERT_TRUE(WaitFor([&] { return watch.AtRisk() == 3; }));
+  EXPECT_EQ(metrics.Value(MetricId::kRedisEvictionRisk), 3u);
 }
 
 }  // namespace
