@@ -74,7 +74,8 @@ void RedisEvictionWatch::Begin() {
 
 std::string RedisEvictionWatch::Why(const std::string& server, const Known& k) const {
   if (k.policy.empty()) {
-    return Cat("cannot read maxmemory-policy of redis at ", server, " (", k.error, ")");
+    return Cat("cannot read maxmemory-policy of redis at ", server, " (",
+               k.error.empty() ? std::string("no answer yet") : k.error, ")");
   }
   return Cat("redis at ", server, " may evict caudal's keys (maxmemory ", k.maxmemory,
              " bytes, maxmemory-policy ", k.policy, ")");

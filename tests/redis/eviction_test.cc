@@ -15,10 +15,12 @@
 
 #include "caudal/engine/engine.h"
 #include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/eviction_check.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_cluster.h"
+#include "support/redis_sentinel.h"
 #include "support/redis_server.h"
 
 namespace caudal {
@@ -281,6 +283,30 @@ TEST(Eviction, ClusterReadsEveryPrimary) {
   }
   ASSERT_TRUE(WaitFor([&] { return watch.AtRisk() == 3; }));
   EXPECT_EQ(metrics.Value(MetricId::kRedisEvictionRisk), 3u);
+}
+
+TEST(Eviction, SentinelReadsThePrimaryAgainAfterAFailover) {
+  Result<std::unique_ptr<testing::RedisSentinels>> set = testing::RedisSentinels::Start({});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  testing::RedisSentinels& g = **set;
+  // The replica may evict once it is the primary; the primary may not (no maxmemory).
+  ASSERT_TRUE(g.server(1).Command({"CONFIG", "SET", "maxmemory", "100mb"}).ok());
+  ASSERT_TRUE(g.server(1).Command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}).ok());
+  redis::RedisEvictionWatch watch({.refuse = true});
+  Result<std::unique_ptr<RedisSentinelStore>> store = RedisSentinelStore::Open(
+      SystemClock::Instance(), {.url = g.url(),
+                                .deadline = seconds(2),
+                                .eviction_watch = &watch,
+                                .eviction_check_interval = milliseconds(50)});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE(WaitFor([&] { return watch.Ready().ok(); })) << watch.Ready().ToString();
+  ASSERT_TRUE(g.sentinel(0).Command({"SENTINEL", "FAILOVER", "mymaster"}).ok());
+  ASSERT_TRUE(g.WaitPrimary(1, seconds(30)).ok());
+  ASSERT_TRUE(WaitFor([&] { return watch.AtRisk() == 1; }));
+  const Status s = watch.Ready();
+  EXPECT_NE(s.message().find(":" + std::to_string(g.server(1).port()) + " may evict"),
+            std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace
