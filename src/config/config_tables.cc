@@ -140,6 +140,12 @@ const Table<StoreConfig>& StoreTable() {
       {.name = "over_limit_cache",
        .value = R::Bool(&StoreConfig::over_limit_cache),
        .doc = "remote stores: refuse a flooding key without asking the store again"},
+      {.name = "on_eviction_risk",
+       .value = R::Choice(
+           &StoreConfig::on_eviction_risk,
+           {{"warn", EvictionRiskAction::kWarn}, {"refuse", EvictionRiskAction::kRefuse}}),
+       .doc = "Redis: when a server's maxmemory-policy may evict caudal's keys (stores.md), "
+              "warn, or refuse: stay unready"},
       {.name = "lease",
        .value = LeaseValue<StoreConfig>(&StoreConfig::lease),
        .doc = "remote stores: exact leases of hot keys, for every policy and Envoy rule that "

@@ -76,6 +76,7 @@ RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock
   redis.address_map = config.address_map;
   redis.max_record_calls = static_cast<size_t>(config.max_record_calls);
   redis.tls_reload = options.redis_tls_reload;
+  redis.eviction_watch = options.eviction_watch;
   if (options.decide_on_clock) redis.decision_clock = &clock;
   redis.metrics = options.metrics;
   return redis;

@@ -26,6 +26,9 @@ namespace caudal {
 
 class RedisTlsReload;
 class OverrideStore;
+namespace redis {
+class RedisEvictionWatch;
+}
 
 struct StoreOpenOptions {
   // Decide at `clock`'s time rather than the store's own (Redis's TIME): for a process whose
@@ -41,6 +44,9 @@ struct StoreOpenOptions {
   // A Redis store over TLS registers here to take renewed TLS files (redis/redis_tls.h);
   // null: it keeps those it started with. Must outlive the store.
   RedisTlsReload* redis_tls_reload = nullptr;
+  // A Redis store reports what its servers' maxmemory-policy means here (redis/eviction_check.h);
+  // null: it reads nothing. Must outlive the store.
+  redis::RedisEvictionWatch* eviction_watch = nullptr;
 };
 
 struct StoreKind {

@@ -68,6 +68,11 @@ Status StoreHealth::Ready() const {
             std::chrono::duration_cast<std::chrono::milliseconds>(options_.stale_after).count(),
             " ms"));
   }
+  if (options_.also) {
+    if (Status s = options_.also(); !s.ok()) {
+      return Status::Unavailable(Cat("store ", Quoted(store_.Name()), ": ", s.message()));
+    }
+  }
   return Status::Ok();
 }
 

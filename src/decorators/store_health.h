@@ -5,7 +5,7 @@
 // ("caudal:health:{probe}", fresh again within a millisecond). So a store that answers PING but
 // refuses writes (Redis at maxmemory with noeviction, a read-only replica) is not ready. The
 // store's own deadline bounds a probe; a probe still unanswered when the next is due is not
-// doubled. Ready means: the last probe succeeded, within `stale_after`.
+// doubled. Ready means: the last probe succeeded, within `stale_after`, and `also` agrees.
 //
 //   StoreHealth health(store, clock, {});
 //   health.Start();             // a thread probing every `interval` of `clock`'s monotonic time
@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -28,6 +29,9 @@ namespace caudal {
 struct StoreHealthOptions {
   Nanos interval = std::chrono::seconds(1);
   Nanos stale_after = std::chrono::seconds(3);
+  // Also required for ready, once the probes succeed (a Redis server that may evict caudal's
+  // keys, under store.on_eviction_risk: refuse); unset: nothing more. Must not block.
+  std::function<Status()> also{};
 };
 
 class StoreHealth {

@@ -36,6 +36,19 @@ TEST(StoreHealth, AFailingStoreIsNotReadyAndSaysWhy) {
   EXPECT_TRUE(health.Ready().ok());
 }
 
+TEST(StoreHealth, AlsoHoldsReadinessBackWhileItRefuses) {
+  ManualClock clock;
+  FakeStore store(clock);
+  Status also = Status::Unavailable("redis at a:1 may evict caudal's keys");
+  StoreHealth health(store, clock, {.also = [&also] { return also; }});
+  health.ProbeOnce();
+  const Status s = health.Ready();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("may evict"), std::string::npos) << s.message();
+  also = Status::Ok();
+  EXPECT_TRUE(health.Ready().ok());
+}
+
 TEST(StoreHealth, AStalledStoreTurnsStaleWithoutAnyoneWaiting) {
   ManualClock clock;
   FakeStore store(clock);

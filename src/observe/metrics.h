@@ -106,6 +106,9 @@ enum class MetricId : uint8_t {
   kRedisNotServed,
   kRedisTopologyRefreshes,
   kRedisPrimarySwitches,
+  kRedisOom,
+  kRedisEvictionRisk,
+  kRedisEvictedKeys,
 };
 
 inline constexpr size_t kMaxMetricLabels = 3;
@@ -417,6 +420,24 @@ inline constexpr std::array kMetricTable = {
               MetricType::kCounter,
               {},
               "Sentinel: times the primary changed."},
+    MetricDef{MetricId::kRedisOom,
+              "caudal_redis_oom_total",
+              MetricType::kCounter,
+              {},
+              "Script calls Redis refused with OOM (used memory over maxmemory, noeviction): "
+              "their requests are decided by the failure mode."},
+    MetricDef{MetricId::kRedisEvictionRisk,
+              "caudal_redis_eviction_risk",
+              MetricType::kGauge,
+              {},
+              "Redis primaries of the store whose maxmemory-policy may evict caudal's keys "
+              "(maxmemory set, a policy other than noeviction): an evicted limit starts fresh."},
+    MetricDef{MetricId::kRedisEvictedKeys,
+              "caudal_redis_evicted_keys_total",
+              MetricType::kCounter,
+              {},
+              "Keys the store's Redis primaries evicted while caudal watched (INFO evicted_keys: "
+              "any key, caudal's or not)."},
 };
 inline constexpr size_t kMetricCount = kMetricTable.size();
 

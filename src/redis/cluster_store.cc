@@ -81,6 +81,7 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   // Counts one more redirect for `part`; false (and the part failed) past max_redirects.
   bool CountRedirect(const RequestPartPtr& part);
   void Shutdown();
+  std::vector<redis::Node*> Primaries() const { return topology.Primaries(); }
 
   const RedisStoreOptions options;
   const redis::ClusterUrl url;
@@ -97,6 +98,7 @@ struct RedisClusterStore::Impl final : redis::Router, redis::TopologyListener {
   std::vector<RequestPartPtr> tryagain_parts;
   bool tryagain_armed = false;
   bool shut_down = false;
+  std::unique_ptr<redis::EvictionCheck> eviction;  // with options.eviction_watch
   Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
@@ -197,6 +199,7 @@ void RedisClusterStore::Impl::TryAgain(std::vector<redis::PartPtr>& parts) {
 void RedisClusterStore::Impl::Shutdown() {
   const Status closed = Status::Unavailable("the redis cluster store is shutting down");
   shut_down = true;
+  if (eviction) eviction->Stop();
   tryagain_timer.cancel();
   pipeline.Shutdown(closed);
   topology.Shutdown(closed);

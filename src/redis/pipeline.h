@@ -99,6 +99,7 @@ struct PipelineCounters {
   std::atomic<uint64_t> split{0};          // requests decided as several slot groups
   std::atomic<uint64_t> undos{0};          // undo calls sent for refused split requests
   std::atomic<uint64_t> undo_failures{0};  // undos that did not reach their node
+  std::atomic<uint64_t> oom{0};            // calls Redis refused with OOM (over maxmemory)
 };
 
 class Pipeline {
@@ -122,6 +123,8 @@ class Pipeline {
   void ArmSweep();
 
   const PipelineCounters& counters() const { return counters_; }
+  // A call Redis refused with OOM (io thread).
+  void CountOom() { counters_.oom.fetch_add(1, std::memory_order_relaxed); }
   size_t outstanding() const { return outstanding_.load(std::memory_order_relaxed); }
 
  private:

@@ -31,6 +31,7 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
     redis::DeliverReply(pipeline, parts, std::move(reply));
   }
   void OnNodeDown(redis::Node&, const Status&) override {}
+  std::vector<redis::Node*> Primaries() const { return {node.get()}; }
 
   const RedisStoreOptions options;
   const redis::RedisUrl url;
@@ -39,6 +40,7 @@ struct RedisStore::Impl final : redis::Router, redis::NodeListener {
   redis::NodeCounters counters;
   redis::Pipeline pipeline;
   std::unique_ptr<redis::Node> node;
+  std::unique_ptr<redis::EvictionCheck> eviction;  // with options.eviction_watch
   Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
@@ -48,6 +50,7 @@ RedisStore::~RedisStore() {
   Impl& impl = *impl_;
   impl.runner.Stop([&impl] {
     const Status closed = Status::Unavailable("the redis store is shutting down");
+    if (impl.eviction) impl.eviction->Stop();
     impl.pipeline.Shutdown(closed);
     impl.node->Shutdown(closed);
   });

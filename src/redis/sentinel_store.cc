@@ -74,6 +74,10 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   void OnAnnouncement(const Endpoint& at);
   void Subscribe(size_t i);
   void Shutdown();
+  // The current primary, read again after a failover.
+  std::vector<redis::Node*> Primaries() const {
+    return primary ? std::vector<redis::Node*>{primary.get()} : std::vector<redis::Node*>{};
+  }
 
   // A connection to one sentinel listening for announcements.
   struct Subscription {
@@ -103,6 +107,7 @@ struct RedisSentinelStore::Impl final : redis::Router, redis::NodeListener {
   asio::steady_timer ask_timer;
   std::vector<std::unique_ptr<Subscription>> subscriptions;  // one per sentinel
   bool shut_down = false;
+  std::unique_ptr<redis::EvictionCheck> eviction;  // with options.eviction_watch
   Metrics::Registration metric_rows;  // last: unregistered before what it reads is destroyed
 };
 
@@ -299,6 +304,7 @@ void RedisSentinelStore::Impl::OnAnnouncement(const Endpoint& at) {
 void RedisSentinelStore::Impl::Shutdown() {
   const Status closed = Status::Unavailable("the redis sentinel store is shutting down");
   shut_down = true;
+  if (eviction) eviction->Stop();
   ask_timer.cancel();
   if (const std::shared_ptr<redis::OneShot> a = std::move(ask)) a->Cancel(closed);
   for (const auto& sub : subscriptions) {

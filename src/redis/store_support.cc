@@ -142,8 +142,14 @@ void DeliverReply(Pipeline& pipeline, std::vector<PartPtr>& parts, Result<Reply>
     std::vector<const EncodedRequest*> requests;
     for (const PartPtr& p : parts) requests.push_back(&p->request);
     const Status s = NativeReplyToInts(requests, r, ints);
-    if (!s.ok()) return FailParts(pipeline, parts, s);
+    if (!s.ok()) {
+      if (s.message().find("OOM ") != std::string::npos) pipeline.CountOom();
+      return FailParts(pipeline, parts, s);
+    }
   } else if (IsError(r)) {
+    // OOM (used memory over maxmemory, noeviction) is a failure like any other: the failure mode
+    // decides, never "over limit".
+    if (Text(r).starts_with("OOM ")) pipeline.CountOom();
     FailParts(pipeline, parts, Status::Unavailable("redis: " + std::string(Text(r))));
     return;
   } else if (!ToIntegers(r, ints)) {
@@ -205,6 +211,7 @@ RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& 
           .script_reloads = nodes.reloads.load(),
           .reconnects = nodes.reconnects.load(),
           .timeouts = pipeline.timeouts.load(),
+          .oom = pipeline.oom.load(),
           .split_requests = pipeline.split.load(),
           .undos = pipeline.undos.load(),
           .undo_failures = pipeline.undo_failures.load(),
@@ -227,6 +234,7 @@ void AddStatsTo(const RedisStoreStats& stats, Metrics::CollectedValues& rows) {
   add(MetricId::kRedisNotServed, stats.not_served);
   add(MetricId::kRedisTopologyRefreshes, stats.topology_refreshes);
   add(MetricId::kRedisPrimarySwitches, stats.primary_switches);
+  add(MetricId::kRedisOom, stats.oom);
   // node_breaker_opens: caudal_store_node_breaker_opens_total, by node, through BreakerReporter.
 }
 

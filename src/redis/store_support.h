@@ -7,6 +7,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <condition_variable>
 #include <functional>
@@ -18,6 +19,7 @@
 
 #include "caudal/redis/redis_store.h"
 #include "observe/metrics.h"
+#include "redis/eviction_check.h"
 #include "redis/node.h"
 #include "redis/pipeline.h"
 #include "redis/redis_tls.h"
@@ -114,6 +116,15 @@ Result<std::unique_ptr<StoreT>> OpenStore(const Clock& clock, RedisStoreOptions 
   if (Status s = StartOnIo(raw->runner, [raw, start](auto done) { start(*raw, std::move(done)); });
       !s.ok()) {
     return s;
+  }
+  // Each Impl lists its primaries (Primaries()) and stops `eviction` in its shutdown.
+  if (raw->options.eviction_watch != nullptr) {
+    boost::asio::post(raw->runner.io, [raw, name = std::string(store->Name())] {
+      raw->eviction = std::make_unique<EvictionCheck>(raw->runner.io, raw->options.eviction_watch,
+                                                      name, raw->options.eviction_check_interval,
+                                                      [raw] { return raw->Primaries(); });
+      raw->eviction->Start();
+    });
   }
   return store;
 }

@@ -14,6 +14,7 @@
 #include "envoy/grpc_server.h"
 #include "envoy/rls_handler.h"
 #include "observe/refusals.h"
+#include "redis/eviction_check.h"
 #include "redis/redis_tls.h"
 #include "server/idempotency.h"
 #include "server/server.h"
@@ -64,7 +65,10 @@ struct Service::Parts {
         config(std::move(c)),
         log(MakeLogger(env, config)),
         refusals(env.clock, log.get(), RefusalsOptionsFrom(config)),
-        node_breakers(env.clock, log.get(), &metrics) {}
+        node_breakers(env.clock, log.get(), &metrics),
+        eviction({.refuse = config.store.on_eviction_risk == EvictionRiskAction::kRefuse,
+                  .log = log.get(),
+                  .metrics = &metrics}) {}
   ~Parts() {
     health.reset();  // its probe thread calls the store
     admin.reset();   // its sync thread calls the overrides and the engine
@@ -86,6 +90,8 @@ struct Service::Parts {
   BreakerReporter node_breakers;
   // A Redis store over TLS registers here; Reload hands it renewed files.
   RedisTlsReload redis_tls;
+  // What a Redis store's servers' maxmemory-policy means for its keys; outlives the store.
+  redis::RedisEvictionWatch eviction;
   std::unique_ptr<Store> store;
   std::unique_ptr<Store> local;
   std::unique_ptr<StoreHealth> health;
@@ -117,7 +123,8 @@ Status Service::Parts::OpenStores() {
   const StoreOpenOptions options{.decide_on_clock = env.stores_use_clock,
                                  .node_breakers = &node_breakers,
                                  .metrics = &metrics,
-                                 .redis_tls_reload = &redis_tls};
+                                 .redis_tls_reload = &redis_tls,
+                                 .eviction_watch = &eviction};
   const StoreKind& kind = **FindStoreKind(config.store.url);
   auto opened = OpenStore(config.store, env.clock, options);
   if (!opened.ok() && opened.status().code() != StatusCode::kInvalidArgument && kind.remote) {
@@ -144,7 +151,8 @@ Status Service::Parts::OpenStores() {
 // store costs no waiting and is logged once per outage (Redis Cluster keeps its own, one per
 // primary, so that one failed primary fails only its slots).
 Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepared) {
-  health = std::make_unique<StoreHealth>(*store, env.clock, StoreHealthOptions{});
+  health = std::make_unique<StoreHealth>(
+      *store, env.clock, StoreHealthOptions{.also = [this] { return eviction.Ready(); }});
   health->Start();
   breaker = std::make_unique<BreakerStore>(*store, env.clock,
                                            BreakerOptions{.log = log.get(), .metrics = &metrics});

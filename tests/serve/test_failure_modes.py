@@ -147,6 +147,36 @@ class RedisDownAtStart(unittest.TestCase):
         self.assertEqual(log.count("answers again"), 1, log)
 
 
+class RedisMayEvict(unittest.TestCase):
+    """A Redis whose maxmemory-policy may evict caudal's keys: logged once, in /metrics, and with
+    store.on_eviction_risk: refuse, not ready until the policy is noeviction."""
+
+    def setUp(self):
+        self.redis = Redis(persistence=["--save", "", "--appendonly", "no", "--maxmemory", "100mb",
+                                        "--maxmemory-policy", "allkeys-lru"])
+        self.s = Serve("store: {url: %s, timeout: 50ms, on_eviction_risk: refuse}\n"
+                       % self.redis.url + POLICIES, test_hooks=False)
+
+    def tearDown(self):
+        self.s.close()
+        self.redis.close()
+
+    def test_refuse_keeps_it_unready_while_redis_may_evict(self):
+        wait_until(lambda: b"may evict" in self.s.request("GET", "/readyz")[2], "the risk to show")
+        status, _, body = self.s.request("GET", "/readyz")
+        self.assertEqual(status, 503)
+        self.assertIn(b"allkeys-lru", body)
+        self.assertEqual(self.s.metric("caudal_redis_eviction_risk"), 1)
+        self.assertEqual(self.s.check({"tenant": "t"})[0], 200)  # it still decides
+        self.assertEqual(self.redis.command("CONFIG", "SET", "maxmemory-policy", "noeviction"),
+                         b"+OK")
+        wait_until(lambda: self.s.request("GET", "/readyz")[0] == 200, "readiness to turn 200")
+        self.assertEqual(self.s.metric("caudal_redis_eviction_risk"), 0)
+        log = self.s.log()
+        self.assertEqual(log.count("may evict caudal's keys"), 1, log)
+        self.assertEqual(log.count("no longer evicts caudal's keys"), 1, log)
+
+
 class StoreConfigErrorsFailFast(unittest.TestCase):
     """A wrong password or database is a mistake to fix, not an outage: caudal refuses to start."""
 

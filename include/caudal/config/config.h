@@ -58,6 +58,12 @@ struct StoreTlsConfig {
   std::string server_name;
 };
 
+// What a Redis store whose maxmemory-policy may evict caudal's keys does (redis/eviction_check.h).
+enum class EvictionRiskAction : uint8_t {
+  kWarn,    // logs it once, and /metrics shows it (caudal_redis_eviction_risk)
+  kRefuse,  // the same, and the instance stays unready while it lasts
+};
+
 struct StoreConfig {
   std::string url = "memory://";  // a URL of a registered store kind (see store_registry.h)
   // The store's password read from this file (a mounted secret), instead of the URL; relative to
@@ -80,6 +86,7 @@ struct StoreConfig {
   // A remote store's refusals are remembered until they run out, so a flooding key costs it
   // nothing more (see src/engine/over_limit_cache.h).
   bool over_limit_cache = true;
+  EvictionRiskAction on_eviction_risk = EvictionRiskAction::kWarn;
   // Exact leases for the policies and Envoy rules that set no `lease` of their own (off unless
   // given); a remote store only: the memory store decides in memory already.
   LeaseTerms lease;

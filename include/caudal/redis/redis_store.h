@@ -45,6 +45,9 @@ struct NodeBreakerEvent {
 };
 
 class RedisTlsReload;
+namespace redis {
+class RedisEvictionWatch;
+}
 
 // Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
 // RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
@@ -118,6 +121,11 @@ struct RedisStoreOptions {
   // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
   // them on its own clock. Must outlive the store.
   const Clock* decision_clock = nullptr;
+  // Told what each primary's maxmemory-policy means for caudal's keys, at start and every
+  // `eviction_check_interval` (redis/eviction_check.h); null: nothing is read. Must outlive the
+  // store.
+  redis::RedisEvictionWatch* eviction_watch = nullptr;
+  std::chrono::milliseconds eviction_check_interval = std::chrono::seconds(1);
   // Cluster: told of every change of a node's circuit breaker and of each node that leaves, on
   // the store's io thread (it must not block); unset: nothing is told. Must outlive the store.
   std::function<void(const NodeBreakerEvent&)> on_node_breaker{};
@@ -129,6 +137,7 @@ struct RedisStoreStats {
   uint64_t script_reloads = 0;  // NOSCRIPT replies answered by reloading the script
   uint64_t reconnects = 0;      // connections re-established after a loss
   uint64_t timeouts = 0;        // decisions completed at their deadline
+  uint64_t oom = 0;             // calls Redis refused with OOM (over maxmemory): failures
   // Cluster and Sentinel only.
   uint64_t split_requests = 0;  // requests whose keys span slots (reserve, then commit or undo)
   uint64_t undos = 0;           // undo calls for split requests that were refused or failed
