@@ -41,9 +41,7 @@
 #include <thread>
 #include <vector>
 
-#include "caudal/common/rate.h"
-#include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/common/clock.h"
 #include "caudal/redis/redis_store.h"
 #include "decorators/lease_store.h"
 #include "key_stream.h"

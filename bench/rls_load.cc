@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "key_stream.h"
 

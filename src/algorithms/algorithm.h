@@ -20,7 +20,6 @@
 #include "algorithms/sliding_window_counter.h"
 #include "algorithms/sliding_window_log.h"
 #include "algorithms/token_bucket.h"
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal {

@@ -39,7 +39,7 @@
 #include <array>
 #include <cstdint>
 
-#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 
 namespace caudal {
 

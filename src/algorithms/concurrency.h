@@ -18,7 +18,6 @@
 #include <cstdint>
 
 #include "algorithms/sliding_window_log.h"
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::concurrency {

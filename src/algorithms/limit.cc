@@ -4,7 +4,6 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/exact_math.h"
-#include "caudal/algorithms/decision.h"
 #include "common/cat.h"
 
 namespace caudal {

@@ -10,7 +10,6 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/sliding_window_log.h"
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::testing {

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 
 namespace caudal::sliding_window_log {

@@ -1,4 +1,4 @@
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 
 #include <gtest/gtest.h>
 

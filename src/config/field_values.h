@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "config/field_table.h"
 
 namespace caudal::config_internal {

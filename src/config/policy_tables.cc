@@ -3,7 +3,7 @@
 #include <charconv>
 
 #include "caudal/algorithms/limit.h"
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "config/config_tables.h"
 #include "config/lease_rows.h"
 

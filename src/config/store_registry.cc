@@ -3,8 +3,6 @@
 #include <cctype>
 #include <fstream>
 
-#include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"

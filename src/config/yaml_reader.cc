@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "common/cat.h"
 
 namespace caudal::config_internal {

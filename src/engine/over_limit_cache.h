@@ -26,7 +26,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 #include "caudal/common/clock.h"
 
 namespace caudal::engine_internal {

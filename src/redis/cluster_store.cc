@@ -1,7 +1,7 @@
 #include <boost/asio/post.hpp>
 #include <map>
 
-#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/cluster_topology.h"
 #include "redis/hash_slot.h"

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "algorithms/algorithm.h"
-#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 #include "redis/lua_protocol.h"
 
 namespace caudal {
@@ -29,7 +29,7 @@ std::string Upper(std::string_view name) {
 std::string Constants() {
   std::string out =
       "-- Generated at build time from the algorithm table (algorithms/algorithm.h) and\n"
-      "-- the Verdict enum (caudal/algorithms/decision.h) by lua_constants_main.cc. Do not edit.\n";
+      "-- the Verdict enum (caudal/algorithms/limit.h) by lua_constants_main.cc. Do not edit.\n";
   for (const AlgorithmInfo& e : kAlgorithmTable) {
     out += "local " + Upper(e.name) + " = " + std::to_string(static_cast<int>(e.algorithm)) + "\n";
   }

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <string_view>
 
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "redis/resp.h"
 

@@ -8,7 +8,7 @@
 #include <charconv>
 #include <future>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "common/cat.h"
 #include "redis/sentinel_protocol.h"
 

@@ -1,7 +1,7 @@
 #include <boost/asio/post.hpp>
 #include <future>
 
-#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/node.h"
 #include "redis/one_shot.h"

@@ -4,7 +4,7 @@
 
 #include <boost/json.hpp>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "common/caller_auth.h"
 #include "common/cat.h"
 #include "server/json_keys.h"

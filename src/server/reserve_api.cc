@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "common/cat.h"
 
 namespace caudal::http_api {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "caudal/algorithms/limit.h"
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 #include "simulate/lease_regions.h"
 #include "simulate/traffic.h"

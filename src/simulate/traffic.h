@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "caudal/common/clock.h"
-#include "caudal/common/rate.h"
 #include "caudal/common/status.h"
 
 namespace caudal::simulate {

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "algorithms/compact_state.h"
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/store/store.h"
 

@@ -16,7 +16,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "caudal/redis/redis_store.h"
 #include "config/ratelimit_config_yaml.h"
 #include "envoy/conformance_expect.h"

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string>
 
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "config/ratelimit_config_yaml.h"
 #include "envoy/grpc_server.h"
 #include "rls_stack.h"

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "config/store_registry.h"
 #include "decorators/breaker_store.h"

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <mutex>
 
-#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "decorators/lease_store.h"
 #include "redis/double_spend.h"
 #include "support/redis_cluster.h"

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/hash_slot.h"
 #include "redis/load_threads.h"

@@ -11,7 +11,6 @@
 #include <thread>
 
 #include "caudal/config/config.h"
-#include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "config/store_registry.h"

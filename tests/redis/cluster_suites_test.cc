@@ -7,7 +7,7 @@
 // prefix holding a hash tag), where each request is one atomic call.
 #include <gtest/gtest.h>
 
-#include "caudal/redis/redis_cluster_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/equivalence_replay.h"
 #include "store/batch.h"

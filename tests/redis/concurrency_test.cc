@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
-#include "caudal/redis/redis_cluster_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/manual_clock.h"

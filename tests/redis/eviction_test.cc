@@ -14,8 +14,6 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
-#include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/eviction_check.h"
 #include "redis/redis_test_util.h"

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/store/store.h"
 #include "common/cat.h"

@@ -11,8 +11,6 @@
 #include <string>
 #include <thread>
 
-#include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "redis/redis_test_util.h"
 #include "support/redis_cluster.h"

@@ -28,8 +28,6 @@
 #include <vector>
 
 #include "caudal/engine/engine.h"
-#include "caudal/redis/redis_cluster_store.h"
-#include "caudal/redis/redis_sentinel_store.h"
 #include "caudal/redis/redis_store.h"
 #include "decorators/breaker_store.h"
 #include "decorators/lease_store.h"

@@ -10,7 +10,7 @@
 #include <map>
 #include <thread>
 
-#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/load_threads.h"
 #include "redis/redis_test_util.h"

@@ -8,7 +8,7 @@
 #include <future>
 #include <iostream>
 
-#include "caudal/redis/redis_sentinel_store.h"
+#include "caudal/redis/redis_store.h"
 #include "common/cat.h"
 #include "redis/connection.h"
 #include "redis/double_spend.h"

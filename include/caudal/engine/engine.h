@@ -38,7 +38,7 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/algorithms/decision.h"
+#include "caudal/algorithms/limit.h"
 #include "caudal/common/clock.h"
 #include "caudal/engine/policy.h"
 #include "caudal/engine/ratelimit_config.h"

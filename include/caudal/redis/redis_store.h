@@ -1,4 +1,5 @@
-// RedisStore: the Store shared by any number of caudal instances, kept in one Redis server.
+// RedisStore: the Store shared by any number of caudal instances, kept in one Redis server; and
+// the same on Redis Cluster and under Sentinel (RedisClusterStore, RedisSentinelStore, below).
 //
 // Every batch of decisions is one call of one Lua script (src/redis/lua/): each request is
 // decided all-or-nothing without interleaving, at Redis's own TIME, so instances whose clocks
@@ -50,7 +51,7 @@ class RedisEvictionWatch;
 }
 
 // Options for every Redis flavour: RedisStore (one server), RedisClusterStore and
-// RedisSentinelStore (redis_cluster_store.h, redis_sentinel_store.h); the URL's scheme names it.
+// RedisSentinelStore (below); the URL's scheme names it.
 // The most entries RedisStoreOptions::address_map may hold.
 inline constexpr size_t kMaxRedisAddressMap = 1024;
 
@@ -175,6 +176,91 @@ class RedisStore final : public Store {
  private:
   struct Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// RedisClusterStore: the Store on Redis Cluster (self-hosted, or a managed service's cluster
+// mode), for when one primary is not enough.
+//
+// A request's entries are grouped by the hash slot of their Redis key, and each group is one
+// script call on its slot's primary, atomic there as on one server; a primary's requests share
+// a call whatever their slots. A request whose keys share a slot (one identity's limits share
+// its hash tag) is decided all-or-nothing as on one server; one spanning slots by reserve, then
+// commit or undo: a refused request holds, on each group that admitted it, that group's costs
+// until its undo ran, at most until the slowest group answered plus one round trip, and the
+// undo gives back only what still counts (docs/scaling.md). MOVED, ASK and TRYAGAIN are
+// followed, at most `max_redirects` per request within its deadline; decisions go to primaries
+// only.
+//
+// Failover: while a primary is down or its circuit breaker open, decisions for its slots fail
+// with kUnavailable (the caller's failure mode applies) and other slots are unaffected; they
+// resume on the promoted replica without a restart. What the dead primary had admitted but not
+// replicated is lost with it (docs/scaling.md says how much).
+//
+// Thread-safety: every member is safe to call from any thread. Callbacks run on the store's io
+// thread and must not block.
+class RedisClusterStore final : public Store {
+ public:
+  // `options.url` is redis-cluster://... (see RedisStoreOptions). Reads the slot map from a seed
+  // and connects to every primary before returning. kInvalidArgument for a bad URL or option, or
+  // credentials a node refuses; kUnavailable when no seed answers with a map or no primary can
+  // be reached. A primary that cannot be reached while others can is retried in the background.
+  // `clock` as for RedisStore::Open.
+  static Result<std::unique_ptr<RedisClusterStore>> Open(const Clock& clock,
+                                                         RedisStoreOptions options);
+  ~RedisClusterStore() override;
+
+  // Ok when every slot has a primary and every primary answers PING.
+  Status Ping() override;
+  std::string_view Name() const override { return "redis-cluster"; }
+
+  RedisStoreStats Stats() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
+
+ private:
+  struct Impl;
+  explicit RedisClusterStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// RedisSentinelStore: the Store on a primary with replicas under Redis Sentinel, for high
+// availability without Redis Cluster.
+//
+// It decides exactly as RedisStore does, on the primary the sentinels name, once ROLE has said
+// it is one: it never decides on a replica. It follows a failover as soon as a sentinel
+// announces it, asks again whenever the primary's connections fail, and every
+// `topology_refresh` in any case (docs/scaling.md). During a failover decisions fail with
+// kUnavailable (the caller's failure mode applies) until the replica being promoted answers as
+// a primary, then resume there without a restart; what the old primary had admitted but not
+// replicated is lost with it.
+//
+// Thread-safety: every member is safe to call from any thread. Callbacks run on the store's io
+// thread and must not block.
+class RedisSentinelStore final : public Store {
+ public:
+  // `options.url` is redis-sentinel://... (see RedisStoreOptions). Asks the sentinels for the
+  // primary and connects to it before returning. kInvalidArgument for a bad URL or option, a
+  // master name no sentinel knows, or credentials refused; kUnavailable when no sentinel answers
+  // or the primary cannot be reached.
+  // `clock` as for RedisStore::Open.
+  static Result<std::unique_ptr<RedisSentinelStore>> Open(const Clock& clock,
+                                                          RedisStoreOptions options);
+  ~RedisSentinelStore() override;
+
+  // PING on the current primary.
+  Status Ping() override;
+  std::string_view Name() const override { return "redis-sentinel"; }
+
+  RedisStoreStats Stats() const;
+
+ protected:
+  void DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) override;
+
+ private:
+  struct Impl;
+  explicit RedisSentinelStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

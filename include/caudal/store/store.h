@@ -33,7 +33,6 @@
 #include <string_view>
 #include <vector>
 
-#include "caudal/algorithms/decision.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
