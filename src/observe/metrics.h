@@ -357,12 +357,13 @@ inline constexpr std::array kMetricTable = {
               {},
               "Store requests Redis decided (a request whose keys span Cluster slots: once per "
               "slot group)."},
-    MetricDef{MetricId::kRedisScriptReloads,
-              "caudal_redis_script_reloads_total",
-              MetricType::kCounter,
-              {},
-              "NOSCRIPT replies answered by loading the script again (a restarted or failed-over "
-              "Redis)."},
+    MetricDef{
+        MetricId::kRedisScriptReloads,
+        "caudal_redis_script_reloads_total",
+        MetricType::kCounter,
+        {},
+        "NOSCRIPT or \"Function not found\" replies answered by loading the script or library "
+        "again (a restarted or failed-over Redis)."},
     MetricDef{MetricId::kRedisReconnects,
               "caudal_redis_reconnects_total",
               MetricType::kCounter,

@@ -105,6 +105,27 @@ void Connection::OnConnected(const boost::system::error_code& ec) {
                         });
 }
 
+namespace {
+
+// FUNCTION LOAD's reply: the library's name, or "Library '...' already exists" when another
+// connection loaded it first; any other error (no FUNCTION command, an ACL) leaves it unloaded.
+bool LoadedLibrary(const redisReply& reply) {
+  if (!IsError(reply)) return Text(reply) == kConsumeLibraryName;
+  return Text(reply).find("already exists") != std::string_view::npos;
+}
+
+}  // namespace
+
+void Connection::ReloadConsumeFunction() {
+  has_consume_function_ = false;
+  std::string command;
+  AppendCommand(std::vector<std::string_view>{"FUNCTION", "LOAD", kConsumeLibrary}, command);
+  Send(command, [weak = weak_from_this()](Result<Reply> r) {
+    std::shared_ptr<Connection> self = weak.lock();
+    if (self && r.ok()) self->has_consume_function_ = LoadedLibrary(**r);
+  });
+}
+
 // AUTH, SELECT, SCRIPT LOAD and ROLE (those the handshake asks for), pipelined. The first error
 // reply names the cause; the replies after it (NOAUTH...) add nothing. The last reply makes the
 // connection ready.
@@ -163,6 +184,12 @@ void Connection::Handshake() {
   if (setup_.load_script && setup_.script.empty()) {
     load(kDecideScript, kDecideSha1);
     load(kConsumeScript, kConsumeSha1);
+    // Never fails the handshake: where the library cannot be loaded, the script serves.
+    add({"FUNCTION", "LOAD", kConsumeLibrary}, [self = shared_from_this()](Result<Reply> r) {
+      if (!r.ok()) return false;
+      self->has_consume_function_ = LoadedLibrary(**r);
+      return true;
+    });
   } else if (setup_.load_script) {
     load(setup_.script, setup_.script_sha1);
   }

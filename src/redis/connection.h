@@ -2,7 +2,8 @@
 //
 // Commands are queued with Send() and written back to back; replies come back in order and go to
 // each command's handler. On connect it authenticates (AUTH), selects the database (SELECT) and
-// loads a script (SCRIPT LOAD: the decide script, or the one its setup names), all pipelined, and
+// loads a script (SCRIPT LOAD: the decide script, or the one its setup names; with the decide
+// script, the fast script's function library too: FUNCTION LOAD), all pipelined, and
 // optionally checks that the server is a primary (ROLE); only then is it ready. A connection to a
 // Sentinel sends AUTH alone; one in subscribe mode hands the messages nobody asked for to its push
 // handler.
@@ -78,6 +79,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Close(const Status& why);
 
   bool ready() const { return state_ == State::kReady; }
+  // Whether the server holds the fast script's function library (script.h): FUNCTION LOAD
+  // succeeded, or found it loaded. False before ready(), and where the server refused it: calls
+  // then go to the script.
+  bool has_consume_function() const { return has_consume_function_; }
+  // After "Function not found" (FUNCTION FLUSH, a server that lost it): FUNCTION LOAD again,
+  // pipelined before whatever is sent next; until its reply, calls go to the script.
+  void ReloadConsumeFunction();
   size_t in_flight() const { return handlers_.size(); }
   // When (Clock::Monotonic()) the oldest unanswered command was sent; meaningful when
   // in_flight() > 0.
@@ -125,6 +133,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const RedisUrl url_;
   const Clock& clock_;
   const ConnectionSetup setup_;
+  bool has_consume_function_ = false;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;

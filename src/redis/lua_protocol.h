@@ -130,7 +130,8 @@ bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacem
 inline constexpr int64_t kNotServedHere = 2;
 
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
-// "EVAL <script> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack> <nkeys> keys... args...";
+// "EVAL <script> ...", or "FCALL <function> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack>
+// <nkeys> keys... args...";
 // one `args` per request.
 // The views point into `requests` and `out`.
 struct CallArgv {

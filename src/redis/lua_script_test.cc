@@ -110,5 +110,22 @@ TEST(LuaScript, Sha1IsTheScriptsDigest) {
   }
 }
 
+// The library carries the fast script's SHA1 in its name and its function's, so that builds that
+// differ load and call their own; its parts are the script's, the last one split at "Each call".
+TEST(LuaScript, TheLibraryIsTheFastScriptNamedByItsSha1) {
+  const std::string version(kConsumeSha1.substr(0, 16));
+  EXPECT_EQ(kConsumeLibraryName, "caudal_" + version);
+  EXPECT_EQ(kConsumeFunction, "caudal_consume_" + version);
+  EXPECT_TRUE(kConsumeLibrary.starts_with("#!lua name=caudal_" + version + "\n"));
+  EXPECT_EQ(Count(kConsumeLibrary, "redis.register_function('" + std::string(kConsumeFunction)), 1);
+  const size_t each = kConsumeScript.find("\n-- Each call.\n");
+  ASSERT_NE(each, std::string_view::npos);
+  // Everything before that line is in the library as it is, and the rest too, inside the
+  // function: nothing of the script is left out.
+  EXPECT_NE(kConsumeLibrary.find(kConsumeScript.substr(0, each)), std::string_view::npos);
+  EXPECT_NE(kConsumeLibrary.find(kConsumeScript.substr(each, kConsumeScript.size() - each - 1)),
+            std::string_view::npos);
+}
+
 }  // namespace
 }  // namespace caudal::redis

@@ -345,8 +345,13 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   const bool one_slot = std::all_of(call->parts.begin(), call->parts.end(),
                                     [slot](const PartPtr& p) { return p->slot == slot; });
   const KeyPlacement placement = one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared;
-  CallArgv argv;  // a call of plain consumes goes to the fast script (script.h)
-  BuildCall("EVALSHA", ForConsumeScript(encoded, placement) ? kConsumeSha1 : kDecideSha1,
+  // A call of plain consumes goes to the fast script, as a function where the server holds it
+  // (script.h).
+  const bool consume = ForConsumeScript(encoded, placement);
+  const bool function = consume && conn->has_consume_function();
+  CallArgv argv;
+  BuildCall(function ? "FCALL" : "EVALSHA",
+            function ? kConsumeFunction : (consume ? kConsumeSha1 : kDecideSha1),
             given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv, placement);
   std::string command;
   if (call->parts.front()->asking) {
@@ -363,6 +368,19 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
 
 void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_ptr<Call>& call,
                        Result<Reply> reply) {
+  if (reply.ok() && IsError(**reply) &&
+      Text(**reply).find("Function not found") != std::string_view::npos) {
+    // The library was flushed (FUNCTION FLUSH, a server that lost it): the call did not run, so
+    // load it again and resend, to the script until the library is back.
+    std::shared_ptr<Connection> conn = weak.lock();
+    if (call->reloads < 2 && conn && conn->ready()) {
+      ++call->reloads;
+      counters_.reloads.fetch_add(1, std::memory_order_relaxed);
+      conn->ReloadConsumeFunction();
+      SendCall(conn, call);
+      return;
+    }
+  }
   if (reply.ok() && IsError(**reply) && Text(**reply).starts_with("NOSCRIPT")) {
     // The script was flushed (SCRIPT FLUSH, a restart): it did not run, so load it and resend.
     std::shared_ptr<Connection> conn = weak.lock();

@@ -107,15 +107,6 @@ Result<Response> CallBlocking(Store& store, std::span<const Entry> entries) {
 
 }  // namespace
 
-EntryRef EncodeConsume(const ConsumeEntry& e) {
-  return {.key = e.key,
-          .limit = e.limit,
-          .cost = e.cost,
-          .lease = e.lease,
-          .terms = e.lease_terms,
-          .reservation = e.reservations};
-}
-
 void DecideBatchAsync(Store& store, std::span<const EntryRef> entries, DecideCallback done) {
   store.DecideBatchAsync(entries, std::move(done));
 }

@@ -39,6 +39,10 @@ class LuaEquivalence : public ::testing::Test {
     sha = server_->Command({"SCRIPT", "LOAD", std::string(kConsumeScript)});
     ASSERT_TRUE(sha.ok()) << sha.status().ToString();
     ASSERT_EQ(*sha, kConsumeSha1);
+    Result<std::string> library =
+        server_->Command({"FUNCTION", "LOAD", std::string(kConsumeLibrary)});
+    ASSERT_TRUE(library.ok()) << library.status().ToString();
+    ASSERT_EQ(*library, kConsumeLibraryName);
   }
 
   // Runs one script call carrying `requests` at `now`; returns each request's response.
@@ -47,12 +51,15 @@ class LuaEquivalence : public ::testing::Test {
     for (const auto& r : requests) encoded.push_back(EncodeRequest(r, "caudal:"));
     std::vector<const EncodedRequest*> ptrs;
     for (const EncodedRequest& e : encoded) ptrs.push_back(&e);
-    // Every other call the store would send to the fast script goes there, the rest to the
-    // decide script: both decide the same keys in turn, and each must agree with the model.
-    const bool fast =
-        ForConsumeScript(ptrs, KeyPlacement::kDeclared) && (consume_calls_++ % 2 == 0);
+    // Of the calls the store would send to the fast script, one in three goes to it as a
+    // function (as the store sends it), one to it as a script, one to the decide script: all
+    // decide the same keys in turn, and each must agree with the model.
+    const uint64_t turn =
+        ForConsumeScript(ptrs, KeyPlacement::kDeclared) ? consume_calls_++ % 3 : 2;
     CallArgv call;
-    BuildCall("EVALSHA", fast ? kConsumeSha1 : kDecideSha1, TimeSource::kGiven, now, ptrs, call);
+    BuildCall(turn == 0 ? "FCALL" : "EVALSHA",
+              turn == 0 ? kConsumeFunction : (turn == 1 ? kConsumeSha1 : kDecideSha1),
+              TimeSource::kGiven, now, ptrs, call);
     Result<std::string> reply =
         server_->Command(std::vector<std::string>(call.argv.begin(), call.argv.end()));
     EXPECT_TRUE(reply.ok()) << reply.status().ToString();

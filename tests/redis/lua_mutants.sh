@@ -58,8 +58,8 @@ mutants=(
   "compact_state.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
   "compact_state.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
   "compact_state.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
-  # The fast script for plain consumes (its calls alternate with the decide script's in the
-  # suites): a refused request that still counts, one admitted on a refused entry, a refused
+  # The fast script for plain consumes (its calls, as a function and as a script, alternate
+  # with the decide script's in the suites): a refused request that still counts, one admitted on a refused entry, a refused
   # request reported with its consumption.
   "consume.lua|      if all then|      if true then"
   "consume.lua|if verdicts[i] ~= ALLOWED then all = false end|local _ = 0"
@@ -68,6 +68,10 @@ mutants=(
   # reported as admitted.
   "consume.lua|if consumed then compact_write(key, st, w0, w1, w2, now, reset, slack) end|local _ = 0"
   "consume.lua|verdict == ALLOWED and 1 or 0, verdict|1, verdict"
+  # Its caches, kept across calls as a function: a request remembered with another cost, a
+  # state read in place that keeps the previous key's TTL record.
+  "consume.lua|r = {COMPACT[alg], cap, rn, rp, cost}|r = {COMPACT[alg], cap, rn, rp, 1}"
+  "compact_state.lua|tag, t[1], t[2], t[3], t[4] = sunpack('<Bdddd', v)|tag, t[1], t[2], t[3] = sunpack('<Bdddd', v)"
 )
 # Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
 # taken by a refused request, a lease of the ask whether or not it fits, a give-back applied

@@ -73,13 +73,20 @@ class LuaConnection {
     server_ = std::move(*s);
     context_.reset(redisConnect("127.0.0.1", server_->port()));
     if (context_ == nullptr || context_->err != 0) std::abort();
-    auto replies =
-        Pipeline({{"SCRIPT", "LOAD", kDecideScript}, {"SCRIPT", "LOAD", kConsumeScript}});
+    auto replies = Pipeline({{"SCRIPT", "LOAD", kDecideScript},
+                             {"SCRIPT", "LOAD", kConsumeScript},
+                             {"FUNCTION", "LOAD", kConsumeLibrary}});
     if (replies[0]->type != REDIS_REPLY_STRING ||
         std::string_view(replies[0]->str) != kDecideSha1 ||
         replies[1]->type != REDIS_REPLY_STRING ||
         std::string_view(replies[1]->str) != kConsumeSha1) {
       ADD_FAILURE() << "SCRIPT LOAD did not give the build's SHA1";
+      std::abort();
+    }
+    if (replies[2]->type != REDIS_REPLY_STRING ||
+        std::string_view(replies[2]->str) != kConsumeLibraryName) {
+      ADD_FAILURE() << "FUNCTION LOAD refused the library: "
+                    << std::string_view(replies[2]->str, replies[2]->len);
       std::abort();
     }
   }
@@ -128,7 +135,7 @@ class LuaReplayer {
     const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix);
     const EncodedRequest* ptr = &request;
     CallArgv call;
-    BuildCall("EVALSHA", Sha1For(ptr), TimeSource::kGiven, now.count(), {&ptr, 1}, call);
+    BuildFor(ptr, now, call);
     calls.push_back(call.argv);
     calls.push_back({"DEL", to});
     auto replies = LuaConnection::Get().Pipeline(calls);
@@ -150,13 +157,16 @@ class LuaReplayer {
  private:
   static constexpr std::string_view kPrefix = "caudal:";
 
-  // Every other call the store would send to the fast script goes there, the rest to the
-  // decide script, so that the suites hold both to their contract on the same keys.
-  static std::string_view Sha1For(const EncodedRequest* request) {
+  // Of the calls the store would send to the fast script, one in three goes to it as a
+  // function (FCALL, as the store sends it), one to it as a script, and one to the decide
+  // script, so that the suites hold all three to their contract on the same keys.
+  static void BuildFor(const EncodedRequest* request, Micros now, CallArgv& call) {
     static std::atomic<uint64_t> consume_calls{0};
-    return ForConsumeScript({&request, 1}, KeyPlacement::kDeclared) && consume_calls++ % 2 == 0
-               ? kConsumeSha1
-               : kDecideSha1;
+    const uint64_t turn =
+        ForConsumeScript({&request, 1}, KeyPlacement::kDeclared) ? consume_calls++ % 3 : 2;
+    BuildCall(turn == 0 ? "FCALL" : "EVALSHA",
+              turn == 0 ? kConsumeFunction : (turn == 1 ? kConsumeSha1 : kDecideSha1),
+              TimeSource::kGiven, now.count(), {&request, 1}, call);
   }
 
   static uint64_t NextId() {
@@ -169,7 +179,7 @@ class LuaReplayer {
     const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix);
     const EncodedRequest* ptr = &request;
     CallArgv call;
-    BuildCall("EVALSHA", Sha1For(ptr), TimeSource::kGiven, now.count(), {&ptr, 1}, call);
+    BuildFor(ptr, now, call);
     auto replies = LuaConnection::Get().Pipeline({call.argv});
     return Decode(*replies[0], request, now);
   }

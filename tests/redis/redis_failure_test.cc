@@ -1,5 +1,6 @@
-// RedisStore when Redis misbehaves: SCRIPT FLUSH and a restart mid-run, a Redis that stops
-// answering (DEBUG SLEEP). These tests run against real time, the only clock Redis has.
+// RedisStore when Redis misbehaves: SCRIPT FLUSH, FUNCTION FLUSH (or no FUNCTION at all) and a
+// restart mid-run, a Redis that stops answering (DEBUG SLEEP). These tests run against real time,
+// the only clock Redis has.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -73,8 +74,18 @@ class Hammer {
   std::vector<std::thread> threads_;
 };
 
+// Calls of `name` (EVALSHA, FCALL) Redis has run, from INFO commandstats.
+uint64_t CallsOf(testing::RedisServer& server, const std::string& name) {
+  Result<std::string> info = server.Command({"INFO", "commandstats"});
+  if (!info.ok()) return 0;
+  const std::string field = "cmdstat_" + name + ":calls=";
+  const size_t at = info->find(field);
+  return at == std::string::npos ? 0 : std::stoull(info->substr(at + field.size()));
+}
+
+// On a server without FUNCTION, so that the hammer's plain consumes go to the script too.
 TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
-  auto server = StartServer();
+  auto server = StartServer({.extra_args = {"--rename-command", "FUNCTION", ""}});
   auto store = MustOpen({.url = server->url(), .deadline = seconds(1)});
   Hammer hammer(*store, 4);
   for (int i = 0; i < 10; ++i) {
@@ -91,6 +102,51 @@ TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
   for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
   EXPECT_GT(hammer.ok_.size(), 100u);
   ExpectEveryKeyHasATtl(*server, seconds(1));
+}
+
+TEST(RedisFailure, FunctionFlushMidRunIsInvisible) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url(), .deadline = seconds(1)});
+  Hammer hammer(*store, 4);
+  ASSERT_TRUE(hammer.Await([&] { return hammer.ok_.size() >= 20; }));
+  const uint64_t fcalls = CallsOf(*server, "fcall");
+  EXPECT_GT(fcalls, 0u) << "plain consumes go to the function";
+  for (int i = 0; i < 5; ++i) {
+    const uint64_t reloads = store->Stats().script_reloads;
+    ASSERT_EQ(*server->Command({"FUNCTION", "FLUSH"}), "OK");
+    const size_t flushed = hammer.Oks();
+    ASSERT_TRUE(hammer.Await([&] {
+      return store->Stats().script_reloads > reloads && hammer.ok_.size() >= flushed + 20;
+    })) << "flush "
+        << i << " was not noticed";
+  }
+  hammer.Stop();
+  for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
+  // The library is back: the next decision is a call of it.
+  const uint64_t before = CallsOf(*server, "fcall");
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 10, {10, seconds(1)});
+  const ConsumeEntry e{.key = "after", .limit = &limit, .cost = 1};
+  ASSERT_TRUE(store->Decide({.consumes = {&e, 1}}).ok());
+  EXPECT_EQ(CallsOf(*server, "fcall"), before + 1);
+  ExpectEveryKeyHasATtl(*server, seconds(1));
+}
+
+// A server that refuses FUNCTION (renamed away here, as managed services and ACLs do) is sent
+// the script, and decides the same.
+TEST(RedisFailure, NoFunctionCommandFallsBackToTheScript) {
+  auto server = StartServer({.extra_args = {"--rename-command", "FUNCTION", ""}});
+  auto store = MustOpen({.url = server->url()});
+  const Limit limit = Bucket(Algorithm::kTokenBucket, 3, {1, seconds(60)});
+  const ConsumeEntry e{.key = "fallback", .limit = &limit, .cost = 1};
+  std::vector<bool> allowed;
+  for (int i = 0; i < 5; ++i) {
+    Result<DecideResponse> r = store->Decide({.consumes = {&e, 1}});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    allowed.push_back(r->allowed);
+  }
+  EXPECT_EQ(allowed, (std::vector<bool>{true, true, true, false, false}));
+  EXPECT_EQ(CallsOf(*server, "fcall"), 0u);
+  EXPECT_GE(CallsOf(*server, "evalsha"), 5u);
 }
 
 TEST(RedisFailure, RestartMidRunFailsOnlyWithinTheRestartWindow) {

@@ -9,8 +9,7 @@
 -- counting. nil when the key is absent (fresh).
 local spack, sunpack = struct.pack, struct.unpack
 local STATE_TAG = 1
-local function compact_read(key)
-  local v = redis.call('GET', key)
+local function compact_parse(v)  -- a GET's value (false: absent)
   if not v then return nil end
   if #v == 33 then
     local tag, a, b, c, keep = sunpack('<Bdddd', v)
@@ -19,6 +18,19 @@ local function compact_read(key)
   local a, b, c = match(v, '^(-?%d+) (-?%d+) (-?%d+)$')
   if not a then return nil end
   return {tonumber(a), tonumber(b), tonumber(c)}
+end
+local function compact_read(key) return compact_parse(redis.call('GET', key)) end
+-- compact_read into `t`, its words overwritten, for a caller done with the state before it
+-- reads another (consume.lua): no table is made per read. A state in text makes one.
+local function compact_read_into(key, t)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  if #v == 33 then
+    local tag
+    tag, t[1], t[2], t[3], t[4] = sunpack('<Bdddd', v)
+    if tag == STATE_TAG then return t end
+  end
+  return compact_parse(v)
 end
 
 -- Writes a compact state, read as `st` in this call (or nil), that must live until fresh,
@@ -30,23 +42,27 @@ end
 -- never later than the real expiry: Redis's TIME, read at the call's start, is `now`, and Redis
 -- counts a TTL from its own clock in whole ms, read at the call's start too, so the time is
 -- recorded 1 ms short. (A given clock's `slack`, lua_protocol.h, is added and not recorded.)
+-- Returns the time recorded, the state's fourth word from now on.
 -- The PX argument's text by value: a number passed to redis.call is formatted as a double
 -- (snprintf "%.17g", as costly as the SET itself), and the writes of one call mostly share a
--- TTL. Bounded by the call: one entry per distinct TTL it sets.
-local PX_TEXT = {}
+-- TTL. A script's table lives for its call; the function library's (script.h) for as long as
+-- the library, so it starts afresh once it holds PX_TEXT_MAX texts.
+local PX_TEXT, px_texts, PX_TEXT_MAX = {}, 0, 256
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
   local ttl = ttl_ms(reset, 0)
   local keep = st and st[4]
   if keep and keep >= now + ttl * 1000 then
     redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'KEEPTTL')
-  else
-    ttl = ttl + floor(ttl / 8)
-    local px = PX_TEXT[ttl + slack]
-    if not px then
-      px = fmt('%d', ttl + slack)
-      PX_TEXT[ttl + slack] = px
-    end
-    redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, now + (ttl - 1) * 1000),
-               'PX', px)
+    return keep
   end
+  ttl = ttl + floor(ttl / 8)
+  local px = PX_TEXT[ttl + slack]
+  if not px then
+    if px_texts >= PX_TEXT_MAX then PX_TEXT, px_texts = {}, 0 end
+    px = fmt('%d', ttl + slack)
+    PX_TEXT[ttl + slack], px_texts = px, px_texts + 1
+  end
+  keep = now + (ttl - 1) * 1000
+  redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'PX', px)
+  return keep
 end

@@ -4,10 +4,21 @@
 -- Its parts are the constants, the prelude, the compact algorithms, compact_state.lua and this
 -- file (embed_lua.cmake): leaving out what a plain consume never runs (the sliding window log,
 -- concurrency, undos, reservations, leases) is what makes it cheaper, since Redis runs the
--- whole script's top level, every function definition in it, at each call.
+-- whole script's top level, every function definition in it, at each call. Loaded as a function
+-- library (script.h), the parts and this file's first section run once, at the first call,
+-- and the section after the "-- Each call." line is the function's body.
 -- It decides exactly as decide.lua decides the same requests, reading and writing the same
 -- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's.
 
+-- Once. The one-entry requests already decoded, by their bytes: a policy's requests mostly
+-- repeat (one limit, cost 1), and a table lookup by a string Redis has interned costs less than
+-- unpacking it. Bounded: it starts afresh once it holds ONE_REQUESTS_MAX.
+local ONE_REQUESTS, one_requests, ONE_REQUESTS_MAX = {}, 0, 1024
+-- The state a one-entry request reads, filled in place (compact_read_into): done with before
+-- the next read.
+local SCRATCH = {}
+
+-- Each call.
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -28,16 +39,22 @@ for a = 3, #ARGV do
   if #req == 48 then
     -- One entry, the usual request: decided on locals, without the tables below. Only an
     -- admitted consumption (`consumed`) changes the state, so nothing else is written.
-    local count, alg, cap, rn, rp, cost = sunpack(ONE, req)
-    if count ~= 1 then return redis.error_reply('caudal consume: a malformed request') end
-    if cost < 0 or not COMPACT[alg] then
-      return redis.error_reply('caudal consume: an entry that is not a plain consume')
+    local r = ONE_REQUESTS[req]  -- {decide, capacity, rate count, rate period, cost}
+    if not r then
+      local count, alg, cap, rn, rp, cost = sunpack(ONE, req)
+      if count ~= 1 then return redis.error_reply('caudal consume: a malformed request') end
+      if cost < 0 or not COMPACT[alg] then
+        return redis.error_reply('caudal consume: an entry that is not a plain consume')
+      end
+      r = {COMPACT[alg], cap, rn, rp, cost}
+      if one_requests >= ONE_REQUESTS_MAX then ONE_REQUESTS, one_requests = {}, 0 end
+      ONE_REQUESTS[req], one_requests = r, one_requests + 1
     end
     local key = KEYS[k]
     k = k + 1
-    local st = compact_read(key)
+    local st = compact_read_into(key, SCRATCH)
     local verdict, remaining, reset, retry, consumed, w0, w1, w2 =
-      COMPACT[alg](st, cap, rn, rp, now, cost)
+      r[1](st, r[2], r[3], r[4], now, r[5])
     if consumed then compact_write(key, st, w0, w1, w2, now, reset, slack) end
     out[o + 1], out[o + 2], out[o + 3], out[o + 4], out[o + 5] =
       verdict == ALLOWED and 1 or 0, verdict, remaining, reset, retry
