@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "caudal/algorithms/limit.h"
-#include "caudal/common/rate.h"
+#include "caudal/common/clock.h"
 #include "fuzz_check.h"
 
 namespace caudal {
