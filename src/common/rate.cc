@@ -1,7 +1,7 @@
-#include "caudal/common/clock.h"
-
 #include <charconv>
 #include <limits>
+
+#include "caudal/common/clock.h"
 
 namespace caudal {
 namespace {

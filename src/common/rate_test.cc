@@ -1,6 +1,6 @@
-#include "caudal/common/clock.h"
-
 #include <gtest/gtest.h>
+
+#include "caudal/common/clock.h"
 
 namespace caudal {
 namespace {
