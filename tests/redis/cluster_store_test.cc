@@ -339,12 +339,19 @@ TEST_F(ClusterStoreTest, TheScriptSkipsWholeARequestWithAKeyTheNodeDoesNotServe)
   EXPECT_EQ(exists(1, foreign), "0");
 }
 
+// A plain consume goes to the fast script's function: a node that lost the library (FUNCTION
+// FLUSH) loads it again, and the call is sent again, to the script meanwhile.
 TEST_F(ClusterStoreTest, ReloadsTheScriptOnTheNodeThatLostIt) {
   const std::string key = KeyOn(*cluster_, 2, "flushed");
   ASSERT_TRUE(DecideOne(*store_, key, bucket_, 1).allowed());
-  ASSERT_TRUE(cluster_->node(2).Command({"SCRIPT", "FLUSH"}).ok());
+  ASSERT_TRUE(cluster_->node(2).Command({"FUNCTION", "FLUSH"}).ok());
   EXPECT_EQ(DecideOne(*store_, key, bucket_, 1).remaining, 998);
   EXPECT_EQ(store_->Stats().script_reloads, 1u);
+  // Both gone: the library, then the script the call was sent to meanwhile.
+  ASSERT_TRUE(cluster_->node(2).Command({"FUNCTION", "FLUSH"}).ok());
+  ASSERT_TRUE(cluster_->node(2).Command({"SCRIPT", "FLUSH"}).ok());
+  EXPECT_EQ(DecideOne(*store_, key, bucket_, 1).remaining, 997);
+  EXPECT_EQ(store_->Stats().script_reloads, 3u);
 }
 
 TEST_F(ClusterStoreTest, ADownPrimaryFailsItsSlotsAtOnceAndNoOthers) {
