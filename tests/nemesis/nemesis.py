@@ -324,7 +324,7 @@ class SentinelGroup:
         ("caudal-kill", 2), ("caudal-stop", 2), ("caudal-reload", 2),
         ("partition-hold", 2), ("partition-drop", 2), ("partition-sentinels", 2), ("latency", 3),
         ("redis-kill-primary", 2), ("redis-stop-primary", 2), ("redis-kill-replica", 1),
-        ("redis-stop-replica", 1), ("redis-failover", 2), ("sentinel-kill", 1),
+        ("redis-stop-replica", 1), ("sentinel-failover", 2), ("sentinel-kill", 1),
         ("sentinel-stop", 1), ("clock", 2), ("clock-failover", 2), ("lease-storm", 1),
     ]
 
@@ -876,13 +876,17 @@ class Nemesis:
         self._redis_stop(p, "slave", "redis-stop-replica")
 
     def _redis_failover(self, p):
-        if self.cluster.topology == "sentinel":
-            f = self.record("redis-failover", "sentinel", "SENTINEL FAILOVER")
-            f["detail"] += " to redis-%d" % self.cluster.failover().port
-        else:
-            node = p["rng"].choice(self.cluster.by_role("slave"))
-            f = self.record("redis-failover", "redis-%d" % node.port, "CLUSTER FAILOVER")
-            self.cluster.failover(node)
+        node = p["rng"].choice(self.cluster.by_role("slave"))
+        f = self.record("redis-failover", "redis-%d" % node.port, "CLUSTER FAILOVER")
+        self.cluster.failover(node)
+        self._end(f)
+        self._settle(f)
+
+    def _sentinel_failover(self, p):
+        # Of a live primary: what it admits after the promotion, until it is demoted or its
+        # clients learn of it, is lost (docs/scaling.md, "What a failover can lose").
+        f = self.record("sentinel-failover", "sentinel", "SENTINEL FAILOVER")
+        f["detail"] += " to redis-%d" % self.cluster.failover().port
         self._end(f)
         self._settle(f)
 
@@ -964,7 +968,9 @@ def run(args):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     seed = args.seed
-    root = args.out or tempfile.mkdtemp(prefix="caudal-nemesis-")
+    # Absolute: a server restarted from its rewritten config file (Sentinel) has moved to its
+    # directory before it reads the command line's.
+    root = os.path.abspath(args.out or tempfile.mkdtemp(prefix="caudal-nemesis-"))
     os.makedirs(root, exist_ok=True)
     rng = random.Random(seed)
     preload = os.path.abspath(os.path.join(args.bin, "libcaudal_clock_offset.so"))
