@@ -23,10 +23,9 @@ was killed or stopped (asynchronous replication loses what was not yet copied), 
 failover of a live primary (not paused for its replica to catch up, nor stopped at the
 promotion) and a store clock that jumps (a bucket refills, a window ends early). A key over its
 bound is checked again on each stretch of the run between those faults' windows
-(explaining_windows), its admissions touching a
-window left out: a violation found there is *unexplained* and fails the run; one that only the
-whole history shows is *explained* by the faults it spans, and reported with its size
-(`--strict` fails on those too).
+(explaining_windows), its admissions touching a window left out: a violation found there is
+*unexplained* and fails the run; one that only the whole history shows is *explained* by the
+faults it spans, and reported with its size (`--strict` fails on those too).
 
 Usage: checker.py RUN_DIR [--json OUT] [--strict]; exit 0 when no unexplained violation.
 """
