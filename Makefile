@@ -5,7 +5,7 @@ JOBS      ?= $(shell nproc)
 CMAKE     ?= cmake
 GENERATOR ?= Ninja
 
-.PHONY: deps build build-asan run simulate test test-asan nemesis package image bench fuzz format clean
+.PHONY: deps build build-asan run simulate test test-valkey test-asan nemesis package image bench fuzz format clean
 
 deps:
 	@./scripts/install-deps
@@ -24,6 +24,10 @@ simulate: build
 test: build
 	ctest --test-dir $(BUILD_DIR) -j $(JOBS) --output-on-failure --timeout 300
 
+# The Redis suites alone on Valkey (label valkey; `make test` runs them too): docs/stores.md.
+test-valkey: build
+	ctest --test-dir $(BUILD_DIR) -L valkey -j $(JOBS) --output-on-failure --timeout 400
+
 # The whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer.
 build-asan: deps
 	@$(CMAKE) -S . -B $(ASAN_DIR) -G $(GENERATOR) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -35,14 +39,16 @@ test-asan: build-asan
 	  ctest --test-dir $(ASAN_DIR) -j $(JOBS) --output-on-failure --timeout 600
 
 # The nemesis (docs/testing.md): random faults from SEED for DURATION seconds against a Redis
-# Cluster and four instances, then the checker; the run is kept in $(BUILD_DIR)/nemesis-<seed>
-# (replacing an earlier run of that seed).
+# Cluster (TOPOLOGY=sentinel: a Sentinel group) and four instances, then the checker; the run is
+# kept in $(BUILD_DIR)/nemesis-<seed> (nemesis-sentinel-<seed>), replacing an earlier one.
 DURATION ?= 1800
 SEED     ?= 1
+TOPOLOGY ?= cluster
+NEMESIS_RUN = $(BUILD_DIR)/nemesis-$(if $(filter cluster,$(TOPOLOGY)),,$(TOPOLOGY)-)$(SEED)
 nemesis: build
-	rm -rf $(BUILD_DIR)/nemesis-$(SEED)
+	rm -rf $(NEMESIS_RUN)
 	/usr/bin/python3 tests/nemesis/nemesis.py --bin $(BUILD_DIR) --duration $(DURATION) \
-	  --seed $(SEED) --out $(BUILD_DIR)/nemesis-$(SEED)
+	  --seed $(SEED) --topology $(TOPOLOGY) --out $(NEMESIS_RUN)
 
 # A .deb (CPack): $(BUILD_DIR)/caudal_<version>-1_<arch>.deb; docs/operations.md, "Installing".
 package: build

@@ -19,12 +19,13 @@ So the checker asks of the store's consumption only what must have happened:
 
 A violation is reported with the interval, the units over, and the faults injected around it.
 Some faults change what the store itself admits, as the docs state: a failover after a primary
-was killed or stopped (asynchronous replication loses what was not yet copied) and a store clock
-that jumps (a bucket refills, a window ends early). A key over its bound is checked again on each
-stretch of the run between those faults' windows (explaining_windows), its admissions touching a
-window left out: a violation found there is *unexplained* and fails the run; one that only the
-whole history shows is *explained* by the faults it spans, and reported with its size
-(`--strict` fails on those too).
+was killed or stopped (asynchronous replication loses what was not yet copied), a Sentinel
+failover of a live primary (not paused for its replica to catch up, nor stopped at the
+promotion) and a store clock that jumps (a bucket refills, a window ends early). A key over its
+bound is checked again on each stretch of the run between those faults' windows
+(explaining_windows), its admissions touching a window left out: a violation found there is
+*unexplained* and fails the run; one that only the whole history shows is *explained* by the
+faults it spans, and reported with its size (`--strict` fails on those too).
 
 Usage: checker.py RUN_DIR [--json OUT] [--strict]; exit 0 when no unexplained violation.
 """
@@ -40,7 +41,8 @@ from collections import Counter, defaultdict
 NS = 1_000_000_000
 # Faults whose effect on the bound is stated (docs/reliability.md, the nemesis): what they can
 # over-admit is reported, not failed.
-EXPLAINING = {"redis-kill-primary", "redis-stop-primary", "clock", "clock-failover"}
+EXPLAINING = {"redis-kill-primary", "redis-stop-primary", "sentinel-failover", "clock",
+              "clock-failover"}
 # How far around a violation's interval a fault still explains it: a failover's loss is spent
 # over the bucket's refill after it, a clock jump lasts until the offset is undone.
 AROUND_NS = 3 * NS

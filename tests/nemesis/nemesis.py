@@ -1,10 +1,12 @@
-"""The nemesis harness: a Redis Cluster (3 primaries, each with a replica), several `caudal serve`
-instances reaching it each through proxies of their own, clients recording every request, and a
-nemesis injecting faults at random from a seed, alone and together. At the end checker.py reads
-the history. docs/testing.md, "The nemesis", says what it proves and how to run it.
+"""The nemesis harness: a Redis Cluster (3 primaries, each with a replica) or a Sentinel group (a
+primary, 2 replicas and 3 sentinels), several `caudal serve` instances reaching it each through
+proxies of their own, clients recording every request, and a nemesis injecting faults at random
+from a seed, alone and together. At the end checker.py reads the history. docs/testing.md, "The
+nemesis", says what it proves and how to run it. The servers are redis-server, or valkey-server
+with CAUDAL_TEST_REDIS=valkey.
 
-Usage: nemesis.py --bin BUILD_DIR [--duration S] [--seed N] [--instances N] [--out DIR]
-                  [--overadmit N] [--keep]
+Usage: nemesis.py --bin BUILD_DIR [--topology cluster|sentinel] [--duration S] [--seed N]
+                  [--instances N] [--out DIR] [--overadmit N] [--keep]
 `--overadmit N` runs the instances as caudal-testing with a store that admits one refused
 request in N (the checker must then fail); it exits with the checker's status.
 """
@@ -27,10 +29,12 @@ import time
 import checker
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
-from harness import free_port  # noqa: E402
+from harness import REDIS_CLI, REDIS_FAMILY, REDIS_SERVER, free_port  # noqa: E402
 
 NS = 1_000_000_000
 CLUSTER_NODE_TIMEOUT_MS = 1000
+SENTINEL_DOWN_AFTER_MS = 1000
+SENTINEL_MASTER = "caudal"
 LEASE_TTL_MS = 250
 
 # The policies every instance serves; the checker reads the same table from run.json.
@@ -117,32 +121,54 @@ def redis_command(port, *words, timeout_s=2.0):
 
 # --- Redis Cluster -------------------------------------------------------------------------------
 
-class Node:
-    """One redis-server of the cluster, its real-time clock offset by a file the preload reads."""
+NO_PERSISTENCE = ["--save", "", "--appendonly", "no"]
 
-    def __init__(self, port, root, preload):
+
+class Node:
+    """One redis-server, its real-time clock offset by a file the preload reads. `args` follow
+    the common ones; `conf` is written once to its config file, which it is started with and
+    which a Sentinel (its own, or one reconfiguring a replica) rewrites and finds on a restart.
+    A sentinel (`sentinel`) runs without the preload: its timers are not what is tested."""
+
+    def __init__(self, port, root, preload, args, conf=None, sentinel=False):
         self.port = port
-        self.dir = os.path.join(root, "redis-%d" % port)
+        self.dir = os.path.join(root, "%s-%d" % ("sentinel" if sentinel else "redis", port))
         os.makedirs(self.dir)
         self.offset_path = os.path.join(self.dir, "clock-offset")
         with open(self.offset_path, "wb") as f:
             f.write((0).to_bytes(8, "little", signed=True))
+        self.conf = None
+        if conf is not None:
+            self.conf = os.path.join(self.dir, "redis.conf")
+            with open(self.conf, "w") as f:
+                f.write("".join(line + "\n" for line in conf))
         self.preload = preload
+        self.args = args
+        self.sentinel = sentinel
         self.proc = None
         self.stopped = False
 
     def start(self):
-        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
-                "--dir", self.dir, "--save", "", "--appendonly", "no",
-                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS),
-                "--logfile", "redis.log"]
-        env = dict(os.environ, LD_PRELOAD=self.preload, CAUDAL_CLOCK_OFFSET_FILE=self.offset_path)
+        args = [REDIS_SERVER] + ([self.conf] if self.conf else [])
+        args += ["--sentinel"] if self.sentinel else []
+        args += ["--bind", "127.0.0.1", "--port", str(self.port), "--dir", self.dir,
+                 "--logfile", "redis.log"] + self.args
+        env = dict(os.environ)
+        if not self.sentinel:
+            env.update(LD_PRELOAD=self.preload, CAUDAL_CLOCK_OFFSET_FILE=self.offset_path)
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env=env)
         self.stopped = False
         wait_until(lambda: redis_command(self.port, "PING", timeout_s=0.5) == "PONG",
-                   "redis-server on %d" % self.port)
+                   "%s on %d" % (REDIS_SERVER, self.port))
+        info = self.command("INFO", "server")  # the server asked for, not another on PATH
+        if ("valkey_version:" in info) != (REDIS_FAMILY == "valkey"):
+            raise RuntimeError("%s on %d is not %s" % (REDIS_SERVER, self.port, REDIS_FAMILY))
+        if self.sentinel:
+            # Sentinel's periods shortened as tests/support/redis_sentinel.cc does (and says
+            # why): a returning primary demoted within seconds, no 30 s TILT on a loaded machine.
+            self.command("SENTINEL", "DEBUG", "info-period", 1000, "publish-period", 1000,
+                         "tilt-period", 5000)
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None
@@ -175,11 +201,25 @@ class Node:
 
 
 class Cluster:
+    topology = "cluster"
+    description = "redis-cluster (3+3)"
+    KINDS = [  # (kind, weight)
+        ("caudal-kill", 2), ("caudal-stop", 2), ("caudal-reload", 2),
+        ("partition-hold", 2), ("partition-drop", 2), ("latency", 3),
+        ("redis-kill-primary", 2), ("redis-stop-primary", 2), ("redis-kill-replica", 1),
+        ("redis-stop-replica", 1), ("redis-failover", 2), ("reshard", 2), ("clock", 2),
+        ("clock-failover", 2), ("lease-storm", 1),
+    ]
+
     def __init__(self, root, preload, rng, primaries=3):
-        self.nodes = [Node(cluster_port(rng), root, preload) for _ in range(2 * primaries)]
+        self.primaries = primaries
+        args = NO_PERSISTENCE + ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                 "--cluster-node-timeout", str(CLUSTER_NODE_TIMEOUT_MS)]
+        self.nodes = [Node(cluster_port(rng), root, preload, args) for _ in range(2 * primaries)]
+        self.sentinels = []
         for n in self.nodes:
             n.start()
-        subprocess.run(["redis-cli", "--cluster", "create"] +
+        subprocess.run([REDIS_CLI, "--cluster", "create"] +
                        ["127.0.0.1:%d" % n.port for n in self.nodes] +
                        ["--cluster-replicas", "1", "--cluster-yes"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
@@ -221,6 +261,12 @@ class Cluster:
     def by_role(self, role):
         return [n for n in self.nodes if n.running() and not n.stopped and n.role() == role]
 
+    def failover(self, replica):
+        """A manual failover to `replica` (CLUSTER FAILOVER: the primary paused until the replica
+        has caught up), once it is done."""
+        replica.command("CLUSTER", "FAILOVER")
+        wait_until(lambda: replica.role() == "master", "the manual failover", 30)
+
     def node_id(self, n):
         return n.command("CLUSTER", "MYID")
 
@@ -260,6 +306,119 @@ class Cluster:
 
     def close(self):
         for n in self.nodes:
+            if n.stopped:
+                n.signal(signal.SIGCONT)
+            n.kill()
+
+
+# --- Redis Sentinel -----------------------------------------------------------------------------
+
+class SentinelGroup:
+    """A primary, its replicas and 3 sentinels (quorum 2, down after 1 s); every data node keeps
+    a config file for the sentinels to rewrite, so a restarted node comes back in the role they
+    last gave it (an empty primary that they then demote)."""
+
+    topology = "sentinel"
+    description = "redis-sentinel (1+2, 3 sentinels)"
+    KINDS = [  # (kind, weight)
+        ("caudal-kill", 2), ("caudal-stop", 2), ("caudal-reload", 2),
+        ("partition-hold", 2), ("partition-drop", 2), ("partition-sentinels", 2), ("latency", 3),
+        ("redis-kill-primary", 2), ("redis-stop-primary", 2), ("redis-kill-replica", 1),
+        ("redis-stop-replica", 1), ("sentinel-failover", 2), ("sentinel-kill", 1),
+        ("sentinel-stop", 1), ("clock", 2), ("clock-failover", 2), ("lease-storm", 1),
+    ]
+
+    def __init__(self, root, preload, rng, replicas=2, sentinels=3):
+        self.primaries = 1
+        first = free_port()
+        self.nodes = [Node(first, root, preload, NO_PERSISTENCE, [])]
+        self.nodes += [Node(free_port(), root, preload, NO_PERSISTENCE,
+                            ["replicaof 127.0.0.1 %d" % first]) for _ in range(replicas)]
+        for n in self.nodes:
+            n.start()
+        m = SENTINEL_MASTER
+        conf = ["sentinel monitor %s 127.0.0.1 %d 2" % (m, first),
+                "sentinel down-after-milliseconds %s %d" % (m, SENTINEL_DOWN_AFTER_MS),
+                "sentinel failover-timeout %s 10000" % m,
+                "sentinel parallel-syncs %s 1" % m]
+        self.sentinels = [Node(free_port(), root, None, [], conf, sentinel=True)
+                          for _ in range(sentinels)]
+        for s in self.sentinels:
+            s.start()
+        self.wait_healthy(60)
+
+    def named_primary(self, sentinel):
+        addr = sentinel.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SENTINEL_MASTER,
+                                timeout_s=1)
+        return int(addr[1]) if isinstance(addr, list) else None
+
+    def problem(self):
+        """Why the group is not whole yet (every process up, one primary with every replica in
+        sync, every sentinel naming it and seeing the replicas and the other sentinels), or ""."""
+        for n in self.nodes + self.sentinels:
+            if not n.running() or n.stopped:
+                return "%d down" % n.port
+        primaries = self.by_role("master")
+        if len(primaries) != 1:
+            return "%d primaries" % len(primaries)
+        port = primaries[0].port
+        for n in self.nodes:
+            if n is primaries[0]:
+                continue
+            rep = n.command("INFO", "replication", timeout_s=1) or ""
+            if "master_link_status:up" not in rep or "master_port:%d\r" % port not in rep:
+                return "replica %d not in sync with %d" % (n.port, port)
+        for s in self.sentinels:
+            if self.named_primary(s) != port:
+                return "sentinel %d names another primary than %d" % (s.port, port)
+            replicas = s.command("SENTINEL", "REPLICAS", SENTINEL_MASTER, timeout_s=1) or []
+            healthy = sum(1 for r in replicas if isinstance(r, list) and
+                          dict(zip(r[::2], r[1::2])).get("flags") == "slave")
+            if healthy != len(self.nodes) - 1:
+                return "sentinel %d sees %d healthy replicas" % (s.port, healthy)
+            others = s.command("SENTINEL", "SENTINELS", SENTINEL_MASTER, timeout_s=1) or []
+            if len(others) != len(self.sentinels) - 1:
+                return "sentinel %d knows %d others" % (s.port, len(others))
+        return ""
+
+    def wait_healthy(self, timeout_s=30):
+        deadline = time.monotonic() + timeout_s
+        why = "not asked"
+        while time.monotonic() < deadline:
+            try:
+                why = self.problem()
+            except OSError as e:
+                why = str(e)
+            if not why:
+                return True
+            time.sleep(0.1)
+        raise RuntimeError("sentinel group not healthy within %d s: %s" % (timeout_s, why))
+
+    def by_role(self, role):
+        return [n for n in self.nodes if n.running() and not n.stopped and n.role() == role]
+
+    def failover(self, replica=None):
+        """SENTINEL FAILOVER, asked of a sentinel (the primary alive: nothing waits for the
+        replicas to catch up), once a replica is the primary; the one promoted."""
+        old = self.by_role("master")[0]
+        sentinel = self.sentinels[0]
+        reply = sentinel.command("SENTINEL", "FAILOVER", SENTINEL_MASTER)
+        if isinstance(reply, RedisError):
+            raise RuntimeError("SENTINEL FAILOVER: %s" % reply)
+        wait_until(lambda: self.named_primary(sentinel) not in (None, old.port),
+                   "the sentinel failover", 30)
+        port = self.named_primary(sentinel)
+        new = next(n for n in self.nodes if n.port == port)
+        wait_until(lambda: new.role() == "master", "the promotion", 30)
+        return new
+
+    @property
+    def url(self):
+        return "redis-sentinel://%s/%s" % (
+            ",".join("127.0.0.1:%d" % s.port for s in self.sentinels), SENTINEL_MASTER)
+
+    def close(self):
+        for n in self.sentinels + self.nodes:
             if n.stopped:
                 n.signal(signal.SIGCONT)
             n.kill()
@@ -508,23 +667,24 @@ class Clients:
 
 # --- The nemesis --------------------------------------------------------------------------------
 
+def store_fault(kind):
+    """A fault of the Redis side (one at a time, the group healed after it)."""
+    return kind.startswith(("redis", "sentinel-")) or kind in ("reshard", "clock",
+                                                               "clock-failover")
+
+
 class Nemesis:
-    """Faults chosen from `seed`: a new one every 0.3-2 s while fewer than three are active; at
-    most one Redis fault at a time (the cluster is let heal fully between them) and at least two
-    caudal instances untouched by a process fault."""
+    """Faults chosen from `seed` among the group's KINDS: a new one every 0.3-2 s while fewer
+    than three are active; at most one Redis fault at a time (the cluster or Sentinel group is
+    let heal fully between them) and at least two caudal instances untouched by a process
+    fault."""
 
-    KINDS = [  # (kind, weight)
-        ("caudal-kill", 2), ("caudal-stop", 2), ("caudal-reload", 2),
-        ("partition-hold", 2), ("partition-drop", 2), ("latency", 3),
-        ("redis-kill-primary", 2), ("redis-stop-primary", 2), ("redis-kill-replica", 1),
-        ("redis-stop-replica", 1), ("redis-failover", 2), ("reshard", 2), ("clock", 2),
-        ("clock-failover", 2), ("lease-storm", 1),
-    ]
-
-    def __init__(self, seed, cluster, proxies, instances, links, clients):
+    def __init__(self, seed, cluster, proxies, instances, links, clients, sentinel_links=None):
         self.rng = random.Random(seed)
         self.cluster, self.proxies, self.instances = cluster, proxies, instances
+        self.KINDS = cluster.KINDS
         self.links = links  # instance index -> its proxy ids
+        self.sentinel_links = sentinel_links or {}  # instance index -> those to the sentinels
         self.clients = clients
         self.faults = []
         self.lock = threading.Lock()
@@ -568,7 +728,7 @@ class Nemesis:
         """Claims what the fault needs and returns what to do, or None when it cannot be now."""
         rng = self.rng
         with self.lock:
-            if kind.startswith("redis") or kind in ("reshard", "clock", "clock-failover"):
+            if store_fault(kind):
                 if self.redis_busy:
                     return None
                 self.redis_busy = True
@@ -597,7 +757,7 @@ class Nemesis:
                 self.active.remove(kind)
                 if "instance" in plan:
                     self.busy_instances.discard(plan["instance"].index)
-                if kind.startswith("redis") or kind in ("reshard", "clock", "clock-failover"):
+                if store_fault(kind):
                     self.redis_busy = False
 
     def _end(self, f):
@@ -630,10 +790,11 @@ class Nemesis:
         time.sleep(0.2)
         self._end(f)
 
-    def _partition(self, p, how):
+    def _partition(self, p, how, links=None, kind=None):
         inst = p["instance"]
-        ids = " ".join(str(i) for i in self.links[inst.index])
-        f = self.record("partition-" + how, "caudal-%d" % inst.index, "%.2f s" % p["duration"])
+        ids = " ".join(str(i) for i in (links or self.links)[inst.index])
+        f = self.record(kind or "partition-" + how, "caudal-%d" % inst.index,
+                        "%.2f s" % p["duration"] + (" (%s)" % how if kind else ""))
         self.proxies.ask("%s %s" % (how, ids))
         time.sleep(p["duration"])
         self.proxies.ask("heal " + ids)
@@ -644,6 +805,12 @@ class Nemesis:
 
     def _partition_drop(self, p):
         self._partition(p, "drop")
+
+    def _partition_sentinels(self, p):
+        # The instance keeps its links to the data nodes and loses those to every sentinel: no
+        # failover announcement, no answer to who the primary is.
+        how = "hold" if p["ms"] in (5, 20) else "drop"
+        self._partition(p, how, self.sentinel_links, "partition-sentinels")
 
     def _latency(self, p):
         inst = p["instance"]
@@ -674,8 +841,8 @@ class Nemesis:
         try:
             # Restarted only once its replica took over: an empty primary coming back before
             # the failover would forget every counter (docs/reliability.md: no persistence).
-            wait_until(lambda: len(self.cluster.by_role("master")) == 3, "a replica promoted",
-                       30)
+            wait_until(lambda: len(self.cluster.by_role("master")) == self.cluster.primaries,
+                       "a replica promoted", 30)
             time.sleep(p["duration"])
         finally:
             node.start()
@@ -711,8 +878,38 @@ class Nemesis:
     def _redis_failover(self, p):
         node = p["rng"].choice(self.cluster.by_role("slave"))
         f = self.record("redis-failover", "redis-%d" % node.port, "CLUSTER FAILOVER")
-        node.command("CLUSTER", "FAILOVER")
-        wait_until(lambda: node.role() == "master", "the manual failover", 30)
+        self.cluster.failover(node)
+        self._end(f)
+        self._settle(f)
+
+    def _sentinel_failover(self, p):
+        # Of a live primary: what it admits after the promotion, until it is demoted or its
+        # clients learn of it, is lost (docs/scaling.md, "What a failover can lose").
+        f = self.record("sentinel-failover", "sentinel", "SENTINEL FAILOVER")
+        f["detail"] += " to redis-%d" % self.cluster.failover().port
+        self._end(f)
+        self._settle(f)
+
+    # Sentinels (one at a time: the other two keep the quorum)
+    def _sentinel_kill(self, p):
+        node = p["rng"].choice(self.cluster.sentinels)
+        f = self.record("sentinel-kill", "sentinel-%d" % node.port)
+        node.kill()
+        try:
+            time.sleep(p["duration"])
+        finally:
+            node.start()
+        self._end(f)
+        self._settle(f)
+
+    def _sentinel_stop(self, p):
+        node = p["rng"].choice(self.cluster.sentinels)
+        f = self.record("sentinel-stop", "sentinel-%d" % node.port, "%.2f s" % p["duration"])
+        node.signal(signal.SIGSTOP)
+        try:
+            time.sleep(p["duration"])
+        finally:
+            node.signal(signal.SIGCONT)
         self._end(f)
         self._settle(f)
 
@@ -736,22 +933,34 @@ class Nemesis:
 
     def _clock_failover(self, p):
         # After a failover, "time from the store" is the new primary's clock: a replica whose
-        # clock is off is promoted, serves for a while, and its clock is then put right.
+        # clock is off is promoted, serves for a while, and its clock is then put right. The
+        # sentinels choose the replica they promote: every replica's clock is offset.
         rng = p["rng"]
-        node = rng.choice(self.cluster.by_role("slave"))
+        sentinel = self.cluster.topology == "sentinel"
+        replicas = self.cluster.by_role("slave")
+        nodes = replicas if sentinel else [rng.choice(replicas)]
         ms = rng.choice([-3000, -1000, 1000, 3000])
-        f = self.record("clock-failover", "redis-%d" % node.port,
-                        "%+d ms on a replica, promoted by CLUSTER FAILOVER, for %.2f s" % (
-                            ms, p["duration"]))
-        node.set_offset_ms(ms)
+        f = self.record("clock-failover", "redis-%d" % nodes[0].port,
+                        "%+d ms on a replica, promoted by %s FAILOVER, for %.2f s" % (
+                            ms, "SENTINEL" if sentinel else "CLUSTER", p["duration"]))
+        for n in nodes:
+            n.set_offset_ms(ms)
         try:
-            node.command("CLUSTER", "FAILOVER")
-            wait_until(lambda: node.role() == "master", "the manual failover", 30)
+            if sentinel:
+                f["target"] = "redis-%d" % self.cluster.failover().port
+            else:
+                self.cluster.failover(nodes[0])
             time.sleep(p["duration"])
         finally:
-            node.set_offset_ms(0)
+            for n in nodes:
+                n.set_offset_ms(0)
         self._end(f)
         self._settle(f)
+
+
+def server_version():
+    out = subprocess.run([REDIS_SERVER, "--version"], capture_output=True, text=True).stdout
+    return out.split(" sha=")[0].strip()
 
 
 def run(args):
@@ -759,7 +968,9 @@ def run(args):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     seed = args.seed
-    root = args.out or tempfile.mkdtemp(prefix="caudal-nemesis-")
+    # Absolute: a server restarted from its rewritten config file (Sentinel) has moved to its
+    # directory before it reads the command line's.
+    root = os.path.abspath(args.out or tempfile.mkdtemp(prefix="caudal-nemesis-"))
     os.makedirs(root, exist_ok=True)
     rng = random.Random(seed)
     preload = os.path.abspath(os.path.join(args.bin, "libcaudal_clock_offset.so"))
@@ -769,15 +980,18 @@ def run(args):
     instances = []
     clients = None
     try:
-        cluster = Cluster(root, preload, rng)
+        group = SentinelGroup if args.topology == "sentinel" else Cluster
+        cluster = group(root, preload, rng)
         proxies = Proxies(os.path.join(args.bin, "caudal-nemesis-proxy"))
-        links = {}
+        links, sentinel_links = {}, {}
         for i in range(args.instances):
             address_map = {}
-            links[i] = []
-            for n in cluster.nodes:
+            links[i], sentinel_links[i] = [], []
+            for n in cluster.nodes + cluster.sentinels:
                 pid, port = proxies.open(n.port)
                 links[i].append(pid)
+                if n.sentinel:
+                    sentinel_links[i].append(pid)
                 address_map["127.0.0.1:%d" % n.port] = "127.0.0.1:%d" % port
             instances.append(Instance(i, binary, root, cluster.url, address_map,
                                       args.instances, testing))
@@ -788,7 +1002,7 @@ def run(args):
                 assert answer == "overadmitting %d" % args.overadmit, answer
         storm = threading.Event()
         clients = Clients(instances, os.path.join(root, "history.csv"), seed, args.workers, storm)
-        nemesis = Nemesis(seed, cluster, proxies, instances, links, clients)
+        nemesis = Nemesis(seed, cluster, proxies, instances, links, clients, sentinel_links)
         nemesis.overadmit = args.overadmit
         started = now_ns()
         clients.start()
@@ -805,7 +1019,8 @@ def run(args):
                 if inst.running():
                     over += int(inst.hook("overadmitted").split()[1])
         runinfo = {
-            "seed": seed, "duration_s": args.duration, "store": "redis-cluster (3+3)",
+            "seed": seed, "duration_s": args.duration, "store": cluster.description,
+            "server": server_version(),
             "instances": args.instances, "workers": args.workers, "started_ns": started,
             "policies": {p["name"]: p for p in POLICIES}, "faults": nemesis.faults,
             "harness_errors": nemesis.errors, "overadmit_one_in": args.overadmit,
@@ -846,6 +1061,8 @@ def main():
     ap.add_argument("--bin", required=True, help="the build directory")
     ap.add_argument("--duration", type=float, default=60.0, help="seconds of faults")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--topology", choices=["cluster", "sentinel"], default="cluster",
+                    help="a Redis Cluster (3+3) or a Sentinel group (1+2, 3 sentinels)")
     ap.add_argument("--instances", type=int, default=4)
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--out", help="keep the run here (default: a temporary directory)")

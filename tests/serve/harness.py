@@ -19,6 +19,11 @@ CAUDAL = os.environ.get("CAUDAL_BIN", "build/caudal")
 # over its stdin; never the released binary.
 CAUDAL_TESTING = os.environ.get("CAUDAL_TESTING_BIN", "build/caudal-testing")
 READY_TIMEOUT_S = 15
+# The server the tests start and its client: redis-server and redis-cli, or with
+# CAUDAL_TEST_REDIS=valkey valkey-server and valkey-cli (docs/stores.md).
+REDIS_FAMILY = os.environ.get("CAUDAL_TEST_REDIS") or "redis"
+REDIS_SERVER = REDIS_FAMILY + "-server"
+REDIS_CLI = REDIS_FAMILY + "-cli"
 
 
 def free_port():
@@ -57,12 +62,15 @@ class Redis:
 
     def start(self, wrap=None):
         """`wrap`: a command prefix, e.g. ["ip", "netns", "exec", name] to run it elsewhere."""
-        args = (wrap or []) + ["redis-server", "--bind", self.bind, "--port", str(self.port),
+        args = (wrap or []) + [REDIS_SERVER, "--bind", self.bind, "--port", str(self.port),
                                "--dir", self.dir] + self.persistence
         if self.password:
             args += ["--requirepass", self.password]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(self._answers, "redis-server")
+        wait_until(self._answers, REDIS_SERVER)
+        if not self.password:  # the server asked for, never another one on PATH's say
+            info = self.command("INFO", "server", whole=True)
+            assert (b"valkey_version:" in info) == (REDIS_FAMILY == "valkey"), info
 
     def _answers(self):
         try:
@@ -79,15 +87,17 @@ class Redis:
             self.proc.wait()
             self.proc = None
 
-    def command(self, *words):
-        """One command over RESP; the reply's first line (enough for +OK, :n, $n)."""
+    def command(self, *words, whole=False):
+        """One command over RESP; the reply's first line (enough for +OK, :n, $n), or with
+        `whole` what one read returns."""
         with socket.create_connection((self.bind, self.port), timeout=5) as s:
             wire = b"*%d\r\n" % len(words)
             for w in words:
                 w = w.encode() if isinstance(w, str) else w
                 wire += b"$%d\r\n%s\r\n" % (len(w), w)
             s.sendall(wire)
-            return s.recv(4096).split(b"\r\n")[0]
+            reply = s.recv(4096)
+            return reply if whole else reply.split(b"\r\n")[0]
 
     @property
     def url(self):
@@ -121,7 +131,7 @@ class RedisCluster:
                 "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000"]
         self.nodes = [Redis(persistence=args, port=cluster_port()) for _ in range(primaries)]
         try:
-            subprocess.run(["redis-cli", "--cluster", "create"] +
+            subprocess.run([REDIS_CLI, "--cluster", "create"] +
                            ["127.0.0.1:%d" % n.port for n in self.nodes] +
                            ["--cluster-replicas", "0", "--cluster-yes"],
                            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,

@@ -149,7 +149,7 @@ Status RedisCluster::Create(const RedisClusterOptions& options) {
 }
 
 Status RedisCluster::RunTool(const std::vector<std::string>& args, const std::string& log) const {
-  std::string cmd = "redis-cli";
+  std::string cmd = RedisCliBinary();
   for (const std::string& a : args) cmd.append(Join({" ", Quote(a)}));
   cmd.append(Join({" >", Quote(log), " 2>&1 </dev/null"}));
   if (std::system(cmd.c_str()) != 0) {

@@ -113,7 +113,16 @@ std::vector<std::string> SplitWords(const std::string& s) {
   return words;
 }
 
+// "redis" unless CAUDAL_TEST_REDIS names another server family ("valkey").
+std::string ServerFamily() {
+  const char* family = std::getenv("CAUDAL_TEST_REDIS");
+  return family != nullptr && *family != '\0' ? family : "redis";
+}
+
 }  // namespace
+
+std::string RedisServerBinary() { return ServerFamily() + "-server"; }
+std::string RedisCliBinary() { return ServerFamily() + "-cli"; }
 
 Result<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
   std::unique_ptr<RedisServer> server(new RedisServer(std::move(options)));
@@ -182,7 +191,7 @@ Status RedisServer::WriteTlsFiles() {
 
 Status RedisServer::Launch() {
   const std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"redis-server"};
+  std::vector<std::string> args = {RedisServerBinary()};
   if (!options_.config_lines.empty()) {
     const std::string conf = dir_ + "/redis.conf";
     if (!std::filesystem::exists(conf)) {  // a Sentinel rewrites it: keep it across restarts
@@ -259,7 +268,7 @@ Status RedisServer::WaitReady(std::chrono::milliseconds timeout) {
     int wstatus = 0;
     if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
       pid_ = -1;
-      return Status::Unavailable("redis-server exited at start (is it installed and on PATH?): " +
+      return Status::Unavailable(RedisServerBinary() + " exited at start (is it on PATH?): " +
                                  ReadTail(dir_ + "/redis.log"));
     }
     const bool ready =
@@ -268,7 +277,7 @@ Status RedisServer::WaitReady(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   Kill();
-  return Status::Unavailable("redis-server did not answer within " +
+  return Status::Unavailable(RedisServerBinary() + " did not answer within " +
                              std::to_string(timeout.count()) +
                              "ms: " + ReadTail(dir_ + "/redis.log"));
 }

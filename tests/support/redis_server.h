@@ -21,6 +21,11 @@
 
 namespace caudal::testing {
 
+// The server the tests start, and its command-line client: redis-server and redis-cli, or with
+// CAUDAL_TEST_REDIS=valkey in the environment valkey-server and valkey-cli (docs/stores.md).
+std::string RedisServerBinary();
+std::string RedisCliBinary();
+
 struct RedisServerOptions {
   // requirepass for the default user; empty means no password.
   std::string password{};
@@ -50,7 +55,7 @@ struct RedisServerOptions {
 
 class RedisServer {
  public:
-  // Starts redis-server (found on PATH) and waits until it answers PING.
+  // Starts RedisServerBinary() (found on PATH) and waits until it answers PING.
   // kUnavailable with the server's own log when it does not come up.
   static Result<std::unique_ptr<RedisServer>> Start(RedisServerOptions options = {});
   ~RedisServer();

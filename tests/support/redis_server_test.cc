@@ -28,6 +28,19 @@ TEST(RedisServer, StartsAnswersRestartsAndStops) {
   EXPECT_FALSE(s.Command({"PING"}).ok());
 }
 
+// The server started is the one the environment names: Valkey's INFO names it (and still reports
+// the Redis version it is compatible with), Redis's has no valkey_version.
+TEST(RedisServer, StartsTheServerTheEnvironmentNames) {
+  Result<std::unique_ptr<RedisServer>> server = RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  Result<std::string> info = (*server)->Command({"INFO", "server"});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  const bool valkey = RedisServerBinary() == "valkey-server";
+  EXPECT_EQ(info->find("valkey_version:") != std::string::npos, valkey) << *info;
+  EXPECT_NE(info->find("redis_version:"), std::string::npos) << *info;
+  EXPECT_EQ(RedisCliBinary(), valkey ? "valkey-cli" : "redis-cli");
+}
+
 TEST(RedisServer, RequiresThePasswordItWasGiven) {
   Result<std::unique_ptr<RedisServer>> server =
       RedisServer::Start({.password = "s3cret", .acl_users = {"alice on >wonder ~* &* +@all"}});
