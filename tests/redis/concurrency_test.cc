@@ -199,8 +199,11 @@ TEST(Concurrency, AKilledProcessesSlotsFreeThemselvesAfterHold) {
     (void)!::write(ready[1], "x", 1);
     for (;;) ::pause();  // holding its slots until killed
   });
+  // The child's write end only: a child that ends without writing ends the read (0), not a
+  // wait forever.
+  ::close(ready[1]);
   char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child ended before taking its slots";
   ASSERT_EQ(::kill(pids[0], SIGKILL), 0);
   int status = 0;
   ::waitpid(pids[0], &status, 0);
