@@ -368,29 +368,23 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
 
 void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_ptr<Call>& call,
                        Result<Reply> reply) {
-  if (reply.ok() && IsError(**reply) &&
-      Text(**reply).find("Function not found") != std::string_view::npos) {
-    // The library was flushed (FUNCTION FLUSH, a server that lost it): the call did not run, so
-    // load it again and resend, to the script until the library is back.
+  const std::string_view error = reply.ok() && IsError(**reply) ? Text(**reply) : "";
+  const bool no_function = error.find("Function not found") != std::string_view::npos;
+  if (no_function || error.starts_with("NOSCRIPT")) {
+    // The library or the scripts were flushed (FUNCTION FLUSH, SCRIPT FLUSH, a restart): the call
+    // did not run, so load what is missing and resend (to the script until the library is back).
     std::shared_ptr<Connection> conn = weak.lock();
     if (call->reloads < 2 && conn && conn->ready()) {
       ++call->reloads;
       counters_.reloads.fetch_add(1, std::memory_order_relaxed);
-      conn->ReloadConsumeFunction();
-      SendCall(conn, call);
-      return;
-    }
-  }
-  if (reply.ok() && IsError(**reply) && Text(**reply).starts_with("NOSCRIPT")) {
-    // The script was flushed (SCRIPT FLUSH, a restart): it did not run, so load it and resend.
-    std::shared_ptr<Connection> conn = weak.lock();
-    if (call->reloads < 2 && conn && conn->ready()) {
-      ++call->reloads;
-      counters_.reloads.fetch_add(1, std::memory_order_relaxed);
-      for (const std::string_view script : {kDecideScript, kConsumeScript}) {
-        std::string load;  // both scripts: the call may be sent to either
-        AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", script}, load);
-        conn->Send(load, [](Result<Reply>) {});  // a failure shows in the EVALSHA that follows
+      if (no_function) {
+        conn->ReloadConsumeFunction();
+      } else {
+        for (const std::string_view script : {kDecideScript, kConsumeScript}) {
+          std::string load;  // both scripts: the call may be sent to either
+          AppendCommand(std::vector<std::string_view>{"SCRIPT", "LOAD", script}, load);
+          conn->Send(load, [](Result<Reply>) {});  // a failure shows in the call that follows
+        }
       }
       SendCall(conn, call);
       return;
