@@ -83,21 +83,27 @@ uint64_t CallsOf(testing::RedisServer& server, const std::string& name) {
   return at == std::string::npos ? 0 : std::stoull(info->substr(at + field.size()));
 }
 
+// Sends `flush` (SCRIPT FLUSH, FUNCTION FLUSH) `times` times under the hammer: each must be noticed
+// (the store reloads) and decisions go on, 20 more after each with what was flushed back.
+void FlushUnderTheHammer(testing::RedisServer& server, RedisStore& store, Hammer& hammer,
+                         const std::string& what, int times) {
+  for (int i = 0; i < times; ++i) {
+    const uint64_t reloads = store.Stats().script_reloads;
+    ASSERT_EQ(*server.Command({what, "FLUSH"}), "OK");
+    const size_t flushed = hammer.Oks();
+    ASSERT_TRUE(hammer.Await([&] {
+      return store.Stats().script_reloads > reloads && hammer.ok_.size() >= flushed + 20;
+    })) << what
+        << " FLUSH " << i << " was not noticed";
+  }
+}
+
 // On a server without FUNCTION, so that the hammer's plain consumes go to the script too.
 TEST(RedisFailure, ScriptFlushMidRunIsInvisible) {
   auto server = StartServer({.extra_args = {"--rename-command", "FUNCTION", ""}});
   auto store = MustOpen({.url = server->url(), .deadline = seconds(1)});
   Hammer hammer(*store, 4);
-  for (int i = 0; i < 10; ++i) {
-    const uint64_t reloads = store->Stats().script_reloads;
-    ASSERT_EQ(*server->Command({"SCRIPT", "FLUSH"}), "OK");
-    // Noticed (the script reloaded), and decisions go on: 20 more, each with the script back.
-    const size_t flushed = hammer.Oks();
-    ASSERT_TRUE(hammer.Await([&] {
-      return store->Stats().script_reloads > reloads && hammer.ok_.size() >= flushed + 20;
-    })) << "flush "
-        << i << " was not noticed";
-  }
+  FlushUnderTheHammer(*server, *store, hammer, "SCRIPT", 10);
   hammer.Stop();
   for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
   EXPECT_GT(hammer.ok_.size(), 100u);
@@ -111,15 +117,7 @@ TEST(RedisFailure, FunctionFlushMidRunIsInvisible) {
   ASSERT_TRUE(hammer.Await([&] { return hammer.ok_.size() >= 20; }));
   const uint64_t fcalls = CallsOf(*server, "fcall");
   EXPECT_GT(fcalls, 0u) << "plain consumes go to the function";
-  for (int i = 0; i < 5; ++i) {
-    const uint64_t reloads = store->Stats().script_reloads;
-    ASSERT_EQ(*server->Command({"FUNCTION", "FLUSH"}), "OK");
-    const size_t flushed = hammer.Oks();
-    ASSERT_TRUE(hammer.Await([&] {
-      return store->Stats().script_reloads > reloads && hammer.ok_.size() >= flushed + 20;
-    })) << "flush "
-        << i << " was not noticed";
-  }
+  FlushUnderTheHammer(*server, *store, hammer, "FUNCTION", 5);
   hammer.Stop();
   for (const auto& [at, status] : hammer.failed_) ADD_FAILURE() << status.ToString();
   // The library is back: the next decision is a call of it.
