@@ -5,7 +5,8 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease`, `concurrency` or `reservation` as the second argument runs those mutants alone.
+# `lease`, `concurrency` or `reservation` as the second argument runs those mutants alone; a
+# file's name (`token_bucket.lua`), that file's mutants of the first list.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
@@ -35,14 +36,18 @@ fi
 
 # file | text | replacement (the first occurrence only)
 #
-# Not here, being equivalent: gcra.lua's `if nf >= n` → `if nf > n`. It leaves the arrival time
+# Not here, being equivalent: token_bucket.lua's `full = a + frac >= b` → `>`. At equality the
+# refill reaches the capacity exactly, and the partial refill's carry gives the same (cap, 0).
+# Nor gcra.lua's `if nf >= n` → `if nf > n`. It leaves the arrival time
 # as (w, n) instead of (w + 1, 0), two spellings of the same instant, and every reader of the
 # pair (the verdict, retry, remaining, the refund and the next call's carry) gives the same
 # answer for both; no test can tell them apart.
 mutants=(
   "token_bucket.lua|if frac >= p then|if frac > p then"
   "token_bucket.lua|return q + ceildiv(r - frac, n)|return q + idiv(r - frac, n)"
-  "token_bucket.lua|if dt >= time_to_reach(cap, tokens, frac, n, p) then|if dt > time_to_reach(cap, tokens, frac, n, p) then"
+  "token_bucket.lua|if r > 0 then q = q + 1 end|if r > 1 then q = q + 1 end"
+  "token_bucket.lua|full = a + frac >= b|full = a + frac >= b + p"
+  "token_bucket.lua|full = dt >= time_to_reach(cap, tokens, frac, n, p)|full = dt > time_to_reach(cap, tokens, frac, n, p)"
   "token_bucket.lua|if units >= cap - tokens then|if units > cap - tokens then"
   "fixed_window.lua|elseif count + cost <= max or cost == 0 then|elseif count + cost < max or cost == 0 then"
   "fixed_window.lua|elseif count + cost <= max or cost == 0 then|elseif count + cost <= max then"
@@ -58,6 +63,7 @@ mutants=(
   "compact_state.lua|if tag == STATE_TAG then return {a, b, c, keep} end|if tag == STATE_TAG then return {a, b, c} end"
   "compact_state.lua|if keep and keep >= now + ttl * 1000 then|if keep then"
   "compact_state.lua|ttl = ttl + floor(ttl / 8)|ttl = ttl"
+  "compact_state.lua|if ttl * 1000 < reset then ttl = ttl + 1 end|local _ = 0"
   # The fast script for plain consumes (its calls, as a function and as a script, alternate
   # with the decide script's in the suites): a refused request that still counts, one admitted on a refused entry, a refused
   # request reported with its consumption.
@@ -140,6 +146,9 @@ suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conforman
         contract:redis_lua_contract_test properties:redis_lua_properties_test
         store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
 case $only in
+  *.lua) keep=()  # one file's mutants
+         for m in "${mutants[@]}"; do [[ $m == "$only|"* ]] && keep+=("$m"); done
+         mutants=("${keep[@]}") ;;
   lease) mutants=("${lease_mutants[@]}") ;;
   concurrency) mutants=("${concurrency_mutants[@]}") ;;
   # A split reserve's undo runs on a Cluster: its suites (cluster_suites_test) join.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -405,6 +406,25 @@ TEST(RedisStore, SetsATtlOnlyWhenTheKeysOwnWouldEndTooSoon) {
   ASSERT_TRUE(refunded.ok()) << refunded.status().ToString();
   EXPECT_EQ(refunded->decisions.at(0).reset_after, milliseconds(2500));
   EXPECT_LE(pttl("caudal:{b}"), ttl);
+  EXPECT_GT(pttl("caudal:{b}"), 9000) << "not set to the refund's 2812 ms: the state's record read";
+}
+
+// The TTL is the need rounded up to a whole ms: the state's record of it (its fourth word) is at
+// most 1 ms short of the need, for a need of less than a ms too.
+TEST(RedisStore, TheTtlRecordedIsTheNeedRoundedUpToAWholeMillisecond) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 2, {2, milliseconds(3)});
+  const Decision d = DecideOne(*store, "sub", bucket, 1);  // fresh in 1.5 ms: a TTL of 2 ms
+  ASSERT_TRUE(d.allowed());
+  ASSERT_EQ(d.reset_after, std::chrono::microseconds(1500));
+  const std::string state = *server->Command({"GET", "caudal:{sub}"});
+  ASSERT_EQ(state.size(), 33u);
+  double keep = 0;
+  std::memcpy(&keep, state.data() + 25, sizeof keep);  // little-endian, as on this machine
+  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(clock.Now()).count();
+  EXPECT_GE(static_cast<int64_t>(keep) - now, 1500 - 1000) << "recorded ms short by at most one";
 }
 
 // A reservation's records live in Redis as long as they are needed, on Redis's own clock (the

@@ -49,7 +49,11 @@ end
 -- the library, so it starts afresh once it holds PX_TEXT_MAX texts.
 local PX_TEXT, px_texts, PX_TEXT_MAX = {}, 0, 256
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
-  local ttl = ttl_ms(reset, 0)
+  -- ttl_ms(reset, 0), written out: the double quotient's floor is exact or one above the
+  -- true one, and then it is the ceiling.
+  local ttl = floor(reset / 1000)
+  if ttl * 1000 < reset then ttl = ttl + 1 end
+  if ttl < 1 then ttl = 1 end
   local keep = st and st[4]
   if keep and keep >= now + ttl * 1000 then
     redis.call('SET', key, spack('<Bdddd', STATE_TAG, w0, w1, w2, keep), 'KEEPTTL')

@@ -1,9 +1,25 @@
 -- Token bucket (src/algorithms/token_bucket.cc): exact rational tokens.
 
+-- The µs until `tokens` + `frac`/p reach `target`: ceil(((target - tokens)·p - frac) / n).
+-- Written out where the product is exact in a double (muldiv's first branch, then ceildiv),
+-- since a Lua call costs Redis more than the arithmetic and this runs on every decision.
 local function time_to_reach(target, tokens, frac, n, p)
   if target <= tokens then return 0 end
-  local q, r = muldiv(target - tokens, p, n)
-  return q + ceildiv(r - frac, n)
+  local x = (target - tokens) * p
+  if x >= TWO_52 then
+    local q, r = muldiv(target - tokens, p, n)
+    return q + ceildiv(r - frac, n)
+  end
+  x = x - frac  -- > 0, since frac < p
+  local q = floor(x / n)
+  local r = x - q * n
+  if r < 0 then
+    q, r = q - 1, r + n
+  elseif r >= n then
+    q, r = q + 1, r - n
+  end
+  if r > 0 then q = q + 1 end
+  return q
 end
 
 local function bucket_refill(st, cap, n, p, now)
@@ -12,7 +28,16 @@ local function bucket_refill(st, cap, n, p, now)
     tokens, frac, last = st[1], st[2], st[3]
     if now > last then
       local dt = now - last
-      if dt >= time_to_reach(cap, tokens, frac, n, p) then
+      -- dt >= time_to_reach(cap, ...) is dt·n + frac >= (cap - tokens)·p: compared directly
+      -- when both products are exact in a double (the usual case, and a bucket long idle).
+      local a, b = dt * n, (cap - tokens) * p
+      local full
+      if a < TWO_52 and b < TWO_52 then
+        full = a + frac >= b
+      else
+        full = dt >= time_to_reach(cap, tokens, frac, n, p)
+      end
+      if full then
         tokens, frac = cap, 0
       else
         local q, r = muldiv(dt, n, p)
