@@ -83,7 +83,8 @@ class Report:
                 cells.append("" if s == ratio_to or r is None else f"{r:.2f}×")
             self.lines.append(f"| {' | '.join(cells)} |")
         self.lines.append("")
-        self.chart(w, subjects, metrics[0], title)
+        if title:  # None: no chart
+            self.chart(w, subjects, metrics[0], title)
 
     def chart(self, w, subjects, metric, title):
         m, header, f = metric
@@ -120,77 +121,68 @@ class Report:
         defaults = ("INCRBY + EXPIRE at the reference's defaults (a write per request, "
                     "10 connections)")
         cpu = ("redis_cpu_us", "Redis CPU per decision", lambda v: f"{v:.2f} µs")
-        metrics = [cpu, ("redis_commands", "Redis commands per decision", lambda v: f"{v:.3g}"),
-                   ("redis_batch", "Redis commands per read", lambda v: f"{v:.1f}"),
-                   ("decisions_per_s", "decisions/s", fmt_rate),
-                   ("from_leases", "from leases", lambda v: f"{100 * v:.1f}%")]
-        titles = {"uniform": "100,000 keys taken in turn", "zipf": "Zipf(1.1) over 100,000 keys",
-                  "hot": "one hot key"}
-        for dist, title in titles.items():
-            w = f"leases-{dist}"
-            L.append(f"### Leases and Redis's CPU: {title}, 64 in flight")
+        titles = {"uniform": "uniform", "zipf": "Zipf(1.1)", "hot": "one hot key"}
+        subjects = ["caudal token_bucket", "caudal token_bucket, leases 1s",
+                    "caudal token_bucket, leases 250ms", "caudal fixed_window consume_each",
+                    "caudal fixed_window charges, script", batched, keyed, defaults]
+        short = {batched: "the reference, batched as consume_each",
+                 keyed: "the same, caudal's keys and PEXPIRE",
+                 defaults: "the reference's defaults (10 connections, a write each)"}
+        dists = [d for d in titles if self.get(f"leases-{d}", ref, "redis_cpu_us")]
+        if dists:
+            L.append("### Leases and Redis's CPU: 64 in flight, per decision ÷ the reference's")
             L.append("")
-            subjects = ["caudal token_bucket", "caudal token_bucket, leases 1s",
-                        "caudal token_bucket, leases 250ms", "caudal fixed_window consume_each",
-                        "caudal fixed_window charges, script", batched, keyed, defaults, ref]
-            subjects = [x for x in subjects if self.get(w, x, "redis_cpu_us") is not None]
-            # Ratios divide by the reference: at most 1 is as cheap for Redis as the reference.
-            self.table(w, subjects, metrics, None, f"Redis CPU per decision, {title}")
-            if subjects:
-                L.append("| Redis CPU per decision ÷ the reference's | |")
-                L.append("|---|---|")
-                for x in subjects[:-1]:
-                    if x in (batched, keyed, defaults):
-                        continue
-                    r = self.ratio(w, x, ref, "redis_cpu_us")
-                    if r is not None:
-                        L.append(f"| {x} | {r:.2f}× |")
-                L.append("")
+            L.append("| | " + " | ".join(
+                f"{titles[d]} ({self.get(f'leases-{d}', ref, 'redis_cpu_us'):.2f} µs)"
+                for d in dists) + " |")
+            L.append("|---|" + "---|" * len(dists))
+            for x in subjects:
+                cells = []
+                for d in dists:
+                    r = self.ratio(f"leases-{d}", x, ref, "redis_cpu_us")
+                    c = self.get(f"leases-{d}", x, "redis_commands")
+                    cells.append("—" if r is None else f"{r:.2f}× ({c:.3g} cmd)")
+                if any(c != "—" for c in cells):
+                    name = f"**{x}**" if x.startswith("caudal") else short[x]
+                    L.append(f"| {name} | " + " | ".join(cells) + " |")
+            L.append("")
+            L.append("The reference is envoyproxy/ratelimit's INCRBY + EXPIRE, 64 commands per "
+                     "read; \"cmd\": Redis commands per decision, those inside scripts "
+                     "included. Uniform: 100,000 keys in turn.")
+            L.append("")
+            w = "leases-uniform"
+            self.chart(w, [x for x in subjects + [ref] if self.get(w, x, "redis_cpu_us")],
+                       cpu, "Redis CPU per decision, 100,000 keys taken in turn")
         r = self.ratio("leases-zipf", "caudal token_bucket, leases 1s", ref, "redis_cpu_us")
         if r is not None:
-            self.target("Zipf(1.1), token bucket, leases of 1 s: Redis CPU per decision ≤ the "
-                        "reference's INCRBY + EXPIRE", f"{r:.2f}×", r <= 1)
+            self.target("Zipf(1.1), token bucket, leases of 1 s: Redis CPU ≤ the reference's", f"{r:.2f}×", r <= 1)
+        r = self.ratio("leases-uniform", "caudal token_bucket", ref, "redis_cpu_us")
+        if r is not None:
+            self.target("exact token bucket, uniform: Redis CPU ≤ 3× the reference's", f"{r:.2f}×", r <= 3)
         r = self.ratio("leases-uniform", "caudal fixed_window consume_each", ref, "redis_cpu_us")
         if r is not None:
-            self.target("reference workload (fixed window, consume_each, uniform): Redis CPU per "
-                        "decision ≤ 1.1× the reference's", f"{r:.2f}×", r <= 1.1)
-        # Not a target: the same commands at the same batch, what the command pattern costs.
-        b = self.ratio("leases-uniform", "caudal fixed_window consume_each", batched, "redis_cpu_us")
-        if b is not None:
-            self.notes.append("Reference workload against the reference's pattern batched as "
-                              "caudal's calls were (the same Redis commands per read): "
-                              f"{b:.2f}×.")
-        k = self.ratio("leases-uniform", "caudal fixed_window consume_each", keyed, "redis_cpu_us")
-        if k is not None:
-            self.notes.append("The same against that batch sent with caudal's keys and PEXPIRE: "
-                              f"{k:.2f}×.")
-        d = self.ratio("leases-uniform", "caudal fixed_window consume_each", defaults,
-                       "redis_cpu_us")
-        if d is not None:
-            self.notes.append("The same against the reference as it runs out of the box (no "
-                              "implicit pipelining, a pool of 10 connections, one request's "
-                              f"commands per write): {d:.2f}×.")
+            self.target("the reference's workload (fixed window, consume_each, uniform): Redis "
+                        "CPU ≤ 1.1× the reference's", f"{r:.2f}×", r <= 1.1)
         c = self.get("leases-hot", "caudal token_bucket, leases 250ms", "redis_commands")
         if c is not None:
-            self.target("one hot key with leases: ≤ 0.05 Redis commands per decision",
+            self.target("one hot key, leases: ≤ 0.05 Redis commands per decision",
                         f"{c:.4f}", c <= 0.05)
         L.append("### RLS on Redis with leases, Zipf(1.1) over 100,000 values, 64 in flight")
         L.append("")
         self.table("leases-rls", ["caudal, Redis, leases", "caudal, no store"],
                    [("decisions_per_s", "decisions/s", fmt_rate), ("p99_ms", "p99", fmt_ms),
                     ("from_leases", "from leases", lambda v: f"{100 * v:.1f}%")],
-                   "caudal, Redis, leases", "RLS, Redis with leases vs no store, Zipf")
+                   "caudal, Redis, leases", None)
         r = self.ratio("leases-rls", "caudal, Redis, leases", "caudal, no store", "decisions_per_s")
         if r is not None:
-            self.target("RLS on Redis, Zipf traffic, leases on ≥ 0.9× the no-store path",
+            self.target("RLS on Redis, Zipf, leases: ≥ 0.9× the no-store path",
                         f"{r:.2f}×", r >= 0.9)
         rate = self.get("leases-rls", "caudal, Redis, leases", "decisions_per_s")
         share = self.get("leases-rls", "caudal, Redis, leases", "from_leases")
         if rate and share is not None:
             self.notes.append(
-                f"RLS with leases: {100 * (1 - share):.1f}% of decisions went to the store; the "
-                f"stream's floor at {fmt_rate(rate)} is {100 * store_floor(rate, 1.0):.1f}% (each "
-                "value's first decision after its lease lapsed, with ideal leases of 1 s).")
+                f"RLS with leases: {100 * (1 - share):.1f}% of decisions reached the store, "
+                f"against a floor of {100 * store_floor(rate, 1.0):.1f}% (ideal leases of 1 s).")
         self.lease_accuracy()
 
     def lease_accuracy(self):
@@ -206,12 +198,8 @@ class Report:
         calls_above = max(self.raw[("leases-accuracy", "above the limit", "calls_per_decision")])
         L.append("### Accuracy with leases: three processes on one hot key, leases of 250 ms")
         L.append("")
-        L.append("Each process has its own store and leases and reports every admission with its "
-                 "time, under and above the limit (the loads of `tests/redis/lease_test.cc`'s "
-                 "`Leases.ThreeProcesses*`); the worst of the rounds. The ideal is what one exact "
-                 "limiter without "
-                 "leases admits of the same requests; the bound is B + r·(t + ttl) over every "
-                 "interval t, r·ttl past B + r·t.")
+        L.append("The loads of `tests/redis/lease_test.cc`'s `Leases.ThreeProcesses*`, worst "
+                 "round; the ideal is one exact limiter without leases on the same requests.")
         L.append("")
         L.append("| load | admitted ÷ ideal | worst interval past B + r·t | bound | "
                  "Redis calls per decision |")
@@ -220,13 +208,12 @@ class Report:
         L.append(f"| above the limit | {100 * min(above):.2f}% | {excess:g} units | "
                  f"{bound:g} units | {calls_above:.3f} |")
         L.append("")
-        self.target("one hot key through 3 instances with leases: ≤ 0.05 Redis calls per "
-                    "decision under the limit", f"{calls:.4f}", calls <= 0.05)
-        self.target("one hot key through 3 instances with leases: admitted never above "
-                    "B + r·(t + ttl)", f"{excess:g} ≤ {bound:g} units past B + r·t",
+        self.target("3 instances, one hot key, leases: ≤ 0.05 Redis calls per decision "
+                    "under the limit", f"{calls:.4f}", calls <= 0.05)
+        self.target("3 instances, one hot key, leases: admitted within B + r·(t + ttl)", f"{excess:g} ≤ {bound:g} units past B + r·t",
                     excess <= bound)
         worst = min(min(under), min(above))
-        self.target("one hot key through 3 instances with leases: ≥ 95% of the ideal admitted",
+        self.target("3 instances, one hot key, leases: ≥ 95% of the ideal admitted",
                     f"{100 * worst:.2f}%", worst >= 0.95)
 
     def target(self, name, measured, met):
@@ -238,11 +225,10 @@ class Report:
         L.append(BEGIN)
         L.append("")
         L.append(f"One run of `bench/compare --rounds {meta.rounds} --seconds {meta.seconds}`, "
-                 f"{meta.date}: {meta.nproc} cores ({meta.cpu}), {meta.kernel}, load average "
-                 f"{meta.load} at the end, shared by the servers, the peers and the load "
-                 f"generators; {meta.versions}. Every figure is the median of {meta.rounds} "
-                 f"alternating rounds of {meta.seconds} s ({meta.http_rounds} for HTTP); "
-                 "compare the ratios, not the absolute figures, with other runs.")
+                 f"{meta.date}: {meta.nproc} cores ({meta.cpu}), {meta.kernel}, load "
+                 f"{meta.load} at the end; {meta.versions}. Medians of {meta.rounds} alternating "
+                 f"rounds of {meta.seconds} s ({meta.http_rounds} for HTTP): compare ratios, not "
+                 "absolute figures, across runs.")
         L.append("")
         body_at = len(L)
 
@@ -259,15 +245,29 @@ class Report:
             self.target("memory store, 1M keys, 2 threads ≥ 10M decisions/s", fmt_rate(best),
                         best >= 10e6)
 
+        redis_subjects = ["caudal", "rate-limiter-flexible", "EVALSHA per decision"]
+        if any(self.get(f"redis{i}", x, "decisions_per_s") for i in (64, 256)
+               for x in redis_subjects):
+            L.append("### Redis: 100,000 keys, 64 and 256 decisions in flight")
+            L.append("")
+            L.append("| | 64: decisions/s | p99 | Redis CPU | 256: decisions/s | p99 | Redis CPU "
+                     "| caudal ÷ this, 64 / 256 |")
+            L.append("|---|---|---|---|---|---|---|---|")
+            for x in redis_subjects:
+                cells = [f"**{x}**" if x == "caudal" else x]
+                for i in (64, 256):
+                    v = [self.get(f"redis{i}", x, m)
+                         for m in ("decisions_per_s", "p99_ms", "redis_cpu_us")]
+                    cells += [fmt_rate(v[0]) if v[0] else "—", fmt_ms(v[1]) if v[1] else "—",
+                              f"{v[2]:.1f} µs" if v[2] else "—"]
+                rs = [self.ratio(f"redis{i}", "caudal", x, "decisions_per_s") for i in (64, 256)]
+                cells.append("" if x == "caudal" or None in rs else
+                             f"{rs[0]:.2f}× / {rs[1]:.2f}×")
+                L.append("| " + " | ".join(cells) + " |")
+            L.append("")
+            self.chart("redis64", redis_subjects, rate, "Redis, 64 in flight")
         for inflight in (64, 256):
             w = f"redis{inflight}"
-            L.append(f"### Redis: {inflight} decisions in flight, 100,000 keys")
-            L.append("")
-            self.table(w, ["caudal", "rate-limiter-flexible", "EVALSHA per decision"],
-                       [rate, p99, ("redis_cpu_us", "Redis CPU per decision",
-                                    lambda v: f"{v:.1f} µs"),
-                        ("redis_core", "Redis's core busy", lambda v: f"{100 * v:.0f}%")],
-                       "caudal", f"Redis, {inflight} in flight")
             r = self.ratio(w, "caudal", "rate-limiter-flexible", "decisions_per_s")
             c99, p = self.get(w, "caudal", "p99_ms"), self.get(w, "rate-limiter-flexible", "p99_ms")
             if r is not None and c99 is not None and p is not None:
@@ -278,8 +278,7 @@ class Report:
         L.append("")
         self.table("http", ["caudal, io_uring", "caudal", "nginx limit_req"],
                    [("requests_per_s", "requests/s", fmt_rate), p99,
-                    ("cpu_us", "server CPU per request", lambda v: f"{v:.1f} µs"),
-                    ("sys_us", "of it in the kernel", lambda v: f"{v:.1f} µs")],
+                    ("cpu_us", "server CPU per request", lambda v: f"{v:.1f} µs")],
                    "caudal, io_uring", "HTTP /v1/auth vs nginx limit_req")
         r = self.ratio("http", "caudal", "nginx limit_req", "requests_per_s")
         rp = self.ratio("http", "caudal", "nginx limit_req", "p99_ms")
@@ -300,8 +299,6 @@ class Report:
         a = self.ratio("rls", "caudal, Redis", "caudal, no store", "decisions_per_s")
         b = self.ratio("rls", "caudal, no store", "bare gRPC server", "decisions_per_s")
         if a is not None and b is not None:
-            L.append(f"Redis ÷ no store: **{a:.2f}**; no store ÷ bare gRPC server: **{b:.2f}**.")
-            L.append("")
             self.target("RLS on Redis ≥ 0.9× the same server with no store", f"{a:.2f}×", a >= 0.9)
             self.target("RLS with no store ≥ 0.9× the bare gRPC server", f"{b:.2f}×", b >= 0.9)
 
@@ -332,12 +329,10 @@ class Report:
                  f"{int(meta.window_ms) / 1000:g} s")
         L.append("")
         n = int(meta.limit)
-        L.append(f"{meta.trace_requests} requests in real time: one to open the key, then at each "
-                 f"of two window boundaries {n} in the last 1% of the window and {n} in the "
-                 "first 1% of the next. The figure is the most admitted in any window "
-                 "(t − W, t] of the limiter's clock, counting only requests whose decisions must "
-                 "fall in one window (the last answered less than W after the first was sent); the bound is what the algorithm promises: B + r·W for a bucket "
-                 f"(capacity B = {n}, r·W = {n}), the limit for a sliding log.")
+        L.append(f"{meta.trace_requests} requests in real time: {n} in the last 1% of a window "
+                 f"and {n} in the first 1% of the next, at two boundaries; the most admitted in "
+                 "any window of the limiter's clock against its bound (B + r·W for a bucket, "
+                 f"B = r·W = {n}; the limit for a sliding log).")
         L.append("")
         L.append("| subject | most admitted in a window (max over rounds) | bound | within |")
         L.append("|---|---|---|---|")
