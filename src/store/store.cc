@@ -247,6 +247,32 @@ Status ValidateReservation(const EntryRef& e, bool settles) {
   return Status::Ok();
 }
 
+// Every check of entry `i` but its key's and its limit's presence (ValidateEntries), with no
+// "entry i: " prefix.
+Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
+  const EntryRef& e = entries[i];
+  if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {
+    return Status::InvalidArgument("a charge counts refused hits, which only " +
+                                   std::string("token_bucket, gcra and fixed_window can (not ") +
+                                   std::string(AlgorithmName(e.limit->algorithm())) + ")");
+  }
+  if (e.native_count != entries[0].native_count) {
+    return Status::InvalidArgument("a native count goes with native counts only");
+  }
+  if (e.native_count && ((e.op != EntryOp::kCharge && e.op != EntryOp::kRefund) || e.lease != 0 ||
+                         e.limit->algorithm() != Algorithm::kFixedWindow)) {
+    return Status::InvalidArgument(
+        "a native count is a fixed_window charge or refund without a lease");
+  }
+  if (e.cost < 0 || e.cost > kMaxCost) {
+    return Status::InvalidArgument("cost must be between 0 and 2^40 (got " +
+                                   std::to_string(e.cost) + ")");
+  }
+  if (Status s = ValidateLease(e, entries[0].op == EntryOp::kGiveBack); !s.ok()) return s;
+  if (Status s = ValidateHold(e, entries[0].op == EntryOp::kRelease); !s.ok()) return s;
+  return ValidateReservation(e, entries[0].op == EntryOp::kSettle);
+}
+
 }  // namespace
 
 Status ValidateEntries(std::span<const EntryRef> entries) {
@@ -258,6 +284,11 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
   }
   // The messages are built only on failure: this runs on every decision.
   auto where = [](size_t i) { return "entry " + std::to_string(i) + ": "; };
+  // Whether the request's first entry lets a plain consume pass every check below the key's,
+  // the limit's and the cost's: a request of plain consumes, the usual one, skips them.
+  const EntryOp first = entries[0].op;
+  const bool consumes = first != EntryOp::kGiveBack && first != EntryOp::kRelease &&
+                        first != EntryOp::kSettle && !entries[0].native_count;
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
     if (e.key.empty()) return Status::InvalidArgument(where(i) + "empty key");
@@ -266,31 +297,12 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                      " bytes");
     }
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
-    if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {
-      return Status::InvalidArgument(where(i) + "a charge counts refused hits, which only " +
-                                     "token_bucket, gcra and fixed_window can (not " +
-                                     std::string(AlgorithmName(e.limit->algorithm())) + ")");
-    }
-    if (e.native_count != entries[0].native_count) {
-      return Status::InvalidArgument(where(i) + "a native count goes with native counts only");
-    }
-    if (e.native_count && ((e.op != EntryOp::kCharge && e.op != EntryOp::kRefund) || e.lease != 0 ||
-                           e.limit->algorithm() != Algorithm::kFixedWindow)) {
-      return Status::InvalidArgument(
-          where(i) + "a native count is a fixed_window charge or refund without a lease");
-    }
-    if (e.cost < 0 || e.cost > kMaxCost) {
-      return Status::InvalidArgument(where(i) + "cost must be between 0 and 2^40 (got " +
-                                     std::to_string(e.cost) + ")");
-    }
-    if (Status s = ValidateLease(e, entries[0].op == EntryOp::kGiveBack); !s.ok()) {
-      return Status::InvalidArgument(where(i) + s.message());
-    }
-    if (Status s = ValidateHold(e, entries[0].op == EntryOp::kRelease); !s.ok()) {
-      return Status::InvalidArgument(where(i) + s.message());
-    }
-    if (Status s = ValidateReservation(e, entries[0].op == EntryOp::kSettle); !s.ok()) {
-      return Status::InvalidArgument(where(i) + s.message());
+    const bool plain = consumes && e.op == EntryOp::kConsume && e.lease == 0 && e.hold == nullptr &&
+                       !e.native_count && !e.forget_reservations && e.cost >= 0 &&
+                       e.cost <= kMaxCost && !IsConcurrency(e.limit->algorithm());
+    if (!plain) {
+      if (Status s = ValidateSpecial(entries, i); !s.ok())
+        return Status::InvalidArgument(where(i) + s.message());
     }
     for (size_t j = 0; j < i; ++j) {
       if (entries[j].key == e.key) {
