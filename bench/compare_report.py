@@ -141,7 +141,8 @@ class Report:
                 for d in dists:
                     r = self.ratio(f"leases-{d}", x, ref, "redis_cpu_us")
                     c = self.get(f"leases-{d}", x, "redis_commands")
-                    cells.append("—" if r is None else f"{r:.2f}× ({c:.3g} cmd)")
+                    cells.append("—" if r is None else
+                                 f"{r:.2f}×" + ("" if c is None else f" ({c:.3g} cmd)"))
                 if any(c != "—" for c in cells):
                     name = f"**{x}**" if x.startswith("caudal") else short[x]
                     L.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -155,10 +156,12 @@ class Report:
                        cpu, "Redis CPU per decision, 100,000 keys taken in turn")
         r = self.ratio("leases-zipf", "caudal token_bucket, leases 1s", ref, "redis_cpu_us")
         if r is not None:
-            self.target("Zipf(1.1), token bucket, leases of 1 s: Redis CPU ≤ the reference's", f"{r:.2f}×", r <= 1)
+            self.target("Zipf(1.1), token bucket, leases of 1 s: Redis CPU ≤ the reference's",
+                        f"{r:.2f}×", r <= 1)
         r = self.ratio("leases-uniform", "caudal token_bucket", ref, "redis_cpu_us")
         if r is not None:
-            self.target("exact token bucket, uniform: Redis CPU ≤ 3× the reference's", f"{r:.2f}×", r <= 3)
+            self.target("exact token bucket, uniform: Redis CPU ≤ 3× the reference's",
+                        f"{r:.2f}×", r <= 3)
         r = self.ratio("leases-uniform", "caudal fixed_window consume_each", ref, "redis_cpu_us")
         if r is not None:
             self.target("the reference's workload (fixed window, consume_each, uniform): Redis "

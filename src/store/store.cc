@@ -252,9 +252,9 @@ Status ValidateReservation(const EntryRef& e, bool settles) {
 Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
   const EntryRef& e = entries[i];
   if (e.op == EntryOp::kCharge && !SupportsCharge(e.limit->algorithm())) {
-    return Status::InvalidArgument("a charge counts refused hits, which only " +
-                                   std::string("token_bucket, gcra and fixed_window can (not ") +
-                                   std::string(AlgorithmName(e.limit->algorithm())) + ")");
+    return Status::InvalidArgument(
+        "a charge counts refused hits, which only token_bucket, gcra and fixed_window can (not " +
+        std::string(AlgorithmName(e.limit->algorithm())) + ")");
   }
   if (e.native_count != entries[0].native_count) {
     return Status::InvalidArgument("a native count goes with native counts only");
