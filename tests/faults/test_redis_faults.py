@@ -47,13 +47,21 @@ def readyz_probes(port, seconds, probers=10):
     return threads, statuses, latencies
 
 
-def evalsha_calls(redis):
+def redis_seconds(redis):
+    out = subprocess.run(["redis-cli", "-h", redis.bind, "-p", str(redis.port), "TIME"],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return int(out.split()[0])
+
+
+def script_calls(redis):
+    """Calls of caudal's scripts so far: EVALSHA and FCALL (plain consumes go to the library)."""
     out = subprocess.run(["redis-cli", "-h", redis.bind, "-p", str(redis.port), "INFO",
                           "commandstats"], check=True, stdout=subprocess.PIPE, text=True).stdout
+    calls = 0
     for line in out.splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            return int(line.split("calls=")[1].split(",")[0])
-    return 0
+        if line.startswith(("cmdstat_evalsha:", "cmdstat_fcall:")):
+            calls += int(line.split("calls=")[1].split(",")[0])
+    return calls
 
 
 class LogMeter:
@@ -210,28 +218,37 @@ store: {url: %%s, timeout: %dms, on_failure: deny}
 policies:
   - name: api
     identity: [api_key]
-    limits: [{algorithm: fixed_window, limit: 200, window: 1m}]
+    limits: [{algorithm: fixed_window, limit: 200, window: 1h}]
 """ % TIMEOUT_MS
         s, load = self.serve(redis, config)
         wait_until(lambda: s.request("GET", "/readyz")[0] == 200, "ready")
-        before = evalsha_calls(redis)
+        before = script_calls(redis)
+        first_window = redis_seconds(redis) // 3600
         statuses = []
-        for _ in range(2000):  # 10x the window's limit, all within the window
+        for _ in range(2000):  # 10x the window's limit
             load.conn.request("GET", "/v1/auth", headers={"X-API-Key": "abuser"})
             r = load.conn.getresponse()
             r.read()
             statuses.append(r.status)
-        calls = evalsha_calls(redis) - before
+        calls = script_calls(redis) - before
+        # Windows start on the store's clock at multiples of an hour; a flood that crosses
+        # one boundary may take the next window's limit as well (the fixed window's burst).
+        windows = redis_seconds(redis) // 3600 - first_window + 1
         admitted = statuses.count(200)
         refused = statuses.count(429)
-        self.assertEqual(admitted, 200, "exactly the limit admitted")
-        self.assertEqual(refused, 1800)
+        if windows == 1:
+            self.assertEqual(admitted, 200, "exactly the limit admitted")
+        else:
+            self.assertGreaterEqual(admitted, 200)
+            self.assertLessEqual(admitted, 200 * windows, "at most the limit per window")
+        self.assertEqual(admitted + refused, 2000)
         # Every admission is a store call; the refusals after the first cost none until the
         # window ends (the over-limit cache), so the whole flood costs about its admissions.
+        self.assertGreaterEqual(calls, admitted, "every admission decided by the store")
         self.assertLessEqual(calls - admitted, refused // 100,
                              "refusals cost >= 100x fewer store calls than requests")
-        ROWS.append(("one key at 10x its limit (200/1m)", [], None,
-                     "%d requests, %d admitted, %d refused: %d EVALSHA calls (%.3f per request; "
+        ROWS.append(("one key at 10x its limit (200/1h)", [], None,
+                     "%d requests, %d admitted, %d refused: %d script calls (%.3f per request; "
                      "%d for the %d refusals)" % (len(statuses), admitted, refused, calls,
                                                  calls / len(statuses), calls - admitted,
                                                  refused)))

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -191,12 +192,16 @@ inline int64_t Ideal(const std::vector<Admission>& offers, const Limit& limit) {
   return admitted;
 }
 
-inline int64_t EvalshaCalls(const testing::RedisServer& server) {
+// Calls of caudal's scripts Redis has run (EVALSHA and FCALL), from INFO commandstats.
+inline int64_t ScriptCalls(const testing::RedisServer& server) {
   Result<std::string> info = server.Command({"INFO", "commandstats"});
   if (!info.ok()) return -1;
-  const size_t at = info->find("cmdstat_evalsha:calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoll(info->substr(at + 22));
+  int64_t calls = 0;
+  for (const char* field : {"cmdstat_evalsha:calls=", "cmdstat_fcall:calls="}) {
+    const size_t at = info->find(field);
+    if (at != std::string::npos) calls += std::stoll(info->substr(at + std::strlen(field)));
+  }
+  return calls;
 }
 
 }  // namespace caudal::lease_processes

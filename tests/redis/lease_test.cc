@@ -50,7 +50,7 @@ constexpr Nanos kTtl = milliseconds(250);
 
 using lease_processes::Child;
 using lease_processes::Collect;
-using lease_processes::EvalshaCalls;
+using lease_processes::ScriptCalls;
 using lease_processes::ForkAll;
 using lease_processes::Ideal;
 using lease_processes::Reported;
@@ -86,18 +86,18 @@ TEST(Leases, ThreeProcessesUnderTheLimitAdmitEverythingAtFewRedisCallsPerDecisio
   auto server = StartServer();
   // 10,000 a second with a burst of a second; the three offer 9,000 a second between them.
   const Limit limit = Bucket(Algorithm::kTokenBucket, 10'000, {10'000, seconds(1)});
-  const int64_t before = EvalshaCalls(*server);
+  const int64_t before = ScriptCalls(*server);
   const std::vector<Child> children = ForkAll(
       kProcesses, [&](int, Reporter& r) { Drive(server->url(), limit, 3'000, seconds(2), r); });
   const Reported run = Collect(children);
-  const int64_t calls = EvalshaCalls(*server) - before;
+  const int64_t calls = ScriptCalls(*server) - before;
   ASSERT_GT(run.decisions, 5'000);
   EXPECT_LE(WorstExcess(run.admitted, limit), 0) << "within B + r·t: the bucket never ran dry";
   EXPECT_GE(run.admitted_units * 100, run.offered * 95);
   const double per_decision = static_cast<double>(calls) / static_cast<double>(run.decisions);
   EXPECT_LE(per_decision, 0.05) << calls << " calls for " << run.decisions << " decisions";
   std::cout << "under the limit: " << run.admitted_units << " of " << run.offered << " admitted, "
-            << calls << " EVALSHA calls for " << run.decisions << " decisions (" << per_decision
+            << calls << " script calls for " << run.decisions << " decisions (" << per_decision
             << " per decision)\n";
 }
 
@@ -105,11 +105,11 @@ TEST(Leases, ThreeProcessesAboveTheLimitStayWithinBPlusRTimesTPlusTtl) {
   auto server = StartServer();
   // 2,000 a second with a burst of 500 (a tenth of it in leases); the three offer 3,600.
   const Limit limit = Bucket(Algorithm::kGcra, 500, {2'000, seconds(1)});
-  const int64_t before = EvalshaCalls(*server);
+  const int64_t before = ScriptCalls(*server);
   const std::vector<Child> children = ForkAll(
       kProcesses, [&](int, Reporter& r) { Drive(server->url(), limit, 1'200, seconds(2), r); });
   const Reported run = Collect(children);
-  const int64_t calls = EvalshaCalls(*server) - before;
+  const int64_t calls = ScriptCalls(*server) - before;
   const Int128 excess = WorstExcess(run.admitted, limit);
   const Int128 allowed = Int128{limit.refill_count()} * (kTtl.count() / 1000);
   EXPECT_LE(excess, allowed) << "admitted past B + r·(t + ttl)";
@@ -121,7 +121,7 @@ TEST(Leases, ThreeProcessesAboveTheLimitStayWithinBPlusRTimesTPlusTtl) {
             << static_cast<double>(excess) / static_cast<double>(limit.refill_period_us())
             << " units past B + r·t (bound: r·ttl = "
             << static_cast<double>(allowed) / static_cast<double>(limit.refill_period_us()) << "); "
-            << calls << " EVALSHA calls for " << run.decisions << " decisions\n";
+            << calls << " script calls for " << run.decisions << " decisions\n";
 }
 
 TEST(Leases, AKilledProcessLosesAtMostItsLeasesAndNothingIsAdmittedTwice) {
