@@ -237,11 +237,6 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
   struct Batch {
     Indices checks;
     Small<KeyEntry> entries;
-    Small<ConsumeEntry> consumes;
-    Small<HoldEntry> holds;
-    Small<ReserveEntry> reserves;
-    Small<RefundEntry> refunds;
-    Small<ChargeEntry> charges;
     std::vector<std::string> local_keys;  // the keys, when sent to the local fallback
     Indices entry_of;                     // per (check, limit) in order: its entry
     Small<int64_t> units_of;              // per (check, limit): what it adds to its entry's net
@@ -316,12 +311,15 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         }
       }
     }
-    Small<int64_t> net;                       // per entry: its checks' units, netted
-    Small<bool> charged;                      // per entry: a check counting whatever the verdict
-    Small<bool> slot;                         // per entry: a concurrency limit's (Check::slots)
-    Small<const ReservationTerms*> reserved;  // per entry: a reserve's terms
-    Small<const LeaseTerms*> lease;           // per entry: how it leases
-    Small<const ReservationTerms*> expiry;    // per entry: its reservations' terms
+    struct Pending {                               // per entry, while netting
+      int64_t net = 0;                             // its checks' units
+      bool charged = false;                        // a check counting whatever the verdict
+      bool slot = false;                           // a concurrency limit's (Check::slots)
+      const ReservationTerms* reserved = nullptr;  // a reserve's terms
+      const LeaseTerms* lease = nullptr;           // how it leases
+      const ReservationTerms* expiry = nullptr;    // its reservations' terms
+    };
+    Small<Pending> pending;
     size_t n = 0;
     for (size_t i : batch->checks) {
       const PlanCheck& c = plan_.checks[i];
@@ -338,17 +336,15 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
           batch->entries.push_back({.key = key, .limit = limit});
-          net.push_back(0);
-          charged.push_back(false);
-          slot.push_back(c.slots[k]);
-          reserved.push_back(nullptr);
-          lease.push_back(local ? nullptr : c.lease);
-          expiry.push_back(local ? nullptr : c.expiry);
+          pending.push_back({.slot = c.slots[k],
+                             .lease = local ? nullptr : c.lease,
+                             .expiry = local ? nullptr : c.expiry});
         }
-        net[e] += u;
-        if (c.charge && counts) charged[e] = true;
+        Pending& p = pending[e];
+        p.net += u;
+        if (c.charge && counts) p.charged = true;
         // Only the shared store keeps reservations: failing over, a reserve is a plain consume.
-        if (c.reserves && consume && !local) reserved[e] = &c.reservation;
+        if (c.reserves && consume && !local) p.reserved = &c.reservation;
         batch->entry_of.push_back(e);
         batch->units_of.push_back(u);
       }
@@ -357,60 +353,67 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     // counting: the store may make them with its native commands (store.h, native counts).
     bool native = plan_.mode == DescriptorMode::kConsumeEach && !local;
     for (size_t e = 0; e < batch->entries.size() && native; ++e) {
-      native = (net[e] < 0 || charged[e]) &&
+      const Pending& p = pending[e];
+      native = (p.net < 0 || p.charged) &&
                batch->entries[e].limit->algorithm() == Algorithm::kFixedWindow &&
-               (lease[e] == nullptr || !lease[e]->enabled);
+               (p.lease == nullptr || !p.lease->enabled);
     }
+    // The request's entries need live only until DecideAsync returns (store.h).
+    Small<ConsumeEntry> consumes;
+    std::vector<HoldEntry> holds;
+    std::vector<ReserveEntry> reserves;
+    std::vector<RefundEntry> refunds;
+    std::vector<ChargeEntry> charges;
     for (size_t e = 0; e < batch->entries.size(); ++e) {
       KeyEntry& entry = batch->entries[e];
-      entry.cost = std::min(net[e] < 0 ? -net[e] : net[e], kMaxCost);
-      if (net[e] < 0) {
+      const Pending& p = pending[e];
+      entry.cost = std::min(p.net < 0 ? -p.net : p.net, kMaxCost);
+      if (p.net < 0) {
         entry.as = As::kRefund;
-        batch->refunds.push_back({.key = entry.key,
-                                  .limit = entry.limit,
-                                  .cost = entry.cost,
-                                  .native = native,
-                                  .reservations = expiry[e],
-                                  .lease_terms = lease[e]});
-      } else if (charged[e]) {
+        refunds.push_back({.key = entry.key,
+                           .limit = entry.limit,
+                           .cost = entry.cost,
+                           .native = native,
+                           .reservations = p.expiry,
+                           .lease_terms = p.lease});
+      } else if (p.charged) {
         entry.as = As::kCharge;
-        batch->charges.push_back({.key = entry.key,
-                                  .limit = entry.limit,
-                                  .cost = entry.cost,
-                                  .native = native,
-                                  .reservations = reserved[e] != nullptr ? reserved[e] : expiry[e],
-                                  .lease_terms = lease[e]});
-      } else if (slot[e] && entry.cost > 0) {
+        charges.push_back({.key = entry.key,
+                           .limit = entry.limit,
+                           .cost = entry.cost,
+                           .native = native,
+                           .reservations = p.reserved != nullptr ? p.reserved : p.expiry,
+                           .lease_terms = p.lease});
+      } else if (p.slot && entry.cost > 0) {
         entry.as = As::kHold;
-        batch->holds.push_back({.key = entry.key, .limit = entry.limit, .hold = plan_.hold});
-      } else if (reserved[e] != nullptr) {
+        holds.push_back({.key = entry.key, .limit = entry.limit, .hold = plan_.hold});
+      } else if (p.reserved != nullptr) {
         entry.as = As::kReserve;
-        batch->reserves.push_back({.key = entry.key,
-                                   .limit = entry.limit,
-                                   .cost = entry.cost,
-                                   .id = {.hi = plan_.reservation.hi, .lo = plan_.reservation.lo},
-                                   .terms = *reserved[e]});
+        reserves.push_back({.key = entry.key,
+                            .limit = entry.limit,
+                            .cost = entry.cost,
+                            .id = {.hi = plan_.reservation.hi, .lo = plan_.reservation.lo},
+                            .terms = *p.reserved});
       } else {
-        batch->consumes.push_back({.key = entry.key,
-                                   .limit = entry.limit,
-                                   .cost = entry.cost,
-                                   .reservations = expiry[e],
-                                   .lease_terms = lease[e]});
+        consumes.push_back({.key = entry.key,
+                            .limit = entry.limit,
+                            .cost = entry.cost,
+                            .reservations = p.expiry,
+                            .lease_terms = p.lease});
       }
     }
     // The response's decisions come in the order of As.
-    const size_t sizes[kAs] = {batch->consumes.size(), batch->holds.size(), batch->reserves.size(),
-                               batch->refunds.size(), batch->charges.size()};
+    const size_t sizes[kAs] = {consumes.size(), holds.size(), reserves.size(), refunds.size(),
+                               charges.size()};
     size_t at[kAs] = {};
     for (size_t a = 1; a < kAs; ++a) at[a] = at[a - 1] + sizes[a - 1];
     for (KeyEntry& entry : batch->entries) entry.decision = at[static_cast<size_t>(entry.as)]++;
     batch->sent = engine_.clock_.Monotonic();
-    const Batch* b = batch.get();
-    store.DecideAsync({.consumes = b->consumes,
-                       .holds = b->holds,
-                       .reserves = b->reserves,
-                       .refunds = b->refunds,
-                       .charges = b->charges},
+    store.DecideAsync({.consumes = consumes,
+                       .holds = holds,
+                       .reserves = reserves,
+                       .refunds = refunds,
+                       .charges = charges},
                       [self = shared_from_this(), batch = std::move(batch), then,
                        local](Result<DecideResponse> r) {
                         if (!local) {

@@ -5,6 +5,7 @@
 // Store keys are built and read by engine/store_key.h, which spells them.
 #pragma once
 
+#include <bitset>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -47,10 +48,10 @@ struct Check {
   FailureMode on_failure = FailureMode::kDeny;
   bool count_rejected = false;
   std::vector<std::string> keys;  // one per limit, for the shared store
-  // Parallel to keys: a concurrency limit's, which takes one slot per admitted request whatever
+  // Bit k: keys[k] is a concurrency limit's, which takes one slot per admitted request whatever
   // its cost (a HoldEntry) and is never refunded, reset or cached (its slots come back by
   // release). Planning decides it, once; everything after reads it here.
-  std::vector<bool> slots;
+  std::bitset<kMaxLimitsPerPolicy> slots;
   // The limits `local` failure mode applies, parallel to keys: a policy's precomputed ones, or
   // limits computed when failing over (kept in `local_owned`).
   std::vector<const Limit*> local_limits;

@@ -200,7 +200,6 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     SanitizeStatName(c.detailed_name);  // named as the reference names its stats
     if (c.result.kind != CheckKind::kLimited) continue;
     c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries, values));
-    c.slots.push_back(false);  // an Envoy rule is never a concurrency limit (CheckRuleLimit)
     if (c.keys[0].size() > kMaxKeyLength) {
       return Bad(i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
     }

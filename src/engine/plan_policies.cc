@@ -255,7 +255,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
                                            key.size(), " bytes, at most ", kMaxKeyLength, ")"));
       }
       c.keys.push_back(std::move(key));
-      c.slots.push_back(slot);
+      c.slots.set(k, slot);
       c.result.limits.push_back(&l);
       c.local_limits.push_back(&(*local)[k]);
     }

@@ -48,7 +48,10 @@ std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& lim
 }
 
 std::string Policy(std::string_view prefix, std::string_view identity) {
-  return Cat(prefix, '{', identity, '}');
+  std::string key;
+  key.reserve(prefix.size() + identity.size() + 2);  // one allocation, on every decision
+  key.append(prefix).append(1, '{').append(identity).append(1, '}');
+  return key;
 }
 
 std::optional<PolicyParts> ReadPolicy(std::string_view key) {

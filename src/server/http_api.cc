@@ -221,6 +221,10 @@ ParsedCheck ReadCheckBody(const json::object& o) {
 
 std::optional<std::string> IdentityValueProblem(std::string_view value) {
   for (size_t at = 0; at < value.size();) {
+    if (const auto c = static_cast<unsigned char>(value[at]); c >= 0x20 && c < 0x7F) {
+      ++at;  // printable ASCII, the usual value
+      continue;
+    }
     const std::string_view rest = value.substr(at);
     const size_t n = Utf8SequenceLength(rest);
     if (n == 0) return Cat("not well-formed UTF-8 (byte ", at, ')');

@@ -11,8 +11,8 @@
 // Private to the stores, their decorators and their tests.
 #pragma once
 
-#include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -74,19 +74,27 @@ class EncodedBatch {
   EncodedBatch(const EncodedBatch&) = delete;
   EncodedBatch& operator=(const EncodedBatch&) = delete;
 
-  std::span<const EntryRef> entries() const {
-    return {n_ > kInline ? heap_.data() : inline_.data(), n_};
-  }
+  std::span<const EntryRef> entries() const { return {n_ > kInline ? heap_.data() : inline_, n_}; }
 
  private:
   static constexpr size_t kInline = 4;  // most calls carry a few entries: no allocation
   explicit EncodedBatch(size_t n);
-  EntryRef& at(size_t i) { return n_ > kInline ? heap_[i] : inline_[i]; }
-  HoldId& id(size_t i) { return n_ > kInline ? heap_ids_[i] : inline_ids_[i]; }  // a reserve's
+  // Entry i (each is put once, in order): the inline arrays are left unconstructed until then,
+  // as this runs on every decision.
+  void Put(size_t i, const EntryRef& e) {
+    std::construct_at(n_ > kInline ? &heap_[i] : &inline_[i], e);
+  }
+  const HoldId* PutId(size_t i, HoldId id) {  // a reserve's or a settle's id
+    return std::construct_at(n_ > kInline ? &heap_ids_[i] : &inline_ids_[i], id);
+  }
 
   size_t n_;
-  std::array<EntryRef, kInline> inline_;
-  std::array<HoldId, kInline> inline_ids_;
+  union {
+    EntryRef inline_[kInline];
+  };
+  union {
+    HoldId inline_ids_[kInline];
+  };
   std::vector<EntryRef> heap_;
   std::vector<HoldId> heap_ids_;
 };

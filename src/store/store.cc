@@ -19,69 +19,69 @@ EncodedBatch::EncodedBatch(size_t n) : n_(n) {
 
 EncodedBatch::EncodedBatch(const DecideRequest& r) : EncodedBatch(r.size()) {
   size_t i = 0;
-  for (const ConsumeEntry& e : r.consumes) at(i++) = EncodeConsume(e);
+  for (const ConsumeEntry& e : r.consumes) Put(i++, EncodeConsume(e));
   for (const HoldEntry& e : r.holds) {
-    at(i++) = {.key = e.key, .limit = e.limit, .cost = 1, .hold = &e.hold};
+    Put(i++, {.key = e.key, .limit = e.limit, .cost = 1, .hold = &e.hold});
   }
   for (const ReserveEntry& e : r.reserves) {
-    id(i) = {.hi = e.id.hi, .lo = e.id.lo};
-    at(i) = {.key = e.key,
-             .limit = e.limit,
-             .cost = e.cost,
-             .op = EntryOp::kReserve,
-             .hold = &id(i),
-             .reservation = &e.terms};
+    const HoldId* id = PutId(i, {.hi = e.id.hi, .lo = e.id.lo});
+    Put(i, {.key = e.key,
+            .limit = e.limit,
+            .cost = e.cost,
+            .op = EntryOp::kReserve,
+            .hold = id,
+            .reservation = &e.terms});
     ++i;
   }
   for (const RefundEntry& e : r.refunds) {
-    at(i++) = {.key = e.key,
-               .limit = e.limit,
-               .cost = e.cost,
-               .op = EntryOp::kRefund,
-               .terms = e.lease_terms,
-               .native_count = e.native,
-               .reservation = e.reservations,
-               .forget_reservations = e.forget_reservations};
+    Put(i++, {.key = e.key,
+              .limit = e.limit,
+              .cost = e.cost,
+              .op = EntryOp::kRefund,
+              .terms = e.lease_terms,
+              .native_count = e.native,
+              .reservation = e.reservations,
+              .forget_reservations = e.forget_reservations});
   }
   for (const ChargeEntry& e : r.charges) {
-    at(i++) = {.key = e.key,
-               .limit = e.limit,
-               .cost = e.cost,
-               .op = EntryOp::kCharge,
-               .terms = e.lease_terms,
-               .native_count = e.native,
-               .reservation = e.reservations};
+    Put(i++, {.key = e.key,
+              .limit = e.limit,
+              .cost = e.cost,
+              .op = EntryOp::kCharge,
+              .terms = e.lease_terms,
+              .native_count = e.native,
+              .reservation = e.reservations});
   }
 }
 
 EncodedBatch::EncodedBatch(std::span<const GiveBackEntry> entries) : EncodedBatch(entries.size()) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const GiveBackEntry& e = entries[i];
-    at(i) = {.key = e.key,
-             .limit = e.limit,
-             .cost = e.units,
-             .op = EntryOp::kGiveBack,
-             .grant = &e.grant};
+    Put(i, {.key = e.key,
+            .limit = e.limit,
+            .cost = e.units,
+            .op = EntryOp::kGiveBack,
+            .grant = &e.grant});
   }
 }
 
 EncodedBatch::EncodedBatch(std::span<const ReleaseEntry> entries) : EncodedBatch(entries.size()) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const ReleaseEntry& e = entries[i];
-    at(i) = {.key = e.key, .limit = e.limit, .cost = 0, .op = EntryOp::kRelease, .hold = &e.hold};
+    Put(i, {.key = e.key, .limit = e.limit, .cost = 0, .op = EntryOp::kRelease, .hold = &e.hold});
   }
 }
 
 EncodedBatch::EncodedBatch(std::span<const SettleEntry> entries) : EncodedBatch(entries.size()) {
   for (size_t i = 0; i < entries.size(); ++i) {
     const SettleEntry& e = entries[i];
-    id(i) = {.hi = e.id.hi, .lo = e.id.lo};
-    at(i) = {.key = e.key,
-             .limit = e.limit,
-             .cost = e.cost,
-             .op = EntryOp::kSettle,
-             .hold = &id(i),
-             .reservation = &e.terms};
+    const HoldId* id = PutId(i, {.hi = e.id.hi, .lo = e.id.lo});
+    Put(i, {.key = e.key,
+            .limit = e.limit,
+            .cost = e.cost,
+            .op = EntryOp::kSettle,
+            .hold = id,
+            .reservation = &e.terms});
   }
 }
 

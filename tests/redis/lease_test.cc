@@ -50,11 +50,11 @@ constexpr Nanos kTtl = milliseconds(250);
 
 using lease_processes::Child;
 using lease_processes::Collect;
-using lease_processes::ScriptCalls;
 using lease_processes::ForkAll;
 using lease_processes::Ideal;
 using lease_processes::Reported;
 using lease_processes::Reporter;
+using lease_processes::ScriptCalls;
 using lease_processes::WallMicros;
 using lease_processes::WorstExcess;
 
