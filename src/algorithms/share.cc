@@ -10,61 +10,62 @@
 namespace caudal {
 namespace {
 
-// One claimant in a water-filling: satisfied at the level R/Wsum (R units left for claimants of
-// total weight Wsum) iff num·Wsum <= R·den, i.e. its demand over its weight is at most the level;
-// unsatisfied, it gets R·weight/Wsum.
-struct Claim {
-  int64_t demand = 0;  // allocation units
-  int64_t num = 0;
-  int64_t den = 1;
-  int64_t weight = 0;
-};
+constexpr int64_t kExact = int64_t{1} << 53;
 
-// Water-fills `capacity` over the claims, which are in tie-break order; returns what each gets.
-// Σ = min(capacity, Σ demands). Bounds (see the callers): num·Wsum, R·den, num·den' < 2^53;
-// R·weight goes through MulDiv (a product up to 2^56, Wsum < 2^45, the quotient <= R).
-std::vector<int64_t> Fill(int64_t capacity, std::span<const Claim> claims) {
-  std::vector<int64_t> out(claims.size(), 0);
+// ceil(x / d) for x >= 0, d > 0, without forming x + d (x may be 2^62).
+int64_t CeilDiv(int64_t x, int64_t d) { return x / d + (x % d != 0 ? 1 : 0); }
+
+// The claims in `unsatisfied` share `left` units by weight: floor(left·w/wsum) each, then what
+// the fractions add up to (fewer units than the claims rounded down) one each to those rounded
+// down, lowest index first. MulDiv: left <= 2^22, w <= 2^34, wsum <= 2^44.
+void ShareOut(int64_t left, int64_t wsum, std::span<const size_t> unsatisfied,
+              std::span<const int64_t> weight, std::vector<int64_t>& out) {
+  assert(wsum > 0 && wsum < kExact);
+  std::vector<bool> rounded_down(out.size(), false);
+  int64_t rest = left;
+  for (size_t i : unsatisfied) {
+    const auto [q, r] = exact::MulDiv(left, weight[i], wsum);
+    out[i] = q;
+    rest -= q;
+    rounded_down[i] = r > 0;
+  }
+  for (size_t i = 0; i < out.size() && rest > 0; ++i) {
+    if (!rounded_down[i]) continue;
+    ++out[i];
+    --rest;
+  }
+}
+
+// Weighted water-filling of `capacity` units over claims (demand D, weight w), indexed in
+// tie-break order: min(D, L·w) each. The caller keeps D <= 2^22, Σw <= 2^22, so the products
+// D·w', D·Σw and capacity·w stay below 2^45.
+std::vector<int64_t> Fill(int64_t capacity, std::span<const int64_t> demand,
+                          std::span<const int64_t> weight) {
+  std::vector<int64_t> out(demand.size(), 0);
   std::vector<size_t> order;
   int64_t wsum = 0;
-  for (size_t i = 0; i < claims.size(); ++i) {
-    if (claims[i].demand == 0) continue;
+  for (size_t i = 0; i < demand.size(); ++i) {
+    if (demand[i] == 0) continue;
     order.push_back(i);
-    wsum += claims[i].weight;
+    wsum += weight[i];
   }
   // Ascending demand/weight, by cross-multiplication; equal ratios by index.
   std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    const int64_t lx = claims[x].num * claims[y].den;
-    const int64_t ly = claims[y].num * claims[x].den;
+    const int64_t lx = demand[x] * weight[y];
+    const int64_t ly = demand[y] * weight[x];
     return lx != ly ? lx < ly : x < y;
   });
   int64_t left = capacity;
   size_t pos = 0;
   for (; pos < order.size(); ++pos) {
-    const Claim& c = claims[order[pos]];
-    if (c.num * wsum > left * c.den) break;  // this one and all after it stay unsatisfied
-    out[order[pos]] = c.demand;
-    left -= c.demand;
-    wsum -= c.weight;
+    const size_t i = order[pos];
+    assert(demand[i] * wsum < kExact && left * weight[i] < kExact);
+    if (demand[i] * wsum > left * weight[i]) break;  // D/w > left/wsum: this and all after
+    out[i] = demand[i];
+    left -= demand[i];
+    wsum -= weight[i];
   }
-  if (pos == order.size()) return out;
-  std::vector<bool> rounded_down(claims.size(), false);
-  int64_t given = 0;
-  for (size_t j = pos; j < order.size(); ++j) {
-    const size_t i = order[j];
-    const auto [q, r] = exact::MulDiv(left, claims[i].weight, wsum);  // q < demand: unsatisfied
-    out[i] = q;
-    given += q;
-    rounded_down[i] = r > 0;
-  }
-  // What the fractions add up to, fewer than the claims that lost one: a unit each to those,
-  // lowest index first.
-  int64_t rest = left - given;
-  for (size_t i = 0; i < claims.size() && rest > 0; ++i) {
-    if (!rounded_down[i]) continue;
-    ++out[i];
-    --rest;
-  }
+  if (pos < order.size()) ShareOut(left, wsum, std::span(order).subspan(pos), weight, out);
   return out;
 }
 
@@ -123,49 +124,65 @@ std::vector<size_t> GroupIndexes(std::span<const ShareConsumer> consumers, size_
   return index;
 }
 
-// kMaxMin in allocation units: groups by weight, then members equally. Bounds: a group's demand
-// is capped at C <= 2^22, the weights add up to at most 2^10·2^12, so num·Wsum <= 2^44.
+// kMaxMin in allocation units: groups by weight, then members equally. A group's demand is
+// capped at C <= 2^22 and the weights add up to at most 2^10·2^12 (Fill's bounds).
 std::vector<int64_t> MaxMinFill(int64_t units, std::span<const ShareConsumer> consumers,
                                 std::span<const int64_t> demand) {
   size_t groups = 0;
   const std::vector<size_t> group = GroupIndexes(consumers, groups);
-  std::vector<Claim> claims(groups);
-  for (size_t i = 0; i < consumers.size(); ++i) {
-    Claim& g = claims[group[i]];
-    g.demand = std::min(units, g.demand + demand[i]);
-    g.weight = consumers[i].weight;
-  }
-  for (Claim& g : claims) {
-    g.num = g.demand;
-    g.den = g.weight;
-  }
-  const std::vector<int64_t> per_group = Fill(units, claims);
+  std::vector<int64_t> group_demand(groups, 0);
+  std::vector<int64_t> group_weight(groups, 0);
   std::vector<std::vector<size_t>> members(groups);
-  for (size_t i = 0; i < consumers.size(); ++i) members[group[i]].push_back(i);
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    group_demand[group[i]] = std::min(units, group_demand[group[i]] + demand[i]);
+    group_weight[group[i]] = consumers[i].weight;
+    members[group[i]].push_back(i);
+  }
+  const std::vector<int64_t> per_group = Fill(units, group_demand, group_weight);
   std::vector<int64_t> out(consumers.size(), 0);
   for (size_t g = 0; g < groups; ++g) {
-    std::vector<Claim> inner;
-    for (size_t i : members[g]) {
-      inner.push_back({.demand = demand[i], .num = demand[i], .den = 1, .weight = 1});
-    }
-    const std::vector<int64_t> got = Fill(per_group[g], inner);
+    std::vector<int64_t> d;
+    for (size_t i : members[g]) d.push_back(demand[i]);
+    const std::vector<int64_t> got = Fill(per_group[g], d, std::vector<int64_t>(d.size(), 1));
     for (size_t j = 0; j < members[g].size(); ++j) out[members[g][j]] = got[j];
   }
   return out;
 }
 
-// kProportional in allocation units: weight w·d', satisfied iff Wsum <= R·w (num = 1, den = w).
-// Bounds: Wsum <= 2^10·2^12·2^22 = 2^44, R·w <= 2^34.
-std::vector<int64_t> ProportionalFill(int64_t units, std::span<const ShareConsumer> consumers,
+// kProportional: `units` of capacity, demands e_i in coarser units of t each. Weight w·e;
+// satisfied (taking e·t) iff t·Σ w·e <= R·w, tested as Σ w·e <= floor(R·w / t) to stay exact.
+// Bounds: e <= 2^22, w·e <= 2^34, Σ w·e <= 2^44, R·w <= 2^34; a satisfied e·t <= R.
+std::vector<int64_t> ProportionalFill(int64_t units, int64_t t,
+                                      std::span<const ShareConsumer> consumers,
                                       std::span<const int64_t> demand) {
-  std::vector<Claim> claims;
+  std::vector<int64_t> out(consumers.size(), 0);
+  std::vector<int64_t> weight(consumers.size(), 0);
+  std::vector<size_t> order;
+  int64_t wsum = 0;
   for (size_t i = 0; i < consumers.size(); ++i) {
-    claims.push_back({.demand = demand[i],
-                      .num = 1,
-                      .den = consumers[i].weight,
-                      .weight = consumers[i].weight * demand[i]});
+    if (demand[i] == 0) continue;
+    weight[i] = consumers[i].weight * demand[i];
+    wsum += weight[i];
+    order.push_back(i);
   }
-  return Fill(units, claims);
+  // Satisfied first: the heaviest weight (demand/(w·demand) = 1/w), equal weights by index.
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    const int64_t wx = consumers[x].weight;
+    const int64_t wy = consumers[y].weight;
+    return wx != wy ? wx > wy : x < y;
+  });
+  int64_t left = units;
+  size_t pos = 0;
+  for (; pos < order.size(); ++pos) {
+    const size_t i = order[pos];
+    assert(wsum < (int64_t{1} << 45) && left * consumers[i].weight < kExact);
+    if (wsum > left * consumers[i].weight / t) break;
+    out[i] = demand[i] * t;
+    left -= out[i];
+    wsum -= weight[i];
+  }
+  if (pos < order.size()) ShareOut(left, wsum, std::span(order).subspan(pos), weight, out);
+  return out;
 }
 
 }  // namespace
@@ -173,22 +190,25 @@ std::vector<int64_t> ProportionalFill(int64_t units, std::span<const ShareConsum
 Result<std::vector<int64_t>> FairShares(int64_t capacity, Fairness fairness,
                                         std::span<const ShareConsumer> consumers) {
   if (Status s = Check(capacity, fairness, consumers); !s.ok()) return s;
-  // kMaxMin: no one gets more than the capacity, so a demand counts up to it.
+  const int64_t unit = std::max<int64_t>(1, CeilDiv(capacity, kShareUnits));
+  const int64_t units = capacity / unit;  // <= kShareUnits
+  // kMaxMin: no one gets more than the capacity, so a demand counts up to it, and fits in
+  // kShareUnits capacity units. kProportional: demands in units of t capacity units, t as small
+  // as keeps them within kShareUnits.
   std::vector<int64_t> demand;
-  int64_t most = capacity;
+  int64_t most = 0;
   for (const ShareConsumer& c : consumers) {
     demand.push_back(fairness == Fairness::kMaxMin ? std::min(c.demand, capacity) : c.demand);
     most = std::max(most, demand.back());
   }
-  const int64_t scale = std::max<int64_t>(1, exact::CeilDiv(most, kShareUnits));
-  const int64_t units = capacity / scale;  // <= kShareUnits
+  const int64_t t = std::max<int64_t>(1, CeilDiv(most, unit * kShareUnits));
   std::vector<int64_t> scaled;
-  for (int64_t d : demand) scaled.push_back(exact::CeilDiv(d, scale));  // <= kShareUnits
+  for (int64_t d : demand) scaled.push_back(CeilDiv(d, unit * t));  // <= kShareUnits
   const std::vector<int64_t> out = fairness == Fairness::kMaxMin
                                        ? MaxMinFill(units, consumers, scaled)
-                                       : ProportionalFill(units, consumers, scaled);
+                                       : ProportionalFill(units, t, consumers, scaled);
   std::vector<int64_t> shares;
-  for (size_t i = 0; i < out.size(); ++i) shares.push_back(std::min(out[i] * scale, demand[i]));
+  for (size_t i = 0; i < out.size(); ++i) shares.push_back(std::min(out[i] * unit, demand[i]));
   return shares;
 }
 

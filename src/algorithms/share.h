@@ -5,16 +5,17 @@
 // in share.cc.
 //
 // AllocateShares = FairShares, then SpreadSpare:
-//  1. Allocation units. s = max(1, ceil(M / kShareUnits)), M = max(n, every demand counted);
-//     C = floor(n / s), d'_i = ceil(d_i / s) (a demand is never rounded down to nothing). Filling
-//     happens in these units, then a_i = min(out_i·s, d_i), so a_i <= d_i and Σa <= C·s <= n. A
-//     consumer can lose up to s − 1 units to scaling (s = 1 for n, d <= kShareUnits).
+//  1. Allocation units. The capacity in units of u = max(1, ceil(n / kShareUnits)): C = floor(n/u).
+//     kMaxMin counts a demand only up to n (no one can get more): d'_i = ceil(min(d_i, n) / u).
+//     kProportional counts demands whole, in units of t·u, t = max(1, ceil(max d /
+//     (u·kShareUnits))): d'_i = ceil(d_i / (t·u)). Rounding up keeps every demand above 0. Then a_i
+//     = min(out_i·u, d_i), so a_i <= d_i and Σa <= C·u <= n. What rounding loses (under one demand
+//     unit per consumer, under u for the capacity; nothing for n, d <= kShareUnits) goes to step 3.
 //  2. kMaxMin, two levels. Groups first: weighted water-filling on D_g = min(C, Σ members' d')
 //     with the group's weight, out_g = min(D_g, L·w_g) for the level L that spends C or satisfies
 //     every group; then each group's out_g is water-filled equally among its members.
-//     kProportional, one level: out_i = min(d'_i, L·w_i·d'_i), i.e. proportional to w_i·d'_i
-//     when demand exceeds the capacity, all of it when it does not. Demands in kMaxMin count
-//     only up to n (no one can get more), which keeps s small; kProportional counts them whole.
+//     kProportional, one level: out_i = min(d'_i·t, L·w_i·d'_i), i.e. proportional to w_i·d_i
+//     when demand exceeds the capacity, all of it when it does not.
 //     Integer rounding in a fill: those left unsatisfied get floor(L·w) each and the left-over
 //     units (fewer than those rounded down) go one each to the lowest-indexed of those rounded
 //     down (groups are indexed by their first member). So each share is the exact
@@ -23,7 +24,9 @@
 //     floor(S/k) each, and the S mod k left over one each to the first consumers in input
 //     order. Afterwards Σa = n exactly (k >= 1), so a consumer whose demand grows between
 //     renewals has headroom.
-// Deterministic: the output depends on the input order only through those tie-breaks.
+// Deterministic: the output depends on the input order only through those tie-breaks. Raising
+// one demand never lowers that consumer's share in kMaxMin; in kProportional by less than two
+// demand units (the unit grows with the largest demand, moving every demand's rounding).
 #pragma once
 
 #include <cstdint>

@@ -128,13 +128,15 @@ std::vector<ShareConsumer> BigCase(std::mt19937_64& rng, size_t k) {
   return cs;
 }
 
-// The allocation unit FairShares works in (share.h, step 1).
+// The demand unit FairShares works in (share.h, step 1): what a consumer can lose to rounding.
 int64_t Scale(int64_t n, Fairness f, const std::vector<ShareConsumer>& cs) {
-  int64_t most = n;
+  const int64_t unit = std::max<int64_t>(1, (n + kShareUnits - 1) / kShareUnits);
+  int64_t most = 0;
   for (const ShareConsumer& c : cs) {
     most = std::max(most, f == Fairness::kMaxMin ? std::min(c.demand, n) : c.demand);
   }
-  return std::max<int64_t>(1, exact::CeilDiv(most, kShareUnits));
+  return unit * std::max<int64_t>(1, static_cast<int64_t>((Int128{most} + unit * kShareUnits - 1) /
+                                                          (unit * kShareUnits)));
 }
 
 // The exact (rational) water-filling: min(D_j, L·W_j), L such that they add up to
@@ -335,6 +337,20 @@ TEST(Share, BoundsHoldOnBigValues) {
   }
 }
 
+TEST(Share, TheLargestInputsSplitEvenly) {
+  // Every bound at its largest (share.cc's assertions check the products stay below 2^53).
+  for (Fairness f : {Fairness::kMaxMin, Fairness::kProportional}) {
+    for (uint32_t groups : {1u, 1024u}) {
+      std::vector<ShareConsumer> cs;
+      for (uint32_t i = 0; i < kMaxShareConsumers; ++i) {
+        cs.push_back({.group = i % groups, .demand = kMaxShareAmount, .weight = kMaxShareWeight});
+      }
+      const std::vector<int64_t> all = Alloc(kMaxShareAmount, f, cs);
+      EXPECT_EQ(all, std::vector<int64_t>(cs.size(), kMaxShareAmount / 1024));
+    }
+  }
+}
+
 TEST(Share, RaisingADemandNeverLowersItsShare) {
   std::mt19937_64 rng(7);
   for (int t = 0; t < 600; ++t) {
@@ -346,8 +362,12 @@ TEST(Share, RaisingADemandNeverLowersItsShare) {
       std::vector<ShareConsumer> more = cs;
       more[i].demand += (small ? static_cast<int64_t>(rng() % 20) : Big(rng)) / 2;
       more[i].demand = std::min(more[i].demand, kMaxShareAmount);
-      ASSERT_GE(Fair(n, f, more)[i], Fair(n, f, cs)[i]) << "case " << t;
-      ASSERT_GE(Alloc(n, f, more)[i], Alloc(n, f, cs)[i]) << "case " << t;
+      // kProportional's demand unit grows with the largest demand, which moves the rounding of
+      // every demand: a share can then drop by less than a unit, the spare part too.
+      const int64_t unit = Scale(n, f, more) == Scale(n, f, cs) ? 0 : Scale(n, f, more);
+      ASSERT_GE(Fair(n, f, more)[i], Fair(n, f, cs)[i] - unit) << "case " << t;
+      const int64_t slack = 2 * unit + (unit > 0);
+      ASSERT_GE(Alloc(n, f, more)[i], Alloc(n, f, cs)[i] - slack) << "case " << t;
     }
   }
 }
