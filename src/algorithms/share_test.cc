@@ -276,6 +276,15 @@ TEST(Share, TwoLevelsGroupsByWeightThenMembersEqually) {
   EXPECT_EQ(Fair(100, Fairness::kProportional, cs), (std::vector<int64_t>{75, 25, 0}));
 }
 
+TEST(Share, ProportionalSatisfiesTheHeaviestWeightFirst) {
+  // Demands in units of 2 (the largest is twice the capacity): the weight-4096 consumer wants
+  // 1000, well within L·4096·1000, so it gets all of it and the other one the rest.
+  const std::vector<ShareConsumer> cs = {{.group = 0, .demand = int64_t{1} << 23, .weight = 1},
+                                         {.group = 1, .demand = 1000, .weight = 4096}};
+  EXPECT_EQ(Fair(int64_t{1} << 22, Fairness::kProportional, cs),
+            (std::vector<int64_t>{(int64_t{1} << 22) - 1000, 1000}));
+}
+
 TEST(Share, SpareGoesToEveryoneAlikeTheRemainderToTheFirst) {
   const std::vector<ShareConsumer> cs = {{.group = 0, .demand = 10, .weight = 1},
                                          {.group = 1, .demand = 0, .weight = 1},
@@ -512,6 +521,9 @@ TEST(Share, AccrualStopsAtTheTtlAndIgnoresTimeGoingBack) {
   got = AccrueShare(7, p, ttl, last, last + Micros(142'858), 1);
   EXPECT_EQ(got.units, 1);  // 7·142'858 + 1 = 1'000'007
   EXPECT_EQ(got.rem, 7);
+  got = AccrueShare(1, Micros(10), ttl, last, last + Micros(5), 5);
+  EXPECT_EQ(got.units, 1);  // the fraction carried completes a unit exactly
+  EXPECT_EQ(got.rem, 0);
   got = AccrueShare(7, p, ttl, last, last - std::chrono::seconds(5), 12);
   EXPECT_EQ(got.units, 0);
   EXPECT_EQ(got.rem, 12);
