@@ -1,16 +1,15 @@
 // Shares: one capacity's refill (n units per period) divided among consumers by their measured
 // demand, each consumer then holding its part as a rate for a while (accruing it with
-// AccrueShare). The Redis scripts compute the same allocation with Lua doubles, so every
-// intermediate value stays an integer below 2^53 (exact_math.h); the bounds are stated per step
-// in share.cc.
+// AccrueShare). The Redis scripts compute the same with Lua doubles: with n and every demand
+// below 2^53, every intermediate value is an integer below 2^53 (bounds per step in share.cc).
 //
 // AllocateShares = FairShares, then SpreadSpare:
-//  1. Allocation units. The capacity in units of u = max(1, ceil(n / kShareUnits)): C = floor(n/u).
-//     kMaxMin counts a demand only up to n (no one can get more): d'_i = ceil(min(d_i, n) / u).
-//     kProportional counts demands whole, in units of t·u, t = max(1, ceil(max d /
-//     (u·kShareUnits))): d'_i = ceil(d_i / (t·u)). Rounding up keeps every demand above 0. Then a_i
-//     = min(out_i·u, d_i), so a_i <= d_i and Σa <= C·u <= n. What rounding loses (under one demand
-//     unit per consumer, under u for the capacity; nothing for n, d <= kShareUnits) goes to step 3.
+//  1. Units. Capacity in units of u = max(1, ceil(n / kShareUnits)): C = floor(n / u).
+//     kMaxMin counts a demand up to n (no one gets more): d'_i = ceil(min(d_i, n) / u).
+//     kProportional counts it whole, in units of t·u, t = max(1, ceil(max d / (u·kShareUnits))):
+//     d'_i = ceil(d_i / (t·u)). Rounding up keeps a demand above 0. Then a_i = min(out_i·u, d_i),
+//     so a_i <= d_i and Σa <= C·u <= n. Rounding loses under one demand unit (t·u) per consumer
+//     and under u of the capacity, nothing for n, d <= kShareUnits; step 3 hands it out.
 //  2. kMaxMin, two levels. Groups first: weighted water-filling on D_g = min(C, Σ members' d')
 //     with the group's weight, out_g = min(D_g, L·w_g) for the level L that spends C or satisfies
 //     every group; then each group's out_g is water-filled equally among its members.
@@ -41,7 +40,7 @@ namespace caudal {
 inline constexpr size_t kMaxShareConsumers = 1024;
 inline constexpr int64_t kMaxShareWeight = 4096;
 inline constexpr int64_t kMaxShareAmount = int64_t{1} << 62;  // a capacity or a demand
-inline constexpr int64_t kShareUnits = int64_t{1} << 22;      // allocation units per capacity
+inline constexpr int64_t kShareUnits = int64_t{1} << 22;      // capacity units (step 1)
 
 enum class Fairness { kMaxMin, kProportional };
 
