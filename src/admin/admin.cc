@@ -352,7 +352,8 @@ Result<Admin::Resolved> Admin::ResolveRule(const AdminTarget& target, Resolved r
 Result<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& target,
                                                          std::vector<Limit> limits,
                                                          std::optional<Micros> expires_in,
-                                                         std::string_view who) {
+                                                         std::string_view who,
+                                                         std::optional<int64_t> weight) {
   auto r = Resolve(target);
   if (!r.ok()) return r.status();
   RuntimeOverride o{.kind = r->kind,
@@ -360,13 +361,15 @@ Result<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& targ
                     .identity = r->params,
                     .identity_key = r->identity_key,
                     .limits = std::move(limits),
+                    .weight = weight,
                     .expires_at = {},
                     .set_by = std::string(who)};
   // The check every install makes again (a poll, a reload): what is refused here would not apply.
   if (auto problem = engine_internal::OverrideFit(*r->snap).Check(o)) {
-    return Invalid(
-        problem->field.starts_with("limits") ? reason::kInvalidLimits : reason::kInvalidParameter,
-        Cat(problem->field, ": ", problem->message));
+    return Invalid(problem->field.starts_with("limits") ? reason::kInvalidLimits
+                   : problem->field == "weight"         ? reason::kInvalidWeight
+                                                        : reason::kInvalidParameter,
+                   Cat(problem->field, ": ", problem->message));
   }
   const std::string id = OverrideId(o);
   std::lock_guard lock(sync_mu_);
@@ -391,6 +394,7 @@ Result<std::pair<OverrideView, bool>> Admin::SetOverride(const AdminTarget& targ
   }
   std::string limits_text;
   for (const Limit& l : o.limits) limits_text += Cat(limits_text.empty() ? "" : "; ", l.ToString());
+  if (o.weight) limits_text += Cat(limits_text.empty() ? "" : "; ", "weight ", *o.weight);
   Changed(
       "set_override",
       Cat("admin: ", *put ? "set" : "replaced", " the runtime override of policy ",
@@ -447,6 +451,7 @@ Result<OverrideView> Admin::DeleteOverride(const AdminTarget& target, std::strin
                       .identity = {},
                       .identity_key = r->identity_key,
                       .limits = {},
+                      .weight = {},
                       .expires_at = {},
                       .set_by = {}};
   std::lock_guard lock(sync_mu_);

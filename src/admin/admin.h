@@ -70,12 +70,15 @@ struct AdminTarget {
 // The reasons (Status::reason()) of the operations' errors, by their code.
 namespace admin_reason {
 // kInvalidArgument: an identity field not given, a parameter that is none, one given twice, a
-// value that cannot be a descriptor's, limits the config would refuse (or below the policy's cost).
+// value that cannot be a descriptor's, limits the config would refuse (or below the policy's cost),
+// a weight the config would refuse.
 inline constexpr std::string_view kMissingParameter = "missing_parameter";
 inline constexpr std::string_view kUnknownParameter = "unknown_parameter";
 inline constexpr std::string_view kDuplicateParameter = "duplicate_parameter";
 inline constexpr std::string_view kInvalidParameter = "invalid_parameter";
 inline constexpr std::string_view kInvalidLimits = "invalid_limits";
+inline constexpr std::string_view kInvalidWeight =
+    "invalid_weight";  // or one of a policy without share
 // kNotFound: neither a policy nor an Envoy rule's stat key; no override for the identity.
 inline constexpr std::string_view kUnknownPolicy = "unknown_policy";
 inline constexpr std::string_view kNoOverride = "no_override";
@@ -120,10 +123,13 @@ class Admin {
   // One poll, now: reads the version and, if it changed or an override ended, the overrides.
   Status Sync();
 
+  // Sets the identity's limits, or, for a policy with share, its weight (ValidateOverrideTerms:
+  // kInvalidLimits for limits it would refuse, kInvalidWeight for a weight).
   Result<std::pair<OverrideView, bool>> SetOverride(const AdminTarget& target,
                                                     std::vector<Limit> limits,
                                                     std::optional<Micros> expires_in,
-                                                    std::string_view who);
+                                                    std::string_view who,
+                                                    std::optional<int64_t> weight = std::nullopt);
   Result<std::vector<OverrideView>> ListOverrides(std::string_view policy);
   // Whether `policy` names a policy or (not being one) an Envoy rule's stat key.
   OverrideKind KindOf(std::string_view policy) const;

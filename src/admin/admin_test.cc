@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "caudal/store/memory_store.h"
+#include "common/cat.h"
 #include "observe/metrics.h"
 #include "support/manual_clock.h"
 #include "support/one_rule_domain.h"
@@ -287,6 +288,10 @@ TEST_F(AdminTest, EnvoyRulesTakeRuntimeOverridesByTheirStatKey) {
       target, {*Limit::Create(LimitSpec::Concurrency(1, seconds(30)))}, std::nullopt, "x");
   ASSERT_FALSE(slots.ok());
   EXPECT_EQ(slots.status().reason(), admin_reason::kInvalidLimits) << "Envoy cannot release a slot";
+  auto weighted = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x", 2);
+  ASSERT_FALSE(weighted.ok());
+  EXPECT_EQ(weighted.status().reason(), admin_reason::kInvalidWeight);
+  EXPECT_EQ(weighted.status().message(), "weight: an Envoy rule has no share: it takes no weight");
   auto set = a_.admin.SetOverride(target, {Bucket(3)}, std::nullopt, "x");
   ASSERT_TRUE(set.ok()) << set.status().message();
   EXPECT_EQ(set->first.spec.kind, OverrideKind::kEnvoyRule);
@@ -373,8 +378,124 @@ TEST(RuntimeOverrideRecord, ReadsBackWhatItWrote) {
   EXPECT_EQ(back->limits, o.limits);
   EXPECT_EQ(back->set_by, "admin?forged line") << "no control character survives";
   EXPECT_EQ(back->expires_at, Micros(42));
+  EXPECT_FALSE(back->weight.has_value()) << "written without one, read without one";
   EXPECT_FALSE(DecodeOverride("something else", std::nullopt).ok());
   EXPECT_FALSE(DecodeOverride("caudal-override 1\nkind policy\npolicy p", std::nullopt).ok());
+
+  // A policy with share: a weight and no limits.
+  o.limits.clear();
+  o.weight = kMaxShareWeight;
+  back = DecodeOverride(EncodeOverride(o), std::nullopt);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->weight, kMaxShareWeight);
+  EXPECT_TRUE(back->limits.empty());
+  const std::string head = "caudal-override 1\nkind policy\npolicy p\nkey 1:a\nid a\ta";
+  EXPECT_EQ(DecodeOverride(head + "\nweight 7", std::nullopt)->weight, 7);
+  for (std::string_view bad : {"0", "4097", "x", "", "2 "}) {
+    EXPECT_FALSE(DecodeOverride(Cat(head, "\nweight ", bad), std::nullopt).ok()) << bad;
+  }
+  EXPECT_FALSE(DecodeOverride(head, std::nullopt).ok()) << "neither limits nor a weight";
+}
+
+// A policy with share takes a weight per identity where others take limits: set on one instance,
+// read back by another from the store, applied without changing the limits, and refused where
+// it means nothing (the config file's rules: ValidateOverrideTerms).
+TEST(AdminShares, AWeightIsKeptForEveryInstanceAndRefusedWhereItMeansNothing) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  auto overrides = MakeMemoryOverrideStore(clock);
+  PolicySpec tokens;
+  tokens.name = "tokens";
+  tokens.identity = {"tenant"};
+  tokens.limits = {Bucket(10)};
+  tokens.share = ShareTerms{};
+  PolicySpec plain;
+  plain.name = "per-account";
+  plain.identity = {"account"};
+  plain.limits = {Bucket(1)};
+  const auto both = *PolicySet::Create({tokens, plain}, {});
+  Engine ea(store, clock, {});
+  Engine eb(store, clock, {});
+  ASSERT_TRUE(ea.SetPolicies(both).ok());
+  ASSERT_TRUE(eb.SetPolicies(both).ok());
+  Admin a(ea, *overrides, clock, {});
+  Admin b(eb, *overrides, clock, {});
+  const AdminTarget acme{.policy = "tokens", .params = {{"tenant", "acme"}}};
+
+  struct Case {
+    AdminTarget target;
+    std::vector<Limit> limits;
+    std::optional<int64_t> weight;
+    std::string_view reason;
+    std::string_view message;
+  };
+  const std::vector<Case> cases = {
+      {acme,
+       {Bucket(5)},
+       2,
+       admin_reason::kInvalidLimits,
+       "limits: a policy with share divides its own limits among its identities: an override "
+       "gives a weight, not limits"},
+      {acme,
+       {},
+       std::nullopt,
+       admin_reason::kInvalidWeight,
+       "weight: missing: an override of a policy with share gives a weight (1 to 4096)"},
+      {acme,
+       {},
+       kMaxShareWeight + 1,
+       admin_reason::kInvalidWeight,
+       "weight: expected 1 to 4096 (got 4097)"},
+      {{.policy = "per-account", .params = {{"account", "acme"}}},
+       {Bucket(5)},
+       1,
+       admin_reason::kInvalidWeight,
+       "weight: only a policy with share takes a weight"},
+  };
+  for (const Case& c : cases) {
+    auto set = a.SetOverride(c.target, c.limits, std::nullopt, "x", c.weight);
+    ASSERT_FALSE(set.ok()) << c.message;
+    EXPECT_EQ(set.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(set.status().reason(), c.reason) << set.status().message();
+    EXPECT_EQ(set.status().message(), c.message);
+  }
+  EXPECT_EQ(overrides->Version().value(), 0u) << "nothing was written";
+
+  auto set = a.SetOverride(acme, {}, std::nullopt, "x", 4);
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_TRUE(set->second) << "new";
+  EXPECT_EQ(set->first.spec.weight, 4);
+  ASSERT_TRUE(b.Sync().ok());
+  auto listed = b.ListOverrides("tokens");
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].spec.weight, 4) << "read back from the store by another instance";
+  EXPECT_TRUE((*listed)[0].spec.limits.empty());
+  ASSERT_EQ(eb.runtime_overrides()->size(), 1u);
+  EXPECT_TRUE(eb.runtime_overrides()->not_applied().empty());
+
+  // The weight leaves the identity the policy's limits (shares are not decided yet: each
+  // identity still has them to itself).
+  auto state = b.GetState(acme);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  EXPECT_EQ(state->limits_from, "limits");
+  ASSERT_EQ(state->limits.size(), 1u);
+  EXPECT_EQ(state->limits[0].limit, Bucket(10));
+  for (int i = 0; i < 10; ++i) {
+    auto r = eb.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
+    ASSERT_TRUE(r.ok());
+    EXPECT_TRUE(r->allowed()) << i;
+  }
+  auto eleventh = eb.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
+  ASSERT_TRUE(eleventh.ok());
+  EXPECT_FALSE(eleventh->allowed()) << "the policy's capacity of 10 still applies";
+
+  // A reload that takes the share away leaves the weight held but not applied.
+  tokens.share.reset();
+  ASSERT_TRUE(eb.SetPolicies(*PolicySet::Create({tokens, plain}, {})).ok());
+  ASSERT_EQ(eb.runtime_overrides()->not_applied().size(), 1u);
+  EXPECT_EQ(eb.runtime_overrides()->not_applied()[0].reason,
+            "weight: only a policy with share takes a weight");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algorithms/exact_math.h"
+#include "common/cat.h"
 
 namespace caudal {
 namespace {
@@ -186,6 +187,17 @@ std::vector<int64_t> ProportionalFill(int64_t units, int64_t t,
 }
 
 }  // namespace
+
+std::string_view FairnessName(Fairness f) {
+  return f == Fairness::kMaxMin ? "max_min" : "proportional";
+}
+
+Result<Fairness> ParseFairness(std::string_view text) {
+  for (Fairness f : {Fairness::kMaxMin, Fairness::kProportional}) {
+    if (FairnessName(f) == text) return f;
+  }
+  return Status::InvalidArgument(Cat("expected max_min or proportional (got ", Quoted(text), ')'));
+}
 
 Result<std::vector<int64_t>> FairShares(int64_t capacity, Fairness fairness,
                                         std::span<const ShareConsumer> consumers) {

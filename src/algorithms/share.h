@@ -32,17 +32,15 @@
 #include <span>
 #include <vector>
 
+#include "caudal/algorithms/fairness.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
 
 namespace caudal {
 
 inline constexpr size_t kMaxShareConsumers = 1024;
-inline constexpr int64_t kMaxShareWeight = 4096;
 inline constexpr int64_t kMaxShareAmount = int64_t{1} << 62;  // a capacity or a demand
 inline constexpr int64_t kShareUnits = int64_t{1} << 22;      // capacity units (step 1)
-
-enum class Fairness { kMaxMin, kProportional };
 
 struct ShareConsumer {
   uint32_t group = 0;  // kMaxMin: the identity it serves; kProportional ignores it

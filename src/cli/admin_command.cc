@@ -3,6 +3,7 @@
 //   caudal admin overrides set per-tenant tenant=acme
 //       --limits '[{"algorithm": "token_bucket", "capacity": 5000, "refill": "5000/1m"}]'
 //       --expires-in 1h
+//   caudal admin overrides set provider-tokens tenant=acme --weight 4     (a policy with share)
 //   caudal admin overrides list per-tenant
 //   caudal admin overrides delete per-tenant tenant=acme
 //   caudal admin state get per-tenant tenant=acme
@@ -60,6 +61,9 @@ class AdminCommand final : public Command {
         ->type_name("JSON");
     app.add_option("--expires-in", expires_in_, "overrides set: when the override ends (1h)")
         ->type_name("DURATION");
+    weight_option_ =
+        app.add_option("--weight", weight_,
+                       "overrides set, a policy with share: the identity's weight (1 to 4096)");
   }
 
   int Run(Env& env) override {
@@ -89,8 +93,12 @@ class AdminCommand final : public Command {
     }
     std::string body;
     if (method == "PUT") {
-      if (limits_.empty()) return UsageError(env, "admin", "overrides set needs --limits");
-      body = "{\"limits\": " + limits_;
+      const bool weight = weight_option_->count() > 0;
+      if (limits_.empty() && !weight) {
+        return UsageError(env, "admin", "overrides set needs --limits (or --weight)");
+      }
+      body = limits_.empty() ? Cat("{\"weight\": ", weight_) : "{\"limits\": " + limits_;
+      if (!limits_.empty() && weight) body += Cat(", \"weight\": ", weight_);
       if (!expires_in_.empty()) {
         for (const char c : expires_in_) {
           if (std::isalnum(static_cast<unsigned char>(c)) == 0) {
@@ -160,6 +168,8 @@ class AdminCommand final : public Command {
   std::string token_file_;
   std::string limits_;
   std::string expires_in_;
+  int64_t weight_ = 0;
+  CLI::Option* weight_option_ = nullptr;
 };
 
 }  // namespace

@@ -49,6 +49,11 @@ descriptors:
 
 constexpr const char* kMax = "1099511627776";  // kMaxCapacity
 
+// A policy with share, whose tier gives a weight rather than limits.
+constexpr const char* kShareBase =
+    "policies: [{name: p, identity: [a], share: {}, limits: [{algorithm: gcra, capacity: 1, "
+    "refill: 1/1s}], overrides: [{match: {a: b}, weight: 2}]}]";
+
 // Values for a row, and the file they go into when the base will not do.
 struct Probe {
   std::vector<std::string> good{};
@@ -121,6 +126,12 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .bad = {"fast", "[a]", "0s", "25h"},
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: concurrency, "
                 "limit: 5, hold: 1s}]}]"}},
+      {"policies[].share.fairness",
+       {.good = {"max_min", "proportional"}, .bad = {"fair", "[a]"}, .base = kShareBase}},
+      {"policies[].share.window",
+       {.good = {"100ms", "1h"}, .bad = {"99ms", "61m", "fast"}, .base = kShareBase}},
+      {"policies[].overrides[].weight",
+       {.good = {"1", "4096"}, .bad = {"0", "4097", "x"}, .base = kShareBase}},
       {"policies[].overrides[].match",
        {.good = {"{plan: max}", "{a: acme, ip: 10.0.0.0/8}"},
         .bad = {"x", "{}", "{plan: ''}", "{ip: 10.0.0.1/8}", "{'p q': x}"}}},

@@ -341,6 +341,12 @@ Status CheckDocument(const YamlReader& r, const YAML::Node& root, const std::str
   for (size_t i = 0; i < doc.policies.size(); ++i) {
     const PolicySpec& spec = doc.policies[i];
     const std::string field = Cat("policies[", i, ']');
+    // A tier's limits are required without share (with it, ValidatePolicy refuses them).
+    for (size_t t = 0; t < spec.overrides.size() && !spec.share; ++t) {
+      const YAML::Node tier = policies[i]["overrides"][t];
+      if (!tier["limits"])
+        return r.Error(tier, Cat(field, ".overrides[", t, ']'), "missing limits");
+    }
     if (auto e = ValidatePolicy(spec, options)) {
       return r.Error(NodeForField(policies[i], e->field), Cat(field, '.', e->field),
                      e->status.message());

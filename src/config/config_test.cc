@@ -107,6 +107,38 @@ TEST(Config, LeasesAreOffUnlessStoreLeaseSetsThemAndAPolicyMayChooseItsOwn) {
             "0.1, at most 6 decimals (got \"0.5%\")");
 }
 
+TEST(Config, ReadsAShareAndItsTiersWeights) {
+  auto c = ParseConfig(R"(
+policies:
+  - name: provider-tokens
+    identity: [tenant]
+    share: {fairness: proportional, window: 5s}
+    limits: [{algorithm: token_bucket, capacity: 2000000, refill: 2000000/1m}]
+    overrides:
+      - {match: {tenant: acme}, weight: 4}
+  - name: defaults
+    identity: [tenant]
+    share: {}
+    limits: [{algorithm: fixed_window, limit: 5, window: 1s}]
+  - name: own
+    identity: [tenant]
+    limits: [{algorithm: gcra, capacity: 5, refill: 5/s}]
+)",
+                       "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const auto policies = c->policies->policies();
+  ASSERT_EQ(policies.size(), 3u);
+  ASSERT_TRUE(policies[0].share().has_value());
+  EXPECT_EQ(policies[0].share()->fairness, Fairness::kProportional);
+  EXPECT_EQ(policies[0].share()->window, std::chrono::seconds(5));
+  EXPECT_EQ(policies[0].spec.overrides[0].weight, 4);
+  EXPECT_TRUE(policies[0].spec.overrides[0].limits.empty());
+  EXPECT_EQ(policies[0].tiers[0].weight, 4);
+  EXPECT_EQ(policies[1].share(),
+            (ShareTerms{.fairness = Fairness::kMaxMin, .window = std::chrono::seconds(2)}));
+  EXPECT_FALSE(policies[2].share().has_value());
+}
+
 TEST(Config, DefaultsWhenSectionsAreOmitted) {
   auto c = ParseConfig("policies: []\n", "t.yaml");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -276,6 +308,54 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
                 "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: {plan: pro}\n",
                 "bad.yaml:6:9: policies[0].overrides[0]: missing limits"},
+        // share: where it cannot apply, its tiers' weights, its own fields.
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: sliding_window_log, limit: 5, window: 1s}]\n",
+                "bad.yaml:5:14: policies[0].limits[0]: share divides a rate among identities and "
+                "cannot divide a sliding_window_log limit (token_bucket, gcra or fixed_window can "
+                "be shared)"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: sliding_window_counter, limit: 5, window: 1s}]\n",
+                "bad.yaml:5:14: policies[0].limits[0]: share divides a rate among identities and "
+                "cannot divide a sliding_window_counter limit"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: concurrency, limit: 5, hold: 1s}]\n",
+                "bad.yaml:5:14: policies[0].limits[0]: share divides a rate among identities and "
+                "cannot divide a concurrency limit"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
+                "capacity: 1, refill: 1/s}]\n    overrides:\n      - {match: {plan: pro}, "
+                "limits: [{algorithm: gcra, capacity: 5, refill: 5/s}], weight: 2}\n",
+                "bad.yaml:6:93: policies[0].overrides[0].weight: only a policy with share takes a "
+                "weight"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n    overrides:\n      - {match: "
+                "{plan: pro}, limits: [{algorithm: gcra, capacity: 5, refill: 5/s}], weight: 2}\n",
+                "bad.yaml:7:38: policies[0].overrides[0].limits: a policy with share divides its "
+                "own limits among its identities: an override gives a weight, not limits"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n    overrides:\n      - {match: "
+                "{plan: pro}}\n",
+                "bad.yaml:7:9: policies[0].overrides[0].weight: missing: an override of a policy "
+                "with share gives a weight (1 to 4096)"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {}\n    limits: "
+                "[{algorithm: gcra, capacity: 1, refill: 1/s}]\n    overrides:\n      - {match: "
+                "{plan: pro}, weight: 4097}\n",
+                "bad.yaml:7:38: policies[0].overrides[0].weight: expected an integer from 1 to "
+                "4096"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {fairness: fair}\n"
+                "    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:23: policies[0].share.fairness: expected max_min or proportional (got "
+                "\"fair\")"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {window: 99ms}\n"
+                "    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:21: policies[0].share.window: expected between 100ms and 1h"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {window: 61m}\n"
+                "    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:21: policies[0].share.window: expected between 100ms and 1h"},
+        BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    share: {ttl: 1s}\n"
+                "    limits: [{algorithm: gcra, capacity: 1, refill: 1/s}]\n",
+                "bad.yaml:4:13: policies[0].share.ttl: unknown field (expected one of: fairness, "
+                "window)"},
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits: [{algorithm: gcra, "
                 "capacity: 1, refill: 1/s}]\n    overrides:\n      - match: [plan]\n"
                 "        limits: [{algorithm: gcra, capacity: 5, refill: 5/s}]\n",

@@ -73,6 +73,7 @@ struct Rows {
             .show = [get, on](const T& d) { return std::invoke(get, d) == on ? "true" : "false"; }};
   }
 
+  // The member may be an optional (unset: not given; see default_note).
   template <typename Get>
   static Value<T> Integer(Get get, int64_t min, int64_t max) {
     return {.shape = {.kind = Shape::Kind::kInteger, .min = min, .max = max},
@@ -83,7 +84,15 @@ struct Rows {
               std::invoke(get, out) = static_cast<Member<Get>>(*v);
               return Status::Ok();
             },
-            .show = [get](const T& d) { return std::to_string(std::invoke(get, d)); }};
+            .show =
+                [get](const T& d) {
+                  const auto& v = std::invoke(get, d);
+                  if constexpr (requires { v.has_value(); }) {
+                    return v.has_value() ? std::to_string(*v) : std::string();
+                  } else {
+                    return std::to_string(v);
+                  }
+                }};
   }
 
   // A duration from min to max (any, when max is 0).

@@ -143,8 +143,15 @@ const Table<OverrideSpec>& OverrideTable() {
           {.name = "limits",
            .value = R::List(&OverrideSpec::limits, kMaxLimitsPerPolicy,
                             MapItem<Limit>(LimitTable(), ToLimit)),
-           .doc = "the limits such requests get instead of the policy's, all of which must pass",
-           .need = Need::kRequired},
+           .doc = "the limits such requests get instead of the policy's, all of which must pass "
+                  "(refused with `share`)",
+           .default_note = "required without `share`"},
+          {.name = "weight",
+           .value = R::Integer(&OverrideSpec::weight, 1, kMaxShareWeight),
+           .doc = "with `share`: the weight of each identity such requests hold in the division "
+                  "of the policy's limits (refused without `share`); an identity no tier or "
+                  "runtime override gives one weighs 1",
+           .default_note = "required with `share`"},
       },
       {.doc = "A policy's tiers: the first override whose `match` a request meets gives its "
               "limits; a runtime override of the identity (http-api.md, Admin API) comes "
@@ -179,6 +186,26 @@ const Table<ReservationTerms>& ReservationTable() {
                   "refused (429)"},
       },
       {.doc = "A policy's reservations (POST /v1/reserve, POST /v1/settle; http-api.md)."});
+  return table;
+}
+
+constexpr Fairness kFairnesses[] = {Fairness::kMaxMin, Fairness::kProportional};
+
+const Table<ShareTerms>& ShareTable() {
+  using R = Rows<ShareTerms>;
+  static const Table<ShareTerms> table(
+      {
+          {.name = "fairness",
+           .value = R::Choice(&ShareTerms::fairness, ParseFairness, FairnessName, kFairnesses),
+           .doc = "how the capacity is divided: max_min (no identity gets more than it asks, the "
+                  "rest alike by weight) or proportional (by weight times demand)"},
+          // At least a few round trips, so that an identity between two requests stays active;
+          // at most an hour, so that one gone quiet gives its part back the same hour.
+          {.name = "window",
+           .value = R::Duration(&ShareTerms::window, kMinShareWindow, kMaxShareWindow),
+           .doc = "how long an identity counts as active after its last request"},
+      },
+      {.doc = "A policy's limits as one capacity divided among its active identities."});
   return table;
 }
 
@@ -244,6 +271,12 @@ const Table<PolicySpec>& PolicyTable() {
        .value = R::Map(&PolicySpec::reservations, ReservationTable()),
        .doc = "how this policy's reservations (reserve, then settle) expire and how many one "
               "identity holds"},
+      {.name = "share",
+       .value = R::Map(&PolicySpec::share, ShareTable()),
+       .doc = "the limits are one capacity shared by all identities, each active one getting "
+              "its part (weighted by its tier's or runtime override's `weight`); token_bucket, "
+              "gcra and fixed_window only",
+       .default_note = "none: each identity has the limits to itself"},
   });
   return table;
 }
@@ -268,7 +301,9 @@ YAML::Node NodeForField(const YAML::Node& policy, const std::string& field) {
       if (field[pos] == '.') ++pos;
       const size_t stop = std::min(field.find('.', pos), field.find('[', pos));
       if (!here.IsMap()) break;
-      next.reset(here[field.substr(pos, stop - pos)]);
+      const YAML::Node child = here[field.substr(pos, stop - pos)];
+      if (!child) break;  // a missing field: its map (reset() throws on an invalid node)
+      next.reset(child);
       pos = stop;
     }
     if (!next) break;

@@ -47,8 +47,8 @@ std::optional<OverrideProblem> OverrideFit::CheckPolicy(const RuntimeOverride& o
     return Problem("identity",
                    "not an identity of the policy (its identity fields or ip_prefix changed)");
   }
-  if (auto e = ValidateOverrideLimits(policy->spec, snap_.policies->options(), o.limits)) {
-    return Problem(Cat("limits", e->field), e->status.message());
+  if (auto e = ValidateOverrideTerms(policy->spec, snap_.policies->options(), o.limits, o.weight)) {
+    return Problem(e->field, e->status.message());
   }
   return std::nullopt;
 }
@@ -66,6 +66,7 @@ std::optional<OverrideProblem> OverrideFit::CheckRule(const RuntimeOverride& o) 
       EncodeEntries(entries) != o.identity_key) {
     return Problem("identity", "its entries no longer select the rule");
   }
+  if (o.weight) return Problem("weight", "an Envoy rule has no share: it takes no weight");
   if (o.limits.size() != 1) return Problem("limits", "an Envoy rule takes exactly one limit");
   if (auto problem = envoy::CheckRuleLimit(*found->second, o.limits[0].algorithm())) {
     return Problem("limits[0]", std::move(problem->message));

@@ -21,7 +21,7 @@ class Refusals;
 namespace engine_internal {
 
 struct OverrideProblem {
-  std::string field;  // "policy", "identity", "limits" or "limits[i]"
+  std::string field;  // "policy", "identity", "limits", "limits[i]" or "weight"
   std::string message;
 };
 
@@ -31,7 +31,8 @@ class OverrideFit {
   explicit OverrideFit(const Engine::Snapshot& snap);
   // Why `o` cannot apply under the snapshot, or nullopt: its policy or rule is not there, its
   // identity is none of it (identity fields, ip_prefix or descriptors changed), or its limits
-  // are not ones the config could give it (ValidateOverrideLimits, envoy::CheckRuleLimit).
+  // and weight are not ones the config could give it (ValidateOverrideTerms,
+  // envoy::CheckRuleLimit).
   std::optional<OverrideProblem> Check(const RuntimeOverride& o) const;
 
  private:

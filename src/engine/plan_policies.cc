@@ -206,7 +206,8 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
         snap.runtime == nullptr
             ? nullptr
             : snap.runtime->Find(OverrideKind::kPolicy, p.spec.name, **identity);
-    if (runtime != nullptr) {
+    // A runtime override of a policy with share gives a weight only: the limits stay its own.
+    if (runtime != nullptr && !runtime->spec.limits.empty()) {
       limits = &runtime->set.limits;
       local = &runtime->set.local_limits;
       prefixes = &runtime->set.key_prefixes;

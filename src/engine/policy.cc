@@ -30,6 +30,20 @@ std::optional<std::string> ConcurrencyProblem(const PolicySpec& policy,
   return std::nullopt;
 }
 
+// Why `l` cannot be one of `policy`'s limits when its capacity is shared among its identities,
+// or nullopt: a share divides a rate (n units per period), which a sliding window (a count over
+// a window that moves with each request) and concurrency (slots, not a rate) are not.
+std::optional<std::string> ShareProblem(const PolicySpec& policy, const Limit& l) {
+  if (!policy.share) return std::nullopt;
+  const Algorithm a = l.algorithm();
+  if (IsConcurrency(a) || a == Algorithm::kSlidingWindowLog ||
+      a == Algorithm::kSlidingWindowCounter) {
+    return Cat("share divides a rate among identities and cannot divide a ", AlgorithmName(a),
+               " limit (token_bucket, gcra or fixed_window can be shared)");
+  }
+  return std::nullopt;
+}
+
 // A request's cost must fit a rate limit; a concurrency limit takes one slot whatever it is.
 bool CostFits(int64_t cost, const Limit& l) {
   return IsConcurrency(l.algorithm()) || cost <= l.capacity();
@@ -71,8 +85,8 @@ std::optional<PolicyError> ValidateOverride(const PolicySpec& spec, const Policy
     }
     if (auto problem = MatchValueProblem(m)) return Err(field, *problem);
   }
-  if (auto e = ValidateOverrideLimits(spec, options, o.limits)) {
-    return Err(where + ".limits" + e->field, e->status.message());
+  if (auto e = ValidateOverrideTerms(spec, options, o.limits, o.weight)) {
+    return Err(Cat(where, '.', e->field), e->status.message());
   }
   return std::nullopt;
 }
@@ -148,6 +162,7 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
 
 std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
                                               const PolicySetOptions& options, const Limit& l) {
+  if (auto problem = ShareProblem(policy, l)) return problem;
   if (auto problem = ConcurrencyProblem(policy, options, l)) return problem;
   if (!CostFits(policy.cost, l)) {
     return Cat("a capacity of ", l.capacity(), " is below the policy's cost (", policy.cost,
@@ -170,6 +185,32 @@ std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
     if (auto problem = PolicyLimitProblem(policy, options, limits[i])) {
       return Err(Cat('[', i, ']'), *problem);
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<PolicyError> ValidateOverrideTerms(const PolicySpec& policy,
+                                                 const PolicySetOptions& options,
+                                                 const std::vector<Limit>& limits,
+                                                 std::optional<int64_t> weight) {
+  if (!policy.share) {
+    if (weight) return Err("weight", "only a policy with share takes a weight");
+    if (auto e = ValidateOverrideLimits(policy, options, limits)) {
+      return Err(Cat("limits", e->field), e->status.message());
+    }
+    return std::nullopt;
+  }
+  if (!limits.empty()) {
+    return Err("limits",
+               "a policy with share divides its own limits among its identities: an override "
+               "gives a weight, not limits");
+  }
+  if (!weight) {
+    return Err("weight", Cat("missing: an override of a policy with share gives a weight (1 to ",
+                             kMaxShareWeight, ")"));
+  }
+  if (*weight < 1 || *weight > kMaxShareWeight) {
+    return Err("weight", Cat("expected 1 to ", kMaxShareWeight, " (got ", *weight, ')'));
   }
   return std::nullopt;
 }
@@ -232,6 +273,11 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
   if (spec.lease) {
     if (Status s = ValidateLeaseTerms(*spec.lease); !s.ok()) return Err("lease", s.message());
   }
+  if (spec.share &&
+      (spec.share->window < kMinShareWindow || spec.share->window > kMaxShareWindow)) {
+    return Err("share.window", Cat("expected between ", FormatDuration(kMinShareWindow), " and ",
+                                   FormatDuration(kMaxShareWindow)));
+  }
   // The default cost is its own field: it must fit the policy's own limits. Every other
   // check of a limit is the one its tiers and runtime overrides get.
   for (const Limit& l : spec.limits) {
@@ -281,7 +327,11 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     p.local_limits = std::move(own.local_limits);
     p.key_prefixes = std::move(own.key_prefixes);
     for (const OverrideSpec& o : spec.overrides) {
-      Policy::Tier tier{.set = MakeLimitSet(spec.name, o.limits, options.instances), .ip = {}};
+      // With share a tier gives a weight, and its requests the policy's own limits and keys.
+      Policy::Tier tier{
+          .set = MakeLimitSet(spec.name, spec.share ? spec.limits : o.limits, options.instances),
+          .ip = {},
+          .weight = o.weight.value_or(1)};
       for (const MatchValue& m : o.match) {
         if (m.descriptor == "ip") tier.ip = *CidrBlock::Parse(m.value);
       }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace caudal {
 namespace {
 
@@ -79,6 +81,104 @@ TEST(ValidatePolicy, NamesTheFieldAtFault) {
     EXPECT_EQ(e->field, c.field) << e->status.message();
   }
   EXPECT_FALSE(ValidatePolicy(Good(), {}).has_value());
+}
+
+PolicySpec Shared() {
+  PolicySpec s = Good();
+  s.share = ShareTerms{};
+  s.overrides = {{.match = {{"api_key", "k1"}}, .limits = {}, .weight = 4}};
+  return s;
+}
+
+Limit Window(Algorithm a) { return *Limit::Create(LimitSpec::Window(a, 10, seconds(1))); }
+
+TEST(ValidatePolicy, AShareTakesDivisibleRatesAndItsTiersAWeightInsteadOfLimits) {
+  EXPECT_FALSE(ValidatePolicy(Shared(), {}).has_value());
+  PolicySpec fixed = Shared();
+  fixed.limits = {Window(Algorithm::kFixedWindow), Bucket(10, {10, minutes(1)})};
+  EXPECT_FALSE(ValidatePolicy(fixed, {}).has_value());
+
+  struct Case {
+    std::function<void(PolicySpec&)> edit;
+    std::string field;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](PolicySpec& s) { s.limits = {Window(Algorithm::kSlidingWindowLog)}; }, "limits[0]",
+       "share divides a rate among identities and cannot divide a sliding_window_log limit"},
+      {[](PolicySpec& s) { s.limits.push_back(Window(Algorithm::kSlidingWindowCounter)); },
+       "limits[1]", "cannot divide a sliding_window_counter limit"},
+      {[](PolicySpec& s) { s.limits = {*Limit::Create(LimitSpec::Concurrency(5, seconds(1)))}; },
+       "limits[0]", "cannot divide a concurrency limit"},
+      {[](PolicySpec& s) { s.share->window = std::chrono::milliseconds(99); }, "share.window",
+       "expected between 100ms and 1h"},
+      {[](PolicySpec& s) { s.share->window = std::chrono::hours(1) + Micros(1); }, "share.window",
+       "expected between 100ms and 1h"},
+      {[](PolicySpec& s) { s.overrides[0].limits = s.limits; }, "overrides[0].limits",
+       "a policy with share divides its own limits among its identities"},
+      {[](PolicySpec& s) { s.overrides[0].weight.reset(); }, "overrides[0].weight",
+       "missing: an override of a policy with share gives a weight (1 to 4096)"},
+      {[](PolicySpec& s) { s.overrides[0].weight = 0; }, "overrides[0].weight",
+       "expected 1 to 4096 (got 0)"},
+      {[](PolicySpec& s) { s.overrides[0].weight = kMaxShareWeight + 1; }, "overrides[0].weight",
+       "expected 1 to 4096 (got 4097)"},
+      {[](PolicySpec& s) {
+         s.share.reset();
+         s.overrides[0].limits = s.limits;
+         s.overrides[0].weight = 1;
+       },
+       "overrides[0].weight", "only a policy with share takes a weight"},
+  };
+  for (const Case& c : cases) {
+    PolicySpec s = Shared();
+    c.edit(s);
+    auto e = ValidatePolicy(s, {});
+    ASSERT_TRUE(e.has_value()) << c.field;
+    EXPECT_EQ(e->field, c.field) << e->status.message();
+    EXPECT_NE(e->status.message().find(c.message), std::string::npos) << e->status.message();
+  }
+}
+
+TEST(PolicySet, CarriesTheShareAndGivesAWeightedTierThePolicysOwnLimitsAndKeys) {
+  PolicySpec s = Shared();
+  s.name = "shared";
+  s.share->fairness = Fairness::kProportional;
+  s.overrides.push_back({.match = {{"api_key", "k2"}}, .limits = {}, .weight = 1});
+  auto set = PolicySet::Create({s, Good()}, {});
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  const auto& p = (*set)->policies()[0];
+  ASSERT_TRUE(p.share().has_value());
+  EXPECT_EQ(*p.share(), (ShareTerms{.fairness = Fairness::kProportional, .window = seconds(2)}));
+  ASSERT_EQ(p.tiers.size(), 2u);
+  EXPECT_EQ(p.tiers[0].weight, 4);
+  EXPECT_EQ(p.tiers[1].weight, 1);
+  for (const auto& t : p.tiers) {
+    EXPECT_EQ(t.set.limits, p.spec.limits);
+    EXPECT_EQ(t.set.key_prefixes, p.key_prefixes) << "the identities share the policy's state";
+  }
+  EXPECT_FALSE((*set)->policies()[1].share().has_value());
+
+  auto refused = PolicySet::Create({Good(),
+                                    [] {
+                                      PolicySpec w = Shared();
+                                      w.name = "w";
+                                      w.overrides[0].weight = 0;
+                                      return w;
+                                    }()},
+                                   {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("policies[1].overrides[0].weight: expected 1 to"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+TEST(Fairness, ParsesItsNames) {
+  EXPECT_EQ(*ParseFairness("max_min"), Fairness::kMaxMin);
+  EXPECT_EQ(*ParseFairness("proportional"), Fairness::kProportional);
+  EXPECT_EQ(FairnessName(Fairness::kProportional), "proportional");
+  auto bad = ParseFairness("fair");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "expected max_min or proportional (got \"fair\")");
 }
 
 TEST(LocalLimit, DividesCapacityAndRateExactly) {

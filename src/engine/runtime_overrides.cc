@@ -9,8 +9,8 @@ namespace {
 
 // The body's lines: "caudal-override 1", then "kind", "policy", "set_by", "key" (the identity
 // key), one "id" per identity value (name TAB value) and one "limit" per limit (algorithm,
-// capacity, rate count, rate period in µs). Values hold no control characters (validated), so
-// TAB and LF cannot occur in them; set_by is cleaned of them.
+// capacity, rate count, rate period in µs), then a "weight" when it has one. Values hold no control
+// characters (validated), so TAB and LF cannot occur in them; set_by is cleaned of them.
 constexpr std::string_view kMagic = "caudal-override 1";
 
 std::string Clean(std::string_view s) {
@@ -67,6 +67,7 @@ std::string EncodeOverride(const RuntimeOverride& o) {
     out += Cat("\nlimit ", AlgorithmName(l.algorithm()), ' ', l.capacity(), ' ', l.rate().count,
                ' ', l.rate().period.count());
   }
+  if (o.weight) out += Cat("\nweight ", *o.weight);
   return out;
 }
 
@@ -100,9 +101,15 @@ Result<RuntimeOverride> DecodeOverride(std::string_view body, std::optional<Micr
       auto limit = DecodeLimit(rest);
       if (!limit.ok()) return limit.status();
       o.limits.push_back(*limit);
+    } else if (tag == "weight") {
+      int64_t weight = 0;
+      if (!ParseInt(rest, weight) || weight < 1 || weight > kMaxShareWeight) {
+        return Status::InvalidArgument(Cat("override record: bad weight ", Quoted(rest)));
+      }
+      o.weight = weight;
     }  // other tags: written by a later version, ignored
   }
-  if (!kind || o.policy.empty() || o.identity_key.empty() || o.limits.empty() ||
+  if (!kind || o.policy.empty() || o.identity_key.empty() || (o.limits.empty() && !o.weight) ||
       o.limits.size() > kMaxLimitsPerPolicy) {
     return Status::InvalidArgument("override record: incomplete");
   }

@@ -133,9 +133,11 @@ json::object OverrideObject(const OverrideView& v) {
                  {"kind", OverrideKindName(v.spec.kind)},
                  {"identity", IdentityJson(v.spec.identity)},
                  {"limits", std::move(limits)},
+                 {"weight", nullptr},
                  {"expires_at", nullptr},
                  {"expires_in_ms", nullptr},
                  {"set_by", http_api::ValidUtf8(v.spec.set_by)}};
+  if (v.spec.weight) o["weight"] = *v.spec.weight;
   if (v.spec.expires_at) o["expires_at"] = Rfc3339(*v.spec.expires_at);
   if (v.expires_in) o["expires_in_ms"] = Ms(*v.expires_in);
   return o;
@@ -174,7 +176,7 @@ Reply Run(Admin& admin, std::string_view method, bool state, const AdminTarget& 
     auto removed = admin.DeleteOverride(target, who);
     return removed.ok() ? JsonReply(200, OverrideJson(*removed)) : FailureReply(removed.status());
   }
-  auto set = admin.SetOverride(target, std::move(body.limits), body.expires_in, who);
+  auto set = admin.SetOverride(target, std::move(body.limits), body.expires_in, who, body.weight);
   if (!set.ok()) return FailureReply(set.status());
   return JsonReply(set->second ? 201 : 200, OverrideJson(set->first));
 }
@@ -260,22 +262,36 @@ ParsedOverride ParseOverrideBody(std::string_view body) {
   }
   const json::object& o = parsed.value.get_object();
   for (const auto& kv : o) {
-    if (kv.key() != "limits" && kv.key() != "expires_in") {
-      out.error = Bad("unknown_field", Cat(Quoted(http_api::ValidUtf8(kv.key().substr(0, 64))),
-                                           ": unknown field (expected limits and expires_in)"));
+    if (kv.key() != "limits" && kv.key() != "weight" && kv.key() != "expires_in") {
+      out.error =
+          Bad("unknown_field", Cat(Quoted(http_api::ValidUtf8(kv.key().substr(0, 64))),
+                                   ": unknown field (expected limits, weight and expires_in)"));
       return out;
     }
   }
+  // Whether the policy takes a weight (one with share) or limits is the Admin's to say.
+  if (const json::value* w = o.if_contains("weight"); w != nullptr) {
+    if (!w->is_int64() || w->get_int64() < 1 || w->get_int64() > kMaxShareWeight) {
+      out.error = Bad("invalid_weight",
+                      Cat("weight: expected an integer from 1 to ", kMaxShareWeight, " (got ",
+                          w->is_number() ? json::serialize(*w) : http_api::JsonTypeName(*w), ')'));
+      return out;
+    }
+    out.weight = w->get_int64();
+  }
   const json::value* limits = o.if_contains("limits");
-  if (limits == nullptr || !limits->is_array() || limits->get_array().empty()) {
-    out.error = Bad("missing_limits", "limits: expected a non-empty array of limits");
+  const bool weight_alone = limits == nullptr && out.weight;  // a policy with share
+  if (!weight_alone && (limits == nullptr || !limits->is_array() || limits->get_array().empty())) {
+    out.error = Bad("missing_limits",
+                    "limits: expected a non-empty array of limits (a policy with share: a weight)");
     return out;
   }
-  if (limits->get_array().size() > kMaxLimitsPerPolicy) {
+  const size_t count = limits == nullptr ? 0 : limits->get_array().size();
+  if (count > kMaxLimitsPerPolicy) {
     out.error = Bad("invalid_limits", Cat("limits: at most ", kMaxLimitsPerPolicy, " limits"));
     return out;
   }
-  for (size_t i = 0; i < limits->get_array().size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     if (auto e = ReadLimit(limits->get_array()[i], Cat("limits[", i, ']'), out.limits)) {
       out.error = std::move(e);
       return out;

@@ -36,9 +36,11 @@ struct ParsedPath {
 };
 ParsedPath ParseAdminTarget(std::string_view target);
 
-// A PUT's body: {"limits": [...], "expires_in": "1h"}.
+// A PUT's body: {"limits": [...], "expires_in": "1h"}, or for a policy with share
+// {"weight": 4, "expires_in": "1h"}.
 struct ParsedOverride {
   std::vector<Limit> limits;
+  std::optional<int64_t> weight;  // 1..kMaxShareWeight
   std::optional<Micros> expires_in;
   std::optional<http_api::ApiError> error;
 };

@@ -81,6 +81,41 @@ TEST(ParseOverrideBody, ReadsLimitsAsTheConfigSpellsThemAndNamesTheFieldAtFault)
                         "expires_in": 60})"),
               HasSubstr("invalid_expires_in"));
   EXPECT_THAT(error(R"({"limits": "x"})"), HasSubstr("missing_limits"));
+  EXPECT_THAT(error(R"({"expires_in": "1h"})"), HasSubstr("missing_limits"));
+}
+
+TEST(ParseOverrideBody, ReadsAWeightAloneAndRefusesOneOutOfRange) {
+  ParsedOverride o = ParseOverrideBody(R"({"weight": 4096, "expires_in": "1h"})");
+  ASSERT_FALSE(o.error) << o.error->message;
+  EXPECT_EQ(o.weight, 4096);
+  EXPECT_TRUE(o.limits.empty());
+  EXPECT_EQ(o.expires_in, std::chrono::hours(1));
+  // With limits too it is read whole: whether the policy takes a weight or limits is the
+  // Admin's to say (ValidateOverrideTerms).
+  o = ParseOverrideBody(R"({"limits": [{"algorithm": "gcra", "capacity": 1, "refill": "1/s"}],
+                            "weight": 1})");
+  ASSERT_FALSE(o.error) << o.error->message;
+  EXPECT_EQ(o.weight, 1);
+  EXPECT_EQ(o.limits.size(), 1u);
+  EXPECT_FALSE(ParseOverrideBody(R"({"limits": [{"algorithm": "gcra", "capacity": 1,
+                                                 "refill": "1/s"}]})")
+                   .weight.has_value());
+
+  for (std::string_view bad : {R"({"weight": 0})", R"({"weight": 4097})", R"({"weight": 2.5})",
+                               R"({"weight": "2"})", R"({"weight": null})"}) {
+    ParsedOverride p = ParseOverrideBody(bad);
+    ASSERT_TRUE(p.error) << bad;
+    EXPECT_EQ(p.error->status, 400) << bad;
+    EXPECT_EQ(p.error->code, "invalid_weight") << bad;
+    EXPECT_THAT(p.error->message, HasSubstr("weight: expected an integer from 1 to 4096")) << bad;
+  }
+  ParsedOverride empty = ParseOverrideBody(R"({"weight": 2, "limits": []})");
+  ASSERT_TRUE(empty.error);
+  EXPECT_EQ(empty.error->code, "missing_limits");
+  ParsedOverride unknown = ParseOverrideBody(R"({"weights": 2})");
+  ASSERT_TRUE(unknown.error);
+  EXPECT_EQ(unknown.error->code, "unknown_field");
+  EXPECT_THAT(unknown.error->message, HasSubstr("expected limits, weight and expires_in"));
 }
 
 TEST(OverrideJson, SpellsLimitsAsTheBodyDoesAndNullsANeverEndingExpiry) {
@@ -97,11 +132,14 @@ TEST(OverrideJson, SpellsLimitsAsTheBodyDoesAndNullsANeverEndingExpiry) {
   EXPECT_EQ(OverrideJson(v),
             R"({"policy":"per-tenant","kind":"policy","identity":{"tenant":"acme"},)"
             R"("limits":[{"algorithm":"token_bucket","capacity":5000,"refill":"5000/1m"}],)"
-            R"("expires_at":null,"expires_in_ms":null,"set_by":"127.0.0.1"})");
+            R"("weight":null,"expires_at":null,"expires_in_ms":null,"set_by":"127.0.0.1"})");
   v.spec.expires_at = std::chrono::seconds(1'748'782'800) + std::chrono::milliseconds(5);
   v.expires_in = std::chrono::milliseconds(3'599'000);
   EXPECT_THAT(OverrideJson(v), HasSubstr(R"("expires_at":"2025-06-01T13:00:00.005Z")"));
   EXPECT_THAT(OverrideJson(v), HasSubstr(R"("expires_in_ms":3599000)"));
+  v.spec.limits.clear();
+  v.spec.weight = 4;
+  EXPECT_THAT(OverrideJson(v), HasSubstr(R"("limits":[],"weight":4,)"));
 }
 
 }  // namespace

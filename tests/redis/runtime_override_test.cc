@@ -74,5 +74,54 @@ TEST(RedisRuntimeOverrides, AnEnvoyRuleGivenAConcurrencyLimitTakesNoSlotInRedis)
   EXPECT_EQ(rule_keys, 1u) << "the rule's own counter";
 }
 
+// A policy with share: the weight an admin gives an identity on one instance is kept in Redis
+// and read back by another instance, whose own OverrideStore has its own connections.
+TEST(RedisRuntimeOverrides, AWeightIsKeptInRedisForEveryInstance) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto store = MustOpen({.url = server->url()});
+  ASSERT_NE(store, nullptr);
+  StoreConfig config;
+  config.url = server->url();
+  auto overrides_a = OpenOverrideStore(config, SystemClock::Instance());
+  auto overrides_b = OpenOverrideStore(config, SystemClock::Instance());
+  ASSERT_TRUE(overrides_a.ok()) << overrides_a.status().ToString();
+  ASSERT_TRUE(overrides_b.ok()) << overrides_b.status().ToString();
+  PolicySpec tokens;
+  tokens.name = "tokens";
+  tokens.identity = {"tenant"};
+  tokens.limits = {*Limit::Create(
+      LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, std::chrono::minutes(1)}))};
+  tokens.share = ShareTerms{.fairness = Fairness::kProportional, .window = std::chrono::seconds(5)};
+  const auto policies = *PolicySet::Create({tokens}, {});
+  Engine ea(*store, SystemClock::Instance(), {});
+  Engine eb(*store, SystemClock::Instance(), {});
+  ASSERT_TRUE(ea.SetPolicies(policies).ok());
+  ASSERT_TRUE(eb.SetPolicies(policies).ok());
+  Admin a(ea, **overrides_a, SystemClock::Instance(), {});
+  Admin b(eb, **overrides_b, SystemClock::Instance(), {});
+
+  const AdminTarget acme{.policy = "tokens", .params = {{"tenant", "acme"}}};
+  auto set = a.SetOverride(acme, {}, std::chrono::hours(1), "x", 12);
+  ASSERT_TRUE(set.ok()) << set.status().ToString();
+  ASSERT_TRUE(b.Sync().ok());
+  auto listed = b.ListOverrides("tokens");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].spec.weight, 12);
+  EXPECT_TRUE((*listed)[0].spec.limits.empty());
+  EXPECT_TRUE((*listed)[0].spec.expires_at.has_value()) << "its end kept beside it";
+  ASSERT_EQ(eb.runtime_overrides()->size(), 1u);
+  EXPECT_EQ(eb.runtime_overrides()->entries()[0].spec.weight, 12);
+
+  // Replaced with another weight: one record, the new weight.
+  auto again = b.SetOverride(acme, {}, std::nullopt, "y", 3);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->second) << "replaced";
+  ASSERT_TRUE(a.Sync().ok());
+  ASSERT_EQ(a.ListOverrides("tokens")->size(), 1u);
+  EXPECT_EQ(a.ListOverrides("tokens")->at(0).spec.weight, 3);
+}
+
 }  // namespace
 }  // namespace caudal

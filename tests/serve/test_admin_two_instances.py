@@ -1,7 +1,8 @@
 """Runtime overrides across processes: two `caudal serve` on one real redis-server. A limit raised
 through one instance's admin API admits the next request at once on both; the override survives
-a restart of both; an override's expiry ends it on both; a reset is seen by both; and `caudal
-admin` speaks the same API from a shell."""
+a restart of both; an override's expiry ends it on both; a reset is seen by both; a policy with
+share takes a weight instead of limits, kept for both; and `caudal admin` speaks the same API from
+a shell."""
 import json
 import os
 import subprocess
@@ -18,6 +19,11 @@ policies:
     identity: [tenant]
     limits:
       - {algorithm: token_bucket, capacity: 1, refill: 1/1h}
+  - name: provider-tokens
+    identity: [tenant]
+    share: {fairness: max_min, window: 2s}
+    limits:
+      - {algorithm: token_bucket, capacity: 2000000, refill: 2000000/1m}
 """
 ACME = "/v1/admin/policies/per-tenant/overrides?tenant=acme"
 STATE = "/v1/admin/policies/per-tenant/state?tenant=acme"
@@ -125,6 +131,34 @@ class AdminAcrossInstances(unittest.TestCase):
                              capture_output=True, text=True, timeout=30)
         self.assertEqual(got.returncode, 1)
         self.assertIn("401", got.stderr)
+
+    def test_a_policy_with_share_takes_a_weight_kept_for_both(self):
+        env = dict(os.environ, CAUDAL_ADMIN_TOKEN=TOKEN)
+        got = subprocess.run([CAUDAL, "admin", "--url", self.a.base, "overrides", "set",
+                              "provider-tokens", "tenant=acme", "--weight", "4"], env=env,
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(got.returncode, 0, got.stderr)
+        answer = json.loads(got.stdout)
+        self.assertEqual((answer["weight"], answer["limits"]), (4, []))
+
+        def weights(serve):
+            status, _, body = serve.request(
+                "GET", "/v1/admin/policies/provider-tokens/overrides", None, AUTH)
+            self.assertEqual(status, 200, body)
+            return [o["weight"] for o in json.loads(body)["overrides"]]
+        self.assertEqual(weights(self.b), [4], "kept in Redis, for every instance")
+
+        shared = "/v1/admin/policies/provider-tokens/overrides?tenant=acme"
+        for path, body, code in ((ACME, json.dumps({"weight": 2}), "invalid_weight"),
+                                 (shared, RAISE, "invalid_limits"),
+                                 (shared, json.dumps({"weight": 4097}), "invalid_weight")):
+            status, _, answer = self.b.request("PUT", path, body, AUTH)
+            self.assertEqual(status, 400, answer)
+            self.assertEqual(json.loads(answer)["error"]["code"], code, answer)
+        self.assertEqual(weights(self.a), [4], "a refused PUT changes nothing")
+        status, _, body = self.a.request("GET", "/v1/admin/policies/per-tenant/overrides",
+                                         None, AUTH)
+        self.assertEqual(json.loads(body)["count"], 0, body)
 
 
 if __name__ == "__main__":

@@ -208,6 +208,8 @@ TEST_F(AdminHttpTest, BadInputGetsAClear4xxAndChangesNothing) {
       {"PUT", base + "overrides?tenant=a", "[]", 400, "invalid_body"},
       {"PUT", base + "overrides?tenant=a", R"({"limits": [], "x": 1})", 400, "unknown_field"},
       {"PUT", base + "overrides?tenant=a", R"({"expires_in": "1h"})", 400, "missing_limits"},
+      {"PUT", base + "overrides?tenant=a", R"({"weight": 2})", 400, "invalid_weight"},
+      {"PUT", base + "overrides?tenant=a", R"({"weight": 0})", 400, "invalid_weight"},
       {"PUT", base + "overrides?tenant=a",
        R"({"limits": [{"algorithm": "token_bucket", "capacity": 5, "refill": "fast"}]})", 400,
        "invalid_limits"},

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "caudal/algorithms/fairness.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/status.h"
 #include "caudal/decorators/lease_terms.h"
@@ -81,10 +82,25 @@ struct MatchValue {
   friend bool operator==(const MatchValue&, const MatchValue&) = default;
 };
 
-// A policy's static override (a tier): requests that hold every value of `match` get `limits`.
+// A policy's static override (a tier): requests that hold every value of `match` get `limits`,
+// or, in a policy with `share`, the weight of their identity's part (and the policy's limits).
 struct OverrideSpec {
   std::vector<MatchValue> match;  // 1..kMaxMatchValues, each descriptor once
-  std::vector<Limit> limits;      // 1..kMaxLimitsPerPolicy, each at least the policy's cost
+  std::vector<Limit> limits;      // 1..kMaxLimitsPerPolicy, each at least the policy's cost; none
+                                  // with `share`
+  std::optional<int64_t> weight = std::nullopt;  // 1..kMaxShareWeight, only and always with share
+};
+
+// A policy whose limits are one capacity shared by all its identities: each identity seen in the
+// last `window` gets a part of it by `fairness`, weighted by its tier's or runtime override's
+// weight (1 unless one gives another). Its limits are rates that can be divided: token_bucket,
+// gcra or fixed_window.
+inline constexpr Micros kMinShareWindow = std::chrono::milliseconds(100);
+inline constexpr Micros kMaxShareWindow = std::chrono::hours(1);
+struct ShareTerms {
+  Fairness fairness = Fairness::kMaxMin;
+  Micros window = std::chrono::seconds(2);  // kMinShareWindow..kMaxShareWindow
+  friend bool operator==(const ShareTerms&, const ShareTerms&) = default;
 };
 
 struct PolicySpec {
@@ -100,6 +116,7 @@ struct PolicySpec {
   std::optional<LeaseTerms> lease;        // unset: the set's default (store.lease)
   // How its reservations live (POST /v1/reserve); the ttl is each request's own.
   ReservationTerms reservations{};
+  std::optional<ShareTerms> share;  // unset: each identity has the limits to itself
 };
 
 struct PolicySetOptions {
@@ -127,7 +144,8 @@ bool IsValidName(std::string_view name);
 Result<Limit> LocalLimit(const Limit& global, int64_t instances);
 // Why `limit` cannot be one of `policy`'s limits under `options`, or nullopt: a concurrency limit
 // where a refused request could take a slot (count_rejected, consume_each), a capacity below the
-// policy's default cost, a limit that cannot be divided for its `local` failure mode. The one
+// policy's default cost, a limit that cannot be divided for its `local` failure mode, a limit
+// that cannot be shared (a sliding window or concurrency) in a policy with `share`. The one
 // check of a policy's limit, whichever way it arrives: its own and its tiers' (the file, a
 // reload), a runtime override's (the admin API, and each held one again at every install).
 std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
@@ -138,6 +156,14 @@ std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
 std::optional<PolicyError> ValidateOverrideLimits(const PolicySpec& policy,
                                                   const PolicySetOptions& options,
                                                   const std::vector<Limit>& limits);
+// Checks what an override (a tier, a runtime override) gives `policy`'s requests: without
+// `share`, limits (ValidateOverrideLimits) and no weight, not even 1; with `share`, a weight of
+// 1..kMaxShareWeight and no limits (its identities share the policy's own). The field at fault
+// is "weight", "limits" or "limits[i]".
+std::optional<PolicyError> ValidateOverrideTerms(const PolicySpec& policy,
+                                                 const PolicySetOptions& options,
+                                                 const std::vector<Limit>& limits,
+                                                 std::optional<int64_t> weight);
 
 // The limits a check applies, with what deciding them needs, parallel to them: the limits of
 // `local` failure mode (divided by the instance count) and the store key prefix of each, which
@@ -160,15 +186,18 @@ class PolicySet {
     FailureMode on_failure = FailureMode::kDeny;  // resolved
     std::vector<Limit> local_limits;              // one per spec.limits entry
     std::vector<std::string> key_prefixes;        // store key prefix per limit
-    // One per spec.overrides entry: its limits, and its `ip` match as a block (if it has one).
+    // One per spec.overrides entry: its limits (with `share`, the policy's own), its `ip` match
+    // as a block (if it has one) and its identities' weight (1 without `share`).
     struct Tier {
       LimitSet set;
       std::optional<CidrBlock> ip;
+      int64_t weight = 1;
     };
     std::vector<Tier> tiers;
     LeaseTerms lease;  // resolved: its own, or the set's
 
     bool shadow() const { return spec.enforcement == Enforcement::kShadow; }
+    const std::optional<ShareTerms>& share() const { return spec.share; }
   };
 
   // kInvalidArgument naming the policy and field when a spec is invalid or a name repeats.

@@ -52,7 +52,10 @@ struct RuntimeOverride {
   std::vector<std::pair<std::string, std::string>> identity;
   // How the plan keys the identity (length-prefixed values, an ip masked): what Find matches.
   std::string identity_key;
-  std::vector<Limit> limits;
+  std::vector<Limit> limits;  // none for a policy with `share`
+  // A policy with `share`: the identity's weight in it (1..kMaxShareWeight). None elsewhere, and
+  // in a record written before weights were; an identity given none by any override weighs 1.
+  std::optional<int64_t> weight = std::nullopt;
   std::optional<Micros> expires_at;  // the store's time since the epoch; none: never
   std::string set_by;                // the admin's certificate identity or address
 };
