@@ -205,7 +205,7 @@ struct DecideResponse {
   // it.
   std::vector<Decision> decisions;
   // A Share call's, one per entry (store/batch.h); empty for any other.
-  std::vector<ShareState> shares;
+  std::vector<ShareState> shares = {};
 };
 
 // Give back up to `units` unspent units of the lease `grant`, and only those that still count,
@@ -299,7 +299,7 @@ struct ShareResponse {
   // The state after, one per entry: `leased` the units granted, at `leased_at` (a GiveBack of
   // that grant returns what is unspent).
   std::vector<Decision> decisions;
-  std::vector<ShareState> shares;  // one per entry
+  std::vector<ShareState> shares = {};  // one per entry
 };
 
 template <typename Response>
