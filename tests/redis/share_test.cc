@@ -18,6 +18,7 @@ namespace caudal {
 namespace {
 
 using std::chrono::milliseconds;
+using std::chrono::seconds;
 using testing::RedisServer;
 
 std::unique_ptr<RedisServer>& ServerSlot() {
@@ -313,6 +314,36 @@ TEST(ShareBound, TakenNeverExceedsTheBucketsBoundOnRedis) {
     ASSERT_NE(store, nullptr);
     ASSERT_NO_FATAL_FAILURE(BoundHolds(*store, clock, seed));
   }
+}
+
+// On Redis's own time: the consumers' hash expires with its last consumer (2·ttl after its
+// call), and an expired consumer's field goes at the next call.
+TEST(ShareOnRedis, TheConsumersHashExpiresWithItsLastConsumer) {
+  Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(
+      SystemClock::Instance(), {.url = Server() != nullptr ? Server()->url() : "redis://none:1",
+                                .deadline = std::chrono::seconds(5)});
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  const Limit limit = *Limit::Create(LimitSpec::Bucket(
+      Algorithm::kTokenBucket, 100, {.count = 100, .period = milliseconds(1000)}));
+  const std::string key = Tag() + "ttl";
+  const std::string hash = "caudal:{" + key + "}:sh";
+  const ShareEntry a{
+      .key = key, .limit = &limit, .consumer = "a", .demand = 5, .ttl = milliseconds(1500)};
+  ASSERT_TRUE((*store)->Share({&a, 1}).ok());
+  const int64_t pttl = std::stoll(*Server()->Command({"PTTL", hash}));
+  EXPECT_GT(pttl, 2000);
+  EXPECT_LE(pttl, 3000);
+  EXPECT_EQ(*Server()->Command({"HEXISTS", hash, "a"}), "1");
+  EXPECT_GT(std::stoll(*Server()->Command({"PTTL", "caudal:{" + key + "}"})), 0)
+      << "the state a grant wrote expires too";
+  // A consumer of a shorter ttl does not shorten the hash's life; a longer one extends it.
+  const ShareEntry b{
+      .key = key, .limit = &limit, .consumer = "b", .demand = 5, .ttl = milliseconds(100)};
+  ASSERT_TRUE((*store)->Share({&b, 1}).ok());
+  EXPECT_GT(std::stoll(*Server()->Command({"PTTL", hash})), 2000);
+  const ShareEntry c{.key = key, .limit = &limit, .consumer = "c", .demand = 5, .ttl = seconds(5)};
+  ASSERT_TRUE((*store)->Share({&c, 1}).ok());
+  EXPECT_GT(std::stoll(*Server()->Command({"PTTL", hash})), 9000);
 }
 
 }  // namespace
