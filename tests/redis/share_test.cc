@@ -173,6 +173,8 @@ TEST(ShareEquivalence, TheScriptAnswersAsTheMemoryStore) {
       const std::string where = "step " + std::to_string(step);
       clock.Advance(rng.Chance(0.05) ? milliseconds(rng.Uniform(1000, 5000))
                                      : Micros(rng.Uniform(0, 300'000)));
+      // Now and then a step back: no time passes for an accrual.
+      if (rng.Chance(0.03)) clock.Advance(-Micros(rng.Uniform(1, 200'000)));
       std::vector<ShareEntry> entries;
       names.clear();
       names.reserve(4);
