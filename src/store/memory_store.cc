@@ -495,6 +495,7 @@ Result<DecideResponse> MemoryStore::Impl::DecideShares(std::span<const EntryRef>
   DecideResponse response;
   response.allowed = true;
   std::vector<ShareBook> books(n);
+  std::array<bool, kMaxEntriesPerRequest> new_book{};
   ShardLocks locks(shards.get(), {pending, n});
   // Every entry on copies first, so that a refused one leaves everything as it was.
   for (size_t i = 0; i < n; ++i) {
@@ -503,11 +504,16 @@ Result<DecideResponse> MemoryStore::Impl::DecideShares(std::span<const EntryRef>
     p.slot = shard.table.Find(p.fp);
     if (auto it = shard.shares.find(p.fp); it != shard.shares.end()) {
       books[i] = it->second;
-    } else if (shard.shares.size() >= shard.max_reserving) {
-      for (auto k = shard.shares.begin(); k != shard.shares.end();) {
-        k = ExpireShares(k->second, now) ? shard.shares.erase(k) : std::next(k);
+    } else {
+      new_book[i] = true;
+      size_t added = 0;  // the shard's new tables, this one's included
+      for (size_t j = 0; j <= i; ++j) added += new_book[j] && pending[j].shard == p.shard;
+      if (shard.shares.size() + added > shard.max_reserving) {
+        for (auto k = shard.shares.begin(); k != shard.shares.end();) {
+          k = ExpireShares(k->second, now) ? shard.shares.erase(k) : std::next(k);
+        }
       }
-      if (shard.shares.size() >= shard.max_reserving) {
+      if (shard.shares.size() + added > shard.max_reserving) {
         return Status::ResourceExhausted(
             "memory store is full: as many keys of the shard hold shares as it holds keys; "
             "raise max_keys");
