@@ -154,10 +154,10 @@ void LeaseStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallb
   // do not lease go straight on too: their requests cost one scan here.
   if (!entries.empty() && entries[0].native_count)
     return caudal::DecideBatchAsync(inner_, entries, std::move(done));
-  // Reservations live in the store: a reserve or a settle is the store's to decide (the units
-  // this instance holds leased were consumed there already).
+  // Reservations and shares live in the store: a reserve, a settle or a share is the store's to
+  // decide (the units this instance holds leased were consumed there already).
   if (std::any_of(entries.begin(), entries.end(), [](const EntryRef& e) {
-        return e.op == EntryOp::kReserve || e.op == EntryOp::kSettle;
+        return e.op == EntryOp::kReserve || e.op == EntryOp::kSettle || e.op == EntryOp::kShare;
       })) {
     return caudal::DecideBatchAsync(inner_, entries, std::move(done));
   }

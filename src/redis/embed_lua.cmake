@@ -4,7 +4,7 @@
 # algorithm table by lua_constants_main.cc), LUA_DIR/prelude.lua, LUA_DIR/<name>.lua for each
 # algorithm in GENERATED/algorithms.txt (the table's order), LUA_DIR/undo.lua (giving back what
 # one slot group reserved when another refused), LUA_DIR/compact_state.lua (how a compact state is
-# stored), LUA_DIR/reservation.lua (reserve and settle),
+# stored), LUA_DIR/reservation.lua (reserve and settle), LUA_DIR/share.lua (shares),
 # then LUA_DIR/decide.lua. Writes a .cc
 # defining caudal::redis::k<NAME>Script (the text) and k<NAME>Sha1 (its SHA1, the name Redis
 # gives it in SCRIPT LOAD / EVALSHA).
@@ -29,7 +29,7 @@ foreach(name IN LISTS algorithms)
   endif()
 endforeach()
 list(APPEND files ${LUA_DIR}/undo.lua ${LUA_DIR}/compact_state.lua ${LUA_DIR}/reservation.lua
-     ${LUA_DIR}/decide.lua)
+     ${LUA_DIR}/share.lua ${LUA_DIR}/decide.lua)
 file(GLOB present ${LUA_DIR}/*.lua)
 foreach(f IN LISTS present)
   if(NOT f IN_LIST files AND NOT f STREQUAL ${LUA_DIR}/consume.lua)

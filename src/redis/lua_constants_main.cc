@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/share.h"
 #include "caudal/algorithms/limit.h"
 #include "redis/lua_protocol.h"
 
@@ -42,6 +43,10 @@ std::string Constants() {
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   out += "local RESERVE_FLAG = " + std::to_string(redis::kReserveFlag) + "\n";
   out += "local MAX_DEBT_TIME = " + std::to_string(kMaxDebtTime.count()) + "\n";
+  out += "local SHARE_REQUEST = " + std::to_string(redis::kShareRequest) + "\n";
+  out += "local SHARE_FULL = " + std::to_string(redis::kShareFull) + "\n";
+  out += "local SHARE_MAX = " + std::to_string(kMaxShareConsumers) + "\n";
+  out += "local SHARE_UNITS = " + std::to_string(kShareUnits) + "\n";
   const std::pair<const char*, Reservation> codes[] = {
       {"RES_NONE", Reservation::kNone},         {"RES_OPENED", Reservation::kOpened},
       {"RES_FULL", Reservation::kFull},         {"RES_SETTLED", Reservation::kSettled},

@@ -52,6 +52,21 @@ void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
 // when there is one; a give-back's are an undo entry's (units, the grant's time and reset_after).
 void AppendEntryArgs(const EntryRef& e, std::string& args) {
   const auto algorithm = static_cast<int64_t>(e.limit->algorithm());
+  if (e.op == EntryOp::kShare) {
+    const ShareEntry& share = *e.share;
+    AppendLimitArgs(algorithm, *e.limit, args);
+    Pack(e.limit->rate().count, args);
+    Pack(e.limit->rate().period.count(), args);
+    Pack(share.demand, args);
+    Pack(share.weight, args);
+    Pack(share.ttl.count(), args);
+    Pack(share.fairness == ShareFairness::kMaxMin ? 0 : 1, args);
+    Pack(static_cast<int64_t>(share.consumer.size()), args);
+    Pack(static_cast<int64_t>(share.group.size()), args);
+    args += share.consumer;
+    args += share.group;
+    return;
+  }
   if (e.op == EntryOp::kGiveBack) {
     AppendLimitArgs(algorithm, *e.limit, args);
     Pack(e.cost, args);
@@ -106,8 +121,12 @@ void StartRequest(EncodedRequest& r, const EntryRef& first, size_t n) {
   r.args.reserve(kWord * (1 + (give_backs ? kArgsPerUndoEntry : kArgsPerEntry) * n));
   r.limits.reserve(n);
   const auto count = static_cast<int64_t>(n);
-  Pack(give_backs ? -count : count, r.args);
+  r.shares = first.op == EntryOp::kShare;
+  Pack(give_backs ? -count : r.shares ? kShareRequest + count : count, r.args);
 }
+
+// The consumers' hash of a share's state key.
+std::string ShareKey(std::string_view state_key) { return std::string(state_key) + ":sh"; }
 
 void AddEntry(EncodedRequest& r, const EntryRef& e) {
   AppendEntryArgs(e, r.args);
@@ -181,6 +200,7 @@ EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view
   StartRequest(r, entries[0], entries.size());
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
+    if (r.shares) r.keys.push_back(ShareKey(r.keys.back()));
     AddEntry(r, e);
     if (e.native_count) {
       r.native.push_back({.cost = e.cost,
@@ -196,6 +216,14 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
   EncodedRequest r;
   r.keys = std::move(keys);
   StartRequest(r, entries[positions[0]], positions.size());
+  if (r.shares) {
+    std::vector<std::string> both;
+    for (const std::string& k : r.keys) {
+      both.push_back(k);
+      both.push_back(ShareKey(k));
+    }
+    r.keys = std::move(both);
+  }
   for (const uint16_t i : positions) AddEntry(r, entries[i]);
   return r;
 }
@@ -205,8 +233,9 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   EncodedRequest r;
   undone.clear();
   Pack(0, r.args);  // the count, below
-  // Give-backs are never undone (they are never refused), and hold undo entries already.
-  if (reserved.args.size() >= kWord && Unpack(reserved.args, 0) < 0) return r;
+  // Give-backs and shares are never undone (they are never refused), and give-backs hold undo
+  // entries already.
+  if (reserved.shares || (reserved.args.size() >= kWord && Unpack(reserved.args, 0) < 0)) return r;
   size_t first = 1;  // one request's args hold each key's entry, in order
   for (size_t i = 0; i < reserved.keys.size() && i < got.decisions.size(); ++i) {
     int64_t algorithm = Unpack(reserved.args, first);
@@ -278,8 +307,81 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
   for (const EncodedRequest* r : requests) out.argv.push_back(r->args);
 }
 
+namespace {
+
+// An entry's four integers at `pos` (verdict, remaining, reset_after, retry_after) into `d`.
+Status DecodeDecision(std::span<const int64_t> reply, size_t& pos, int64_t limit, size_t i,
+                      Decision& d) {
+  const int64_t verdict = reply[pos++];
+  if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
+    return Status::Internal("redis script returned verdict " + std::to_string(verdict));
+  }
+  d.verdict = static_cast<Verdict>(verdict);
+  d.limit = limit;
+  d.remaining = reply[pos++];
+  if (d.remaining < 0 && d.remaining >= -kMaxCapacity) {  // a window a charge overdrew
+    d.overdrawn = -d.remaining;
+    d.remaining = 0;
+  }
+  d.reset_after = Micros(reply[pos++]);
+  d.retry_after = Micros(reply[pos++]);
+  // The contract every store keeps (decision.h); anything else came from a script or a hop
+  // that is not ours, and must not reach a client as a negative remaining or Retry-After.
+  const bool denied = d.verdict == Verdict::kDenied;
+  if (d.remaining < 0 || d.remaining > d.limit || d.reset_after.count() < 0 ||
+      d.retry_after.count() < 0 || (denied && d.retry_after.count() == 0) ||
+      (d.allowed() && d.retry_after.count() != 0)) {
+    return Status::Internal("redis script returned an impossible decision for entry " +
+                            std::to_string(i) + ": verdict " + std::to_string(verdict) +
+                            ", remaining " + std::to_string(d.remaining) + " of " +
+                            std::to_string(d.limit) + ", reset_after " +
+                            std::to_string(d.reset_after.count()) + "us, retry_after " +
+                            std::to_string(d.retry_after.count()) + "us");
+  }
+  return Status::Ok();
+}
+
+// A request of shares' reply (kShareRequest).
+Result<StoreResponse> DecodeShares(std::span<const int64_t> reply, size_t& pos,
+                                   const EncodedRequest& request) {
+  const size_t n = request.limits.size();
+  if (pos < reply.size() && reply[pos] == kShareFull) {
+    ++pos;
+    return Status::ResourceExhausted(
+        "a share's key holds " + std::to_string(kMaxShareKeyConsumers) + " live consumers already");
+  }
+  if (pos > reply.size() || reply.size() - pos < 1 + 8 * n) {
+    return Status::Internal("redis script reply too short");
+  }
+  if (reply[pos++] != 1) return Status::Internal("redis script refused a request of shares");
+  StoreResponse resp;
+  resp.allowed = true;
+  resp.decisions.resize(n);
+  resp.shares.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Decision& d = resp.decisions[i];
+    if (Status s = DecodeDecision(reply, pos, request.limits[i], i, d); !s.ok()) return s;
+    d.leased = reply[pos++];
+    if (d.leased > 0) d.leased_at = Micros(reply.back());
+    ShareState& share = resp.shares[i];
+    share.allocation = reply[pos++];
+    share.consumers = reply[pos++];
+    share.demand_total = reply[pos++];
+    if (!d.allowed() || d.leased < 0 || d.leased > d.limit || share.allocation < 0 ||
+        share.consumers < 1 || share.consumers > static_cast<int64_t>(kMaxShareKeyConsumers) ||
+        share.demand_total < 0) {
+      return Status::Internal("redis script answered an impossible share for entry " +
+                              std::to_string(i));
+    }
+  }
+  return resp;
+}
+
+}  // namespace
+
 Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos,
                                      const EncodedRequest& request) {
+  if (request.shares) return DecodeShares(reply, pos, request);
   const size_t n = request.limits.size();
   if (pos > reply.size() || reply.size() - pos < 1 + 4 * n) {
     return Status::Internal("redis script reply too short");
@@ -300,33 +402,8 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
   size_t next_release = 0;      // in request.releases
   size_t next_reservation = 0;  // in request.reservations
   for (size_t i = 0; i < n; ++i) {
-    const int64_t verdict = reply[pos++];
-    if (verdict < 0 || verdict > static_cast<int64_t>(Verdict::kNeverFits)) {
-      return Status::Internal("redis script returned verdict " + std::to_string(verdict));
-    }
     Decision& d = resp.decisions[i];
-    d.verdict = static_cast<Verdict>(verdict);
-    d.limit = request.limits[i];
-    d.remaining = reply[pos++];
-    if (d.remaining < 0 && d.remaining >= -kMaxCapacity) {  // a window a charge overdrew
-      d.overdrawn = -d.remaining;
-      d.remaining = 0;
-    }
-    d.reset_after = Micros(reply[pos++]);
-    d.retry_after = Micros(reply[pos++]);
-    // The contract every store keeps (decision.h); anything else came from a script or a hop
-    // that is not ours, and must not reach a client as a negative remaining or Retry-After.
-    const bool denied = d.verdict == Verdict::kDenied;
-    if (d.remaining < 0 || d.remaining > d.limit || d.reset_after.count() < 0 ||
-        d.retry_after.count() < 0 || (denied && d.retry_after.count() == 0) ||
-        (d.allowed() && d.retry_after.count() != 0)) {
-      return Status::Internal("redis script returned an impossible decision for entry " +
-                              std::to_string(i) + ": verdict " + std::to_string(verdict) +
-                              ", remaining " + std::to_string(d.remaining) + " of " +
-                              std::to_string(d.limit) + ", reset_after " +
-                              std::to_string(d.reset_after.count()) + "us, retry_after " +
-                              std::to_string(d.retry_after.count()) + "us");
-    }
+    if (Status s = DecodeDecision(reply, pos, request.limits[i], i, d); !s.ok()) return s;
     if (next_lease < request.leases.size() && request.leases[next_lease] == i) {
       ++next_lease;
       d.leased = reply[pos++];

@@ -59,6 +59,15 @@ inline constexpr int64_t kLeaseFlag = 128;
 // record.
 inline constexpr int64_t kReserveFlag = 256;
 
+// A request of shares (EntryOp::kShare) travels with its entry count plus this, two keys per entry
+// (the state's, then StateKey + ":sh", its consumers' hash: the same slot), and per entry its
+// limit's numbers, the rate as written, the share's numbers and its consumer's and group's bytes
+// (lua/decide.lua has the layout). Its reply is kShareFull alone when a new consumer finds its
+// key full (kResourceExhausted, nothing written), else each entry's decision with four more
+// integers: the units granted, the allocation, the live consumers and their demands' sum.
+inline constexpr int64_t kShareRequest = 4096;
+inline constexpr int64_t kShareFull = 3;
+
 // One request's share of a script call. Its numbers travel as one argument of little-endian
 // 64-bit integers, which the script reads with one struct.unpack per entry.
 // An entry of a request of native counts (native_count.h): its cost and window, and the start
@@ -77,6 +86,7 @@ struct EncodedRequest {
   std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)
   std::vector<uint16_t> releases;  // the entries that release a hold, ascending (usually none)
   std::vector<uint16_t> reservations;  // the reserves and settles, ascending (usually none)
+  bool shares = false;                 // a request of shares (two keys per entry)
   // A request of native counts: one per entry (the script decides it as charges where the node
   // sends no native calls). Set with `native_sent` when its call was a native one.
   std::vector<NativeCount> native;

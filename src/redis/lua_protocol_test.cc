@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "store/batch.h"
+
 namespace caudal::redis {
 namespace {
 
@@ -369,6 +371,67 @@ TEST(LuaProtocol, EncodesARefundThatForgetsReservationsAsModeThree) {
             (std::vector<int64_t>{2,                                                      //
                                   4 + kReserveFlag, 10, 1, 100000, -7, 3, 0, 0, 0, 0, 0,  //
                                   1, 5, 5, 1000000, -7}));
+}
+
+// A request of shares: its count past kShareRequest, two keys per entry (the consumers' hash
+// beside the state, in its slot), the rate as written after the reduced one, the names' bytes
+// last; never undone; its reply carries four more integers per entry, or kShareFull alone.
+TEST(LuaProtocol, EncodesSharesAndDecodesTheirGrants) {
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kGcra, 50, {100, std::chrono::seconds(2)}));
+  const ShareEntry shares[] = {{.key = "a",
+                                .limit = &bucket,
+                                .consumer = "me",
+                                .group = "g1",
+                                .demand = 30,
+                                .weight = 2,
+                                .ttl = seconds(1),
+                                .fairness = ShareFairness::kProportional},
+                               {.key = "u:{7}", .limit = &bucket, .consumer = "x", .demand = 5}};
+  const EncodedBatch batch(shares);
+  const EncodedRequest r = EncodeRequest(batch.entries(), "p:");
+  EXPECT_TRUE(r.shares);
+  EXPECT_EQ(r.keys, (std::vector<std::string>{"p:{a}", "p:{a}:sh", "p:u:{7}", "p:u:{7}:sh"}));
+  EXPECT_EQ(UnpackArgs(r.args.substr(0, 13 * 8)),
+            (std::vector<int64_t>{kShareRequest + 2, 4, 50, 1, 20000, 100, 2000000, 30, 2, 1000000,
+                                  1, 2, 2}));
+  EXPECT_EQ(r.args.substr(13 * 8, 4), "meg1");
+  EXPECT_EQ(r.args.size(), (13 + 12) * 8 + 4 + 1);
+  EXPECT_EQ(r.args.back(), 'x');
+  // A subset (a slot of a Cluster) gets each entry's hash beside its state key.
+  const uint16_t second[] = {1};
+  EXPECT_EQ(EncodeSubset(batch.entries(), second, {"p:u:{7}"}).keys,
+            (std::vector<std::string>{"p:u:{7}", "p:u:{7}:sh"}));
+  std::vector<uint16_t> undone;
+  StoreResponse got{.allowed = true, .decisions = std::vector<Decision>(2)};
+  EXPECT_TRUE(EncodeUndo(r, got, 1, undone).keys.empty());
+
+  const std::vector<int64_t> reply = {1, 0,  40, 100, 0, 10, 60, 2,  35,  //
+                                      0, 50, 0,  0,   0, 40, 2,  35, 1'000};
+  size_t pos = 0;
+  Result<StoreResponse> decoded = DecodeResponse(reply, pos, r);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(pos, reply.size() - 1);
+  ASSERT_EQ(decoded->shares.size(), 2u);
+  EXPECT_EQ(decoded->decisions[0].leased, 10);
+  EXPECT_EQ(decoded->decisions[0].leased_at, Micros(1'000));
+  EXPECT_EQ(decoded->decisions[0].remaining, 40);
+  EXPECT_EQ(decoded->shares[0], (ShareState{.allocation = 60, .consumers = 2, .demand_total = 35}));
+  EXPECT_EQ(decoded->decisions[1].leased, 0);
+  EXPECT_EQ(decoded->decisions[1].leased_at, Micros(0));
+  EXPECT_EQ(decoded->shares[1].allocation, 40);
+
+  const std::vector<int64_t> full = {kShareFull, 1'000};
+  pos = 0;
+  decoded = DecodeResponse(full, pos, r);
+  EXPECT_EQ(decoded.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(pos, 1u) << "past the request, for the next one";
+  for (const size_t at : {size_t{5}, size_t{7}}) {  // a grant past the limit, no consumer
+    std::vector<int64_t> bad = reply;
+    bad[at] = at == 5 ? 51 : 0;
+    pos = 0;
+    EXPECT_EQ(DecodeResponse(bad, pos, r).status().code(), StatusCode::kInternal) << at;
+  }
 }
 
 TEST(LuaProtocol, TheCallTimeEndsTheReply) {

@@ -90,6 +90,7 @@ void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
     if (r->parts.size() > 1) {
       counters_.split.fetch_add(1, std::memory_order_relaxed);
       r->response.decisions.resize(entries.size());
+      if (entries[0].op == EntryOp::kShare) r->response.shares.resize(entries.size());
       for (const RequestPartPtr& part : r->parts) part->split = true;
     }
   }
@@ -133,7 +134,9 @@ void Pipeline::OnReply(std::span<const RequestPartPtr> parts, std::span<const in
     }
     decoded.emplace_back(DecodeResponse(ints, pos, part->request));
     ++served;
-    if (!decoded.back()->ok()) {
+    // A refusal (a share's key full) is that part's answer; anything else breaks the reply.
+    if (!decoded.back()->ok() &&
+        decoded.back()->status().code() != StatusCode::kResourceExhausted) {
       broken = decoded.back()->status();
       break;
     }
@@ -193,6 +196,7 @@ void Pipeline::OnGroupAnswer(const RequestPartPtr& part, Result<StoreResponse> r
   } else {
     for (size_t j = 0; j < part->entries.size() && j < result->decisions.size(); ++j) {
       r.response.decisions[part->entries[j]] = result->decisions[j];
+      if (j < result->shares.size()) r.response.shares[part->entries[j]] = result->shares[j];
     }
     if (!result->allowed) {
       r.refused = true;

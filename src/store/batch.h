@@ -4,9 +4,9 @@
 // (redis/lua_protocol.h), and decorators pass it on (caudal::DecideBatchAsync below).
 //
 // A batch of Decide holds its consumes and holds (kConsume, a hold's with its id), its reserves
-// (kReserve), refunds (kRefund) and charges (kCharge), in that order; a batch of GiveBack, Release
-// or Settle holds its op only and is always allowed. The response (DecideResponse) has one decision
-// per entry, in batch order.
+// (kReserve), refunds (kRefund) and charges (kCharge), in that order; a batch of GiveBack, Release,
+// Settle or Share holds its op only and is always allowed (a Share's response also has `shares`).
+// The response (DecideResponse) has one decision per entry, in batch order.
 //
 // Private to the stores, their decorators and their tests.
 #pragma once
@@ -29,6 +29,7 @@ enum class EntryOp : uint8_t {
   kRelease,   // ReleaseEntry
   kReserve,   // ReserveEntry
   kSettle,    // SettleEntry
+  kShare,     // ShareEntry
 };
 
 struct EntryRef {
@@ -46,7 +47,8 @@ struct EntryRef {
   // A kReserve or a kSettle: its terms (required). Any other entry: the key's reservation terms
   // (ConsumeEntry::reservations).
   const ReservationTerms* reservation = nullptr;
-  bool forget_reservations = false;  // a kRefund: RefundEntry::forget_reservations
+  bool forget_reservations = false;   // a kRefund: RefundEntry::forget_reservations
+  const ShareEntry* share = nullptr;  // a kShare: its entry (required)
 };
 
 using StoreResponse = DecideResponse;
@@ -71,6 +73,7 @@ class EncodedBatch {
   explicit EncodedBatch(std::span<const GiveBackEntry> entries);
   explicit EncodedBatch(std::span<const ReleaseEntry> entries);
   explicit EncodedBatch(std::span<const SettleEntry> entries);
+  explicit EncodedBatch(std::span<const ShareEntry> entries);
   EncodedBatch(const EncodedBatch&) = delete;
   EncodedBatch& operator=(const EncodedBatch&) = delete;
 

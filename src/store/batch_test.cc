@@ -100,6 +100,13 @@ TEST(EncodedBatch, GiveBacksReleasesAndSettlesTravelAlone) {
   ASSERT_NE(s.hold, nullptr);
   EXPECT_EQ(*s.hold, (HoldId{1, 9}));
   EXPECT_EQ(s.reservation, &settles[0].terms);
+
+  const ShareEntry shares[] = {{.key = "h", .limit = &limit, .consumer = "c", .demand = 3}};
+  const EncodedBatch shared(shares);
+  EXPECT_EQ(shared.entries()[0].op, EntryOp::kShare);
+  EXPECT_EQ(shared.entries()[0].cost, 0);
+  EXPECT_EQ(shared.entries()[0].share, &shares[0]);
+  EXPECT_TRUE(ValidateEntries(shared.entries()).ok());
 }
 
 // Past the few entries kept inline, the batch holds every entry and id all the same, and a

@@ -18,6 +18,7 @@
 #include "store/batch.h"
 #include "store/reservation_book.h"
 #include "store/shard_table.h"
+#include "store/share_book.h"
 #include "store/siphash.h"
 
 namespace caudal {
@@ -93,6 +94,9 @@ struct alignas(64) Shard {
   // keys hold some. Guarded by mu.
   std::unordered_map<uint64_t, KeyReservations> reservations;
   size_t max_reserving = 1;
+  // The consumers of the shard's keys' shares, by fingerprint; as many keys at most as
+  // reservations. Guarded by mu.
+  std::unordered_map<uint64_t, ShareBook> shares;
 };
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
@@ -185,6 +189,8 @@ struct MemoryStore::Impl {
   Status ReserveNewSlots(std::span<const Pending> pending, std::span<const uint32_t> shard_ids,
                          FreshTick tick, bool& moved);
   int64_t NowMicros() const { return FloorDiv(clock.Now().count(), 1000); }
+  // A validated batch of shares (EntryOp::kShare).
+  Result<DecideResponse> DecideShares(std::span<const EntryRef> entries);
 
   const Clock& clock;
   const int64_t epoch_us;
@@ -475,8 +481,67 @@ Result<bool> MemoryStore::Impl::DecideLocked(std::span<const EntryRef> entries,
   return true;
 }
 
+Result<DecideResponse> MemoryStore::Impl::DecideShares(std::span<const EntryRef> entries) {
+  const size_t n = entries.size();
+  PendingArray storage;
+  Pending* pending = storage.items;
+  for (size_t i = 0; i < n; ++i) {
+    new (&pending[i]) Pending;
+    Fingerprint(entries[i], pending[i]);
+  }
+  const int64_t now_us = NowMicros();
+  const Micros now(now_us);
+  const FreshTick tick = TickAtOrBefore(now_us);
+  DecideResponse response;
+  response.allowed = true;
+  std::vector<ShareBook> books(n);
+  std::array<bool, kMaxEntriesPerRequest> new_book{};
+  ShardLocks locks(shards.get(), {pending, n});
+  // Every entry on copies first, so that a refused one leaves everything as it was.
+  for (size_t i = 0; i < n; ++i) {
+    Pending& p = pending[i];
+    Shard& shard = ShardOf(p);
+    p.slot = shard.table.Find(p.fp);
+    if (auto it = shard.shares.find(p.fp); it != shard.shares.end()) {
+      books[i] = it->second;
+    } else {
+      new_book[i] = true;
+      size_t added = 0;  // the shard's new tables, this one's included
+      for (size_t j = 0; j <= i; ++j) added += new_book[j] && pending[j].shard == p.shard;
+      if (shard.shares.size() + added > shard.max_reserving) {
+        for (auto k = shard.shares.begin(); k != shard.shares.end();) {
+          k = ExpireShares(k->second, now) ? shard.shares.erase(k) : std::next(k);
+        }
+      }
+      if (shard.shares.size() + added > shard.max_reserving) {
+        return Status::ResourceExhausted(
+            "memory store is full: as many keys of the shard hold shares as it holds keys; "
+            "raise max_keys");
+      }
+    }
+    CompactState state;
+    if (p.slot != nullptr) state = p.slot->State();
+    Result<ShareTaken> taken =
+        TakeShare(*entries[i].share, books[i], p.slot != nullptr ? &state : nullptr, now);
+    if (!taken.ok()) return taken.status();
+    p.step = taken->step;
+    p.writes = p.step.changed;
+    p.new_slot = p.writes && (p.slot == nullptr || ShardTable::IsFresh(*p.slot, tick));
+    response.shares.push_back(taken->share);
+  }
+  bool moved = false;
+  if (Status s = ReserveNewSlots({pending, n}, locks.ids(), tick, moved); !s.ok()) return s;
+  for (size_t i = 0; i < n; ++i) {
+    if (pending[i].writes) Commit(entries[i], pending[i], now, moved);
+    ShardOf(pending[i]).shares[pending[i].fp] = std::move(books[i]);
+    response.decisions.push_back(pending[i].step.decision);
+  }
+  return response;
+}
+
 Result<DecideResponse> MemoryStore::DecideBatch(std::span<const EntryRef> entries) {
   if (Status s = ValidateEntries(entries); !s.ok()) return s;
+  if (entries[0].op == EntryOp::kShare) return impl_->DecideShares(entries);
   const size_t n = entries.size();
   PendingArray storage;
   Pending* pending = storage.items;

@@ -301,5 +301,28 @@ TEST_F(MemoryStoreTest, ThreadsContendingForOneKeyAdmitExactlyItsCapacity) {
   EXPECT_EQ(store.Size(), size_t{40'001});
 }
 
+// A shard keeps as many keys' share tables as it holds keys: a new one past them is refused,
+// with nothing taken, until the tables' consumers expire; a batch counts each of its new keys.
+TEST_F(MemoryStoreTest, ShareTablesAreBoundedByMaxKeys) {
+  MemoryStore store(clock_, {.max_keys = 3});
+  const Limit limit = Bucket(100, {100, std::chrono::seconds(1)});
+  auto share = [&](std::string_view key) {
+    const ShareEntry e{.key = key, .limit = &limit, .consumer = "c", .demand = 10};
+    return store.Share({&e, 1});
+  };
+  ASSERT_TRUE(share("a").ok());
+  ASSERT_TRUE(share("b").ok());
+  const ShareEntry two[] = {{.key = "c", .limit = &limit, .consumer = "c", .demand = 10},
+                            {.key = "d", .limit = &limit, .consumer = "c", .demand = 10}};
+  const Result<ShareResponse> both = store.Share(two);
+  EXPECT_EQ(both.status().code(), StatusCode::kResourceExhausted) << "two new tables, one room";
+  EXPECT_EQ(DecideOne(store, "c", limit, 0)->decisions[0].remaining, 100) << "nothing taken";
+  ASSERT_TRUE(share("c").ok());
+  EXPECT_EQ(share("d").status().code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(share("a").ok()) << "a key that has its table";
+  clock_.Advance(std::chrono::seconds(2) + std::chrono::microseconds(1));  // every consumer expired
+  EXPECT_TRUE(share("d").ok());
+}
+
 }  // namespace
 }  // namespace caudal

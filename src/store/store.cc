@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "algorithms/algorithm.h"
+#include "algorithms/exact_math.h"
 #include "store/batch.h"
 
 namespace caudal {
@@ -85,6 +86,13 @@ EncodedBatch::EncodedBatch(std::span<const SettleEntry> entries) : EncodedBatch(
   }
 }
 
+EncodedBatch::EncodedBatch(std::span<const ShareEntry> entries) : EncodedBatch(entries.size()) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ShareEntry& e = entries[i];
+    Put(i, {.key = e.key, .limit = e.limit, .cost = 0, .op = EntryOp::kShare, .share = &e});
+  }
+}
+
 namespace {
 
 // A verb of one op: its entries encoded, its response the batch's decisions.
@@ -157,6 +165,21 @@ void Store::SettleAsync(std::span<const SettleEntry> entries, StoreCallback<Sett
 
 Result<SettleResponse> Store::Settle(std::span<const SettleEntry> entries) {
   return CallBlocking<SettleResponse>(*this, entries);
+}
+
+void Store::ShareAsync(std::span<const ShareEntry> entries, StoreCallback<ShareResponse> done) {
+  const EncodedBatch batch(entries);
+  DecideBatchAsync(batch.entries(), [done = std::move(done)](Result<DecideResponse> r) {
+    if (!r.ok()) return done(r.status());
+    done(ShareResponse{.decisions = std::move(r->decisions), .shares = std::move(r->shares)});
+  });
+}
+
+Result<ShareResponse> Store::Share(std::span<const ShareEntry> entries) {
+  const EncodedBatch batch(entries);
+  Result<DecideResponse> r = DecideBatch(batch.entries());
+  if (!r.ok()) return r.status();
+  return ShareResponse{.decisions = std::move(r->decisions), .shares = std::move(r->shares)};
 }
 
 namespace {
@@ -247,6 +270,50 @@ Status ValidateReservation(const EntryRef& e, bool settles) {
   return Status::Ok();
 }
 
+// The share fields of one entry; `shares`: the request takes shares (its first entry does).
+Status ValidateShare(const EntryRef& e, bool shares) {
+  if ((e.op == EntryOp::kShare) != shares) {
+    return Status::InvalidArgument("a request that takes shares holds nothing else");
+  }
+  if (!shares) return Status::Ok();
+  if (e.share == nullptr) return Status::InvalidArgument("a share names its entry");
+  const ShareEntry& s = *e.share;
+  if (!SupportsLease(e.limit->algorithm())) {
+    return Status::InvalidArgument(
+        "shares are taken for token_bucket, gcra and fixed_window (not " +
+        std::string(AlgorithmName(e.limit->algorithm())) + ")");
+  }
+  if (s.consumer.empty() || s.consumer.size() > kMaxShareNameLength) {
+    return Status::InvalidArgument("a share's consumer is 1 to 128 bytes (got " +
+                                   std::to_string(s.consumer.size()) + ")");
+  }
+  if (s.group.size() > kMaxShareNameLength) {
+    return Status::InvalidArgument("a share's group is at most 128 bytes (got " +
+                                   std::to_string(s.group.size()) + ")");
+  }
+  if (s.demand < 0 || s.demand > kMaxCost) {
+    return Status::InvalidArgument("a share's demand must be between 0 and 2^40 (got " +
+                                   std::to_string(s.demand) + ")");
+  }
+  if (s.weight < 1 || s.weight > kMaxShareGroupWeight) {
+    return Status::InvalidArgument("a share's weight must be between 1 and 4096 (got " +
+                                   std::to_string(s.weight) + ")");
+  }
+  if (s.ttl < kMinShareTtl || s.ttl > kMaxShareTtl) {
+    return Status::InvalidArgument("a share's ttl is between 1ms and 1h");
+  }
+  if (s.fairness != ShareFairness::kMaxMin && s.fairness != ShareFairness::kProportional) {
+    return Status::InvalidArgument("a share's fairness is max-min or proportional");
+  }
+  // The accrual's quotient stays below 2^52 (AccrueShare, and the script's doubles).
+  const Rate rate = e.limit->rate();
+  if (static_cast<exact::Int128>(rate.count) * s.ttl.count() >=
+      (static_cast<exact::Int128>(1) << 52) * rate.period.count()) {
+    return Status::InvalidArgument("a share's limit must refill fewer than 2^52 units in its ttl");
+  }
+  return Status::Ok();
+}
+
 // Every check of entry `i` but its key's and its limit's presence (ValidateEntries), with no
 // "entry i: " prefix.
 Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
@@ -270,6 +337,7 @@ Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
   }
   if (Status s = ValidateLease(e, entries[0].op == EntryOp::kGiveBack); !s.ok()) return s;
   if (Status s = ValidateHold(e, entries[0].op == EntryOp::kRelease); !s.ok()) return s;
+  if (Status s = ValidateShare(e, entries[0].op == EntryOp::kShare); !s.ok()) return s;
   return ValidateReservation(e, entries[0].op == EntryOp::kSettle);
 }
 
@@ -288,7 +356,8 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
   // the limit's and the cost's: a request of plain consumes, the usual one, skips them.
   const EntryOp first = entries[0].op;
   const bool consumes = first != EntryOp::kGiveBack && first != EntryOp::kRelease &&
-                        first != EntryOp::kSettle && !entries[0].native_count;
+                        first != EntryOp::kSettle && first != EntryOp::kShare &&
+                        !entries[0].native_count;
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryRef& e = entries[i];
     if (e.key.empty()) return Status::InvalidArgument(where(i) + "empty key");

@@ -5,7 +5,7 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease`, `concurrency` or `reservation` as the second argument runs those mutants alone; a
+# `lease`, `concurrency`, `reservation` or `share` as the second argument runs those mutants alone; a
 # file's name (`token_bucket.lua`), that file's mutants of the first list.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
@@ -13,7 +13,8 @@
 # decision made by the script: lua_replayer.h), store (RedisStore's own tests: TTLs, the state's
 # encoding), undo (undo.lua against the reference model: a split request's undo, a give-back),
 # concurrency (processes on one redis-server and on a Cluster taking and releasing slots), cluster
-# (the Store suites on a Cluster: split requests and their undo).
+# (the Store suites on a Cluster: split requests and their undo), share (shares on Redis ≡ the
+# memory store, and their bound: share_test).
 #
 #   tests/redis/lua_mutants.sh --check   (lint.lua_mutants: every mutant's text is in its file;
 #                                         nothing is changed or built)
@@ -142,6 +143,19 @@ reservation_mutants=(
   "gcra.lua|if gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f) > 0 then|if gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f) > 0 then"
   "gcra.lua|retry = gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f)|retry = gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f)"
 )
+# Shares: a share granted twice (its last call not moved), a grant beyond the accrual, allocations
+# adding up to more than the refill, a consumer live past its expiry, a key taking one consumer
+# past its most, an accrual not capped at the ttl, a group's weight not set for its members.
+share_mutants=(
+  "share.lua|    me.last = now|    local _ = now"
+  "share.lua|leased = x.units < remaining and x.units or remaining|leased = remaining"
+  "share.lua|local spare = capacity - sum|local spare = capacity"
+  "share.lua|if r.expiry < now then|if r.expiry <= now then"
+  "share.lua|if #recs >= SHARE_MAX then|if #recs > SHARE_MAX then"
+  "share.lua|if dt < 0 then dt = 0 elseif dt > ttl then dt = ttl end|if dt < 0 then dt = 0 end"
+  "share.lua|r.weight, r.dirty = x.weight, true|r.dirty = true"
+  "share.lua|if down[i] then|if down[#out + 1 - i] then"
+)
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
         store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
@@ -156,8 +170,12 @@ case $only in
                suites=(equivalence:redis_lua_equivalence_test
                        conformance:redis_store_conformance_test store:redis_store_test
                        undo:redis_undo_test cluster:redis_cluster_suites_test) ;;
-  *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}")
-     suites+=(cluster:redis_cluster_suites_test) ;;
+  # Shares: their Lua ≡ memory store replay and bound (share_test) join.
+  share) mutants=("${share_mutants[@]}")
+         suites=(share:redis_share_test conformance:redis_store_conformance_test) ;;
+  *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}"
+               "${share_mutants[@]}")
+     suites+=(cluster:redis_cluster_suites_test share:redis_share_test) ;;
 esac
 if [[ $check == 1 ]]; then
   missing=0

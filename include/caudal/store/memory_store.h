@@ -16,8 +16,11 @@
 // forgotten entry admits at most what it had consumed and not yet refilled (the bound, and why:
 // docs/stores.md). evictions() counts them. A concurrency limit's holds live out of line like a
 // sliding window log (each hold a fingerprint of its id and its expiry); a forgotten one frees
-// its slots early. kResourceExhausted only for a request needing more
-// new keys in one shard than the shard holds (a max_keys below kMaxEntriesPerRequest).
+// its slots early. A key's share consumers (Store::Share) live in a table beside its state, at
+// most a shard's share of max_keys such tables, those whose consumers all expired dropped first.
+// kResourceExhausted only for a request needing more new keys in one shard than the shard holds
+// (a max_keys below kMaxEntriesPerRequest), or a share's table more than that (or than its
+// consumers).
 //
 // Thread-safety: all methods may be called from any number of threads. Every verb's async form
 // calls `done` inline, before it returns.

@@ -2,9 +2,10 @@
 //
 // One verb per operation, each with its own request and result: Decide (consume, refund and
 // charge entries, all-or-nothing), GiveBack (a lease's unspent units), Release (a concurrency
-// hold), Settle (a reservation). Each call is one atomic step at the store's own current time —
-// the MemoryStore's injected Clock, Redis's TIME for the Redis stores — and answers one
-// Decision per entry. Each verb's contract is beside it below.
+// hold), Settle (a reservation), Share (a consumer's share of a capacity's refill). Each call is
+// one atomic step at the store's own current time — the MemoryStore's injected Clock, Redis's TIME
+// for the Redis stores — and answers one Decision per entry. Each verb's contract is beside it
+// below.
 //
 // Keys name state. A key must always be used with the same Limit; callers (the engine) build
 // keys that include the policy and the limit, so a changed limit gets a fresh key. A call names
@@ -186,6 +187,14 @@ struct DecideRequest {
   }
 };
 
+// What a Share call says of each consumer's share (store.h, ShareEntry, below).
+struct ShareState {
+  int64_t allocation = 0;    // units per rate period allotted to this consumer
+  int64_t consumers = 0;     // the key's live consumers, this one included
+  int64_t demand_total = 0;  // their demands' sum
+  friend bool operator==(const ShareState&, const ShareState&) = default;
+};
+
 struct DecideResponse {
   // Every consume, hold, reserve and charge fitted, and the consumes, holds and reserves took
   // theirs.
@@ -195,6 +204,8 @@ struct DecideResponse {
   // without the consumption (remaining as before); a refund or a charge reports the state after
   // it.
   std::vector<Decision> decisions;
+  // A Share call's, one per entry (store/batch.h); empty for any other.
+  std::vector<ShareState> shares = {};
 };
 
 // Give back up to `units` unspent units of the lease `grant`, and only those that still count,
@@ -246,6 +257,51 @@ struct SettleResponse {
   std::vector<Decision> decisions;  // one per entry (Decision::reservation, overrun)
 };
 
+// Take this consumer's share of a capacity's refill (one step at the store's time `now`):
+//  1. the key's consumers whose expiry is before `now` are forgotten; this one is recorded with
+//     its group, demand and weight (a call with a group sets the group's weight for all its
+//     members), expiring at now + 2·ttl; a new one starts as if it last took at now − ttl/2;
+//  2. the limit's refill, rate count n per rate period p as written (Limit::rate), is divided
+//     among the live consumers, in the order they first called, by `fairness` (AllocateShares,
+//     src/algorithms/share.h: the allocations add up to n exactly);
+//  3. this consumer accrues its allocation over min(now − its last call, ttl) (AccrueShare, its
+//     fraction of a unit carried), and is granted as many of those units as fit in the key's
+//     state now, taken as a lease renewal's are (a ConsumeEntry of cost 0 and that lease), so
+//     every granted unit was consumed in the store: units accrued that do not fit are dropped.
+// A key holds at most kMaxShareKeyConsumers live consumers: a new one beyond them is refused
+// (kResourceExhausted, nothing changed) until one expires, so a flood of names holds a key's
+// table for 2·ttl at most. The consumers live beside the key's state until they expire: on Redis
+// in a hash under the state's key + ":sh" (same slot), expiring with its last consumer; in the
+// memory store in a table per key, for at most max_keys keys (then kResourceExhausted). Each call
+// allocates by its own fairness: a key's consumers are meant to share one. Errors (besides every
+// verb's): an algorithm without SupportsLease, a consumer of 0 or more than 128 bytes, a group of
+// more than 128, a demand < 0 or > kMaxCost, a weight < 1 or > kMaxShareGroupWeight, a ttl out of
+// [1ms, 1h], or a limit refilling 2^52 units or more in a ttl. On Redis Cluster a batch whose keys
+// span slots is decided slot by slot: refused kResourceExhausted, the other slots' grants are taken
+// and lost (never more admitted); one key per call avoids it.
+enum class ShareFairness : uint8_t { kMaxMin, kProportional };
+inline constexpr size_t kMaxShareKeyConsumers = 1024;
+inline constexpr size_t kMaxShareNameLength = 128;
+inline constexpr int64_t kMaxShareGroupWeight = 4096;
+inline constexpr Micros kMinShareTtl = std::chrono::milliseconds(1);
+inline constexpr Micros kMaxShareTtl = std::chrono::hours(1);
+struct ShareEntry {
+  std::string_view key;
+  const Limit* limit = nullptr;    // token_bucket, gcra or fixed_window
+  std::string_view consumer = {};  // who holds the share, e.g. "identity@instance"
+  std::string_view group = {};     // its group for two-level max-min; "": its own
+  int64_t demand = 0;              // the units per rate period it wants (measured)
+  int64_t weight = 1;              // its group's weight
+  Micros ttl = std::chrono::seconds(1);
+  ShareFairness fairness = ShareFairness::kMaxMin;
+};
+struct ShareResponse {
+  // The state after, one per entry: `leased` the units granted, at `leased_at` (a GiveBack of
+  // that grant returns what is unspent).
+  std::vector<Decision> decisions;
+  std::vector<ShareState> shares = {};  // one per entry
+};
+
 template <typename Response>
 using StoreCallback = std::function<void(Result<Response>)>;
 using DecideCallback = StoreCallback<DecideResponse>;
@@ -280,6 +336,10 @@ class Store {
   // of range.
   void SettleAsync(std::span<const SettleEntry> entries, StoreCallback<SettleResponse> done);
   Result<SettleResponse> Settle(std::span<const SettleEntry> entries);
+
+  // Takes consumers' shares (ShareEntry).
+  void ShareAsync(std::span<const ShareEntry> entries, StoreCallback<ShareResponse> done);
+  Result<ShareResponse> Share(std::span<const ShareEntry> entries);
 
   // Ok when the store can decide right now; used for readiness. May block up to the store's
   // own deadline.

@@ -25,6 +25,13 @@
 --   reservation id's two words, ttl (µs), 1 when it gives back at expiry, the most open; a
 --   reserve's or a settle's reply carries two more integers, its reservation code and overrun
 --   (reservation.lua).
+--   A request of shares (share.lua) has the entry count SHARE_REQUEST + E and two keys per
+--   entry (the state's, then its consumers' hash); per entry: algorithm, capacity, rate count,
+--   rate period, the rate's count and period as written, demand, weight, ttl (µs), fairness (0:
+--   max-min, 1: proportional), the consumer's and the group's lengths, then their bytes. Its
+--   reply is SHARE_FULL alone when a new consumer finds its key full (nothing written), else 1
+--   and per entry the four integers, the units granted, the allocation, the live consumers and
+--   their demands' sum.
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
@@ -129,14 +136,19 @@ while a <= nargs do
   a = a + 1
   local count, p = sunpack(COUNT, req)
   local n = count < 0 and -count or count
-  if check and not served(k, n) then
+  local sharing = count > SHARE_REQUEST
+  if sharing then n = count - SHARE_REQUEST end
+  local nk = sharing and 2 * n or n  -- a share has two keys
+  if check and not served(k, nk) then
     o = o + 1
     out[o] = NOT_SERVED
     for _ = 1, n do
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] = 0, 0, 0, 0
       o = o + 4
     end
-    k = k + n
+    k = k + nk
+  elseif sharing then
+    o, k = shares_take(req, p, n, K, kb, k, now, slack, out, o)
   elseif count < 0 then  -- an undo request
     o = o + 1
     out[o] = 1
