@@ -38,7 +38,6 @@
 
 namespace caudal {
 
-inline constexpr size_t kMaxShareConsumers = 1024;
 inline constexpr int64_t kMaxShareAmount = int64_t{1} << 62;  // a capacity or a demand
 inline constexpr int64_t kShareUnits = int64_t{1} << 22;      // capacity units (step 1)
 

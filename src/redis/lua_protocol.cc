@@ -60,7 +60,7 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     Pack(share.demand, args);
     Pack(share.weight, args);
     Pack(share.ttl.count(), args);
-    Pack(share.fairness == ShareFairness::kMaxMin ? 0 : 1, args);
+    Pack(share.fairness == Fairness::kMaxMin ? 0 : 1, args);
     Pack(static_cast<int64_t>(share.consumer.size()), args);
     Pack(static_cast<int64_t>(share.group.size()), args);
     args += share.consumer;
@@ -347,8 +347,8 @@ Result<StoreResponse> DecodeShares(std::span<const int64_t> reply, size_t& pos,
   const size_t n = request.limits.size();
   if (pos < reply.size() && reply[pos] == kShareFull) {
     ++pos;
-    return Status::ResourceExhausted(
-        "a share's key holds " + std::to_string(kMaxShareKeyConsumers) + " live consumers already");
+    return Status::ResourceExhausted("a share's key holds " + std::to_string(kMaxShareConsumers) +
+                                     " live consumers already");
   }
   if (pos > reply.size() || reply.size() - pos < 1 + 8 * n) {
     return Status::Internal("redis script reply too short");
@@ -368,7 +368,7 @@ Result<StoreResponse> DecodeShares(std::span<const int64_t> reply, size_t& pos,
     share.consumers = reply[pos++];
     share.demand_total = reply[pos++];
     if (!d.allowed() || d.leased < 0 || d.leased > d.limit || share.allocation < 0 ||
-        share.consumers < 1 || share.consumers > static_cast<int64_t>(kMaxShareKeyConsumers) ||
+        share.consumers < 1 || share.consumers > static_cast<int64_t>(kMaxShareConsumers) ||
         share.demand_total < 0) {
       return Status::Internal("redis script answered an impossible share for entry " +
                               std::to_string(i));

@@ -386,7 +386,7 @@ TEST(LuaProtocol, EncodesSharesAndDecodesTheirGrants) {
                                 .demand = 30,
                                 .weight = 2,
                                 .ttl = seconds(1),
-                                .fairness = ShareFairness::kProportional},
+                                .fairness = Fairness::kProportional},
                                {.key = "u:{7}", .limit = &bucket, .consumer = "x", .demand = 5}};
   const EncodedBatch batch(shares);
   const EncodedRequest r = EncodeRequest(batch.entries(), "p:");

@@ -8,9 +8,6 @@
 
 namespace caudal {
 
-static_assert(kMaxShareKeyConsumers == kMaxShareConsumers);
-static_assert(kMaxShareGroupWeight == kMaxShareWeight);
-
 bool ExpireShares(ShareBook& book, Micros now) {
   std::erase_if(book.records, [&](const ShareRecord& r) { return r.expiry_us < now.count(); });
   return book.records.empty();
@@ -22,9 +19,8 @@ Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const Compact
   auto self = std::find_if(book.records.begin(), book.records.end(),
                            [&](const ShareRecord& r) { return r.consumer == e.consumer; });
   if (self == book.records.end()) {
-    if (book.records.size() >= kMaxShareKeyConsumers) {
-      return Status::ResourceExhausted("a share's key holds " +
-                                       std::to_string(kMaxShareKeyConsumers) +
+    if (book.records.size() >= kMaxShareConsumers) {
+      return Status::ResourceExhausted("a share's key holds " + std::to_string(kMaxShareConsumers) +
                                        " live consumers already");
     }
     ShareRecord fresh;
@@ -55,7 +51,7 @@ Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const Compact
     demand_total += r.demand;
   }
   const Fairness fairness =
-      e.fairness == ShareFairness::kMaxMin ? Fairness::kMaxMin : Fairness::kProportional;
+      e.fairness == Fairness::kMaxMin ? Fairness::kMaxMin : Fairness::kProportional;
   const Rate rate = e.limit->rate();
   Result<std::vector<int64_t>> shares = AllocateShares(rate.count, fairness, consumers);
   assert(shares.ok());  // ValidateEntries' bounds, and a group's weight is one

@@ -35,7 +35,7 @@ struct ShareTaken {
 
 // One Share entry at `now` on `book` and the key's state (null: fresh): updates `book` and
 // returns the step to write. kResourceExhausted, `book` changed only by its expired consumers'
-// going, when a new consumer finds kMaxShareKeyConsumers live ones. Preconditions: the entry
+// going, when a new consumer finds kMaxShareConsumers live ones. Preconditions: the entry
 // passed ValidateEntries.
 Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const CompactState* state,
                              Micros now);

@@ -295,14 +295,14 @@ Status ValidateShare(const EntryRef& e, bool shares) {
     return Status::InvalidArgument("a share's demand must be between 0 and 2^40 (got " +
                                    std::to_string(s.demand) + ")");
   }
-  if (s.weight < 1 || s.weight > kMaxShareGroupWeight) {
+  if (s.weight < 1 || s.weight > kMaxShareWeight) {
     return Status::InvalidArgument("a share's weight must be between 1 and 4096 (got " +
                                    std::to_string(s.weight) + ")");
   }
   if (s.ttl < kMinShareTtl || s.ttl > kMaxShareTtl) {
     return Status::InvalidArgument("a share's ttl is between 1ms and 1h");
   }
-  if (s.fairness != ShareFairness::kMaxMin && s.fairness != ShareFairness::kProportional) {
+  if (s.fairness != Fairness::kMaxMin && s.fairness != Fairness::kProportional) {
     return Status::InvalidArgument("a share's fairness is max-min or proportional");
   }
   // The accrual's quotient stays below 2^52 (AccrueShare, and the script's doubles).

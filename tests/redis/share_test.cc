@@ -143,7 +143,7 @@ void ExpectAlike(Store& memory, Store& redis, std::span<const ShareEntry> entrie
 struct KeyPlan {
   std::string key;
   Limit limit;
-  ShareFairness fairness;
+  Fairness fairness;
   int consumers;   // names c0.. c<consumers - 1>
   int64_t ttl_ms;  // the longest ttl its calls ask
 };
@@ -160,12 +160,11 @@ TEST(ShareEquivalence, TheScriptAnswersAsTheMemoryStore) {
     const std::string tag = Tag();
     std::vector<KeyPlan> keys;
     for (int k = 0; k < 3; ++k) {
-      keys.push_back(
-          {.key = tag + std::to_string(k),
-           .limit = RandomLimit(rng),
-           .fairness = rng.Chance(0.5) ? ShareFairness::kMaxMin : ShareFairness::kProportional,
-           .consumers = static_cast<int>(rng.Uniform(1, 40)),
-           .ttl_ms = rng.Chance(0.5) ? 2000 : 60'000});
+      keys.push_back({.key = tag + std::to_string(k),
+                      .limit = RandomLimit(rng),
+                      .fairness = rng.Chance(0.5) ? Fairness::kMaxMin : Fairness::kProportional,
+                      .consumers = static_cast<int>(rng.Uniform(1, 40)),
+                      .ttl_ms = rng.Chance(0.5) ? 2000 : 60'000});
     }
     const std::string groups[] = {"", "", "g1", "g2", "g3"};
     std::vector<std::string> names;  // storage for this step's entries
@@ -193,7 +192,7 @@ TEST(ShareEquivalence, TheScriptAnswersAsTheMemoryStore) {
              .consumer = names.back(),
              .group = groups[rng.Uniform(0, 4)],
              .demand = demand,
-             .weight = rng.Chance(0.2) ? rng.Uniform(1, kMaxShareGroupWeight) : rng.Uniform(1, 4),
+             .weight = rng.Chance(0.2) ? rng.Uniform(1, kMaxShareWeight) : rng.Uniform(1, 4),
              .ttl = milliseconds(rng.Uniform(1, k.ttl_ms)),
              .fairness = k.fairness});
       }
@@ -255,14 +254,13 @@ void BoundHolds(Store& store, ManualClock& clock, uint64_t seed) {
     const int op = static_cast<int>(rng.Uniform(0, 9));
     if (op < 6) {
       const std::string consumer = Consumer(rng.Uniform(0, 5));
-      const ShareEntry e{
-          .key = key,
-          .limit = &limit,
-          .consumer = consumer,
-          .demand = rng.Uniform(0, 2 * n),
-          .weight = rng.Uniform(1, 3),
-          .ttl = Micros(rng.Uniform(1000, 3 * period.count())),
-          .fairness = rng.Chance(0.5) ? ShareFairness::kMaxMin : ShareFairness::kProportional};
+      const ShareEntry e{.key = key,
+                         .limit = &limit,
+                         .consumer = consumer,
+                         .demand = rng.Uniform(0, 2 * n),
+                         .weight = rng.Uniform(1, 3),
+                         .ttl = Micros(rng.Uniform(1000, 3 * period.count())),
+                         .fairness = rng.Chance(0.5) ? Fairness::kMaxMin : Fairness::kProportional};
       const Result<ShareResponse> r = store.Share({&e, 1});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       const Decision& d = r->decisions[0];

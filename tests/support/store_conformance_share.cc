@@ -37,7 +37,7 @@ class ShareSteps {
 
   // One consumer's call; fails the test on an error.
   Taken Take(std::string_view consumer, int64_t demand, int64_t weight = 1,
-             std::string_view group = "", ShareFairness fairness = ShareFairness::kMaxMin,
+             std::string_view group = "", Fairness fairness = Fairness::kMaxMin,
              Micros ttl = seconds(1)) {
     const ShareEntry e{.key = key_,
                        .limit = &limit_,
@@ -167,9 +167,9 @@ TEST_P(StoreConformanceTest, ShareWeightsAndProportionalFairness) {
   {
     const std::string key = Key("share:proportional");
     ShareSteps s(*store_, key, limit);
-    s.Take("a", 300, 1, "", ShareFairness::kProportional);
-    EXPECT_EQ(s.Take("b", 100, 1, "", ShareFairness::kProportional).share.allocation, 25);
-    EXPECT_EQ(s.Take("a", 300, 1, "", ShareFairness::kProportional).share.allocation, 75);
+    s.Take("a", 300, 1, "", Fairness::kProportional);
+    EXPECT_EQ(s.Take("b", 100, 1, "", Fairness::kProportional).share.allocation, 25);
+    EXPECT_EQ(s.Take("a", 300, 1, "", Fairness::kProportional).share.allocation, 75);
   }
 }
 
@@ -193,7 +193,7 @@ TEST_P(StoreConformanceTest, AKeyHoldsAtMostItsConsumersAndRefusesTheNextWithNot
   const Limit limit = HundredPerSecond(Algorithm::kTokenBucket, 1'000'000);
   const std::string key = Key("share:full");
   ShareSteps s(*store_, key, limit);
-  for (size_t i = 0; i < kMaxShareKeyConsumers; ++i) {
+  for (size_t i = 0; i < kMaxShareConsumers; ++i) {
     std::string name = "c";
     name += std::to_string(i);
     ASSERT_EQ(s.Take(name, 1).share.consumers, static_cast<int64_t>(i + 1));
@@ -205,7 +205,7 @@ TEST_P(StoreConformanceTest, AKeyHoldsAtMostItsConsumersAndRefusesTheNextWithNot
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
   EXPECT_EQ(MustDecideOne(key, limit, 0), before) << "nothing charged";
   const Taken again = s.Take("c0", 1);
-  EXPECT_EQ(again.share.consumers, static_cast<int64_t>(kMaxShareKeyConsumers))
+  EXPECT_EQ(again.share.consumers, static_cast<int64_t>(kMaxShareConsumers))
       << "the refused consumer was not recorded";
   // Once the others expire, there is room again.
   clock_.Advance(seconds(2) + Micros(1));
@@ -234,10 +234,10 @@ TEST_P(StoreConformanceTest, BadSharesAreRefusedWithNothingCharged) {
       {"demand < 0", {with([](ShareEntry& e) { e.demand = -1; })}},
       {"demand > kMaxCost", {with([](ShareEntry& e) { e.demand = kMaxCost + 1; })}},
       {"weight 0", {with([](ShareEntry& e) { e.weight = 0; })}},
-      {"weight too large", {with([](ShareEntry& e) { e.weight = kMaxShareGroupWeight + 1; })}},
+      {"weight too large", {with([](ShareEntry& e) { e.weight = kMaxShareWeight + 1; })}},
       {"ttl too short", {with([](ShareEntry& e) { e.ttl = kMinShareTtl - Micros(1); })}},
       {"ttl too long", {with([](ShareEntry& e) { e.ttl = kMaxShareTtl + Micros(1); })}},
-      {"fairness", {with([](ShareEntry& e) { e.fairness = static_cast<ShareFairness>(7); })}},
+      {"fairness", {with([](ShareEntry& e) { e.fairness = static_cast<Fairness>(7); })}},
       {"sliding_window_log", {with([&](ShareEntry& e) { e.limit = &log; })}},
       {"concurrency", {with([&](ShareEntry& e) { e.limit = &concurrency; })}},
       {"refill over the ttl", {with([&](ShareEntry& e) {

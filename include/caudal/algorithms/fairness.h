@@ -2,6 +2,7 @@
 // `share`; the allocation is algorithms/share.h's), and the weights a consumer may carry.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -15,6 +16,8 @@ enum class Fairness : uint8_t {
 };
 
 inline constexpr int64_t kMaxShareWeight = 4096;  // weights are 1..kMaxShareWeight
+// Consumers one shared capacity divides among at most (a store's key, a policy's identities).
+inline constexpr size_t kMaxShareConsumers = 1024;
 
 std::string_view FairnessName(Fairness f);  // "max_min", "proportional"
 // kInvalidArgument naming both when `text` is neither.

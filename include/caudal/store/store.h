@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "caudal/algorithms/fairness.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
@@ -268,21 +269,18 @@ struct SettleResponse {
 //     fraction of a unit carried), and is granted as many of those units as fit in the key's
 //     state now, taken as a lease renewal's are (a ConsumeEntry of cost 0 and that lease), so
 //     every granted unit was consumed in the store: units accrued that do not fit are dropped.
-// A key holds at most kMaxShareKeyConsumers live consumers: a new one beyond them is refused
+// A key holds at most kMaxShareConsumers live consumers: a new one beyond them is refused
 // (kResourceExhausted, nothing changed) until one expires, so a flood of names holds a key's
 // table for 2·ttl at most. The consumers live beside the key's state until they expire: on Redis
 // in a hash under the state's key + ":sh" (same slot), expiring with its last consumer; in the
 // memory store in a table per key, for at most max_keys keys (then kResourceExhausted). Each call
 // allocates by its own fairness: a key's consumers are meant to share one. Errors (besides every
 // verb's): an algorithm without SupportsLease, a consumer of 0 or more than 128 bytes, a group of
-// more than 128, a demand < 0 or > kMaxCost, a weight < 1 or > kMaxShareGroupWeight, a ttl out of
+// more than 128, a demand < 0 or > kMaxCost, a weight < 1 or > kMaxShareWeight, a ttl out of
 // [1ms, 1h], or a limit refilling 2^52 units or more in a ttl. On Redis Cluster a batch whose keys
 // span slots is decided slot by slot: refused kResourceExhausted, the other slots' grants are taken
 // and lost (never more admitted); one key per call avoids it.
-enum class ShareFairness : uint8_t { kMaxMin, kProportional };
-inline constexpr size_t kMaxShareKeyConsumers = 1024;
 inline constexpr size_t kMaxShareNameLength = 128;
-inline constexpr int64_t kMaxShareGroupWeight = 4096;
 inline constexpr Micros kMinShareTtl = std::chrono::milliseconds(1);
 inline constexpr Micros kMaxShareTtl = std::chrono::hours(1);
 struct ShareEntry {
@@ -293,7 +291,7 @@ struct ShareEntry {
   int64_t demand = 0;              // the units per rate period it wants (measured)
   int64_t weight = 1;              // its group's weight
   Micros ttl = std::chrono::seconds(1);
-  ShareFairness fairness = ShareFairness::kMaxMin;
+  Fairness fairness = Fairness::kMaxMin;
 };
 struct ShareResponse {
   // The state after, one per entry: `leased` the units granted, at `leased_at` (a GiveBack of
