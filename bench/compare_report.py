@@ -219,6 +219,51 @@ class Report:
         self.target("3 instances, one hot key, leases: ≥ 95% of the ideal admitted",
                     f"{100 * worst:.2f}%", worst >= 0.95)
 
+    def shares(self):
+        """One hot key far above its limit through three instances: each variant's medians, the
+        worst round for the bound and the instances' spread."""
+        variants = [v for v in ("one Redis", "40 ms one-way")
+                    if ("shares", v, "of_ideal") in self.raw]
+        if not variants:
+            return
+        L = self.lines
+        L.append("### Shares: one hot key far above its limit, three instances")
+        L.append("")
+        L.append("Token bucket B = 2000, r = 2000/s, `store.lease` of 250 ms (1 s at 40 ms one way), "
+                 "one `wrk -c8` per instance. Medians; the bound and the spread are the worst round.")
+        L.append("")
+        L.append("| Redis | offered ÷ limit | admitted ÷ ideal | admitted ÷ bound | largest ÷ "
+                 "smallest instance | Redis commands per decision | worst p99 |")
+        L.append("|---|---|---|---|---|---|---|")
+        for v in variants:
+            bound = max(self.raw[("shares", v, "of_bound")])
+            spread = max(self.raw[("shares", v, "spread")])
+            L.append(f"| {v} | {self.get('shares', v, 'offered_x'):.1f}× | "
+                     f"{100 * self.get('shares', v, 'of_ideal'):.1f}% | {100 * bound:.1f}% | "
+                     f"{spread:.2f} | {self.get('shares', v, 'redis_commands'):.3f} | "
+                     f"{fmt_ms(self.get('shares', v, 'p99_ms'))} |")
+        L.append("")
+        for v in variants:
+            bound = max(self.raw[("shares", v, "of_bound")])
+            self.target(f"shares, {v}: admitted within B + r·(t + ttl)", f"{100 * bound:.1f}%",
+                        bound <= 1)
+        v = "one Redis"
+        if v in variants:
+            offered, commands = self.get("shares", v, "offered_x"), self.get("shares", v, "redis_commands")
+            self.target("shares, one Redis, ≥ 10× the limit: ≤ 0.01 Redis commands per decision",
+                        f"{commands:.3f} at {offered:.1f}×", commands <= 0.01 and offered >= 10)
+            ideal = self.get("shares", v, "of_ideal")
+            self.target("shares, one Redis: ≥ 95% of the ideal admitted", f"{100 * ideal:.1f}%",
+                        ideal >= 0.95)
+            spread = max(self.raw[("shares", v, "spread")])
+            self.target("shares, one Redis: instances offered alike within 10% of each other",
+                        f"{spread:.2f}", spread <= 1.1)
+        v = "40 ms one-way"
+        if v in variants:
+            p99, offered = self.get("shares", v, "p99_ms"), self.get("shares", v, "offered_x")
+            self.target("shares, 40 ms one way, saturated: p99 < 5 ms at every instance",
+                        f"{fmt_ms(p99)} at {offered:.1f}× the limit", p99 < 5 and offered >= 1)
+
     def target(self, name, measured, met):
         self.targets.append((name, measured, "yes" if met else "**no**"))
 
@@ -315,6 +360,7 @@ class Report:
         self.table("cluster", cluster, [rate, p99], None, "Redis Cluster, 1-3 primaries")
 
         self.leases()
+        self.shares()
         if any(w == "accuracy" for (w, _, _) in self.raw):
             self.accuracy(meta)
 
