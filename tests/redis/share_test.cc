@@ -12,7 +12,7 @@
 #include "caudal/redis/redis_store.h"
 #include "caudal/store/memory_store.h"
 #include "support/manual_clock.h"
-#include "support/redis_server.h"
+#include "support/shared_redis_server.h"
 
 namespace caudal {
 namespace {
@@ -21,26 +21,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::RedisServer;
 
-std::unique_ptr<RedisServer>& ServerSlot() {
-  static std::unique_ptr<RedisServer> server;
-  return server;
-}
-
-RedisServer* Server() {
-  std::unique_ptr<RedisServer>& slot = ServerSlot();
-  if (!slot) {
-    Result<std::unique_ptr<RedisServer>> s = RedisServer::Start();
-    if (!s.ok()) ADD_FAILURE() << s.status().ToString();
-    if (s.ok()) slot = std::move(*s);
-  }
-  return slot.get();
-}
-
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { ServerSlot().reset(); }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
+RedisServer* Server() { return testing::SharedRedisServer(); }
 
 std::unique_ptr<Store> OpenRedis(ManualClock& clock) {
   Result<std::unique_ptr<RedisStore>> store =

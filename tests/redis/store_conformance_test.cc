@@ -5,35 +5,14 @@
 
 #include "caudal/redis/redis_store.h"
 #include "support/manual_clock.h"
-#include "support/redis_server.h"
+#include "support/shared_redis_server.h"
 
 namespace caudal {
 namespace {
 
 using testing::RedisServer;
 
-// One redis-server for the whole binary (the suite tags every key per test), owned by a global
-// environment so it is stopped and its directory removed at the end.
-std::unique_ptr<RedisServer>& ServerSlot() {
-  static std::unique_ptr<RedisServer> server;
-  return server;
-}
-
-RedisServer* Server() {
-  std::unique_ptr<RedisServer>& slot = ServerSlot();
-  if (!slot) {
-    Result<std::unique_ptr<RedisServer>> s = RedisServer::Start();
-    if (!s.ok()) ADD_FAILURE() << s.status().ToString();
-    if (s.ok()) slot = std::move(*s);
-  }
-  return slot.get();
-}
-
-class ServerEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override { ServerSlot().reset(); }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ServerEnvironment);
+RedisServer* Server() { return testing::SharedRedisServer(); }
 
 std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
   // A generous deadline: the suite checks decisions, not latency (and runs under sanitizers).
