@@ -24,13 +24,7 @@ using testing::RedisServer;
 RedisServer* Server() { return testing::SharedRedisServer(); }
 
 std::unique_ptr<Store> OpenRedis(ManualClock& clock) {
-  Result<std::unique_ptr<RedisStore>> store =
-      RedisStore::Open(SystemClock::Instance(),
-                       {.url = Server() != nullptr ? Server()->url() : "redis://unavailable:1",
-                        .deadline = std::chrono::seconds(5),
-                        .decision_clock = &clock});
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return store.ok() ? std::move(*store) : nullptr;
+  return testing::OpenSharedRedisStore(clock);
 }
 
 std::string Tag() {

@@ -10,19 +10,8 @@
 namespace caudal {
 namespace {
 
-using testing::RedisServer;
-
-RedisServer* Server() { return testing::SharedRedisServer(); }
-
 std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
-  // A generous deadline: the suite checks decisions, not latency (and runs under sanitizers).
-  Result<std::unique_ptr<RedisStore>> store =
-      RedisStore::Open(SystemClock::Instance(),
-                       {.url = Server() != nullptr ? Server()->url() : "redis://unavailable:1",
-                        .deadline = std::chrono::seconds(5),
-                        .decision_clock = &clock});
-  EXPECT_TRUE(store.ok()) << store.status().ToString();
-  return store.ok() ? std::move(*store) : nullptr;
+  return testing::OpenSharedRedisStore(clock);
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, StoreConformanceTest,

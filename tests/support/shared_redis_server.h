@@ -6,6 +6,8 @@
 
 #include <memory>
 
+#include "caudal/redis/redis_store.h"
+#include "support/manual_clock.h"
 #include "support/redis_server.h"
 
 namespace caudal::testing {
@@ -32,5 +34,17 @@ class SharedRedisServerEnvironment : public ::testing::Environment {
 };
 inline ::testing::Environment* const kSharedRedisServerEnvironment =
     ::testing::AddGlobalTestEnvironment(new SharedRedisServerEnvironment);
+
+// A RedisStore on the binary's server deciding on `clock`, with a generous deadline (the suites
+// check decisions, not latency, and run under sanitizers); null (a failure recorded) otherwise.
+inline std::unique_ptr<Store> OpenSharedRedisStore(ManualClock& clock) {
+  RedisServer* server = SharedRedisServer();
+  Result<std::unique_ptr<RedisStore>> store = RedisStore::Open(
+      SystemClock::Instance(), {.url = server != nullptr ? server->url() : "redis://unavailable:1",
+                                .deadline = std::chrono::seconds(5),
+                                .decision_clock = &clock});
+  EXPECT_TRUE(store.ok()) << store.status().ToString();
+  return store.ok() ? std::move(*store) : nullptr;
+}
 
 }  // namespace caudal::testing

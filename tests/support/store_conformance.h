@@ -35,6 +35,10 @@
 
 namespace caudal {
 
+// The algorithms that lease (SupportsLease), and so take shares.
+inline constexpr Algorithm kLeasing[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
+                                         Algorithm::kFixedWindow};
+
 using StoreFactory = std::function<std::unique_ptr<Store>(ManualClock& clock)>;
 
 struct StoreConformanceParam {

@@ -15,9 +15,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr Algorithm kLeasing[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
-                                  Algorithm::kFixedWindow};
-
 Limit TenPerSecond(Algorithm a) {
   const LimitSpec spec = IsWindowAlgorithm(a)
                              ? LimitSpec::Window(a, 10, seconds(1))

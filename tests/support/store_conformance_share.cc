@@ -14,9 +14,6 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr Algorithm kLeasing[] = {Algorithm::kTokenBucket, Algorithm::kGcra,
-                                  Algorithm::kFixedWindow};
-
 // 100 units a second, and room for everything the tests grant at once.
 Limit HundredPerSecond(Algorithm a, int64_t capacity = 1000) {
   const LimitSpec spec = IsWindowAlgorithm(a)
