@@ -1,6 +1,8 @@
 #include "decorators/lease_store.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -18,7 +20,9 @@ struct LeaseStore::Core {
                             .ttl = o.ttl,
                             .max_share_ppm = o.max_share_ppm},
                .instances = o.instances,
-               .max_keys = o.max_keys}),
+               .max_keys = o.max_keys,
+               .shares = o.shares}),
+        consumer(o.consumer.empty() ? RandomName() : o.consumer),
         own(o.metrics == nullptr ? std::make_unique<Metrics>() : nullptr),
         metrics(o.metrics != nullptr ? *o.metrics : *own),
         local(metrics.Series(MetricId::kLeaseRequests, {"lease"})),
@@ -40,8 +44,18 @@ struct LeaseStore::Core {
     if (ok) table.ObserveRoundTrip(clock.Monotonic() - sent);
   }
 
+  // A random name: 16 hex digits (64 bits), distinct among instances in all likelihood.
+  static std::string RandomName() {
+    std::random_device rd;
+    const uint64_t n = (uint64_t{rd()} << 32) ^ rd();
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(n));
+    return buf;
+  }
+
   const Clock& clock;
   engine_internal::LeaseTable table;
+  const std::string consumer;          // in shares
   const std::unique_ptr<Metrics> own;  // when none was given
   Metrics& metrics;
   std::atomic<uint64_t>& local;
@@ -61,6 +75,24 @@ using CorePtr = std::shared_ptr<LeaseStore::Core>;
 void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Nanos sent) {
   for (LeaseAsk& r : renewals) {
     auto ask = std::make_shared<LeaseAsk>(std::move(r));
+    if (ask->share) {
+      const ShareEntry e{.key = ask->key,
+                         .limit = &ask->limit,
+                         .consumer = core->consumer,
+                         .demand = ask->demand,
+                         .ttl = std::clamp(std::chrono::duration_cast<Micros>(ask->ttl),
+                                           kMinShareTtl, kMaxShareTtl),
+                         .fairness = Fairness::kMaxMin};
+      inner.ShareAsync({&e, 1}, [core, ask, sent](Result<ShareResponse> got) {
+        core->RoundTrip(sent, got.ok());
+        const bool one = got.ok() && !got->decisions.empty() && !got->shares.empty();
+        const int64_t added =
+            core->table.GrantedShare(ask->key, ask->limit, sent, one ? &got->decisions[0] : nullptr,
+                                     one ? &got->shares[0] : nullptr);
+        if (added > 0) core->metrics.Add(MetricId::kLeaseShares);
+      });
+      continue;
+    }
     const ConsumeEntry e{.key = ask->key, .limit = &ask->limit, .cost = 0, .lease = ask->units};
     inner.DecideAsync({.consumes = {&e, 1}}, [core, ask, sent](Result<DecideResponse> got) {
       core->RoundTrip(sent, got.ok());
@@ -229,13 +261,15 @@ LeaseCounts LeaseStore::counters() const {
           .local = core_->local.load(std::memory_order_relaxed),
           .forwarded = core_->forwarded.load(std::memory_order_relaxed),
           .units_given_back = m.Value(MetricId::kLeaseUnitsGivenBack),
-          .units_lost = m.Value(MetricId::kLeaseUnitsLost)};
+          .units_lost = m.Value(MetricId::kLeaseUnitsLost),
+          .shares = m.Value(MetricId::kLeaseShares)};
 }
 
 int64_t LeaseStore::UnitsHeld() const {
-  const int64_t held = core_->table.Counts().held;
-  core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(held));
-  return held;
+  const engine_internal::LeaseTableCounts c = core_->table.Counts();
+  core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(c.held));
+  core_->metrics.Set(MetricId::kLeaseShareKeys, c.sharing);
+  return c.held;
 }
 
 LeaseOwed LeaseStore::Owed() const {

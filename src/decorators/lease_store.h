@@ -13,6 +13,11 @@
 // thread when return_interval is set. A refund of a key with live leases goes back into them
 // (never beyond what they were granted).
 //
+// Above the limit, a bucket key the store found dry takes shares instead (LeaseTable's share
+// mode, docs/algorithms.md, Leases): about every ttl/2 this instance asks the store for its part
+// of the refill by its demand (Store::Share, as consumer `consumer`), spends the units granted
+// here and refuses here what they do not cover.
+//
 // What a decision from a lease reports: verdict kAllowed (a dry key's refusal: kDenied, nothing
 // spent, retry_after one round trip); remaining is the units the key's
 // leases still hold here (a lower bound on what the store would admit through this instance,
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "caudal/common/clock.h"
@@ -55,6 +61,11 @@ struct LeaseStoreOptions {
   // owner calls ReturnEnded()).
   Nanos return_interval = Nanos(0);
   Metrics* metrics = nullptr;  // the caudal_lease_* rows; null: counted apart (counts())
+  // Whether dry bucket keys take shares (above); off, they keep leasing units.
+  bool shares = true;
+  // This instance's name as a consumer of shares, unique among the instances on one store;
+  // empty: a random one.
+  std::string consumer = {};
 };
 
 // What a LeaseStore has done, as its rows of /metrics count it (caudal_lease_*).
@@ -65,6 +76,7 @@ struct LeaseCounts {
   uint64_t forwarded = 0;         // requests of keys that may lease, sent to the store
   uint64_t units_given_back = 0;  // unspent units given back
   uint64_t units_lost = 0;        // unspent units whose give-back failed
+  uint64_t shares = 0;            // share renewals that granted units
 };
 
 // What the store took for an instance's leases that is neither spent nor back: what the instance

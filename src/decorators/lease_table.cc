@@ -38,6 +38,11 @@ struct KeyLeases {
   int64_t units_now = 0, units_before = 0;
   int64_t requests_now = 0, requests_before = 0;
   Nanos last_seen{0};
+  // Share mode (lease_table.h): in it; whether the store answered its last share renewal; when
+  // that renewal was sent (none yet: Nanos::min()).
+  bool sharing = false;
+  bool share_answered = false;
+  Nanos share_sent{Nanos::min()};
 
   int64_t Left() const {
     int64_t s = 0;
@@ -66,6 +71,7 @@ struct LeaseTable::Shard {
   int64_t held = 0;                  // guarded by mu: units in lots
   int64_t asked = 0;                 // guarded by mu: units of the asks in flight
   int64_t ending = 0;                // guarded by mu: units in `ended`
+  size_t sharing = 0;                // guarded by mu: keys in share mode
   Nanos pruned{Nanos::min()};        // guarded by mu
   size_t capacity = 0;
 };
@@ -120,6 +126,61 @@ void List(Shard& shard, const std::string& key, KeyLeases& k) {
   if (k.listed) return;
   k.listed = true;
   shard.holders.push_back(key);
+}
+
+void SetSharing(Shard& shard, KeyLeases& k, bool sharing) {
+  if (k.sharing == sharing) return;
+  k.sharing = sharing;
+  if (sharing) {
+    ++shard.sharing;
+    k.share_answered = true;
+    k.share_sent = Nanos::min();
+  } else {
+    --shard.sharing;
+  }
+}
+
+// The most one share renewal of `limit` over `ttl` can grant: the whole refill over a ttl
+// (AccrueShare), rounded down; 0 when a share cannot be taken (Store::Share's bounds).
+int64_t MostShared(const Limit& limit, Nanos ttl) {
+  const Rate rate = limit.rate();
+  const Micros t = std::chrono::duration_cast<Micros>(ttl);
+  if (t < kMinShareTtl || t > kMaxShareTtl || rate.period <= Micros(0)) return 0;
+  const exact::Int128 most = exact::Int128{rate.count} * t.count() / rate.period.count();
+  if (most >= (exact::Int128{1} << 52)) return 0;
+  return static_cast<int64_t>(std::min<exact::Int128>(most, kMaxCost));
+}
+
+// This instance's demand for `k`, units per rate period of its limit: the units requests asked
+// for in the last period of ttl (or the current one, if more), offered whether admitted or not.
+int64_t ShareDemand(const KeyLeases& k) {
+  const int64_t per_ttl = std::max(k.units_now, k.units_before);
+  const exact::Int128 per_period =
+      exact::Int128{per_ttl} * std::chrono::duration_cast<Nanos>(k.limit.rate().period).count() /
+      std::max<int64_t>(1, k.ttl.count());
+  return static_cast<int64_t>(std::min<exact::Int128>(per_period, kMaxCost));
+}
+
+// Whether a share renewal of `k` is due at `now`: none sent `gap` before.
+bool ShareDue(const KeyLeases& k, Nanos now, Nanos gap) {
+  return k.asked == 0 && k.n < kMaxLotsPerKey &&
+         (k.share_sent == Nanos::min() || now - k.share_sent >= gap);
+}
+
+// Sends a share renewal for `k` (ShareDue).
+void AskShare(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, size_t entry,
+              LeasePlan& plan) {
+  const int64_t most = std::max<int64_t>(1, MostShared(k.limit, k.ttl));
+  Ask(shard, k, most);
+  k.share_sent = now;
+  List(shard, key, k);
+  plan.renewals.push_back({.entry = entry,
+                           .key = key,
+                           .limit = k.limit,
+                           .units = most,
+                           .share = true,
+                           .demand = ShareDemand(k),
+                           .ttl = k.ttl});
 }
 
 // Locks the distinct shards of a request in ascending order (no two requests wait in a cycle).
@@ -206,7 +267,8 @@ bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
   for (size_t i = 0; i < entries.size(); ++i) {
     const KeyLeases* k = found[i].k;
     if (k == nullptr || entries[i].op != EntryOp::kConsume) return false;
-    if (k->dry_until > now && k->Left() < entries[i].cost) dry = i;
+    const bool refuses = k->dry_until > now || (k->sharing && k->share_answered);
+    if (refuses && k->Left() < entries[i].cost) dry = i;
   }
   if (dry == entries.size()) return false;
   plan.local = true;
@@ -219,9 +281,20 @@ bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
     d.remaining = k.Left();
     if (i == dry) {
       d.verdict = Verdict::kDenied;
-      // Worth asking again once the renewal has had the time to come back.
-      d.retry_after = std::max(Micros(1), std::chrono::ceil<Micros>(rtt));
+      // Worth asking again once the renewal has had the time to come back (a share's: the next
+      // one, a quarter of a ttl after the last).
+      Nanos wait = rtt;
+      if (k.sharing && k.share_sent != Nanos::min()) {
+        wait = std::max(wait, k.share_sent + k.ttl / 4 + rtt - now);
+      }
+      d.retry_after = std::max(Micros(1), std::chrono::ceil<Micros>(wait));
       d.reset_after = d.retry_after;
+    }
+    if (k.sharing) {
+      if (ShareDue(k, now, k.ttl / 4)) {
+        AskShare(*found[i].shard, *found[i].key, k, now, i, plan);
+      }
+      continue;
     }
     const int64_t units = Target(k, table.MaxHeld(k.limit, k.share_ppm), now, rtt) - k.Left();
     if (k.asked == 0 && k.n < kMaxLotsPerKey && units >= 1) {
@@ -271,7 +344,9 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
         shard.pruned = now;  // forget keys idle for two periods, holding nothing
         std::erase_if(shard.keys, [&](const auto& kv) {
           const KeyLeases& k = kv.second;
-          return k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
+          const bool idle = k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
+          if (idle && k.sharing) --shard.sharing;
+          return idle;
         });
       }
       if (shard.keys.size() >= shard.capacity) {  // full of live keys: this one is not tracked
@@ -306,6 +381,11 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       KeyLeases* k = found[i].k;
       if (k == nullptr || k->asked > 0 || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
+      if (k->sharing) {  // its grants come from share renewals only
+        if (ShareDue(*k, now, k->ttl / 4))
+          AskShare(*found[i].shard, *found[i].key, *k, now, i, plan);
+        continue;
+      }
       const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm), now, rtt) - k->Left();
       // A consume takes its lease in its own store call; a charge cannot, so it renews.
       const bool rides = e.op == EntryOp::kConsume;
@@ -350,6 +430,10 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     d.remaining = k.Left();
     d.reset_after = std::max(
         Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
+    if (k.sharing) {
+      if (ShareDue(k, now, k.ttl / 2)) AskShare(shard, *found[i].key, k, now, i, plan);
+      continue;
+    }
     const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm), now, rtt);
     const int64_t more = target - d.remaining;
     if (k.asked == 0 && k.n < kMaxLotsPerKey && Renews(d.remaining, target, k.ttl, rtt) &&
@@ -374,10 +458,43 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
     // does not lift it, as a key at its limit is filled now and then by what came back.
     if (decision != nullptr && k.asked > 0 && units < k.asked) {
       k.dry_until = std::max(k.dry_until, sent + 3 * RoundTrip());
+      // A bucket found dry with the store a round trip away: shares from now on.
+      if (options_.shares && RoundTrip() > Nanos(0) && k.limit == limit &&
+          !IsWindowAlgorithm(limit.algorithm()) && MostShared(limit, k.ttl) > 0) {
+        SetSharing(shard, k, true);
+      }
     }
     shard.asked -= k.asked;
     k.asked = 0;
   }
+  return Keep(shard, key, limit, sent, units, decision);
+}
+
+int64_t LeaseTable::GrantedShare(std::string_view key, const Limit& limit, Nanos sent,
+                                 const Decision* decision, const ShareState* share) {
+  Shard& shard = ShardOf(key);
+  std::lock_guard lock(shard.mu);
+  const auto it = shard.keys.find(key);
+  const int64_t units = decision != nullptr ? decision->leased : 0;
+  if (it != shard.keys.end()) {
+    KeyLeases& k = it->second;
+    shard.asked -= k.asked;
+    k.asked = 0;
+    k.share_answered = decision != nullptr && share != nullptr;
+    // Back to leasing units once the consumers' demand fits the refill, or the bucket is half
+    // full: shares would leave it unspent.
+    if (k.share_answered && k.limit == limit &&
+        (share->demand_total <= limit.rate().count ||
+         2 * decision->remaining >= limit.capacity())) {
+      SetSharing(shard, k, false);
+    }
+  }
+  return Keep(shard, key, limit, sent, units, decision);
+}
+
+int64_t LeaseTable::Keep(Shard& shard, std::string_view key, const Limit& limit, Nanos sent,
+                         int64_t units, const Decision* decision) {
+  const auto it = shard.keys.find(key);
   if (it == shard.keys.end() || !(it->second.limit == limit)) {
     // Nowhere to keep it (its key now has another limit): given back at once.
     if (units > 0) {
@@ -455,6 +572,7 @@ LeaseTableCounts LeaseTable::Counts() const {
     c.asked += shards_[s].asked;
     c.ending += shards_[s].ending;
     c.keys += shards_[s].keys.size();
+    c.sharing += shards_[s].sharing;
   }
   return c;
 }

@@ -11,6 +11,12 @@
 // Lots end at their expiry, when their key is used with another limit, or all at once (TakeAll);
 // what they held unspent is returned by TakeEnded() to be given back.
 //
+// Share mode (docs/algorithms.md, Leases, "Above the limit: shares"): a bucket key the store
+// found dry, with a store a measured round trip away, renews by taking this instance's share of
+// the refill (Store::Share) about every ttl/2 instead of leasing units; requests its lots cannot
+// cover are refused here while those renewals are answered. It leaves share mode when the
+// consumers' demand fits the refill or a grant finds the bucket half full.
+//
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once
 
@@ -43,6 +49,8 @@ struct LeaseTableOptions {
   LeaseTerms defaults{.enabled = true};
   int64_t instances = 1;
   size_t max_keys = 65'536;
+  // Whether dry bucket keys take shares (see above); off, they keep leasing units.
+  bool shares = true;
 };
 
 // Units of a lot that ended unspent, to be given back (Store::GiveBack).
@@ -59,6 +67,11 @@ struct LeaseAsk {
   std::string key;
   Limit limit;
   int64_t units = 0;
+  // A share renewal (Store::Share, renewals only): this instance's demand, units per rate period
+  // of `limit`, over a ttl of `ttl`; `units` is the most it can grant.
+  bool share = false;
+  int64_t demand = 0;
+  Nanos ttl{0};
 };
 
 struct LeasePlan {
@@ -74,6 +87,7 @@ struct LeaseTableCounts {
   int64_t asked = 0;   // units of the asks in flight
   int64_t ending = 0;  // units of lots ended unspent, not yet taken to be given back
   size_t keys = 0;     // keys tracked
+  size_t sharing = 0;  // of them, keys in share mode
 };
 
 class LeaseTable {
@@ -100,6 +114,11 @@ class LeaseTable {
   int64_t Granted(std::string_view key, const Limit& limit, Nanos sent, bool allowed,
                   const Decision* decision);
 
+  // A share renewal for `key` sent at `sent` was answered: `decision` and `share` (null when the
+  // call failed). The grant becomes a lot as in Granted. Returns the units added.
+  int64_t GrantedShare(std::string_view key, const Limit& limit, Nanos sent,
+                       const Decision* decision, const ShareState* share);
+
   // Ends every lot past its expiry at `now`; returns what ended unspent since the last call
   // (expired, or displaced by a changed limit), and forgets idle keys.
   std::vector<EndedLot> TakeEnded(Nanos now);
@@ -118,6 +137,10 @@ class LeaseTable {
 
  private:
   Shard& ShardOf(std::string_view key) const;
+  // Makes `units` granted by `decision` a lot of `key` (or ends them at once); under the shard's
+  // lock.
+  int64_t Keep(Shard& shard, std::string_view key, const Limit& limit, Nanos sent, int64_t units,
+               const Decision* decision);
 
   const LeaseTableOptions options_;
   std::unique_ptr<Shard[]> shards_;

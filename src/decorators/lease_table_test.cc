@@ -1,5 +1,7 @@
 // The lease table's rules for a store a round trip away (LeaseTable::ObserveRoundTrip), on
-// explicit monotonic times: the first ask's size, the renewal point, and the refusals of a dry key.
+// explicit monotonic times: the first ask's size, the renewal point, and the refusals of a dry key
+// (LeaseTableTest, leasing units alone); share mode's entry, renewals, local refusals and exit
+// (ShareModeTest).
 #include "decorators/lease_table.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +27,7 @@ class LeaseTableTest : public ::testing::Test {
   LeaseTableTest()
       : limit_(Bucket(3'000, {3'000, seconds(1)})),
         terms_{.enabled = true, .ttl = kTtl, .max_share_ppm = 100'000},
-        table_({.defaults = terms_}) {}
+        table_({.defaults = terms_, .shares = false}) {}
 
   LeasePlan Begin(Nanos at, int64_t cost = 1) {
     const ConsumeEntry e{.key = "k", .limit = &limit_, .cost = cost, .lease_terms = &terms_};
@@ -134,6 +136,158 @@ TEST_F(LeaseTableTest, WithoutARoundTripADryKeyIsNeverRefusedHere) {
   ASSERT_EQ(Grant(Nanos(1), 0, /*allowed=*/false), 0);
   const LeasePlan next = Begin(Nanos(2));
   EXPECT_FALSE(next.local) << "the store decides, as without leases";
+}
+
+class ShareModeTest : public ::testing::Test {
+ protected:
+  // 3,000 a second: a share renewal over a ttl of 1 s grants at most 3,000.
+  ShareModeTest()
+      : limit_(Bucket(3'000, {3'000, seconds(1)})),
+        terms_{.enabled = true, .ttl = kTtl, .max_share_ppm = 100'000},
+        table_({.defaults = terms_}) {}
+
+  LeasePlan Begin(Nanos at, int64_t cost = 1) {
+    const ConsumeEntry e{.key = "k", .limit = &limit_, .cost = cost, .lease_terms = &terms_};
+    return table_.Begin({.consumes = {&e, 1}}, at);
+  }
+  int64_t Grant(Nanos sent, int64_t leased, bool allowed = true) {
+    const Decision d{
+        .limit = 3'000, .remaining = 0, .reset_after = milliseconds(900), .leased = leased};
+    return table_.Granted("k", limit_, sent, allowed, &d);
+  }
+  // A share renewal's answer: `leased` granted, `remaining` left in the bucket, the consumers
+  // wanting `demand_total` a second.
+  int64_t Share(Nanos sent, int64_t leased, int64_t remaining = 0, int64_t demand_total = 6'000) {
+    const Decision d{.limit = 3'000, .remaining = remaining, .leased = leased};
+    const ShareState share{.allocation = 1'500, .consumers = 2, .demand_total = demand_total};
+    return table_.GrantedShare("k", limit_, sent, &d, &share);
+  }
+  // An ask granted one unit less than it asked for (47 of 48 with the store 80 ms away): the
+  // key is dry, and in share mode if it may be.
+  void GoDry(bool round_trip = true) {
+    if (round_trip) table_.ObserveRoundTrip(milliseconds(80));
+    Begin(Nanos(0));
+    const LeasePlan ask = Begin(milliseconds(2));
+    ASSERT_EQ(ask.asks.size(), 1u);
+    ASSERT_EQ(Grant(milliseconds(2), ask.asks[0].units - 1), ask.asks[0].units - 1);
+  }
+
+  Limit limit_;
+  LeaseTerms terms_;
+  LeaseTable table_;
+};
+
+TEST_F(ShareModeTest, ADryBucketKeyTakesItsShareAndRefusesHereWhatTheShareDoesNotCover) {
+  GoDry();
+  ASSERT_EQ(table_.Counts().sharing, 1u);
+  // 47 units left of the lease: spent here; then a share renewal is due at once (none sent yet).
+  LeasePlan first = Begin(milliseconds(90));
+  ASSERT_TRUE(first.local && first.allowed);
+  ASSERT_EQ(first.renewals.size(), 1u);
+  const LeaseAsk& ask = first.renewals[0];
+  EXPECT_TRUE(ask.share);
+  EXPECT_EQ(ask.units, 3'000) << "at most the whole refill over a ttl";
+  EXPECT_EQ(ask.ttl, kTtl);
+  // Three units in the current period of a ttl of 1 s: 3 a second.
+  EXPECT_EQ(ask.demand, 3);
+  for (int i = 0; i < 46; ++i) ASSERT_TRUE(Begin(milliseconds(91)).allowed);
+  // The lease spent, the share not back: refused here, nothing spent, no second renewal.
+  const LeasePlan refused = Begin(milliseconds(92));
+  ASSERT_TRUE(refused.local);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_TRUE(refused.renewals.empty()) << "one renewal in flight at a time";
+  // Worth asking again once the next renewal (a quarter of a ttl after the last) can be back.
+  EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(90 + 250 + 80 - 92));
+  // The grant is a lot spent here.
+  ASSERT_EQ(Share(milliseconds(90), 200), 200);
+  const LeasePlan spent = Begin(milliseconds(170), 150);
+  ASSERT_TRUE(spent.local && spent.allowed);
+  EXPECT_EQ(spent.decisions[0].remaining, 50);
+  EXPECT_TRUE(spent.renewals.empty()) << "covered: the next renewal waits for ttl/2";
+  EXPECT_EQ(table_.Counts().held, 50);
+}
+
+TEST_F(ShareModeTest, RenewsEveryHalfTtlWhileCoveredAndEveryQuarterWhileRefusing) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  ASSERT_EQ(Share(milliseconds(10), 1'000), 1'000);
+  EXPECT_TRUE(Begin(milliseconds(509)).renewals.empty());
+  const LeasePlan half = Begin(milliseconds(510));
+  ASSERT_EQ(half.renewals.size(), 1u);
+  EXPECT_TRUE(half.renewals[0].share);
+  ASSERT_EQ(Share(milliseconds(510), 0), 0);
+  // Nothing left by 600 ms (46 + 1,000 − 2): refused here, renewed again only from 760 ms.
+  const LeasePlan last = Begin(milliseconds(600), 1'044);
+  ASSERT_TRUE(last.local && last.allowed);
+  EXPECT_EQ(last.decisions[0].remaining, 0);
+  const LeasePlan early = Begin(milliseconds(759), 10'000);
+  EXPECT_FALSE(early.allowed);
+  EXPECT_TRUE(early.renewals.empty());
+  const LeasePlan quarter = Begin(milliseconds(760), 10'000);
+  EXPECT_FALSE(quarter.allowed);
+  ASSERT_EQ(quarter.renewals.size(), 1u);
+  EXPECT_TRUE(quarter.renewals[0].share);
+}
+
+TEST_F(ShareModeTest, DemandIsCountedPerRatePeriod) {
+  limit_ = Bucket(3'000, {3'000, std::chrono::minutes(1)});
+  GoDry();
+  const LeasePlan p = Begin(milliseconds(100), 40);
+  ASSERT_EQ(p.renewals.size(), 1u);
+  // 1 + 1 + 40 units in this period of a second: 42 · 60 a minute.
+  EXPECT_EQ(p.renewals[0].demand, 42 * 60);
+  EXPECT_EQ(p.renewals[0].units, 50) << "the refill over a ttl: 3,000 a minute for 1 s";
+}
+
+TEST_F(ShareModeTest, LeavesShareModeWhenTheDemandFitsTheRefill) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  Share(milliseconds(10), 10, /*remaining=*/0, /*demand_total=*/3'001);
+  EXPECT_EQ(table_.Counts().sharing, 1u);
+  ASSERT_EQ(Begin(milliseconds(600)).renewals.size(), 1u);
+  Share(milliseconds(600), 10, /*remaining=*/0, /*demand_total=*/3'000);
+  EXPECT_EQ(table_.Counts().sharing, 0u);
+  // Leasing units again: a request the lots do not cover goes to the store and asks.
+  const LeasePlan p = Begin(milliseconds(700), 100);
+  EXPECT_FALSE(p.local);
+  EXPECT_EQ(p.asks.size(), 1u);
+}
+
+TEST_F(ShareModeTest, LeavesShareModeWhenAGrantFindsTheBucketHalfFull) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  Share(milliseconds(10), 10, /*remaining=*/1'499);
+  EXPECT_EQ(table_.Counts().sharing, 1u);
+  ASSERT_EQ(Begin(milliseconds(600)).renewals.size(), 1u);
+  Share(milliseconds(600), 10, /*remaining=*/1'500);
+  EXPECT_EQ(table_.Counts().sharing, 0u) << "half full";
+}
+
+TEST_F(ShareModeTest, WhileTheStoreDoesNotAnswerRequestsTheLotsDoNotCoverGoToIt) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  ASSERT_EQ(table_.GrantedShare("k", limit_, milliseconds(10), nullptr, nullptr), 0);
+  for (int i = 0; i < 46; ++i) ASSERT_TRUE(Begin(milliseconds(20)).local);
+  // Past the lease's dry mark (2 + 3 · 80 ms).
+  const LeasePlan p = Begin(milliseconds(245));
+  EXPECT_FALSE(p.local) << "decided by the store (or its failure mode), not refused here";
+  EXPECT_TRUE(p.asks.empty()) << "a sharing key leases no units";
+  EXPECT_TRUE(p.renewals.empty());
+  const LeasePlan later = Begin(milliseconds(260));
+  EXPECT_FALSE(later.local);
+  ASSERT_EQ(later.renewals.size(), 1u) << "a share renewal a quarter of a ttl after the last";
+  EXPECT_TRUE(later.renewals[0].share);
+}
+
+TEST_F(ShareModeTest, FixedWindowsNeverShare) {
+  limit_ = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 3'000, seconds(1)));
+  GoDry();
+  EXPECT_EQ(table_.Counts().sharing, 0u);
+}
+
+TEST_F(ShareModeTest, AStoreAnsweringAtOnceIsNeverShared) {
+  GoDry(/*round_trip=*/false);
+  EXPECT_EQ(table_.Counts().sharing, 0u);
 }
 
 }  // namespace

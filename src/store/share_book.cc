@@ -47,8 +47,12 @@ Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const Compact
     const ShareRecord& r = book.records[i];
     uint32_t g = static_cast<uint32_t>(kMaxShareConsumers + i);
     if (!r.group.empty()) g = groups.try_emplace(r.group, static_cast<uint32_t>(i)).first->second;
-    consumers.push_back({.group = g, .demand = r.demand, .weight = r.weight});
-    demand_total += r.demand;
+    // Another consumer silent for more than 3/4 of a ttl has stopped renewing: it wants nothing
+    // until it calls again.
+    const bool silent = &r != &*self && 4 * (now.count() - r.last_us) > 3 * e.ttl.count();
+    const int64_t demand = silent ? 0 : r.demand;
+    consumers.push_back({.group = g, .demand = demand, .weight = r.weight});
+    demand_total += demand;
   }
   const Fairness fairness =
       e.fairness == Fairness::kMaxMin ? Fairness::kMaxMin : Fairness::kProportional;

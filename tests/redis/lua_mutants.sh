@@ -145,7 +145,8 @@ reservation_mutants=(
 )
 # Shares: a share granted twice (its last call not moved), a grant beyond the accrual, allocations
 # adding up to more than the refill, a consumer live past its expiry, a key taking one consumer
-# past its most, an accrual not capped at the ttl, a group's weight not set for its members.
+# past its most, an accrual not capped at the ttl, a group's weight not set for its members, a
+# silent consumer still counted (or counted silent a microsecond early, or in the demand total).
 share_mutants=(
   "share.lua|    me.last = now|    local _ = now"
   "share.lua|leased = x.units < remaining and x.units or remaining|leased = remaining"
@@ -155,6 +156,9 @@ share_mutants=(
   "share.lua|if dt < 0 then dt = 0 elseif dt > ttl then dt = ttl end|if dt < 0 then dt = 0 end"
   "share.lua|r.weight, r.dirty = x.weight, true|r.dirty = true"
   "share.lua|if down[i] then|if down[#out + 1 - i] then"
+  "share.lua|if r ~= me and 4 * (now - r.last) > 3 * x.ttl then|if false then"
+  "share.lua|if r ~= me and 4 * (now - r.last) > 3 * x.ttl then|if r ~= me and 4 * (now - r.last) >= 3 * x.ttl then"
+  "share.lua|      total = total + demands[j]|      total = total + r.demand"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test

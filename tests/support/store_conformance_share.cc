@@ -133,17 +133,38 @@ TEST_P(StoreConformanceTest, AConsumerThatLowersItsDemandGetsLessAndTheOthersMor
   ShareSteps s(*store_, key, limit);
   s.Take("a", 500);
   s.Take("b", 500);
-  clock_.Advance(seconds(1));
-  EXPECT_EQ(s.Take("a", 500).decision.leased, 50);
-  EXPECT_EQ(s.Take("b", 500).decision.leased, 50);
-  clock_.Advance(seconds(1));
+  clock_.Advance(milliseconds(500));
+  EXPECT_EQ(s.Take("a", 500).decision.leased, 25);
+  EXPECT_EQ(s.Take("b", 500).decision.leased, 25);
+  clock_.Advance(milliseconds(500));
   const Taken a = s.Take("a", 10);
   EXPECT_EQ(a.share.allocation, 10);
-  EXPECT_EQ(a.decision.leased, 10);
+  EXPECT_EQ(a.decision.leased, 5);
   const Taken b = s.Take("b", 500);
   EXPECT_EQ(b.share.allocation, 90);
-  EXPECT_EQ(b.decision.leased, 90);
+  EXPECT_EQ(b.decision.leased, 45);
   EXPECT_EQ(b.share.demand_total, 510);
+}
+
+TEST_P(StoreConformanceTest, AConsumerSilentForThreeQuartersOfATtlWantsNothingUntilItCalls) {
+  const Limit limit = HundredPerSecond(Algorithm::kTokenBucket, 10'000);
+  const std::string key = Key("share:silent");
+  ShareSteps s(*store_, key, limit);
+  s.Take("a", 500);
+  s.Take("b", 500);
+  // b renews every half ttl; a stops.
+  clock_.Advance(milliseconds(500));
+  EXPECT_EQ(s.Take("b", 500).share.allocation, 50);
+  clock_.Advance(milliseconds(250));  // a silent for exactly 3/4 of a ttl: still counted
+  EXPECT_EQ(s.Take("b", 500).share.allocation, 50);
+  clock_.Advance(Micros(1));
+  const Taken b = s.Take("b", 500);
+  EXPECT_EQ(b.share, (ShareState{.allocation = 100, .consumers = 2, .demand_total = 500}));
+  // a calls again: counted at once, and the refill is halved again.
+  clock_.Advance(milliseconds(100));
+  const Taken a = s.Take("a", 500);
+  EXPECT_EQ(a.share, (ShareState{.allocation = 50, .consumers = 2, .demand_total = 1000}));
+  EXPECT_EQ(a.decision.leased, 42) << "50 a second over its silence (at most a ttl): 850 ms";
 }
 
 TEST_P(StoreConformanceTest, ShareWeightsAndProportionalFairness) {

@@ -264,7 +264,8 @@ struct SettleResponse {
 //     members), expiring at now + 2·ttl; a new one starts as if it last took at now − ttl/2;
 //  2. the limit's refill, rate count n per rate period p as written (Limit::rate), is divided
 //     among the live consumers, in the order they first called, by `fairness` (AllocateShares,
-//     src/algorithms/share.h: the allocations add up to n exactly);
+//     src/algorithms/share.h: the allocations add up to n exactly); another consumer whose last
+//     call is more than 3/4 of this call's ttl ago counts with demand 0 (it stopped renewing);
 //  3. this consumer accrues its allocation over min(now − its last call, ttl) (AccrueShare, its
 //     fraction of a unit carried), and is granted as many of those units as fit in the key's
 //     state now, taken as a lease renewal's are (a ConsumeEntry of cost 0 and that lease), so

@@ -208,8 +208,9 @@ local function shares_take(req, p, n, K, kb, k, now, slack, out, o)
         r.weight, r.dirty = x.weight, true
       end
       demands[j], weights[j] = r.demand, r.weight
+      if r ~= me and 4 * (now - r.last) > 3 * x.ttl then demands[j] = 0 end
       groups[j] = r.group ~= '' and r.group or j
-      total = total + r.demand
+      total = total + demands[j]
       if r.expiry > last then last = r.expiry end
       if r == me then x.at = j end
     end
