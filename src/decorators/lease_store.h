@@ -61,8 +61,10 @@ struct LeaseStoreOptions {
   // owner calls ReturnEnded()).
   Nanos return_interval = Nanos(0);
   Metrics* metrics = nullptr;  // the caudal_lease_* rows; null: counted apart (counts())
-  // Whether dry bucket keys take shares (above); off, they keep leasing units.
-  bool shares = true;
+  // Whether dry bucket keys take shares (above); off, they keep leasing units. Off by default:
+  // an instance still leasing units can take what a sharing one has accrued, which starves the
+  // sharing one while its peers change modes (docs/algorithms.md, Leases).
+  bool shares = false;
   // This instance's name as a consumer of shares, unique among the instances on one store;
   // empty: a random one.
   std::string consumer = {};

@@ -39,7 +39,7 @@ struct KeyLeases {
   int64_t requests_now = 0, requests_before = 0;
   Nanos last_seen{0};
   // Share mode (lease_table.h): in it; whether the store answered its last share renewal; when
-  // that renewal was sent (none yet: Nanos::min()).
+  // the last renewal was sent (none yet: Nanos::min()).
   bool sharing = false;
   bool share_answered = false;
   Nanos share_sent{Nanos::min()};
@@ -133,7 +133,7 @@ void SetSharing(Shard& shard, KeyLeases& k, bool sharing) {
   k.sharing = sharing;
   if (sharing) {
     ++shard.sharing;
-    k.share_answered = true;
+    k.share_answered = false;
     k.share_sent = Nanos::min();
   } else {
     --shard.sharing;
@@ -261,13 +261,22 @@ bool Hot(const KeyLeases& k) { return k.requests_now + k.requests_before >= 2; }
 // lots, is refused here: the store just said it has less than this instance asked for, and the
 // renewal sent now (or in flight) takes what it gets back. Nothing is spent; a refusal admits
 // nothing, so the leases' bound stands. Returns whether it refused.
+// A sharing key refuses here while the store answers its renewals: its last one was answered,
+// and the one in flight, if any, was sent less than three round trips ago. Past that its requests
+// go to the store, and so to the failure mode while it is down. (A refusal sends the next renewal
+// once due, a quarter of a ttl after the last: so refusals end at most ttl/4 and three round
+// trips after the last renewal the store answered was sent.)
+bool ShareRefuses(const KeyLeases& k, Nanos now, Nanos rtt) {
+  return k.sharing && k.share_answered && (k.asked == 0 || now - k.share_sent < 3 * rtt);
+}
+
 bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
                std::span<const Found> found, Nanos now, Nanos rtt, LeasePlan& plan) {
   size_t dry = entries.size();
   for (size_t i = 0; i < entries.size(); ++i) {
     const KeyLeases* k = found[i].k;
     if (k == nullptr || entries[i].op != EntryOp::kConsume) return false;
-    const bool refuses = k->dry_until > now || (k->sharing && k->share_answered);
+    const bool refuses = k->dry_until > now || ShareRefuses(*k, now, rtt);
     if (refuses && k->Left() < entries[i].cost) dry = i;
   }
   if (dry == entries.size()) return false;
@@ -431,7 +440,14 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     d.reset_after = std::max(
         Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
     if (k.sharing) {
-      if (ShareDue(k, now, k.ttl / 2)) AskShare(shard, *found[i].key, k, now, i, plan);
+      // Every half ttl; from a quarter on once what is left covers less than two round trips
+      // of the key's demand (its units per ttl), so that the renewal is back before it runs out.
+      const int64_t demand = std::max(k.units_now, k.units_before);
+      const bool low =
+          exact::Int128{d.remaining} * k.ttl.count() < exact::Int128{demand} * 2 * rtt.count();
+      if (ShareDue(k, now, k.ttl / 2) || (low && ShareDue(k, now, k.ttl / 4))) {
+        AskShare(shard, *found[i].key, k, now, i, plan);
+      }
       continue;
     }
     const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm), now, rtt);
@@ -481,11 +497,9 @@ int64_t LeaseTable::GrantedShare(std::string_view key, const Limit& limit, Nanos
     shard.asked -= k.asked;
     k.asked = 0;
     k.share_answered = decision != nullptr && share != nullptr;
-    // Back to leasing units once the consumers' demand fits the refill, or the bucket is half
-    // full: shares would leave it unspent.
-    if (k.share_answered && k.limit == limit &&
-        (share->demand_total <= limit.rate().count ||
-         2 * decision->remaining >= limit.capacity())) {
+    // Back to leasing units once a grant finds the bucket half full: the demand no longer
+    // drains it, and shares, which grant a rate, would leave its burst unspent.
+    if (k.share_answered && k.limit == limit && 2 * decision->remaining >= limit.capacity()) {
       SetSharing(shard, k, false);
     }
   }

@@ -211,13 +211,15 @@ TEST_F(ShareModeTest, RenewsEveryHalfTtlWhileCoveredAndEveryQuarterWhileRefusing
   GoDry();
   ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
   ASSERT_EQ(Share(milliseconds(10), 1'000), 1'000);
+  // 1,046 left: plenty, whatever the demand (4 units in this period of a ttl).
+  EXPECT_TRUE(Begin(milliseconds(300)).renewals.empty());
   EXPECT_TRUE(Begin(milliseconds(509)).renewals.empty());
   const LeasePlan half = Begin(milliseconds(510));
   ASSERT_EQ(half.renewals.size(), 1u);
   EXPECT_TRUE(half.renewals[0].share);
   ASSERT_EQ(Share(milliseconds(510), 0), 0);
-  // Nothing left by 600 ms (46 + 1,000 − 2): refused here, renewed again only from 760 ms.
-  const LeasePlan last = Begin(milliseconds(600), 1'044);
+  // Nothing left by 600 ms (46 + 1,000 − 3): refused here, renewed again only from 760 ms.
+  const LeasePlan last = Begin(milliseconds(600), 1'043);
   ASSERT_TRUE(last.local && last.allowed);
   EXPECT_EQ(last.decisions[0].remaining, 0);
   const LeasePlan early = Begin(milliseconds(759), 10'000);
@@ -227,6 +229,22 @@ TEST_F(ShareModeTest, RenewsEveryHalfTtlWhileCoveredAndEveryQuarterWhileRefusing
   EXPECT_FALSE(quarter.allowed);
   ASSERT_EQ(quarter.renewals.size(), 1u);
   EXPECT_TRUE(quarter.renewals[0].share);
+}
+
+TEST_F(ShareModeTest, ACoveredKeyRenewsFromAQuarterTtlOnceWhatIsLeftCoversLessThanTwoRoundTrips) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  ASSERT_EQ(Share(milliseconds(10), 200), 200);
+  // Demand: 3 + 97 units in this period of a ttl of 1 s: 16 units for two round trips.
+  ASSERT_TRUE(Begin(milliseconds(100), 97).allowed);
+  // 148 left at 200 ms, 15 at 259 ms: the renewal waits for a quarter of a ttl since the last.
+  EXPECT_TRUE(Begin(milliseconds(200)).renewals.empty());
+  ASSERT_TRUE(Begin(milliseconds(259), 133).allowed);
+  const LeasePlan low = Begin(milliseconds(260));
+  ASSERT_TRUE(low.local && low.allowed);
+  EXPECT_EQ(low.decisions[0].remaining, 14);
+  ASSERT_EQ(low.renewals.size(), 1u);
+  EXPECT_TRUE(low.renewals[0].share);
 }
 
 TEST_F(ShareModeTest, DemandIsCountedPerRatePeriod) {
@@ -239,28 +257,37 @@ TEST_F(ShareModeTest, DemandIsCountedPerRatePeriod) {
   EXPECT_EQ(p.renewals[0].units, 50) << "the refill over a ttl: 3,000 a minute for 1 s";
 }
 
-TEST_F(ShareModeTest, LeavesShareModeWhenTheDemandFitsTheRefill) {
+TEST_F(ShareModeTest, StaysInShareModeUntilAGrantFindsTheBucketHalfFull) {
   GoDry();
   ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
-  Share(milliseconds(10), 10, /*remaining=*/0, /*demand_total=*/3'001);
+  // The consumers' demand fits the refill: the shares, the spare spread among them, grant it.
+  Share(milliseconds(10), 10, /*remaining=*/1'499, /*demand_total=*/1'000);
   EXPECT_EQ(table_.Counts().sharing, 1u);
   ASSERT_EQ(Begin(milliseconds(600)).renewals.size(), 1u);
-  Share(milliseconds(600), 10, /*remaining=*/0, /*demand_total=*/3'000);
-  EXPECT_EQ(table_.Counts().sharing, 0u);
+  Share(milliseconds(600), 10, /*remaining=*/1'500, /*demand_total=*/1'000);
+  EXPECT_EQ(table_.Counts().sharing, 0u) << "half full";
   // Leasing units again: a request the lots do not cover goes to the store and asks.
   const LeasePlan p = Begin(milliseconds(700), 100);
   EXPECT_FALSE(p.local);
   EXPECT_EQ(p.asks.size(), 1u);
 }
 
-TEST_F(ShareModeTest, LeavesShareModeWhenAGrantFindsTheBucketHalfFull) {
+TEST_F(ShareModeTest, ARenewalUnansweredForThreeRoundTripsEndsTheLocalRefusals) {
   GoDry();
   ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
-  Share(milliseconds(10), 10, /*remaining=*/1'499);
-  EXPECT_EQ(table_.Counts().sharing, 1u);
-  ASSERT_EQ(Begin(milliseconds(600)).renewals.size(), 1u);
-  Share(milliseconds(600), 10, /*remaining=*/1'500);
-  EXPECT_EQ(table_.Counts().sharing, 0u) << "half full";
+  ASSERT_EQ(Share(milliseconds(10), 5), 5);
+  ASSERT_TRUE(Begin(milliseconds(20), 51).allowed);
+  const LeasePlan refused = Begin(milliseconds(250));
+  EXPECT_TRUE(refused.local && !refused.allowed);
+  EXPECT_TRUE(refused.renewals.empty());
+  const LeasePlan renewing = Begin(milliseconds(260));
+  EXPECT_TRUE(renewing.local && !renewing.allowed);
+  ASSERT_EQ(renewing.renewals.size(), 1u);
+  // The renewal is never answered: refused here until it is three round trips late.
+  EXPECT_FALSE(Begin(milliseconds(499)).allowed);
+  const LeasePlan forwarded = Begin(milliseconds(500));
+  EXPECT_FALSE(forwarded.local) << "to the store, and so to its failure mode";
+  EXPECT_TRUE(forwarded.asks.empty());
 }
 
 TEST_F(ShareModeTest, WhileTheStoreDoesNotAnswerRequestsTheLotsDoNotCoverGoToIt) {
@@ -268,7 +295,7 @@ TEST_F(ShareModeTest, WhileTheStoreDoesNotAnswerRequestsTheLotsDoNotCoverGoToIt)
   ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
   ASSERT_EQ(table_.GrantedShare("k", limit_, milliseconds(10), nullptr, nullptr), 0);
   for (int i = 0; i < 46; ++i) ASSERT_TRUE(Begin(milliseconds(20)).local);
-  // Past the lease's dry mark (2 + 3 · 80 ms).
+  // Past the lease's dry mark (2 + 3 · 80 ms), with no renewal ever answered.
   const LeasePlan p = Begin(milliseconds(245));
   EXPECT_FALSE(p.local) << "decided by the store (or its failure mode), not refused here";
   EXPECT_TRUE(p.asks.empty()) << "a sharing key leases no units";

@@ -58,16 +58,16 @@ using lease_processes::ScriptCalls;
 using lease_processes::WallMicros;
 using lease_processes::WorstExcess;
 
-LeaseStoreOptions Leases() {
-  return {.ttl = kTtl, .instances = kProcesses, .return_interval = kTtl / 4};
+LeaseStoreOptions Leases(bool shares = false) {
+  return {.ttl = kTtl, .instances = kProcesses, .return_interval = kTtl / 4, .shares = shares};
 }
 
 // One process: its own store and leases, `rate` requests a second of `cost` for `run_for`.
 void Drive(const std::string& url, const Limit& limit, int64_t rate, SteadyClock::duration run_for,
-           Reporter& report, std::string_view key = "hot") {
+           Reporter& report, std::string_view key = "hot", bool shares = false) {
   auto store = RedisStore::Open(SystemClock::Instance(), {.url = url, .deadline = seconds(2)});
   if (!store.ok()) return;
-  LeaseStore leases(**store, SystemClock::Instance(), Leases());
+  LeaseStore leases(**store, SystemClock::Instance(), Leases(shares));
   const auto start = SteadyClock::now();
   const auto step = std::chrono::duration_cast<SteadyClock::duration>(seconds(1)) / rate;
   for (int64_t i = 0; SteadyClock::now() - start < run_for; ++i) {
@@ -122,6 +122,31 @@ TEST(Leases, ThreeProcessesAboveTheLimitStayWithinBPlusRTimesTPlusTtl) {
             << " units past B + r·t (bound: r·ttl = "
             << static_cast<double>(allowed) / static_cast<double>(limit.refill_period_us()) << "); "
             << calls << " script calls for " << run.decisions << " decisions\n";
+}
+
+// The same load, once leasing units and once taking shares (LeaseStoreOptions::shares): both
+// within B + r·(t + ttl) and at 95% of the ideal; shares at half the script calls or fewer.
+TEST(Leases, ThreeProcessesAboveTheLimitTakingSharesStayWithinTheBoundAtFewerCalls) {
+  auto server = StartServer();
+  const Limit limit = Bucket(Algorithm::kGcra, 500, {2'000, seconds(1)});
+  int64_t calls[2] = {0, 0};
+  for (bool shares : {false, true}) {
+    const std::string key = shares ? "hot-shares" : "hot-leases";
+    const int64_t before = ScriptCalls(*server);
+    const std::vector<Child> children = ForkAll(kProcesses, [&](int, Reporter& r) {
+      Drive(server->url(), limit, 1'200, seconds(2), r, key, shares);
+    });
+    const Reported run = Collect(children);
+    calls[shares] = ScriptCalls(*server) - before;
+    const Int128 excess = WorstExcess(run.admitted, limit);
+    EXPECT_LE(excess, Int128{limit.refill_count()} * (kTtl.count() / 1000)) << shares;
+    const int64_t ideal = Ideal(run.offers, limit);
+    EXPECT_GE(run.admitted_units * 100, ideal * 95) << shares << ": " << run.admitted_units;
+    std::cout << (shares ? "shares" : "leases") << ": " << run.admitted_units << " admitted of "
+              << run.offered << " offered (" << ideal << " ideal), " << calls[shares]
+              << " script calls for " << run.decisions << " decisions\n";
+  }
+  EXPECT_LE(calls[1] * 2, calls[0]) << calls[1] << " with shares, " << calls[0] << " without";
 }
 
 TEST(Leases, AKilledProcessLosesAtMostItsLeasesAndNothingIsAdmittedTwice) {
