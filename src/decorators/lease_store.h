@@ -13,7 +13,7 @@
 // thread when return_interval is set. A refund of a key with live leases goes back into them
 // (never beyond what they were granted).
 //
-// Above the limit, a bucket key the store found dry takes shares instead (LeaseTable's share
+// Above the limit, a bucket key the store found dry or low takes shares instead (LeaseTable's share
 // mode, docs/algorithms.md, Leases): about every ttl/2 this instance asks the store for its part
 // of the refill by its demand (Store::Share, as consumer `consumer`), spends the units granted
 // here and refuses here what they do not cover.
@@ -61,10 +61,9 @@ struct LeaseStoreOptions {
   // owner calls ReturnEnded()).
   Nanos return_interval = Nanos(0);
   Metrics* metrics = nullptr;  // the caudal_lease_* rows; null: counted apart (counts())
-  // Whether dry bucket keys take shares (above); off, they keep leasing units. Off by default:
-  // an instance still leasing units can take what a sharing one has accrued, which starves the
-  // sharing one while its peers change modes (docs/algorithms.md, Leases).
-  bool shares = false;
+  // Whether bucket keys found dry or under a quarter full take shares (above); off, they keep
+  // leasing units.
+  bool shares = true;
   // This instance's name as a consumer of shares, unique among the instances on one store;
   // empty: a random one.
   std::string consumer = {};

@@ -472,13 +472,16 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
     // Less than asked (nothing, if the request was refused): the store is dry for now. The
     // mark lasts about until a renewal sent on its answer could be back; an ask filled since
     // does not lift it, as a key at its limit is filled now and then by what came back.
-    if (decision != nullptr && k.asked > 0 && units < k.asked) {
-      k.dry_until = std::max(k.dry_until, sent + 3 * RoundTrip());
-      // A bucket found dry with the store a round trip away: shares from now on.
-      if (options_.shares && RoundTrip() > Nanos(0) && k.limit == limit &&
-          !IsWindowAlgorithm(limit.algorithm()) && MostShared(limit, k.ttl) > 0) {
-        SetSharing(shard, k, true);
-      }
+    const bool dry = decision != nullptr && k.asked > 0 && units < k.asked;
+    if (dry) k.dry_until = std::max(k.dry_until, sent + 3 * RoundTrip());
+    // A bucket found dry, or under a quarter full, with the store a round trip away: shares from
+    // now on. Every instance asking sees the bucket run low within a renewal or so, so they turn
+    // to shares together, while it still holds what the first shares accrue.
+    const bool low =
+        decision != nullptr && k.asked > 0 && 4 * decision->remaining < limit.capacity();
+    if ((dry || low) && options_.shares && RoundTrip() > Nanos(0) && k.limit == limit &&
+        !IsWindowAlgorithm(limit.algorithm()) && MostShared(limit, k.ttl) > 0) {
+      SetSharing(shard, k, true);
     }
     shard.asked -= k.asked;
     k.asked = 0;

@@ -306,6 +306,23 @@ TEST_F(ShareModeTest, WhileTheStoreDoesNotAnswerRequestsTheLotsDoNotCoverGoToIt)
   EXPECT_TRUE(later.renewals[0].share);
 }
 
+TEST_F(ShareModeTest, AnAskFilledFromABucketUnderAQuarterFullTurnsToShares) {
+  table_.ObserveRoundTrip(milliseconds(80));
+  Begin(Nanos(0));
+  const LeasePlan ask = Begin(milliseconds(2));
+  ASSERT_EQ(ask.asks.size(), 1u);
+  const int64_t units = ask.asks[0].units;
+  Decision d{.limit = 3'000, .remaining = 750, .reset_after = milliseconds(900), .leased = units};
+  ASSERT_EQ(table_.Granted("k", limit_, milliseconds(2), true, &d), units);
+  EXPECT_EQ(table_.Counts().sharing, 0u) << "a quarter full: still leasing units";
+  const LeasePlan more = Begin(milliseconds(3), units + 1);
+  ASSERT_EQ(more.asks.size(), 1u);
+  d.remaining = 749;
+  d.leased = more.asks[0].units;
+  ASSERT_EQ(table_.Granted("k", limit_, milliseconds(3), true, &d), d.leased);
+  EXPECT_EQ(table_.Counts().sharing, 1u);
+}
+
 TEST_F(ShareModeTest, FixedWindowsNeverShare) {
   limit_ = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 3'000, seconds(1)));
   GoDry();

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "algorithms/algorithm.h"
 #include "caudal/engine/engine.h"
 #include "caudal/redis/redis_store.h"
 #include "decorators/breaker_store.h"
@@ -526,8 +527,12 @@ void ExpectAPartitionKeepsEveryPromise(const RegionRun& run, const Outcome& out)
       << "cut off, a region spends what its leases hold and no more";
   EXPECT_GT(Note(r, 0, "cut_degraded"), 0) << "then the failure mode decides";
   // Refused over the limit while cut off: only a key dry as the link went, refused here for at
-  // most three round trips (240 ms) from its last answer.
-  EXPECT_LE(Note(r, 0, "cut_refused"), run.rate * 240 / 1000 + 1);
+  // most three round trips (240 ms) from its last answer; a key taking shares, until its renewal
+  // is three round trips late, at most a quarter of a ttl and three round trips after the last
+  // renewal the store answered was sent (490 ms).
+  const bool shares = !IsWindowAlgorithm(run.limit.algorithm());
+  const int64_t refusing_ms = shares ? 250 + 240 : 240;
+  EXPECT_LE(Note(r, 0, "cut_refused"), run.rate * refusing_ms / 1000 + 1);
   EXPECT_EQ(Note(r, 0, "cut_degraded") + Note(r, 0, "cut_admitted") + Note(r, 0, "cut_refused"),
             Note(r, 0, "cut_decisions"));
   EXPECT_GT(Note(r, 0, "healed_admitted"), 0) << "after the heal the region admits again";
@@ -542,8 +547,17 @@ void ExpectAPartitionKeepsEveryPromise(const RegionRun& run, const Outcome& out)
     // before, during and after region 0's cut alike.
     EXPECT_LT(Note(r, i, "warm_p99_us"), std::chrono::duration_cast<Micros>(kSlow).count()) << i;
     // While region 0 is cut off the others' demand (1,000 a second) is below the refill: they
-    // admit what they are offered, as they would with region 0 gone.
-    EXPECT_GE(Note(r, i, "cut_admitted") * 100, Note(r, i, "cut_decisions") * 99) << i;
+    // admit what they are offered, as they would with region 0 gone (99%), except while they
+    // take shares of a bucket (docs/algorithms.md, Leases): region 0 keeps its part until a
+    // renewal finds it silent for 3/4 of a ttl, the next renewal (ttl/2) and its answer (80 ms)
+    // later, so each of them may be refused its demand beyond its part (500 − 400 a second) for
+    // 1.25 ttl and three round trips.
+    const int64_t part =
+        run.limit.refill_count() * 1'000'000 / run.limit.refill_period_us() / kRegions;
+    const int64_t short_by = shares ? std::max<int64_t>(0, run.rate - part) * 1'490 / 1'000 : 0;
+    EXPECT_LE((Note(r, i, "cut_decisions") - Note(r, i, "cut_admitted")) * 100,
+              Note(r, i, "cut_decisions") + short_by * 100)
+        << i << ": " << Note(r, i, "cut_admitted") << " of " << Note(r, i, "cut_decisions");
   }
 }
 

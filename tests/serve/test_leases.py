@@ -136,6 +136,8 @@ class Leases(unittest.TestCase):
         self.assertGreaterEqual(admitted, 0.95 * ideal)
         self.assertGreater(sum(s.metric("caudal_lease_grants_total") +
                                s.metric("caudal_lease_renewals_total") for s in servers), 0)
+        # Far above its limit the hot key is decided from shares of its refill.
+        self.assertGreater(sum(s.metric("caudal_lease_shares_total") for s in servers), 0)
 
     def test_stop_gives_the_leases_back(self):
         # A bucket that does not refill during the test, and that a second of load cannot empty
