@@ -257,19 +257,21 @@ bool Renews(int64_t left, int64_t target, Nanos ttl, Nanos rtt) {
 
 bool Hot(const KeyLeases& k) { return k.requests_now + k.requests_before >= 2; }
 
+// A sharing key refuses here while the store answers its renewals: its last one was answered,
+// and the one in flight, if any, was sent less than three round trips (and at least an eighth of
+// a ttl: a store answering at once is not late for a moment's queueing) ago. Past that its requests
+// go to the store, and so to the failure mode while it is down. (A refusal sends the next renewal
+// once due, half a ttl after the last: so refusals end at most ttl/2 and three round trips, or
+// ttl/8, after the last renewal the store answered was sent.)
+bool ShareRefuses(const KeyLeases& k, Nanos now, Nanos rtt) {
+  return k.sharing && k.share_answered &&
+         (k.asked == 0 || now - k.share_sent < std::max(3 * rtt, k.ttl / 8));
+}
+
 // A request of keys that are all tracked, all consumed, one of them dry and not covered by its
 // lots, is refused here: the store just said it has less than this instance asked for, and the
 // renewal sent now (or in flight) takes what it gets back. Nothing is spent; a refusal admits
 // nothing, so the leases' bound stands. Returns whether it refused.
-// A sharing key refuses here while the store answers its renewals: its last one was answered,
-// and the one in flight, if any, was sent less than three round trips ago. Past that its requests
-// go to the store, and so to the failure mode while it is down. (A refusal sends the next renewal
-// once due, a quarter of a ttl after the last: so refusals end at most ttl/4 and three round
-// trips after the last renewal the store answered was sent.)
-bool ShareRefuses(const KeyLeases& k, Nanos now, Nanos rtt) {
-  return k.sharing && k.share_answered && (k.asked == 0 || now - k.share_sent < 3 * rtt);
-}
-
 bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
                std::span<const Found> found, Nanos now, Nanos rtt, LeasePlan& plan) {
   size_t dry = entries.size();
@@ -291,16 +293,16 @@ bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
     if (i == dry) {
       d.verdict = Verdict::kDenied;
       // Worth asking again once the renewal has had the time to come back (a share's: the next
-      // one, a quarter of a ttl after the last).
+      // one, half a ttl after the last).
       Nanos wait = rtt;
       if (k.sharing && k.share_sent != Nanos::min()) {
-        wait = std::max(wait, k.share_sent + k.ttl / 4 + rtt - now);
+        wait = std::max(wait, k.share_sent + k.ttl / 2 + rtt - now);
       }
       d.retry_after = std::max(Micros(1), std::chrono::ceil<Micros>(wait));
       d.reset_after = d.retry_after;
     }
     if (k.sharing) {
-      if (ShareDue(k, now, k.ttl / 4)) {
+      if (ShareDue(k, now, k.ttl / 2)) {
         AskShare(*found[i].shard, *found[i].key, k, now, i, plan);
       }
       continue;
@@ -391,7 +393,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       if (k == nullptr || k->asked > 0 || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
       if (k->sharing) {  // its grants come from share renewals only
-        if (ShareDue(*k, now, k->ttl / 4))
+        if (ShareDue(*k, now, k->ttl / 2))
           AskShare(*found[i].shard, *found[i].key, *k, now, i, plan);
         continue;
       }

@@ -15,8 +15,8 @@
 // found dry or under a quarter full, with a store a measured round trip away, renews by taking this
 // instance's share of the refill (Store::Share) about every ttl/2 instead of leasing units;
 // requests its lots cannot cover are refused here while those renewals are answered (the last one
-// answered, the one in flight sent less than three round trips ago). It leaves share mode when a
-// grant finds the bucket half full.
+// answered, the one in flight sent less than three round trips or ttl/8 ago). It leaves share mode
+// when a grant finds the bucket half full.
 //
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once

@@ -196,8 +196,8 @@ TEST_F(ShareModeTest, ADryBucketKeyTakesItsShareAndRefusesHereWhatTheShareDoesNo
   ASSERT_TRUE(refused.local);
   EXPECT_FALSE(refused.allowed);
   EXPECT_TRUE(refused.renewals.empty()) << "one renewal in flight at a time";
-  // Worth asking again once the next renewal (a quarter of a ttl after the last) can be back.
-  EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(90 + 250 + 80 - 92));
+  // Worth asking again once the next renewal (half a ttl after the last) can be back.
+  EXPECT_EQ(refused.decisions[0].retry_after, milliseconds(90 + 500 + 80 - 92));
   // The grant is a lot spent here.
   ASSERT_EQ(Share(milliseconds(90), 200), 200);
   const LeasePlan spent = Begin(milliseconds(170), 150);
@@ -207,7 +207,7 @@ TEST_F(ShareModeTest, ADryBucketKeyTakesItsShareAndRefusesHereWhatTheShareDoesNo
   EXPECT_EQ(table_.Counts().held, 50);
 }
 
-TEST_F(ShareModeTest, RenewsEveryHalfTtlWhileCoveredAndEveryQuarterWhileRefusing) {
+TEST_F(ShareModeTest, RenewsEveryHalfTtlWhetherCoveredOrRefusing) {
   GoDry();
   ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
   ASSERT_EQ(Share(milliseconds(10), 1'000), 1'000);
@@ -218,17 +218,17 @@ TEST_F(ShareModeTest, RenewsEveryHalfTtlWhileCoveredAndEveryQuarterWhileRefusing
   ASSERT_EQ(half.renewals.size(), 1u);
   EXPECT_TRUE(half.renewals[0].share);
   ASSERT_EQ(Share(milliseconds(510), 0), 0);
-  // Nothing left by 600 ms (46 + 1,000 − 3): refused here, renewed again only from 760 ms.
+  // Nothing left by 600 ms (46 + 1,000 − 3): refused here, renewed again only from 1,010 ms.
   const LeasePlan last = Begin(milliseconds(600), 1'043);
   ASSERT_TRUE(last.local && last.allowed);
   EXPECT_EQ(last.decisions[0].remaining, 0);
-  const LeasePlan early = Begin(milliseconds(759), 10'000);
+  const LeasePlan early = Begin(milliseconds(1'009), 10'000);
   EXPECT_FALSE(early.allowed);
   EXPECT_TRUE(early.renewals.empty());
-  const LeasePlan quarter = Begin(milliseconds(760), 10'000);
-  EXPECT_FALSE(quarter.allowed);
-  ASSERT_EQ(quarter.renewals.size(), 1u);
-  EXPECT_TRUE(quarter.renewals[0].share);
+  const LeasePlan again = Begin(milliseconds(1'010), 10'000);
+  EXPECT_FALSE(again.allowed);
+  ASSERT_EQ(again.renewals.size(), 1u);
+  EXPECT_TRUE(again.renewals[0].share);
 }
 
 TEST_F(ShareModeTest, ACoveredKeyRenewsFromAQuarterTtlOnceWhatIsLeftCoversLessThanTwoRoundTrips) {
@@ -280,12 +280,12 @@ TEST_F(ShareModeTest, ARenewalUnansweredForThreeRoundTripsEndsTheLocalRefusals) 
   const LeasePlan refused = Begin(milliseconds(250));
   EXPECT_TRUE(refused.local && !refused.allowed);
   EXPECT_TRUE(refused.renewals.empty());
-  const LeasePlan renewing = Begin(milliseconds(260));
+  const LeasePlan renewing = Begin(milliseconds(510));
   EXPECT_TRUE(renewing.local && !renewing.allowed);
   ASSERT_EQ(renewing.renewals.size(), 1u);
   // The renewal is never answered: refused here until it is three round trips late.
-  EXPECT_FALSE(Begin(milliseconds(499)).allowed);
-  const LeasePlan forwarded = Begin(milliseconds(500));
+  EXPECT_FALSE(Begin(milliseconds(749)).allowed);
+  const LeasePlan forwarded = Begin(milliseconds(750));
   EXPECT_FALSE(forwarded.local) << "to the store, and so to its failure mode";
   EXPECT_TRUE(forwarded.asks.empty());
 }
@@ -300,9 +300,10 @@ TEST_F(ShareModeTest, WhileTheStoreDoesNotAnswerRequestsTheLotsDoNotCoverGoToIt)
   EXPECT_FALSE(p.local) << "decided by the store (or its failure mode), not refused here";
   EXPECT_TRUE(p.asks.empty()) << "a sharing key leases no units";
   EXPECT_TRUE(p.renewals.empty());
-  const LeasePlan later = Begin(milliseconds(260));
+  EXPECT_TRUE(Begin(milliseconds(509)).renewals.empty());
+  const LeasePlan later = Begin(milliseconds(510));
   EXPECT_FALSE(later.local);
-  ASSERT_EQ(later.renewals.size(), 1u) << "a share renewal a quarter of a ttl after the last";
+  ASSERT_EQ(later.renewals.size(), 1u) << "a share renewal half a ttl after the last";
   EXPECT_TRUE(later.renewals[0].share);
 }
 
