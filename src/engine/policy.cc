@@ -143,7 +143,9 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   if (instances == 1) return global;
   const int64_t capacity = std::max<int64_t>(1, global.capacity() / instances);
   if (!FieldsOf(global.algorithm()).period_is_rate) {  // a window's limit or a hold's slots
-    return Limit::Create(LimitSpec::Window(global.algorithm(), capacity, global.window()));
+    LimitSpec spec = LimitSpec::Window(global.algorithm(), capacity, global.window());
+    spec.calendar = global.calendar();  // the same calendar windows
+    return Limit::Create(spec);
   }
   Rate r = global.rate();
   if (r.count % instances == 0) {
