@@ -41,6 +41,12 @@ std::optional<std::string> ShareProblem(const PolicySpec& policy, const Limit& l
     return Cat("share divides a rate among identities and cannot divide a ", AlgorithmName(a),
                " limit (token_bucket, gcra or fixed_window can be shared)");
   }
+  if (l.calendar()) {
+    return Cat(
+        "share divides a steady rate among identities and cannot divide a calendar window "
+        "(1 ",
+        CalendarUnitName(l.calendar()->unit()), ")");
+  }
   return std::nullopt;
 }
 
