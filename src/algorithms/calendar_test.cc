@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 
 #include "algorithms/fixed_window.h"
@@ -168,6 +169,21 @@ TEST(CalendarLimit, OnlyAFixedWindowCountsCalendarWindows) {
   EXPECT_NE(refused.status().message().find("sliding_window_counter"), std::string::npos);
 }
 
+// Time going back into an earlier window: judged in the stored (later) window until its own
+// end, which the state holds (the Redis scripts know no time zone).
+TEST(CalendarLimit, TimeGoingBackIsJudgedInTheStoredWindowToItsEnd) {
+  const Limit l =
+      *Limit::Create(LimitSpec::CalendarWindow(5, Zone(CalendarUnit::kMonth, "America/New_York")));
+  // March 2026 in New York: from 05:00 UTC on the 1st (EST) to 04:00 UTC on April 1 (EDT).
+  const Step march = fixed_window::Decide(l, nullptr, Utc(2026, 3, 20), 3);
+  EXPECT_EQ(march.next.w[2], Utc(2026, 4, 1, 4).count());
+  const Step back = fixed_window::Decide(l, &march.next, Utc(2026, 2, 10), 2);
+  EXPECT_TRUE(back.decision.allowed());
+  EXPECT_EQ(back.decision.remaining, 0);
+  EXPECT_EQ(back.decision.reset_after, Utc(2026, 4, 1, 4) - Utc(2026, 2, 10));
+  EXPECT_EQ(back.next.w, (std::array<int64_t, 3>{march.next.w[0], 5, march.next.w[2]}));
+}
+
 // The fixed window on a calendar: the count lasts until the real next boundary, which
 // retry_after and reset_after count to, exactly.
 TEST(CalendarLimit, AFixedWindowResetsAtTheCalendarBoundary) {
@@ -178,6 +194,7 @@ TEST(CalendarLimit, AFixedWindowResetsAtTheCalendarBoundary) {
   Step s = fixed_window::Decide(l, nullptr, t, 2);
   ASSERT_TRUE(s.decision.allowed());
   EXPECT_EQ(s.next.w[0], Utc(2026, 3, 28, 23).count());
+  EXPECT_EQ(s.next.w[2], Utc(2026, 3, 29, 22).count()) << "a calendar's state holds its end";
   EXPECT_EQ(s.decision.reset_after, hours(21));
   const Step denied = fixed_window::Decide(l, &s.next, t, 1);
   EXPECT_EQ(denied.decision.verdict, Verdict::kDenied);

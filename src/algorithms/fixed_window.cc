@@ -28,19 +28,23 @@ Window Load(const Limit& limit, const CompactState* state, int64_t now) {
   Window win = WindowAt(limit, now);
   // The same window, or time went backwards. An empty window (all refunded) is fresh.
   if (state != nullptr && state->w[0] >= win.start && state->w[1] > 0) {
-    if (state->w[0] != win.start) win = WindowAt(limit, state->w[0]);
+    if (state->w[0] != win.start) {  // the stored window, which a calendar's state says the end of
+      win.end = limit.calendar() ? state->w[2] : state->w[0] + limit.window().count();
+      win.start = state->w[0];
+    }
     win.count = state->w[1];
   }
   return win;
 }
 
-void Report(Step& step, int64_t max, Window win, int64_t now) {
+void Report(Step& step, const Limit& limit, Window win, int64_t now) {
+  const int64_t max = limit.capacity();
   step.decision.limit = max;
   // A charge may overdraw the window (count > max); nothing is left then.
   step.decision.remaining = std::max<int64_t>(0, max - win.count);
   step.decision.overdrawn = std::max<int64_t>(0, win.count - max);
   step.decision.reset_after = Micros(win.count > 0 ? win.end - now : 0);
-  step.next.w = {win.start, win.count, 0};
+  step.next.w = {win.start, win.count, limit.calendar() ? win.end : 0};
 }
 
 }  // namespace
@@ -63,7 +67,7 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     d.verdict = Verdict::kDenied;
     d.retry_after = Micros(win.end - now);  // the next window starts empty
   }
-  Report(step, max, win, now);
+  Report(step, limit, win, now);
   return step;
 }
 
@@ -85,7 +89,7 @@ Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_
   const int64_t counted = std::min(win.count + cost, max + kMaxCapacity);
   step.changed = counted != win.count;
   win.count = counted;
-  Report(step, max, win, now);
+  Report(step, limit, win, now);
   return step;
 }
 
@@ -103,7 +107,7 @@ Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_
   win.count -= back;
   Step step;
   step.changed = back > 0;
-  Report(step, limit.capacity(), win, now);
+  Report(step, limit, win, now);
   return step;
 }
 
@@ -112,13 +116,9 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
   // The decision counted its units in the window ending at at + reset; once another window is
   // stored, they no longer count.
   const int64_t end = at.count() + reset.count();
-  bool same = false;
-  if (state != nullptr && !limit.calendar()) {
-    same = state->w[0] == end - limit.window().count();
-  } else if (state != nullptr && end > 0) {
-    const Window counted = WindowAt(limit, end - 1);
-    same = counted.end == end && state->w[0] == counted.start;
-  }
+  const bool same =
+      state != nullptr &&
+      (limit.calendar() ? state->w[2] == end : state->w[0] == end - limit.window().count());
   return Refund(limit, state, now, same ? units : 0);
 }
 

@@ -89,7 +89,7 @@ lease_mutants=(
   "decide.lua|if all and asks[i] and asks[i] > 0|if asks[i] and asks[i] > 0"
   "decide.lua|leased = asks[i] < remainings[i] and asks[i] or remainings[i]|leased = asks[i]"
   "decide.lua|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack) undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)"
-  "undo.lua|if not st or st[1] ~= fw_start_before(w, at + reset) then return 0 end|if not st then return 0 end"
+  "undo.lua|if not st or not fw_counted(st, w, at + reset) then return 0 end|if not st then return 0 end"
   "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
 )
 # Concurrency: a slot past the limit, a hold live at its expiry (counted, or released), a slot
@@ -145,12 +145,14 @@ reservation_mutants=(
 )
 # Calendar windows (the boundaries handed to the script): the window picked a µs late at a
 # boundary, one that ends at the wrong boundary, a stored later window (time went back) judged
-# against now's end, a give-back matched to the wrong window, the boundaries read out of order.
+# against now's end, a calendar window's end not stored, a give-back matched to the wrong window,
+# the boundaries read out of order.
 calendar_mutants=(
   "fixed_window.lua|if now < w[2] then return w[1], w[2] end|if now <= w[2] then return w[1], w[2] end"
   "fixed_window.lua|if now < w[3] then return w[2], w[3] end|if now < w[3] then return w[2], w[4] end"
-  "fixed_window.lua|if st[1] ~= start then start, stop = fw_window(w, st[1]) end|local _ = 0"
-  "fixed_window.lua|if w[i] == stop then return w[i - 1] end|if w[i] == stop then return w[i] end"
+  "fixed_window.lua|if type(w) == 'number' then stop = st[1] + w else stop = st[3] end|if type(w) == 'number' then stop = st[1] + w end"
+  "fixed_window.lua|  if type(w) == 'number' then return 0 end|  if true then return 0 end"
+  "fixed_window.lua|  return st[3] == stop|  return st[1] + 86400000000 == stop"
   "decide.lua|return {b1, b2, b3, b4}, p|return {b1, b3, b3, b4}, p"
 )
 # Shares: a share granted twice (its last call not moved), a grant beyond the accrual, allocations

@@ -15,24 +15,30 @@ local function fw_window(w, now)
   return w[3], w[4]
 end
 
--- The window counted: now's, or the stored one when it starts later (time went backwards). An
--- empty window (all refunded) is fresh. Returns start, end, count.
+-- The window counted: now's, or the stored one when it starts later (time went backwards), whose
+-- end a calendar's state holds. An empty window (all refunded) is fresh. Returns start, end, count.
 local function fw_load(st, w, now)
   local start, stop = fw_window(w, now)
   if st and st[1] >= start and st[2] > 0 then
-    if st[1] ~= start then start, stop = fw_window(w, st[1]) end
+    if st[1] ~= start then
+      if type(w) == 'number' then stop = st[1] + w else stop = st[3] end
+      start = st[1]
+    end
     return start, stop, st[2]
   end
   return start, stop, 0
 end
 
--- The start of the window that ends at `stop`, or nil when no window does.
-local function fw_start_before(w, stop)
-  if type(w) == 'number' then return stop - w end
-  for i = 2, 4 do
-    if w[i] == stop then return w[i - 1] end
-  end
-  return nil
+-- The state's third word: a calendar window's end, 0 otherwise.
+local function fw_third(w, stop)
+  if type(w) == 'number' then return 0 end
+  return stop
+end
+
+-- Whether the stored window is the one that ends at `stop`.
+local function fw_counted(st, w, stop)
+  if type(w) == 'number' then return st[1] == stop - w end
+  return st[3] == stop
 end
 
 local function fixed_window(st, max, _, w, now, cost)
@@ -50,7 +56,7 @@ local function fixed_window(st, max, _, w, now, cost)
   local reset = 0
   if count > 0 then reset = stop - now end
   -- Below 0 when a charge overdrew the window: the reply carries the overdraft that way.
-  return verdict, max - count, reset, retry, consumed, start, count, 0
+  return verdict, max - count, reset, retry, consumed, start, count, fw_third(w, stop)
 end
 
 -- The reference's INCRBY: counts `cost` whatever the verdict, up to max + MAX_CAPACITY.
@@ -69,7 +75,7 @@ local function fixed_window_charge(st, max, _, w, now, cost)
   count = counted
   local reset = 0
   if count > 0 then reset = stop - now end
-  return verdict, max - count, reset, retry, changed, start, count, 0
+  return verdict, max - count, reset, retry, changed, start, count, fw_third(w, stop)
 end
 
 local function fixed_window_refund(st, max, _, w, now, units)
@@ -78,7 +84,7 @@ local function fixed_window_refund(st, max, _, w, now, units)
   count = count - back
   local reset = 0
   if count > 0 then reset = stop - now end
-  return ALLOWED, max - count, reset, 0, back > 0, start, count, 0
+  return ALLOWED, max - count, reset, 0, back > 0, start, count, fw_third(w, stop)
 end
 
 COMPACT[FIXED_WINDOW], COMPACT_REFUND[FIXED_WINDOW] = fixed_window, fixed_window_refund
