@@ -57,8 +57,15 @@ void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
   auto r = std::make_shared<Request>();
   r->done = std::move(done);
   r->submitted = clock_.Monotonic();
-  const Clock& decisions = options_.decision_clock != nullptr ? *options_.decision_clock : clock_;
-  const auto near = std::chrono::duration_cast<Micros>(decisions.Now());
+  // The time a calendar window's boundaries are encoded around (lua_protocol.h); read only when
+  // one is there.
+  Micros near{0};
+  for (const EntryRef& e : entries) {
+    if (!e.limit->calendar()) continue;
+    const Clock& c = options_.decision_clock != nullptr ? *options_.decision_clock : clock_;
+    near = std::chrono::duration_cast<Micros>(c.Now());
+    break;
+  }
   if (!options_.split_by_slot) {
     auto part = std::make_shared<RequestPart>();
     part->owner = r;
