@@ -49,8 +49,9 @@ TEST(RedisCalendar, OnRedisTimeAMonthEndsOnTheFirstInUtc) {
   ASSERT_TRUE(d.allowed());
   // Redis's TIME lies between the two reads of this machine's clock (the same clock here).
   const Micros end = Calendar::Utc(CalendarUnit::kMonth).WindowAt(before).end;
-  ASSERT_EQ(end, Calendar::Utc(CalendarUnit::kMonth).WindowAt(after).end)
-      << "a month boundary fell within the call: run again";
+  if (end != Calendar::Utc(CalendarUnit::kMonth).WindowAt(after).end) {
+    GTEST_SKIP() << "a month's boundary fell within the call";
+  }
   EXPECT_LE(d.reset_after, end - before);
   EXPECT_GE(d.reset_after, end - after);
   EXPECT_EQ(DecideOne(*store, "m", month, 1).verdict, Verdict::kDenied);
