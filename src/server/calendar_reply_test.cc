@@ -34,7 +34,9 @@ TEST(CalendarReply, RetryAfterCountsToTheFirstOfTheMonthInItsTimeZone) {
   ASSERT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, {})).ok());
 
   constexpr int64_t kToApril = 16 * 3600;  // seconds
-  auto check = [&] { return *engine.Check({.descriptors = {{"api_key", "k"}}}); };
+  auto check = [&] {
+    return *engine.Check({.descriptors = {{"api_key", "k"}}, .cost = std::nullopt});
+  };
   const Reply first = DecisionReply(check(), Endpoint::kCheck);
   EXPECT_EQ(first.status, 200);
   EXPECT_NE(first.body.find("\"reset_after_ms\":" + std::to_string(kToApril * 1000)),
