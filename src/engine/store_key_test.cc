@@ -37,7 +37,8 @@ TEST(StoreKey, ACalendarWindowsKeyNamesItsUnitAndTimeZone) {
       LimitSpec::CalendarWindow(100, *Calendar::Create(CalendarUnit::kMonth, "Europe/Madrid")));
   const std::string prefix = store_key::PolicyPrefix("api", 0, madrid);
   EXPECT_EQ(prefix, "caudal:api:0:fw100,month@Europe/Madrid:");
-  const auto parts = store_key::ReadPolicy(store_key::Policy(prefix, "k"));
+  const std::string key = store_key::Policy(prefix, "k");
+  const auto parts = store_key::ReadPolicy(key);
   ASSERT_TRUE(parts.has_value());
   EXPECT_EQ(parts->prefix, prefix);
   // Another zone, or the same nominal length from the epoch, is another key.
