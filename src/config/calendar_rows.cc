@@ -25,9 +25,9 @@ const Table<WrittenCalendar>& CalendarTable() {
                   "database (tzdata): daylight-saving changes make days of 23 and 25 hours",
            .need = Need::kRequired},
       },
-      {.doc = "A fixed_window's calendar: its `window` (`1 day`, `1 week` from Monday, `1 month`, "
-              "`1 year`) starts at local midnight in `time_zone` (algorithms.md, Calendar "
-              "windows)."});
+      {.doc = "A fixed window's calendar: each of its windows (a day, a week from Monday, a month "
+              "or a year: a limit's `window`, a rule's `unit`) starts at local midnight in "
+              "`time_zone` (algorithms.md, Calendar windows)."});
   return table;
 }
 
