@@ -9,34 +9,50 @@ namespace {
 
 struct Window {
   int64_t start = 0;
+  int64_t end = 0;
   int64_t count = 0;
 };
 
-Window Load(const CompactState* state, int64_t now, int64_t w) {
-  Window win{.start = exact::WindowStart(now, w)};
+// The window holding `now`: a multiple of W since the epoch, or the limit's calendar's.
+Window WindowAt(const Limit& limit, int64_t now) {
+  if (const std::optional<Calendar>& c = limit.calendar()) {
+    const CalendarWindow w = c->WindowAt(Micros(now));
+    return {.start = w.start.count(), .end = w.end.count()};
+  }
+  const int64_t w = limit.window().count();
+  const int64_t start = exact::WindowStart(now, w);
+  return {.start = start, .end = start + w};
+}
+
+Window Load(const Limit& limit, const CompactState* state, int64_t now) {
+  Window win = WindowAt(limit, now);
   // The same window, or time went backwards. An empty window (all refunded) is fresh.
   if (state != nullptr && state->w[0] >= win.start && state->w[1] > 0) {
-    win = {.start = state->w[0], .count = state->w[1]};
+    if (state->w[0] != win.start) {  // the stored window, which a calendar's state says the end of
+      win.end = limit.calendar() ? state->w[2] : state->w[0] + limit.window().count();
+      win.start = state->w[0];
+    }
+    win.count = state->w[1];
   }
   return win;
 }
 
-void Report(Step& step, int64_t max, Window win, int64_t w, int64_t now) {
+void Report(Step& step, const Limit& limit, Window win, int64_t now) {
+  const int64_t max = limit.capacity();
   step.decision.limit = max;
   // A charge may overdraw the window (count > max); nothing is left then.
   step.decision.remaining = std::max<int64_t>(0, max - win.count);
   step.decision.overdrawn = std::max<int64_t>(0, win.count - max);
-  step.decision.reset_after = Micros(win.count > 0 ? win.start + w - now : 0);
-  step.next.w = {win.start, win.count, 0};
+  step.decision.reset_after = Micros(win.count > 0 ? win.end - now : 0);
+  step.next.w = {win.start, win.count, limit.calendar() ? win.end : 0};
 }
 
 }  // namespace
 
 Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
   const int64_t max = limit.capacity();
-  const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
-  Window win = Load(state, now, w);
+  Window win = Load(limit, state, now);
   int64_t& count = win.count;
 
   Step step;
@@ -49,17 +65,16 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     step.changed = cost > 0;
   } else {
     d.verdict = Verdict::kDenied;
-    d.retry_after = Micros(win.start + w - now);  // the next window starts empty
+    d.retry_after = Micros(win.end - now);  // the next window starts empty
   }
-  Report(step, max, win, w, now);
+  Report(step, limit, win, now);
   return step;
 }
 
 Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
   const int64_t max = limit.capacity();
-  const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
-  Window win = Load(state, now, w);
+  Window win = Load(limit, state, now);
   Step step;
   Decision& d = step.decision;
   if (cost > max) {
@@ -68,13 +83,13 @@ Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_
     d.verdict = Verdict::kAllowed;
   } else {
     d.verdict = Verdict::kDenied;
-    d.retry_after = Micros(win.start + w - now);
+    d.retry_after = Micros(win.end - now);
   }
   // Counted whatever the verdict, saturating where every hit is refused anyway.
   const int64_t counted = std::min(win.count + cost, max + kMaxCapacity);
   step.changed = counted != win.count;
   win.count = counted;
-  Report(step, max, win, w, now);
+  Report(step, limit, win, now);
   return step;
 }
 
@@ -86,14 +101,13 @@ Step Overdraw(const Limit& limit, const CompactState* state, Micros now, int64_t
 }
 
 Step Refund(const Limit& limit, const CompactState* state, Micros now_us, int64_t units) {
-  const int64_t w = limit.window().count();
   const int64_t now = now_us.count();
-  Window win = Load(state, now, w);
+  Window win = Load(limit, state, now);
   const int64_t back = std::min(win.count, units);
   win.count -= back;
   Step step;
   step.changed = back > 0;
-  Report(step, limit.capacity(), win, w, now);
+  Report(step, limit, win, now);
   return step;
 }
 
@@ -101,8 +115,10 @@ Step GiveBack(const Limit& limit, const CompactState* state, Micros now, int64_t
               Micros reset) {
   // The decision counted its units in the window ending at at + reset; once another window is
   // stored, they no longer count.
+  const int64_t end = at.count() + reset.count();
   const bool same =
-      state != nullptr && state->w[0] == at.count() + reset.count() - limit.window().count();
+      state != nullptr &&
+      (limit.calendar() ? state->w[2] == end : state->w[0] == end - limit.window().count());
   return Refund(limit, state, now, same ? units : 0);
 }
 

@@ -3,9 +3,14 @@
 // a whole window's limit just before a boundary and another just after, up to 2·limit within
 // any W that spans the boundary.
 //
-// State words: w[0] = start of the counted window (µs), w[1] = count, w[2] unused (0). A count
-// of 0 (everything refunded) is a fresh state. Only Charge and Overdraw make count exceed the
-// limit.
+// A limit with a calendar (LimitSpec::CalendarWindow, caudal/algorithms/calendar.h) counts per
+// calendar window instead: a day, an ISO week, a month or a year from local midnight in its time
+// zone, of 23 to 25 hours for a day across a daylight-saving change; the same burst across a
+// boundary.
+//
+// State words: w[0] = start of the counted window (µs), w[1] = count, w[2] = its end (µs) on a
+// calendar, unused (0) otherwise. A count of 0 (everything refunded) is a fresh state. Only Charge
+// and Overdraw make count exceed the limit.
 // Time going backwards into an earlier window is judged in the stored (later) window.
 #pragma once
 
@@ -14,7 +19,8 @@
 
 namespace caudal::fixed_window {
 
-// Preconditions: cost >= 0. limit.capacity() is the per-window limit, limit.window() is W.
+// Preconditions: cost >= 0. limit.capacity() is the per-window limit, limit.window() is W (a
+// calendar's nominal length, unused).
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
 // The reference's INCRBY (envoyproxy/ratelimit): counts `cost` whatever the verdict, so the

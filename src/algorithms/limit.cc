@@ -73,10 +73,24 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
                                    std::to_string(spec.rate.count) + ")");
   }
 
+  if (spec.calendar) {
+    if (spec.algorithm != Algorithm::kFixedWindow) {
+      return Status::InvalidArgument(
+          Cat("calendar: only fixed_window counts calendar windows, not ",
+              AlgorithmName(spec.algorithm)));
+    }
+    if (spec.rate.period != spec.calendar->nominal()) {
+      return Status::InvalidArgument(Cat("a calendar window's length is its calendar's nominal ",
+                                         FormatDuration(spec.calendar->nominal()), " (got ",
+                                         FormatDuration(spec.rate.period), ")"));
+    }
+  }
+
   Limit l;
   l.algorithm_ = spec.algorithm;
   l.capacity_ = spec.capacity;
   l.rate_ = spec.rate;
+  l.calendar_ = spec.calendar;
   const int64_t g = std::gcd(spec.rate.count, spec.rate.period.count());
   l.n_ = spec.rate.count / g;
   l.p_ = spec.rate.period.count() / g;
@@ -93,6 +107,10 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
 
 std::string Limit::ToString() const {
   const LimitFields fields = FieldsOf(algorithm_);
+  if (calendar_) {
+    return Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period,
+               "=1 ", CalendarUnitName(calendar_->unit()), " calendar=", calendar_->time_zone());
+  }
   return Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period, '=',
              fields.period_is_rate ? FormatRate(rate_) : FormatDuration(rate_.period));
 }

@@ -6,7 +6,9 @@
 #include <optional>
 
 #include "algorithms/algorithm.h"
+#include "caudal/algorithms/calendar.h"
 #include "common/cat.h"
+#include "config/calendar_rows.h"
 #include "config/lease_rows.h"
 #include "config/yaml11_values.h"
 
@@ -31,7 +33,8 @@ struct RuleFields {
   RateLimitRule rule;
   std::string unit;
   Algorithm algorithm = Algorithm::kFixedWindow;
-  int64_t capacity = 0;  // 0: requests_per_unit
+  int64_t capacity = 0;                     // 0: requests_per_unit
+  std::optional<WrittenCalendar> calendar;  // caudal's: the unit as a calendar window
 };
 
 struct ReplaceFields {
@@ -104,6 +107,45 @@ Result<Unit> ParseUnit(const YamlReader& r, const YAML::Node& n, const std::stri
                  Cat("invalid rate limit unit '", n.Scalar(), "' (expected ", kUnits, ')'));
 }
 
+// rate_limit.calendar: the rule's unit (a day, week, month or year) as a calendar window in the
+// time zone, in place of the reference's fixed length from the epoch.
+Status CalendarRule(const YamlReader& r, const YAML::Node& n, const std::string& field,
+                    RuleFields& f) {
+  std::optional<CalendarUnit> unit;
+  switch (f.rule.unit) {
+    case Unit::kDay:
+      unit = CalendarUnit::kDay;
+      break;
+    case Unit::kWeek:
+      unit = CalendarUnit::kWeek;
+      break;
+    case Unit::kMonth:
+      unit = CalendarUnit::kMonth;
+      break;
+    case Unit::kYear:
+      unit = CalendarUnit::kYear;
+      break;
+    default:
+      break;
+  }
+  if (!unit) {
+    return r.Error(
+        n["calendar"], field,
+        Cat("a calendar window is a day, week, month or year, not a ", UnitName(f.rule.unit)));
+  }
+  if (f.algorithm != Algorithm::kFixedWindow) {
+    return r.Error(
+        n["calendar"], field,
+        Cat("only fixed_window counts calendar windows, not ", AlgorithmName(f.algorithm)));
+  }
+  auto calendar = Calendar::Create(*unit, f.calendar->time_zone);
+  if (!calendar.ok()) return r.Error(n["calendar"], field, calendar.status().message());
+  auto limit = Limit::Create(LimitSpec::CalendarWindow(f.rule.requests_per_unit, *calendar));
+  if (!limit.ok()) return r.Error(n["calendar"], field, limit.status().message());
+  f.rule.limit = *limit;
+  return Status::Ok();
+}
+
 // The rules across a rate_limit's fields, as the reference checks them (and a few it lets pass).
 Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& field,
                  RuleFields& f) {
@@ -162,6 +204,7 @@ Status CheckRule(const YamlReader& r, const YAML::Node& n, const std::string& fi
   auto limit = MakeLimit(f.algorithm, rule.requests_per_unit, rule.unit, f.capacity);
   if (!limit.ok()) return r.Error(n, field, limit.status().message());
   rule.limit = *limit;
+  if (f.calendar) return CalendarRule(r, n, sub("calendar"), f);
   return Status::Ok();
 }
 
@@ -228,6 +271,12 @@ const Table<RuleFields>& RuleTable() {
            .value = LeaseValue<RuleFields>([](auto& f) -> auto& { return f.rule.lease; }),
            .doc = "this rule's leases: off, on, or its own terms (store.lease)",
            .default_note = "store.lease; off when always_charge",
+           .extension = true},
+          {.name = "calendar",
+           .value = R::Map(&RuleFields::calendar, CalendarTable()),
+           .doc = "count per calendar day, week (from Monday), month or year from local midnight "
+                  "in its time_zone, instead of the reference's 1, 7, 30 or 365 days from the "
+                  "epoch (envoy.md, Calendar units)",
            .extension = true},
           {.name = "always_charge",
            .value = Yaml11Bool<RuleFields>([](auto& f) -> auto& { return f.rule.always_charge; }),

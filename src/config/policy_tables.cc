@@ -1,9 +1,13 @@
 // policies[], policies[].ip_prefix and policies[].limits[]: the rows of a policy.
 #include <algorithm>
 #include <charconv>
+#include <optional>
+#include <string>
 
+#include "caudal/algorithms/calendar.h"
 #include "caudal/algorithms/limit.h"
 #include "caudal/common/clock.h"
+#include "config/calendar_rows.h"
 #include "config/config_tables.h"
 #include "config/lease_rows.h"
 
@@ -30,7 +34,9 @@ struct WrittenLimit {
   Algorithm algorithm = Algorithm::kTokenBucket;
   int64_t count = 0;  // capacity or limit
   Rate refill;
-  Micros period{0};  // window or hold
+  Micros period{0};                             // window or hold
+  std::optional<CalendarUnit> calendar_window;  // `window: 1 month` and the like
+  std::optional<WrittenCalendar> calendar;
 };
 
 Result<Rate> ReadRate(std::string_view text) {
@@ -41,6 +47,22 @@ Result<Rate> ReadRate(std::string_view text) {
 }
 
 Result<Limit> ToLimit(const WrittenLimit& f) {
+  if (f.calendar && !f.calendar_window) {
+    return Status::InvalidArgument(
+        "calendar: a calendar counts calendar windows: write window: 1 day, 1 week, 1 month or "
+        "1 year");
+  }
+  if (f.calendar_window && f.algorithm != Algorithm::kFixedWindow) {
+    return Status::InvalidArgument(Cat("window: only fixed_window counts calendar windows (1 ",
+                                       CalendarUnitName(*f.calendar_window), "), not ",
+                                       AlgorithmName(f.algorithm)));
+  }
+  if (f.calendar_window) {  // without `calendar`: in UTC
+    auto calendar =
+        Calendar::Create(*f.calendar_window, f.calendar ? f.calendar->time_zone : "UTC");
+    if (!calendar.ok()) return calendar.status();
+    return Limit::Create(LimitSpec::CalendarWindow(f.count, *calendar));
+  }
   return Limit::Create(FieldsOf(f.algorithm).period_is_rate
                            ? LimitSpec::Bucket(f.algorithm, f.count, f.refill)
                            : LimitSpec::Window(f.algorithm, f.count, f.period));
@@ -53,6 +75,26 @@ std::string AlgorithmsOf(bool window) {
     if (IsWindowAlgorithm(a) == window) names += Cat(names.empty() ? "" : ", ", AlgorithmName(a));
   }
   return names;
+}
+
+// window: a duration, or a calendar window ("1 month").
+Status ReadWindow(const YamlReader& r, const YAML::Node& n, const std::string& path,
+                  WrittenLimit& out) {
+  auto text = r.String(n, path);
+  if (!text.ok()) return text.status();
+  if (auto unit = ParseCalendarWindow(*text); unit.ok()) {
+    out.calendar_window = *unit;
+    return Status::Ok();
+  }
+  auto d = ParseDuration(*text);
+  if (!d.ok()) {
+    return r.Error(n, path,
+                   Cat(d.status().message(),
+                       "; or a calendar window: 1 day, 1 week, 1 month, "
+                       "1 year"));
+  }
+  out.period = *d;
+  return Status::Ok();
 }
 
 const Table<WrittenLimit>& LimitTable() {
@@ -90,9 +132,15 @@ const Table<WrittenLimit>& LimitTable() {
            .need = Need::kRequired,
            .variants = kWindow | kConcurrency},
           {.name = "window",
-           .value = R::Duration(&WrittenLimit::period),
-           .doc = "the window's length",
+           .value =
+               R::Custom("duration (`1m`), or `1 day`, `1 week`, `1 month`, `1 year`", ReadWindow),
+           .doc = "the window's length, windows aligned to its multiples since the epoch; or a "
+                  "calendar window (fixed_window only), in `calendar`'s time zone, UTC without one",
            .need = Need::kRequired,
+           .variants = kWindow},
+          {.name = "calendar",
+           .value = R::Map(&WrittenLimit::calendar, CalendarTable()),
+           .doc = "fixed_window: the time zone of a calendar `window`",
            .variants = kWindow},
           {.name = "hold",
            .value = R::Duration(&WrittenLimit::period, std::chrono::milliseconds(1), kMaxHold),

@@ -170,6 +170,44 @@ descriptors:
               HasSubstr("descriptors[0].rate_limit.always_charge"));
 }
 
+// A month is 30 days from the epoch, as the reference's; `calendar` makes it the calendar's.
+TEST(RateLimitConfigYaml, ARuleMayCountCalendarWindows) {
+  const auto c = Load(R"(
+domain: d
+descriptors:
+  - key: m
+    rate_limit: {unit: month, requests_per_unit: 1000}
+  - key: cm
+    rate_limit: {unit: month, requests_per_unit: 1000, calendar: {time_zone: UTC}}
+  - key: cw
+    rate_limit: {unit: week, requests_per_unit: 5, calendar: {time_zone: Europe/Madrid}}
+)");
+  const RateLimitRule* plain = Match(c, "d", {{"m", "x"}});
+  ASSERT_TRUE(plain != nullptr && plain->limit.has_value());
+  EXPECT_FALSE(plain->limit->calendar().has_value());
+  EXPECT_EQ(plain->limit->window(), std::chrono::hours(24 * 30));
+  const RateLimitRule* month = Match(c, "d", {{"cm", "x"}});
+  ASSERT_TRUE(month != nullptr && month->limit.has_value());
+  ASSERT_TRUE(month->limit->calendar().has_value());
+  EXPECT_EQ(month->limit->calendar()->unit(), CalendarUnit::kMonth);
+  EXPECT_EQ(month->limit->calendar()->time_zone(), "UTC");
+  EXPECT_EQ(month->limit->capacity(), 1000);
+  const RateLimitRule* week = Match(c, "d", {{"cw", "x"}});
+  ASSERT_TRUE(week != nullptr && week->limit.has_value());
+  EXPECT_EQ(week->limit->ToString(), "fixed_window limit=5 window=1 week calendar=Europe/Madrid");
+
+  EXPECT_THAT(
+      LoadError(Descriptor(
+          "    rate_limit: {unit: hour, requests_per_unit: 1, calendar: {time_zone: UTC}}\n")),
+      HasSubstr("calendar"));
+  EXPECT_THAT(LoadError(Descriptor("    rate_limit: {unit: day, requests_per_unit: 1, calendar: "
+                                   "{time_zone: Nowhere/Land}}\n")),
+              HasSubstr("Nowhere/Land"));
+  EXPECT_THAT(LoadError(Descriptor("    rate_limit: {unit: day, requests_per_unit: 1, algorithm: "
+                                   "gcra, calendar: {time_zone: UTC}}\n")),
+              HasSubstr("fixed_window"));
+}
+
 TEST(RateLimitConfigYaml, MetadataKeepsTheYamlStructure) {
   const auto c = Load(R"(
 domain: test-domain

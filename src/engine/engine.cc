@@ -350,13 +350,14 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       }
     }
     // consume_each's charges of fixed windows that do not lease are the reference's own
-    // counting: the store may make them with its native commands (store.h, native counts).
+    // counting: the store may make them with its native commands (store.h, native counts). A
+    // calendar window is not: only the scripts place it.
     bool native = plan_.mode == DescriptorMode::kConsumeEach && !local;
     for (size_t e = 0; e < batch->entries.size() && native; ++e) {
       const Pending& p = pending[e];
-      native = (p.net < 0 || p.charged) &&
-               batch->entries[e].limit->algorithm() == Algorithm::kFixedWindow &&
-               (p.lease == nullptr || !p.lease->enabled);
+      const Limit& limit = *batch->entries[e].limit;
+      native = (p.net < 0 || p.charged) && limit.algorithm() == Algorithm::kFixedWindow &&
+               !limit.calendar() && (p.lease == nullptr || !p.lease->enabled);
     }
     // The request's entries need live only until DecideAsync returns (store.h).
     Small<ConsumeEntry> consumes;

@@ -41,6 +41,12 @@ std::optional<std::string> ShareProblem(const PolicySpec& policy, const Limit& l
     return Cat("share divides a rate among identities and cannot divide a ", AlgorithmName(a),
                " limit (token_bucket, gcra or fixed_window can be shared)");
   }
+  if (l.calendar()) {
+    return Cat(
+        "share divides a steady rate among identities and cannot divide a calendar window "
+        "(1 ",
+        CalendarUnitName(l.calendar()->unit()), ")");
+  }
   return std::nullopt;
 }
 
@@ -143,7 +149,9 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   if (instances == 1) return global;
   const int64_t capacity = std::max<int64_t>(1, global.capacity() / instances);
   if (!FieldsOf(global.algorithm()).period_is_rate) {  // a window's limit or a hold's slots
-    return Limit::Create(LimitSpec::Window(global.algorithm(), capacity, global.window()));
+    LimitSpec spec = LimitSpec::Window(global.algorithm(), capacity, global.window());
+    spec.calendar = global.calendar();  // the same calendar windows
+    return Limit::Create(spec);
   }
   Rate r = global.rate();
   if (r.count % instances == 0) {

@@ -9,7 +9,8 @@ constexpr std::string_view kPolicyHead = "caudal:";
 // Longer than any key (kMaxKeyLength): a length past it is malformed, and cannot overflow.
 constexpr size_t kMaxFieldLength = size_t{1} << 20;
 
-// A short, stable spelling of a limit: its algorithm, capacity and reduced rate.
+// A short, stable spelling of a limit: its algorithm, capacity and reduced rate (a calendar
+// window's unit and time zone).
 std::string Fingerprint(const Limit& l) {
   std::string_view a;
   switch (l.algorithm()) {
@@ -31,6 +32,11 @@ std::string Fingerprint(const Limit& l) {
     case Algorithm::kConcurrency:
       a = "cc";
       break;
+  }
+  // A calendar window's count lives under its calendar: another unit or zone is another key.
+  if (l.calendar()) {
+    return Cat(a, l.capacity(), ',', CalendarUnitName(l.calendar()->unit()), '@',
+               l.calendar()->time_zone());
   }
   return Cat(a, l.capacity(), ',', l.refill_count(), '/', l.refill_period_us());
 }

@@ -32,6 +32,26 @@ TEST(StoreKey, APolicyKeyNamesItsLimitAndReadsBack) {
   EXPECT_EQ(store_key::PolicyPrefix("api", 0, window), "caudal:api:0:fw100,1/600000:");
 }
 
+TEST(StoreKey, ACalendarWindowsKeyNamesItsUnitAndTimeZone) {
+  const Limit madrid = *Limit::Create(
+      LimitSpec::CalendarWindow(100, *Calendar::Create(CalendarUnit::kMonth, "Europe/Madrid")));
+  const std::string prefix = store_key::PolicyPrefix("api", 0, madrid);
+  EXPECT_EQ(prefix, "caudal:api:0:fw100,month@Europe/Madrid:");
+  const std::string key = store_key::Policy(prefix, "k");
+  const auto parts = store_key::ReadPolicy(key);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->prefix, prefix);
+  // Another zone, or the same nominal length from the epoch, is another key.
+  EXPECT_NE(store_key::PolicyPrefix("api", 0,
+                                    *Limit::Create(LimitSpec::CalendarWindow(
+                                        100, Calendar::Utc(CalendarUnit::kMonth)))),
+            prefix);
+  EXPECT_NE(store_key::PolicyPrefix("api", 0,
+                                    *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 100,
+                                                                     std::chrono::hours(24 * 30)))),
+            prefix);
+}
+
 TEST(StoreKey, OnlyPolicyKeysReadBack) {
   for (const std::string_view key :
        {"", "caudal:", "caudal:api", "caudal:api:0:tb1,1/1:", "caudal:api:0:tb1,1/1:{x",

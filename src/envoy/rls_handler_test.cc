@@ -43,6 +43,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 2, name: specific, replaces: [{name: general}]}
   - key: general
     rate_limit: {unit: minute, requests_per_unit: 100, name: general}
+  - key: monthly
+    rate_limit: {unit: month, requests_per_unit: 2, calendar: {time_zone: Europe/Madrid}}
 )";
 
 // How a test's engine decides Envoy's domains, and how the handler answers.
@@ -142,6 +144,27 @@ TEST_F(RlsHandlerTest, DurationUntilResetIsWholeSecondsRoundedUpLikeTheReference
   clock_.Advance(std::chrono::milliseconds(700));  // exactly 21 s in
   r = Ask(req);
   EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 39);
+}
+
+// A calendar month (caudal's `calendar`): the window and duration_until_reset end at local
+// midnight on the first, not 30 days from the epoch.
+TEST_F(RlsHandlerTest, ACalendarMonthResetsAtLocalMidnightOnTheFirst) {
+  const auto req = Request({{{"monthly", "tenant"}}});
+  // Now is 2023-11-14 22:13 UTC; December starts in Madrid at 2023-11-30 23:00 UTC.
+  constexpr int64_t kToDecember = 1'385'220;
+  auto r = Ask(req);
+  ASSERT_EQ(r.overall_code(), kOk);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), kToDecember);
+  EXPECT_EQ(Ask(req).overall_code(), kOk);
+  r = Ask(req);
+  EXPECT_EQ(r.overall_code(), kOver);
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), kToDecember);
+  clock_.Advance(std::chrono::seconds(kToDecember - 1));
+  EXPECT_EQ(Ask(req).overall_code(), kOver) << "still November in Madrid";
+  clock_.Advance(std::chrono::seconds(1));
+  r = Ask(req);
+  EXPECT_EQ(r.overall_code(), kOk) << "December";
+  EXPECT_EQ(r.statuses(0).duration_until_reset().seconds(), 31 * 86'400);
 }
 
 TEST_F(RlsHandlerTest, TokenBucketAdmitsExactlyItsBound) {

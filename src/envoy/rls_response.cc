@@ -25,10 +25,15 @@ void SetDuration(google::protobuf::Duration* out, Micros d) {
   out->set_nanos(static_cast<int32_t>(us % 1'000'000) * 1000);
 }
 
-// unit − now mod unit, in whole seconds of `now` (the reference's CalculateReset).
+// unit − now mod unit, in whole seconds of `now` (the reference's CalculateReset); on a calendar,
+// until its window's real end.
 int64_t WindowEndSeconds(const Limit& l, Nanos now) {
-  const int64_t unit_s = std::max<int64_t>(1, CeilSeconds(l.window()));
   const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now).count();
+  if (l.calendar()) {
+    const Micros end = l.calendar()->WindowAt(std::chrono::seconds(now_s)).end;
+    return CeilSeconds(end - std::chrono::seconds(now_s));
+  }
+  const int64_t unit_s = std::max<int64_t>(1, CeilSeconds(l.window()));
   return unit_s - now_s % unit_s;
 }
 

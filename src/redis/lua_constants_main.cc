@@ -42,6 +42,7 @@ std::string Constants() {
   out += "local NOT_SERVED = " + std::to_string(redis::kNotServedHere) + "\n";
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   out += "local RESERVE_FLAG = " + std::to_string(redis::kReserveFlag) + "\n";
+  out += "local CALENDAR_FLAG = " + std::to_string(redis::kCalendarFlag) + "\n";
   out += "local MAX_DEBT_TIME = " + std::to_string(kMaxDebtTime.count()) + "\n";
   out += "local SHARE_REQUEST = " + std::to_string(redis::kShareRequest) + "\n";
   out += "local SHARE_FULL = " + std::to_string(redis::kShareFull) + "\n";

@@ -48,10 +48,18 @@ void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
   }
 }
 
-// Appends one entry's numbers: algorithm, capacity, rate (two), cost, and the lease asked for
-// when there is one; a give-back's are an undo entry's (units, the grant's time and reset_after).
-void AppendEntryArgs(const EntryRef& e, std::string& args) {
-  const auto algorithm = static_cast<int64_t>(e.limit->algorithm());
+// A calendar window's boundaries around `near` (kCalendarFlag).
+void AppendCalendarBounds(const Calendar& calendar, Micros near, std::string& args) {
+  for (const Micros b : calendar.BoundsAround(near)) Pack(b.count(), args);
+}
+
+// Appends one entry's numbers: algorithm, capacity, rate (two), cost, a calendar's boundaries,
+// and the lease asked for when there is one; a give-back's are an undo entry's (units, the
+// grant's time and reset_after, a calendar's boundaries).
+void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
+  const std::optional<Calendar>& calendar = e.limit->calendar();
+  const auto algorithm =
+      static_cast<int64_t>(e.limit->algorithm()) + (calendar ? kCalendarFlag : 0);
   if (e.op == EntryOp::kShare) {
     const ShareEntry& share = *e.share;
     AppendLimitArgs(algorithm, *e.limit, args);
@@ -72,6 +80,7 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
     Pack(e.cost, args);
     Pack(e.grant->at.count(), args);
     Pack(e.grant->reset_after.count(), args);
+    if (calendar) AppendCalendarBounds(*calendar, near, args);
     return;
   }
   const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
@@ -80,6 +89,7 @@ void AppendEntryArgs(const EntryRef& e, std::string& args) {
   AppendLimitArgs(algorithm + flag + (reserving ? kReserveFlag : 0), *e.limit, args);
   // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
+  if (calendar) AppendCalendarBounds(*calendar, near, args);
   if (flag == kLeaseFlag) Pack(e.lease, args);
   if (HasHolds(e.limit->algorithm())) {  // its hold's id
     Pack(e.hold != nullptr ? e.hold->hi : 0, args);
@@ -106,12 +116,16 @@ constexpr size_t kArgsPerUndoEntry = 7;  // 9 for a reserve's undo: + its id
 
 constexpr auto kConcurrencyNumber = static_cast<int64_t>(Algorithm::kConcurrency);
 
+constexpr size_t kCalendarBounds = 4;
+
 // How many numbers an entry of a request (not an undo) takes, from its first one.
 size_t EntryWidth(int64_t algorithm) {
+  const size_t calendar = algorithm >= kCalendarFlag ? kCalendarBounds : 0;
+  if (algorithm >= kCalendarFlag) algorithm -= kCalendarFlag;
   const size_t reservation = algorithm >= kReserveFlag ? 6 : 0;
   if (algorithm >= kReserveFlag) algorithm -= kReserveFlag;
   if (algorithm == kConcurrencyNumber) return kArgsPerEntry + 2;  // the hold id
-  return (algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry) + reservation;
+  return (algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry) + calendar + reservation;
 }
 
 // Starts a request of `n` entries, the first of them `first`: its count (negative for
@@ -128,8 +142,8 @@ void StartRequest(EncodedRequest& r, const EntryRef& first, size_t n) {
 // The consumers' hash of a share's state key.
 std::string ShareKey(std::string_view state_key) { return std::string(state_key) + ":sh"; }
 
-void AddEntry(EncodedRequest& r, const EntryRef& e) {
-  AppendEntryArgs(e, r.args);
+void AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
+  AppendEntryArgs(e, near, r.args);
   if (e.lease > 0) r.leases.push_back(static_cast<uint16_t>(r.limits.size()));
   if (e.op == EntryOp::kRelease) r.releases.push_back(static_cast<uint16_t>(r.limits.size()));
   if (e.op == EntryOp::kReserve || e.op == EntryOp::kSettle) {
@@ -194,14 +208,15 @@ std::string StateKey(std::string_view prefix, std::string_view key, Algorithm al
   return out;
 }
 
-EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix) {
+EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix,
+                             Micros near) {
   EncodedRequest r;
   r.keys.reserve(entries.size());
   StartRequest(r, entries[0], entries.size());
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
     if (r.shares) r.keys.push_back(ShareKey(r.keys.back()));
-    AddEntry(r, e);
+    AddEntry(r, e, near);
     if (e.native_count) {
       r.native.push_back({.cost = e.cost,
                           .refund = e.op == EntryOp::kRefund,
@@ -212,7 +227,7 @@ EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view
 }
 
 EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const uint16_t> positions,
-                            std::vector<std::string> keys) {
+                            std::vector<std::string> keys, Micros near) {
   EncodedRequest r;
   r.keys = std::move(keys);
   StartRequest(r, entries[positions[0]], positions.size());
@@ -224,7 +239,7 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
     }
     r.keys = std::move(both);
   }
-  for (const uint16_t i : positions) AddEntry(r, entries[i]);
+  for (const uint16_t i : positions) AddEntry(r, entries[i], near);
   return r;
 }
 
@@ -241,6 +256,8 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     int64_t algorithm = Unpack(reserved.args, first);
     const size_t at = first;
     first += EntryWidth(algorithm);
+    const bool calendar = algorithm >= kCalendarFlag;
+    if (calendar) algorithm -= kCalendarFlag;
     // A reserve's undo gives its units back and deletes its record (even of an estimate of 0):
     // its request was refused, so the reservation never opened.
     const size_t terms = first - 6;  // a reservation's six numbers end the entry
@@ -254,7 +271,7 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     const int64_t units = Unpack(reserved.args, at + 4) + got.decisions[i].leased;
     if (Unpack(reserved.args, at + 4) < 0 || (units <= 0 && !reserve)) continue;  // refund, peek
     r.keys.push_back(reserved.keys[i]);
-    Pack(algorithm + (reserve ? kReserveFlag : 0), r.args);
+    Pack(algorithm + (reserve ? kReserveFlag : 0) + (calendar ? kCalendarFlag : 0), r.args);
     // capacity, rate (two)
     r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
     if (algorithm == kConcurrencyNumber) {  // a slot taken: the undo releases its hold
@@ -266,6 +283,7 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
       Pack(now_us, r.args);
       Pack(got.decisions[i].reset_after.count(), r.args);
     }
+    if (calendar) r.args.append(reserved.args, (at + 5) * kWord, kCalendarBounds * kWord);
     if (reserve) {  // the reservation id
       Pack(Unpack(reserved.args, terms + 1), r.args);
       Pack(Unpack(reserved.args, terms + 2), r.args);

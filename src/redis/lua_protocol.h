@@ -58,6 +58,11 @@ inline constexpr int64_t kLeaseFlag = 128;
 // carries the flag too, and two more numbers, the reservation id's words: the undo also deletes the
 // record.
 inline constexpr int64_t kReserveFlag = 256;
+// A fixed_window counting calendar windows (Limit::calendar) travels as its algorithm's number plus
+// this flag, followed, right after its first five numbers (an undo entry's seven), by four more:
+// the calendar's boundaries around the time the request was encoded at (Calendar::BoundsAround),
+// among which the script picks the window holding its own time (lua/fixed_window.lua).
+inline constexpr int64_t kCalendarFlag = 512;
 
 // A request of shares (EntryOp::kShare) travels with its entry count plus this, two keys per entry
 // (the state's, then StateKey + ":sh", its consumers' hash: the same slot), and per entry its
@@ -103,13 +108,15 @@ bool IsPlainConsume(const EncodedRequest& request);
 // The numbers packed in `args`, in order (for tests and the undo's encoding).
 std::vector<int64_t> UnpackArgs(std::string_view args);
 
-// Preconditions: ValidateEntries(entries) is ok.
-EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix);
+// `near`: a time within a window of the store's (the caller's clock), around which a calendar
+// window's boundaries are computed. Preconditions: ValidateEntries(entries) is ok.
+EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view prefix,
+                             Micros near);
 
 // The part of `entries` at `positions` (ascending), as a request of its own; `keys` are the
 // entries' state keys (StateKey), already computed.
 EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const uint16_t> positions,
-                            std::vector<std::string> keys);
+                            std::vector<std::string> keys, Micros near);
 
 // The undo of `reserved`, a request that was admitted at `now_us` (its call's time) with
 // decisions `got`: one undo entry per entry that consumed (cost or lease > 0, not a refund, not

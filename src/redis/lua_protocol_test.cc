@@ -29,7 +29,7 @@ TEST(LuaProtocol, EncodesReducedBucketRatesAndRawWindows) {
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
   const EntryRef entries[] = {{.key = "a", .limit = &bucket, .cost = 3},
                               {.key = "b", .limit = &window, .cost = 0}};
-  const EncodedRequest r = EncodeRequest(entries, "c:");
+  const EncodedRequest r = EncodeRequest(entries, "c:", Micros(0));
   EXPECT_EQ(r.keys, (std::vector<std::string>{"c:{a}", "c:{b}"}));
   EXPECT_EQ(r.args.size(), 11u * 8);  // little-endian 64-bit words, as the script unpacks them
   EXPECT_EQ(r.args.substr(0, 16), std::string("\x02\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0", 16));
@@ -44,7 +44,7 @@ TEST(LuaProtocol, EncodesAChargeByItsAlgorithmAndNeverUndoesIt) {
   const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(2)));
   const EntryRef entries[] = {{.key = "c", .limit = &window, .cost = 3, .op = EntryOp::kCharge},
                               {.key = "k", .limit = &window, .cost = 2}};
-  const EncodedRequest r = EncodeRequest(entries, "p:");
+  const EncodedRequest r = EncodeRequest(entries, "p:", Micros(0));
   const std::vector<int64_t> args = UnpackArgs(r.args);
   EXPECT_EQ(args[1], kChargeFlag);
   EXPECT_EQ(args[5], 3);
@@ -70,7 +70,7 @@ TEST(LuaProtocol, EncodesALeaseAskAndDecodesTheUnitsLeased) {
       *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
   const EntryRef entries[] = {{.key = "a", .limit = &bucket, .cost = 2},
                               {.key = "b", .limit = &bucket, .cost = 1, .lease = 30}};
-  const EncodedRequest r = EncodeRequest(entries, "p:");
+  const EncodedRequest r = EncodeRequest(entries, "p:", Micros(0));
   EXPECT_EQ(UnpackArgs(r.args), (std::vector<int64_t>{2, 3, 100, 1, 600000, 2,  //
                                                       3 + kLeaseFlag, 100, 1, 600000, 1, 30}));
   EXPECT_EQ(r.leases, (std::vector<uint16_t>{1}));
@@ -105,7 +105,7 @@ TEST(LuaProtocol, EncodesGiveBacksAsAnUndoRequest) {
   const LeaseGrant grant{.at = Micros(1'700'000), .reset_after = Micros(300'000)};
   const EntryRef back{
       .key = "w", .limit = &window, .cost = 4, .op = EntryOp::kGiveBack, .grant = &grant};
-  const EncodedRequest r = EncodeRequest({&back, 1}, "p:");
+  const EncodedRequest r = EncodeRequest({&back, 1}, "p:", Micros(0));
   EXPECT_EQ(UnpackArgs(r.args),
             (std::vector<int64_t>{-1, 0, 10, 10, 2000000, 4, 1'700'000, 300'000}));
   StoreResponse got{.allowed = true, .decisions = {Decision{.limit = 10, .remaining = 9}}};
@@ -118,8 +118,8 @@ TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};
   const EntryRef e2[] = {{.key = "y", .limit = &l, .cost = 2}, {.key = "z", .limit = &l}};
-  const EncodedRequest r1 = EncodeRequest(e1, "");
-  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest r1 = EncodeRequest(e1, "", Micros(0));
+  const EncodedRequest r2 = EncodeRequest(e2, "", Micros(0));
   const EncodedRequest* batch[] = {&r1, &r2};
   CallArgv call;
   BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call);
@@ -140,8 +140,8 @@ TEST(LuaProtocol, BuildsACallWithUndeclaredKeys) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l, .cost = 1}};
   const EntryRef e2[] = {{.key = "y", .limit = &l, .cost = 2}};
-  const EncodedRequest r1 = EncodeRequest(e1, "");
-  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest r1 = EncodeRequest(e1, "", Micros(0));
+  const EncodedRequest r2 = EncodeRequest(e2, "", Micros(0));
   const EncodedRequest* batch[] = {&r1, &r2};
   CallArgv call;
   BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kUndeclared);
@@ -155,8 +155,8 @@ TEST(LuaProtocol, SkipsARequestTheNodeDidNotServe) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l}, {.key = "w", .limit = &l}};
   const EntryRef e2[] = {{.key = "y", .limit = &l}};
-  const EncodedRequest r1 = EncodeRequest(e1, "");
-  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest r1 = EncodeRequest(e1, "", Micros(0));
+  const EncodedRequest r2 = EncodeRequest(e2, "", Micros(0));
   // r1 not served (its two entries skipped), then r2 decided, then the call's time.
   const std::vector<int64_t> reply = {kNotServedHere, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 4, 900, 0, 77};
   size_t pos = 0;
@@ -177,8 +177,8 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e1[] = {{.key = "x", .limit = &l}};
   const EntryRef e2[] = {{.key = "y", .limit = &l}, {.key = "z", .limit = &l}};
-  const EncodedRequest r1 = EncodeRequest(e1, "");
-  const EncodedRequest r2 = EncodeRequest(e2, "");
+  const EncodedRequest r1 = EncodeRequest(e1, "", Micros(0));
+  const EncodedRequest r2 = EncodeRequest(e2, "", Micros(0));
   const std::vector<int64_t> reply = {1, 0, 4, 900, 0,  //
                                       0, 0, 5, 0,   0, 1, 0, 300, 250};
   size_t pos = 0;
@@ -206,7 +206,7 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
 TEST(LuaProtocol, DecodesAnOverdrawnWindow) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(60)));
   const EntryRef e[] = {{.key = "x", .limit = &l, .cost = 5, .op = EntryOp::kCharge}};
-  const EncodedRequest r = EncodeRequest(e, "");
+  const EncodedRequest r = EncodeRequest(e, "", Micros(0));
   const std::vector<int64_t> reply = {0, 1, -1, 30'000'000, 30'000'000};
   size_t pos = 0;
   const Result<StoreResponse> d = DecodeResponse(reply, pos, r);
@@ -220,7 +220,7 @@ TEST(LuaProtocol, DecodesAnOverdrawnWindow) {
 TEST(LuaProtocol, RefusesRepliesThatBreakTheDecisionContract) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const EntryRef e[] = {{.key = "x", .limit = &l}, {.key = "y", .limit = &l}};
-  const EncodedRequest r = EncodeRequest(e, "");
+  const EncodedRequest r = EncodeRequest(e, "", Micros(0));
   const std::vector<int64_t> good = {0, 0, 5, 0, 0, 1, 0, 300, 250};
   size_t pos = 0;
   ASSERT_TRUE(DecodeResponse(good, pos, r).ok());
@@ -248,7 +248,7 @@ TEST(LuaProtocol, EncodesASubsetWithTheKeysGiven) {
                               {.key = "b", .limit = &l, .cost = 2},
                               {.key = "c", .limit = &l, .cost = 3}};
   const uint16_t positions[] = {0, 2};
-  const EncodedRequest r = EncodeSubset(entries, positions, {"k:{a}", "k:{c}"});
+  const EncodedRequest r = EncodeSubset(entries, positions, {"k:{a}", "k:{c}"}, Micros(0));
   EXPECT_EQ(r.keys, (std::vector<std::string>{"k:{a}", "k:{c}"}));
   EXPECT_EQ(UnpackArgs(r.args), (std::vector<int64_t>{2, 0, 5, 5, 1000000, 1,  //
                                                       0, 5, 5, 1000000, 3}));
@@ -263,7 +263,7 @@ TEST(LuaProtocol, UndoesOnlyTheEntriesThatConsumed) {
       {.key = "peek", .limit = &bucket, .cost = 0},
       {.key = "refund", .limit = &bucket, .cost = 4, .op = EntryOp::kRefund},
       {.key = "also", .limit = &bucket, .cost = 1}};
-  const EncodedRequest reserved = EncodeRequest(entries, "p:");
+  const EncodedRequest reserved = EncodeRequest(entries, "p:", Micros(0));
   StoreResponse got{.allowed = true, .decisions = {}};
   for (int64_t reset : {200'000, 0, 0, 100'000}) {
     got.decisions.push_back({.verdict = Verdict::kAllowed,
@@ -286,7 +286,7 @@ TEST(LuaProtocol, UndoesOnlyTheEntriesThatConsumed) {
 
   got.decisions[0].reset_after = Micros(0);
   const EntryRef nothing[] = {{.key = "p", .limit = &bucket, .cost = 0}};
-  EXPECT_TRUE(EncodeUndo(EncodeRequest(nothing, ""), got, 1, undone).keys.empty());
+  EXPECT_TRUE(EncodeUndo(EncodeRequest(nothing, "", Micros(0)), got, 1, undone).keys.empty());
   EXPECT_TRUE(undone.empty());
 }
 
@@ -310,7 +310,7 @@ TEST(LuaProtocol, AReservesUndoCarriesItsIdEvenForNoUnits) {
        .hold = &id,
        .reservation = &terms},
       {.key = "plain", .limit = &bucket, .cost = 2, .reservation = &terms}};  // expires only
-  const EncodedRequest reserved = EncodeRequest(entries, "p:");
+  const EncodedRequest reserved = EncodeRequest(entries, "p:", Micros(0));
   StoreResponse got{.allowed = true, .decisions = {}};
   for (int i = 0; i < 3; ++i) {
     got.decisions.push_back({.verdict = Verdict::kAllowed,
@@ -367,7 +367,7 @@ TEST(LuaProtocol, EncodesARefundThatForgetsReservationsAsModeThree) {
        .op = EntryOp::kRefund,
        .forget_reservations = true},
       {.key = "l", .limit = &log, .cost = 7, .op = EntryOp::kRefund, .forget_reservations = true}};
-  EXPECT_EQ(UnpackArgs(EncodeRequest(entries, "p:").args),
+  EXPECT_EQ(UnpackArgs(EncodeRequest(entries, "p:", Micros(0)).args),
             (std::vector<int64_t>{2,                                                      //
                                   4 + kReserveFlag, 10, 1, 100000, -7, 3, 0, 0, 0, 0, 0,  //
                                   1, 5, 5, 1000000, -7}));
@@ -389,7 +389,7 @@ TEST(LuaProtocol, EncodesSharesAndDecodesTheirGrants) {
                                 .fairness = Fairness::kProportional},
                                {.key = "u:{7}", .limit = &bucket, .consumer = "x", .demand = 5}};
   const EncodedBatch batch(shares);
-  const EncodedRequest r = EncodeRequest(batch.entries(), "p:");
+  const EncodedRequest r = EncodeRequest(batch.entries(), "p:", Micros(0));
   EXPECT_TRUE(r.shares);
   EXPECT_EQ(r.keys, (std::vector<std::string>{"p:{a}", "p:{a}:sh", "p:u:{7}", "p:u:{7}:sh"}));
   EXPECT_EQ(UnpackArgs(r.args.substr(0, 13 * 8)),
@@ -400,7 +400,7 @@ TEST(LuaProtocol, EncodesSharesAndDecodesTheirGrants) {
   EXPECT_EQ(r.args.back(), 'x');
   // A subset (a slot of a Cluster) gets each entry's hash beside its state key.
   const uint16_t second[] = {1};
-  EXPECT_EQ(EncodeSubset(batch.entries(), second, {"p:u:{7}"}).keys,
+  EXPECT_EQ(EncodeSubset(batch.entries(), second, {"p:u:{7}"}, Micros(0)).keys,
             (std::vector<std::string>{"p:u:{7}", "p:u:{7}:sh"}));
   std::vector<uint16_t> undone;
   StoreResponse got{.allowed = true, .decisions = std::vector<Decision>(2)};

@@ -45,7 +45,9 @@ std::string Replies(const std::vector<int64_t>& counts) {
   return out;
 }
 
-EncodedRequest Request(std::vector<EntryRef> entries) { return EncodeRequest(entries, "caudal:"); }
+EncodedRequest Request(std::vector<EntryRef> entries) {
+  return EncodeRequest(entries, "caudal:", Micros(0));
+}
 
 class NativeCountTest : public ::testing::Test {
  protected:

@@ -57,10 +57,19 @@ void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
   auto r = std::make_shared<Request>();
   r->done = std::move(done);
   r->submitted = clock_.Monotonic();
+  // The time a calendar window's boundaries are encoded around (lua_protocol.h); read only when
+  // one is there.
+  Micros near{0};
+  for (const EntryRef& e : entries) {
+    if (!e.limit->calendar()) continue;
+    const Clock& c = options_.decision_clock != nullptr ? *options_.decision_clock : clock_;
+    near = std::chrono::duration_cast<Micros>(c.Now());
+    break;
+  }
   if (!options_.split_by_slot) {
     auto part = std::make_shared<RequestPart>();
     part->owner = r;
-    part->request = EncodeRequest(entries, options_.key_prefix);
+    part->request = EncodeRequest(entries, options_.key_prefix, near);
     r->parts.push_back(std::move(part));
   } else {
     // Group the entries by the slot of their state key, in order of first appearance.
@@ -84,7 +93,7 @@ void Pipeline::Submit(std::span<const EntryRef> entries, DecideCallback done) {
         part->entries.push_back(static_cast<uint16_t>(j));
         group_keys.push_back(std::move(keys[j]));
       }
-      part->request = EncodeSubset(entries, part->entries, std::move(group_keys));
+      part->request = EncodeSubset(entries, part->entries, std::move(group_keys), near);
       r->parts.push_back(std::move(part));
     }
     if (r->parts.size() > 1) {

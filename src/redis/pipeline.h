@@ -91,6 +91,9 @@ struct PipelineOptions {
   size_t max_outstanding = 100'000;
   bool split_by_slot = false;  // one part per hash slot (Redis Cluster)
   std::string key_prefix = "caudal:";
+  // The store's decision clock (RedisStoreOptions::decision_clock); null: the pipeline's clock,
+  // whose Now() is then near Redis's TIME. Calendar windows are encoded around its time.
+  const Clock* decision_clock = nullptr;
 };
 
 struct PipelineCounters {

@@ -34,7 +34,8 @@ PipelineOptions PipelineOptionsFrom(const RedisStoreOptions& options, bool split
   return {.deadline = options.deadline,
           .max_outstanding = options.max_outstanding,
           .split_by_slot = split_by_slot,
-          .key_prefix = options.key_prefix};
+          .key_prefix = options.key_prefix,
+          .decision_clock = options.decision_clock};
 }
 
 Status InitTlsIfAsked(IoRunner& runner, const RedisStoreOptions& options, Transport transport) {

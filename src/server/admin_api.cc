@@ -105,6 +105,10 @@ json::value LimitJson(const Limit& l) {
   json::object o{{"algorithm", AlgorithmName(l.algorithm())}};
   o[fields.count] = l.capacity();
   o[fields.period] = fields.period_is_rate ? FormatRate(l.rate()) : FormatDuration(l.window());
+  if (l.calendar()) {  // as the config writes it: `window: 1 month, calendar: {time_zone: ...}`
+    o[fields.period] = Cat("1 ", CalendarUnitName(l.calendar()->unit()));
+    o["calendar"] = json::object{{"time_zone", l.calendar()->time_zone()}};
+  }
   return o;
 }
 

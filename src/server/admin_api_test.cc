@@ -142,5 +142,27 @@ TEST(OverrideJson, SpellsLimitsAsTheBodyDoesAndNullsANeverEndingExpiry) {
   EXPECT_THAT(OverrideJson(v), HasSubstr(R"("limits":[],"weight":4,)"));
 }
 
+// A calendar limit's state spells its window as the config does, with its time zone, and says
+// that an override cannot take one (its limits take durations).
+TEST(StateJson, SpellsACalendarWindowAsTheConfigDoes) {
+  const Limit month = *Limit::Create(
+      LimitSpec::CalendarWindow(100, *Calendar::Create(CalendarUnit::kMonth, "Europe/Madrid")));
+  const StateView v{.policy = "monthly",
+                    .kind = OverrideKind::kPolicy,
+                    .identity = {{"tenant", "acme"}},
+                    .limits_from = "limits",
+                    .limits = {{.limit = month,
+                                .remaining = 99,
+                                .reset_after = std::chrono::hours(1),
+                                .retry_after = {}}}};
+  EXPECT_THAT(StateJson(v),
+              HasSubstr(R"({"algorithm":"fixed_window","limit":100,)"
+                        R"("window":"1 month","calendar":{"time_zone":"Europe/Madrid"}})"));
+  const ParsedOverride calendar = ParseOverrideBody(
+      R"({"limits": [{"algorithm": "fixed_window", "limit": 5, "window": "1 month"}]})");
+  ASSERT_TRUE(calendar.error.has_value());
+  EXPECT_THAT(calendar.error->message, HasSubstr("window"));
+}
+
 }  // namespace
 }  // namespace caudal::admin_api

@@ -331,6 +331,11 @@ Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
     return Status::InvalidArgument(
         "a native count is a fixed_window charge or refund without a lease");
   }
+  if (e.limit->calendar() && (e.native_count || e.op == EntryOp::kShare)) {
+    return Status::InvalidArgument(
+        "a calendar window is counted by the store's scripts alone: neither natively nor in "
+        "shares");
+  }
   if (e.cost < 0 || e.cost > kMaxCost) {
     return Status::InvalidArgument("cost must be between 0 and 2^40 (got " +
                                    std::to_string(e.cost) + ")");

@@ -304,9 +304,9 @@ TEST_F(ClusterStoreTest, TheScriptSkipsWholeARequestWithAKeyTheNodeDoesNotServe)
   const EntryRef e2[] = {{.key = b, .limit = &l, .cost = 1},
                          {.key = foreign, .limit = &l, .cost = 1}};
   const EntryRef e3[] = {{.key = c, .limit = &l, .cost = 2}};
-  const redis::EncodedRequest r1 = redis::EncodeRequest(e1, "caudal:");
-  const redis::EncodedRequest r2 = redis::EncodeRequest(e2, "caudal:");
-  const redis::EncodedRequest r3 = redis::EncodeRequest(e3, "caudal:");
+  const redis::EncodedRequest r1 = redis::EncodeRequest(e1, "caudal:", Micros(0));
+  const redis::EncodedRequest r2 = redis::EncodeRequest(e2, "caudal:", Micros(0));
+  const redis::EncodedRequest r3 = redis::EncodeRequest(e3, "caudal:", Micros(0));
   const redis::EncodedRequest* batch[] = {&r1, &r2, &r3};
   redis::CallArgv call;
   redis::BuildCall("EVAL", redis::kDecideScript, redis::TimeSource::kRedisTime, 0, batch, call,

@@ -15,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -33,6 +34,12 @@ constexpr int64_t kYear = 365 * kDay;
 class Tracer {
  public:
   explicit Tracer(uint64_t seed) : rng_(seed) {}
+
+  // Draw most fixed windows on a calendar (calendar.h): a random unit in one of kZones.
+  void DrawCalendars() { calendars_ = true; }
+  static constexpr std::string_view kZones[] = {
+      "UTC",          "Europe/Madrid",  "America/New_York",
+      "Asia/Kolkata", "Asia/Kathmandu", "Australia/Adelaide"};
 
   int64_t Uniform(int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
@@ -75,6 +82,11 @@ class Tracer {
   }
 
   Limit RandomLimit(Algorithm a) {
+    if (calendars_ && a == Algorithm::kFixedWindow && Chance(80)) {
+      const auto unit = static_cast<CalendarUnit>(Uniform(0, 3));
+      const auto zone = kZones[static_cast<size_t>(Uniform(0, std::ssize(kZones) - 1))];
+      return *Limit::Create(LimitSpec::CalendarWindow(Capacity(a), *Calendar::Create(unit, zone)));
+    }
     for (;;) {
       LimitSpec spec;
       if (IsWindowAlgorithm(a)) {
@@ -163,8 +175,16 @@ class Tracer {
     }
   }
 
+  // A gap to (or one µs around) the next boundary of `l`'s calendar, when it has one and a draw
+  // says so; nullopt otherwise (draws nothing for a limit without a calendar).
+  std::optional<int64_t> CalendarGap(const Limit& l, int64_t now) {
+    if (!l.calendar() || !Chance(15)) return std::nullopt;
+    return l.calendar()->WindowAt(Micros(now)).end.count() - now + Uniform(-1, 1);
+  }
+
  private:
   std::mt19937_64 rng_;
+  bool calendars_ = false;
 };
 
 using BatchCall = std::function<std::vector<StoreResponse>(
@@ -184,11 +204,14 @@ struct HeldLease {
 // more that gives leases back; keys start with `key_prefix`. Consumes of the algorithms that
 // lease often ask for one, and parts of the grants are given back at random later times (a part
 // twice, sometimes). The lease draws come from a generator of their own, so the rest of each
-// trace is drawn as without them. With `forward_only`, time never moves back.
+// trace is drawn as without them. With `forward_only`, time never moves back. With `calendars`,
+// most fixed windows count calendar windows (Tracer::DrawCalendars), and some steps land on the
+// first key's next calendar boundary.
 inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
                    int64_t min_decisions, const BatchCall& call, const std::string& key_prefix = "",
-                   bool forward_only = false) {
+                   bool forward_only = false, bool calendars = false) {
   Tracer t(seed);
+  if (calendars) t.DrawCalendars();
   Tracer lt(seed ^ 0x1ea5e);  // the lease draws
   ReferenceModel reference;   // the conformance suite's model of the Store contract
   int64_t leases_asked = 0, grants = 0, give_backs = 0;
@@ -213,8 +236,8 @@ inline void Replay(uint64_t seed, const std::function<Algorithm(Tracer&)>& pick,
     int64_t now = int64_t{1'700'000'000'000'000} + t.Uniform(0, kYear);
     std::vector<HeldLease> held;
     for (int step = 0; step < 60; ++step) {
-      const int64_t gap =
-          forward_only ? std::max<int64_t>(0, t.Gap(scale, now)) : t.Gap(scale, now);
+      const int64_t drawn = t.CalendarGap(limits[0], now).value_or(t.Gap(scale, now));
+      const int64_t gap = forward_only ? std::max<int64_t>(0, drawn) : drawn;
       if (now + gap > 0 && now + gap < int64_t{8'000'000'000'000'000}) now += gap;
       std::vector<std::vector<EntryRef>> requests(t.Uniform(1, 6));
       for (auto& r : requests) {

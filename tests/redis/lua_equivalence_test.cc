@@ -48,7 +48,11 @@ class LuaEquivalence : public ::testing::Test {
   // Runs one script call carrying `requests` at `now`; returns each request's response.
   std::vector<StoreResponse> Call(const std::vector<std::vector<EntryRef>>& requests, int64_t now) {
     std::vector<EncodedRequest> encoded;
-    for (const auto& r : requests) encoded.push_back(EncodeRequest(r, "caudal:"));
+    // The time calendar windows are encoded around: the call's own, or up to 12 hours from it
+    // (the caller's clock against the store's; every calendar window is longer).
+    constexpr int64_t kHour = 3'600'000'000;
+    const Micros near(skewed_ ? now + now % (24 * kHour) - 12 * kHour : now);
+    for (const auto& r : requests) encoded.push_back(EncodeRequest(r, "caudal:", near));
     std::vector<const EncodedRequest*> ptrs;
     for (const EncodedRequest& e : encoded) ptrs.push_back(&e);
     // Of the calls the store would send to the fast script, one in three goes to it as a
@@ -82,15 +86,18 @@ class LuaEquivalence : public ::testing::Test {
   }
 
   void Replay(uint64_t seed, const std::function<Algorithm(equivalence::Tracer&)>& pick,
-              int64_t min_decisions) {
-    equivalence::Replay(seed, pick, min_decisions,
-                        [this](const std::vector<std::vector<EntryRef>>& requests, int64_t now) {
-                          return Call(requests, now);
-                        });
+              int64_t min_decisions, bool forward_only = false, bool calendars = false) {
+    equivalence::Replay(
+        seed, pick, min_decisions,
+        [this](const std::vector<std::vector<EntryRef>>& requests, int64_t now) {
+          return Call(requests, now);
+        },
+        "", forward_only, calendars);
   }
 
   std::unique_ptr<RedisServer> server_;
   uint64_t consume_calls_ = 0;  // calls of plain consumes so far
+  bool skewed_ = false;         // calendar boundaries encoded hours from the call's time
 };
 
 // Every algorithm of the table on its own; the seed is the enum value + 1, so each one's traces
@@ -115,6 +122,25 @@ TEST_F(LuaEquivalence, RequestsMixingAlgorithms) {
         return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))];
       },
       kDecisionsPerAlgorithm);
+}
+
+// Fixed windows on calendars (most of them: a day, week, month or year in zones with
+// daylight-saving changes and non-hour offsets), with steps on their boundaries: the script picks
+// the window among the boundaries it is handed as the C++ computes it from the time zone.
+TEST_F(LuaEquivalence, CalendarWindows) {
+  Replay(
+      21, [](Tracer&) { return Algorithm::kFixedWindow; }, kDecisionsPerAlgorithm,
+      /*forward_only=*/false, /*calendars=*/true);
+}
+
+// The boundaries encoded up to 12 hours from the store's time: the script still picks the window
+// holding its own time (and a clock gone back is judged in the stored window, whose end the state
+// holds, wherever the boundaries lie).
+TEST_F(LuaEquivalence, CalendarWindowsHandedBoundariesHoursFromTheStoreClock) {
+  skewed_ = true;
+  Replay(
+      22, [](Tracer& t) { return t.Chance(80) ? Algorithm::kFixedWindow : Algorithm::kGcra; },
+      kDecisionsPerAlgorithm, /*forward_only=*/false, /*calendars=*/true);
 }
 
 }  // namespace

@@ -5,8 +5,8 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease`, `concurrency`, `reservation` or `share` as the second argument runs those mutants alone; a
-# file's name (`token_bucket.lua`), that file's mutants of the first list.
+# `lease`, `concurrency`, `reservation`, `calendar` or `share` as the second argument runs those
+# mutants alone; a file's name (`token_bucket.lua`), that file's mutants of the first list.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
 # conformance suite on Redis), contract and properties (the algorithms' own suites, every
@@ -52,7 +52,7 @@ mutants=(
   "token_bucket.lua|if units >= cap - tokens then|if units > cap - tokens then"
   "fixed_window.lua|elseif count + cost <= max or cost == 0 then|elseif count + cost < max or cost == 0 then"
   "fixed_window.lua|elseif count + cost <= max or cost == 0 then|elseif count + cost <= max then"
-  "fixed_window.lua|retry = start + w - now|retry = start + w - now - 1"
+  "fixed_window.lua|retry = stop - now|retry = stop - now - 1"
   "fixed_window.lua|local back = units < count and units or count|local back = units"
   "gcra.lua|nf, nw = nf - n, nw + 1|nf, nw = nf - n, nw"
   "gcra.lua|if tf > 0 then reset = reset + 1 end|if tf > 1 then reset = reset + 1 end"
@@ -89,7 +89,7 @@ lease_mutants=(
   "decide.lua|if all and asks[i] and asks[i] > 0|if asks[i] and asks[i] > 0"
   "decide.lua|leased = asks[i] < remainings[i] and asks[i] or remainings[i]|leased = asks[i]"
   "decide.lua|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack) undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)"
-  "undo.lua|if not st or st[1] ~= at + reset - w then return 0 end|if not st then return 0 end"
+  "undo.lua|if not st or not fw_counted(st, w, at + reset) then return 0 end|if not st then return 0 end"
   "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
 )
 # Concurrency: a slot past the limit, a hold live at its expiry (counted, or released), a slot
@@ -143,6 +143,18 @@ reservation_mutants=(
   "gcra.lua|if gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f) > 0 then|if gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f) > 0 then"
   "gcra.lua|retry = gcra_wait(w0, w1, now, cost, n, p, tau_w, tau_f)|retry = gcra_wait(bw, bf, now, cost, n, p, tau_w, tau_f)"
 )
+# Calendar windows (the boundaries handed to the script): the window picked a µs late at a
+# boundary, one that ends at the wrong boundary, a stored later window (time went back) judged
+# against now's end, a calendar window's end not stored, a give-back matched to the wrong window,
+# the boundaries read out of order.
+calendar_mutants=(
+  "fixed_window.lua|if now < w[2] then return w[1], w[2] end|if now <= w[2] then return w[1], w[2] end"
+  "fixed_window.lua|if now < w[3] then return w[2], w[3] end|if now < w[3] then return w[2], w[4] end"
+  "fixed_window.lua|if type(w) == 'number' then stop = st[1] + w else stop = st[3] end|if type(w) == 'number' then stop = st[1] + w end"
+  "fixed_window.lua|  if type(w) == 'number' then return 0 end|  if true then return 0 end"
+  "fixed_window.lua|  return st[3] == stop|  return st[1] + 86400000000 == stop"
+  "decide.lua|return {b1, b2, b3, b4}, p|return {b1, b3, b3, b4}, p"
+)
 # Shares: a share granted twice (its last call not moved), a grant beyond the accrual, allocations
 # adding up to more than the refill, a consumer live past its expiry, a key taking one consumer
 # past its most, an accrual not capped at the ttl, a group's weight not set for its members, a
@@ -169,6 +181,8 @@ case $only in
          mutants=("${keep[@]}") ;;
   lease) mutants=("${lease_mutants[@]}") ;;
   concurrency) mutants=("${concurrency_mutants[@]}") ;;
+  calendar) mutants=("${calendar_mutants[@]}")
+            suites=(equivalence:redis_lua_equivalence_test undo:redis_undo_test) ;;
   # A split reserve's undo runs on a Cluster: its suites (cluster_suites_test) join.
   reservation) mutants=("${reservation_mutants[@]}")
                suites=(equivalence:redis_lua_equivalence_test
@@ -178,7 +192,7 @@ case $only in
   share) mutants=("${share_mutants[@]}")
          suites=(share:redis_share_test conformance:redis_store_conformance_test) ;;
   *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}"
-               "${share_mutants[@]}")
+               "${calendar_mutants[@]}" "${share_mutants[@]}")
      suites+=(cluster:redis_cluster_suites_test share:redis_share_test) ;;
 esac
 if [[ $check == 1 ]]; then

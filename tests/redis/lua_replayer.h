@@ -132,7 +132,7 @@ class LuaReplayer {
     calls.push_back({"DEL", to});
     calls.push_back({"COPY", from, to});
     const EntryRef entry{.key = scratch_, .limit = &limit_, .cost = cost};
-    const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix);
+    const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix, now);
     const EncodedRequest* ptr = &request;
     CallArgv call;
     BuildFor(ptr, now, call);
@@ -176,7 +176,7 @@ class LuaReplayer {
 
   Decision Call(const std::string& key, Micros now, int64_t cost, EntryOp op) const {
     const EntryRef entry{.key = key, .limit = &limit_, .cost = cost, .op = op};
-    const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix);
+    const EncodedRequest request = EncodeRequest({&entry, 1}, kPrefix, now);
     const EncodedRequest* ptr = &request;
     CallArgv call;
     BuildFor(ptr, now, call);

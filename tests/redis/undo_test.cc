@@ -53,12 +53,12 @@ class UndoTest : public ::testing::Test {
   }
 
   StoreResponse Decide(std::span<const EntryRef> entries, int64_t now) {
-    return Run(EncodeRequest(entries, "u:"), now);
+    return Run(EncodeRequest(entries, "u:", Micros(0)), now);
   }
 
   // Reserves `entries` at `at` (they must be admitted), then undoes them at `now`.
   StoreResponse ReserveThenUndo(std::span<const EntryRef> entries, int64_t at, int64_t now) {
-    const EncodedRequest reserved = EncodeRequest(entries, "u:");
+    const EncodedRequest reserved = EncodeRequest(entries, "u:", Micros(0));
     const StoreResponse got = Run(reserved, at);
     EXPECT_TRUE(got.allowed);
     std::vector<uint16_t> undone;
@@ -131,7 +131,7 @@ void ReplayWithGhosts(UndoTest& t, Algorithm a, uint64_t seed) {
         ASSERT_EQ(got.decisions, want.decisions) << "trace " << trace << " step " << step;
         continue;
       }
-      const EncodedRequest reserved = EncodeRequest(entries, "u:");
+      const EncodedRequest reserved = EncodeRequest(entries, "u:", Micros(0));
       const StoreResponse got = t.Run(reserved, now);
       if (!got.allowed) continue;  // consumed nothing: nothing to undo
       std::vector<uint16_t> undone;
@@ -191,7 +191,7 @@ void ReplayEdgeCasesWithGhosts(UndoTest& t, Algorithm a, uint64_t seed) {
         ASSERT_EQ(got.decisions, want.decisions) << "trace " << trace << " step " << step;
         continue;
       }
-      const EncodedRequest reserved = EncodeRequest(entries, "u:");
+      const EncodedRequest reserved = EncodeRequest(entries, "u:", Micros(0));
       const StoreResponse got = t.Run(reserved, now);
       if (!got.allowed) continue;
       std::vector<uint16_t> undone;
@@ -242,7 +242,7 @@ TEST_F(UndoTest, FixedWindowGivesBackOnlyInTheWindowItCountedIn) {
   EXPECT_EQ(ReserveThenUndo({&reserve, 1}, w0 + 100, w0 + 900'000).decisions[0].remaining, 10);
   // Reserved at the end of one window, undone in the next, which holds 3 units of its own:
   // the 2 units stayed in the window that passed, and the next one keeps its 3.
-  const EncodedRequest reserved = EncodeRequest({&reserve, 1}, "u:");
+  const EncodedRequest reserved = EncodeRequest({&reserve, 1}, "u:", Micros(0));
   const StoreResponse got = Run(reserved, w0 + 999'999);
   ASSERT_TRUE(got.allowed);
   ASSERT_TRUE(Decide({&other, 1}, w0 + 1'000'100).allowed);
@@ -257,7 +257,7 @@ TEST_F(UndoTest, SlidingWindowCounterGivesBackToTheWindowItCountedIn) {
       *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowCounter, 100, seconds(1)));
   const int64_t w0 = kStart;
   const EntryRef reserve{.key = "swc", .limit = &l, .cost = 40};
-  const EncodedRequest reserved = EncodeRequest({&reserve, 1}, "u:");
+  const EncodedRequest reserved = EncodeRequest({&reserve, 1}, "u:", Micros(0));
   const StoreResponse got = Run(reserved, w0 + 10);
   ASSERT_TRUE(got.allowed);
   // Halfway through the next window, 40 units of the previous window weigh about 20.
@@ -279,7 +279,7 @@ TEST_F(UndoTest, SlidingWindowCounterGivesBackToTheWindowItCountedIn) {
 TEST_F(UndoTest, SlidingWindowLogTakesTheUnitsOffTheReservationsOwnEntry) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 5, seconds(10)));
   const EntryRef one{.key = "log", .limit = &l, .cost = 1};
-  const EncodedRequest reserved = EncodeRequest({&one, 1}, "u:");
+  const EncodedRequest reserved = EncodeRequest({&one, 1}, "u:", Micros(0));
   const StoreResponse got = Run(reserved, kStart);
   ASSERT_TRUE(got.allowed);
   ASSERT_TRUE(Decide({&one, 1}, kStart + 4'000'000).allowed);  // a later entry
@@ -322,7 +322,7 @@ void BucketUndoneLater(UndoTest& t, Algorithm a) {
     ReferenceModel without;
     const std::string key = Cat("between", static_cast<int>(a));
     const EntryRef one{.key = key, .limit = &l, .cost = 1};
-    const EncodedRequest reserved = EncodeRequest({&one, 1}, "u:");
+    const EncodedRequest reserved = EncodeRequest({&one, 1}, "u:", Micros(0));
     const StoreResponse got = t.Run(reserved, kStart + 10'000'000);
     ASSERT_TRUE(got.allowed);
     ASSERT_TRUE(t.Decide({&one, 1}, kStart + 10'500'000).allowed);

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "caudal/algorithms/calendar.h"
 #include "caudal/common/clock.h"
 #include "caudal/common/status.h"
 
@@ -74,10 +76,20 @@ struct LimitSpec {
   // Bucket algorithms: refill rate r. Window algorithms: {limit, window}; count must equal
   // capacity (use Window() to build one). Concurrency: {limit, hold} (use Concurrency()).
   Rate rate{};
+  // A fixed_window's calendar (calendar.h): it counts per calendar window, and its rate's period
+  // is the calendar's nominal length (use CalendarWindow() to build one). None: windows are
+  // multiples of the period since the epoch.
+  std::optional<Calendar> calendar{};
 
   // Also a concurrency limit's, with its hold for the window (= Concurrency()).
   static LimitSpec Window(Algorithm a, int64_t limit, Micros window) {
     return {.algorithm = a, .capacity = limit, .rate = {.count = limit, .period = window}};
+  }
+  static LimitSpec CalendarWindow(int64_t limit, const Calendar& calendar) {
+    return {.algorithm = Algorithm::kFixedWindow,
+            .capacity = limit,
+            .rate = {.count = limit, .period = calendar.nominal()},
+            .calendar = calendar};
   }
   static LimitSpec Bucket(Algorithm a, int64_t capacity, Rate refill) {
     return {.algorithm = a, .capacity = capacity, .rate = refill};
@@ -97,14 +109,17 @@ class Limit {
   Algorithm algorithm() const { return algorithm_; }
   int64_t capacity() const { return capacity_; }
   Rate rate() const { return rate_; }
-  // Window algorithms: the window length W. Bucket algorithms: the rate's period. Concurrency:
-  // the longest a slot is held.
+  // Window algorithms: the window length W (a calendar's nominal length). Bucket algorithms: the
+  // rate's period. Concurrency: the longest a slot is held.
   Micros window() const { return rate_.period; }
+  // A fixed_window counting calendar windows: its calendar; none for every other limit.
+  const std::optional<Calendar>& calendar() const { return calendar_; }
   // The rate reduced to lowest terms: refill_count() tokens every refill_period_us() µs.
   int64_t refill_count() const { return n_; }
   int64_t refill_period_us() const { return p_; }
 
   // "token_bucket capacity=100 refill=100/1m" / "fixed_window limit=100 window=1m" /
+  // "fixed_window limit=100 window=1 month calendar=Europe/Madrid" /
   // "concurrency limit=5 hold=30s".
   std::string ToString() const;
 
@@ -115,6 +130,7 @@ class Limit {
   Algorithm algorithm_ = Algorithm::kTokenBucket;
   int64_t capacity_ = 0;
   Rate rate_{};
+  std::optional<Calendar> calendar_{};
   int64_t n_ = 0;
   int64_t p_ = 0;
 };

@@ -160,7 +160,8 @@ class RedisStore final : public Store {
   // URL or option, or when Redis refuses the URL's credentials or database (a mistake no retry
   // fixes); kUnavailable when Redis cannot be reached or fails otherwise; each with a message
   // naming the cause. Deadlines, latencies and the waits of Open() and Ping() use `clock`'s
-  // Monotonic(); it must outlive the store.
+  // Monotonic(); a calendar window's boundaries are computed around its Now() (or the
+  // decision_clock's), which must be within a day of Redis's TIME; it must outlive the store.
   static Result<std::unique_ptr<RedisStore>> Open(const Clock& clock, RedisStoreOptions options);
   ~RedisStore() override;
 

@@ -32,6 +32,10 @@
 --   reply is SHARE_FULL alone when a new consumer finds its key full (nothing written), else 1
 --   and per entry the four integers, the units granted, the allocation, the live consumers and
 --   their demands' sum.
+--   An algorithm (FIXED_WINDOW) plus CALENDAR_FLAG counts calendar windows: four more numbers
+--   follow its first five (before a lease's), the calendar's consecutive boundaries (µs) near the
+--   caller's time; they stand for the rate period in what decides it (fixed_window.lua). An undo
+--   entry carries them after its seven, before a reservation id.
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
@@ -120,6 +124,12 @@ end
 -- A request's numbers: one struct.unpack per entry reads them all.
 local COUNT, ENTRY, UNDO_ENTRY, HOLD = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8i8', '<i8i8'
 local RESERVATION = '<i8i8i8i8i8i8'
+-- A calendar's four boundaries (CALENDAR_FLAG), as fixed_window.lua takes them.
+local function calendar_bounds(req, p)
+  local b1, b2, b3, b4
+  b1, b2, b3, b4, p = sunpack('<i8i8i8i8', req, p)
+  return {b1, b2, b3, b4}, p
+end
 
 local out, o = {}, 0
 local k = 1
@@ -155,6 +165,10 @@ while a <= nargs do
     for _ = 1, n do
       local alg, cap, rn, rp, units, at, reset
       alg, cap, rn, rp, units, at, reset, p = sunpack(UNDO_ENTRY, req, p)
+      if alg >= CALENDAR_FLAG then
+        alg = alg - CALENDAR_FLAG
+        rp, p = calendar_bounds(req, p)
+      end
       local hi, lo
       if alg >= RESERVE_FLAG then  -- a reserve's undo: its record goes too
         alg = alg - RESERVE_FLAG
@@ -171,6 +185,10 @@ while a <= nargs do
       local alg
       alg, caps[i], rns[i], rps[i], costs[i], p = sunpack(ENTRY, req, p)
       asks[i], modes[i], rcodes[i], overs[i] = false, false, RES_NONE, 0
+      if alg >= CALENDAR_FLAG then
+        alg = alg - CALENDAR_FLAG
+        rps[i], p = calendar_bounds(req, p)
+      end
       local reserving = alg >= RESERVE_FLAG
       if reserving then alg = alg - RESERVE_FLAG end
       if alg >= LEASE_FLAG then

@@ -17,7 +17,7 @@
 -- window of its time, since a state written at a later time (clocks moved back) keeps its own.
 
 local function fixed_window_undo_units(st, w, units, at, reset)
-  if not st or st[1] ~= at + reset - w then return 0 end  -- its window is gone
+  if not st or not fw_counted(st, w, at + reset) then return 0 end  -- its window is gone
   return units
 end
 
