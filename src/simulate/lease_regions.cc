@@ -66,9 +66,11 @@ class Model {
         store_(clock_),
         tracker_(o.window, traffic.keys.size()),
         series_(o.series_times, run_.series) {
+    // Leases of units, as the regions' tables ask for them: share renewals (the lease decorator's
+    // share mode, docs/algorithms.md) are not simulated.
     for (int64_t r = 0; r < o.regions; ++r) {
-      tables_.push_back(std::make_unique<LeaseTable>(
-          engine_internal::LeaseTableOptions{.defaults = terms_, .instances = o.regions}));
+      tables_.push_back(std::make_unique<LeaseTable>(engine_internal::LeaseTableOptions{
+          .defaults = terms_, .instances = o.regions, .shares = false}));
     }
     // Give-backs run until every lease has ended and its units could be back.
     ticks_until_ = traffic.end + std::chrono::duration_cast<Micros>(o.ttl) + 4 * o.one_way +
