@@ -32,7 +32,7 @@ class SimClock final : public Clock {
   Nanos now_{0};
 };
 
-enum class Kind { kRequest, kRenewal, kGiveBack };
+enum class Kind { kRequest, kRenewal, kShare, kGiveBack };
 
 struct Call {
   Kind kind = Kind::kRequest;
@@ -42,10 +42,13 @@ struct Call {
   std::string name{};    // the key's name
   int64_t cost = 0;      // a request's cost, or a give-back's units
   int64_t ask = 0;       // the lease asked for, or 0
+  int64_t demand = 0;    // a share renewal's
+  Nanos ttl{0};          // a share renewal's
   LeaseGrant grant{};    // a give-back's
   bool reached = false;  // the store decided it
   bool allowed = false;  // the store's answer
   Decision decision{};
+  ShareState share{};  // a share renewal's answer
 };
 
 struct Event {
@@ -66,11 +69,9 @@ class Model {
         store_(clock_),
         tracker_(o.window, traffic.keys.size()),
         series_(o.series_times, run_.series) {
-    // Leases of units, as the regions' tables ask for them: share renewals (the lease decorator's
-    // share mode, docs/algorithms.md) are not simulated.
     for (int64_t r = 0; r < o.regions; ++r) {
-      tables_.push_back(std::make_unique<LeaseTable>(engine_internal::LeaseTableOptions{
-          .defaults = terms_, .instances = o.regions, .shares = false}));
+      tables_.push_back(std::make_unique<LeaseTable>(
+          engine_internal::LeaseTableOptions{.defaults = terms_, .instances = o.regions}));
     }
     // Give-backs run until every lease has ended and its units could be back.
     ticks_until_ = traffic.end + std::chrono::duration_cast<Micros>(o.ttl) + 4 * o.one_way +
@@ -157,9 +158,16 @@ class Model {
     }
     for (const LeaseAsk& a : plan.renewals) {
       if (Cut(r, now)) {
-        tables_[r]->Granted(a.key, a.limit, now, false, nullptr);
+        a.share ? void(tables_[r]->GrantedShare(a.key, a.limit, now, nullptr, nullptr))
+                : void(tables_[r]->Granted(a.key, a.limit, now, false, nullptr));
       } else {
-        Send({.kind = Kind::kRenewal, .region = r, .sent = now, .name = a.key, .ask = a.units});
+        Send({.kind = a.share ? Kind::kShare : Kind::kRenewal,
+              .region = r,
+              .sent = now,
+              .name = a.key,
+              .ask = a.units,
+              .demand = a.demand,
+              .ttl = a.ttl});
       }
     }
   }
@@ -174,6 +182,22 @@ class Model {
       if (!r.ok()) return;
       c.allowed = true;  // a give-back is always allowed
       if (!r->decisions.empty()) c.decision = r->decisions[0];
+      return;
+    }
+    if (c.kind == Kind::kShare) {  // the region is the consumer
+      const std::string consumer = "region-" + std::to_string(c.region);
+      const ShareEntry e{
+          .key = c.name,
+          .limit = &limit_,
+          .consumer = consumer,
+          .demand = c.demand,
+          .ttl = std::clamp(std::chrono::duration_cast<Micros>(c.ttl), kMinShareTtl, kMaxShareTtl)};
+      const Result<ShareResponse> r = store_.Share({&e, 1});
+      c.reached = r.ok() && !r->decisions.empty() && !r->shares.empty();
+      if (!c.reached) return;
+      c.allowed = true;
+      c.decision = r->decisions[0];
+      c.share = r->shares[0];
       return;
     }
     const ConsumeEntry e{.key = c.name, .limit = &limit_, .cost = c.cost, .lease = c.ask};
@@ -200,7 +224,10 @@ class Model {
         c.allowed ? Admit(c.key, at, c.cost) : void(++run_.rejected);
       }
     }
-    if (c.ask > 0) {
+    if (c.kind == Kind::kShare) {
+      table.GrantedShare(c.name, limit_, c.sent, lost ? nullptr : &c.decision,
+                         lost ? nullptr : &c.share);
+    } else if (c.ask > 0) {
       table.Granted(c.name, limit_, c.sent, !lost && c.allowed, lost ? nullptr : &c.decision);
     }
   }
