@@ -167,6 +167,10 @@ bool ShareDue(const KeyLeases& k, Nanos now, Nanos gap) {
          (k.share_sent == Nanos::min() || now - k.share_sent >= gap);
 }
 
+// The renewal period of a key its grants do not cover: half a ttl, or an eighth while the store
+// does not answer, so that a key is back to its share soon after the store is.
+Nanos UncoveredGap(const KeyLeases& k) { return k.share_answered ? k.ttl / 2 : k.ttl / 8; }
+
 // Sends a share renewal for `k` (ShareDue).
 void AskShare(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, size_t entry,
               LeasePlan& plan) {
@@ -302,7 +306,7 @@ bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
       d.reset_after = d.retry_after;
     }
     if (k.sharing) {
-      if (ShareDue(k, now, k.ttl / 2)) {
+      if (ShareDue(k, now, UncoveredGap(k))) {
         AskShare(*found[i].shard, *found[i].key, k, now, i, plan);
       }
       continue;
@@ -393,7 +397,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       if (k == nullptr || k->asked > 0 || !Hot(*k) || k->n >= kMaxLotsPerKey) continue;
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
       if (k->sharing) {  // its grants come from share renewals only
-        if (ShareDue(*k, now, k->ttl / 2))
+        if (ShareDue(*k, now, UncoveredGap(*k)))
           AskShare(*found[i].shard, *found[i].key, *k, now, i, plan);
         continue;
       }
