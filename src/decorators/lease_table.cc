@@ -261,15 +261,16 @@ bool Renews(int64_t left, int64_t target, Nanos ttl, Nanos rtt) {
 
 bool Hot(const KeyLeases& k) { return k.requests_now + k.requests_before >= 2; }
 
-// A sharing key refuses here while the store answers its renewals: its last one was answered,
+// A sharing key refuses here while the store answers its renewals: its last one was answered
+// less than a ttl ago (a key back from idleness asks the store again: its bucket may have filled),
 // and the one in flight, if any, was sent less than three round trips (and at least an eighth of
 // a ttl: a store answering at once is not late for a moment's queueing) ago. Past that its requests
 // go to the store, and so to the failure mode while it is down. (A refusal sends the next renewal
 // once due, half a ttl after the last: so refusals end at most ttl/2 and three round trips, or
 // ttl/8, after the last renewal the store answered was sent.)
 bool ShareRefuses(const KeyLeases& k, Nanos now, Nanos rtt) {
-  return k.sharing && k.share_answered &&
-         (k.asked == 0 || now - k.share_sent < std::max(3 * rtt, k.ttl / 8));
+  if (!k.sharing || !k.share_answered || now - k.share_sent >= k.ttl) return false;
+  return k.asked == 0 || now - k.share_sent < std::max(3 * rtt, k.ttl / 8);
 }
 
 // A request of keys that are all tracked, all consumed, one of them dry and not covered by its

@@ -326,6 +326,19 @@ TEST_F(ShareModeTest, AnAskFilledFromABucketUnderAQuarterFullTurnsToShares) {
   EXPECT_EQ(table_.Counts().sharing, 1u);
 }
 
+TEST_F(ShareModeTest, AKeyBackFromIdlenessAsksTheStoreRatherThanRefusingHere) {
+  GoDry();
+  ASSERT_EQ(Begin(milliseconds(10)).renewals.size(), 1u);
+  ASSERT_EQ(Share(milliseconds(10), 5), 5);
+  ASSERT_TRUE(Begin(milliseconds(20), 51).allowed);
+  // No request for a ttl after its last renewal: what the store answered then no longer says the
+  // bucket is dry.
+  const LeasePlan back = Begin(milliseconds(1'010));
+  EXPECT_FALSE(back.local) << "decided by the store";
+  ASSERT_EQ(back.renewals.size(), 1u);
+  EXPECT_TRUE(back.renewals[0].share);
+}
+
 TEST_F(ShareModeTest, FixedWindowsNeverShare) {
   limit_ = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 3'000, seconds(1)));
   GoDry();
