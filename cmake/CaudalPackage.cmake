@@ -89,7 +89,8 @@ set(CPACK_DEBIAN_PACKAGE_RELEASE ${CAUDAL_PACKAGE_RELEASE})
 set(CPACK_DEBIAN_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS procps)
+# tzdata: calendar windows read their time zones from the system database (date/tz.h).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "procps, tzdata")
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
     ${packaging}/debian/conffiles ${packaging}/debian/postinst ${packaging}/debian/prerm
