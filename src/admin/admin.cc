@@ -498,10 +498,18 @@ Result<StateView> Admin::ReadState(const Resolved& r) {
   if (!decided.ok()) return Unavailable(decided.status());
   for (size_t k = 0; k < check->keys.size(); ++k) {
     const Decision& d = decided->decisions[k];
-    view.limits.push_back({.limit = *check->result.limits[k],
-                           .remaining = d.remaining,
-                           .reset_after = d.reset_after,
-                           .retry_after = d.allowed() ? Micros(0) : d.retry_after});
+    LimitState state{.limit = *check->result.limits[k],
+                     .remaining = d.remaining,
+                     .reset_after = d.reset_after,
+                     .retry_after = d.allowed() ? Micros(0) : d.retry_after};
+    state.shared = check->shared != nullptr;
+    if (check->shared != nullptr && options_.held_share != nullptr) {
+      if (auto held = options_.held_share(check->keys[k], check->shared->identity)) {
+        state.share = held->allocation;
+        state.share_held = held->held;
+      }
+    }
+    view.limits.push_back(state);
   }
   return view;
 }

@@ -58,6 +58,10 @@ struct AdminOptions {
   // Called on the admin's thread after a change of the overrides or a reset took effect here
   // (the Service ends the instance's leases, so none keeps admitting from units taken before).
   std::function<void()> on_change = nullptr;
+  // What this instance holds of an identity's share of a shared capacity (its key, the encoded
+  // identity), for the state; null or nullopt: none.
+  std::function<std::optional<HeldShare>(std::string_view key, std::string_view identity)>
+      held_share = nullptr;
 };
 
 // What an admin request names: a policy and the identity, as the query's parameters (decoded,
@@ -97,6 +101,18 @@ struct LimitState {
   int64_t remaining = 0;
   Micros reset_after{0};
   Micros retry_after{0};  // for a request of cost 1; 0 when it would be admitted now
+  // A capacity shared among identities (a policy with `share`): the identity's share at this
+  // instance (units per rate period, as last allotted) and the units it holds of it here; -1 and
+  // 0 when this instance holds none. The rest above is the capacity's, all identities'.
+  bool shared = false;
+  int64_t share = -1;
+  int64_t share_held = 0;
+};
+
+// An identity's share of a shared capacity at this instance (LeaseStore::HeldShare).
+struct HeldShare {
+  int64_t allocation = 0;  // units per rate period, as last allotted
+  int64_t held = 0;        // units held unspent
 };
 
 struct StateView {

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/algorithm.h"
+#include "common/cat.h"
 #include "decorators/lease_table.h"
 
 namespace caudal {
@@ -53,7 +55,22 @@ struct LeaseStore::Core {
     return buf;
   }
 
+  // A request that waited for its identity's share runs again on the renewal's answer, on the
+  // store's thread: through `inner` while the LeaseStore lives (Enter/Leave bracket each such use,
+  // and its destructor waits for them).
+  bool Enter() {
+    std::lock_guard lock(mu);
+    if (closed) return false;
+    ++entered;
+    return true;
+  }
+  void Leave() {
+    std::lock_guard lock(mu);
+    if (--entered == 0) idle.notify_all();
+  }
+
   const Clock& clock;
+  Store* inner = nullptr;
   engine_internal::LeaseTable table;
   const std::string consumer;          // in shares
   const std::unique_ptr<Metrics> own;  // when none was given
@@ -64,6 +81,8 @@ struct LeaseStore::Core {
   std::condition_variable idle;
   int64_t returning = 0;        // guarded by mu: give-back calls in flight
   int64_t returning_units = 0;  // guarded by mu: the units they carry
+  bool closed = false;          // guarded by mu: the LeaseStore is gone (or going)
+  int64_t entered = 0;          // guarded by mu: requests running again through `inner`
 };
 
 namespace {
@@ -76,20 +95,27 @@ void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Na
   for (LeaseAsk& r : renewals) {
     auto ask = std::make_shared<LeaseAsk>(std::move(r));
     if (ask->share) {
-      const ShareEntry e{.key = ask->key,
+      // An identity's share is taken by "<identity>@<instance>" in the identity's group.
+      const std::string consumer =
+          ask->group.empty() ? core->consumer : Cat(ask->group, '@', core->consumer);
+      const ShareEntry e{.key = ask->StoreKey(),
                          .limit = &ask->limit,
-                         .consumer = core->consumer,
+                         .consumer = consumer,
+                         .group = ask->group,
                          .demand = ask->demand,
+                         .weight = ask->weight,
                          .ttl = std::clamp(std::chrono::duration_cast<Micros>(ask->ttl),
                                            kMinShareTtl, kMaxShareTtl),
-                         .fairness = Fairness::kMaxMin};
+                         .fairness = ask->fairness};
       inner.ShareAsync({&e, 1}, [core, ask, sent](Result<ShareResponse> got) {
         core->RoundTrip(sent, got.ok());
         const bool one = got.ok() && !got->decisions.empty() && !got->shares.empty();
+        std::vector<std::function<void()>> woken;
         const int64_t added =
             core->table.GrantedShare(ask->key, ask->limit, sent, one ? &got->decisions[0] : nullptr,
-                                     one ? &got->shares[0] : nullptr);
+                                     one ? &got->shares[0] : nullptr, &woken);
         if (added > 0) core->metrics.Add(MetricId::kLeaseShares);
+        for (const auto& wake : woken) wake();
       });
       continue;
     }
@@ -104,6 +130,96 @@ void Renew(Store& inner, const CorePtr& core, std::vector<LeaseAsk> renewals, Na
       }
     });
   }
+}
+
+// Checks a request with consumes of shared capacities as a store would (ValidateEntries, such a
+// consume as a plain one), and what only a shared capacity asks of its consume.
+Status ValidateShared(std::span<const EntryRef> entries) {
+  std::vector<EntryRef> plain(entries.begin(), entries.end());
+  for (EntryRef& e : plain) e.share_of = nullptr;
+  if (Status s = ValidateEntries(plain); !s.ok()) return s;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryRef& e = entries[i];
+    const ShareOf* of = e.share_of;
+    if (of == nullptr) continue;
+    if (e.op != EntryOp::kConsume || e.lease != 0 || e.hold != nullptr ||
+        !SupportsLease(e.limit->algorithm()) || e.limit->calendar()) {
+      return Status::InvalidArgument(
+          Cat("entry ", i,
+              ": a capacity shared among identities is consumed alone (no lease, hold or reserve) "
+              "and is a token_bucket, gcra or fixed_window of a steady rate"));
+    }
+    if (of->window < kMinShareTtl || of->window > kMaxShareTtl || of->weight < 1 ||
+        of->weight > kMaxShareWeight) {
+      return Status::InvalidArgument(Cat(
+          "entry ", i, ": a share's window is 1ms to 1h and its weight 1 to ", kMaxShareWeight));
+    }
+  }
+  return Status::Ok();
+}
+
+// Decides a request with consumes of shared capacities (EntryRef::share_of): those from the
+// identities' shares here (LeaseTable::BeginShared), the rest in the store, all-or-nothing: the
+// store's call is made only once the shares covered theirs, and a refusal there puts them back.
+// `waited`: the request runs again after waiting for a renewal.
+void DecideShared(Store& inner, const CorePtr& core, std::span<const EntryRef> entries,
+                  DecideCallback done, bool waited) {
+  if (Status s = ValidateShared(entries); !s.ok()) return done(s);
+  std::vector<EntryRef> shared, rest;
+  std::vector<size_t> shared_at, rest_at;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    (entries[i].share_of != nullptr ? shared : rest).push_back(entries[i]);
+    (entries[i].share_of != nullptr ? shared_at : rest_at).push_back(i);
+  }
+  const Nanos now = core->clock.Monotonic();
+  engine_internal::SharePlan plan = core->table.BeginShared(shared, now, waited);
+  using Kind = engine_internal::SharePlan::Kind;
+  if (plan.kind == Kind::kWait) {
+    // The entries live until `done` is called: the request runs again from a copy of their refs.
+    auto again = std::make_shared<std::vector<EntryRef>>(entries.begin(), entries.end());
+    core->table.Await(shared, plan.waits, [core, again, done = std::move(done)]() mutable {
+      if (!core->Enter()) return done(Status::Unavailable("the lease decorator is closing"));
+      DecideShared(*core->inner, core, *again, std::move(done), /*waited=*/true);
+      core->Leave();
+    });
+    return Renew(inner, core, std::move(plan.renewals), now);
+  }
+  core->local.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Decision> decisions(entries.size());
+  for (size_t j = 0; j < shared_at.size() && j < plan.decisions.size(); ++j) {
+    decisions[shared_at[j]] = plan.decisions[j];
+  }
+  // The other entries of a request refused here were not decided: reported as full.
+  for (const size_t i : rest_at)
+    decisions[i].limit = decisions[i].remaining = entries[i].limit->capacity();
+  if (plan.kind == Kind::kUnavailable) {
+    done(Status::Unavailable(
+        "the store has not answered for this identity's share of a shared capacity"));
+  } else if (plan.kind == Kind::kDenied || rest.empty()) {
+    done(DecideResponse{.allowed = plan.kind == Kind::kAllowed, .decisions = std::move(decisions)});
+  } else {
+    auto held = std::make_shared<std::vector<EntryRef>>(std::move(shared));
+    caudal::DecideBatchAsync(
+        inner, rest,
+        [core, held, decisions = std::move(decisions), rest_at = std::move(rest_at), shared_at, now,
+         done = std::move(done)](Result<DecideResponse> r) mutable {
+          core->RoundTrip(now, r.ok());
+          if (!r.ok() || !r->allowed) core->table.Unspend(*held);
+          if (!r.ok()) return done(r.status());
+          for (size_t j = 0; j < rest_at.size() && j < r->decisions.size(); ++j) {
+            decisions[rest_at[j]] = r->decisions[j];
+          }
+          if (!r->allowed) {  // reported without their consumption, as a store would
+            for (size_t j = 0; j < shared_at.size(); ++j) {
+              Decision& d = decisions[shared_at[j]];
+              d.remaining = std::min(d.limit, d.remaining + (*held)[j].cost);
+            }
+          }
+          r->decisions = std::move(decisions);
+          done(std::move(r));
+        });
+  }
+  Renew(inner, core, std::move(plan.renewals), now);
 }
 
 // Takes from the table what `take` ends and counts it as being given back, in one step under the
@@ -158,6 +274,7 @@ LeaseStore::LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions optio
       clock_(clock),
       options_(options),
       core_(std::make_shared<Core>(options, clock)) {
+  core_->inner = &inner_;
   if (options_.return_interval <= Nanos(0)) return;
   thread_ = std::thread([this] {
     std::unique_lock lock(mu_);
@@ -174,6 +291,11 @@ LeaseStore::LeaseStore(Store& inner, const Clock& clock, LeaseStoreOptions optio
 
 LeaseStore::~LeaseStore() {
   {
+    std::unique_lock lock(core_->mu);
+    core_->closed = true;
+    core_->idle.wait(lock, [this] { return core_->entered == 0; });
+  }
+  {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
@@ -182,6 +304,11 @@ LeaseStore::~LeaseStore() {
 }
 
 void LeaseStore::DecideBatchAsync(std::span<const EntryRef> entries, DecideCallback done) {
+  if (std::any_of(entries.begin(), entries.end(),
+                  [](const EntryRef& e) { return e.share_of != nullptr; })) {
+    return DecideShared(inner_, core_, entries, std::move(done), /*waited=*/false);
+  }
+  if (!options_.leases) return caudal::DecideBatchAsync(inner_, entries, std::move(done));
   // Native counts never lease (their state is the store's counter, store.h); entries whose terms
   // do not lease go straight on too: their requests cost one scan here.
   if (!entries.empty() && entries[0].native_count)
@@ -270,6 +397,15 @@ int64_t LeaseStore::UnitsHeld() const {
   core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(c.held));
   core_->metrics.Set(MetricId::kLeaseShareKeys, c.sharing);
   return c.held;
+}
+
+std::optional<LeaseStore::IdentityShare> LeaseStore::HeldShare(std::string_view key,
+                                                               std::string_view identity) const {
+  const ShareOf of{.identity = identity};
+  const EntryRef e{.key = key, .share_of = &of};
+  const auto held = core_->table.HeldShare(engine_internal::LeaseTable::SharedKey(e));
+  if (!held) return std::nullopt;
+  return IdentityShare{.allocation = held->allocation, .held = held->units};
 }
 
 LeaseOwed LeaseStore::Owed() const {

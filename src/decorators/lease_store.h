@@ -13,6 +13,11 @@
 // thread when return_interval is set. A refund of a key with live leases goes back into them
 // (never beyond what they were granted).
 //
+// A consume of a capacity shared among identities (ConsumeEntry::share_of) is decided here alone,
+// from the identity's share of it (LeaseTable's identity shares, docs/algorithms.md, "Shares
+// among identities"), the request's other entries in the store once those are covered; the first
+// request of an identity waits for its first share.
+//
 // Above the limit, a bucket key the store found dry or low takes shares instead (LeaseTable's share
 // mode, docs/algorithms.md, Leases): about every ttl/2 this instance asks the store for its part
 // of the refill by its demand (Store::Share, as consumer `consumer`), spends the units granted
@@ -36,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -55,6 +61,9 @@ struct LeaseStoreOptions {
   int64_t max_share_ppm = 100'000;
   // Whether entries that carry no terms lease (with the two above).
   bool lease_by_default = true;
+  // Whether any entry leases; off, only shared capacities' consumes are decided here (a local
+  // store's decorator, where a lease would save nothing).
+  bool leases = true;
   int64_t instances = 1;     // how many instances share the store (store.instances)
   size_t max_keys = 65'536;  // keys whose demand and leases are tracked
   // Ended leases are given back this often by a thread of the store's own; 0: no thread (the
@@ -110,6 +119,14 @@ class LeaseStore final : public Store {
   // Units held in live leases (granted, unspent). Also sets the caudal_lease_units gauge.
   int64_t UnitsHeld() const;
   LeaseOwed Owed() const;
+  // What this instance holds of `identity`'s share of the shared capacity `key`
+  // (ConsumeEntry::share_of): its allocation, units per rate period, and the units unspent here;
+  // nullopt before its first answered share.
+  struct IdentityShare {
+    int64_t allocation = 0;
+    int64_t held = 0;
+  };
+  std::optional<IdentityShare> HeldShare(std::string_view key, std::string_view identity) const;
 
   struct Core;
 

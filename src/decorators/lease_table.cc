@@ -1,7 +1,9 @@
 #include "decorators/lease_table.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
+#include <iterator>
 #include <utility>
 
 #include "algorithms/algorithm.h"
@@ -43,6 +45,16 @@ struct KeyLeases {
   bool sharing = false;
   bool share_answered = false;
   Nanos share_sent{Nanos::min()};
+  // An identity's share of a capacity (BeginShared; always sharing): the capacity's key in the
+  // store, its group, weight and fairness, its allocation as last answered (-1: none yet), and the
+  // requests waiting for its renewal in flight.
+  bool of_identity = false;
+  std::string store_key;
+  std::string group;
+  int64_t weight = 1;
+  Fairness fairness = Fairness::kMaxMin;
+  int64_t allocation = -1;
+  std::vector<std::function<void()>> waiters;
 
   int64_t Left() const {
     int64_t s = 0;
@@ -85,9 +97,14 @@ void End(Shard& shard, EndedLot lot) {
   shard.ended.push_back(std::move(lot));
 }
 
-void EndLot(Shard& shard, const std::string& key, const Limit& limit, const Lot& lot) {
+// The store's key of the table's `key`: an identity's entry's is its capacity's.
+const std::string& StoreKeyOf(const std::string& key, const KeyLeases& k) {
+  return k.of_identity ? k.store_key : key;
+}
+
+void EndLot(Shard& shard, const std::string& key, const KeyLeases& k, const Lot& lot) {
   shard.held -= lot.left;
-  if (lot.left > 0) End(shard, {key, limit, lot.left, lot.grant});
+  if (lot.left > 0) End(shard, {StoreKeyOf(key, k), k.limit, lot.left, lot.grant});
 }
 
 void Ask(Shard& shard, KeyLeases& k, int64_t units) {
@@ -100,7 +117,7 @@ void Expire(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, bool 
   size_t live = 0;
   for (size_t i = 0; i < k.n; ++i) {
     if (all || k.lots[i].expires <= now) {
-      EndLot(shard, key, k.limit, k.lots[i]);
+      EndLot(shard, key, k, k.lots[i]);
     } else {
       k.lots[live++] = k.lots[i];
     }
@@ -173,18 +190,91 @@ Nanos UncoveredGap(const KeyLeases& k) { return k.share_answered ? k.ttl / 2 : k
 
 // Sends a share renewal for `k` (ShareDue).
 void AskShare(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, size_t entry,
-              LeasePlan& plan) {
+              std::vector<LeaseAsk>& renewals) {
   const int64_t most = std::max<int64_t>(1, MostShared(k.limit, k.ttl));
   Ask(shard, k, most);
   k.share_sent = now;
   List(shard, key, k);
-  plan.renewals.push_back({.entry = entry,
-                           .key = key,
-                           .limit = k.limit,
-                           .units = most,
-                           .share = true,
-                           .demand = ShareDemand(k),
-                           .ttl = k.ttl});
+  LeaseAsk ask{.entry = entry,
+               .key = key,
+               .limit = k.limit,
+               .units = most,
+               .share = true,
+               .demand = ShareDemand(k),
+               .ttl = k.ttl};
+  if (k.of_identity) {
+    // An identity's demand counts its current period's units at their rate so far (over an
+    // eighth of a ttl at least): a newcomer's first renewal asks for what its first requests need.
+    // Then a fifth more, and a unit: an identity under its fair share keeps a margin for the
+    // jitter of its arrivals (max-min gives no one more than it asks while others want more).
+    const Nanos seen = std::max(now - k.period_start, k.ttl / 8);
+    const exact::Int128 rate_now =
+        exact::Int128{k.units_now} * k.ttl.count() / std::max<int64_t>(1, seen.count());
+    const int64_t per_ttl = static_cast<int64_t>(
+        std::min<exact::Int128>(std::max<exact::Int128>(rate_now, k.units_before), kMaxCost));
+    const exact::Int128 per_period =
+        exact::Int128{per_ttl} * std::chrono::duration_cast<Nanos>(k.limit.rate().period).count() /
+        std::max<int64_t>(1, k.ttl.count());
+    const int64_t demand = static_cast<int64_t>(std::min<exact::Int128>(per_period, kMaxCost));
+    ask.demand = std::min<int64_t>(kMaxCost, demand + demand / 5 + 1);
+    ask.store_key = k.store_key;
+    ask.group = k.group;
+    ask.weight = k.weight;
+    ask.fairness = k.fairness;
+  }
+  renewals.push_back(std::move(ask));
+}
+
+// Puts `units` back into `k`'s lots, newest first (they live longest), a lot never holding more
+// than it was granted; what none can take is lost.
+void PutBack(Shard& shard, KeyLeases& k, int64_t units) {
+  for (size_t j = k.n; j-- > 0 && units > 0;) {
+    const int64_t back = std::min(units, k.lots[j].granted - k.lots[j].left);
+    k.lots[j].left += back;
+    units -= back;
+    shard.held += back;
+  }
+}
+
+// Spends `units` from `k`'s lots, earliest expiry first (they cover them: Left() >= units), and
+// returns the latest lot as it was.
+Lot Spend(Shard& shard, KeyLeases& k, int64_t units) {
+  for (size_t j = 0; j < k.n && units > 0; ++j) {
+    const int64_t take = std::min(units, k.lots[j].left);
+    k.lots[j].left -= take;
+    units -= take;
+    shard.held -= take;
+  }
+  const Lot last = k.lots[k.n - 1];
+  // A spent lot has nothing left to give back: its place is free for the next grant.
+  k.n = static_cast<size_t>(std::remove_if(k.lots.begin(), k.lots.begin() + k.n,
+                                           [](const Lot& l) { return l.left == 0; }) -
+                            k.lots.begin());
+  return last;
+}
+
+// The decision of an entry its lots covered, `last` being its latest lot.
+Decision Covered(const KeyLeases& k, const Lot& last, Nanos now) {
+  Decision d;
+  d.limit = k.limit.capacity();
+  d.remaining = k.Left();
+  d.reset_after = std::max(
+      Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
+  if (k.of_identity) d.share = std::max<int64_t>(0, k.allocation);
+  return d;
+}
+
+// A sharing key whose request its lots covered renews every half ttl; from a quarter on once what
+// is left covers less than two round trips of its demand (its units per ttl), so that the
+// renewal is back before it runs out.
+void RenewCovered(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, Nanos rtt,
+                  size_t entry, std::vector<LeaseAsk>& renewals) {
+  const int64_t demand = std::max(k.units_now, k.units_before);
+  const bool low =
+      exact::Int128{k.Left()} * k.ttl.count() < exact::Int128{demand} * 2 * rtt.count();
+  if (ShareDue(k, now, k.ttl / 2) || (low && ShareDue(k, now, k.ttl / 4))) {
+    AskShare(shard, key, k, now, entry, renewals);
+  }
 }
 
 // Locks the distinct shards of a request in ascending order (no two requests wait in a cycle).
@@ -308,7 +398,7 @@ bool RefuseDry(const LeaseTable& table, std::span<const EntryRef> entries,
     }
     if (k.sharing) {
       if (ShareDue(k, now, UncoveredGap(k))) {
-        AskShare(*found[i].shard, *found[i].key, k, now, i, plan);
+        AskShare(*found[i].shard, *found[i].key, k, now, i, plan.renewals);
       }
       continue;
     }
@@ -399,7 +489,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
       if (e.op != EntryOp::kConsume && e.op != EntryOp::kCharge) continue;
       if (k->sharing) {  // its grants come from share renewals only
         if (ShareDue(*k, now, UncoveredGap(*k)))
-          AskShare(*found[i].shard, *found[i].key, *k, now, i, plan);
+          AskShare(*found[i].shard, *found[i].key, *k, now, i, plan.renewals);
         continue;
       }
       const int64_t units = Target(*k, MaxHeld(k->limit, k->share_ppm), now, rtt) - k->Left();
@@ -419,42 +509,15 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     const EntryRef& e = entries[i];
     KeyLeases& k = *found[i].k;
     Shard& shard = *found[i].shard;
-    int64_t units = e.cost;
-    if (e.op == EntryOp::kRefund) {
-      // Newest lots first: they live longest. A lot never holds more than it was granted.
-      for (size_t j = k.n; j-- > 0 && units > 0;) {
-        const int64_t back = std::min(units, k.lots[j].granted - k.lots[j].left);
-        k.lots[j].left += back;
-        units -= back;
-        shard.held += back;
-      }
-    } else {
-      for (size_t j = 0; j < k.n && units > 0; ++j) {  // earliest expiry first
-        const int64_t take = std::min(units, k.lots[j].left);
-        k.lots[j].left -= take;
-        units -= take;
-        shard.held -= take;
-      }
-    }
-    const Lot last = k.lots[k.n - 1];
-    // A spent lot has nothing left to give back: its place is free for the next grant.
-    k.n = static_cast<size_t>(std::remove_if(k.lots.begin(), k.lots.begin() + k.n,
-                                             [](const Lot& l) { return l.left == 0; }) -
-                              k.lots.begin());
     Decision& d = plan.decisions[i];
-    d.limit = k.limit.capacity();
-    d.remaining = k.Left();
-    d.reset_after = std::max(
-        Micros(0), last.grant.reset_after - std::chrono::duration_cast<Micros>(now - last.sent));
+    if (e.op == EntryOp::kRefund) {
+      PutBack(shard, k, e.cost);
+      d = Covered(k, k.lots[k.n - 1], now);
+    } else {
+      d = Covered(k, Spend(shard, k, e.cost), now);
+    }
     if (k.sharing) {
-      // Every half ttl; from a quarter on once what is left covers less than two round trips
-      // of the key's demand (its units per ttl), so that the renewal is back before it runs out.
-      const int64_t demand = std::max(k.units_now, k.units_before);
-      const bool low =
-          exact::Int128{d.remaining} * k.ttl.count() < exact::Int128{demand} * 2 * rtt.count();
-      if (ShareDue(k, now, k.ttl / 2) || (low && ShareDue(k, now, k.ttl / 4))) {
-        AskShare(shard, *found[i].key, k, now, i, plan);
-      }
+      RenewCovered(shard, *found[i].key, k, now, rtt, i, plan.renewals);
       continue;
     }
     const int64_t target = Target(k, MaxHeld(k.limit, k.share_ppm), now, rtt);
@@ -466,6 +529,200 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
     }
   }
   return plan;
+}
+
+namespace {
+
+// An identity's group name among a capacity's consumers: the identity, or for one too long to
+// leave room for "@<instance>" in a consumer's name, "#" and 128 bits of two FNV-1a hashes of it.
+std::string GroupName(std::string_view identity) {
+  if (identity.size() + 17 <= kMaxShareNameLength) return std::string(identity);
+  uint64_t a = 14695981039346656037ull, b = 1099511628211ull * 31;
+  for (const char c : identity) {
+    a = (a ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+    b = (b ^ static_cast<uint8_t>(c)) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  }
+  char buf[34];
+  std::snprintf(buf, sizeof buf, "#%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return buf;
+}
+
+// Until a request of `cost` could pass on an identity's entry that its lots do not cover: its
+// next renewal's answer (half a ttl after the last was sent), and at least what the shortfall
+// takes to accrue at its allocation.
+Micros ShareRetryAfter(const KeyLeases& k, int64_t cost, Nanos now, Nanos rtt) {
+  Nanos wait = rtt;
+  if (k.share_sent != Nanos::min()) wait = std::max(wait, k.share_sent + k.ttl / 2 + rtt - now);
+  if (k.allocation > 0) {
+    const exact::Int128 accrue =
+        exact::Int128{cost - k.Left()} *
+            std::chrono::duration_cast<Nanos>(k.limit.rate().period).count() / k.allocation +
+        1;
+    wait = std::max(
+        wait,
+        Nanos(static_cast<int64_t>(std::min<exact::Int128>(accrue, Nanos(kMaxShareTtl).count()))));
+  }
+  return std::max(Micros(1), std::chrono::ceil<Micros>(wait));
+}
+
+}  // namespace
+
+std::string LeaseTable::SharedKey(const EntryRef& e) {
+  std::string key;
+  key.reserve(e.key.size() + 1 + e.share_of->identity.size());
+  key.append(e.key).append(1, '\x1f').append(e.share_of->identity);
+  return key;
+}
+
+SharePlan LeaseTable::BeginShared(std::span<const EntryRef> entries, Nanos now, bool waited) {
+  const Nanos rtt = RoundTrip();
+  const size_t n = entries.size();
+  std::array<std::string, kMaxEntriesPerRequest> keys;
+  std::array<size_t, kMaxEntriesPerRequest> ids{};
+  for (size_t i = 0; i < n; ++i) {
+    keys[i] = SharedKey(entries[i]);
+    ids[i] = static_cast<size_t>(&ShardOf(keys[i]) - shards_.get());
+  }
+  ShardLocks locks(shards_.get(), {ids.data(), n});
+  std::array<Found, kMaxEntriesPerRequest> found{};
+  for (size_t i = 0; i < n; ++i) {
+    const EntryRef& e = entries[i];
+    Shard& shard = shards_[ids[i]];
+    auto it = shard.keys.find(keys[i]);
+    if (it == shard.keys.end()) {
+      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.defaults.ttl) {
+        shard.pruned = now;  // forget keys idle for two periods, holding nothing
+        std::erase_if(shard.keys, [&](const auto& kv) {
+          const KeyLeases& k = kv.second;
+          const bool idle = k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
+          if (idle && k.sharing) --shard.sharing;
+          return idle;
+        });
+      }
+      if (shard.keys.size() >= shard.capacity) continue;  // full of live keys: refused below
+      it = shard.keys.emplace(std::move(keys[i]), KeyLeases(*e.limit)).first;
+      KeyLeases& k = it->second;
+      k.period_start = now;
+      k.of_identity = true;
+      k.store_key = std::string(e.key);
+      k.group = GroupName(e.share_of->identity);
+      SetSharing(shard, k, true);
+    }
+    KeyLeases& k = it->second;
+    if (!(k.limit == *e.limit)) {  // cannot be (the key names its limit); ends the lots if so
+      Expire(shard, it->first, k, now, /*all=*/true);
+      k.limit = *e.limit;
+    }
+    Expire(shard, it->first, k, now, /*all=*/false);
+    k.ttl = e.share_of->window;
+    k.weight = e.share_of->weight;
+    k.fairness = e.share_of->fairness;
+    if (waited) {
+      k.last_seen = now;
+    } else {
+      Observe(k, e.cost, now, k.ttl);
+    }
+    found[i] = {.shard = &shard, .key = &it->first, .k = &k};
+  }
+  // Each entry its lots do not cover refuses (its share is known and does not cover it, or the
+  // table has no room for it), waits for a renewal, or fails.
+  size_t denied = n;
+  bool unavailable = false, waits = false;
+  std::array<bool, kMaxEntriesPerRequest> waiting{};
+  for (size_t i = 0; i < n; ++i) {
+    const KeyLeases* k = found[i].k;
+    if (k == nullptr) {
+      if (denied == n) denied = i;
+      continue;
+    }
+    if (k->Left() >= entries[i].cost) continue;
+    if (ShareRefuses(*k, now, rtt) || (k->asked > 0 && k->waiters.size() >= kMaxShareWaiters)) {
+      if (denied == n) denied = i;
+    } else if (waited) {
+      unavailable = true;
+    } else if (k->asked > 0 || (k->n < kMaxLotsPerKey && ShareDue(*k, now, UncoveredGap(*k)))) {
+      waiting[i] = waits = true;
+    } else {
+      unavailable = true;  // its last renewal failed a moment ago
+    }
+  }
+  SharePlan plan;
+  if (denied == n && !unavailable && waits) {
+    plan.kind = SharePlan::Kind::kWait;
+    for (size_t i = 0; i < n; ++i) {
+      if (!waiting[i]) continue;
+      KeyLeases& k = *found[i].k;
+      if (k.asked == 0) AskShare(*found[i].shard, *found[i].key, k, now, i, plan.renewals);
+      plan.waits.push_back(i);
+    }
+    return plan;
+  }
+  if (denied == n && !unavailable) {
+    plan.kind = SharePlan::Kind::kAllowed;
+    plan.decisions.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      KeyLeases& k = *found[i].k;
+      plan.decisions[i] = Covered(k, Spend(*found[i].shard, k, entries[i].cost), now);
+      RenewCovered(*found[i].shard, *found[i].key, k, now, rtt, i, plan.renewals);
+    }
+    return plan;
+  }
+  plan.kind = denied < n ? SharePlan::Kind::kDenied : SharePlan::Kind::kUnavailable;
+  plan.decisions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Decision& d = plan.decisions[i];
+    d.limit = entries[i].limit->capacity();
+    KeyLeases* k = found[i].k;
+    if (k == nullptr) {
+      d.verdict = Verdict::kDenied;
+      d.retry_after = std::chrono::ceil<Micros>(entries[i].share_of->window);
+      d.reset_after = d.retry_after;
+      continue;
+    }
+    d.remaining = k->Left();
+    d.share = std::max<int64_t>(0, k->allocation);
+    if (i == denied) {
+      d.verdict = Verdict::kDenied;
+      d.retry_after = ShareRetryAfter(*k, entries[i].cost, now, rtt);
+      d.reset_after = d.retry_after;
+    }
+    if (k->Left() < entries[i].cost && ShareDue(*k, now, UncoveredGap(*k))) {
+      AskShare(*found[i].shard, *found[i].key, *k, now, i, plan.renewals);
+    }
+  }
+  return plan;
+}
+
+void LeaseTable::Await(std::span<const EntryRef> entries, std::span<const size_t> waits,
+                       std::function<void()> wake) {
+  auto left = std::make_shared<std::atomic<size_t>>(waits.size());
+  auto one = [left, wake = std::move(wake)] {
+    if (left->fetch_sub(1) == 1) wake();
+  };
+  size_t answered = 0;
+  for (const size_t i : waits) {
+    const std::string key = SharedKey(entries[i]);
+    Shard& shard = ShardOf(key);
+    std::lock_guard lock(shard.mu);
+    const auto it = shard.keys.find(key);
+    if (it != shard.keys.end() && it->second.asked > 0) {
+      it->second.waiters.push_back(one);
+    } else {
+      ++answered;  // while this request was being planned
+    }
+  }
+  for (size_t i = 0; i < answered; ++i) one();
+}
+
+void LeaseTable::Unspend(std::span<const EntryRef> entries) {
+  for (const EntryRef& e : entries) {
+    const std::string key = SharedKey(e);
+    Shard& shard = ShardOf(key);
+    std::lock_guard lock(shard.mu);
+    const auto it = shard.keys.find(key);
+    if (it != shard.keys.end()) PutBack(shard, it->second, e.cost);
+  }
 }
 
 int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent, bool allowed,
@@ -497,7 +754,8 @@ int64_t LeaseTable::Granted(std::string_view key, const Limit& limit, Nanos sent
 }
 
 int64_t LeaseTable::GrantedShare(std::string_view key, const Limit& limit, Nanos sent,
-                                 const Decision* decision, const ShareState* share) {
+                                 const Decision* decision, const ShareState* share,
+                                 std::vector<std::function<void()>>* woken) {
   Shard& shard = ShardOf(key);
   std::lock_guard lock(shard.mu);
   const auto it = shard.keys.find(key);
@@ -507,11 +765,18 @@ int64_t LeaseTable::GrantedShare(std::string_view key, const Limit& limit, Nanos
     shard.asked -= k.asked;
     k.asked = 0;
     k.share_answered = decision != nullptr && share != nullptr;
+    if (k.share_answered) k.allocation = share->allocation;
     // Back to leasing units once a grant finds the bucket half full: the demand no longer
-    // drains it, and shares, which grant a rate, would leave its burst unspent.
-    if (k.share_answered && k.limit == limit && 2 * decision->remaining >= limit.capacity()) {
+    // drains it, and shares, which grant a rate, would leave its burst unspent. (An identity's
+    // entry has no units to lease: it always shares.)
+    if (k.share_answered && !k.of_identity && k.limit == limit &&
+        2 * decision->remaining >= limit.capacity()) {
       SetSharing(shard, k, false);
     }
+    if (woken != nullptr) {
+      std::move(k.waiters.begin(), k.waiters.end(), std::back_inserter(*woken));
+    }
+    k.waiters.clear();
   }
   return Keep(shard, key, limit, sent, units, decision);
 }
@@ -520,9 +785,10 @@ int64_t LeaseTable::Keep(Shard& shard, std::string_view key, const Limit& limit,
                          int64_t units, const Decision* decision) {
   const auto it = shard.keys.find(key);
   if (it == shard.keys.end() || !(it->second.limit == limit)) {
-    // Nowhere to keep it (its key now has another limit): given back at once.
+    // Nowhere to keep it (its key now has another limit): given back at once. (An identity's
+    // entry is never forgotten with an answer due, nor given another limit: its key names it.)
     if (units > 0) {
-      End(shard, {std::string(key),
+      End(shard, {it == shard.keys.end() ? std::string(key) : StoreKeyOf(it->first, it->second),
                   limit,
                   units,
                   {.at = decision->leased_at, .reset_after = decision->reset_after}});
@@ -581,11 +847,22 @@ std::vector<EndedLot> LeaseTable::TakeAll() {
       const auto it = shard.keys.find(key);
       if (it != shard.keys.end()) Expire(shard, it->first, it->second, Nanos(0), /*all=*/true);
     }
+    // Their shares were spent with the lots: a sharing key asks the store again before it
+    // refuses here (its next request waits for, or goes to, the store).
+    for (auto& [key, k] : shard.keys) k.share_answered = false;
     std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
     shard.ended.clear();
     shard.ending = 0;
   }
   return out;
+}
+
+std::optional<LeaseTable::Held> LeaseTable::HeldShare(std::string_view key) const {
+  Shard& shard = ShardOf(key);
+  std::lock_guard lock(shard.mu);
+  const auto it = shard.keys.find(key);
+  if (it == shard.keys.end() || it->second.allocation < 0) return std::nullopt;
+  return Held{.allocation = it->second.allocation, .units = it->second.Left()};
 }
 
 LeaseTableCounts LeaseTable::Counts() const {

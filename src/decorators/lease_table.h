@@ -18,14 +18,25 @@
 // answered, the one in flight sent less than three round trips or ttl/8 ago). It leaves share mode
 // when a grant finds the bucket half full.
 //
+// Identity shares (BeginShared): a consume of a capacity shared among identities
+// (EntryRef::share_of) is decided here alone, from its identity's entry (the capacity's key and the
+// identity), which is always in share mode: its renewals take the identity's share as consumer
+// "<identity>@<instance>" of group <identity>, with its weight, its policy's fairness and the
+// share's window as ttl, every half window (from a quarter once low). A request its grants cannot
+// cover is refused here while those renewals are answered, waits for the renewal in flight when
+// the identity has none answered yet (or its last is a window old), and is the store's failure
+// otherwise (docs/algorithms.md, "Shares among identities").
+//
 // Thread-safety: every method may be called from any thread; a mutex per shard.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -65,7 +76,7 @@ struct EndedLot {
 // A lease to ask the store for, for one entry of a request or as a renewal of its own.
 struct LeaseAsk {
   size_t entry = 0;  // the entry of the request (renewals: unused)
-  std::string key;
+  std::string key;   // the table's key
   Limit limit;
   int64_t units = 0;
   // A share renewal (Store::Share, renewals only): this instance's demand, units per rate period
@@ -73,6 +84,15 @@ struct LeaseAsk {
   bool share = false;
   int64_t demand = 0;
   Nanos ttl{0};
+  // An identity's share (BeginShared): the capacity's key in the store, the group the consumer
+  // takes its share in (its consumer name: "<group>@<instance>"), its weight and fairness. Empty
+  // store_key: `key` is the store's too.
+  std::string store_key = {};
+  std::string group = {};
+  int64_t weight = 1;
+  Fairness fairness = Fairness::kMaxMin;
+
+  std::string_view StoreKey() const { return store_key.empty() ? key : store_key; }
 };
 
 struct LeasePlan {
@@ -82,6 +102,23 @@ struct LeasePlan {
   std::vector<LeaseAsk> asks;       // not local: leases the forwarded entries ask for
   std::vector<LeaseAsk> renewals;   // renewals to send now, each as a request of its own
 };
+
+// What BeginShared decided for a request's consumes of shared capacities.
+struct SharePlan {
+  enum class Kind : uint8_t {
+    kAllowed,      // every entry was covered, and spent (`decisions`)
+    kDenied,       // an entry's share does not cover it: nothing spent (`decisions`)
+    kWait,         // `waits` wait for their renewals' answers (Await)
+    kUnavailable,  // an entry has no share and its renewals fail: the store's failure
+  };
+  Kind kind = Kind::kAllowed;
+  std::vector<Decision> decisions;  // kAllowed, kDenied: one per entry
+  std::vector<LeaseAsk> renewals;   // to send now, each as a call of its own
+  std::vector<size_t> waits;        // kWait: the entries waiting
+};
+// A request waits for at most this many others' renewals of one identity's entry at once; past
+// them it is refused (kDenied): the identity asks faster than its first share can come back.
+inline constexpr size_t kMaxShareWaiters = 1024;
 
 struct LeaseTableCounts {
   int64_t held = 0;    // units in live lots (granted, unspent)
@@ -115,10 +152,27 @@ class LeaseTable {
   int64_t Granted(std::string_view key, const Limit& limit, Nanos sent, bool allowed,
                   const Decision* decision);
 
-  // A share renewal for `key` sent at `sent` was answered: `decision` and `share` (null when the
-  // call failed). The grant becomes a lot as in Granted. Returns the units added.
+  // A share renewal for `key` (the table's) sent at `sent` was answered: `decision` and `share`
+  // (null when the call failed). The grant becomes a lot as in Granted. Returns the units added,
+  // and hands the requests waiting for it (BeginShared) to `woken`, to be run after.
   int64_t GrantedShare(std::string_view key, const Limit& limit, Nanos sent,
-                       const Decision* decision, const ShareState* share);
+                       const Decision* decision, const ShareState* share,
+                       std::vector<std::function<void()>>* woken = nullptr);
+
+  // Decides `entries`, consumes of shared capacities (EntryRef::share_of, each an op kConsume of
+  // an algorithm with SupportsLease and distinct keys), at monotonic time `now` (see above).
+  // `waited`: this request already waited for a renewal (then it does not wait again, nor count
+  // its units as demand again).
+  SharePlan BeginShared(std::span<const EntryRef> entries, Nanos now, bool waited);
+  // Runs `wake` once every entry `waits` names (of a kWait plan of `entries`) has had its renewal
+  // answered (GrantedShare hands it over), or at once for those answered already.
+  void Await(std::span<const EntryRef> entries, std::span<const size_t> waits,
+             std::function<void()> wake);
+  // Puts back what a kAllowed BeginShared of `entries` spent (the rest of its request was
+  // refused), into their lots as a refund goes (what no live lot can take is lost).
+  void Unspend(std::span<const EntryRef> entries);
+  // The table's key of a shared capacity's entry: the capacity's key and the identity.
+  static std::string SharedKey(const EntryRef& e);
 
   // Ends every lot past its expiry at `now`; returns what ended unspent since the last call
   // (expired, or displaced by a changed limit), and forgets idle keys.
@@ -127,6 +181,14 @@ class LeaseTable {
   std::vector<EndedLot> TakeAll();
 
   LeaseTableCounts Counts() const;
+
+  // An identity's entry (SharedKey): its allocation as last answered and the units its lots hold;
+  // nullopt when the table has no answered share for it.
+  struct Held {
+    int64_t allocation = 0;
+    int64_t units = 0;
+  };
+  std::optional<Held> HeldShare(std::string_view key) const;
 
   // A store call's round trip (sent to answered, monotonic): leases are sized and renewed to
   // outlast it (see Begin). Until one is observed, or while the store answers at once, sizing

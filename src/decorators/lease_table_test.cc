@@ -1,7 +1,7 @@
 // The lease table's rules for a store a round trip away (LeaseTable::ObserveRoundTrip), on
 // explicit monotonic times: the first ask's size, the renewal point, and the refusals of a dry key
 // (LeaseTableTest, leasing units alone); share mode's entry, renewals, local refusals and exit
-// (ShareModeTest).
+// (ShareModeTest); an identity's share of a shared capacity (IdentityShareTest).
 #include "decorators/lease_table.h"
 
 #include <gtest/gtest.h>
@@ -348,6 +348,213 @@ TEST_F(ShareModeTest, FixedWindowsNeverShare) {
 TEST_F(ShareModeTest, AStoreAnsweringAtOnceIsNeverShared) {
   GoDry(/*round_trip=*/false);
   EXPECT_EQ(table_.Counts().sharing, 0u);
+}
+
+// A capacity of 1,000 a second shared among identities, a window (the shares' ttl) of 1 s, the
+// store 10 ms away.
+class IdentityShareTest : public ::testing::Test {
+ protected:
+  IdentityShareTest()
+      : limit_(Bucket(1'000, {1'000, seconds(1)})),
+        of_{.identity = "5:alice",
+            .weight = 3,
+            .fairness = Fairness::kProportional,
+            .window = kTtl},
+        table_({.max_keys = 65'536}) {
+    table_.ObserveRoundTrip(milliseconds(10));
+  }
+
+  EntryRef Entry(int64_t cost = 1) const {
+    return {.key = "cap", .limit = &limit_, .cost = cost, .share_of = &of_};
+  }
+  SharePlan Begin(Nanos at, int64_t cost = 1, bool waited = false) {
+    const EntryRef e = Entry(cost);
+    return table_.BeginShared({&e, 1}, at, waited);
+  }
+  // The answer to the renewal sent at `sent`: `leased` units at `allocation` a second; `failed`:
+  // the call failed. Returns the requests it wakes.
+  size_t Answer(Nanos sent, int64_t leased, int64_t allocation = 500, bool failed = false,
+                int64_t remaining = 1'000) {
+    const Decision d{.limit = 1'000, .remaining = remaining, .leased = leased};
+    const ShareState share{.allocation = allocation, .consumers = 2, .demand_total = 2'000};
+    std::vector<std::function<void()>> woken;
+    table_.GrantedShare(LeaseTable::SharedKey(Entry()), limit_, sent, failed ? nullptr : &d,
+                        failed ? nullptr : &share, &woken);
+    for (const auto& wake : woken) wake();
+    return woken.size();
+  }
+
+  Limit limit_;
+  ShareOf of_;
+  LeaseTable table_;
+};
+
+TEST_F(IdentityShareTest, TheFirstRequestWaitsForTheIdentitysFirstShareThenSpendsIt) {
+  const SharePlan first = Begin(Nanos(0));
+  ASSERT_EQ(first.kind, SharePlan::Kind::kWait);
+  ASSERT_EQ(first.waits, std::vector<size_t>{0});
+  ASSERT_EQ(first.renewals.size(), 1u);
+  const LeaseAsk& ask = first.renewals[0];
+  EXPECT_TRUE(ask.share);
+  EXPECT_EQ(ask.StoreKey(), "cap") << "the capacity's key, one for every identity";
+  EXPECT_NE(ask.key, "cap") << "the table's entry is the identity's";
+  EXPECT_EQ(ask.group, "5:alice");
+  EXPECT_EQ(ask.weight, 3);
+  EXPECT_EQ(ask.fairness, Fairness::kProportional);
+  EXPECT_EQ(ask.ttl, kTtl) << "the share's window";
+  // One unit seen at once, its rate taken over an eighth of the window: 8 a second, a fifth more
+  // and a unit.
+  EXPECT_EQ(ask.demand, 8 + 1 + 1);
+  int woken = 0;
+  const EntryRef e = Entry();
+  table_.Await({&e, 1}, first.waits, [&] { ++woken; });
+  // A second request meanwhile waits for the same renewal: no second one is sent.
+  const SharePlan second = Begin(milliseconds(1));
+  ASSERT_EQ(second.kind, SharePlan::Kind::kWait);
+  EXPECT_TRUE(second.renewals.empty());
+  table_.Await({&e, 1}, second.waits, [&] { ++woken; });
+  EXPECT_EQ(woken, 0);
+  EXPECT_EQ(Answer(Nanos(0), 5), 2u);
+  EXPECT_EQ(woken, 2);
+  // Run again, both are covered, and report the identity's share.
+  const SharePlan again = Begin(milliseconds(11), 1, /*waited=*/true);
+  ASSERT_EQ(again.kind, SharePlan::Kind::kAllowed);
+  EXPECT_EQ(again.decisions[0].remaining, 4);
+  EXPECT_EQ(again.decisions[0].share, 500);
+  ASSERT_EQ(Begin(milliseconds(11), 1, /*waited=*/true).kind, SharePlan::Kind::kAllowed);
+  EXPECT_EQ(table_.Counts().held, 3);
+}
+
+TEST_F(IdentityShareTest, BeyondItsShareARequestIsRefusedHereUntilTheShareAccrues) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 3, /*allocation=*/100);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Begin(milliseconds(20)).kind, SharePlan::Kind::kAllowed);
+  const SharePlan refused = Begin(milliseconds(30), 2);
+  ASSERT_EQ(refused.kind, SharePlan::Kind::kDenied);
+  EXPECT_TRUE(refused.renewals.empty()) << "the next renewal is half a window after the last";
+  const Decision& d = refused.decisions[0];
+  EXPECT_EQ(d.verdict, Verdict::kDenied);
+  EXPECT_EQ(d.share, 100);
+  // The next renewal is sent at 500 ms and back 10 ms later; 2 units take 20 ms to accrue at
+  // 100 a second, which is sooner.
+  EXPECT_EQ(d.retry_after, milliseconds(500 + 10 - 30));
+  EXPECT_EQ(table_.Counts().held, 0) << "nothing spent";
+  // Half a window on, the refusal sends the renewal.
+  const SharePlan due = Begin(milliseconds(500), 1);
+  ASSERT_EQ(due.kind, SharePlan::Kind::kDenied);
+  ASSERT_EQ(due.renewals.size(), 1u);
+  // A share that accrues slower than the next renewal: the wait is the accrual's.
+  Answer(milliseconds(500), 0, /*allocation=*/1);
+  const SharePlan slow = Begin(milliseconds(520), 3);
+  ASSERT_EQ(slow.kind, SharePlan::Kind::kDenied);
+  EXPECT_EQ(slow.decisions[0].retry_after, seconds(3) + Micros(1));
+}
+
+TEST_F(IdentityShareTest, AnIdentityAlwaysSharesEvenWhenTheCapacityIsFull) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 5, 500, false, /*remaining=*/1'000);
+  EXPECT_EQ(table_.Counts().sharing, 1u);
+  // Spent, then refused here, not sent to the store as a unit lease would be.
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Begin(milliseconds(20)).kind, SharePlan::Kind::kAllowed);
+  EXPECT_EQ(Begin(milliseconds(21)).kind, SharePlan::Kind::kDenied);
+}
+
+TEST_F(IdentityShareTest, WithoutAnAnsweredShareARequestThatWaitedIsTheStoresFailure) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 0, 0, /*failed=*/true);
+  EXPECT_EQ(Begin(milliseconds(10), 1, /*waited=*/true).kind, SharePlan::Kind::kUnavailable);
+  // A new request an eighth of a window later tries again, and waits.
+  EXPECT_EQ(Begin(milliseconds(50)).kind, SharePlan::Kind::kUnavailable)
+      << "the renewal failed a moment ago";
+  const SharePlan retry = Begin(milliseconds(125));
+  ASSERT_EQ(retry.kind, SharePlan::Kind::kWait);
+  EXPECT_EQ(retry.renewals.size(), 1u);
+}
+
+TEST_F(IdentityShareTest, ItsShareIsSpentUntilTheWindowEndsWhileTheStoreIsDown) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 10);
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(Begin(milliseconds(100)).kind, SharePlan::Kind::kAllowed);
+  const SharePlan renew = Begin(milliseconds(600));
+  ASSERT_EQ(renew.kind, SharePlan::Kind::kAllowed);
+  ASSERT_EQ(renew.renewals.size(), 1u);
+  Answer(milliseconds(600), 0, 0, /*failed=*/true);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Begin(milliseconds(700)).kind, SharePlan::Kind::kAllowed);
+  // Spent: the renewals fail, so the next request is the store's failure, not a refusal.
+  EXPECT_EQ(Begin(milliseconds(701)).kind, SharePlan::Kind::kUnavailable);
+}
+
+TEST_F(IdentityShareTest, AnEndedLotIsGivenBackToTheCapacitysKey) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 10);
+  const std::vector<EndedLot> ended = table_.TakeEnded(seconds(2));
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].key, "cap");
+  EXPECT_EQ(ended[0].units, 10);
+}
+
+TEST_F(IdentityShareTest, UnspendPutsBackWhatTheRestOfItsRequestRefused) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 10);
+  ASSERT_EQ(Begin(milliseconds(20), 4).kind, SharePlan::Kind::kAllowed);
+  EXPECT_EQ(table_.Counts().held, 6);
+  const EntryRef e = Entry(4);
+  table_.Unspend({&e, 1});
+  EXPECT_EQ(table_.Counts().held, 10);
+  table_.Unspend({&e, 1});
+  EXPECT_EQ(table_.Counts().held, 10) << "never more than the lot was granted";
+}
+
+TEST_F(IdentityShareTest, TwoIdentitiesHoldSharesOfTheirOwn) {
+  const ShareOf bob{.identity = "3:bob", .window = kTtl};
+  const EntryRef b{.key = "cap", .limit = &limit_, .cost = 1, .share_of = &bob};
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 2);
+  const SharePlan first = table_.BeginShared({&b, 1}, milliseconds(1), false);
+  ASSERT_EQ(first.kind, SharePlan::Kind::kWait) << "alice's share is not bob's";
+  EXPECT_EQ(first.renewals[0].group, "3:bob");
+  EXPECT_EQ(Begin(milliseconds(2)).kind, SharePlan::Kind::kAllowed);
+}
+
+TEST_F(IdentityShareTest, AVeryLongIdentityTakesAHashedGroupName) {
+  const std::string identity(200, 'x');
+  of_.identity = identity;
+  const SharePlan first = Begin(Nanos(0));
+  ASSERT_EQ(first.renewals.size(), 1u);
+  EXPECT_EQ(first.renewals[0].group.size(), 33u);
+  EXPECT_EQ(first.renewals[0].group[0], '#');
+  EXPECT_LE(first.renewals[0].group.size() + 17, kMaxShareNameLength);
+}
+
+TEST_F(IdentityShareTest, RequestsBeyondTheWaitersCapAreRefused) {
+  const EntryRef e = Entry();
+  for (size_t i = 0; i < kMaxShareWaiters; ++i) {
+    const SharePlan p = Begin(Nanos(0));
+    ASSERT_EQ(p.kind, SharePlan::Kind::kWait);
+    table_.Await({&e, 1}, p.waits, [] {});
+  }
+  EXPECT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kDenied);
+}
+
+TEST_F(IdentityShareTest, ATableFullOfLiveIdentitiesRefusesANewOneForAWindow) {
+  LeaseTable small({.max_keys = 1});
+  // Fill every shard's one place (64 shards), then find an identity with no room.
+  std::vector<std::string> names;
+  for (int i = 0; i < 2'000; ++i) names.push_back("id" + std::to_string(i));
+  std::vector<ShareOf> ofs;
+  ofs.reserve(names.size());
+  bool refused = false;
+  for (const std::string& n : names) {
+    ofs.push_back({.identity = n, .window = kTtl});
+    const EntryRef e{.key = "cap", .limit = &limit_, .cost = 1, .share_of = &ofs.back()};
+    const SharePlan p = small.BeginShared({&e, 1}, Nanos(0), false);
+    if (p.kind == SharePlan::Kind::kDenied) {
+      EXPECT_EQ(p.decisions[0].retry_after, kTtl);
+      refused = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(refused);
 }
 
 }  // namespace

@@ -232,6 +232,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     int64_t cost = 0;  // as sent
     As as = As::kConsume;
     size_t decision = 0;  // its decision's index in the store's response
+    bool shared = false;  // a shared capacity's (Check::shared): refused for one identity only
   };
   // A store request built from some checks.
   struct Batch {
@@ -266,7 +267,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     }
     for (size_t i : checks) {
       PlanCheck& c = plan_.checks[i];
-      if (c.result.refund || c.result.cost == 0) continue;
+      if (c.result.refund || c.result.cost == 0 || c.shared != nullptr) continue;
       for (size_t k = 0; k < c.keys.size(); ++k) {
         const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.cost, now);
         if (!d) continue;
@@ -290,7 +291,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     for (const KeyEntry& entry : batch.entries) {
       // A slot may come back at any moment (a release): a refusal says nothing of the next one.
       if ((entry.as != As::kConsume && entry.as != As::kReserve) || entry.cost == 0 ||
-          entry.decision >= resp.decisions.size()) {
+          entry.shared || entry.decision >= resp.decisions.size()) {
         continue;
       }
       const Decision& d = resp.decisions[entry.decision];
@@ -318,6 +319,7 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       const ReservationTerms* reserved = nullptr;  // a reserve's terms
       const LeaseTerms* lease = nullptr;           // how it leases
       const ReservationTerms* expiry = nullptr;    // its reservations' terms
+      const ShareOf* share_of = nullptr;           // a shared capacity's: the identity's share
     };
     Small<Pending> pending;
     size_t n = 0;
@@ -335,10 +337,11 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
         size_t e = 0;
         while (e < batch->entries.size() && batch->entries[e].key != key) ++e;
         if (e == batch->entries.size()) {
-          batch->entries.push_back({.key = key, .limit = limit});
+          batch->entries.push_back({.key = key, .limit = limit, .shared = c.shared != nullptr});
           pending.push_back({.slot = c.slots[k],
                              .lease = local ? nullptr : c.lease,
-                             .expiry = local ? nullptr : c.expiry});
+                             .expiry = local ? nullptr : c.expiry,
+                             .share_of = local || c.shared == nullptr ? nullptr : &c.shared->of});
         }
         Pending& p = pending[e];
         p.net += u;
@@ -400,7 +403,8 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
                             .limit = entry.limit,
                             .cost = entry.cost,
                             .reservations = p.expiry,
-                            .lease_terms = p.lease});
+                            .lease_terms = p.lease,
+                            .share_of = p.share_of});
       }
     }
     // The response's decisions come in the order of As.

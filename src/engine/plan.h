@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "caudal/decorators/lease_terms.h"
 #include "caudal/engine/engine.h"
 #include "caudal/engine/runtime_overrides.h"
 #include "observe/metrics.h"
@@ -79,6 +80,13 @@ struct Check {
   // How its keys lease (ConsumeEntry::lease_terms): its policy's, its rule's or the domain's;
   // outlives the plan (the snapshot holds it). Null: none given.
   const LeaseTerms* lease = nullptr;
+  // A policy with `share`: its keys are its capacity's (one for all identities), consumed from
+  // this identity's share (ConsumeEntry::share_of). Null otherwise.
+  struct Shared {
+    std::string identity;  // the encoded identity, which `of` points into
+    ShareOf of;
+  };
+  std::shared_ptr<const Shared> shared;
   Status error;  // kConsumeEach: this check's store call failed
   LimitsFrom limits_from = LimitsFrom::kPolicy;
   int tier = -1;  // kTier: the index in the policy's overrides

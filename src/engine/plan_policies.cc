@@ -206,8 +206,33 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
         snap.runtime == nullptr
             ? nullptr
             : snap.runtime->Find(OverrideKind::kPolicy, p.spec.name, **identity);
-    // A runtime override of a policy with share gives a weight only: the limits stay its own.
-    if (runtime != nullptr && !runtime->spec.limits.empty()) {
+    // A policy with share: one capacity for all its identities, under its own limits; a runtime
+    // override or a tier gives the identity its weight in it.
+    if (p.spec.share) {
+      int64_t weight = 1;
+      if (runtime != nullptr && runtime->spec.weight) {
+        weight = *runtime->spec.weight;
+        c.limits_from = LimitsFrom::kRuntime;
+      } else if (const int t = MatchTier(p, request.descriptors); t >= 0) {
+        weight = p.tiers[static_cast<size_t>(t)].weight;
+        c.limits_from = LimitsFrom::kTier;
+        c.tier = t;
+      }
+      if (c.reserves) {
+        return Status::InvalidArgument(Cat("descriptors: policy ", Quoted(p.spec.name),
+                                           " shares its capacity among its identities, which "
+                                           "takes no reservations"));
+      }
+      auto shared = std::make_shared<Check::Shared>();
+      shared->identity = **identity;
+      shared->of = {.identity = shared->identity,
+                    .weight = weight,
+                    .fairness = p.spec.share->fairness,
+                    .window = p.spec.share->window};
+      c.shared = std::move(shared);
+      c.lease = nullptr;
+    } else if (runtime != nullptr && !runtime->spec.limits.empty()) {
+      // A runtime override of a policy with share gives a weight only: the limits stay its own.
       limits = &runtime->set.limits;
       local = &runtime->set.local_limits;
       prefixes = &runtime->set.key_prefixes;
@@ -248,8 +273,12 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
         return Status::InvalidArgument(
             Cat("descriptors: a reservation holds at most ", kMaxHeldSlots, " limits"));
       }
-      // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot.
-      std::string key = store_key::Policy((*prefixes)[k], **identity);
+      // The identity is the key's hash tag: one identity's limits share a Redis Cluster slot. A
+      // shared capacity's key is the policy's: "*<policy>" is no encoded identity, and puts the
+      // policy's limits in one slot.
+      std::string key = c.shared != nullptr
+                            ? store_key::Policy((*prefixes)[k], Cat('*', p.spec.name))
+                            : store_key::Policy((*prefixes)[k], **identity);
       if (key.size() > kMaxKeyLength) {
         return Status::InvalidArgument(Cat("descriptors: the identity of policy ",
                                            Quoted(p.spec.name), " is too long for a key (",

@@ -330,10 +330,16 @@ std::string OverrideListJson(std::string_view policy, OverrideKind kind,
 std::string StateJson(const StateView& v) {
   json::array limits;
   for (const LimitState& l : v.limits) {
-    limits.push_back(json::object{{"limit", LimitJson(l.limit)},
-                                  {"remaining", l.remaining},
-                                  {"reset_after_ms", Ms(l.reset_after)},
-                                  {"retry_after_ms", Ms(l.retry_after)}});
+    json::object o{{"limit", LimitJson(l.limit)},
+                   {"remaining", l.remaining},
+                   {"reset_after_ms", Ms(l.reset_after)},
+                   {"retry_after_ms", Ms(l.retry_after)}};
+    if (l.shared) {
+      // The capacity's state above; the identity's share at this instance (null: none held).
+      o["share"] = l.share >= 0 ? json::value(l.share) : json::value(nullptr);
+      o["share_held"] = l.share_held;
+    }
+    limits.push_back(std::move(o));
   }
   return json::serialize(json::object{{"policy", v.policy},
                                       {"kind", OverrideKindName(v.kind)},

@@ -89,16 +89,19 @@ json::object PolicyJson(const PolicyResult& r) {
     p["remaining"] = d.remaining;
     p["reset_after_ms"] = Ms(d.reset_after);
     p["retry_after_ms"] = Ms(d.retry_after);
+    if (d.share >= 0) p["share"] = d.share;  // a shared capacity: the identity's share here
   }
   json::array limits;
   for (size_t i = 0; i < r.decisions.size(); ++i) {
     const Decision& d = r.decisions[i];
     const Limit& l = *r.limits[i];
-    limits.push_back(json::object{{"limit", l.ToString()},
-                                  {"allowed", d.allowed()},
-                                  {"remaining", d.remaining},
-                                  {"reset_after_ms", Ms(d.reset_after)},
-                                  {"retry_after_ms", Ms(d.retry_after)}});
+    json::object o{{"limit", l.ToString()},
+                   {"allowed", d.allowed()},
+                   {"remaining", d.remaining},
+                   {"reset_after_ms", Ms(d.reset_after)},
+                   {"retry_after_ms", Ms(d.retry_after)}};
+    if (d.share >= 0) o["share"] = d.share;
+    limits.push_back(std::move(o));
   }
   p["limits"] = std::move(limits);
   return p;
@@ -321,7 +324,16 @@ void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
   const Limit& l = *p->limits[i];
   const Decision& d = p->decisions[i];
   const std::string_view name = p->name;  // a policy name, [A-Za-z0-9_.-]: nothing to escape
-  out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
+  if (d.share >= 0) {
+    // A shared capacity's: the identity's share, units per rate period, over w whole seconds.
+    const Micros period = l.rate().period;
+    const int64_t w = std::max<int64_t>(1, CeilSeconds(period));
+    const Wide q =
+        static_cast<Wide>(d.share) * w * 1'000'000 / std::max<int64_t>(1, period.count());
+    out.Add("RateLimit-Policy", '"', name, "\";q=", static_cast<int64_t>(q), ";w=", w);
+  } else {
+    out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
+  }
   out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
 }
 

@@ -96,7 +96,7 @@ struct Service::Parts {
   std::unique_ptr<Store> local;
   std::unique_ptr<StoreHealth> health;
   std::unique_ptr<BreakerStore> breaker;
-  std::unique_ptr<LeaseStore> leases;  // a remote store's; above the breaker
+  std::unique_ptr<LeaseStore> leases;  // above the breaker
   std::unique_ptr<Engine> engine;
   std::unique_ptr<OverrideStore> overrides;  // with the admin API only
   std::unique_ptr<Admin> admin;
@@ -159,18 +159,18 @@ Status Service::Parts::BuildEngine(const service_internal::PreparedConfig& prepa
   const StoreKind& kind = **FindStoreKind(config.store.url);
   Store* decider = kind.breaker_per_node ? store.get() : breaker.get();
   // Leases sit above the breaker, so that live ones keep being spent while the store is down.
-  // Built for every remote store: a policy or rule may turn leases on by a reload.
-  if (kind.remote) {
-    leases = std::make_unique<LeaseStore>(
-        *decider, env.clock,
-        LeaseStoreOptions{.ttl = config.store.lease.ttl,
-                          .max_share_ppm = config.store.lease.max_share_ppm,
-                          .lease_by_default = false,
-                          .instances = config.store.instances,
-                          .return_interval = kLeaseReturnInterval,
-                          .metrics = &metrics});
-    decider = leases.get();
-  }
+  // Built for every store: a policy or rule may turn leases on by a reload (a remote store's), or
+  // share a capacity among its identities (any store's: its shares are taken there).
+  leases = std::make_unique<LeaseStore>(
+      *decider, env.clock,
+      LeaseStoreOptions{.ttl = config.store.lease.ttl,
+                        .max_share_ppm = config.store.lease.max_share_ppm,
+                        .lease_by_default = false,
+                        .leases = kind.remote,
+                        .instances = config.store.instances,
+                        .return_interval = kLeaseReturnInterval,
+                        .metrics = &metrics});
+  decider = leases.get();
   engine = std::make_unique<Engine>(
       *decider, env.clock,
       EngineOptions{.local_store = local.get(),
@@ -204,8 +204,16 @@ Status Service::Parts::StartAdmin() {
                    .metrics = &metrics,
                    .refusals = &refusals,
                    .max_overrides = static_cast<size_t>(config.server.admin.max_overrides),
-                   .on_change = [this] {
-                     if (leases != nullptr) leases->ReturnAll(Nanos(0));
+                   .on_change =
+                       [this] {
+                         if (leases != nullptr) leases->ReturnAll(Nanos(0));
+                       },
+                   .held_share = [this](std::string_view key,
+                                        std::string_view identity) -> std::optional<HeldShare> {
+                     if (leases == nullptr) return std::nullopt;
+                     const auto held = leases->HeldShare(key, identity);
+                     if (!held) return std::nullopt;
+                     return HeldShare{.allocation = held->allocation, .held = held->held};
                    }});
   admin->Start();
   return Status::Ok();

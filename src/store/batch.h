@@ -49,6 +49,7 @@ struct EntryRef {
   const ReservationTerms* reservation = nullptr;
   bool forget_reservations = false;   // a kRefund: RefundEntry::forget_reservations
   const ShareEntry* share = nullptr;  // a kShare: its entry (required)
+  const ShareOf* share_of = nullptr;  // kConsume: ConsumeEntry::share_of
 };
 
 using StoreResponse = DecideResponse;
@@ -61,7 +62,8 @@ inline EntryRef EncodeConsume(const ConsumeEntry& e) {
           .cost = e.cost,
           .lease = e.lease,
           .terms = e.lease_terms,
-          .reservation = e.reservations};
+          .reservation = e.reservations,
+          .share_of = e.share_of};
 }
 
 // A verb's request as a batch: the one place each verb is encoded (store.cc), for the Store's

@@ -336,6 +336,11 @@ Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
         "a calendar window is counted by the store's scripts alone: neither natively nor in "
         "shares");
   }
+  if (e.share_of != nullptr) {
+    return Status::InvalidArgument(
+        "a consume of a capacity shared among identities is decided from its identity's share, "
+        "by the lease decorator: no store takes it");
+  }
   if (e.cost < 0 || e.cost > kMaxCost) {
     return Status::InvalidArgument("cost must be between 0 and 2^40 (got " +
                                    std::to_string(e.cost) + ")");
@@ -372,8 +377,8 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
     }
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
     const bool plain = consumes && e.op == EntryOp::kConsume && e.lease == 0 && e.hold == nullptr &&
-                       !e.native_count && !e.forget_reservations && e.cost >= 0 &&
-                       e.cost <= kMaxCost && !IsConcurrency(e.limit->algorithm());
+                       e.share_of == nullptr && !e.native_count && !e.forget_reservations &&
+                       e.cost >= 0 && e.cost <= kMaxCost && !IsConcurrency(e.limit->algorithm());
     if (!plain) {
       if (Status s = ValidateSpecial(entries, i); !s.ok())
         return Status::InvalidArgument(where(i) + s.message());

@@ -178,6 +178,9 @@ struct Decision {
   // A settle that settled (or repeats one): its cost above the estimate, of which it charged at
   // most `limit` (store.h).
   int64_t overrun = 0;
+  // A consume of a capacity shared among identities (ConsumeEntry::share_of): the identity's
+  // share at this instance, units per rate period of the limit, as last allotted; -1 otherwise.
+  int64_t share = -1;
 
   bool allowed() const { return verdict == Verdict::kAllowed; }
   friend bool operator==(const Decision&, const Decision&) = default;

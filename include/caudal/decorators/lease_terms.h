@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
+#include "caudal/algorithms/fairness.h"
 #include "caudal/common/clock.h"
 
 namespace caudal {
@@ -19,5 +21,15 @@ struct LeaseTerms {
 };
 inline constexpr Nanos kMinLeaseTtl = std::chrono::milliseconds(1);
 inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
+
+// A consume of a capacity its policy shares among identities (a policy's `share`): the lease
+// decorator decides it from this identity's share of the capacity (lease_store.h), never the
+// store itself, which refuses it.
+struct ShareOf {
+  std::string_view identity;  // the encoded identity: its group among the capacity's consumers
+  int64_t weight = 1;         // 1..kMaxShareWeight
+  Fairness fairness = Fairness::kMaxMin;
+  Nanos window = std::chrono::seconds(2);  // the share's ttl (kMinShareTtl..kMaxShareTtl)
+};
 
 }  // namespace caudal

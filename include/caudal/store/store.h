@@ -87,6 +87,7 @@ inline constexpr int64_t kMaxOpenReservations = 10'000;
 // How a key leases, for a lease decorator above the store (caudal/decorators/lease_terms.h); the
 // stores ignore it.
 struct LeaseTerms;
+struct ShareOf;
 
 // Every entry of a decision may carry its key's reservation terms (`reservations`): the key's
 // unsettled reservations that expired by then are first applied by them (ExpiryOutcome); null:
@@ -106,6 +107,9 @@ struct ConsumeEntry {
   int64_t lease = 0;
   const ReservationTerms* reservations = nullptr;
   const LeaseTerms* lease_terms = nullptr;
+  // A capacity shared among identities: decided by the lease decorator from the identity's share
+  // (caudal/decorators/lease_terms.h); a store refuses it.
+  const ShareOf* share_of = nullptr;
 };
 
 // Take one slot of a concurrency limit (algorithms/concurrency.h) under `hold` when the decision
