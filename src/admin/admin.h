@@ -46,6 +46,12 @@ namespace caudal {
 
 class Refusals;
 
+// An identity's share of a shared capacity at this instance (LeaseStore::HeldShare).
+struct HeldShare {
+  int64_t allocation = 0;  // units per rate period, as last allotted
+  int64_t held = 0;        // units held unspent
+};
+
 struct AdminOptions {
   const Logger* log = nullptr;         // optional
   Metrics* metrics = nullptr;          // optional
@@ -107,12 +113,6 @@ struct LimitState {
   bool shared = false;
   int64_t share = -1;
   int64_t share_held = 0;
-};
-
-// An identity's share of a shared capacity at this instance (LeaseStore::HeldShare).
-struct HeldShare {
-  int64_t allocation = 0;  // units per rate period, as last allotted
-  int64_t held = 0;        // units held unspent
 };
 
 struct StateView {

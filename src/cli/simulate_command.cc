@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "simulate/identity_shares.h"
 #include "simulate/report.h"
 #include "simulate/simulator.h"
 #include "simulate/svg_chart.h"
@@ -59,9 +60,10 @@ class SimulateCommand final : public Command {
     app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
         ->type_name("N/W")
         ->needs(pattern);
-    app.add_option("--duration", duration_, "how long --pattern runs (default: 10m)")
-        ->type_name("DURATION")
-        ->needs(pattern);
+    duration_option_ =
+        app.add_option("--duration", duration_,
+                       "how long --pattern or --tenant runs (default: 10m; --tenant: 10s)")
+            ->type_name("DURATION");
     app.add_option("--seed", seed_, "random seed for poisson (default: 1)")
         ->type_name("N")
         ->needs(pattern);
@@ -84,6 +86,14 @@ class SimulateCommand final : public Command {
     app.add_option("--lease-share", lease_share_,
                    "the share of a limit all regions together may hold in leases (default: 0.3)")
         ->type_name("F");
+    app.add_option("--tenant", tenants_,
+                   "share one token bucket (--limit, --burst) among tenants, a policy with share: "
+                   "NAME=RATE[@START][*WEIGHT], repeated; each tenant's requests evenly spaced")
+        ->type_name("TENANT");
+    app.add_option("--share-window", share_window_, "the share's window (default: 2s)");
+    app.add_option("--fairness", fairness_, "max_min or proportional (default: max_min)");
+    app.add_option("--instances", instances_,
+                   "instances deciding the tenants' requests in turn (default: 1)");
     app.add_option("--partition", partition_,
                    "cut region 0 off (from the store and the other regions) for DURATION from "
                    "AT after the start, for both models")
@@ -93,6 +103,10 @@ class SimulateCommand final : public Command {
   int Run(Env& env) override {
     Result<Rate> limit = ParseRate(limit_);
     if (!limit.ok()) return UsageError(env, kName, "--limit: " + limit.status().message());
+    if (!tenants_.empty()) return RunShares(env, *limit);
+    if (duration_option_->count() > 0 && !pattern_) {
+      return UsageError(env, kName, "--duration: goes with --pattern or --tenant");
+    }
     if (Status s = simulate::ValidateLimit(*limit); !s.ok()) {
       return UsageError(env, kName, "--limit: " + s.message());
     }
@@ -199,6 +213,86 @@ class SimulateCommand final : public Command {
     return t;
   }
 
+  // --tenant: the tenants of one shared token bucket (simulate/identity_shares.h).
+  int RunShares(Env& env, const Rate& limit) {
+    if (pattern_ || trace_ || regions_ != 1 || leases_ || partition_) {
+      return UsageError(env, kName,
+                        "--tenant: goes with --limit, --burst, --duration, --share-window, "
+                        "--fairness, --instances and --format only");
+    }
+    std::vector<simulate::ShareTenant> tenants;
+    for (const std::string& text : tenants_) {
+      Result<simulate::ShareTenant> t = simulate::ParseShareTenant(text);
+      if (!t.ok()) return UsageError(env, kName, "--tenant: " + t.status().message());
+      tenants.push_back(*std::move(t));
+    }
+    const Result<Micros> duration =
+        ParseDuration(duration_option_->count() > 0 ? duration_ : "10s");
+    if (!duration.ok()) return UsageError(env, kName, "--duration: " + duration.status().message());
+    const Result<Micros> window = ParseDuration(share_window_);
+    if (!window.ok()) return UsageError(env, kName, "--share-window: " + window.status().message());
+    const Result<Fairness> fairness = ParseFairness(fairness_);
+    if (!fairness.ok()) return UsageError(env, kName, "--fairness: " + fairness.status().message());
+    if (format_ != "table" && format_ != "json") {
+      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+    }
+    const int64_t burst = burst_.value_or(limit.count);
+    const Result<Limit> bucket =
+        Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, burst, limit));
+    if (!bucket.ok()) return UsageError(env, kName, "--limit: " + bucket.status().message());
+    const Result<simulate::SharesRun> run =
+        simulate::RunIdentityShares(tenants, {.limit = *bucket,
+                                              .fairness = *fairness,
+                                              .window = *window,
+                                              .instances = instances_,
+                                              .duration = *duration});
+    if (!run.ok()) return UsageError(env, kName, run.status().message());
+    const double half_s = static_cast<double>(duration->count()) / 2e6;
+    if (format_ == "json") {
+      env.out << "{\"admitted\":" << run->admitted << ",\"bound\":" << run->bound
+              << ",\"store_calls\":" << run->store_calls << ",\"tenants\":[";
+      for (size_t i = 0; i < run->tenants.size(); ++i) {
+        const simulate::TenantRun& t = run->tenants[i];
+        env.out << (i ? "," : "") << "{\"name\":\"" << JsonEscaped(t.name)
+                << "\",\"weight\":" << t.weight << ",\"offered\":" << t.offered
+                << ",\"admitted\":" << t.admitted << ",\"refused\":" << t.refused
+                << ",\"admitted_second_half\":" << t.admitted_late << ",\"share\":" << t.share
+                << "}";
+      }
+      env.out << "]}\n";
+      return kExitOk;
+    }
+    env.out << "capacity: token_bucket, burst " << burst << " refilled at " << FormatRate(limit)
+            << ", shared " << FairnessName(*fairness) << " over a " << FormatDuration(*window)
+            << " window; " << instances_ << (instances_ == 1 ? " instance" : " instances") << ", "
+            << FormatDuration(*duration) << "\n\n";
+    std::array<char, 160> line{};
+    std::snprintf(line.data(), line.size(), "%-16s %6s %10s %10s %10s %14s %12s\n", "tenant",
+                  "weight", "offered", "admitted", "refused", "admitted/s 2nd", "share/period");
+    env.out << line.data();
+    for (const simulate::TenantRun& t : run->tenants) {
+      std::snprintf(line.data(), line.size(), "%-16.16s %6lld %10lld %10lld %10lld %14.1f %12lld\n",
+                    t.name.c_str(), static_cast<long long>(t.weight),
+                    static_cast<long long>(t.offered), static_cast<long long>(t.admitted),
+                    static_cast<long long>(t.refused),
+                    static_cast<double>(t.admitted_late) / half_s, static_cast<long long>(t.share));
+      env.out << line.data();
+    }
+    env.out << "\nadmitted " << run->admitted << " in all (bound B + r·(t + window): " << run->bound
+            << "); " << run->store_calls << " store calls\n";
+    return kExitOk;
+  }
+
+  // Names are descriptor values: printable, but a quote or a backslash is escaped.
+  static std::string JsonEscaped(const std::string& s) {
+    std::string out;
+    for (const char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out;
+  }
+
   // "AT+DURATION", both durations, AT after `start`.
   static Result<simulate::Partition> ParsePartition(const std::string& text, Micros start) {
     const size_t plus = text.find('+');
@@ -242,6 +336,11 @@ class SimulateCommand final : public Command {
   std::string lease_ttl_ = "1s";
   double lease_share_ = 0.3;
   std::optional<std::string> partition_;
+  CLI::Option* duration_option_ = nullptr;
+  std::vector<std::string> tenants_;
+  std::string share_window_ = "2s";
+  std::string fairness_ = "max_min";
+  int64_t instances_ = 1;
 };
 
 }  // namespace

@@ -178,6 +178,21 @@ int64_t ShareDemand(const KeyLeases& k) {
   return static_cast<int64_t>(std::min<exact::Int128>(per_period, kMaxCost));
 }
 
+// An identity's demand at this instance, units per rate period: its current period's units at
+// their rate so far (over a 64th of a ttl at least, so that a newcomer's first renewal asks for
+// what its first requests need), or the last period's, whichever is more.
+int64_t IdentityDemand(const KeyLeases& k, Nanos now) {
+  const Nanos seen = std::max(now - k.period_start, k.ttl / 64);
+  const exact::Int128 rate_now =
+      exact::Int128{k.units_now} * k.ttl.count() / std::max<int64_t>(1, seen.count());
+  const int64_t per_ttl = static_cast<int64_t>(
+      std::min<exact::Int128>(std::max<exact::Int128>(rate_now, k.units_before), kMaxCost));
+  const exact::Int128 per_period =
+      exact::Int128{per_ttl} * std::chrono::duration_cast<Nanos>(k.limit.rate().period).count() /
+      std::max<int64_t>(1, k.ttl.count());
+  return static_cast<int64_t>(std::min<exact::Int128>(per_period, kMaxCost));
+}
+
 // Whether a share renewal of `k` is due at `now`: none sent `gap` before.
 bool ShareDue(const KeyLeases& k, Nanos now, Nanos gap) {
   return k.asked == 0 && k.n < kMaxLotsPerKey &&
@@ -203,19 +218,9 @@ void AskShare(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, siz
                .demand = ShareDemand(k),
                .ttl = k.ttl};
   if (k.of_identity) {
-    // An identity's demand counts its current period's units at their rate so far (over an
-    // eighth of a ttl at least): a newcomer's first renewal asks for what its first requests need.
-    // Then a fifth more, and a unit: an identity under its fair share keeps a margin for the
-    // jitter of its arrivals (max-min gives no one more than it asks while others want more).
-    const Nanos seen = std::max(now - k.period_start, k.ttl / 8);
-    const exact::Int128 rate_now =
-        exact::Int128{k.units_now} * k.ttl.count() / std::max<int64_t>(1, seen.count());
-    const int64_t per_ttl = static_cast<int64_t>(
-        std::min<exact::Int128>(std::max<exact::Int128>(rate_now, k.units_before), kMaxCost));
-    const exact::Int128 per_period =
-        exact::Int128{per_ttl} * std::chrono::duration_cast<Nanos>(k.limit.rate().period).count() /
-        std::max<int64_t>(1, k.ttl.count());
-    const int64_t demand = static_cast<int64_t>(std::min<exact::Int128>(per_period, kMaxCost));
+    // A fifth more than measured, and a unit: an identity under its fair share keeps a margin for
+    // the jitter of its arrivals (max-min gives no one more than it asks while others want more).
+    const int64_t demand = IdentityDemand(k, now);
     ask.demand = std::min<int64_t>(kMaxCost, demand + demand / 5 + 1);
     ask.store_key = k.store_key;
     ask.group = k.group;
@@ -637,7 +642,16 @@ SharePlan LeaseTable::BeginShared(std::span<const EntryRef> entries, Nanos now, 
       continue;
     }
     if (k->Left() >= entries[i].cost) continue;
-    if (ShareRefuses(*k, now, rtt) || (k->asked > 0 && k->waiters.size() >= kMaxShareWaiters)) {
+    const bool full = k->asked > 0 && k->waiters.size() >= kMaxShareWaiters;
+    // An identity asking no faster than its share was allotted has its grant's worth accrued in
+    // the store since its last renewal: it renews now and waits, rather than being refused for
+    // the timing of its grants (a newcomer, whose first grant counted its first moments alone).
+    const bool accrued = !waited && k->share_answered && k->allocation > 0 &&
+                         IdentityDemand(*k, now) <= k->allocation &&
+                         (k->asked > 0 || k->n < kMaxLotsPerKey);
+    if (ShareRefuses(*k, now, rtt) && accrued && !full) {
+      waiting[i] = waits = true;
+    } else if (ShareRefuses(*k, now, rtt) || full) {
       if (denied == n) denied = i;
     } else if (waited) {
       unavailable = true;

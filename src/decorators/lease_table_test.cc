@@ -402,9 +402,9 @@ TEST_F(IdentityShareTest, TheFirstRequestWaitsForTheIdentitysFirstShareThenSpend
   EXPECT_EQ(ask.weight, 3);
   EXPECT_EQ(ask.fairness, Fairness::kProportional);
   EXPECT_EQ(ask.ttl, kTtl) << "the share's window";
-  // One unit seen at once, its rate taken over an eighth of the window: 8 a second, a fifth more
+  // One unit seen at once, its rate taken over a 64th of the window: 64 a second, a fifth more
   // and a unit.
-  EXPECT_EQ(ask.demand, 8 + 1 + 1);
+  EXPECT_EQ(ask.demand, 64 + 12 + 1);
   int woken = 0;
   const EntryRef e = Entry();
   table_.Await({&e, 1}, first.waits, [&] { ++woken; });
@@ -427,21 +427,23 @@ TEST_F(IdentityShareTest, TheFirstRequestWaitsForTheIdentitysFirstShareThenSpend
 
 TEST_F(IdentityShareTest, BeyondItsShareARequestIsRefusedHereUntilTheShareAccrues) {
   ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
-  Answer(Nanos(0), 3, /*allocation=*/100);
+  // 20 a second: less than it asks (6 units in its first 30 ms, 200 a second).
+  Answer(Nanos(0), 3, /*allocation=*/20);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(Begin(milliseconds(20)).kind, SharePlan::Kind::kAllowed);
   const SharePlan refused = Begin(milliseconds(30), 2);
   ASSERT_EQ(refused.kind, SharePlan::Kind::kDenied);
   EXPECT_TRUE(refused.renewals.empty()) << "the next renewal is half a window after the last";
   const Decision& d = refused.decisions[0];
   EXPECT_EQ(d.verdict, Verdict::kDenied);
-  EXPECT_EQ(d.share, 100);
-  // The next renewal is sent at 500 ms and back 10 ms later; 2 units take 20 ms to accrue at
-  // 100 a second, which is sooner.
+  EXPECT_EQ(d.share, 20);
+  // The next renewal is sent at 500 ms and back 10 ms later; 2 units take 100 ms to accrue at
+  // 20 a second, which is sooner.
   EXPECT_EQ(d.retry_after, milliseconds(500 + 10 - 30));
   EXPECT_EQ(table_.Counts().held, 0) << "nothing spent";
-  // Half a window on, the refusal sends the renewal.
+  // Half a window on, its demand (7 units in 500 ms) is within its share: the renewal is sent
+  // and the request waits for it.
   const SharePlan due = Begin(milliseconds(500), 1);
-  ASSERT_EQ(due.kind, SharePlan::Kind::kDenied);
+  ASSERT_EQ(due.kind, SharePlan::Kind::kWait);
   ASSERT_EQ(due.renewals.size(), 1u);
   // A share that accrues slower than the next renewal: the wait is the accrual's.
   Answer(milliseconds(500), 0, /*allocation=*/1);
@@ -450,9 +452,30 @@ TEST_F(IdentityShareTest, BeyondItsShareARequestIsRefusedHereUntilTheShareAccrue
   EXPECT_EQ(slow.decisions[0].retry_after, seconds(3) + Micros(1));
 }
 
+TEST_F(IdentityShareTest, AnIdentityAskingWithinItsShareRenewsAndWaitsRatherThanBeingRefused) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  // A newcomer's first grant counted its first moments: 2 units, at 300 a second.
+  Answer(Nanos(0), 2, /*allocation=*/300);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(Begin(milliseconds(10)).kind, SharePlan::Kind::kAllowed);
+  // 4 units in its first 20 ms: 200 a second, within its 300. What accrued since is the store's
+  // to grant: renewed now, and the request waits for it.
+  const SharePlan wait = Begin(milliseconds(20));
+  ASSERT_EQ(wait.kind, SharePlan::Kind::kWait);
+  ASSERT_EQ(wait.renewals.size(), 1u);
+  const EntryRef e = Entry();
+  int woken = 0;
+  table_.Await({&e, 1}, wait.waits, [&] { ++woken; });
+  Answer(milliseconds(20), 2, 300);
+  EXPECT_EQ(woken, 1);
+  EXPECT_EQ(Begin(milliseconds(30), 1, /*waited=*/true).kind, SharePlan::Kind::kAllowed);
+  // Once waited, a request its grant still does not cover is refused, not sent again.
+  ASSERT_EQ(Begin(milliseconds(30)).kind, SharePlan::Kind::kAllowed);
+  EXPECT_EQ(Begin(milliseconds(30), 1, /*waited=*/true).kind, SharePlan::Kind::kDenied);
+}
+
 TEST_F(IdentityShareTest, AnIdentityAlwaysSharesEvenWhenTheCapacityIsFull) {
   ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
-  Answer(Nanos(0), 5, 500, false, /*remaining=*/1'000);
+  Answer(Nanos(0), 5, /*allocation=*/10, false, /*remaining=*/1'000);
   EXPECT_EQ(table_.Counts().sharing, 1u);
   // Spent, then refused here, not sent to the store as a unit lease would be.
   for (int i = 0; i < 5; ++i) ASSERT_EQ(Begin(milliseconds(20)).kind, SharePlan::Kind::kAllowed);

@@ -18,7 +18,8 @@ Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const Compact
   ExpireShares(book, now);  // unobservable: an expired consumer counts for nothing
   auto self = std::find_if(book.records.begin(), book.records.end(),
                            [&](const ShareRecord& r) { return r.consumer == e.consumer; });
-  if (self == book.records.end()) {
+  const bool fresh_consumer = self == book.records.end();
+  if (fresh_consumer) {
     if (book.records.size() >= kMaxShareConsumers) {
       return Status::ResourceExhausted("a share's key holds " + std::to_string(kMaxShareConsumers) +
                                        " live consumers already");
@@ -61,8 +62,12 @@ Result<ShareTaken> TakeShare(const ShareEntry& e, ShareBook& book, const Compact
   assert(shares.ok());  // ValidateEntries' bounds, and a group's weight is one
   if (!shares.ok()) return shares.status();
   const int64_t allocation = (*shares)[static_cast<size_t>(self - book.records.begin())];
+  // A new consumer's first grant, half a ttl of its rate, takes no more than it asked for: a
+  // newcomer alone is allotted the whole refill (the spare), and newcomers one after another
+  // would otherwise empty the key for those that follow.
+  const int64_t accruing = fresh_consumer ? std::min(allocation, e.demand) : allocation;
   const Accrual accrual =
-      AccrueShare(allocation, rate.period, e.ttl, Micros(self->last_us), now, self->frac);
+      AccrueShare(accruing, rate.period, e.ttl, Micros(self->last_us), now, self->frac);
   ShareTaken taken{.step = DecideCompactWithLease(*e.limit, state, now, 0, accrual.units),
                    .share = {.allocation = allocation,
                              .consumers = static_cast<int64_t>(book.records.size()),

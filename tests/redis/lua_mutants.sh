@@ -158,7 +158,8 @@ calendar_mutants=(
 # Shares: a share granted twice (its last call not moved), a grant beyond the accrual, allocations
 # adding up to more than the refill, a consumer live past its expiry, a key taking one consumer
 # past its most, an accrual not capped at the ttl, a group's weight not set for its members, a
-# silent consumer still counted (or counted silent a microsecond early, or in the demand total).
+# silent consumer still counted (or counted silent a microsecond early, or in the demand total), a
+# new consumer's first grant beyond its demand.
 share_mutants=(
   "share.lua|    me.last = now|    local _ = now"
   "share.lua|leased = x.units < remaining and x.units or remaining|leased = remaining"
@@ -171,6 +172,7 @@ share_mutants=(
   "share.lua|if r ~= me and 4 * (now - r.last) > 3 * x.ttl then|if false then"
   "share.lua|if r ~= me and 4 * (now - r.last) > 3 * x.ttl then|if r ~= me and 4 * (now - r.last) >= 3 * x.ttl then"
   "share.lua|      total = total + demands[j]|      total = total + r.demand"
+  "share.lua|    if x.seq and x.demand < accruing then accruing = x.demand end|    local _ = accruing"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test

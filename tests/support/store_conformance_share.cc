@@ -63,10 +63,11 @@ TEST_P(StoreConformanceTest, ShareGrantsFollowTheMaxMinAllocation) {
     const Limit limit = HundredPerSecond(a);
     const std::string key = Key("share:" + std::string(AlgorithmName(a)));
     ShareSteps s(*store_, key, limit);
-    // Alone, a consumer is allotted the whole refill, and its first call grants half a ttl of it.
+    // Alone, a consumer is allotted the whole refill; its first call grants half a ttl of it, but
+    // no more than it asked for: 30 a second for half a second.
     const Taken a1 = s.Take("a", 30);
     EXPECT_EQ(a1.share, (ShareState{.allocation = 100, .consumers = 1, .demand_total = 30}));
-    EXPECT_EQ(a1.decision.leased, 50);
+    EXPECT_EQ(a1.decision.leased, 15);
     EXPECT_EQ(a1.decision.leased_at.count(), clock_.Now().count() / 1000);
     // A second one, wanting more than the rest: a keeps what it wants, b gets the rest.
     const Taken b1 = s.Take("b", 200);
@@ -82,7 +83,7 @@ TEST_P(StoreConformanceTest, ShareGrantsFollowTheMaxMinAllocation) {
     // Calling again at once grants nothing: the accrual starts at the last call.
     EXPECT_EQ(s.Take("b", 200).decision.leased, 0);
     // Every unit granted was consumed in the key's state.
-    EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 1000 - 50 - 35 + 20 - 6 - 14);
+    EXPECT_EQ(MustDecideOne(key, limit, 0).remaining, 1000 - 15 - 35 + 20 - 6 - 14);
   }
 }
 
@@ -317,8 +318,9 @@ TEST_P(StoreConformanceTest, ABatchTakesSeveralKeysShares) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_EQ(r->decisions.size(), 2u);
   ASSERT_EQ(r->shares.size(), 2u);
-  EXPECT_EQ(r->decisions[0].leased, 50);
-  EXPECT_EQ(r->decisions[1].leased, 25);
+  // New consumers: half a ttl of the 40 a second they ask for.
+  EXPECT_EQ(r->decisions[0].leased, 20);
+  EXPECT_EQ(r->decisions[1].leased, 10);
   EXPECT_EQ(r->shares[1], (ShareState{.allocation = 100, .consumers = 1, .demand_total = 40}));
 }
 

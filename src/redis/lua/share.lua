@@ -216,7 +216,10 @@ local function shares_take(req, p, n, K, kb, k, now, slack, out, o)
     end
     local shares = share_allocate(x.n, x.fair == 0, demands, weights, groups)
     x.allocation, x.consumers, x.total, x.expiry = shares[x.at], #recs, total, last
-    x.units, me.frac = share_accrue(x.allocation, x.period, x.ttl, me.last, now, me.frac)
+    -- A new consumer's first grant takes no more than it asked for (share_book.cc says why).
+    local accruing = x.allocation
+    if x.seq and x.demand < accruing then accruing = x.demand end
+    x.units, me.frac = share_accrue(accruing, x.period, x.ttl, me.last, now, me.frac)
     me.last = now
     x.recs, x.gone = recs, gone
     xs[i] = x
