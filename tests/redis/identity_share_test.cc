@@ -20,6 +20,7 @@
 #include "algorithms/exact_math.h"
 #include "caudal/engine/engine.h"
 #include "caudal/redis/redis_store.h"
+#include "decorators/breaker_store.h"
 #include "decorators/lease_store.h"
 #include "redis/lease_processes.h"
 #include "redis/redis_test_util.h"
@@ -206,6 +207,56 @@ TEST(IdentityShares, ThreeProcessesBehindRedisSentinel) {
         return std::unique_ptr<Store>(std::move(*s));
       },
       "Redis Sentinel");
+}
+
+// Redis killed: the identity's grants held here are spent, exactly, and not one unit more; then,
+// once its renewal fails, the policy's failure mode.
+TEST(IdentityShares, WhileRedisIsDownTheSharesHeldAreSpentExactlyThenTheFailureModeApplies) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  auto redis = MustOpen({.url = server->url(), .deadline = milliseconds(200)});
+  BreakerStore breaker(*redis, SystemClock::Instance(), {});
+  LeaseStore leases(breaker, SystemClock::Instance(), {.lease_by_default = false});
+  Engine engine(leases, SystemClock::Instance(), {});
+  PolicySpec spec = SharedPolicy();
+  spec.share->window = seconds(2);
+  ASSERT_TRUE(
+      engine.SetPolicies(*PolicySet::Create({spec}, {.on_failure = FailureMode::kDeny})).ok());
+  const CheckRequest request{.descriptors = {{"tenant", "t"}}, .cost = 1};
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(engine.Check(request)->allowed());
+  server->Kill();
+  // A renewal sent before the kill may still be granted: what the grants hold is known once no
+  // renewal is in flight.
+  const auto give_up = SteadyClock::now() + seconds(10);
+  while (leases.Owed().asked > 0 && SteadyClock::now() < give_up) {
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+  ASSERT_EQ(leases.Owed().asked, 0);
+  const int64_t held = leases.UnitsHeld();
+  ASSERT_GT(held, 0);
+  for (int64_t i = 0; i < held; ++i) {
+    const Result<CheckResult> r = engine.Check(request);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->outcome, Outcome::kAllowed) << "unit " << i << " of " << held;
+    EXPECT_FALSE(r->degraded) << "decided from a grant the store made";
+  }
+  // Beyond them, nothing is admitted: refused as beyond the share until a renewal fails (at most
+  // half a window on), then the failure mode.
+  const auto until = SteadyClock::now() + seconds(5);
+  int64_t refused = 0;
+  Outcome last = Outcome::kAllowed;
+  while (SteadyClock::now() < until) {
+    const Result<CheckResult> r = engine.Check(request);
+    ASSERT_TRUE(r.ok());
+    ASSERT_NE(r->outcome, Outcome::kAllowed) << "admitted beyond the grants held";
+    last = r->outcome;
+    if (last == Outcome::kUnavailable) break;
+    ++refused;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(last, Outcome::kUnavailable) << "the failure mode, once the renewal failed";
+  std::cout << "Redis down: " << held << " decisions from the share held, " << refused
+            << " refused beyond it, then the failure mode\n";
 }
 
 }  // namespace

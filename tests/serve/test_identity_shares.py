@@ -13,8 +13,7 @@ from harness import Redis, RedisCluster, Serve
 
 TOKEN = "admin-token-for-shares"
 CONFIG = """
-server: {admin: {token: %(token)s}}
-store: {url: %(url)s, timeout: 1s, instances: 3}
+store: {url: "%(url)s", timeout: 1s, instances: 3}
 policies:
   - name: provider-tokens
     identity: [tenant]
@@ -62,8 +61,9 @@ def drive(servers, seconds, calm_per_server):
 
 class IdentityShares(unittest.TestCase):
     def run_on(self, url):
-        config = CONFIG % {"token": TOKEN, "url": url, "capacity": CAPACITY, "rate": RATE}
-        servers = [Serve(config, test_hooks=False) for _ in range(3)]
+        config = CONFIG % {"url": url, "capacity": CAPACITY, "rate": RATE}
+        servers = [Serve(config, test_hooks=False, env={"CAUDAL_ADMIN_TOKEN": TOKEN})
+                   for _ in range(3)]
         try:
             # calm: 10 a second per server, 30 in all, a tenth of the refill.
             tally, elapsed = drive(servers, 6.0, 10)
