@@ -86,9 +86,12 @@ class SimulateCommand final : public Command {
     app.add_option("--lease-share", lease_share_,
                    "the share of a limit all regions together may hold in leases (default: 0.3)")
         ->type_name("F");
+    app.add_flag("--share", share_,
+                 "share one token bucket (--limit, --burst) among --tenant's, as a policy with "
+                 "share does");
     app.add_option("--tenant", tenants_,
-                   "share one token bucket (--limit, --burst) among tenants, a policy with share: "
-                   "NAME=RATE[@START][*WEIGHT], repeated; each tenant's requests evenly spaced")
+                   "with --share: NAME=RATE[@START][*WEIGHT], repeated; each tenant's requests "
+                   "evenly spaced from START, its weight a tier's")
         ->type_name("TENANT");
     app.add_option("--share-window", share_window_, "the share's window (default: 2s)");
     app.add_option("--fairness", fairness_, "max_min or proportional (default: max_min)");
@@ -103,7 +106,8 @@ class SimulateCommand final : public Command {
   int Run(Env& env) override {
     Result<Rate> limit = ParseRate(limit_);
     if (!limit.ok()) return UsageError(env, kName, "--limit: " + limit.status().message());
-    if (!tenants_.empty()) return RunShares(env, *limit);
+    if (share_) return RunShares(env, *limit);
+    if (!tenants_.empty()) return UsageError(env, kName, "--tenant: goes with --share");
     if (duration_option_->count() > 0 && !pattern_) {
       return UsageError(env, kName, "--duration: goes with --pattern or --tenant");
     }
@@ -213,13 +217,14 @@ class SimulateCommand final : public Command {
     return t;
   }
 
-  // --tenant: the tenants of one shared token bucket (simulate/identity_shares.h).
+  // --share: the tenants of one shared token bucket (simulate/identity_shares.h).
   int RunShares(Env& env, const Rate& limit) {
     if (pattern_ || trace_ || regions_ != 1 || leases_ || partition_) {
       return UsageError(env, kName,
-                        "--tenant: goes with --limit, --burst, --duration, --share-window, "
-                        "--fairness, --instances and --format only");
+                        "--share: goes with --tenant, --limit, --burst, --duration, "
+                        "--share-window, --fairness, --instances, --format and --svg only");
     }
+    if (tenants_.empty()) return UsageError(env, kName, "--share: needs a --tenant or more");
     std::vector<simulate::ShareTenant> tenants;
     for (const std::string& text : tenants_) {
       Result<simulate::ShareTenant> t = simulate::ParseShareTenant(text);
@@ -257,29 +262,53 @@ class SimulateCommand final : public Command {
                 << "\",\"weight\":" << t.weight << ",\"offered\":" << t.offered
                 << ",\"admitted\":" << t.admitted << ",\"refused\":" << t.refused
                 << ",\"admitted_second_half\":" << t.admitted_late << ",\"share\":" << t.share
-                << "}";
+                << ",\"expected\":" << t.expected << ",\"series\":[";
+        for (size_t j = 0; j < t.series.size(); ++j) env.out << (j ? "," : "") << t.series[j];
+        env.out << "]}";
       }
-      env.out << "]}\n";
-      return kExitOk;
+      env.out << "],\"step_ms\":" << run->step.count() / 1000 << "}\n";
+      return WriteSharesSvg(env, *run, limit, false);
     }
     env.out << "capacity: token_bucket, burst " << burst << " refilled at " << FormatRate(limit)
             << ", shared " << FairnessName(*fairness) << " over a " << FormatDuration(*window)
             << " window; " << instances_ << (instances_ == 1 ? " instance" : " instances") << ", "
             << FormatDuration(*duration) << "\n\n";
     std::array<char, 160> line{};
-    std::snprintf(line.data(), line.size(), "%-16s %6s %10s %10s %10s %14s %12s\n", "tenant",
-                  "weight", "offered", "admitted", "refused", "admitted/s 2nd", "share/period");
+    std::snprintf(line.data(), line.size(), "%-16s %6s %10s %10s %10s %14s %10s %12s\n",
+                  "tenant", "weight", "offered", "admitted", "refused", "admitted/s 2nd",
+                  "max-min/s", "share/period");
     env.out << line.data();
+    const double per_period_s = static_cast<double>(limit.period.count()) / 1e6;
     for (const simulate::TenantRun& t : run->tenants) {
-      std::snprintf(line.data(), line.size(), "%-16.16s %6lld %10lld %10lld %10lld %14.1f %12lld\n",
-                    t.name.c_str(), static_cast<long long>(t.weight),
-                    static_cast<long long>(t.offered), static_cast<long long>(t.admitted),
-                    static_cast<long long>(t.refused),
-                    static_cast<double>(t.admitted_late) / half_s, static_cast<long long>(t.share));
+      std::snprintf(line.data(), line.size(),
+                    "%-16.16s %6lld %10lld %10lld %10lld %14.1f %10.1f %12lld\n", t.name.c_str(),
+                    static_cast<long long>(t.weight), static_cast<long long>(t.offered),
+                    static_cast<long long>(t.admitted), static_cast<long long>(t.refused),
+                    static_cast<double>(t.admitted_late) / half_s,
+                    static_cast<double>(t.expected) / per_period_s,
+                    static_cast<long long>(t.share));
       env.out << line.data();
     }
-    env.out << "\nadmitted " << run->admitted << " in all (bound B + r·(t + window): " << run->bound
-            << "); " << run->store_calls << " store calls\n";
+    env.out << "\nadmitted " << run->admitted << " in all (bound B + r·(t + window): "
+            << run->bound << "); " << run->store_calls << " store calls\n"
+            << "admitted/s 2nd: in the run's second half; max-min/s: the tenant's part of the "
+               "refill by the offered rates and weights; share/period: its share at the end, "
+               "summed over the instances\n";
+    return WriteSharesSvg(env, *run, limit, true);
+  }
+
+  int WriteSharesSvg(Env& env, const simulate::SharesRun& run, const Rate& limit, bool announce) {
+    if (!svg_) return kExitOk;
+    std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
+    file << simulate::RenderSharesSvg(
+        run, "shares of " + FormatRate(limit) + " among " + std::to_string(run.tenants.size()) +
+                 " tenants");
+    file.close();
+    if (!file) {
+      env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";
+      return kExitFailure;
+    }
+    if (announce) env.out << "\nchart: " << *svg_ << "\n";
     return kExitOk;
   }
 
@@ -337,6 +366,7 @@ class SimulateCommand final : public Command {
   double lease_share_ = 0.3;
   std::optional<std::string> partition_;
   CLI::Option* duration_option_ = nullptr;
+  bool share_ = false;
   std::vector<std::string> tenants_;
   std::string share_window_ = "2s";
   std::string fairness_ = "max_min";

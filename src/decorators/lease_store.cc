@@ -82,6 +82,8 @@ struct LeaseStore::Core {
   int64_t returning = 0;        // guarded by mu: give-back calls in flight
   int64_t returning_units = 0;  // guarded by mu: the units they carry
   bool closed = false;          // guarded by mu: the LeaseStore is gone (or going)
+  // Guarded by mu: the policies whose share gauges the last UnitsHeld() set.
+  std::vector<std::string> share_policies;
   int64_t entered = 0;          // guarded by mu: requests running again through `inner`
 };
 
@@ -396,6 +398,22 @@ int64_t LeaseStore::UnitsHeld() const {
   const engine_internal::LeaseTableCounts c = core_->table.Counts();
   core_->metrics.Set(MetricId::kLeaseUnits, static_cast<uint64_t>(c.held));
   core_->metrics.Set(MetricId::kLeaseShareKeys, c.sharing);
+  // Per policy with share; a policy no longer holding any drops to 0.
+  const auto by_policy = core_->table.SharesByPolicy();
+  std::lock_guard lock(core_->mu);
+  for (const std::string& policy : core_->share_policies) {
+    if (by_policy.count(policy) != 0) continue;
+    core_->metrics.Series(MetricId::kShareAllotted, {policy}).store(0, std::memory_order_relaxed);
+    core_->metrics.Series(MetricId::kShareIdentities, {policy}).store(0, std::memory_order_relaxed);
+  }
+  core_->share_policies.clear();
+  for (const auto& [policy, p] : by_policy) {
+    core_->share_policies.push_back(policy);
+    core_->metrics.Series(MetricId::kShareAllotted, {policy})
+        .store(static_cast<uint64_t>(p.allotted), std::memory_order_relaxed);
+    core_->metrics.Series(MetricId::kShareIdentities, {policy})
+        .store(static_cast<uint64_t>(p.identities), std::memory_order_relaxed);
+  }
   return c.held;
 }
 

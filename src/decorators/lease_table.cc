@@ -49,6 +49,7 @@ struct KeyLeases {
   // store, its group, weight and fairness, its allocation as last answered (-1: none yet), and the
   // requests waiting for its renewal in flight.
   bool of_identity = false;
+  std::string policy;
   std::string store_key;
   std::string group;
   int64_t weight = 1;
@@ -611,6 +612,7 @@ SharePlan LeaseTable::BeginShared(std::span<const EntryRef> entries, Nanos now, 
       k.period_start = now;
       k.of_identity = true;
       k.store_key = std::string(e.key);
+      k.policy = std::string(e.share_of->policy);
       k.group = GroupName(e.share_of->identity);
       SetSharing(shard, k, true);
     }
@@ -877,6 +879,20 @@ std::optional<LeaseTable::Held> LeaseTable::HeldShare(std::string_view key) cons
   const auto it = shard.keys.find(key);
   if (it == shard.keys.end() || it->second.allocation < 0) return std::nullopt;
   return Held{.allocation = it->second.allocation, .units = it->second.Left()};
+}
+
+std::map<std::string, LeaseTable::PolicyShares> LeaseTable::SharesByPolicy() const {
+  std::map<std::string, PolicyShares> out;
+  for (size_t s = 0; s < kShards; ++s) {
+    std::lock_guard lock(shards_[s].mu);
+    for (const auto& [key, k] : shards_[s].keys) {
+      if (!k.of_identity || k.allocation < 0) continue;
+      PolicyShares& p = out[k.policy];
+      p.allotted += k.allocation;
+      ++p.identities;
+    }
+  }
+  return out;
 }
 
 LeaseTableCounts LeaseTable::Counts() const {

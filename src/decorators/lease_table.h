@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -189,6 +190,13 @@ class LeaseTable {
     int64_t units = 0;
   };
   std::optional<Held> HeldShare(std::string_view key) const;
+  // Per policy (ShareOf::policy), its identities' entries with an answered share: their
+  // allocations' sum and how many.
+  struct PolicyShares {
+    int64_t allotted = 0;
+    int64_t identities = 0;
+  };
+  std::map<std::string, PolicyShares> SharesByPolicy() const;
 
   // A store call's round trip (sent to answered, monotonic): leases are sized and renewed to
   // outlast it (see Begin). Until one is observed, or while the store answers at once, sizing

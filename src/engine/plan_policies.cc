@@ -225,7 +225,8 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
       }
       auto shared = std::make_shared<Check::Shared>();
       shared->identity = **identity;
-      shared->of = {.identity = shared->identity,
+      shared->of = {.policy = p.spec.name,
+                    .identity = shared->identity,
                     .weight = weight,
                     .fairness = p.spec.share->fairness,
                     .window = p.spec.share->window};

@@ -11,6 +11,7 @@
 #include "caudal/engine/engine.h"
 #include "caudal/store/memory_store.h"
 #include "decorators/lease_store.h"
+#include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
 
@@ -40,7 +41,8 @@ class ShareEngineTest : public ::testing::Test {
  protected:
   ShareEngineTest()
       : store_(std::make_unique<MemoryStore>(clock_)),
-        leases_(store_, clock_, {.lease_by_default = false, .leases = false}),
+        leases_(store_, clock_,
+                {.lease_by_default = false, .leases = false, .metrics = &metrics_}),
         engine_(leases_, clock_, {}) {}
 
   void Install(std::vector<PolicySpec> specs) {
@@ -81,6 +83,7 @@ class ShareEngineTest : public ::testing::Test {
   }
 
   ManualClock clock_;
+  Metrics metrics_;
   testing::FakeStore store_;
   LeaseStore leases_;
   Engine engine_;
@@ -148,6 +151,11 @@ TEST_F(ShareEngineTest, TheDecisionCarriesTheIdentitysShare) {
   const Result<CheckResult> c = Ask("calm");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->allowed());
+  // The policy's gauges: two identities, their shares adding up to the refill.
+  EXPECT_EQ(metrics_.Series(MetricId::kShareIdentities, {"provider-tokens"}).load(), 2u);
+  EXPECT_NEAR(
+      static_cast<double>(metrics_.Series(MetricId::kShareAllotted, {"provider-tokens"}).load()),
+      static_cast<double>(kRate), 10.0);
   // Each as allotted at its own renewal: they add up to the refill, give or take the calm
   // demand's change between the two.
   EXPECT_NEAR(static_cast<double>(c->results[0].decisions[0].share + d.share),

@@ -88,6 +88,8 @@ enum class MetricId : uint8_t {
   kLeaseUnits,
   kLeaseShares,
   kLeaseShareKeys,
+  kShareAllotted,
+  kShareIdentities,
   kHoldsTaken,
   kHoldReleases,
   kIdempotencyKeys,
@@ -322,6 +324,18 @@ inline constexpr std::array kMetricTable = {
               {},
               "Keys this instance now decides from shares of their refill rather than leased "
               "units."},
+    MetricDef{MetricId::kShareAllotted,
+              "caudal_share_allotted",
+              MetricType::kGauge,
+              {"policy"},
+              "A policy with share: the units per refill period its identities' shares at this "
+              "instance add up to, as last allotted (its part of the capacity; no series per "
+              "identity)."},
+    MetricDef{MetricId::kShareIdentities,
+              "caudal_share_identities",
+              MetricType::kGauge,
+              {"policy"},
+              "A policy with share: the identities holding a share at this instance."},
     MetricDef{MetricId::kHoldsTaken,
               "caudal_holds_taken_total",
               MetricType::kCounter,

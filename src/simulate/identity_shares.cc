@@ -1,6 +1,7 @@
 #include "simulate/identity_shares.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <memory>
 #include <queue>
@@ -8,10 +9,12 @@
 
 #include "algorithms/algorithm.h"
 #include "algorithms/exact_math.h"
+#include "algorithms/share.h"
 #include "caudal/engine/engine.h"
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "decorators/lease_store.h"
+#include "simulate/svg_chart.h"
 #include "store/batch.h"
 
 namespace caudal::simulate {
@@ -159,6 +162,10 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
   const Micros start = std::chrono::hours(24 * 365);  // any fixed epoch: the run is repeatable
   Micros next_give_back = kGiveBackEvery;
   size_t turn = 0;
+  run.step = std::max<Micros>(std::chrono::seconds(1), o.duration / 600);
+  run.rate = o.limit.rate();
+  const size_t points = static_cast<size_t>((o.duration + run.step - Micros(1)) / run.step);
+  for (TenantRun& t : run.tenants) t.series.assign(points, 0);
   while (!queue.empty() && queue.top().at < o.duration) {
     const Next n = queue.top();
     queue.pop();
@@ -181,6 +188,7 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
     }
     if (r->allowed()) {
       ++tally.admitted;
+      ++tally.series[static_cast<size_t>(n.at / run.step)];
       if (2 * n.at >= o.duration) ++tally.admitted_late;
     } else {
       ++tally.refused;
@@ -196,12 +204,102 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
     for (const int64_t share : last_share[i]) run.tenants[i].share += std::max<int64_t>(0, share);
   }
   for (const TenantRun& t : run.tenants) run.admitted += t.admitted;
+  // What each should get: the fill by offered rates (in units per the refill's period), weights.
+  std::vector<ShareConsumer> consumers;
   const Rate rate = o.limit.rate();
+  for (size_t i = 0; i < tenants.size(); ++i) {
+    const Rate& offered = tenants[i].rate;
+    const int64_t demand = static_cast<int64_t>(std::min<exact::Int128>(
+        exact::Int128{offered.count} * rate.period.count() / offered.period.count(),
+        kMaxShareAmount));
+    consumers.push_back({.group = static_cast<uint32_t>(i), .demand = demand,
+                         .weight = tenants[i].weight});
+  }
+  const Result<std::vector<int64_t>> fair = FairShares(rate.count, o.fairness, consumers);
+  if (fair.ok()) {
+    for (size_t i = 0; i < tenants.size(); ++i) run.tenants[i].expected = (*fair)[i];
+  }
   run.bound = static_cast<int64_t>(exact::Int128{o.limit.capacity()} +
                                    exact::Int128{rate.count} * (o.duration + o.window).count() /
                                        rate.period.count());
   run.store_calls = store.calls();
   return run;
+}
+
+}  // namespace caudal::simulate
+
+namespace caudal::simulate {
+
+std::string RenderSharesSvg(const SharesRun& run, std::string_view title) {
+  constexpr double kWidth = 900, kHeight = 480, kLeft = 70, kRight = 170, kTop = 40, kBottom = 50;
+  static constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                            "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+  const double step_s = static_cast<double>(run.step.count()) / 1e6;
+  const double per_s = static_cast<double>(run.rate.count) * 1e6 /
+                       static_cast<double>(std::max<int64_t>(1, run.rate.period.count()));
+  size_t points = 0;
+  double top = per_s;
+  for (const TenantRun& t : run.tenants) {
+    points = std::max(points, t.series.size());
+    for (const int64_t v : t.series) top = std::max(top, static_cast<double>(v) / step_s);
+  }
+  top *= 1.1;
+  const double span = std::max(1.0, static_cast<double>(points) * step_s);
+  auto x = [&](double s) { return kLeft + s / span * (kWidth - kLeft - kRight); };
+  auto y = [&](double v) { return kHeight - kBottom - v / top * (kHeight - kTop - kBottom); };
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+    return std::string(buf);
+  };
+  std::string out =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
+      "width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
+      "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+      "fill=\"white\"/>\n";
+  out += "<text x=\"" + num(kLeft) + "\" y=\"22\" font-size=\"14\">" + XmlEscape(title) +
+         "</text>\n";
+  // Axes, ticks: five on each.
+  out += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y(0)) + "\" x2=\"" + num(x(span)) +
+         "\" y2=\"" + num(y(0)) + "\" stroke=\"black\"/>\n";
+  out += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y(0)) + "\" x2=\"" + num(kLeft) +
+         "\" y2=\"" + num(kTop) + "\" stroke=\"black\"/>\n";
+  for (int i = 0; i <= 5; ++i) {
+    const double s = span * i / 5, v = top * i / 5;
+    out += "<text x=\"" + num(x(s)) + "\" y=\"" + num(y(0) + 18) + "\" text-anchor=\"middle\">" +
+           num(s) + " s</text>\n";
+    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y(v) + 4) +
+           "\" text-anchor=\"end\">" + num(v) + "</text>\n";
+  }
+  out += "<text x=\"" + num(kLeft) + "\" y=\"" + num(kHeight - 10) +
+         "\">admitted per second (lines), max-min part (dashed)</text>\n";
+  // The capacity's refill.
+  out += "<line x1=\"" + num(x(0)) + "\" y1=\"" + num(y(per_s)) + "\" x2=\"" + num(x(span)) +
+         "\" y2=\"" + num(y(per_s)) + "\" stroke=\"gray\" stroke-dasharray=\"2 3\"/>\n";
+  for (size_t i = 0; i < run.tenants.size(); ++i) {
+    const TenantRun& t = run.tenants[i];
+    const std::string color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    std::string pts;
+    for (size_t j = 0; j < t.series.size(); ++j) {
+      const double v = static_cast<double>(t.series[j]) / step_s;
+      pts += num(x(static_cast<double>(j) * step_s)) + "," + num(y(v)) + " " +
+             num(x(static_cast<double>(j + 1) * step_s)) + "," + num(y(v)) + " ";
+    }
+    out += "<polyline fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.5\" points=\"" + pts +
+           "\"/>\n";
+    const double expected = static_cast<double>(t.expected) * per_s /
+                            static_cast<double>(std::max<int64_t>(1, run.rate.count));
+    out += "<line x1=\"" + num(x(0)) + "\" y1=\"" + num(y(expected)) + "\" x2=\"" + num(x(span)) +
+           "\" y2=\"" + num(y(expected)) + "\" stroke=\"" + color +
+           "\" stroke-dasharray=\"6 4\"/>\n";
+    const double ly = kTop + 18.0 * static_cast<double>(i);
+    out += "<line x1=\"" + num(kWidth - kRight + 15) + "\" y1=\"" + num(ly) + "\" x2=\"" +
+           num(kWidth - kRight + 35) + "\" y2=\"" + num(ly) + "\" stroke=\"" + color +
+           "\" stroke-width=\"2\"/>\n<text x=\"" + num(kWidth - kRight + 40) + "\" y=\"" +
+           num(ly + 4) + "\">" + XmlEscape(t.name) + "</text>\n";
+  }
+  out += "</svg>\n";
+  return out;
 }
 
 }  // namespace caudal::simulate

@@ -1,4 +1,4 @@
-// The identity shares model (`caudal simulate --tenant`): what it admits per tenant against the
+// The identity shares model (`caudal simulate --share`): what it admits per tenant against the
 // max-min and weighted parts it should, within the capacity's bound, and the tenants it refuses.
 #include "simulate/identity_shares.h"
 
@@ -35,6 +35,15 @@ TEST(IdentityShares, ACalmTenantKeepsWhatItAsksAndTheFloodHasTheRest) {
     const double flood_per_s = static_cast<double>(flood.admitted_late) / 5.0;
     EXPECT_NEAR(flood_per_s, 1'000.0 - 302.0, 50.0) << instances;
     EXPECT_GT(flood.share, calm.share);
+    // What max-min says each should have, by the offered rates: calm its 250, flood the rest.
+    EXPECT_EQ(calm.expected, 250);
+    EXPECT_EQ(flood.expected, 750);
+    // A point a second, adding up to what was admitted.
+    ASSERT_EQ(calm.series.size(), 10u);
+    int64_t sum = 0;
+    for (const int64_t v : calm.series) sum += v;
+    EXPECT_EQ(sum, calm.admitted);
+    EXPECT_EQ(calm.series[9], 250);
   }
 }
 
@@ -45,6 +54,13 @@ TEST(IdentityShares, WeightsDivideAFloodedCapacityInProportion) {
   EXPECT_EQ(run->tenants[0].weight, 3);
   EXPECT_NEAR(static_cast<double>(run->tenants[0].admitted_late) / 5.0, 750.0, 40.0);
   EXPECT_NEAR(static_cast<double>(run->tenants[1].admitted_late) / 5.0, 250.0, 20.0);
+  EXPECT_EQ(run->tenants[0].expected, 750);
+  EXPECT_EQ(run->tenants[1].expected, 250);
+  const std::string svg = RenderSharesSvg(*run, "gold & basic");
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("gold &amp; basic"), std::string::npos) << "the title, escaped";
+  EXPECT_EQ(svg.find("gold & basic"), std::string::npos);
+  EXPECT_NE(svg.find(">basic</text>"), std::string::npos) << "a tenant in the legend";
 }
 
 TEST(IdentityShares, ALateTenantTakesItsHalf) {

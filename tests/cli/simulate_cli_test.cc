@@ -281,5 +281,51 @@ TEST(Simulate, UnwritableSvgIsAFailure) {
   EXPECT_THAT(o.err, HasSubstr("--svg: cannot write /nonexistent/dir/chart.svg"));
 }
 
+TEST(Simulate, ShareDividesOneBucketAmongTenantsInTheTableTheJsonAndTheChart) {
+  const std::string svg = TempPath("shares.svg");
+  const std::vector<std::string> args = {
+      "simulate", "--limit",  "1000/1s",           "--share", "--tenant", "flood=10000/1s",
+      "--tenant", "calm=250/1s", "--tenant", "late=10000/1s@4s*3", "--share-window", "1s",
+      "--duration", "8s"};
+  std::vector<std::string> table = args;
+  table.insert(table.end(), {"--svg", svg});
+  const Outcome o = RunCaudal(table);
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_THAT(o.out, HasSubstr("max-min/s"));
+  EXPECT_THAT(o.out, HasSubstr("late"));
+  EXPECT_THAT(o.out, HasSubstr("chart: " + svg));
+  EXPECT_THAT(ReadFile(svg), HasSubstr("</svg>"));
+  std::vector<std::string> json = args;
+  json.insert(json.end(), {"--format", "json"});
+  const Outcome j = RunCaudal(json);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const boost::json::object run = boost::json::parse(j.out).as_object();
+  EXPECT_LE(Field(run, "admitted"), Field(run, "bound"));
+  const auto& tenants = run.at("tenants").as_array();
+  ASSERT_EQ(tenants.size(), 3u);
+  // calm keeps its 250; late, three times flood's weight, 3/4 of the rest.
+  EXPECT_EQ(Field(tenants[1].as_object(), "refused"), 0);
+  EXPECT_EQ(Field(tenants[1].as_object(), "expected"), 250);
+  EXPECT_EQ(Field(tenants[2].as_object(), "expected"), 562);
+  EXPECT_EQ(tenants[2].as_object().at("series").as_array().size(), 8u);
+  EXPECT_EQ(Field(tenants[2].as_object(), "weight"), 3);
+}
+
+TEST(Simulate, ShareRefusesWhatItCannotRun) {
+  const Outcome no_tenant = RunCaudal({"simulate", "--limit", "10/1s", "--share"});
+  EXPECT_EQ(no_tenant.exit_code, kUsage);
+  EXPECT_THAT(no_tenant.err, HasSubstr("--share: needs a --tenant"));
+  const Outcome alone = RunCaudal({"simulate", "--limit", "10/1s", "--tenant", "a=1/1s"});
+  EXPECT_EQ(alone.exit_code, kUsage);
+  EXPECT_THAT(alone.err, HasSubstr("--tenant: goes with --share"));
+  const Outcome mixed = RunCaudal(
+      {"simulate", "--limit", "10/1s", "--share", "--tenant", "a=1/1s", "--pattern", "steady"});
+  EXPECT_EQ(mixed.exit_code, kUsage);
+  EXPECT_THAT(mixed.err, HasSubstr("--share: goes with"));
+  const Outcome bad = RunCaudal({"simulate", "--limit", "10/1s", "--share", "--tenant", "a"});
+  EXPECT_EQ(bad.exit_code, kUsage);
+  EXPECT_THAT(bad.err, HasSubstr("--tenant: expected NAME=RATE"));
+}
+
 }  // namespace
 }  // namespace caudal::testing

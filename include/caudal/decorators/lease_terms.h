@@ -26,6 +26,7 @@ inline constexpr Nanos kMaxLeaseTtl = std::chrono::seconds(10);
 // decorator decides it from this identity's share of the capacity (lease_store.h), never the
 // store itself, which refuses it.
 struct ShareOf {
+  std::string_view policy;    // the policy's name (the metrics')
   std::string_view identity;  // the encoded identity: its group among the capacity's consumers
   int64_t weight = 1;         // 1..kMaxShareWeight
   Fairness fairness = Fairness::kMaxMin;
