@@ -219,10 +219,10 @@ void AskShare(Shard& shard, const std::string& key, KeyLeases& k, Nanos now, siz
                .demand = ShareDemand(k),
                .ttl = k.ttl};
   if (k.of_identity) {
-    // A fifth more than measured, and a unit: an identity under its fair share keeps a margin for
+    // A tenth more than measured, and a unit: an identity under its fair share keeps a margin for
     // the jitter of its arrivals (max-min gives no one more than it asks while others want more).
     const int64_t demand = IdentityDemand(k, now);
-    ask.demand = std::min<int64_t>(kMaxCost, demand + demand / 5 + 1);
+    ask.demand = std::min<int64_t>(kMaxCost, demand + demand / 10 + 1);
     ask.store_key = k.store_key;
     ask.group = k.group;
     ask.weight = k.weight;

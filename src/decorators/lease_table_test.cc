@@ -402,9 +402,9 @@ TEST_F(IdentityShareTest, TheFirstRequestWaitsForTheIdentitysFirstShareThenSpend
   EXPECT_EQ(ask.weight, 3);
   EXPECT_EQ(ask.fairness, Fairness::kProportional);
   EXPECT_EQ(ask.ttl, kTtl) << "the share's window";
-  // One unit seen at once, its rate taken over a 64th of the window: 64 a second, a fifth more
+  // One unit seen at once, its rate taken over a 64th of the window: 64 a second, a tenth more
   // and a unit.
-  EXPECT_EQ(ask.demand, 64 + 12 + 1);
+  EXPECT_EQ(ask.demand, 64 + 6 + 1);
   int woken = 0;
   const EntryRef e = Entry();
   table_.Await({&e, 1}, first.waits, [&] { ++woken; });

@@ -100,7 +100,7 @@ TEST_F(ShareEngineTest, AFloodTakesOnlyWhatTheOthersLeaveAndTheTotalStaysWithinT
   EXPECT_EQ(tally["calm"].admitted, 2'500);
   const int64_t total = tally["flood"].admitted + tally["calm"].admitted;
   EXPECT_LE(total, kRate + kRate * 10) << "B + r·t";
-  // Max-min leaves the flood all that calm does not ask for (calm asks a fifth more than it
+  // Max-min leaves the flood all that calm does not ask for (calm asks a tenth more than it
   // spends): at least 0.9 of the refill is admitted.
   EXPECT_GE(total, 9'000);
   std::printf("shared capacity 1,000/s over 10 s: flood admitted %lld of %lld, calm %lld of %lld\n",
@@ -144,7 +144,7 @@ TEST_F(ShareEngineTest, TheDecisionCarriesTheIdentitysShare) {
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->results.size(), 1u);
   const Decision& d = r->results[0].decisions[0];
-  // calm asks about 301 a second (250 measured, a fifth more and a unit): the flood has the rest.
+  // calm asks about 276 a second (250 measured, a tenth more and a unit): the flood has the rest.
   EXPECT_GT(d.share, 600);
   EXPECT_LT(d.share, 750);
   EXPECT_EQ(d.limit, kRate);

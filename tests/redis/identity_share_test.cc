@@ -153,9 +153,9 @@ void Check(const OpenStore& open, const std::string& where) {
   const Int128 excess = WorstExcess(run.admitted, limit);
   EXPECT_LE(excess, Int128{limit.refill_count()} * kWindow.count())
       << where << ": B + r·(t + window)";
-  // What calm leaves (it asks a fifth more than it spends, and a unit per process), halved:
+  // What calm leaves (it asks a tenth more than it spends, and a unit per process), halved:
   // late's part, over the 2 s measured, at 85% or more.
-  const int64_t fair = (kRate - 180 * 6 / 5 - kProcesses) / 2;
+  const int64_t fair = (kRate - 180 * 11 / 10 - kProcesses) / 2;
   EXPECT_GE(Sum(run, "late_measured"), fair * 2 * 85 / 100) << where;
   EXPECT_GE(Sum(run, "flood_measured"), fair * 2 * 85 / 100) << where;
   std::cout << where << ": admitted flood " << Sum(run, "flood_admitted") << " (refused "

@@ -75,9 +75,9 @@ class IdentityShares(unittest.TestCase):
             self.assertGreater(tally["flood"][1], tally["flood"][0], "the flood was refused")
             self.assertEqual(tally["calm"][1], 0, "a tenant under its fair share")
             self.assertLessEqual(admitted, bound)
-            # calm asks about 37 a second (a fifth more, and a unit per instance): the flood has
+            # calm asks about 36 a second (a tenth more, and a unit per instance): the flood has
             # the rest, at 85% or more over the run but its first window.
-            self.assertGreaterEqual(tally["flood"][0], 0.85 * (RATE - 37) * (elapsed - WINDOW_S))
+            self.assertGreaterEqual(tally["flood"][0], 0.85 * (RATE - 36) * (elapsed - WINDOW_S))
 
             # The share shown: in the check's JSON, the RateLimit-Policy header and the state.
             s = servers[0]
