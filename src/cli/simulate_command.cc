@@ -274,23 +274,22 @@ class SimulateCommand final : public Command {
             << " window; " << instances_ << (instances_ == 1 ? " instance" : " instances") << ", "
             << FormatDuration(*duration) << "\n\n";
     std::array<char, 160> line{};
-    std::snprintf(line.data(), line.size(), "%-16s %6s %10s %10s %10s %14s %10s %12s\n",
-                  "tenant", "weight", "offered", "admitted", "refused", "admitted/s 2nd",
-                  "max-min/s", "share/period");
+    std::snprintf(line.data(), line.size(), "%-16s %6s %10s %10s %10s %14s %10s %12s\n", "tenant",
+                  "weight", "offered", "admitted", "refused", "admitted/s 2nd", "max-min/s",
+                  "share/period");
     env.out << line.data();
     const double per_period_s = static_cast<double>(limit.period.count()) / 1e6;
     for (const simulate::TenantRun& t : run->tenants) {
-      std::snprintf(line.data(), line.size(),
-                    "%-16.16s %6lld %10lld %10lld %10lld %14.1f %10.1f %12lld\n", t.name.c_str(),
-                    static_cast<long long>(t.weight), static_cast<long long>(t.offered),
-                    static_cast<long long>(t.admitted), static_cast<long long>(t.refused),
-                    static_cast<double>(t.admitted_late) / half_s,
-                    static_cast<double>(t.expected) / per_period_s,
-                    static_cast<long long>(t.share));
+      std::snprintf(
+          line.data(), line.size(), "%-16.16s %6lld %10lld %10lld %10lld %14.1f %10.1f %12lld\n",
+          t.name.c_str(), static_cast<long long>(t.weight), static_cast<long long>(t.offered),
+          static_cast<long long>(t.admitted), static_cast<long long>(t.refused),
+          static_cast<double>(t.admitted_late) / half_s,
+          static_cast<double>(t.expected) / per_period_s, static_cast<long long>(t.share));
       env.out << line.data();
     }
-    env.out << "\nadmitted " << run->admitted << " in all (bound B + r·(t + window): "
-            << run->bound << "); " << run->store_calls << " store calls\n"
+    env.out << "\nadmitted " << run->admitted << " in all (bound B + r·(t + window): " << run->bound
+            << "); " << run->store_calls << " store calls\n"
             << "admitted/s 2nd: in the run's second half; max-min/s: the tenant's part of the "
                "refill by the offered rates and weights; share/period: its share at the end, "
                "summed over the instances\n";
@@ -300,9 +299,8 @@ class SimulateCommand final : public Command {
   int WriteSharesSvg(Env& env, const simulate::SharesRun& run, const Rate& limit, bool announce) {
     if (!svg_) return kExitOk;
     std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
-    file << simulate::RenderSharesSvg(
-        run, "shares of " + FormatRate(limit) + " among " + std::to_string(run.tenants.size()) +
-                 " tenants");
+    file << simulate::RenderSharesSvg(run, "shares of " + FormatRate(limit) + " among " +
+                                               std::to_string(run.tenants.size()) + " tenants");
     file.close();
     if (!file) {
       env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";

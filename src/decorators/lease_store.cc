@@ -84,7 +84,7 @@ struct LeaseStore::Core {
   bool closed = false;          // guarded by mu: the LeaseStore is gone (or going)
   // Guarded by mu: the policies whose share gauges the last UnitsHeld() set.
   std::vector<std::string> share_policies;
-  int64_t entered = 0;          // guarded by mu: requests running again through `inner`
+  int64_t entered = 0;  // guarded by mu: requests running again through `inner`
 };
 
 namespace {
@@ -419,7 +419,7 @@ int64_t LeaseStore::UnitsHeld() const {
 
 std::optional<LeaseStore::IdentityShare> LeaseStore::HeldShare(std::string_view key,
                                                                std::string_view identity) const {
-  const ShareOf of{.identity = identity};
+  const ShareOf of{.policy = {}, .identity = identity};
   const EntryRef e{.key = key, .share_of = &of};
   const auto held = core_->table.HeldShare(engine_internal::LeaseTable::SharedKey(e));
   if (!held) return std::nullopt;

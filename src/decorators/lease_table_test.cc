@@ -356,7 +356,8 @@ class IdentityShareTest : public ::testing::Test {
  protected:
   IdentityShareTest()
       : limit_(Bucket(1'000, {1'000, seconds(1)})),
-        of_{.identity = "5:alice",
+        of_{.policy = "p",
+            .identity = "5:alice",
             .weight = 3,
             .fairness = Fairness::kProportional,
             .window = kTtl},
@@ -529,7 +530,7 @@ TEST_F(IdentityShareTest, UnspendPutsBackWhatTheRestOfItsRequestRefused) {
 }
 
 TEST_F(IdentityShareTest, TwoIdentitiesHoldSharesOfTheirOwn) {
-  const ShareOf bob{.identity = "3:bob", .window = kTtl};
+  const ShareOf bob{.policy = "p", .identity = "3:bob", .window = kTtl};
   const EntryRef b{.key = "cap", .limit = &limit_, .cost = 1, .share_of = &bob};
   ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
   Answer(Nanos(0), 2);
@@ -568,7 +569,7 @@ TEST_F(IdentityShareTest, ATableFullOfLiveIdentitiesRefusesANewOneForAWindow) {
   ofs.reserve(names.size());
   bool refused = false;
   for (const std::string& n : names) {
-    ofs.push_back({.identity = n, .window = kTtl});
+    ofs.push_back({.policy = "p", .identity = n, .window = kTtl});
     const EntryRef e{.key = "cap", .limit = &limit_, .cost = 1, .share_of = &ofs.back()};
     const SharePlan p = small.BeginShared({&e, 1}, Nanos(0), false);
     if (p.kind == SharePlan::Kind::kDenied) {

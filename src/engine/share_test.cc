@@ -41,8 +41,7 @@ class ShareEngineTest : public ::testing::Test {
  protected:
   ShareEngineTest()
       : store_(std::make_unique<MemoryStore>(clock_)),
-        leases_(store_, clock_,
-                {.lease_by_default = false, .leases = false, .metrics = &metrics_}),
+        leases_(store_, clock_, {.lease_by_default = false, .leases = false, .metrics = &metrics_}),
         engine_(leases_, clock_, {}) {}
 
   void Install(std::vector<PolicySpec> specs) {

@@ -1,8 +1,8 @@
 #include "simulate/identity_shares.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <queue>
 #include <set>
@@ -212,8 +212,8 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
     const int64_t demand = static_cast<int64_t>(std::min<exact::Int128>(
         exact::Int128{offered.count} * rate.period.count() / offered.period.count(),
         kMaxShareAmount));
-    consumers.push_back({.group = static_cast<uint32_t>(i), .demand = demand,
-                         .weight = tenants[i].weight});
+    consumers.push_back(
+        {.group = static_cast<uint32_t>(i), .demand = demand, .weight = tenants[i].weight});
   }
   const Result<std::vector<int64_t>> fair = FairShares(rate.count, o.fairness, consumers);
   if (fair.ok()) {
@@ -254,11 +254,12 @@ std::string RenderSharesSvg(const SharesRun& run, std::string_view title) {
   };
   std::string out =
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"" + num(kWidth) + "\" height=\"" + num(kHeight) +
+      "width=\"" +
+      num(kWidth) + "\" height=\"" + num(kHeight) +
       "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
       "fill=\"white\"/>\n";
-  out += "<text x=\"" + num(kLeft) + "\" y=\"22\" font-size=\"14\">" + XmlEscape(title) +
-         "</text>\n";
+  out +=
+      "<text x=\"" + num(kLeft) + "\" y=\"22\" font-size=\"14\">" + XmlEscape(title) + "</text>\n";
   // Axes, ticks: five on each.
   out += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y(0)) + "\" x2=\"" + num(x(span)) +
          "\" y2=\"" + num(y(0)) + "\" stroke=\"black\"/>\n";
@@ -268,8 +269,8 @@ std::string RenderSharesSvg(const SharesRun& run, std::string_view title) {
     const double s = span * i / 5, v = top * i / 5;
     out += "<text x=\"" + num(x(s)) + "\" y=\"" + num(y(0) + 18) + "\" text-anchor=\"middle\">" +
            num(s) + " s</text>\n";
-    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y(v) + 4) +
-           "\" text-anchor=\"end\">" + num(v) + "</text>\n";
+    out += "<text x=\"" + num(kLeft - 6) + "\" y=\"" + num(y(v) + 4) + "\" text-anchor=\"end\">" +
+           num(v) + "</text>\n";
   }
   out += "<text x=\"" + num(kLeft) + "\" y=\"" + num(kHeight - 10) +
          "\">admitted per second (lines), max-min part (dashed)</text>\n";

@@ -40,9 +40,10 @@ struct TenantRun {
   int64_t admitted_late = 0;  // admitted in the run's second half
   int64_t share = 0;          // at the end: its shares at every instance, units per rate period
   // Its max-min (or proportional) part of the refill by the tenants' offered rates and weights,
-  // every tenant offering (FairShares: no spare), units per rate period: what it should be admitted.
+  // every tenant offering (FairShares: no spare), units per rate period: what it should be
+  // admitted.
   int64_t expected = 0;
-  std::vector<int64_t> series;  // admitted per SharesRun::step, from the run's start
+  std::vector<int64_t> series = {};  // admitted per SharesRun::step, from the run's start
 };
 
 struct SharesRun {

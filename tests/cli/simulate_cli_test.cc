@@ -284,9 +284,9 @@ TEST(Simulate, UnwritableSvgIsAFailure) {
 TEST(Simulate, ShareDividesOneBucketAmongTenantsInTheTableTheJsonAndTheChart) {
   const std::string svg = TempPath("shares.svg");
   const std::vector<std::string> args = {
-      "simulate", "--limit",  "1000/1s",           "--share", "--tenant", "flood=10000/1s",
-      "--tenant", "calm=250/1s", "--tenant", "late=10000/1s@4s*3", "--share-window", "1s",
-      "--duration", "8s"};
+      "simulate",       "--limit",  "1000/1s",     "--share",  "--tenant",
+      "flood=10000/1s", "--tenant", "calm=150/1s", "--tenant", "late=10000/1s@4s*3",
+      "--share-window", "1s",       "--duration",  "8s"};
   std::vector<std::string> table = args;
   table.insert(table.end(), {"--svg", svg});
   const Outcome o = RunCaudal(table);
@@ -303,10 +303,11 @@ TEST(Simulate, ShareDividesOneBucketAmongTenantsInTheTableTheJsonAndTheChart) {
   EXPECT_LE(Field(run, "admitted"), Field(run, "bound"));
   const auto& tenants = run.at("tenants").as_array();
   ASSERT_EQ(tenants.size(), 3u);
-  // calm keeps its 250; late, three times flood's weight, 3/4 of the rest.
+  // calm keeps its 150 (under a weight's part, 1,000/5); late, three times flood's weight, 3/4
+  // of the rest.
   EXPECT_EQ(Field(tenants[1].as_object(), "refused"), 0);
-  EXPECT_EQ(Field(tenants[1].as_object(), "expected"), 250);
-  EXPECT_EQ(Field(tenants[2].as_object(), "expected"), 562);
+  EXPECT_EQ(Field(tenants[1].as_object(), "expected"), 150);
+  EXPECT_EQ(Field(tenants[2].as_object(), "expected"), 637);
   EXPECT_EQ(tenants[2].as_object().at("series").as_array().size(), 8u);
   EXPECT_EQ(Field(tenants[2].as_object(), "weight"), 3);
 }

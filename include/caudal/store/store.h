@@ -272,8 +272,8 @@ struct SettleResponse {
 //     call is more than 3/4 of this call's ttl ago counts with demand 0 (it stopped renewing);
 //  3. this consumer accrues its allocation over min(now − its last call, ttl) (AccrueShare, its
 //     fraction of a unit carried; a new consumer, no more than its demand: its first grant is at
-//     most half a ttl of what it asked for), and is granted as many of those units as fit in the key's
-//     state now, taken as a lease renewal's are (a ConsumeEntry of cost 0 and that lease), so
+//     most half a ttl of what it asked for), and is granted as many of those units as fit in the
+//     key's state now, taken as a lease renewal's are (a ConsumeEntry of cost 0 and that lease), so
 //     every granted unit was consumed in the store: units accrued that do not fit are dropped.
 // A key holds at most kMaxShareConsumers live consumers: a new one beyond them is refused
 // (kResourceExhausted, nothing changed) until one expires, so a flood of names holds a key's
