@@ -230,7 +230,9 @@ class Report:
         L.append("### Shares: one hot key far above its limit, three instances")
         L.append("")
         L.append("Token bucket B = 2000, r = 2000/s, `store.lease` of 250 ms (1 s at 40 ms one way), "
-                 "one `wrk -c8` per instance. Medians; the bound and the spread are the worst round.")
+                 "one `wrk -c8` per instance (`-c64` at 40 ms one way), rounds of 10 s at least; "
+                 "\"shared policy\": the same stream through a policy with `share: {window: 1s}`. "
+                 "Medians; the bound and the spread are the worst round.")
         L.append("")
         L.append("| Redis | offered ÷ limit | admitted ÷ ideal | admitted ÷ bound | largest ÷ "
                  "smallest instance | Redis commands per decision | worst p99 |")
