@@ -8,6 +8,7 @@
 
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
+#include "decorators/lease_store.h"
 #include "observe/metrics.h"
 #include "support/manual_clock.h"
 #include "support/one_rule_domain.h"
@@ -414,8 +415,11 @@ TEST(AdminShares, AWeightIsKeptForEveryInstanceAndRefusedWhereItMeansNothing) {
   plain.identity = {"account"};
   plain.limits = {Bucket(1)};
   const auto both = *PolicySet::Create({tokens, plain}, {});
-  Engine ea(store, clock, {});
-  Engine eb(store, clock, {});
+  // As the service runs them: a shared capacity is decided by the lease decorator.
+  LeaseStore la(store, clock, {.lease_by_default = false, .leases = false});
+  LeaseStore lb(store, clock, {.lease_by_default = false, .leases = false});
+  Engine ea(la, clock, {});
+  Engine eb(lb, clock, {});
   ASSERT_TRUE(ea.SetPolicies(both).ok());
   ASSERT_TRUE(eb.SetPolicies(both).ok());
   Admin a(ea, *overrides, clock, {});
@@ -474,21 +478,22 @@ TEST(AdminShares, AWeightIsKeptForEveryInstanceAndRefusedWhereItMeansNothing) {
   ASSERT_EQ(eb.runtime_overrides()->size(), 1u);
   EXPECT_TRUE(eb.runtime_overrides()->not_applied().empty());
 
-  // The weight leaves the identity the policy's limits (shares are not decided yet: each
-  // identity still has them to itself).
+  // The weight leaves the identity the policy's limits, a capacity shared with the others: the
+  // state is the capacity's, and says the limit is shared.
   auto state = b.GetState(acme);
   ASSERT_TRUE(state.ok()) << state.status().message();
   EXPECT_EQ(state->limits_from, "limits");
   ASSERT_EQ(state->limits.size(), 1u);
   EXPECT_EQ(state->limits[0].limit, Bucket(10));
-  for (int i = 0; i < 10; ++i) {
-    auto r = eb.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
-    ASSERT_TRUE(r.ok());
-    EXPECT_TRUE(r->allowed()) << i;
-  }
-  auto eleventh = eb.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
-  ASSERT_TRUE(eleventh.ok());
-  EXPECT_FALSE(eleventh->allowed()) << "the policy's capacity of 10 still applies";
+  EXPECT_TRUE(state->limits[0].shared);
+  // Alone, acme is allotted the whole refill, 10 a minute, and decided from its share: its first
+  // grant, half a window (1 s) of it, is a sixth of a unit, so the request is refused, by the
+  // share and not by a failure.
+  auto r = eb.Check({.descriptors = {{"tenant", "acme"}}, .cost = std::nullopt});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->allowed());
+  EXPECT_FALSE(r->degraded);
+  EXPECT_EQ(r->results[0].decisions[0].share, 10);
 
   // A reload that takes the share away leaves the weight held but not applied.
   tokens.share.reset();

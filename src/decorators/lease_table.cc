@@ -863,9 +863,12 @@ std::vector<EndedLot> LeaseTable::TakeAll() {
       const auto it = shard.keys.find(key);
       if (it != shard.keys.end()) Expire(shard, it->first, it->second, Nanos(0), /*all=*/true);
     }
-    // Their shares were spent with the lots: a sharing key asks the store again before it
-    // refuses here (its next request waits for, or goes to, the store).
-    for (auto& [key, k] : shard.keys) k.share_answered = false;
+    // Their shares were spent with the lots: a sharing key asks the store again, at once, before
+    // it refuses here (its next request waits for, or goes to, the store).
+    for (auto& [key, k] : shard.keys) {
+      k.share_answered = false;
+      if (k.asked == 0) k.share_sent = Nanos::min();
+    }
     std::move(shard.ended.begin(), shard.ended.end(), std::back_inserter(out));
     shard.ended.clear();
     shard.ending = 0;

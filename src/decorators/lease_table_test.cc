@@ -517,6 +517,20 @@ TEST_F(IdentityShareTest, AnEndedLotIsGivenBackToTheCapacitysKey) {
   EXPECT_EQ(ended[0].units, 10);
 }
 
+TEST_F(IdentityShareTest, AfterTakeAllTheNextRequestAsksAgainAtOnce) {
+  ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
+  Answer(Nanos(0), 10);
+  ASSERT_EQ(Begin(milliseconds(1)).kind, SharePlan::Kind::kAllowed);
+  // An admin change ends every lot (LeaseStore::ReturnAll): the share is taken again at once,
+  // with the new terms, and the request waits for it; it is neither refused nor failed.
+  const std::vector<EndedLot> ended = table_.TakeAll();
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].units, 9);
+  const SharePlan again = Begin(milliseconds(2));
+  ASSERT_EQ(again.kind, SharePlan::Kind::kWait);
+  EXPECT_EQ(again.renewals.size(), 1u);
+}
+
 TEST_F(IdentityShareTest, UnspendPutsBackWhatTheRestOfItsRequestRefused) {
   ASSERT_EQ(Begin(Nanos(0)).kind, SharePlan::Kind::kWait);
   Answer(Nanos(0), 10);

@@ -210,13 +210,11 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     // override or a tier gives the identity its weight in it.
     if (p.spec.share) {
       int64_t weight = 1;
+      // (limits_from stays the policy's: the limits are its own whatever gives the weight.)
       if (runtime != nullptr && runtime->spec.weight) {
         weight = *runtime->spec.weight;
-        c.limits_from = LimitsFrom::kRuntime;
       } else if (const int t = MatchTier(p, request.descriptors); t >= 0) {
         weight = p.tiers[static_cast<size_t>(t)].weight;
-        c.limits_from = LimitsFrom::kTier;
-        c.tier = t;
       }
       if (c.reserves) {
         return Status::InvalidArgument(Cat("descriptors: policy ", Quoted(p.spec.name),

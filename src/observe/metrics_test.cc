@@ -56,6 +56,8 @@ void CountEverything(Metrics& m) {
   m.CountTlsHandshakeFailure(TlsFailure::kClosed);
   m.Series(MetricId::kAdminChanges, {"set_override"}) += 1;
   m.Series(MetricId::kLeaseRequests, {"lease"}).fetch_add(1);
+  m.Series(MetricId::kShareAllotted, {"p"}).store(1);
+  m.Series(MetricId::kShareIdentities, {"p"}).store(1);
   m.Series(MetricId::kHoldReleases, {"released"}).fetch_add(1);
   m.Series(MetricId::kIdempotencyKeys, {"replayed"}).fetch_add(1);
   m.Series(MetricId::kReservationSettles, {"settled"}).fetch_add(1);
