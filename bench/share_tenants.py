@@ -110,7 +110,10 @@ def main():
     for t in tenants:
         k = tally[t["name"]]
         part = parts.get(t["name"], 0.0)
-        out["tenants"].append(dict(k, name=t["name"], weight=t["weight"], part=part,
+        # Under its part: it asks no more than max-min gives it.
+        under = t["rate"] is not None and t["start"] <= a.seconds - a.tail and \
+            part >= t["rate"] * (1 - 1e-9)
+        out["tenants"].append(dict(k, name=t["name"], weight=t["weight"], part=part, under=under,
                                    tail_rate=k["tail"] / a.tail,
                                    of_part=(k["tail"] / a.tail) / part if part else None))
     json.dump(out, sys.stdout)

@@ -251,7 +251,8 @@ const Table<ShareTerms>& ShareTable() {
           // at most an hour, so that one gone quiet gives its part back the same hour.
           {.name = "window",
            .value = R::Duration(&ShareTerms::window, kMinShareWindow, kMaxShareWindow),
-           .doc = "how long an identity counts as active after its last request"},
+           .doc = "how long a share lives: each instance renews an active identity's every half "
+                  "window, and an identity silent for 3/4 of it wants nothing until it asks again"},
       },
       {.doc = "A policy's limits as one capacity divided among its active identities."});
   return table;
