@@ -298,16 +298,11 @@ class SimulateCommand final : public Command {
 
   int WriteSharesSvg(Env& env, const simulate::SharesRun& run, const Rate& limit, bool announce) {
     if (!svg_) return kExitOk;
-    std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
-    file << simulate::RenderSharesSvg(run, "shares of " + FormatRate(limit) + " among " +
-                                               std::to_string(run.tenants.size()) + " tenants");
-    file.close();
-    if (!file) {
-      env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";
-      return kExitFailure;
-    }
-    if (announce) env.out << "\nchart: " << *svg_ << "\n";
-    return kExitOk;
+    return WriteChart(
+        env,
+        simulate::RenderSharesSvg(run, "shares of " + FormatRate(limit) + " among " +
+                                           std::to_string(run.tenants.size()) + " tenants"),
+        announce);
   }
 
   // Names are descriptor values: printable, but a quote or a backslash is escaped.
@@ -337,8 +332,13 @@ class SimulateCommand final : public Command {
 
   int WriteSvg(Env& env, const simulate::Simulation& sim, const simulate::ChartText& text,
                bool announce) {
+    return WriteChart(env, simulate::RenderSvg(sim, text), announce);
+  }
+
+  // Writes `svg` to --svg's file; says so when `announce`.
+  int WriteChart(Env& env, const std::string& svg, bool announce) {
     std::ofstream file(*svg_, std::ios::binary | std::ios::trunc);
-    file << simulate::RenderSvg(sim, text);
+    file << svg;
     file.close();
     if (!file) {
       env.err << "caudal simulate: --svg: cannot write " << *svg_ << "\n";

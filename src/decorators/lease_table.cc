@@ -283,6 +283,22 @@ void RenewCovered(Shard& shard, const std::string& key, KeyLeases& k, Nanos now,
   }
 }
 
+// Whether `shard` has room for a new key at `now`. Full, it first forgets the keys idle for two
+// periods and holding nothing, at most once per `every`. (A key a request found before has just
+// been seen: never forgotten under it.)
+bool Room(Shard& shard, Nanos now, Nanos every) {
+  if (shard.keys.size() >= shard.capacity && now - shard.pruned >= every) {
+    shard.pruned = now;
+    std::erase_if(shard.keys, [&](const auto& kv) {
+      const KeyLeases& k = kv.second;
+      const bool idle = k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
+      if (idle && k.sharing) --shard.sharing;
+      return idle;
+    });
+  }
+  return shard.keys.size() < shard.capacity;
+}
+
 // Locks the distinct shards of a request in ascending order (no two requests wait in a cycle).
 class ShardLocks {
  public:
@@ -452,16 +468,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
         covered = false;
         continue;
       }
-      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.defaults.ttl) {
-        shard.pruned = now;  // forget keys idle for two periods, holding nothing
-        std::erase_if(shard.keys, [&](const auto& kv) {
-          const KeyLeases& k = kv.second;
-          const bool idle = k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
-          if (idle && k.sharing) --shard.sharing;
-          return idle;
-        });
-      }
-      if (shard.keys.size() >= shard.capacity) {  // full of live keys: this one is not tracked
+      if (!Room(shard, now, options_.defaults.ttl)) {  // full of live keys: this one is not tracked
         covered = false;
         continue;
       }
@@ -597,16 +604,7 @@ SharePlan LeaseTable::BeginShared(std::span<const EntryRef> entries, Nanos now, 
     Shard& shard = shards_[ids[i]];
     auto it = shard.keys.find(keys[i]);
     if (it == shard.keys.end()) {
-      if (shard.keys.size() >= shard.capacity && now - shard.pruned >= options_.defaults.ttl) {
-        shard.pruned = now;  // forget keys idle for two periods, holding nothing
-        std::erase_if(shard.keys, [&](const auto& kv) {
-          const KeyLeases& k = kv.second;
-          const bool idle = k.n == 0 && k.asked == 0 && !k.listed && now - k.last_seen >= 2 * k.ttl;
-          if (idle && k.sharing) --shard.sharing;
-          return idle;
-        });
-      }
-      if (shard.keys.size() >= shard.capacity) continue;  // full of live keys: refused below
+      if (!Room(shard, now, options_.defaults.ttl)) continue;  // full of live keys: refused below
       it = shard.keys.emplace(std::move(keys[i]), KeyLeases(*e.limit)).first;
       KeyLeases& k = it->second;
       k.period_start = now;

@@ -14,6 +14,7 @@
 #include "caudal/store/memory_store.h"
 #include "common/cat.h"
 #include "decorators/lease_store.h"
+#include "simulate/sim_clock.h"
 #include "simulate/svg_chart.h"
 #include "store/batch.h"
 
@@ -23,16 +24,6 @@ namespace {
 constexpr size_t kMaxTenants = 64;
 constexpr int64_t kMaxInstances = 64;
 constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);
-
-class SimClock final : public Clock {
- public:
-  Nanos Now() const override { return now_; }
-  Nanos Monotonic() const override { return now_; }
-  void Set(Micros t) { now_ = t; }
-
- private:
-  Nanos now_{0};
-};
 
 // The memory store, counting the calls made to it.
 class CountingStore final : public Store {

@@ -9,6 +9,7 @@
 
 #include "caudal/store/memory_store.h"
 #include "decorators/lease_table.h"
+#include "simulate/sim_clock.h"
 #include "simulate/window_tracker.h"
 
 namespace caudal::simulate {
@@ -20,17 +21,6 @@ using engine_internal::LeasePlan;
 using engine_internal::LeaseTable;
 
 constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);
-
-// The store's time: the simulation's, set as each call reaches it.
-class SimClock final : public Clock {
- public:
-  Nanos Now() const override { return now_; }
-  Nanos Monotonic() const override { return now_; }
-  void Set(Micros t) { now_ = t; }
-
- private:
-  Nanos now_{0};
-};
 
 enum class Kind { kRequest, kRenewal, kShare, kGiveBack };
 
