@@ -287,7 +287,9 @@ void RenewCovered(Shard& shard, const std::string& key, KeyLeases& k, Nanos now,
 // periods and holding nothing, at most once per `every`. (A key a request found before has just
 // been seen: never forgotten under it.)
 bool Room(Shard& shard, Nanos now, Nanos every) {
-  if (shard.keys.size() >= shard.capacity && now - shard.pruned >= every) {
+  // (Never pruned: Nanos::min(), which no time may be subtracted from.)
+  if (shard.keys.size() >= shard.capacity &&
+      (shard.pruned == Nanos::min() || now - shard.pruned >= every)) {
     shard.pruned = now;
     std::erase_if(shard.keys, [&](const auto& kv) {
       const KeyLeases& k = kv.second;
