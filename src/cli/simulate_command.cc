@@ -264,6 +264,10 @@ class SimulateCommand final : public Command {
                 << ",\"admitted_second_half\":" << t.admitted_late << ",\"share\":" << t.share
                 << ",\"expected\":" << t.expected << ",\"series\":[";
         for (size_t j = 0; j < t.series.size(); ++j) env.out << (j ? "," : "") << t.series[j];
+        env.out << "],\"offered_series\":[";
+        for (size_t j = 0; j < t.offered_series.size(); ++j) {
+          env.out << (j ? "," : "") << t.offered_series[j];
+        }
         env.out << "]}";
       }
       env.out << "],\"step_ms\":" << run->step.count() / 1000 << "}\n";

@@ -156,7 +156,10 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
   run.step = std::max<Micros>(std::chrono::seconds(1), o.duration / 600);
   run.rate = o.limit.rate();
   const size_t points = static_cast<size_t>((o.duration + run.step - Micros(1)) / run.step);
-  for (TenantRun& t : run.tenants) t.series.assign(points, 0);
+  for (TenantRun& t : run.tenants) {
+    t.series.assign(points, 0);
+    t.offered_series.assign(points, 0);
+  }
   while (!queue.empty() && queue.top().at < o.duration) {
     const Next n = queue.top();
     queue.pop();
@@ -174,6 +177,7 @@ Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
     if (!r.ok())
       return Status::InvalidArgument(Cat("--tenant ", t.name, ": ", r.status().message()));
     ++tally.offered;
+    ++tally.offered_series[static_cast<size_t>(n.at / run.step)];
     if (!r->results.empty() && !r->results[0].decisions.empty()) {
       last_share[n.tenant][instance] = r->results[0].decisions[0].share;
     }

@@ -43,7 +43,8 @@ struct TenantRun {
   // every tenant offering (FairShares: no spare), units per rate period: what it should be
   // admitted.
   int64_t expected = 0;
-  std::vector<int64_t> series = {};  // admitted per SharesRun::step, from the run's start
+  std::vector<int64_t> series = {};          // admitted per SharesRun::step, from the run's start
+  std::vector<int64_t> offered_series = {};  // offered, likewise
 };
 
 struct SharesRun {

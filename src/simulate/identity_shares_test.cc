@@ -44,6 +44,7 @@ TEST(IdentityShares, ACalmTenantKeepsWhatItAsksAndTheFloodHasTheRest) {
     for (const int64_t v : calm.series) sum += v;
     EXPECT_EQ(sum, calm.admitted);
     EXPECT_EQ(calm.series[9], 250);
+    EXPECT_EQ(flood.offered_series[9], 10'000);
   }
 }
 

@@ -309,6 +309,11 @@ TEST(Simulate, ShareDividesOneBucketAmongTenantsInTheTableTheJsonAndTheChart) {
   EXPECT_EQ(Field(tenants[1].as_object(), "expected"), 150);
   EXPECT_EQ(Field(tenants[2].as_object(), "expected"), 637);
   EXPECT_EQ(tenants[2].as_object().at("series").as_array().size(), 8u);
+  // Offered a second, over time: late from 4 s on, 10,000 a second.
+  const auto& offered = tenants[2].as_object().at("offered_series").as_array();
+  ASSERT_EQ(offered.size(), 8u);
+  EXPECT_EQ(offered[3].as_int64(), 0);
+  EXPECT_EQ(offered[5].as_int64(), 10'000);
   EXPECT_EQ(Field(tenants[2].as_object(), "weight"), 3);
 }
 
