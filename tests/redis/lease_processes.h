@@ -46,6 +46,18 @@ struct Reported {
   int64_t admitted_units = 0;
 };
 
+// Waits (up to 10 s, looking every millisecond) until `leases` has no ask in flight: after the
+// store is killed, a renewal sent before may still be granted, so what the leases hold is known
+// once none is (waiting on the store's answer or its connection's end, not on a time). False if
+// one still is.
+inline bool NoAskInFlight(const LeaseStore& leases) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (leases.Owed().asked > 0 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return leases.Owed().asked == 0;
+}
+
 inline int64_t WallMicros() {
   return std::chrono::duration_cast<Micros>(std::chrono::system_clock::now().time_since_epoch())
       .count();
