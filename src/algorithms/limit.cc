@@ -1,5 +1,6 @@
 #include "caudal/algorithms/limit.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "algorithms/algorithm.h"
@@ -86,8 +87,29 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
     }
   }
 
+  std::vector<std::string> dimension = spec.dimension;
+  if (dimension.size() > kMaxDimensionsPerLimit) {
+    return Status::InvalidArgument(Cat("dimension: a sum of at most ", kMaxDimensionsPerLimit,
+                                       " dimensions (got ", dimension.size(), ')'));
+  }
+  for (const std::string& name : dimension) {
+    if (Status s = ValidateDimensionName(name); !s.ok()) return s;
+  }
+  std::sort(dimension.begin(), dimension.end());
+  if (auto twice = std::adjacent_find(dimension.begin(), dimension.end());
+      twice != dimension.end()) {
+    return Status::InvalidArgument(Cat("dimension: ", Quoted(*twice), " is named twice"));
+  }
+  if (dimension.size() == 1 && dimension[0] == kRequestsDimension) dimension.clear();
+  if (concurrency && !dimension.empty()) {
+    return Status::InvalidArgument(
+        "dimension: a concurrency limit counts requests in flight (a slot each), not another "
+        "dimension");
+  }
+
   Limit l;
   l.algorithm_ = spec.algorithm;
+  l.dimension_ = std::move(dimension);
   l.capacity_ = spec.capacity;
   l.rate_ = spec.rate;
   l.calendar_ = spec.calendar;
@@ -107,12 +129,32 @@ Result<Limit> Limit::Create(const LimitSpec& spec) {
 
 std::string Limit::ToString() const {
   const LimitFields fields = FieldsOf(algorithm_);
-  if (calendar_) {
-    return Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period,
-               "=1 ", CalendarUnitName(calendar_->unit()), " calendar=", calendar_->time_zone());
-  }
-  return Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period, '=',
-             fields.period_is_rate ? FormatRate(rate_) : FormatDuration(rate_.period));
+  std::string text =
+      calendar_
+          ? Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period,
+                "=1 ", CalendarUnitName(calendar_->unit()), " calendar=", calendar_->time_zone())
+          : Cat(AlgorithmName(algorithm_), ' ', fields.count, '=', capacity_, ' ', fields.period,
+                '=', fields.period_is_rate ? FormatRate(rate_) : FormatDuration(rate_.period));
+  if (!dimension_.empty()) text += Cat(" dimension=", DimensionText());
+  return text;
+}
+
+std::string Limit::DimensionText() const {
+  if (dimension_.empty()) return std::string(kRequestsDimension);
+  std::string text;
+  for (const std::string& name : dimension_) text += Cat(text.empty() ? "" : "+", name);
+  return text;
+}
+
+Status ValidateDimensionName(std::string_view name) {
+  const bool ok = !name.empty() && name.size() <= kMaxDimensionNameLength && name[0] >= 'a' &&
+                  name[0] <= 'z' && std::all_of(name.begin(), name.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                  });
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument(
+      Cat("dimension: ", Quoted(name.substr(0, kMaxDimensionNameLength + 8)),
+          " is not a dimension name (1 to 32 characters of [a-z0-9_], starting with a letter)"));
 }
 
 }  // namespace caudal

@@ -102,6 +102,41 @@ TEST(Limit, AcceptsARefillOfExactlyAHundredYearsAndNotAMicrosecondMore) {
           .ok());
 }
 
+TEST(Limit, CountsADimensionOrASumOfThemInCanonicalOrder) {
+  LimitSpec spec = LimitSpec::Bucket(Algorithm::kTokenBucket, 1000, {1000, minutes(1)});
+  EXPECT_TRUE(Limit::Create(spec)->counts_requests());
+  spec.dimension = {"requests"};  // the default, spelled out: the same limit
+  EXPECT_EQ(*Limit::Create(spec),
+            *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1000, {1000, minutes(1)})));
+  spec.dimension = {"output_tokens", "input_tokens"};
+  const Limit sum = *Limit::Create(spec);
+  EXPECT_FALSE(sum.counts_requests());
+  EXPECT_EQ(sum.dimension(), (std::vector<std::string>{"input_tokens", "output_tokens"}));
+  EXPECT_EQ(sum.DimensionText(), "input_tokens+output_tokens");
+  EXPECT_EQ(sum.ToString(),
+            "token_bucket capacity=1000 refill=1000/1m dimension=input_tokens+output_tokens");
+  spec.dimension = {"input_tokens"};
+  EXPECT_NE(*Limit::Create(spec), sum);
+  const std::pair<std::vector<std::string>, std::string_view> bad[] = {
+      {{"Input"}, "not a dimension name"},
+      {{"1st"}, "not a dimension name"},
+      {{""}, "not a dimension name"},
+      {{std::string(33, 'a')}, "not a dimension name"},
+      {{"a-b"}, "not a dimension name"},
+      {{"a", "b", "a"}, "named twice"},
+      {{"a", "b", "c", "d", "e", "f", "g", "h", "i"}, "at most 8"},
+  };
+  for (const auto& [names, message] : bad) {
+    spec.dimension = names;
+    auto l = Limit::Create(spec);
+    ASSERT_FALSE(l.ok()) << message;
+    EXPECT_NE(l.status().message().find(message), std::string::npos) << l.status().message();
+  }
+  LimitSpec slots = LimitSpec::Concurrency(5, seconds(30));
+  slots.dimension = {"input_tokens"};
+  EXPECT_FALSE(Limit::Create(slots).ok());
+}
+
 TEST(Algorithm, NamesRoundTrip) {
   for (Algorithm a : kAllAlgorithms) EXPECT_EQ(*ParseAlgorithm(AlgorithmName(a)), a);
   EXPECT_FALSE(ParseAlgorithm("leaky").ok());

@@ -126,6 +126,17 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .bad = {"fast", "[a]", "0s", "25h"},
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: concurrency, "
                 "limit: 5, hold: 1s}]}]"}},
+      {"policies[].limits[].dimension",
+       {.good = {"input_tokens", "[input_tokens, output_tokens]", "requests", "usd_micros"},
+        .bad = {"Input", "[a, a]", "[]", "'1x'", "{a: 1}", "a-b"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: token_bucket, "
+                "capacity: 5, refill: 5/1s, dimension: tokens}]}]"}},
+      {"policies[].overrides[].limits[].dimension",
+       {.good = {"input_tokens", "[requests, images]"},
+        .bad = {"Input", "[a, a]", "[]"},
+        .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
+                "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: fixed_window, "
+                "limit: 5, window: 1m, dimension: tokens}]}]}]"}},
       {"policies[].limits[].calendar.time_zone",
        {.good = {"UTC", "Europe/Madrid", "Asia/Kathmandu"},
         .bad = {"Mars/Olympus", "''", "[a]"},

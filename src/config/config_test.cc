@@ -271,7 +271,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    limits:\n      - {algorithm: "
                 "token_bucket, limit: 1, window: 1s}\n",
                 "bad.yaml:5:35: policies[0].limits[0].limit: unknown field (expected one of: "
-                "algorithm, capacity, refill)"},
+                "algorithm, capacity, refill, dimension)"},
         BadCase{"policies:\n  - name: p\n    identity: [api_key]\n    cost: 5\n    limits:\n      "
                 "- {algorithm: fixed_window, limit: 2, window: 1s}\n",
                 "bad.yaml:4:11: policies[0].cost: the default cost must be between 1 and the "

@@ -37,6 +37,7 @@ struct WrittenLimit {
   Micros period{0};                             // window or hold
   std::optional<CalendarUnit> calendar_window;  // `window: 1 month` and the like
   std::optional<WrittenCalendar> calendar;
+  std::vector<std::string> dimension;  // empty: requests
 };
 
 Result<Rate> ReadRate(std::string_view text) {
@@ -61,11 +62,47 @@ Result<Limit> ToLimit(const WrittenLimit& f) {
     auto calendar =
         Calendar::Create(*f.calendar_window, f.calendar ? f.calendar->time_zone : "UTC");
     if (!calendar.ok()) return calendar.status();
-    return Limit::Create(LimitSpec::CalendarWindow(f.count, *calendar));
+    LimitSpec spec = LimitSpec::CalendarWindow(f.count, *calendar);
+    spec.dimension = f.dimension;
+    return Limit::Create(spec);
   }
-  return Limit::Create(FieldsOf(f.algorithm).period_is_rate
-                           ? LimitSpec::Bucket(f.algorithm, f.count, f.refill)
-                           : LimitSpec::Window(f.algorithm, f.count, f.period));
+  LimitSpec spec = FieldsOf(f.algorithm).period_is_rate
+                       ? LimitSpec::Bucket(f.algorithm, f.count, f.refill)
+                       : LimitSpec::Window(f.algorithm, f.count, f.period);
+  spec.dimension = f.dimension;
+  return Limit::Create(spec);
+}
+
+// dimension: a name, or a list of names whose costs the limit counts the sum of.
+Status ReadDimension(const YamlReader& r, const YAML::Node& n, const std::string& path,
+                     WrittenLimit& out) {
+  out.dimension.clear();
+  if (n.IsSequence()) {
+    if (n.size() == 0 || n.size() > kMaxDimensionsPerLimit) {
+      return r.Error(n, path,
+                     Cat("expected 1 to ", kMaxDimensionsPerLimit, " dimension names to sum"));
+    }
+    for (size_t i = 0; i < n.size(); ++i) {
+      auto name = r.String(n[i], Cat(path, '[', i, ']'));
+      if (!name.ok()) return name.status();
+      out.dimension.push_back(std::move(*name));
+    }
+  } else {
+    auto name = r.String(n, path);
+    if (!name.ok()) return name.status();
+    out.dimension.push_back(std::move(*name));
+  }
+  for (size_t i = 0; i < out.dimension.size(); ++i) {
+    if (Status s = ValidateDimensionName(out.dimension[i]); !s.ok()) {
+      return r.Error(n.IsSequence() ? n[i] : n, path, s.message());
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (out.dimension[j] == out.dimension[i]) {
+        return r.Error(n, path, Cat(Quoted(out.dimension[i]), " is named twice"));
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 // "token_bucket, gcra" / "fixed_window, ...": the algorithms of one variant, from the table.
@@ -142,6 +179,14 @@ const Table<WrittenLimit>& LimitTable() {
            .value = R::Map(&WrittenLimit::calendar, CalendarTable()),
            .doc = "fixed_window: the time zone of a calendar `window`",
            .variants = kWindow},
+          {.name = "dimension",
+           .value =
+               R::Custom("name, or list of names (`[input_tokens, output_tokens]`)", ReadDimension),
+           .doc = "what it counts of a request: the costs the request gives in this dimension "
+                  "(`costs`), or their sum over a list; a dimension a request does not name "
+                  "costs it 0",
+           .default_note = "`requests`",
+           .variants = kBucket | kWindow},
           {.name = "hold",
            .value = R::Duration(&WrittenLimit::period, std::chrono::milliseconds(1), kMaxHold),
            .doc = "the longest a slot is held: one not released by then frees itself",

@@ -69,13 +69,6 @@ std::string_view OutcomeName(Outcome o) {
 
 namespace {
 
-// x is closer to its limit than y: refused first, then the smaller share of capacity left,
-// compared as fractions without division (a/b < c/d  <=>  a·d < c·b; all ≤ 2^40).
-bool Tighter(const Decision& x, const Decision& y) {
-  if (x.allowed() != y.allowed()) return !x.allowed();
-  return static_cast<Wide>(x.remaining) * y.limit < static_cast<Wide>(y.remaining) * x.limit;
-}
-
 void Count(PolicyCounters& c, const PolicyResult& r) {
   if (r.kind == CheckKind::kNoLimit) return;
   switch (r.decided_by) {
@@ -147,10 +140,16 @@ std::string IdentityOf(const engine_internal::Check& c) {
 
 }  // namespace
 
+// Compared as fractions without division (a/b < c/d  <=>  a·d < c·b; all ≤ 2^40).
+bool CloserToLimit(const Decision& x, const Decision& y) {
+  if (x.allowed() != y.allowed()) return !x.allowed();
+  return static_cast<Wide>(x.remaining) * y.limit < static_cast<Wide>(y.remaining) * x.limit;
+}
+
 int PolicyResult::Tightest() const {
   int best = -1;
   for (size_t i = 0; i < decisions.size(); ++i) {
-    if (best < 0 || Tighter(decisions[i], decisions[static_cast<size_t>(best)])) {
+    if (best < 0 || CloserToLimit(decisions[i], decisions[static_cast<size_t>(best)])) {
       best = static_cast<int>(i);
     }
   }
@@ -172,8 +171,8 @@ const PolicyResult* CheckResult::ClosestToLimit(int* decision_index) const {
     if (r.shadow) continue;
     const int t = r.Tightest();
     if (t < 0) continue;
-    if (best != nullptr && !Tighter(r.decisions[static_cast<size_t>(t)],
-                                    best->decisions[static_cast<size_t>(best_index)])) {
+    if (best != nullptr && !CloserToLimit(r.decisions[static_cast<size_t>(t)],
+                                          best->decisions[static_cast<size_t>(best_index)])) {
       continue;
     }
     best = &r;
@@ -267,13 +266,15 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
     }
     for (size_t i : checks) {
       PlanCheck& c = plan_.checks[i];
-      if (c.result.refund || c.result.cost == 0 || c.shared != nullptr) continue;
+      if (c.result.refund || c.shared != nullptr) continue;
       for (size_t k = 0; k < c.keys.size(); ++k) {
-        const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.cost, now);
+        if (c.result.CostOf(k) == 0) continue;
+        const std::optional<Decision> d = cache->Lookup(c.keys[k], c.result.CostOf(k), now);
         if (!d) continue;
         for (size_t j : checks) plan_.checks[j].result.decided_by = DecidedBy::kSkipped;
         PolicyResult& r = c.result;
         r.limits = {r.limits[k]};
+        if (k < r.costs.size()) r.costs = {r.costs[k]};
         r.decisions = {*d};
         r.allowed = false;
         r.decided_by = DecidedBy::kOverLimitCache;
@@ -327,8 +328,9 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       const PlanCheck& c = plan_.checks[i];
       // An always_charge rule's hits count even when the request is refused or blocked.
       const bool counts = consume || c.always_charge;
-      const int64_t units = c.result.refund ? -c.result.cost : counts ? c.result.cost : 0;
       for (size_t k = 0; k < c.keys.size(); ++k, ++n) {
+        const int64_t cost = c.result.CostOf(k);
+        const int64_t units = c.result.refund ? -cost : counts ? cost : 0;
         const std::string_view key = local ? std::string_view(batch->local_keys[n]) : c.keys[k];
         const Limit* limit = local ? c.local_limits[k] : c.result.limits[k];
         // A concurrency limit takes one slot per admitted request, whatever its cost, and is
@@ -715,6 +717,28 @@ class Engine::Operation : public std::enable_shared_from_this<Operation> {
       Count(*counters, c.result);
       if (api_ == Api::kRls) CountHits(counters->hits, c);
     }
+    CountUnits();
+  }
+
+  // The units each admitted enforced policy took, per dimension it counts: `requests` its cost,
+  // another dimension the request's costs of it (a reserve its estimate; a refund takes none).
+  void CountUnits() {
+    for (const PlanCheck& c : plan_.checks) {
+      const PolicyResult& r = c.result;
+      if (c.units == nullptr || !r.allowed || r.shadow || r.refund) continue;
+      if (r.decided_by == DecidedBy::kSkipped || r.decided_by == DecidedBy::kFailClosed) continue;
+      for (const Snapshot::DimensionSeries& d : *c.units) {
+        int64_t units = 0;
+        if (d.dimension == kRequestsDimension) {
+          units = r.cost;
+        } else if (plan_.costs) {
+          for (const DimensionCost& given : *plan_.costs) {
+            if (given.dimension == d.dimension) units = given.units;
+          }
+        }
+        if (units > 0) d.units->fetch_add(static_cast<uint64_t>(units), std::memory_order_relaxed);
+      }
+    }
   }
 
   // Every enforced check a store (shared, local or its cache) refused, to the heavy hitters and
@@ -798,9 +822,30 @@ Status Engine::SetPolicies(std::shared_ptr<const PolicySet> set) {
   auto snap = std::make_shared<Snapshot>(*snapshot_.load(std::memory_order_acquire));
   snap->policies = std::move(set);
   snap->policy_counters.clear();
+  snap->policy_units.clear();
   for (const PolicySet::Policy& p : snap->policies->policies()) {
     snap->policy_counters.push_back(
         options_.metrics ? &options_.metrics->ForPolicy(Api::kHttp, p.spec.name) : nullptr);
+    if (options_.metrics == nullptr) continue;
+    // Its dimensions: every name its limits and its tiers' count, each once.
+    std::vector<std::string_view> names;
+    auto add = [&](const std::vector<Limit>& limits) {
+      for (const Limit& l : limits) {
+        if (IsConcurrency(l.algorithm())) continue;  // slots, not units
+        if (l.counts_requests()) names.push_back(kRequestsDimension);
+        for (const std::string& n : l.dimension()) names.push_back(n);
+      }
+    };
+    add(p.spec.limits);
+    for (const OverrideSpec& o : p.spec.overrides) add(o.limits);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    auto& series = snap->policy_units.emplace_back();
+    for (std::string_view n : names) {
+      series.push_back(
+          {.dimension = n,
+           .units = &options_.metrics->Series(MetricId::kUnitsAdmitted, {p.spec.name, n})});
+    }
   }
   const auto before = snap->runtime;  // checked again against the new policies
   engine_internal::RefitOverrides(*snap, before.get(),

@@ -22,6 +22,13 @@ namespace caudal {
 struct Engine::Snapshot {
   std::shared_ptr<const PolicySet> policies;
   std::vector<PolicyCounters*> policy_counters;  // parallel to policies->policies(); null: none
+  // Per policy (parallel to policies->policies(); empty without metrics): each dimension its
+  // limits and its tiers' count, and the series of caudal_units_admitted_total counting it.
+  struct DimensionSeries {
+    std::string_view dimension;  // into the policy set
+    std::atomic<uint64_t>* units = nullptr;
+  };
+  std::vector<std::vector<DimensionSeries>> policy_units;
   std::shared_ptr<const envoy::RateLimitConfig> domains;
   DomainOptions domain_options;
   // Per Envoy rule: its metric name (envoyproxy/ratelimit's stat key, "domain.key_value.key")
@@ -59,6 +66,8 @@ struct Check {
   std::vector<Limit> local_owned;
   std::shared_ptr<const Limit> override_limit;  // an Envoy descriptor's own limit
   PolicyCounters* counters = nullptr;
+  // A policy's dimensions and their units' series (Snapshot::policy_units); null: not counted.
+  const std::vector<Engine::Snapshot::DimensionSeries>* units = nullptr;
   std::string_view stat_name;  // the metrics' name: the policy's, or the Envoy rule's stat key
   std::string detailed_name;   // Envoy: the per-value metric name (detailed_metric, ...)
   // Counted whatever the verdict (ChargeEntry): the reference's INCRBY, for Envoy checks
@@ -109,6 +118,7 @@ struct Plan {
   DescriptorMode mode = DescriptorMode::kAllOrNothing;
   bool blocked = false;  // an enforced check is kBlocked: the request is refused whatever else
   int64_t instances = 1;
+  std::optional<Costs> costs;  // the request's (CheckRequest::costs), for the units' metrics
 };
 
 // Where `c` took its limits from, as the admin API names it: "limits", "overrides[1]",
@@ -126,6 +136,16 @@ Result<std::optional<std::string>> EncodeIdentity(const PolicySet::Policy& polic
 // cost < 1, a cost above an applicable rate limit's capacity, or more than kMaxHeldSlots
 // concurrency limits (hold.h). A concurrency limit takes one slot whatever the cost.
 Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& request);
+
+// A request's costs (CheckRequest::costs, unset: valid): 1..kMaxCostDimensions dimensions of
+// `set`'s (PolicySet::dimensions), each once and 0..kMaxCost units, and no `cost` beside them
+// (`request_cost`). kInvalidArgument (reason invalid_cost) naming the field at fault.
+Status ValidateCosts(const std::optional<Costs>& costs, bool request_cost, const PolicySet& set);
+// The units a request costs `limit`: the sum over its dimensions of `costs`' units, `requests`
+// standing for the requests dimension's. Above kMaxCost: kMaxCost + 1, which no capacity holds.
+int64_t LimitCost(const Limit& limit, int64_t requests, const std::optional<Costs>& costs);
+// The requests dimension's units in `costs`: its `requests`, or 0.
+int64_t RequestsIn(const Costs& costs);
 
 // An Envoy descriptor's entries as a runtime override of its rule keys them (length-prefixed).
 std::string EncodeEntries(std::span<const envoy::DescriptorEntry> entries);

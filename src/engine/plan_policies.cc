@@ -166,6 +166,10 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     }
   }
   const PolicySet& set = *snap.policies;
+  if (Status s = ValidateCosts(request.costs, request.cost.has_value(), set); !s.ok()) return s;
+  // `costs` names the requests dimension's units, or leaves them 0.
+  const std::optional<int64_t> requests =
+      request.costs ? std::optional<int64_t>(RequestsIn(*request.costs)) : request.cost;
   Plan plan;
   plan.mode = set.options().mode;
   if (request.reserve.has_value()) {
@@ -187,7 +191,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
     c.stat_name = p.spec.name;
     c.result.policy = &p;
     c.result.shadow = p.shadow();
-    c.result.cost = request.cost.value_or(p.spec.cost);
+    c.result.cost = requests.value_or(p.spec.cost);
     c.result.refund = request.refund;
     c.on_failure = p.on_failure;
     c.lease = &p.lease;
@@ -199,6 +203,7 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
       c.expiry = &p.spec.reservations;
     }
     c.counters = snap.policy_counters.empty() ? nullptr : snap.policy_counters[i];
+    c.units = snap.policy_units.empty() ? nullptr : &snap.policy_units[i];
     const std::vector<Limit>* limits = &p.spec.limits;
     const std::vector<Limit>* local = &p.local_limits;
     const std::vector<std::string>* prefixes = &p.key_prefixes;
@@ -253,12 +258,19 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
                 "than ",
                 kMaxHeldSlots, " concurrency limits"));
       }
-      if (!request.refund && !slot && c.result.cost > l.capacity()) {
-        return Status::InvalidArgument(Cat("cost: ", c.result.cost, " exceeds the capacity ",
-                                           l.capacity(), " of policy ", Quoted(p.spec.name), " (",
-                                           LimitsFromName(c),
-                                           c.limits_from == LimitsFrom::kPolicy ? "" : ".limits",
-                                           '[', k, "]), so it could never pass"))
+      const int64_t cost = LimitCost(l, c.result.cost, request.costs);
+      if (!request.refund && !slot && cost > l.capacity()) {
+        return Status::InvalidArgument(
+                   Cat(l.counts_requests() ? "cost: " : Cat("costs (", l.DimensionText(), "): "),
+                       cost > kMaxCost ? std::string("above 2^40") : std::to_string(cost),
+                       " exceeds the capacity ", l.capacity(), " of policy ", Quoted(p.spec.name),
+                       " (", LimitsFromName(c),
+                       c.limits_from == LimitsFrom::kPolicy ? "" : ".limits", '[', k,
+                       "]), so it could never pass"))
+            .WithReason(engine_reason::kInvalidCost);
+      }
+      if (request.refund && cost > kMaxCost) {
+        return Status::InvalidArgument(Cat("costs (", l.DimensionText(), "): above 2^40"))
             .WithReason(engine_reason::kInvalidCost);
       }
       if (c.reserves && !SupportsReserve(l.algorithm())) {
@@ -286,15 +298,71 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
       c.keys.push_back(std::move(key));
       c.slots.set(k, slot);
       c.result.limits.push_back(&l);
+      c.result.costs.push_back(cost);
       c.local_limits.push_back(&(*local)[k]);
     }
     plan.checks.push_back(std::move(c));
   }
   plan.takes_slots = slots > 0;
+  plan.costs = request.costs;
   if (plan.reserves && reserved == 0) {
     return Status::InvalidArgument("descriptors: no enforced policy applies: nothing to reserve");
   }
   return plan;
+}
+
+Status ValidateCosts(const std::optional<Costs>& given, bool request_cost, const PolicySet& set) {
+  if (!given) return Status::Ok();
+  const Costs& costs = *given;
+  auto bad = [](std::string message) {
+    return Status::InvalidArgument(std::move(message)).WithReason(engine_reason::kInvalidCost);
+  };
+  if (request_cost) {
+    return bad("cost and costs: give one of them (cost is the requests dimension of costs)");
+  }
+  if (costs.empty() || costs.size() > kMaxCostDimensions) {
+    return bad(
+        Cat("costs: expected 1 to ", kMaxCostDimensions, " dimensions (got ", costs.size(), ')'));
+  }
+  const std::span<const std::string> known = set.dimensions();
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const DimensionCost& c = costs[i];
+    const std::string field = Cat("costs.", c.dimension.substr(0, kMaxDimensionNameLength + 8));
+    if (!std::binary_search(known.begin(), known.end(), c.dimension)) {
+      std::string names;
+      for (const std::string& k : known) names += Cat(names.empty() ? "" : ", ", k);
+      return bad(Cat(field, ": no limit counts this dimension (the configured ones: ", names, ')'));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (costs[j].dimension == c.dimension) return bad(Cat(field, ": given twice"));
+    }
+    if (c.units < 0 || c.units > kMaxCost) {
+      return bad(Cat(field, ": expected an integer from 0 to 2^40 (got ", c.units, ')'));
+    }
+  }
+  return Status::Ok();
+}
+
+int64_t LimitCost(const Limit& limit, int64_t requests, const std::optional<Costs>& costs) {
+  if (limit.counts_requests()) return requests;
+  int64_t sum = 0;
+  for (const std::string& d : limit.dimension()) {
+    if (d == kRequestsDimension) {
+      sum += requests;
+    } else if (costs) {
+      for (const DimensionCost& c : *costs) {
+        if (c.dimension == d) sum += c.units;
+      }
+    }
+  }
+  return std::min(sum, kMaxCost + 1);  // at most kMaxDimensionsPerLimit terms of 2^40
+}
+
+int64_t RequestsIn(const Costs& costs) {
+  for (const DimensionCost& c : costs) {
+    if (c.dimension == kRequestsDimension) return c.units;
+  }
+  return 0;
 }
 
 KeyedLimit LookUpKey(const Engine::Snapshot& snap, std::string_view key, bool has_local,

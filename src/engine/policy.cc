@@ -51,6 +51,12 @@ std::optional<std::string> ShareProblem(const PolicySpec& policy, const Limit& l
 }
 
 // A request's cost must fit a rate limit; a concurrency limit takes one slot whatever it is.
+// `l` counts requests, alone or in a sum: the policy's default cost binds it.
+bool CountsRequests(const Limit& l) {
+  const auto& d = l.dimension();
+  return d.empty() || std::find(d.begin(), d.end(), kRequestsDimension) != d.end();
+}
+
 bool CostFits(int64_t cost, const Limit& l) {
   return IsConcurrency(l.algorithm()) || cost <= l.capacity();
 }
@@ -151,6 +157,7 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   if (!FieldsOf(global.algorithm()).period_is_rate) {  // a window's limit or a hold's slots
     LimitSpec spec = LimitSpec::Window(global.algorithm(), capacity, global.window());
     spec.calendar = global.calendar();  // the same calendar windows
+    spec.dimension = global.dimension();
     return Limit::Create(spec);
   }
   Rate r = global.rate();
@@ -159,7 +166,9 @@ Result<Limit> LocalLimit(const Limit& global, int64_t instances) {
   } else {
     r.period *= instances;
   }
-  auto local = Limit::Create(LimitSpec::Bucket(global.algorithm(), capacity, r));
+  LimitSpec spec = LimitSpec::Bucket(global.algorithm(), capacity, r);
+  spec.dimension = global.dimension();
+  auto local = Limit::Create(spec);
   if (!local.ok()) {
     return Status::InvalidArgument(
         "divided among " + std::to_string(instances) +
@@ -172,7 +181,7 @@ std::optional<std::string> PolicyLimitProblem(const PolicySpec& policy,
                                               const PolicySetOptions& options, const Limit& l) {
   if (auto problem = ShareProblem(policy, l)) return problem;
   if (auto problem = ConcurrencyProblem(policy, options, l)) return problem;
-  if (!CostFits(policy.cost, l)) {
+  if (CountsRequests(l) && !CostFits(policy.cost, l)) {
     return Cat("a capacity of ", l.capacity(), " is below the policy's cost (", policy.cost,
                "): a request of that cost could never pass");
   }
@@ -286,10 +295,12 @@ std::optional<PolicyError> ValidatePolicy(const PolicySpec& spec, const PolicySe
     return Err("share.window", Cat("expected between ", FormatDuration(kMinShareWindow), " and ",
                                    FormatDuration(kMaxShareWindow)));
   }
-  // The default cost is its own field: it must fit the policy's own limits. Every other
-  // check of a limit is the one its tiers and runtime overrides get.
+  // The default cost is its own field: it must fit the policy's own limits that count requests
+  // (it is the requests dimension's). Every other check of a limit is the one its tiers and
+  // runtime overrides get.
+  if (spec.cost < 1) return Err("cost", "the default cost must be at least 1");
   for (const Limit& l : spec.limits) {
-    if (spec.cost < 1 || !CostFits(spec.cost, l)) {
+    if (CountsRequests(l) && !CostFits(spec.cost, l)) {
       return Err("cost", "the default cost must be between 1 and the smallest capacity (" +
                              std::to_string(l.capacity()) + "), got " + std::to_string(spec.cost));
     }
@@ -348,6 +359,18 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     p.spec = std::move(spec);
     set->policies_.push_back(std::move(p));
   }
+  std::vector<std::string>& dims = set->dimensions_;
+  dims.emplace_back(kRequestsDimension);
+  for (const Policy& p : set->policies_) {
+    for (const Limit& l : p.spec.limits)
+      dims.insert(dims.end(), l.dimension().begin(), l.dimension().end());
+    for (const OverrideSpec& o : p.spec.overrides) {
+      for (const Limit& l : o.limits)
+        dims.insert(dims.end(), l.dimension().begin(), l.dimension().end());
+    }
+  }
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   return std::shared_ptr<const PolicySet>(std::move(set));
 }
 

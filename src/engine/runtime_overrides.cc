@@ -9,7 +9,8 @@ namespace {
 
 // The body's lines: "caudal-override 1", then "kind", "policy", "set_by", "key" (the identity
 // key), one "id" per identity value (name TAB value) and one "limit" per limit (algorithm,
-// capacity, rate count, rate period in µs), then a "weight" when it has one. Values hold no control
+// capacity, rate count, rate period in µs, and its dimension when not requests), then a "weight"
+// when it has one. Values hold no control
 // characters (validated), so TAB and LF cannot occur in them; set_by is cleaned of them.
 constexpr std::string_view kMagic = "caudal-override 1";
 
@@ -39,14 +40,17 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
 Result<Limit> DecodeLimit(std::string_view text) {
   const std::vector<std::string_view> f = Split(text, ' ');
   int64_t capacity = 0, count = 0, period = 0;
-  if (f.size() != 4 || !ParseInt(f[1], capacity) || !ParseInt(f[2], count) ||
+  if ((f.size() != 4 && f.size() != 5) || !ParseInt(f[1], capacity) || !ParseInt(f[2], count) ||
       !ParseInt(f[3], period)) {
     return Status::InvalidArgument(Cat("override record: bad limit ", Quoted(text)));
   }
   auto algorithm = ParseAlgorithm(f[0]);
   if (!algorithm.ok()) return algorithm.status();
-  return Limit::Create(
-      {.algorithm = *algorithm, .capacity = capacity, .rate = {count, Micros(period)}});
+  LimitSpec spec{.algorithm = *algorithm, .capacity = capacity, .rate = {count, Micros(period)}};
+  if (f.size() == 5) {  // its dimension, when not requests: "input_tokens+output_tokens"
+    for (std::string_view name : Split(f[4], '+')) spec.dimension.emplace_back(name);
+  }
+  return Limit::Create(spec);
 }
 
 }  // namespace
@@ -66,6 +70,7 @@ std::string EncodeOverride(const RuntimeOverride& o) {
   for (const Limit& l : o.limits) {
     out += Cat("\nlimit ", AlgorithmName(l.algorithm()), ' ', l.capacity(), ' ', l.rate().count,
                ' ', l.rate().period.count());
+    if (!l.counts_requests()) out += Cat(' ', l.DimensionText());
   }
   if (o.weight) out += Cat("\nweight ", *o.weight);
   return out;

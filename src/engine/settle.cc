@@ -66,6 +66,19 @@ void Engine::SettleAsync(std::string_view reservation, int64_t cost, SettleCallb
         Status::InvalidArgument(Cat("cost: expected an integer from 0 to 2^40 (got ", cost, ')'))
             .WithReason(engine_reason::kInvalidCost));
   }
+  SettleWith(reservation, cost, std::nullopt, std::move(done));
+}
+
+void Engine::SettleAsync(std::string_view reservation, const Costs& costs, SettleCallback done) {
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  if (Status s = engine_internal::ValidateCosts(costs, false, *snap->policies); !s.ok()) {
+    return done(s);
+  }
+  SettleWith(reservation, engine_internal::RequestsIn(costs), costs, std::move(done));
+}
+
+void Engine::SettleWith(std::string_view reservation, int64_t requests,
+                        const std::optional<Costs>& costs, SettleCallback done) {
   auto decoded = engine_internal::DecodeHold(reservation);
   if (!decoded.ok()) {
     return done(Status::InvalidArgument("reservation: not a reservation id")
@@ -81,11 +94,12 @@ void Engine::SettleAsync(std::string_view reservation, int64_t cost, SettleCallb
         engine_internal::LookUpKey(*op->snap, key, /*has_local=*/false, SupportsReserve);
     if (keyed.limit == nullptr) continue;  // its limit changed since: that key's state is gone
     op->keyed.push_back(keyed);
-    op->entries.push_back({.key = key,
-                           .limit = keyed.limit,
-                           .cost = cost,
-                           .id = {.hi = op->reservation.id.hi, .lo = op->reservation.id.lo},
-                           .terms = keyed.policy->spec.reservations});
+    op->entries.push_back(
+        {.key = key,
+         .limit = keyed.limit,
+         .cost = std::min(engine_internal::LimitCost(*keyed.limit, requests, costs), kMaxCost),
+         .id = {.hi = op->reservation.id.hi, .lo = op->reservation.id.lo},
+         .terms = keyed.policy->spec.reservations});
   }
   if (op->entries.empty()) return op->Finish(SettleResult{.keepalive = op->snap});
   store_.SettleAsync(op->entries, [op](Result<SettleResponse> r) {
@@ -106,6 +120,14 @@ Result<SettleResult> Engine::Settle(std::string_view reservation, int64_t cost) 
   std::promise<Result<SettleResult>> promise;
   auto future = promise.get_future();
   SettleAsync(reservation, cost,
+              [&promise](Result<SettleResult> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+Result<SettleResult> Engine::Settle(std::string_view reservation, const Costs& costs) {
+  std::promise<Result<SettleResult>> promise;
+  auto future = promise.get_future();
+  SettleAsync(reservation, costs,
               [&promise](Result<SettleResult> r) { promise.set_value(std::move(r)); });
   return future.get();
 }

@@ -33,12 +33,14 @@ std::string Fingerprint(const Limit& l) {
       a = "cc";
       break;
   }
-  // A calendar window's count lives under its calendar: another unit or zone is another key.
-  if (l.calendar()) {
-    return Cat(a, l.capacity(), ',', CalendarUnitName(l.calendar()->unit()), '@',
-               l.calendar()->time_zone());
-  }
-  return Cat(a, l.capacity(), ',', l.refill_count(), '/', l.refill_period_us());
+  // A calendar window's count lives under its calendar: another unit or zone is another key;
+  // and a count of another dimension than requests, under its dimension.
+  std::string print = l.calendar()
+                          ? Cat(a, l.capacity(), ',', CalendarUnitName(l.calendar()->unit()), '@',
+                                l.calendar()->time_zone())
+                          : Cat(a, l.capacity(), ',', l.refill_count(), '/', l.refill_period_us());
+  if (!l.counts_requests()) print += Cat(',', l.DimensionText());
+  return print;
 }
 
 }  // namespace

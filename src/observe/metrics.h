@@ -96,6 +96,7 @@ enum class MetricId : uint8_t {
   kReservationsOpened,
   kReservationSettles,
   kReservationOverrun,
+  kUnitsAdmitted,
   kRedisCalls,
   kRedisRequests,
   kRedisScriptReloads,
@@ -373,6 +374,13 @@ inline constexpr std::array kMetricTable = {
               {},
               "Units settles charged above their reservations' estimates, into debt where they "
               "did not fit (each limit of a reservation counted)."},
+    MetricDef{MetricId::kUnitsAdmitted,
+              "caudal_units_admitted_total",
+              MetricType::kCounter,
+              {"policy", "dimension"},
+              "Units admitted requests took, by policy and by each dimension its limits count "
+              "(requests, input_tokens...: the configured ones): a request's cost, or its costs "
+              "of the dimension; a reserve counts its estimate, a refund nothing."},
     MetricDef{MetricId::kRedisCalls,
               "caudal_redis_calls_total",
               MetricType::kCounter,

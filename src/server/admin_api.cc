@@ -66,10 +66,27 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
   const std::string_view count_field = fields.count;
   const std::string_view rate_field = fields.period;
   for (const auto& kv : o) {
-    if (kv.key() != "algorithm" && kv.key() != count_field && kv.key() != rate_field) {
+    if (kv.key() != "algorithm" && kv.key() != count_field && kv.key() != rate_field &&
+        kv.key() != "dimension") {
       return Bad("unknown_field",
                  Cat(at, '.', kv.key().substr(0, 64), ": unknown field (expected algorithm, ",
-                     count_field, ", ", rate_field, ')'));
+                     count_field, ", ", rate_field, " and dimension)"));
+    }
+  }
+  // dimension: a name, or a list of names to sum, as in the config file.
+  std::vector<std::string> dimension;
+  if (const json::value* d = o.if_contains("dimension")) {
+    const bool list = d->is_array();
+    const json::array one{*d};
+    const json::array& names = list ? d->get_array() : one;
+    if (names.empty() || names.size() > kMaxDimensionsPerLimit) {
+      return Bad("invalid_limits",
+                 Cat(at, ".dimension: expected 1 to ", kMaxDimensionsPerLimit, " names"));
+    }
+    for (const json::value& n : names) {
+      std::string_view text;
+      if (auto e = ReadText(n, at + ".dimension", text)) return e;
+      dimension.emplace_back(text);
     }
   }
   const json::value* c = o.if_contains(count_field);
@@ -94,6 +111,7 @@ std::optional<ApiError> ReadLimit(const json::value& v, const std::string& at,
     if (!rate.ok()) return Bad("invalid_limits", Cat(at, ".refill: ", rate.status().message()));
     spec = LimitSpec::Bucket(*algorithm, count, *rate);
   }
+  spec.dimension = std::move(dimension);
   auto limit = Limit::Create(spec);
   if (!limit.ok()) return Bad("invalid_limits", Cat(at, ": ", limit.status().message()));
   out.push_back(*limit);
@@ -108,6 +126,15 @@ json::value LimitJson(const Limit& l) {
   if (l.calendar()) {  // as the config writes it: `window: 1 month, calendar: {time_zone: ...}`
     o[fields.period] = Cat("1 ", CalendarUnitName(l.calendar()->unit()));
     o["calendar"] = json::object{{"time_zone", l.calendar()->time_zone()}};
+  }
+  if (!l.counts_requests()) {  // as written: one name, or the list of a sum
+    if (l.dimension().size() == 1) {
+      o["dimension"] = l.dimension()[0];
+    } else {
+      json::array names;
+      for (const std::string& n : l.dimension()) names.emplace_back(n);
+      o["dimension"] = std::move(names);
+    }
   }
   return o;
 }

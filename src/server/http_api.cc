@@ -1,6 +1,7 @@
 #include "server/http_api.h"
 
 #include <algorithm>
+#include <boost/container/small_vector.hpp>
 #include <boost/json.hpp>
 #include <cctype>
 
@@ -49,6 +50,38 @@ std::optional<ApiError> ReadCost(const json::value& v, CheckRequest& out) {
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<ApiError> ReadCosts(const json::value& v, Costs& out) {
+  if (!v.is_object()) {
+    return Bad("invalid_cost", Cat("costs: expected an object of dimension names to integers (got ",
+                                   JsonTypeName(v), ')'));
+  }
+  const json::object& o = v.get_object();
+  if (o.empty() || o.size() > kMaxCostDimensions) {
+    return Bad("invalid_cost", Cat("costs: expected 1 to ", kMaxCostDimensions, " dimensions (got ",
+                                   o.size(), ')'));
+  }
+  for (const auto& kv : o) {
+    const std::string_view name = Utf8Prefix(kv.key(), 64);
+    const json::value& units = kv.value();
+    const bool in_range =
+        units.is_int64() && units.get_int64() >= 0 && units.get_int64() <= kMaxCost;
+    if (!in_range) {
+      return Bad(
+          "invalid_cost",
+          units.is_int64() || units.is_uint64()
+              ? Cat("costs.", name, ": expected an integer from 0 to 2^40 (got ",
+                    json::serialize(units), ')')
+              : Cat("costs.", name, ": expected an integer (got ", JsonTypeName(units), ')'));
+    }
+    out.push_back({.dimension = std::string(kv.key()), .units = units.get_int64()});
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 std::optional<ApiError> ReadDescriptors(const json::value& v, CheckRequest& out) {
   if (!v.is_object()) {
     return Bad("invalid_descriptors",
@@ -96,6 +129,8 @@ json::object PolicyJson(const PolicyResult& r) {
     const Decision& d = r.decisions[i];
     const Limit& l = *r.limits[i];
     json::object o{{"limit", l.ToString()},
+                   {"dimension", l.DimensionText()},
+                   {"cost", r.CostOf(i)},
                    {"allowed", d.allowed()},
                    {"remaining", d.remaining},
                    {"reset_after_ms", Ms(d.reset_after)},
@@ -189,12 +224,19 @@ ParsedCheck ParseCheckBody(std::string_view body) {
 ParsedCheck ReadCheckBody(const json::object& o) {
   ParsedCheck out;
   for (const auto& kv : o) {
-    if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "refund") {
+    if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "costs" &&
+        kv.key() != "refund") {
       const std::string_view key = Utf8Prefix(kv.key(), 64);
-      out.error = Bad("unknown_field",
-                      Cat(Quoted(key), ": unknown field (expected descriptors, cost and refund)"));
+      out.error = Bad("unknown_field", Cat(Quoted(key),
+                                           ": unknown field (expected descriptors, cost or costs, "
+                                           "and refund)"));
       return out;
     }
+  }
+  if (o.contains("cost") && o.contains("costs")) {
+    out.error = Bad("invalid_cost",
+                    "cost and costs: give one of them (cost is the requests dimension of costs)");
+    return out;
   }
   const json::value* d = o.if_contains("descriptors");
   if (d == nullptr) {
@@ -207,6 +249,13 @@ ParsedCheck ReadCheckBody(const json::object& o) {
   }
   if (const json::value* c = o.if_contains("cost")) {
     if (auto e = ReadCost(*c, out.request)) {
+      out.error = std::move(e);
+      return out;
+    }
+  }
+  if (const json::value* c = o.if_contains("costs")) {
+    out.request.costs.emplace();
+    if (auto e = ReadCosts(*c, *out.request.costs)) {
       out.error = std::move(e);
       return out;
     }
@@ -317,24 +366,70 @@ std::optional<std::string_view> HeaderList::Get(std::string_view name) const {
 }
 
 void AddRateLimitFields(const CheckResult& result, HeaderList& out) {
-  int index = -1;
-  const PolicyResult* p = result.ClosestToLimit(&index);
-  if (p == nullptr) return;
-  const size_t i = static_cast<size_t>(index);
-  const Limit& l = *p->limits[i];
-  const Decision& d = p->decisions[i];
-  const std::string_view name = p->name;  // a policy name, [A-Za-z0-9_.-]: nothing to escape
-  if (d.share >= 0) {
-    // A shared capacity's: the identity's share, units per rate period, over w whole seconds.
-    const Micros period = l.rate().period;
-    const int64_t w = std::max<int64_t>(1, CeilSeconds(period));
-    const Wide q =
-        static_cast<Wide>(d.share) * w * 1'000'000 / std::max<int64_t>(1, period.count());
-    out.Add("RateLimit-Policy", '"', name, "\";q=", static_cast<int64_t>(q), ";w=", w);
-  } else {
-    out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
+  // Per dimension the enforced checks count: the decision closest to its limit.
+  struct Pick {
+    const PolicyResult* policy;
+    size_t i;
+    const Limit& limit() const { return *policy->limits[i]; }
+    const Decision& decision() const { return policy->decisions[i]; }
+  };
+  boost::container::small_vector<Pick, 4> picks;
+  for (const PolicyResult& r : result.results) {
+    if (r.shadow) continue;
+    for (size_t i = 0; i < r.decisions.size() && i < r.limits.size(); ++i) {
+      const Pick pick{&r, i};
+      auto same = std::find_if(picks.begin(), picks.end(), [&](const Pick& k) {
+        return k.limit().dimension() == pick.limit().dimension();
+      });
+      if (same == picks.end()) {
+        picks.push_back(pick);
+      } else if (CloserToLimit(pick.decision(), same->decision())) {
+        *same = pick;
+      }
+    }
   }
-  out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
+  if (picks.empty()) return;
+  std::stable_partition(picks.begin(), picks.end(),
+                        [](const Pick& k) { return k.limit().counts_requests(); });
+  if (picks.size() == 1 && picks[0].limit().counts_requests() && picks[0].decision().share < 0) {
+    // The usual case, written straight into the fields (no string built on the hot path).
+    const Limit& l = picks[0].limit();
+    const Decision& d = picks[0].decision();
+    const std::string_view name = picks[0].policy->name;
+    out.Add("RateLimit-Policy", '"', name, "\";q=", l.capacity(), ";w=", WindowSeconds(l));
+    out.Add("RateLimit", '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
+    return;
+  }
+  std::string policy_field, limit_field;
+  for (const Pick& k : picks) {
+    const Limit& l = k.limit();
+    const Decision& d = k.decision();
+    // A policy name is [A-Za-z0-9_.-] and a dimension [a-z0-9_+]: nothing to escape. Another
+    // dimension than requests names its item "<policy>/<unit>" (a policy's items stay apart)
+    // and gives its unit as `qu`, the dimension with '-' for '_' ("input-tokens").
+    std::string unit;
+    if (!l.counts_requests()) {
+      unit = l.DimensionText();
+      std::replace(unit.begin(), unit.end(), '_', '-');
+    }
+    const std::string name =
+        unit.empty() ? std::string(k.policy->name) : Cat(k.policy->name, '/', unit);
+    const std::string qu = unit.empty() ? std::string() : Cat(";qu=\"", unit, '"');
+    const char* sep = policy_field.empty() ? "" : ", ";
+    if (d.share >= 0) {
+      // A shared capacity's: the identity's share, units per rate period, over w whole seconds.
+      const Micros period = l.rate().period;
+      const int64_t w = std::max<int64_t>(1, CeilSeconds(period));
+      const Wide q =
+          static_cast<Wide>(d.share) * w * 1'000'000 / std::max<int64_t>(1, period.count());
+      policy_field += Cat(sep, '"', name, "\";q=", static_cast<int64_t>(q), qu, ";w=", w);
+    } else {
+      policy_field += Cat(sep, '"', name, "\";q=", l.capacity(), qu, ";w=", WindowSeconds(l));
+    }
+    limit_field += Cat(sep, '"', name, "\";r=", d.remaining, ";t=", CeilSeconds(d.reset_after));
+  }
+  out.Add("RateLimit-Policy", policy_field);
+  out.Add("RateLimit", limit_field);
 }
 
 Reply DecisionReply(const CheckResult& result, Endpoint endpoint, AuthStatuses statuses) {

@@ -70,10 +70,11 @@ struct ParsedObject {
 };
 ParsedObject ParseObjectBody(std::string_view body, size_t max_depth);
 
-// Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N, "refund": false}.
+// Parses a /v1/check body: {"descriptors": {name: "value", ...}, "cost": N, "refund": false},
+// or "costs": {dimension: N, ...} instead of "cost" (CheckRequest::costs; both: invalid_cost).
 // Every key and type is checked; nothing is consumed for a bad body because the engine is never
-// asked. "refund": true gives `cost` back to every applicable policy instead of taking it. A key
-// repeated in any object is refused (duplicate_field), as is a descriptor value
+// asked. "refund": true gives the costs back to every applicable policy instead of taking them. A
+// key repeated in any object is refused (duplicate_field), as is a descriptor value
 // IdentityValueProblem refuses (invalid_descriptors).
 struct ParsedCheck {
   CheckRequest request;
@@ -83,6 +84,9 @@ inline constexpr size_t kCheckBodyDepth = 8;  // the nesting ParseObjectBody all
 ParsedCheck ParseCheckBody(std::string_view body);
 // The same from a body ParseObjectBody has read.
 ParsedCheck ReadCheckBody(const boost::json::object& body);
+// "costs": an object of 1..kMaxCostDimensions dimension names to integers of 0..2^40; which
+// names a request may give is the engine's to say (ValidateCosts).
+std::optional<ApiError> ReadCosts(const boost::json::value& v, Costs& out);
 // Why `value` cannot be an identity, or nullopt when it can: it holds a NUL or another control
 // character (C0, DEL, C1), or bytes that are not well-formed UTF-8 (RFC 3629). Identities are
 // compared byte by byte, and a value that other layers read differently (a C string ends at NUL,

@@ -283,5 +283,76 @@ TEST(DecisionReply, AuthStatusesReplaceOnlyTheStatus) {
   EXPECT_EQ(DecisionReply(r, Endpoint::kAuth, nginx).status, 200);
 }
 
+TEST(ParseCheckBody, ReadsCostsPerDimensionAndRefusesWhatIsAmbiguousOrOutOfRange) {
+  ParsedCheck p = ParseCheckBody(
+      R"({"descriptors": {"api_key": "k"}, "costs": {"requests": 1, "input_tokens": 812,
+          "usd_micros": 0}})");
+  ASSERT_FALSE(p.error) << p.error->message;
+  ASSERT_TRUE(p.request.costs.has_value());
+  EXPECT_FALSE(p.request.cost.has_value());
+  ASSERT_EQ(p.request.costs->size(), 3u);
+  EXPECT_EQ((*p.request.costs)[1].dimension, "input_tokens");
+  EXPECT_EQ((*p.request.costs)[1].units, 812);
+  EXPECT_EQ((*p.request.costs)[2].units, 0);
+  const std::pair<std::string_view, std::string_view> bad[] = {
+      {R"({"descriptors": {"a": "b"}, "cost": 1, "costs": {"requests": 1}})", "cost and costs"},
+      {R"({"descriptors": {"a": "b"}, "costs": 5})", "costs: expected an object"},
+      {R"({"descriptors": {"a": "b"}, "costs": {}})", "costs: expected 1 to 16"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"input_tokens": -1}})", "costs.input_tokens"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"input_tokens": 1.5}})",
+       "costs.input_tokens: expected an integer (got a number with a fraction)"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"input_tokens": "3"}})", "got a string"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"input_tokens": 1099511627777}})",
+       "from 0 to 2^40"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"x": 18446744073709551615}})", "from 0 to 2^40"},
+      {R"({"descriptors": {"a": "b"}, "costs": {"x": 1, "x": 2}})", "more than once"},
+  };
+  for (const auto& [body, message] : bad) {
+    ParsedCheck q = ParseCheckBody(body);
+    ASSERT_TRUE(q.error.has_value()) << body;
+    EXPECT_EQ(q.error->status, 400);
+    EXPECT_NE(q.error->message.find(message), std::string::npos) << q.error->message;
+    EXPECT_TRUE(ParsesAsJson(ErrorReply(*q.error).body));
+  }
+}
+
+TEST(DecisionReply, ListsTheClosestLimitOfEachDimensionWithItsQuotaUnit) {
+  PolicySpec spec;
+  spec.name = "gateway";
+  spec.identity = {"api_key"};
+  auto limit = [](int64_t n, std::vector<std::string> d) {
+    LimitSpec s = LimitSpec::Bucket(Algorithm::kTokenBucket, n, {n, std::chrono::minutes(1)});
+    s.dimension = std::move(d);
+    return *Limit::Create(s);
+  };
+  spec.limits = {limit(60, {}), limit(100'000, {"input_tokens"}), limit(1000, {"input_tokens"}),
+                 limit(50'000, {"output_tokens", "input_tokens"})};
+  auto set = *PolicySet::Create({spec}, {});
+  CheckResult r;
+  r.keepalive = set;
+  PolicyResult p;
+  p.policy = &set->policies()[0];
+  p.name = p.policy->spec.name;
+  for (const Limit& l : p.policy->spec.limits) p.limits.push_back(&l);
+  auto d = [](int64_t capacity, int64_t remaining) {
+    return Decision{.limit = capacity, .remaining = remaining, .reset_after = Micros(1'500'000)};
+  };
+  // Of the two input-token limits the second is the closer to its limit (10% left, not 50%).
+  p.decisions = {d(60, 59), d(100'000, 50'000), d(1000, 100), d(50'000, 49'000)};
+  r.results.push_back(p);
+  const Reply reply = DecisionReply(r, Endpoint::kCheck);
+  auto header = [&](std::string_view name) { return reply.headers.Get(name).value_or(""); };
+  EXPECT_EQ(
+      header("RateLimit-Policy"),
+      "\"gateway\";q=60;w=60, \"gateway/input-tokens\";q=1000;qu=\"input-tokens\";w=60, "
+      "\"gateway/input-tokens+output-tokens\";q=50000;qu=\"input-tokens+output-tokens\";w=60");
+  EXPECT_EQ(header("RateLimit"),
+            "\"gateway\";r=59;t=2, \"gateway/input-tokens\";r=100;t=2, "
+            "\"gateway/input-tokens+output-tokens\";r=49000;t=2");
+  // The JSON names each limit's dimension and what it cost.
+  EXPECT_NE(reply.body.find("\"dimension\":\"input_tokens+output_tokens\""), std::string::npos)
+      << reply.body;
+}
+
 }  // namespace
 }  // namespace caudal::http_api

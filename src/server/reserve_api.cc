@@ -27,9 +27,11 @@ ParsedCheck ParseReserveBody(std::string_view body) {
 ParsedCheck ReadReserveBody(json::object o) {
   ParsedCheck out;
   for (const auto& kv : o) {
-    if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "ttl") {
-      out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
-                                           ": unknown field (expected descriptors, cost and ttl)"));
+    if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "costs" &&
+        kv.key() != "ttl") {
+      out.error = Bad("unknown_field",
+                      Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
+                          ": unknown field (expected descriptors, cost or costs, and ttl)"));
       return out;
     }
   }
@@ -47,9 +49,9 @@ ParsedCheck ReadReserveBody(json::object o) {
   // An estimate may be 0 (the settle then charges the whole cost), which a check's cost may not.
   const json::value* c = o.if_contains("cost");
   const bool zero = c != nullptr && c->is_int64() && c->get_int64() == 0;
-  if (zero) o.erase("cost");
+  if (zero && !o.contains("costs")) o.erase("cost");
   out = ReadCheckBody(o);  // the check's own fields, read as /v1/check's
-  if (zero) out.request.cost = 0;
+  if (zero && !out.error) out.request.cost = 0;
   out.request.reserve = ttl;
   return out;
 }
@@ -76,9 +78,10 @@ ParsedSettle ParseSettleBody(std::string_view body) {
 ParsedSettle ReadSettleBody(const json::object& o) {
   ParsedSettle out;
   for (const auto& kv : o) {
-    if (kv.key() != "reservation" && kv.key() != "cost") {
-      out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
-                                           ": unknown field (expected reservation and cost)"));
+    if (kv.key() != "reservation" && kv.key() != "cost" && kv.key() != "costs") {
+      out.error =
+          Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
+                                   ": unknown field (expected reservation, and cost or costs)"));
       return out;
     }
   }
@@ -92,8 +95,19 @@ ParsedSettle ReadSettleBody(const json::object& o) {
   }
   out.reservation = std::string(id->get_string());
   const json::value* c = o.if_contains("cost");
+  const json::value* costs = o.if_contains("costs");
+  if (c != nullptr && costs != nullptr) {
+    out.error = Bad("invalid_cost",
+                    "cost and costs: give one of them (cost is the requests dimension of costs)");
+    return out;
+  }
+  if (costs != nullptr) {
+    out.costs.emplace();
+    if (auto e = ReadCosts(*costs, *out.costs)) out.error = std::move(e);
+    return out;
+  }
   if (c == nullptr) {
-    out.error = Bad("missing_cost", "cost: required (the actual cost)");
+    out.error = Bad("missing_cost", "cost: required (the actual cost; or costs, per dimension)");
     return out;
   }
   const bool integer = c->is_int64() || c->is_uint64();
@@ -139,6 +153,7 @@ Reply SettleReply(const Result<SettleResult>& result) {
     const int64_t charged = std::min(d.overrun, d.limit);  // a settle charges its limit at most
     policies.push_back(json::object{{"name", l.policy},
                                     {"limit", l.limit->ToString()},
+                                    {"dimension", l.limit->DimensionText()},
                                     {"remaining", d.remaining},
                                     {"overdrawn", d.overdrawn},
                                     {"overrun", charged},

@@ -28,9 +28,11 @@ Reply ReserveReply(const CheckResult& result);
 struct ParsedSettle {
   std::string reservation;
   int64_t cost = 0;
-  std::optional<ApiError> error;
+  std::optional<Costs> costs = std::nullopt;  // given instead of cost: the actual per dimension
+  std::optional<ApiError> error = std::nullopt;
 };
-// {"reservation": "<id>", "cost": N}, both required, cost an integer from 0 to 2^40.
+// {"reservation": "<id>", "cost": N}, both required, cost an integer from 0 to 2^40; or
+// "costs": {dimension: N, ...} instead of cost (ReadCosts).
 inline constexpr size_t kSettleBodyDepth = 4;
 ParsedSettle ParseSettleBody(std::string_view body);
 ParsedSettle ReadSettleBody(const boost::json::object& body);  // from ParseObjectBody's read

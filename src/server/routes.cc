@@ -278,13 +278,15 @@ void SettleRoute(Call& c) {
   http_api::ParsedSettle parsed = http_api::ReadSettleBody(c.body.get_object());
   if (parsed.error) return c.Done(http_api::ErrorReply(*parsed.error));
   idempotency::Decide decide = [&engine = c.ctx.engine, reservation = std::move(parsed.reservation),
-                                cost = parsed.cost](const Status& records,
-                                                    std::function<void(Reply)> then) {
+                                cost = parsed.cost, costs = std::move(parsed.costs)](
+                                   const Status& records, std::function<void(Reply)> then) {
     // A settle has no failure mode: the store's failure is its 503.
     if (!records.ok()) return then(http_api::SettleReply(records));
-    engine.SettleAsync(reservation, cost, [then = std::move(then)](Result<SettleResult> result) {
+    auto reply = [then = std::move(then)](Result<SettleResult> result) {
       then(http_api::SettleReply(result));
-    });
+    };
+    if (costs) return engine.SettleAsync(reservation, *costs, std::move(reply));
+    engine.SettleAsync(reservation, cost, std::move(reply));
   };
   if (c.key) return DecideOnce(c, std::move(decide));
   decide(Status::Ok(),

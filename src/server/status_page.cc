@@ -1,5 +1,6 @@
 #include "server/status_page.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 
 #include "common/cat.h"
@@ -29,12 +30,32 @@ json::object PolicyJson(const PolicySet::Policy& p, Metrics& metrics) {
   for (const Limit& l : p.spec.limits) limits.push_back(json::string(l.ToString()));
   const PolicyCounters& c = metrics.ForPolicy(Api::kHttp, p.spec.name);
   const auto n = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
+  // The units admitted in each dimension its limits (and its tiers') count, as the engine
+  // counts them (caudal_units_admitted_total).
+  std::vector<std::string_view> dims;
+  auto add = [&](const std::vector<Limit>& ls) {
+    for (const Limit& l : ls) {
+      if (IsConcurrency(l.algorithm())) continue;
+      if (l.counts_requests()) dims.push_back(kRequestsDimension);
+      for (const std::string& d : l.dimension()) dims.push_back(d);
+    }
+  };
+  add(p.spec.limits);
+  for (const OverrideSpec& o : p.spec.overrides) add(o.limits);
+  std::sort(dims.begin(), dims.end());
+  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
+  json::array units;
+  for (std::string_view d : dims) {
+    units.push_back(
+        json::object{{"dimension", d},
+                     {"admitted", n(metrics.Series(MetricId::kUnitsAdmitted, {p.spec.name, d}))}});
+  }
   return json::object{{"name", p.spec.name},         {"identity", std::move(identity)},
                       {"shadow", p.shadow()},        {"on_failure", FailureModeName(p.on_failure)},
                       {"limits", std::move(limits)}, {"allowed", n(c.allowed)},
                       {"denied", n(c.denied)},       {"shadow_denied", n(c.shadow_denied)},
                       {"fail_open", n(c.fail_open)}, {"fail_closed", n(c.fail_closed)},
-                      {"local", n(c.local)}};
+                      {"local", n(c.local)},         {"units", std::move(units)}};
 }
 
 json::array RefusedJson(const Refusals& refusals) {

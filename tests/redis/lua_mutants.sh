@@ -119,6 +119,11 @@ concurrency_mutants=(
 # or without it; the clamp only keeps the sum's doubles small.
 reservation_mutants=(
   "reservation.lua|if redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) <= max_open then"
+  # Each key at its own cost (a request's dimensions): a reserve, its record or a settle taking
+  # the first key's instead.
+  "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
+  "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
+  "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
   "reservation.lua|  if cost == 0 then|  if false then"
   "reservation.lua|if cv ~= ALLOWED then return|if false then return"
   "reservation.lua|key .. (cost == 0 and ':rz' or ':ro')|key .. ':ro'"

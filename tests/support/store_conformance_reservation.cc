@@ -110,6 +110,49 @@ TEST_P(StoreConformanceTest, SettleOverTheEstimateChargesTheExcessIntoDebt) {
   EXPECT_EQ(d.overdrawn, 3) << "13 counted in a window of 10";
 }
 
+// One reservation over several keys, each with its own estimate and settled at its own actual
+// cost (a request's dimensions: requests, input tokens, output tokens, money): each key gives
+// back or overdraws on its own, and a repeat or a conflict is judged per key.
+TEST_P(StoreConformanceTest, EachKeyOfAReservationReservesAndSettlesAtItsOwnCost) {
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 1000, 1000, std::chrono::minutes(1));
+  const Limit gcra = Bucket(Algorithm::kGcra, 500, 500, std::chrono::minutes(1));
+  const Limit window =
+      *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 2000, std::chrono::minutes(1)));
+  const Ops a{.key = Key("dims:requests"), .limit = &bucket, .terms = {}};
+  const Ops b{.key = Key("dims:input"), .limit = &gcra, .terms = {}};
+  const Ops c{.key = Key("dims:money"), .limit = &window, .terms = {}};
+  const ReservationId id{7, 40};
+  const ReserveEntry reserves[] = {a.Reserve(id, 1), b.Reserve(id, 300), c.Reserve(id, 900)};
+  const DecideResponse r = MustDecide({.reserves = reserves});
+  ASSERT_TRUE(r.allowed);
+  EXPECT_EQ(r.decisions[0].remaining, 999);
+  EXPECT_EQ(r.decisions[1].remaining, 200);
+  EXPECT_EQ(r.decisions[2].remaining, 1100);
+  // Input came in under its estimate, money over it, the request as reserved.
+  const SettleEntry settles[] = {a.Settle(id, 1), b.Settle(id, 120), c.Settle(id, 1250)};
+  const std::vector<Decision> s = MustSettle(settles);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].reservation, Reservation::kSettled);
+  EXPECT_EQ(s[0].remaining, 999);
+  EXPECT_EQ(s[1].remaining, 380) << "180 given back";
+  EXPECT_EQ(s[2].remaining, 750) << "350 more counted";
+  EXPECT_EQ(s[2].overrun, 350);
+  EXPECT_EQ(s[1].overrun, 0);
+  // The same costs repeat on every key; another cost on one key conflicts there only.
+  const std::vector<Decision> again = MustSettle(settles);
+  for (const Decision& d : again) EXPECT_EQ(d.reservation, Reservation::kRepeated);
+  const SettleEntry other[] = {a.Settle(id, 1), b.Settle(id, 121), c.Settle(id, 1250)};
+  const std::vector<Decision> conflict = MustSettle(other);
+  EXPECT_EQ(conflict[0].reservation, Reservation::kRepeated);
+  EXPECT_EQ(conflict[1].reservation, Reservation::kConflict);
+  EXPECT_EQ(conflict[2].reservation, Reservation::kRepeated);
+  const ConsumeEntry peeks[] = {a.Consume(0), b.Consume(0), c.Consume(0)};
+  const DecideResponse after = MustDecide({.consumes = peeks});
+  EXPECT_EQ(after.decisions[0].remaining, 999);
+  EXPECT_EQ(after.decisions[1].remaining, 380);
+  EXPECT_EQ(after.decisions[2].remaining, 750) << "neither the repeat nor the conflict changed";
+}
+
 // A settle charges at most the limit's capacity above its estimate: one settle delays the key by
 // no more than its limit refills in, however far past its estimate it goes. The overrun reported
 // is all of it, a repeat included.

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "caudal/algorithms/calendar.h"
 #include "caudal/common/clock.h"
@@ -68,6 +69,16 @@ inline constexpr int64_t kMaxLogLimit = 10'000;
 inline constexpr int64_t kMaxConcurrencyLimit = 10'000;
 inline constexpr Micros kMaxHold = std::chrono::hours(24);
 
+// Dimensions: what a limit counts of a request. `requests` by default (one a request, or the
+// request's `cost`); otherwise a name the request's costs give units of (caudal/engine/engine.h:
+// input_tokens, output_tokens, usd_micros...), or the sum of several. A name is 1..32 characters
+// of [a-z0-9_], starting with a letter.
+inline constexpr std::string_view kRequestsDimension = "requests";
+inline constexpr size_t kMaxDimensionNameLength = 32;
+inline constexpr size_t kMaxDimensionsPerLimit = 8;
+// kInvalidArgument saying what a dimension's name is, unless `name` is one.
+Status ValidateDimensionName(std::string_view name);
+
 struct LimitSpec {
   Algorithm algorithm = Algorithm::kTokenBucket;
   // Bucket algorithms: the burst B. Window algorithms: the limit per window. Concurrency: the
@@ -80,6 +91,9 @@ struct LimitSpec {
   // is the calendar's nominal length (use CalendarWindow() to build one). None: windows are
   // multiples of the period since the epoch.
   std::optional<Calendar> calendar{};
+  // The dimensions whose costs it counts, summed: 1..kMaxDimensionsPerLimit names, none twice.
+  // Empty: `requests`. A concurrency limit counts requests (a slot each).
+  std::vector<std::string> dimension{};
 
   // Also a concurrency limit's, with its hold for the window (= Concurrency()).
   static LimitSpec Window(Algorithm a, int64_t limit, Micros window) {
@@ -114,13 +128,20 @@ class Limit {
   Micros window() const { return rate_.period; }
   // A fixed_window counting calendar windows: its calendar; none for every other limit.
   const std::optional<Calendar>& calendar() const { return calendar_; }
+  // The dimensions it counts the sum of, in ascending order; empty for `requests` alone (the
+  // default), which counts_requests() says.
+  const std::vector<std::string>& dimension() const { return dimension_; }
+  bool counts_requests() const { return dimension_.empty(); }
+  // "requests", "input_tokens", "input_tokens+output_tokens".
+  std::string DimensionText() const;
   // The rate reduced to lowest terms: refill_count() tokens every refill_period_us() µs.
   int64_t refill_count() const { return n_; }
   int64_t refill_period_us() const { return p_; }
 
   // "token_bucket capacity=100 refill=100/1m" / "fixed_window limit=100 window=1m" /
   // "fixed_window limit=100 window=1 month calendar=Europe/Madrid" /
-  // "concurrency limit=5 hold=30s".
+  // "concurrency limit=5 hold=30s"; a dimension other than requests follows:
+  // "token_bucket capacity=1000 refill=1000/1m dimension=input_tokens".
   std::string ToString() const;
 
   friend bool operator==(const Limit&, const Limit&) = default;
@@ -131,6 +152,7 @@ class Limit {
   int64_t capacity_ = 0;
   Rate rate_{};
   std::optional<Calendar> calendar_{};
+  std::vector<std::string> dimension_{};
   int64_t n_ = 0;
   int64_t p_ = 0;
 };

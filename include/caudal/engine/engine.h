@@ -66,14 +66,27 @@ inline constexpr std::string_view kInvalidDescriptors = "invalid_descriptors";
 inline constexpr std::string_view kInvalidReservation = "invalid_reservation";  // a settle's id
 }  // namespace engine_reason
 
+// A request's units in one dimension (caudal/algorithms/limit.h): input tokens, output tokens,
+// micro-dollars... Each limit consumes the sum of its dimensions' units; a dimension a request
+// does not name costs it 0.
+struct DimensionCost {
+  std::string dimension;  // a name some limit in force counts, each once in a request
+  int64_t units = 0;      // 0..kMaxCost
+};
+using Costs = std::vector<DimensionCost>;
+inline constexpr size_t kMaxCostDimensions = 16;
+
 // A request against caudal's policies (HTTP, CLI): every policy whose identity the descriptors
 // hold applies.
 struct CheckRequest {
   // 1..kMaxDescriptors, unique names; values 1..kMaxDescriptorValueLength bytes of UTF-8 with no
   // control characters; `ip`, when present, must be an IPv4 or IPv6 address.
   Descriptors descriptors;
-  std::optional<int64_t> cost;  // unset: each policy's default cost
-  bool refund = false;          // give `cost` back to every applicable policy instead of taking it
+  std::optional<int64_t> cost;  // the requests dimension's; unset: each policy's default cost
+  // Set: the units of each dimension (1..kMaxCostDimensions of them), `requests` standing for
+  // `cost`, which must then be unset. Unset: `cost` (or the default) for requests, 0 for others.
+  std::optional<Costs> costs = std::nullopt;
+  bool refund = false;  // give the costs back to every applicable policy instead of taking them
   Api api = Api::kHttp;
   // Set: a reserve whose reservation lives this long (kMinReservationTtl..kMaxReservationTtl):
   // `cost` is an estimate, consumed all-or-nothing in every enforced policy, each of whose limits
@@ -128,6 +141,9 @@ enum class CheckKind : uint8_t {
   kLimited,    // decided by the store
 };
 
+// x is closer to its limit than y: refused first, then the smaller share of its capacity left.
+bool CloserToLimit(const Decision& x, const Decision& y);
+
 // One policy (HTTP, CLI) or one Envoy descriptor, as decided.
 struct PolicyResult {
   std::string_view name;                       // the policy's or rule's name; may be empty
@@ -135,7 +151,10 @@ struct PolicyResult {
   const envoy::RateLimitRule* rule = nullptr;  // Envoy only; null for overrides and no match
   CheckKind kind = CheckKind::kLimited;
   bool shadow = false;
-  int64_t cost = 0;
+  int64_t cost = 0;  // the requests dimension's (Envoy: the descriptor's hits)
+  // Policies: per limit, the units it consumes, its dimension's (Limit::dimension); empty: `cost`
+  // for each (Envoy's).
+  std::vector<int64_t> costs;
   bool refund = false;
   std::vector<const Limit*> limits;  // the limits that decided: the local ones when kLocal
   std::vector<Decision> decisions;   // one per limit; empty when kFailOpen / kFailClosed
@@ -144,6 +163,8 @@ struct PolicyResult {
 
   // The decision with the smallest share of its capacity left (refused ones first); -1 if none.
   int Tightest() const;
+  // The units limit `k` consumes.
+  int64_t CostOf(size_t k) const { return k < costs.size() ? costs[k] : cost; }
 };
 
 enum class Outcome : uint8_t {
@@ -278,11 +299,16 @@ class Engine {
 
   // Settles the reservation `reservation` (CheckResult::reservation) at the actual `cost`, from
   // any instance sharing the store, in one store request: under the estimate gives the rest
-  // back, over it charges the excess into debt, up to each limit's capacity. Errors:
-  // kInvalidArgument for text that is no reservation id or a cost outside 0..2^40; kUnavailable (or
-  // the store's error) when the store cannot answer. `done` runs exactly once.
+  // back, over it charges the excess into debt, up to each limit's capacity. `cost` is the
+  // requests dimension's: a limit of another dimension settles at 0. Errors: kInvalidArgument
+  // for text that is no reservation id or a cost outside 0..2^40; kUnavailable (or the store's
+  // error) when the store cannot answer. `done` runs exactly once.
   void SettleAsync(std::string_view reservation, int64_t cost, SettleCallback done);
   Result<SettleResult> Settle(std::string_view reservation, int64_t cost);
+  // The same with the actual units of each dimension (CheckRequest::costs): each limit settles at
+  // its dimension's, each dimension giving back or overdrawing on its own.
+  void SettleAsync(std::string_view reservation, const Costs& costs, SettleCallback done);
+  Result<SettleResult> Settle(std::string_view reservation, const Costs& costs);
 
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }
@@ -295,6 +321,8 @@ class Engine {
  private:
   class Operation;
   friend class Operation;
+  void SettleWith(std::string_view reservation, int64_t requests, const std::optional<Costs>& costs,
+                  SettleCallback done);
 
   Store& store_;
   const Clock& clock_;

@@ -206,10 +206,14 @@ class PolicySet {
 
   std::span<const Policy> policies() const { return policies_; }
   const PolicySetOptions& options() const { return options_; }
+  // The dimensions a request's costs may name: `requests`, and every one a limit of a policy or
+  // of a tier counts, in ascending order.
+  std::span<const std::string> dimensions() const { return dimensions_; }
 
  private:
   PolicySet() = default;
   std::vector<Policy> policies_;
+  std::vector<std::string> dimensions_;
   PolicySetOptions options_;
 };
 
