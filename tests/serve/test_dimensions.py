@@ -149,7 +149,7 @@ class Gateway(unittest.TestCase):
         refused = [l for l in body["policies"][0]["limits"] if not l["allowed"]]
         self.assertEqual([l["dimension"] for l in refused], ["output_tokens"])
         self.assertIn('"gateway/output-tokens";q=50000;qu="output-tokens";w=60',
-                      headers["RateLimit-Policy"])
+                      headers["ratelimit-policy"])
         _, after = self.state(key, server=1)
         # The windows are unchanged exactly; the buckets only refilled.
         self.assertEqual(after[USD], before[USD])
@@ -182,7 +182,7 @@ class Gateway(unittest.TestCase):
         expected = 6120
         self.assertLessEqual(refused["retry_after_ms"], expected)
         self.assertGreaterEqual(refused["retry_after_ms"], expected - 250 - waited_ms)
-        self.assertEqual(headers["Retry-After"], str(-(-refused["retry_after_ms"] // 1000)))
+        self.assertEqual(headers["retry-after"], str(-(-refused["retry_after_ms"] // 1000)))
         # A request that does not touch output tokens passes: the debt is that dimension's.
         status, _, _ = post(self.servers[0], "/v1/check",
                             {"descriptors": {"api_key": key},
