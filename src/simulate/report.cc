@@ -18,45 +18,14 @@ std::string Excess(int64_t max, int64_t bound) {
   return buf.data();
 }
 
-struct Column {
-  std::string header;
-  bool left_aligned = false;
-};
-
 void AppendCell(std::string& out, const std::string& text, size_t width, bool left) {
   const std::string pad(width - std::min(width, text.size()), ' ');
   out += left ? text + pad : pad + text;
 }
 
-// `rows` under `columns`' headers, each column as wide as its widest cell.
-std::string Rows(const std::vector<Column>& columns,
-                 const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> widths;
-  for (const Column& c : columns) widths.push_back(c.header.size());
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
-  }
-
-  std::string out;
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string text;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      if (i > 0) text += "  ";
-      AppendCell(text, cells[i], widths[i], columns[i].left_aligned);
-    }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    out += text + "\n";
-  };
-  std::vector<std::string> header;
-  for (const Column& c : columns) header.push_back(c.header);
-  line(header);
-  for (const auto& row : rows) line(row);
-  return out;
-}
-
 // The same requests decided with leases (SimulationOptions::leases), beside replication.
 std::string LeaseTable(const Simulation& sim) {
-  const std::vector<Column> columns = {
+  const std::vector<TableColumn> columns = {
       {"algorithm", true}, {"admitted"}, {"rejected"}, {"max in " + FormatDuration(sim.window)},
       {"bound"},           {"local"},    {"p99"},      {"unspent"},
       {"failed"},          {"", true}};
@@ -75,7 +44,7 @@ std::string LeaseTable(const Simulation& sim) {
   std::string out = "\nleases: one store, each region " + FormatDuration(lag) +
                     " from it (a round trip of " + FormatDuration(2 * lag) + "); ttl " +
                     FormatDuration(std::chrono::duration_cast<Micros>(sim.lease_ttl)) + "\n";
-  out += Rows(columns, rows);
+  out += RenderRows(columns, rows);
   out +=
       "\nbound, with leases: B + r·(W + ttl) for token_bucket and gcra, the limit for the "
       "windows.\nlocal: decided in the region at once (from its leases, refused dry, or by "
@@ -87,14 +56,39 @@ std::string LeaseTable(const Simulation& sim) {
 
 }  // namespace
 
+std::string RenderRows(const std::vector<TableColumn>& columns,
+                       const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const TableColumn& c : columns) widths.push_back(c.header.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+
+  std::string out;
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) text += "  ";
+      AppendCell(text, cells[i], widths[i], columns[i].left_aligned);
+    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  };
+  std::vector<std::string> header;
+  for (const TableColumn& c : columns) header.push_back(c.header);
+  line(header);
+  for (const auto& row : rows) line(row);
+  return out;
+}
+
 std::string RenderTable(const Simulation& sim) {
-  const std::vector<Column> columns = {{"algorithm", true},
-                                       {"offered"},
-                                       {"admitted"},
-                                       {"rejected"},
-                                       {"max in " + FormatDuration(sim.window)},
-                                       {"bound"},
-                                       {"", true}};
+  const std::vector<TableColumn> columns = {{"algorithm", true},
+                                            {"offered"},
+                                            {"admitted"},
+                                            {"rejected"},
+                                            {"max in " + FormatDuration(sim.window)},
+                                            {"bound"},
+                                            {"", true}};
   std::vector<std::vector<std::string>> rows;
   for (const AlgorithmRun& r : sim.runs) {
     rows.push_back({std::string(AlgorithmName(r.algorithm)), std::to_string(r.offered),
@@ -102,7 +96,7 @@ std::string RenderTable(const Simulation& sim) {
                     std::to_string(r.max_in_window), std::to_string(r.bound),
                     r.within_bound() ? "ok" : Excess(r.max_in_window, r.bound)});
   }
-  std::string out = Rows(columns, rows);
+  std::string out = RenderRows(columns, rows);
   for (const std::string& s : sim.skipped) out += "skipped " + s + "\n";
   out += "\nmax in " + FormatDuration(sim.window) +
          ": the most one key had admitted within any window of that length.\n"

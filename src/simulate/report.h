@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "simulate/simulator.h"
 
@@ -20,6 +21,16 @@ std::string RenderTable(const Simulation& sim);
 //    "max_in_window": 200, "bound": 100, "within_bound": false}
 // followed by a newline. Skipped algorithms are absent.
 std::string RenderJson(const Simulation& sim);
+
+// A column of a text table: its header, and whether its cells are left-aligned (numbers are not).
+struct TableColumn {
+  std::string header;
+  bool left_aligned = false;
+};
+// `rows` under `columns`' headers, each column as wide as its widest cell, two spaces apart, no
+// trailing spaces; a line each.
+std::string RenderRows(const std::vector<TableColumn>& columns,
+                       const std::vector<std::vector<std::string>>& rows);
 
 // `s` as a JSON string literal, quotes included (", \ and control characters escaped).
 std::string JsonQuote(std::string_view s);
