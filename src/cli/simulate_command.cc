@@ -1,4 +1,5 @@
-// `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md).
+// `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md);
+// or, with --config, a config's policies over a trace of costs per dimension (docs/simulate.md).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "caudal/config/config.h"
 #include "cli/command.h"
+#include "simulate/dimension_report.h"
+#include "simulate/dimension_run.h"
 #include "simulate/identity_shares.h"
 #include "simulate/report.h"
 #include "simulate/simulator.h"
@@ -45,16 +49,16 @@ class SimulateCommand final : public Command {
   void AddOptions(CLI::App& app) override {
     app.add_option("--limit", limit_,
                    "N/W: the window algorithms' limit per window W, and the "
-                   "buckets' refill rate (e.g. 100/1m)")
-        ->type_name("N/W")
-        ->required();
+                   "buckets' refill rate (e.g. 100/1m); required unless --config")
+        ->type_name("N/W");
     app.add_option("--burst", burst_, "B, the buckets' capacity (default: the limit's N)")
         ->type_name("B");
     auto* pattern = app.add_option("--pattern", pattern_,
                                    "synthetic traffic: boundary-burst, steady, poisson or on-off")
                         ->type_name("NAME");
     auto* trace = app.add_option("--trace", trace_,
-                                 "replay a CSV file of timestamp_ms[,key[,cost]] rows instead")
+                                 "replay a CSV file of timestamp_ms[,key[,cost]] rows instead; "
+                                 "with --config, of timestamp_ms,key,<dimension>... rows")
                       ->type_name("FILE");
     trace->excludes(pattern);
     app.add_option("--rate", rate_, "offered rate for --pattern (default: twice the limit)")
@@ -97,6 +101,11 @@ class SimulateCommand final : public Command {
     app.add_option("--fairness", fairness_, "max_min or proportional (default: max_min)");
     app.add_option("--instances", instances_,
                    "instances deciding the tenants' requests in turn (default: 1)");
+    app.add_option("--config", config_,
+                   "replay --trace's costs per dimension through this config's policies")
+        ->type_name("FILE");
+    app.add_option("--policy", policy_, "with --config: this policy alone (default: every one)")
+        ->type_name("NAME");
     app.add_option("--partition", partition_,
                    "cut region 0 off (from the store and the other regions) for DURATION from "
                    "AT after the start, for both models")
@@ -104,6 +113,13 @@ class SimulateCommand final : public Command {
   }
 
   int Run(Env& env) override {
+    if (config_) return RunConfig(env);
+    if (policy_) return UsageError(env, kName, "--policy: goes with --config");
+    if (limit_.empty()) {
+      return UsageError(env, kName,
+                        "--limit is required (or --config, to replay a trace through a config's "
+                        "policies)");
+    }
     Result<Rate> limit = ParseRate(limit_);
     if (!limit.ok()) return UsageError(env, kName, "--limit: " + limit.status().message());
     if (share_) return RunShares(env, *limit);
@@ -300,6 +316,67 @@ class SimulateCommand final : public Command {
     return WriteSharesSvg(env, *run, limit, true);
   }
 
+  // --config: a config's policies over a trace of costs per dimension (simulate/dimension_run.h).
+  int RunConfig(Env& env) {
+    if (!limit_.empty() || burst_ || pattern_ || rate_ || duration_option_->count() > 0 || share_ ||
+        !tenants_.empty() || regions_ != 1 || leases_ || partition_) {
+      return UsageError(env, kName,
+                        "--config: goes with --trace, --policy, --format and --svg only");
+    }
+    if (!trace_) {
+      return UsageError(env, kName,
+                        "--config: needs --trace, a CSV of timestamp_ms,key,<dimension>... rows");
+    }
+    if (format_ != "table" && format_ != "json") {
+      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+    }
+    const Result<Config> config = LoadConfigFile(*config_);
+    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (config->policies == nullptr || config->policies->policies().empty()) {
+      return UsageError(env, kName, "--config: " + *config_ + " has no policies");
+    }
+    std::vector<PolicySpec> specs;
+    std::string names;
+    std::string identities;
+    for (const PolicySet::Policy& p : config->policies->policies()) {
+      names += (names.empty() ? "" : ", ") + p.spec.name;
+      if (policy_ && p.spec.name != *policy_) continue;
+      std::string identity;
+      for (const std::string& f : p.spec.identity) identity += (identity.empty() ? "" : ", ") + f;
+      identities += (identities.empty() ? "" : "; ") + p.spec.name + " (identity " + identity + ")";
+      specs.push_back(p.spec);
+    }
+    if (specs.empty()) {
+      return UsageError(env, kName,
+                        "--policy: " + *config_ + " has no policy \"" + *policy_ +
+                            "\" (its policies: " + names + ")");
+    }
+    const auto set = PolicySet::Create(std::move(specs), config->policies->options());
+    if (!set.ok()) return UsageError(env, kName, set.status().message());
+    const Result<simulate::CostTrace> trace = simulate::ReadCostTraceCsv(*trace_);
+    if (!trace.ok()) return UsageError(env, kName, trace.status().message());
+    const std::span<const std::string> dims = config->policies->dimensions();
+    const Result<simulate::DimensionRun> run = simulate::RunDimensions(
+        *trace, {.policies = *set,
+                 .accepted = std::vector<std::string>(dims.begin(), dims.end()),
+                 .points = kChartPoints});
+    if (!run.ok()) return UsageError(env, kName, run.status().message());
+    if (format_ == "json") {
+      env.out << simulate::RenderDimensionJson(*run);
+    } else {
+      std::string columns;
+      for (const std::string& d : trace->dimensions) columns += (columns.empty() ? "" : ", ") + d;
+      env.out << "trace:    " << *trace_ << ", " << trace->rows.size() << " requests over "
+              << HumanSpan(trace->end - trace->start) << " (" << trace->keys.size()
+              << (trace->keys.size() == 1 ? " key" : " keys") << "); costs in " << columns
+              << "\npolicies: " << identities << "; each identity field set to the key\n\n"
+              << simulate::RenderDimensionTable(*run);
+    }
+    if (!svg_) return kExitOk;
+    return WriteChart(env, simulate::RenderDimensionSvg(*run, *trace_ + " through " + identities),
+                      format_ == "table");
+  }
+
   int WriteSharesSvg(Env& env, const simulate::SharesRun& run, const Rate& limit, bool announce) {
     if (!svg_) return kExitOk;
     return WriteChart(
@@ -353,6 +430,8 @@ class SimulateCommand final : public Command {
   }
 
   std::string limit_;
+  std::optional<std::string> config_;
+  std::optional<std::string> policy_;
   std::optional<int64_t> burst_;
   std::optional<std::string> pattern_;
   std::optional<std::string> trace_;

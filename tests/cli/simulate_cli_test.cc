@@ -333,5 +333,126 @@ TEST(Simulate, ShareRefusesWhatItCannotRun) {
   EXPECT_THAT(bad.err, HasSubstr("--tenant: expected NAME=RATE"));
 }
 
+// gateway's four limits in minute-long fixed windows (requests in one-second ones); billing
+// counts usd_micros, which gateway does not.
+constexpr std::string_view kGatewayConfig = R"(policies:
+  - name: gateway
+    identity: [api_key]
+    limits:
+      - {algorithm: fixed_window, limit: 3, window: 1s}
+      - {algorithm: fixed_window, limit: 1000, window: 1m, dimension: input_tokens}
+      - {algorithm: fixed_window, limit: 500, window: 1m, dimension: output_tokens}
+      - {algorithm: fixed_window, limit: 1200, window: 1m, dimension: [input_tokens, output_tokens]}
+  - name: billing
+    identity: [api_key]
+    limits:
+      - {algorithm: fixed_window, limit: 15, window: 1m, dimension: usd_micros}
+)";
+
+// As src/simulate/dimension_run_test.cc works it out, with usd_micros beside.
+constexpr std::string_view kUsageTrace =
+    "timestamp_ms,key,requests,input_tokens,output_tokens,usd_micros\n"
+    "60000,a,1,400,100,5\n"
+    "60100,a,1,500,300,5\n"
+    "60200,a,1,500,,5\n"
+    "60300,a,1,200,0,5\n"
+    "60400,a,1,,50,5\n"
+    "60500,a,1,0,0,5\n"
+    "60600,b,1,900,200,1\n"
+    "61000,a,1,100,0,5\n"
+    "60800,b,1,200,,\n";
+
+TEST(Simulate, ConfigReplaysCostsPerDimensionThroughAPolicy) {
+  const std::string config = TempPath("gateway.yaml");
+  const std::string trace = TempPath("usage.csv");
+  const std::string svg = TempPath("usage.svg");
+  WriteFile(config, std::string(kGatewayConfig));
+  WriteFile(trace, std::string(kUsageTrace));
+
+  const Outcome json = RunCaudal({"simulate", "--config", config, "--policy", "gateway", "--trace",
+                                  trace, "--format", "json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const boost::json::object run = boost::json::parse(json.out).as_object();
+  EXPECT_EQ(Field(run, "requests"), 9);
+  EXPECT_EQ(Field(run, "admitted"), 5);
+  EXPECT_EQ(Field(run, "refused"), 4);
+  const auto& dims = run.at("dimensions").as_array();
+  ASSERT_EQ(dims.size(), 4u);
+  EXPECT_EQ(Field(dims[1].as_object(), "offered"), 2'800);
+  EXPECT_EQ(Field(dims[1].as_object(), "admitted"), 1'900);
+  EXPECT_EQ(Field(dims[2].as_object(), "admitted"), 350);
+  // usd_micros: billing's, not gateway's: offered and reported, never refused for.
+  EXPECT_FALSE(dims[3].as_object().at("counted").as_bool());
+  EXPECT_EQ(Field(dims[3].as_object(), "offered"), 36);
+  EXPECT_EQ(Field(dims[3].as_object(), "admitted"), 21);
+  const auto& limits = run.at("limits").as_array();
+  ASSERT_EQ(limits.size(), 4u);
+  const int64_t refusals[] = {1, 2, 0, 2};
+  const int64_t peaks[] = {3, 1'000, 200, 1'150};
+  for (size_t k = 0; k < 4; ++k) {
+    const boost::json::object& l = limits[k].as_object();
+    EXPECT_EQ(l.at("policy").as_string(), "gateway");
+    EXPECT_EQ(l.at("field").as_string(), "limits[" + std::to_string(k) + "]");
+    EXPECT_EQ(Field(l, "refusals"), refusals[k]) << k;
+    EXPECT_EQ(Field(l, "peak_used"), peaks[k]) << k;
+  }
+
+  const Outcome table = RunCaudal({"simulate", "--config", config, "--trace", trace, "--svg", svg});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("9 requests over 1.0 s (2 keys); costs in requests, "
+                                   "input_tokens, output_tokens, usd_micros"));
+  EXPECT_THAT(table.out, HasSubstr("policies: gateway (identity api_key); billing (identity "
+                                   "api_key); each identity field set to the key"));
+  // Both policies, all-or-nothing: billing's 15 µ$ a minute refuses a's last request too
+  // (5 + 5 + 5 + 5 > 15), and gateway charges nothing for it.
+  EXPECT_THAT(table.out, HasSubstr("admitted 4 of 9 requests; 5 refused over a limit."));
+  EXPECT_THAT(table.out, HasSubstr("100.0% (15/15)"));
+  EXPECT_THAT(table.out, HasSubstr("90.0% (900/1000)"));
+  EXPECT_THAT(table.out, HasSubstr("chart: " + svg));
+  EXPECT_THAT(ReadFile(svg), HasSubstr("billing limits[0] (usd_micros)"));
+}
+
+TEST(Simulate, ConfigRefusesWhatItCannotReplay) {
+  const std::string config = TempPath("gateway.yaml");
+  WriteFile(config, std::string(kGatewayConfig));
+  const std::string trace = TempPath("usage.csv");
+  WriteFile(trace, std::string(kUsageTrace));
+  const auto run = [&](const std::string& csv, std::vector<std::string> extra = {}) {
+    const std::string path = TempPath("bad.csv");
+    WriteFile(path, csv);
+    std::vector<std::string> args = {"simulate", "--config", config, "--trace", path};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return RunCaudal(args);
+  };
+  const std::vector<std::pair<Outcome, std::string>> cases = {
+      {run("timestamp_ms,key,requests,colour\n1,a,1,2\n"),
+       "bad.csv:1: column \"colour\": no limit counts this dimension (the configured ones: "
+       "input_tokens, output_tokens, requests, usd_micros)"},
+      {run("timestamp,key,requests\n1,a,1\n"),
+       "bad.csv:1: expected a header timestamp_ms,key,<dimension>..."},
+      {run("timestamp_ms,key,input_tokens\n1,a,-3\n"), "bad.csv:2: input_tokens \"-3\""},
+      {run("timestamp_ms,key,input_tokens\n1,a,2.5\n"), "bad.csv:2: input_tokens \"2.5\""},
+      {run("timestamp_ms,key,input_tokens\n1,a,1099511627777\n"), "bad.csv:2: input_tokens"},
+      {run("timestamp_ms,key,requests\n1,a,1\n", {"--policy", "nope"}),
+       "--policy: " + config + " has no policy \"nope\" (its policies: gateway, billing)"},
+      {run("timestamp_ms,key,requests\n1,a,1\n", {"--limit", "10/1s"}),
+       "--config: goes with --trace, --policy, --format and --svg only"},
+      {RunCaudal({"simulate", "--config", config}), "--config: needs --trace"},
+      {RunCaudal({"simulate", "--config", TempPath("missing.yaml"), "--trace", trace}),
+       "missing.yaml"},
+      {RunCaudal({"simulate", "--policy", "gateway", "--limit", "1/1s", "--pattern", "steady"}),
+       "--policy: goes with --config"},
+  };
+  for (const auto& [o, message] : cases) {
+    EXPECT_EQ(o.exit_code, kUsage) << message << "\n" << o.err;
+    EXPECT_THAT(o.err, StartsWith("caudal simulate: ")) << message;
+    EXPECT_THAT(o.err, HasSubstr(message));
+    EXPECT_EQ(o.out, "") << message;
+  }
+  // Rows are replayed in time order: a trace out of order is no error.
+  const Outcome sorted = run("timestamp_ms,key,requests\n5,a,1\n1,a,1\n");
+  EXPECT_EQ(sorted.exit_code, 0) << sorted.err;
+}
+
 }  // namespace
 }  // namespace caudal::testing
