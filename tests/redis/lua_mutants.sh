@@ -5,7 +5,7 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease`, `concurrency`, `reservation`, `calendar` or `share` as the second argument runs those
+# `lease`, `concurrency`, `reservation`, `calendar`, `share` or `dimension` as the second argument runs those
 # mutants alone; a file's name (`token_bucket.lua`), that file's mutants of the first list.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
@@ -119,11 +119,6 @@ concurrency_mutants=(
 # or without it; the clamp only keeps the sum's doubles small.
 reservation_mutants=(
   "reservation.lua|if redis.call('ZCARD', ro) < max_open then|if redis.call('ZCARD', ro) <= max_open then"
-  # Each key at its own cost (a request's dimensions): a reserve, its record or a settle taking
-  # the first key's instead.
-  "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
-  "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
-  "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
   "reservation.lua|  if cost == 0 then|  if false then"
   "reservation.lua|if cv ~= ALLOWED then return|if false then return"
   "reservation.lua|key .. (cost == 0 and ':rz' or ':ro')|key .. ':ro'"
@@ -179,6 +174,14 @@ share_mutants=(
   "share.lua|      total = total + demands[j]|      total = total + r.demand"
   "share.lua|    if x.seq and x.demand < accruing then accruing = x.demand end|    local _ = accruing"
 )
+# Dimensions: each key of a request at its own cost (a request's dimensions put another cost on
+# each limit): a consume, a reserve, its record or a settle taking the first key's instead.
+dimension_mutants=(
+  "consume.lua|keys[i], algs[i], costs[i] = KEYS[k], alg, cost|keys[i], algs[i], costs[i] = KEYS[k], alg, costs[1] or cost"
+  "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
+  "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
+  "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
+)
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
         store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
@@ -195,11 +198,14 @@ case $only in
                suites=(equivalence:redis_lua_equivalence_test
                        conformance:redis_store_conformance_test store:redis_store_test
                        undo:redis_undo_test cluster:redis_cluster_suites_test) ;;
+  dimension) mutants=("${dimension_mutants[@]}")
+             suites=(equivalence:redis_lua_equivalence_test
+                     conformance:redis_store_conformance_test) ;;
   # Shares: their Lua ≡ memory store replay and bound (share_test) join.
   share) mutants=("${share_mutants[@]}")
          suites=(share:redis_share_test conformance:redis_store_conformance_test) ;;
   *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}"
-               "${calendar_mutants[@]}" "${share_mutants[@]}")
+               "${calendar_mutants[@]}" "${share_mutants[@]}" "${dimension_mutants[@]}")
      suites+=(cluster:redis_cluster_suites_test share:redis_share_test) ;;
 esac
 if [[ $check == 1 ]]; then
