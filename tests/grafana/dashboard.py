@@ -26,7 +26,7 @@ RULES = "deploy/prometheus/caudal.rules.yml"
 ROWS = [
     ("Decisions and refusals by policy",
      ["caudal_decisions_", "caudal_shadow_", "caudal_failure_mode_", "caudal_rule_hits_",
-      "caudal_detailed_metric_", "caudal_over_limit_cache_"]),
+      "caudal_detailed_metric_", "caudal_over_limit_cache_", "caudal_units_"]),
     ("Latency", ["caudal_decision_duration_", "caudal_store_duration_"]),
     ("Store health and breaker", ["caudal_store_", "caudal_redis_"]),
     ("Leases and shares", ["caudal_lease_", "caudal_share", "caudal_hold"]),
