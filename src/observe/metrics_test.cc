@@ -61,6 +61,7 @@ void CountEverything(Metrics& m) {
   m.Series(MetricId::kHoldReleases, {"released"}).fetch_add(1);
   m.Series(MetricId::kIdempotencyKeys, {"replayed"}).fetch_add(1);
   m.Series(MetricId::kReservationSettles, {"settled"}).fetch_add(1);
+  m.Series(MetricId::kUnitsAdmitted, {"p", "input_tokens"}).fetch_add(812);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {
