@@ -177,7 +177,7 @@ share_mutants=(
 # Dimensions: each key of a request at its own cost (a request's dimensions put another cost on
 # each limit): a consume, a reserve, its record or a settle taking the first key's instead.
 dimension_mutants=(
-  "consume.lua|keys[i], algs[i], costs[i] = KEYS[k], alg, cost|keys[i], algs[i], costs[i] = KEYS[k], alg, costs[1] or cost"
+  "consume.lua|COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)|COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, costs[1])"
   "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
   "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
   "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
