@@ -298,7 +298,12 @@ Result<Plan> PlanPolicies(const Engine::Snapshot& snap, const CheckRequest& requ
       c.keys.push_back(std::move(key));
       c.slots.set(k, slot);
       c.result.limits.push_back(&l);
-      c.result.costs.push_back(cost);
+      // Per limit only where one differs from the requests dimension's: no allocation on the
+      // usual decision.
+      if (!c.result.costs.empty() || cost != c.result.cost) {
+        c.result.costs.resize(k, c.result.cost);
+        c.result.costs.push_back(cost);
+      }
       c.local_limits.push_back(&(*local)[k]);
     }
     plan.checks.push_back(std::move(c));

@@ -152,8 +152,8 @@ struct PolicyResult {
   CheckKind kind = CheckKind::kLimited;
   bool shadow = false;
   int64_t cost = 0;  // the requests dimension's (Envoy: the descriptor's hits)
-  // Policies: per limit, the units it consumes, its dimension's (Limit::dimension); empty: `cost`
-  // for each (Envoy's).
+  // Per limit, the units it consumes, its dimension's (Limit::dimension); empty when every limit
+  // consumes `cost` (CostOf reads either).
   std::vector<int64_t> costs;
   bool refund = false;
   std::vector<const Limit*> limits;  // the limits that decided: the local ones when kLocal
