@@ -22,6 +22,7 @@
 #include "engine/over_limit_cache.h"
 #include "engine/override_fit.h"
 #include "engine/plan.h"
+#include "engine/policy_dimensions.h"
 #include "engine/store_key.h"
 #include "observe/log_throttle.h"
 #include "observe/refusals.h"
@@ -827,21 +828,8 @@ Status Engine::SetPolicies(std::shared_ptr<const PolicySet> set) {
     snap->policy_counters.push_back(
         options_.metrics ? &options_.metrics->ForPolicy(Api::kHttp, p.spec.name) : nullptr);
     if (options_.metrics == nullptr) continue;
-    // Its dimensions: every name its limits and its tiers' count, each once.
-    std::vector<std::string_view> names;
-    auto add = [&](const std::vector<Limit>& limits) {
-      for (const Limit& l : limits) {
-        if (IsConcurrency(l.algorithm())) continue;  // slots, not units
-        if (l.counts_requests()) names.push_back(kRequestsDimension);
-        for (const std::string& n : l.dimension()) names.push_back(n);
-      }
-    };
-    add(p.spec.limits);
-    for (const OverrideSpec& o : p.spec.overrides) add(o.limits);
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
     auto& series = snap->policy_units.emplace_back();
-    for (std::string_view n : names) {
+    for (std::string_view n : engine_internal::CountedDimensions(p)) {
       series.push_back(
           {.dimension = n,
            .units = &options_.metrics->Series(MetricId::kUnitsAdmitted, {p.spec.name, n})});

@@ -4,6 +4,7 @@
 
 #include "common/cat.h"
 #include "common/utf8.h"
+#include "engine/policy_dimensions.h"
 #include "engine/store_key.h"
 
 namespace caudal {
@@ -375,3 +376,23 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
 }
 
 }  // namespace caudal
+
+namespace caudal::engine_internal {
+
+std::vector<std::string_view> CountedDimensions(const PolicySet::Policy& p) {
+  std::vector<std::string_view> names;
+  auto add = [&](const std::vector<Limit>& limits) {
+    for (const Limit& l : limits) {
+      if (IsConcurrency(l.algorithm())) continue;
+      if (l.counts_requests()) names.push_back(kRequestsDimension);
+      for (const std::string& n : l.dimension()) names.push_back(n);
+    }
+  };
+  add(p.spec.limits);
+  for (const OverrideSpec& o : p.spec.overrides) add(o.limits);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+}  // namespace caudal::engine_internal

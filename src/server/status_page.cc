@@ -4,6 +4,7 @@
 #include <boost/json.hpp>
 
 #include "common/cat.h"
+#include "engine/policy_dimensions.h"
 #include "server/http_api.h"
 #include "simulate/limit_chart.h"
 
@@ -32,20 +33,8 @@ json::object PolicyJson(const PolicySet::Policy& p, Metrics& metrics) {
   const auto n = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   // The units admitted in each dimension its limits (and its tiers') count, as the engine
   // counts them (caudal_units_admitted_total).
-  std::vector<std::string_view> dims;
-  auto add = [&](const std::vector<Limit>& ls) {
-    for (const Limit& l : ls) {
-      if (IsConcurrency(l.algorithm())) continue;
-      if (l.counts_requests()) dims.push_back(kRequestsDimension);
-      for (const std::string& d : l.dimension()) dims.push_back(d);
-    }
-  };
-  add(p.spec.limits);
-  for (const OverrideSpec& o : p.spec.overrides) add(o.limits);
-  std::sort(dims.begin(), dims.end());
-  dims.erase(std::unique(dims.begin(), dims.end()), dims.end());
   json::array units;
-  for (std::string_view d : dims) {
+  for (std::string_view d : engine_internal::CountedDimensions(p)) {
     units.push_back(
         json::object{{"dimension", d},
                      {"admitted", n(metrics.Series(MetricId::kUnitsAdmitted, {p.spec.name, d}))}});

@@ -70,8 +70,20 @@ class Gateway(unittest.TestCase):
                           "input_tokens+output_tokens"])
         return status, [l["remaining"] for l in limits]
 
+    def units_admitted(self):
+        """Per dimension, the units the three instances' status pages say were admitted."""
+        total = {}
+        for s in self.servers:
+            status, _, body = s.request("GET", "/v1/status")
+            self.assertEqual(status, 200)
+            policy = [p for p in json.loads(body)["policies"] if p["name"] == "gateway"][0]
+            for u in policy["units"]:
+                total[u["dimension"]] = total.get(u["dimension"], 0) + u["admitted"]
+        return total
+
     def test_concurrent_reserves_and_settles_count_every_dimension_exactly(self):
         key = "k-%d" % random.getrandbits(40)
+        units_before = self.units_admitted()
         lock = threading.Lock()
         admitted = []   # (estimate, actual) costs per dimension of each reservation admitted
         refused = [0]
@@ -116,6 +128,13 @@ class Gateway(unittest.TestCase):
         def total(dim):
             return sum(a[dim] for _, a in admitted)
 
+        # The status pages count each reserve's estimate in every dimension the policy counts.
+        units_after = self.units_admitted()
+        self.assertEqual(sorted(units_after), ["input_tokens", "output_tokens", "requests",
+                                               "usd_micros"])
+        for dim in units_after:
+            self.assertEqual(units_after[dim] - units_before.get(dim, 0),
+                             sum(e[dim] for e, _ in admitted), dim)
         status, remaining = self.state(key)
         # The windows count exactly what the clients were told: each settle gave back or
         # overdrew its own dimension, in the window the reserve counted it in.
