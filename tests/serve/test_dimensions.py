@@ -123,7 +123,8 @@ class Gateway(unittest.TestCase):
             t.join()
         elapsed = time.monotonic() - started
         self.assertGreater(len(admitted), 20)
-        self.assertGreater(refused[0], 0)  # 72 asked of a bucket of 60: some were refused
+        if 72 > 60 + elapsed + 1:  # more asked than 60 a minute could admit: some were refused
+            self.assertGreater(refused[0], 0)
 
         def total(dim):
             return sum(a[dim] for _, a in admitted)
