@@ -142,12 +142,7 @@ std::string RenderDimensionSvg(const DimensionRun& run, std::string_view title) 
            (anchor.empty() ? "" : " text-anchor=\"" + anchor + "\"") + ">" + XmlEscape(s) +
            "</text>\n";
   };
-  std::string out =
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"" +
-      num(kWidth) + "\" height=\"" + num(kHeight) +
-      "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n";
+  std::string out = SvgOpening(kWidth, kHeight);
   out += text(kLeft, 22, "", std::string(title));
   out += line(kLeft, y(0), x(span), y(0), "stroke=\"black\"");
   out += line(kLeft, y(0), kLeft, kTop, "stroke=\"black\"");

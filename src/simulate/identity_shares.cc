@@ -247,12 +247,7 @@ std::string RenderSharesSvg(const SharesRun& run, std::string_view title) {
     std::snprintf(buf, sizeof buf, "%.1f", v);
     return std::string(buf);
   };
-  std::string out =
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"" +
-      num(kWidth) + "\" height=\"" + num(kHeight) +
-      "\" font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n";
+  std::string out = SvgOpening(kWidth, kHeight);
   out +=
       "<text x=\"" + num(kLeft) + "\" y=\"22\" font-size=\"14\">" + XmlEscape(title) + "</text>\n";
   // Axes, ticks: five on each.

@@ -195,6 +195,17 @@ void Legend(std::string& out, const Simulation& sim) {
 
 }  // namespace
 
+std::string SvgOpening(double width, double height) {
+  char size[96];
+  std::snprintf(size, sizeof size, "width=\"%.1f\" height=\"%.1f\"", width, height);
+  return std::string(
+             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
+             "xmlns=\"http://www.w3.org/2000/svg\" ") +
+         size +
+         " font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+         "fill=\"white\"/>\n";
+}
+
 std::string XmlEscape(std::string_view s) {
   std::string out;
   for (const char c : s) {

@@ -21,4 +21,8 @@ std::string RenderSvg(const Simulation& sim, const ChartText& text);
 // `s` with &, <, >, " and ' replaced by XML entities.
 std::string XmlEscape(std::string_view s);
 
+// The start of a standalone chart: the XML declaration, the <svg> element `width` × `height`
+// (sans-serif, 12 px) and a white background. The caller adds the rest and "</svg>\n".
+std::string SvgOpening(double width, double height);
+
 }  // namespace caudal::simulate
