@@ -10,6 +10,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import unittest
 import urllib.request
 
 import openapi_check
@@ -301,3 +302,40 @@ class Serve:
         self.proc.stdin.close()
         self._stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ThreeInstances(unittest.TestCase):
+    """Three `caudal serve` (CONFIG % the store's URL, with ENV) on one redis-server, shared by a
+    class's tests; a subclass with OnACluster first puts them on a three-primary Redis Cluster.
+    `nodes` are the stores started, `servers` the instances."""
+    CONFIG = None
+    ENV = None
+
+    @classmethod
+    def start_store(cls):
+        cls.redis = Redis()
+        cls.nodes = [cls.redis]
+        return cls.redis.url
+
+    @classmethod
+    def setUpClass(cls):
+        url = cls.start_store()
+        cls.servers = [Serve(cls.CONFIG % url, test_hooks=False, env=cls.ENV) for _ in range(3)]
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in cls.servers:
+            s.close()
+        for n in cls.nodes:
+            n.close()
+
+
+class OnACluster:
+    """ThreeInstances' store as a three-primary Redis Cluster (`cluster`)."""
+
+    @classmethod
+    def start_store(cls):
+        cls.cluster = RedisCluster()
+        cls.nodes = [cls.cluster]
+        return cls.cluster.url
+

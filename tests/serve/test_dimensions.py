@@ -11,7 +11,7 @@ import threading
 import time
 import unittest
 
-from harness import Redis, RedisCluster, Serve
+import harness
 
 CONFIG = """
 store: {url: '%s', timeout: 500ms}
@@ -41,24 +41,8 @@ def price(input_tokens, output_tokens):
     return input_tokens + output_tokens * 4
 
 
-class Gateway(unittest.TestCase):
-    @classmethod
-    def start_store(cls):
-        cls.redis = Redis()
-        cls.nodes = [cls.redis]
-        return cls.redis.url
-
-    @classmethod
-    def setUpClass(cls):
-        url = cls.start_store()
-        cls.servers = [Serve(CONFIG % url, test_hooks=False) for _ in range(3)]
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.servers:
-            s.close()
-        for n in cls.nodes:
-            n.close()
+class Gateway(harness.ThreeInstances):
+    CONFIG = CONFIG
 
     def state(self, key, server=0):
         """Each limit's remaining, by a check that costs nothing in any dimension."""
@@ -241,14 +225,8 @@ class Gateway(unittest.TestCase):
         self.assertEqual(after[REQUESTS], before[REQUESTS])
 
 
-class GatewayOnACluster(Gateway):
+class GatewayOnACluster(harness.OnACluster, Gateway):
     """The same, the three instances on a three-primary Redis Cluster."""
-
-    @classmethod
-    def start_store(cls):
-        cluster = RedisCluster()
-        cls.nodes = [cluster]
-        return cluster.url
 
 
 if __name__ == "__main__":

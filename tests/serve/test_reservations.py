@@ -8,7 +8,8 @@ import random
 import threading
 import unittest
 
-from harness import Redis, RedisCluster, Serve, wait_until
+import harness
+from harness import wait_until
 
 # A bucket that refills one unit a day: within a test's seconds it refills nothing, so the
 # expected state is exact arithmetic.
@@ -58,25 +59,9 @@ def post_keyed(s, path, payload, key):
     return status, headers, json.loads(body) if body else None
 
 
-class Reservations(unittest.TestCase):
-    @classmethod
-    def start_store(cls):
-        cls.redis = Redis()
-        cls.nodes = [cls.redis]
-        return cls.redis.url
-
-    @classmethod
-    def setUpClass(cls):
-        url = cls.start_store()
-        cls.servers = [Serve(CONFIG % url, test_hooks=False, env={"CAUDAL_ADMIN_TOKEN": TOKEN})
-                       for _ in range(3)]
-
-    @classmethod
-    def tearDownClass(cls):
-        for s in cls.servers:
-            s.close()
-        for n in cls.nodes:
-            n.close()
+class Reservations(harness.ThreeInstances):
+    CONFIG = CONFIG
+    ENV = {"CAUDAL_ADMIN_TOKEN": TOKEN}
 
     def key_counts(self):
         return [int(n.command("DBSIZE")[1:]) for n in self.nodes]
@@ -325,16 +310,9 @@ class Reservations(unittest.TestCase):
         self.assertEqual(remaining_of(body), max(0, capacity - actual_total))
 
 
-class ReservationsOnACluster(Reservations):
+class ReservationsOnACluster(harness.OnACluster, Reservations):
     """The same, the three instances on a three-primary Redis Cluster: each key's state and
     reservations on its own node, a request across two nodes split and undone there."""
-
-    @classmethod
-    def start_store(cls):
-        cluster = RedisCluster()
-        cls.nodes = [cluster]
-        cls.cluster = cluster
-        return cluster.url
 
     def key_counts(self):
         return [int(n.command("DBSIZE")[1:]) for n in self.cluster.nodes]
