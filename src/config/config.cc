@@ -61,6 +61,26 @@ Result<DenyAs> ParseDenyAs(std::string_view text) {
 
 }  // namespace envoy
 
+std::string_view RlqsNoMatchName(RlqsNoMatch m) {
+  switch (m) {
+    case RlqsNoMatch::kDenyAll:
+      return "deny_all";
+    case RlqsNoMatch::kAllowAll:
+      return "allow_all";
+    case RlqsNoMatch::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+Result<RlqsNoMatch> ParseRlqsNoMatch(std::string_view text) {
+  for (RlqsNoMatch m : {RlqsNoMatch::kDenyAll, RlqsNoMatch::kAllowAll, RlqsNoMatch::kNone}) {
+    if (RlqsNoMatchName(m) == text) return m;
+  }
+  return Status::InvalidArgument("expected deny_all, allow_all or none (got \"" +
+                                 std::string(text) + "\")");
+}
+
 std::string_view HttpIoName(HttpIo io) {
   switch (io) {
     case HttpIo::kEpoll:

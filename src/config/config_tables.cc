@@ -3,6 +3,7 @@
 
 #include "caudal/redis/redis_store.h"
 #include "config/lease_rows.h"
+#include "config/rlqs_rows.h"
 #include "config/security_config.h"
 #include "config/store_registry.h"
 
@@ -361,6 +362,7 @@ Status CheckDocument(const YamlReader& r, const YAML::Node& root, const std::str
   auto set = PolicySet::Create(std::move(doc.policies), options);
   if (!set.ok()) return r.Error(policies ? policies : root, "policies", set.status().message());
   config.policies = *set;
+  if (!config.rlqs.domains.empty()) return CheckRlqs(r, root["rlqs"], config);
   return Status::Ok();
 }
 
@@ -393,6 +395,10 @@ const Table<Document>& DocumentTable() {
            .value = R::Map(
                [](auto& d) -> auto& { return d.config.envoy; }, EnvoyTable()),
            .doc = "the Envoy rate limit service"},
+          {.name = "rlqs",
+           .value = R::Map(
+               [](auto& d) -> auto& { return d.config.rlqs; }, RlqsTable()),
+           .doc = "Envoy's rate limit quota service (RLQS); not served unless set"},
           {.name = "logging",
            .value = R::Map(
                [](auto& d) -> auto& { return d.config.logging; }, LoggingTable()),

@@ -546,11 +546,7 @@ LeasePlan LeaseTable::Begin(std::span<const EntryRef> entries, Nanos now) {
   return plan;
 }
 
-namespace {
-
-// An identity's group name among a capacity's consumers: the identity, or for one too long to
-// leave room for "@<instance>" in a consumer's name, "#" and 128 bits of two FNV-1a hashes of it.
-std::string GroupName(std::string_view identity) {
+std::string ShareGroupName(std::string_view identity) {
   if (identity.size() + 17 <= kMaxShareNameLength) return std::string(identity);
   uint64_t a = 14695981039346656037ull, b = 1099511628211ull * 31;
   for (const char c : identity) {
@@ -562,6 +558,9 @@ std::string GroupName(std::string_view identity) {
                 static_cast<unsigned long long>(b));
   return buf;
 }
+
+namespace {
+
 
 // Until a request of `cost` could pass on an identity's entry that its lots do not cover: its
 // next renewal's answer (half a ttl after the last was sent), and at least what the shortfall
@@ -613,7 +612,7 @@ SharePlan LeaseTable::BeginShared(std::span<const EntryRef> entries, Nanos now, 
       k.of_identity = true;
       k.store_key = std::string(e.key);
       k.policy = std::string(e.share_of->policy);
-      k.group = GroupName(e.share_of->identity);
+      k.group = ShareGroupName(e.share_of->identity);
       SetSharing(shard, k, true);
     }
     KeyLeases& k = it->second;

@@ -218,4 +218,9 @@ class LeaseTable {
   std::atomic<int64_t> round_trip_ns_{0};  // smoothed; racing updates may drop a sample
 };
 
+// An identity's group name among a capacity's consumers: the identity, or for one too long to
+// leave room for "@<instance>" in a consumer's name, "#" and 128 bits of two FNV-1a hashes of it.
+// Every consumer of one identity's share takes it (this table's, and RLQS's).
+std::string ShareGroupName(std::string_view identity);
+
 }  // namespace caudal::engine_internal

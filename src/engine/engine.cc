@@ -898,6 +898,31 @@ void Engine::ForgetRefusals() {
   if (cache_ != nullptr) cache_->Clear();
 }
 
+Result<Engine::PolicyQuota> Engine::QuotaOf(std::string_view policy,
+                                            const Descriptors& descriptors) const {
+  const std::shared_ptr<const Snapshot> snap = snapshot();
+  CheckRequest request{.descriptors = descriptors, .cost = std::nullopt};
+  auto plan = engine_internal::PlanPolicies(*snap, request);
+  if (!plan.ok()) return plan.status();
+  for (engine_internal::Check& c : plan->checks) {
+    if (c.result.name != policy) continue;
+    PolicyQuota q;
+    q.keys = std::move(c.keys);
+    q.on_failure = c.on_failure;
+    for (const Limit* l : c.result.limits) q.limits.push_back(*l);
+    if (c.shared != nullptr) {
+      q.identity = c.shared->identity;
+      q.shared = true;
+      q.weight = c.shared->of.weight;
+      q.fairness = c.shared->of.fairness;
+    } else if (!q.keys.empty()) {
+      if (auto parts = store_key::ReadPolicy(q.keys[0])) q.identity = std::string(parts->identity);
+    }
+    return q;
+  }
+  return Status::NotFound(Cat("policy ", Quoted(policy), " does not apply to the descriptors"));
+}
+
 std::shared_ptr<const Engine::Snapshot> Engine::snapshot() const {
   return snapshot_.load(std::memory_order_acquire);
 }

@@ -19,6 +19,7 @@
 #include "common/utf8.h"
 #include "envoy/grpc_tls_files.h"
 #include "envoy/health_service.h"
+#include "envoy/rlqs_service.h"
 #include "envoy/service/ratelimit/v3/rls.grpc.pb.h"
 #include "observe/metrics.h"
 
@@ -193,6 +194,7 @@ class RlsGrpcServer::Service final : public RawRateLimitService {
   }
 
   CallsInFlight& calls() { return *calls_; }
+  std::shared_ptr<const CallerAuth> caller() const { return caller_.load(); }
 
   grpc::ServerUnaryReactor* ShouldRateLimit(grpc::CallbackServerContext* context,
                                             const grpc::ByteBuffer* request,
@@ -285,6 +287,14 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_receive_bytes));
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());
+  if (options.rlqs != nullptr) {
+    server->rlqs_ = options.rlqs;
+    options.rlqs->SetCallerCheck([service = server->service_.get()](
+                                     const grpc::CallbackServerContext& context) {
+      return CheckCaller(*service->caller(), context);
+    });
+    builder.RegisterService(options.rlqs->service());
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return Status::Unavailable("gRPC: cannot listen on " + options.address);
@@ -316,8 +326,10 @@ void RlsGrpcServer::Shutdown() {
 void RlsGrpcServer::Shutdown(Nanos deadline) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
-  // The Watch streams end first, or the server would wait for them until its deadline.
+  // The Watch streams end first, or the server would wait for them until its deadline; so do the
+  // quota streams, each told to expire its assignments.
   StopServingHealth();
+  if (rlqs_ != nullptr) rlqs_->Shutdown(deadline);
   // gRPC's Shutdown closes the listener, refuses new calls, and blocks until every call has
   // been answered, so it runs beside the wait for our own calls. Those still at the store at
   // the deadline are answered UNAVAILABLE here; gRPC's own deadline, on its clock and a second

@@ -1,5 +1,6 @@
 // RlsGrpcServer: envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit over gRPC, with
-// grpc.health.v1.Health beside it.
+// grpc.health.v1.Health beside it, and Envoy's rate limit quota service when given one
+// (rlqs_service.h).
 //
 // A thin transport over RlsHandler using gRPC's callback API: a call is decided as the store
 // answers, with no thread held while it waits. Bounded: at most `max_concurrent_calls` in flight
@@ -44,6 +45,8 @@ class Server;
 
 namespace caudal::envoy {
 
+class RlqsService;
+
 namespace internal {
 class GrpcTlsFiles;
 class HealthService;
@@ -74,6 +77,9 @@ struct GrpcServerOptions {
   CallerAuth caller = {};
   // Shutdown(): how long calls in flight have to be answered.
   Micros shutdown_timeout = std::chrono::seconds(10);
+  // Envoy's rate limit quota service, served beside RLS when set (its callers checked as RLS's);
+  // it must outlive the server. Shutdown() expires and ends its streams first.
+  RlqsService* rlqs = nullptr;
 };
 
 class RlsGrpcServer {
@@ -111,6 +117,7 @@ class RlsGrpcServer {
   std::unique_ptr<internal::HealthService> health_;
   std::unique_ptr<internal::GrpcTlsFiles> tls_files_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;               // last: destroyed before the services
+  RlqsService* rlqs_ = nullptr;
   const Clock* clock_ = nullptr;
   Micros shutdown_timeout_{0};
   int port_ = 0;

@@ -130,6 +130,8 @@ std::string_view ApiName(Api api) {
       return "rls";
     case Api::kCli:
       return "cli";
+    case Api::kRlqs:
+      return "rlqs";
   }
   return "unknown";
 }

@@ -103,6 +103,12 @@ const RestartRule kRestartRules[] = {
     Field<&C::envoy, &E::deny_as>("envoy.deny_as"),
     Field<&C::envoy, &E::response_dynamic_metadata>("envoy.response_dynamic_metadata"),
     Field<&C::envoy, &E::max_concurrent_calls>("envoy.max_concurrent_calls"),
+    {"rlqs (serving it or not)",
+     [](const C& a, const C& b) { return a.rlqs.domains.empty() != b.rlqs.domains.empty(); },
+     [](const C& running, C& next) { next.rlqs = running.rlqs; }},
+    {"rlqs.max_streams",
+     [](const C& a, const C& b) { return a.rlqs.max_streams != b.rlqs.max_streams; },
+     [](const C& running, C& next) { next.rlqs.max_streams = running.rlqs.max_streams; }},
 };
 
 Result<std::shared_ptr<boost::asio::ssl::context>> HttpTls(const Config& config) {
@@ -117,11 +123,16 @@ Result<std::shared_ptr<boost::asio::ssl::context>> HttpTls(const Config& config)
 }  // namespace
 
 Result<PreparedConfig> Prepare(Config config, PrepareOptions options) {
-  if (config.server.grpc.empty() != config.envoy.config.empty()) {
+  if (config.server.grpc.empty() && !config.envoy.config.empty()) {
     return Status::InvalidArgument(
-        config.server.grpc.empty()
-            ? "envoy_config (--envoy-config) needs server.grpc (--grpc) to be served"
-            : "server.grpc (--grpc) needs envoy_config (--envoy-config): the domains to serve");
+        "envoy_config (--envoy-config) needs server.grpc (--grpc) to be served");
+  }
+  if (config.server.grpc.empty() && !config.rlqs.domains.empty()) {
+    return Status::InvalidArgument("rlqs needs server.grpc (--grpc) to be served");
+  }
+  if (!config.server.grpc.empty() && config.envoy.config.empty() && config.rlqs.domains.empty()) {
+    return Status::InvalidArgument(
+        "server.grpc (--grpc) needs envoy_config (--envoy-config) or rlqs: something to serve");
   }
   if (Status s = LoadCallerToken(config); !s.ok()) return s;
   if (Status s = LoadAdminToken(config); !s.ok()) return s;

@@ -13,6 +13,7 @@
 #include "decorators/store_health.h"
 #include "envoy/grpc_server.h"
 #include "envoy/rls_handler.h"
+#include "envoy/rlqs_service.h"
 #include "observe/refusals.h"
 #include "redis/eviction_check.h"
 #include "redis/redis_tls.h"
@@ -105,6 +106,7 @@ struct Service::Parts {
   std::unique_ptr<StatusPage> status;
   std::unique_ptr<HttpServer> http;
   std::unique_ptr<envoy::RlsHandler> rls;
+  std::unique_ptr<envoy::RlqsService> rlqs;  // outlives the gRPC server that serves it
   std::unique_ptr<envoy::RlsGrpcServer> grpc;
   bool stopped = false;
 
@@ -261,6 +263,12 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
   // Envoy's rate limit service, on the same engine as the HTTP API.
   rls = std::make_unique<envoy::RlsHandler>(*engine, RlsOptionsFrom(config));
   if (config.server.grpc.empty()) return Status::Ok();
+  // Envoy's rate limit quota service, beside it on the same listener.
+  if (!config.rlqs.domains.empty()) {
+    rlqs = std::make_unique<envoy::RlqsService>(
+        *engine, std::make_shared<const envoy::RlqsBuckets>(config.rlqs),
+        envoy::RlqsServiceOptions{.clock = &env.clock, .metrics = &metrics});
+  }
   // gRPC health answers as /readyz does: from the store's probe (a cached value).
   auto grpc_started = envoy::RlsGrpcServer::Start(
       *rls, {.address = config.server.grpc,
@@ -269,7 +277,8 @@ Status Service::Parts::StartListeners(const service_internal::PreparedConfig& pr
              .ready = [h = health.get()] { return h->Ready().ok(); },
              .tls = config.server.tls,
              .caller = CallerAuthFrom(config.server.auth),
-             .shutdown_timeout = config.server.shutdown_timeout});
+             .shutdown_timeout = config.server.shutdown_timeout,
+             .rlqs = rlqs.get()});
   if (!grpc_started.ok()) {
     http->Stop();
     return grpc_started.status();
@@ -376,6 +385,10 @@ ReloadResult Service::Reload(Result<Config> next) {
     }
   }
   if (prepared->domains != nullptr) result.applied.push_back("envoy_config");
+  if (p.rlqs != nullptr && !now.rlqs.domains.empty()) {
+    p.rlqs->SetBuckets(std::make_shared<const envoy::RlqsBuckets>(now.rlqs));
+    result.applied.push_back("rlqs (streams opened from now on)");
+  }
   // A changed limit or lease term applies at once: the leases taken under the old ones end
   // and go back (new ones are taken as the keys are seen again).
   if (p.leases != nullptr) p.leases->ReturnAll(Nanos(0));

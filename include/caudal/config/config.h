@@ -209,6 +209,46 @@ struct EnvoyConfig {
   bool response_dynamic_metadata = false;
 };
 
+// rlqs: Envoy's rate limit quota service (envoy.md, "RLQS"), on server.grpc beside RLS. Each
+// report's bucket (its domain and BucketId) is mapped to a policy and an identity; the Envoys
+// reporting it share that identity's limits by demand (docs/algorithms.md, "RLQS").
+enum class RlqsNoMatch : uint8_t {
+  kDenyAll,   // a DENY_ALL assignment
+  kAllowAll,  // an ALLOW_ALL assignment
+  kNone,      // no assignment: Envoy keeps its no_assignment_behavior
+};
+std::string_view RlqsNoMatchName(RlqsNoMatch m);
+Result<RlqsNoMatch> ParseRlqsNoMatch(std::string_view text);  // deny_all|allow_all|none
+
+struct RlqsBucketRule {
+  // Entries a BucketId must all hold (its key and value), in the order written; empty: any.
+  std::vector<std::pair<std::string, std::string>> match;
+  std::string policy;  // a policy of this config
+  // The policy's identity descriptors, each taken from a BucketId key: descriptor <- key.
+  std::vector<std::pair<std::string, std::string>> identity;
+};
+
+struct RlqsDomainConfig {
+  std::string domain;
+  std::vector<RlqsBucketRule> buckets;  // the first that matches maps the bucket
+  RlqsNoMatch no_match = RlqsNoMatch::kDenyAll;
+};
+
+inline constexpr size_t kMaxRlqsDomains = 64;
+inline constexpr size_t kMaxRlqsBucketRules = 256;
+inline constexpr size_t kMaxRlqsMatchEntries = 16;
+
+struct RlqsConfig {
+  std::vector<RlqsDomainConfig> domains;  // empty: the service is not offered
+  // How long an assignment lives unless renewed; also the window over which an Envoy's demand
+  // is measured and its share accrues. Envoy's reporting_interval should be at most half of it.
+  Micros assignment_ttl = std::chrono::seconds(5);
+  // A bucket no report has named for this long is abandoned (AbandonAction).
+  Micros abandon_after = std::chrono::seconds(60);
+  int64_t max_streams = 1'000;  // StreamRateLimitQuotas streams open at once
+  int64_t max_buckets = 1'000;  // buckets per stream
+};
+
 // What caudal logs, and how (see docs/operations.md).
 struct LoggingConfig {
   LogLevel level = LogLevel::kInfo;
@@ -223,6 +263,7 @@ struct Config {
   StoreConfig store;
   ServerConfig server;
   EnvoyConfig envoy;
+  RlqsConfig rlqs;
   // The policies, with their options (failure mode, instances, descriptor_mode). Empty when the
   // file serves Envoy only.
   std::shared_ptr<const PolicySet> policies;

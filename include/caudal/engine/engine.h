@@ -310,6 +310,22 @@ class Engine {
   void SettleAsync(std::string_view reservation, const Costs& costs, SettleCallback done);
   Result<SettleResult> Settle(std::string_view reservation, const Costs& costs);
 
+  // What an RLQS assignment divides (src/envoy/rlqs_service.h): the limits in force for the
+  // identity of `policy` in `descriptors`, with their store keys, as a check of that policy alone
+  // takes them (the identity's runtime override, its tier, or the policy's own; with `share`, the
+  // policy's capacity and the identity's weight in it). kNotFound when no such policy is in force
+  // or `descriptors` lack its identity; the planning's kInvalidArgument for bad descriptors.
+  struct PolicyQuota {
+    std::vector<std::string> keys;  // one per limit
+    std::vector<Limit> limits;
+    FailureMode on_failure = FailureMode::kDeny;
+    std::string identity;  // as encoded in its keys
+    bool shared = false;   // the policy's capacity, shared by all its identities
+    int64_t weight = 1;    // with `shared`: the identity's weight
+    Fairness fairness = Fairness::kMaxMin;
+  };
+  Result<PolicyQuota> QuotaOf(std::string_view policy, const Descriptors& descriptors) const;
+
   Store& store() { return store_; }
   const Clock& clock() const { return clock_; }
   // Where it counts (null without metrics), for front ends counting what never reaches it.

@@ -32,8 +32,8 @@ std::string_view LogFormatName(LogFormat format);
 Result<LogFormat> ParseLogFormat(std::string_view text);  // text|json
 
 // Which front end asked: the `api` label of the decision metrics.
-enum class Api : uint8_t { kHttp, kRls, kCli };
-inline constexpr size_t kApiCount = 3;
+enum class Api : uint8_t { kHttp, kRls, kCli, kRlqs };
+inline constexpr size_t kApiCount = 4;
 std::string_view ApiName(Api api);
 
 // How an identity appears in logs and in the refusal tables: hashed, or as sent.
