@@ -186,10 +186,14 @@ Result<RlqsReport> ParseRlqsReport(std::string_view bytes, size_t max_usages) {
     } else {
       // A map entry: key = 1 (the bucket's id hash), value = 2 (the BucketQuotaUsage).
       uint64_t key = 0;
+      bool has_key = false;
       std::string_view value;
       bool has_value = false;
       if (!ForEachField(e, [&](const Field& f) {
-            if (f.number == 1) key = f.varint;
+            if (f.number == 1) {
+              key = f.varint;
+              has_key = true;
+            }
             if (f.number == 2) {
               value = f.bytes;
               has_value = f.delimited;
@@ -197,6 +201,11 @@ Result<RlqsReport> ParseRlqsReport(std::string_view bytes, size_t max_usages) {
             return f.number == 1 ? !f.delimited : (f.number != 2 || f.delimited);
           })) {
         return Invalid(Cat("bucket_quota_usages[", i, "]: not a map entry"));
+      }
+      // No key: a list's element that lacks its bucket_id (field 1) reads this way.
+      if (!has_key) {
+        return Invalid(Cat("bucket_quota_usages[", i,
+                           "]: no BucketId (bucket_id.bucket must hold an entry)"));
       }
       const std::string at = Cat("bucket_quota_usages[", key, ']');
       if (!has_value) return Invalid(Cat(at, ": no BucketId (bucket_id.bucket must hold an entry)"));
