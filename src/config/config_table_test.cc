@@ -24,7 +24,7 @@ namespace {
 using Kind = Shape::Kind;
 
 // A valid file that holds every section, so that a probe changes one field only.
-constexpr const char* kConfigBase = R"(
+constexpr const char* kPoliciesBase = R"(
 store:
   url: rediss://r:6380
   tls: {cert_file: c.pem, key_file: c.key}
@@ -37,6 +37,13 @@ policies:
     overrides:
       - match: {plan: pro}
         limits: [{algorithm: token_bucket, capacity: 100, refill: 100/1s}]
+)";
+// kPoliciesBase is the file without rlqs, whose buckets name the policy: for the probes that
+// change the policy's name, identity or enforcement.
+const std::string kConfigBase = std::string(kPoliciesBase) + R"(rlqs:
+  domains:
+    - domain: envoy
+      buckets: [{match: {name: b}, policy: p, identity: {a: tenant}}]
 )";
 
 constexpr const char* kEnvoyBase = R"(
@@ -96,8 +103,10 @@ const std::map<std::string, Probe>& ConfigProbes() {
       {"policies[].lease.ttl", {.good = {"1ms", "10s"}, .bad = {"0s", "11s", "fast"}}},
       {"policies[].lease.max_share",
        {.good = {"0.1", "1", "0.000001"}, .bad = {"0", "1.5", "0.0000001", "x", "[a]"}}},
-      {"policies[].name", {.good = {"p.1-a_b"}, .bad = {"'p q'", "[a]"}}},
-      {"policies[].identity", {.good = {"[api_key, ip]"}, .bad = {"[]", "['a b']", "x"}}},
+      {"policies[].name", {.good = {"p.1-a_b"}, .bad = {"'p q'", "[a]"}, .base = kPoliciesBase}},
+      {"policies[].identity",
+       {.good = {"[api_key, ip]"}, .bad = {"[]", "['a b']", "x"}, .base = kPoliciesBase}},
+      {"policies[].shadow", {.good = {"true", "false"}, .bad = {"x"}, .base = kPoliciesBase}},
       {"policies[].cost",
        {.good = {"1", kMax},
         .bad = {"0", "1099511627777", "x"},
@@ -179,6 +188,12 @@ const std::map<std::string, Probe>& ConfigProbes() {
         .base = "policies: [{name: p, identity: [a], limits: [{algorithm: gcra, capacity: 1, "
                 "refill: 1/1s}], overrides: [{match: {a: b}, limits: [{algorithm: "
                 "sliding_window_counter, limit: 5, window: 1s}]}]}]"}},
+      {"rlqs.domains[].buckets[].match",
+       {.good = {"{}", "{name: b, env: prod}"}, .bad = {"x", "[a]", "{name: ''}", "{'': b}"}}},
+      {"rlqs.domains[].buckets[].identity",
+       {.good = {"{a: tenant}"}, .bad = {"{}", "x", "{a: ''}", "{b: tenant}"}}},
+      {"rlqs.domains[].buckets[].policy", {.good = {"p"}, .bad = {"q", "[a]"}}},
+      {"rlqs.domains[].domain", {.good = {"other"}, .bad = {"''", "[a]"}}},
       {"policies[].overrides[].limits[].hold",
        {.good = {"1ms", "1d"},
         .bad = {"fast", "[a]", "0s", "25h"},

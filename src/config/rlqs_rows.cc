@@ -114,10 +114,10 @@ const Table<RlqsConfig>& RlqsTable() {
            .doc = "the domains served; a report of another domain ends its stream",
            .need = Need::kRequired},
           {.name = "assignment_ttl",
-           .value = R::Duration(&RlqsConfig::assignment_ttl, std::chrono::milliseconds(100),
+           .value = R::Duration(&RlqsConfig::assignment_ttl, std::chrono::seconds(2),
                                 std::chrono::hours(1)),
-           .doc = "how long an assignment lives unless renewed; the window over which an "
-                  "Envoy's demand is measured (Envoy's reporting_interval: at most half of it)"},
+           .doc = "how long an assignment lives unless renewed (whole seconds), and the window "
+                  "its share accrues over; Envoy reports every 5s, so keep it at 10s or more"},
           {.name = "abandon_after",
            .value = R::Duration(&RlqsConfig::abandon_after, std::chrono::seconds(1),
                                 std::chrono::hours(24)),

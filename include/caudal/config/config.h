@@ -240,9 +240,9 @@ inline constexpr size_t kMaxRlqsMatchEntries = 16;
 
 struct RlqsConfig {
   std::vector<RlqsDomainConfig> domains;  // empty: the service is not offered
-  // How long an assignment lives unless renewed; also the window over which an Envoy's demand
-  // is measured and its share accrues. Envoy's reporting_interval should be at most half of it.
-  Micros assignment_ttl = std::chrono::seconds(5);
+  // How long an assignment lives unless renewed; also the window over which an Envoy's share
+  // accrues. Envoy reports every 5 s: it must be well above that (renewals come with reports).
+  Micros assignment_ttl = std::chrono::seconds(20);
   // A bucket no report has named for this long is abandoned (AbandonAction).
   Micros abandon_after = std::chrono::seconds(60);
   int64_t max_streams = 1'000;  // StreamRateLimitQuotas streams open at once
