@@ -511,6 +511,9 @@ Result<StateView> Admin::ReadState(const Resolved& r) {
     }
     view.limits.push_back(state);
   }
+  if (r.kind == OverrideKind::kPolicy && options_.held_rlqs != nullptr) {
+    view.rlqs = options_.held_rlqs(view.policy, r.params);
+  }
   return view;
 }
 

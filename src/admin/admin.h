@@ -52,6 +52,14 @@ struct HeldShare {
   int64_t held = 0;        // units held unspent
 };
 
+// An identity's buckets on this instance's RLQS streams (RlqsService::Held).
+struct HeldRlqs {
+  int64_t buckets = 0;
+  double assigned_per_second = 0;  // the active token buckets' rates
+  uint64_t allowed = 0;
+  uint64_t denied = 0;
+};
+
 struct AdminOptions {
   const Logger* log = nullptr;         // optional
   Metrics* metrics = nullptr;          // optional
@@ -68,6 +76,11 @@ struct AdminOptions {
   // identity), for the state; null or nullopt: none.
   std::function<std::optional<HeldShare>(std::string_view key, std::string_view identity)>
       held_share = nullptr;
+  // The identity's RLQS buckets at this instance (policy, identity descriptors), for the state;
+  // null or nullopt: none.
+  std::function<std::optional<HeldRlqs>(std::string_view policy,
+                                        const std::vector<std::pair<std::string, std::string>>&)>
+      held_rlqs = nullptr;
 };
 
 // What an admin request names: a policy and the identity, as the query's parameters (decoded,
@@ -121,6 +134,7 @@ struct StateView {
   std::vector<std::pair<std::string, std::string>> identity;
   std::string limits_from;  // "runtime_override", "overrides[i]", "limits" (an Envoy rule's own)
   std::vector<LimitState> limits;
+  std::optional<HeldRlqs> rlqs;  // the identity's RLQS buckets here, if any
 };
 
 class Admin {

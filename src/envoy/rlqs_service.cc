@@ -125,6 +125,8 @@ struct Bucket {
   Micros last_report{0};
   Micros last_renewal{Micros::min()};
   uint64_t requests = 0;  // reported since the last renewal
+  uint64_t allowed = 0;   // reported since its subscription
+  uint64_t denied = 0;
   bool in_flight = false;
 };
 
@@ -432,6 +434,8 @@ void Stream::Received(const grpc::ByteBuffer* message) {
             }
             b.last_report = now;
             b.requests += u.allowed + u.denied;
+            b.allowed += u.allowed;
+            b.denied += u.denied;
             if (b.counters != nullptr) {
               b.counters->allowed.fetch_add(u.allowed, std::memory_order_relaxed);
               b.counters->denied.fetch_add(u.denied, std::memory_order_relaxed);
@@ -606,6 +610,37 @@ void RlqsService::SetCallerCheck(
     std::function<grpc::Status(const grpc::CallbackServerContext&)> check) {
   std::lock_guard lock(core_->mu);
   core_->check_caller = std::move(check);
+}
+
+std::optional<RlqsService::Held> RlqsService::HeldBy(
+    std::string_view policy, std::vector<std::pair<std::string, std::string>> descriptors) const {
+  std::sort(descriptors.begin(), descriptors.end());
+  std::vector<std::shared_ptr<Stream>> open;
+  {
+    std::lock_guard lock(core_->mu);
+    for (const std::shared_ptr<Stream>& s : core_->streams) open.push_back(s);
+  }
+  Held held;
+  for (const auto& s : open) {
+    std::lock_guard lock(s->mu);
+    for (const auto& [key, b] : s->table) {
+      if (b.target.rule == nullptr || b.target.rule->policy != policy) continue;
+      std::vector<std::pair<std::string, std::string>> mine;
+      for (const Descriptor& d : b.target.descriptors) mine.emplace_back(d.name, d.value);
+      std::sort(mine.begin(), mine.end());
+      if (mine != descriptors) continue;
+      ++held.buckets;
+      held.allowed += b.allowed;
+      held.denied += b.denied;
+      const auto& active = b.ledger.active();
+      if (active && active->kind == RlqsStrategy::Kind::kTokenBucket && s->Now() < b.ledger.end()) {
+        held.assigned_per_second += static_cast<double>(active->bucket.tokens_per_fill) * 1e6 /
+                                    static_cast<double>(active->bucket.fill_interval.count());
+      }
+    }
+  }
+  if (held.buckets == 0) return std::nullopt;
+  return held;
 }
 
 size_t RlqsService::streams() const {

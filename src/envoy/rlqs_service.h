@@ -36,6 +36,10 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "caudal/common/clock.h"
 #include "caudal/engine/engine.h"
@@ -79,6 +83,18 @@ class RlqsService {
   // Returns when every stream has ended or at `deadline` (options.clock's Monotonic()).
   void Shutdown(Nanos deadline);
   size_t streams() const;
+
+  // The buckets of this instance's streams mapped to `policy` for the identity `descriptors`
+  // (names and values, in any order): how many, their active token buckets' rates summed (per
+  // second), and the requests their Envoys reported. Nullopt when none.
+  struct Held {
+    int64_t buckets = 0;
+    double assigned_per_second = 0;
+    uint64_t allowed = 0;
+    uint64_t denied = 0;
+  };
+  std::optional<Held> HeldBy(std::string_view policy,
+                             std::vector<std::pair<std::string, std::string>> descriptors) const;
 
   struct Core;  // in rlqs_service.cc
 

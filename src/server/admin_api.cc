@@ -368,11 +368,18 @@ std::string StateJson(const StateView& v) {
     }
     limits.push_back(std::move(o));
   }
-  return json::serialize(json::object{{"policy", v.policy},
-                                      {"kind", OverrideKindName(v.kind)},
-                                      {"identity", IdentityJson(v.identity)},
-                                      {"limits_from", v.limits_from},
-                                      {"limits", std::move(limits)}});
+  json::object out{{"policy", v.policy},
+                   {"kind", OverrideKindName(v.kind)},
+                   {"identity", IdentityJson(v.identity)},
+                   {"limits_from", v.limits_from},
+                   {"limits", std::move(limits)}};
+  if (v.rlqs) {
+    out["rlqs"] = json::object{{"buckets", v.rlqs->buckets},
+                               {"assigned_per_second", v.rlqs->assigned_per_second},
+                               {"allowed", v.rlqs->allowed},
+                               {"denied", v.rlqs->denied}};
+  }
+  return json::serialize(out);
 }
 
 void Dispatch(Admin* admin, std::string_view token, Metrics& metrics, const routes::Request& r,

@@ -30,6 +30,7 @@ json::object PolicyJson(const PolicySet::Policy& p, Metrics& metrics) {
   json::array limits;
   for (const Limit& l : p.spec.limits) limits.push_back(json::string(l.ToString()));
   const PolicyCounters& c = metrics.ForPolicy(Api::kHttp, p.spec.name);
+  const PolicyCounters& rlqs = metrics.ForPolicy(Api::kRlqs, p.spec.name);
   const auto n = [](const std::atomic<uint64_t>& v) { return v.load(std::memory_order_relaxed); };
   // The units admitted in each dimension its limits (and its tiers') count, as the engine
   // counts them (caudal_units_admitted_total).
@@ -44,7 +45,9 @@ json::object PolicyJson(const PolicySet::Policy& p, Metrics& metrics) {
                       {"limits", std::move(limits)}, {"allowed", n(c.allowed)},
                       {"denied", n(c.denied)},       {"shadow_denied", n(c.shadow_denied)},
                       {"fail_open", n(c.fail_open)}, {"fail_closed", n(c.fail_closed)},
-                      {"local", n(c.local)},         {"units", std::move(units)}};
+                      {"local", n(c.local)},         {"units", std::move(units)},
+                      {"rlqs", json::object{{"allowed", n(rlqs.allowed)},
+                                            {"denied", n(rlqs.denied)}}}};
 }
 
 json::array RefusedJson(const Refusals& refusals) {

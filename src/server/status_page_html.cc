@@ -85,6 +85,7 @@ function renderPolicies(status, seconds) {
     td(tr, perSecond(p.denied, before && before.denied, seconds), 'n refusal-rate');
     td(tr, p.fail_open + p.fail_closed + p.local, 'n');
     td(tr, p.units.map((u) => u.dimension + ' ' + u.admitted).join('\n'), 'units');
+    td(tr, p.rlqs.allowed + ' / ' + p.rlqs.denied, 'n rlqs');
     body.appendChild(tr);
   }
   $('total-decisions').textContent = String(allowed + denied);
@@ -204,7 +205,8 @@ constexpr std::string_view kBody = R"html(</style>
 <table id="policies">
   <thead><tr><th>policy</th><th>identity</th><th>limits</th><th>on failure</th><th class="n">allowed</th>
     <th class="n">refused</th><th class="n">decisions/s</th><th class="n">refusals/s</th>
-    <th class="n">by failure mode</th><th>units admitted</th></tr></thead>
+    <th class="n">by failure mode</th><th>units admitted</th>
+    <th class="n">RLQS allowed / refused</th></tr></thead>
   <tbody></tbody>
 </table>
 <h2>Most refused identities</h2>

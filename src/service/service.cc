@@ -216,6 +216,17 @@ Status Service::Parts::StartAdmin() {
                      const auto held = leases->HeldShare(key, identity);
                      if (!held) return std::nullopt;
                      return HeldShare{.allocation = held->allocation, .held = held->held};
+                   },
+                   .held_rlqs = [this](std::string_view policy,
+                                       const std::vector<std::pair<std::string, std::string>>&
+                                           identity) -> std::optional<HeldRlqs> {
+                     if (rlqs == nullptr) return std::nullopt;
+                     const auto held = rlqs->HeldBy(policy, identity);
+                     if (!held) return std::nullopt;
+                     return HeldRlqs{.buckets = held->buckets,
+                                     .assigned_per_second = held->assigned_per_second,
+                                     .allowed = held->allowed,
+                                     .denied = held->denied};
                    }});
   admin->Start();
   return Status::Ok();
