@@ -624,6 +624,8 @@ class RlqsClient:
         return b"".join(out)
 
     def _report_tick(self, now):
+        if self._closed:
+            return
         usages = [self._take_usage(b, now) for b in self._buckets.values()]
         if self._stream is None:
             self._open_stream(now)
@@ -926,7 +928,9 @@ class RlqsClient:
             if stream.reader.is_alive():
                 stream.call.cancel()
                 stream.reader.join(timeout)
-        for reader in self._readers:
+        with self._cond:
+            readers = list(self._readers)
+        for reader in readers:
             reader.join(timeout)
         self._channel.close()
 

@@ -159,8 +159,11 @@ class FakeServer:
                         self.cond.notify_all()
                 stream.out.put(("client_done",))
             except Exception:
-                pass
+                stream.out.put(("gone",))
 
+        # Wakes the handler when the call ends from the client's side (a cancel), so that no
+        # handler outlives its call.
+        context.add_callback(lambda: stream.out.put(("gone",)))
         threading.Thread(target=consume, daemon=True).start()
         while True:
             item = stream.out.get()
@@ -170,10 +173,12 @@ class FakeServer:
                 context.set_code(item[1])
                 context.set_details(item[2])
                 return
-            else:
+            elif item[0] == "client_done":
                 with self.cond:
                     stream.client_done = True
                     self.cond.notify_all()
+                return
+            else:
                 return
 
     def stream(self, index):
@@ -440,10 +445,10 @@ class AssignmentsTest(Base):
         self.advance(1)
         self.assign(c, s, rc.assignment(B, rc.allow_all(), ttl=5))
         self.assertTrue(c.request(B))
-        self.advance(5)
+        self.advance(7)  # past the TTL: the fallback runs from the expiry, not from now
         self.assertEqual(c.state(B).source, "fallback")
         self.assertFalse(c.request(B))
-        self.advance(9.5)
+        self.advance(7.5)
         self.assertFalse(c.request(B))
         self.advance(0.5)
         self.assertEqual(c.state(B).source, "no_assignment")
