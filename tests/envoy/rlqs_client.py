@@ -898,6 +898,15 @@ class RlqsClient:
         with self._cond:
             return self.stream_ends[-1] if self.stream_ends else None
 
+    def channel_ready(self, timeout=5.0):
+        """Waits, in real time, until the channel connects (not something Envoy does: tests use
+        it to know that a server that was down can now be reached)."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
+
     def wait_for(self, predicate, timeout=5.0):
         """Waits, in real time, until predicate() holds; False if it did not by timeout."""
         deadline = time.monotonic() + timeout

@@ -8,6 +8,7 @@ environment as for rls_client_test.py: RLS_PROTO_ROOT, PROTOC, PROTOBUF_INCLUDE.
 """
 import os
 import queue
+import socket
 import sys
 import threading
 import time
@@ -133,7 +134,7 @@ class FakeStream:
 
 
 class FakeServer:
-    def __init__(self):
+    def __init__(self, port=0):
         self.cond = threading.Condition()
         self.streams = []
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -142,7 +143,7 @@ class FakeServer:
                 self._handle, request_deserializer=None,
                 response_serializer=lambda m: m.SerializeToString())})
         self.server.add_generic_rpc_handlers((handler,))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port(f"127.0.0.1:{port}")
         self.server.start()
 
     def _handle(self, requests, context):
@@ -576,6 +577,33 @@ class StreamTest(Base):
         # Assignments on the new stream apply as before.
         self.assign(c, s1, rc.assignment(C, rc.deny_all(), ttl=60))
         self.assertFalse(c.request(C))
+
+    def test_a_server_down_is_retried_at_each_report_and_reports_made_meanwhile_are_lost(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        c = rc.RlqsClient(f"127.0.0.1:{port}", "dom", 5.0, clock=self.clock, wall_clock=self.wall,
+                          channel_options=[("grpc.initial_reconnect_backoff_ms", 50),
+                                           ("grpc.min_reconnect_backoff_ms", 50),
+                                           ("grpc.max_reconnect_backoff_ms", 100)])
+        self.clients.append(c)
+        self.assertTrue(c.request(B))
+        self.assertTrue(c.wait_for(lambda: len(c.stream_ends) == 1, WAIT))
+        self.assertEqual(c.stream_ends[0].code, grpc.StatusCode.UNAVAILABLE)
+        c.request(B)
+        self.advance(5)  # a second stream, which fails too, with this request's count
+        self.assertTrue(c.wait_for(lambda: len(c.stream_ends) == 2, WAIT))
+        server = FakeServer(port)
+        self.servers.append(server)
+        self.assertTrue(c.channel_ready(WAIT))
+        c.request(B)
+        c.request(B)
+        self.advance(5)
+        rep = server.stream(0).report(0)
+        self.assertEqual(rep["domain"], "dom")
+        u = self.usage(rep, B)
+        self.assertEqual((u["allowed"], u["denied"], u["elapsed"]), (2, 0, (5, 0)))
+        self.assertEqual(c.streams_opened, 3)
 
     def test_close_half_closes_and_the_server_ends_the_stream(self):
         c = self.client()
