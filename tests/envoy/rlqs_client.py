@@ -1,100 +1,113 @@
 """A reference RLQS client: the data plane of Envoy's rate limit quota filter, in Python.
 
 Envoy's HTTP filter envoy.filters.http.rate_limit_quota is the client of
-envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas. This module
+envoy.service.rate_limit_quota.v3.RateLimitQuotaService/StreamRateLimitQuotas. RlqsClient
 behaves as that filter does once a request has been matched into a bucket (a BucketId), so that
-tests can drive caudal's RLQS server as Envoy would: one bidirectional stream, usage reports, and
-local decisions from the assignments the server sends back.
+tests can drive caudal's RLQS server as Envoy would: one bidirectional stream, usage reports,
+and local decisions from the assignments the server sends back.
 
 Usage:
 
     import rlqs_client as rc
-    client = rc.RlqsClient("127.0.0.1:8081", "my-domain", reporting_interval=5.0,
+    bucket = {"name": "checkout", "tenant": "a"}
+    client = rc.RlqsClient("127.0.0.1:8081", "my-domain", 5.0,
                            no_assignment=rc.DENY,
                            expired=rc.ExpiredFallback(rc.deny_all(), timeout=10))
-    allowed = client.request({"name": "checkout", "tenant": "a"})
-    client.wait_for(lambda: client.stats({"name": "checkout", "tenant": "a"}).assignments > 0, 5)
-    ...
-    client.stats(bucket), client.state(bucket), client.log(), client.messages(),
-    client.stream_ends, client.messages_sent, client.messages_received
-    client.close()
+    allowed = client.request(bucket)            # one request, decided and counted
+    client.wait_for(lambda: client.stats(bucket).assignments > 0, timeout=5)
+    client.stats(bucket)    # BucketStats: allowed, denied, subscriptions, assignments,
+                            # extensions, replacements, expiries, fallback_ends, abandons, ignored
+    client.state(bucket)    # BucketState: source, strategy, expires_at, tokens, unreported counts
+    client.log()            # LogEntry per applied or ignored action, expiry and subscription
+    client.messages()       # MessageRecord per report sent or dropped and response received
+    client.stream_ends      # StreamEnd per ended stream: grpc code and details
+    client.messages_sent, client.messages_received, client.reports_dropped
+    client.close()          # half-closes the stream; the server ends it
 
-Messages are generated at import by protoc --python_out from caudal's proto/ into a temporary
-directory put on sys.path. The environment names the tools as for rls_client_test.py: PROTOC
-(default `protoc`), RLS_PROTO_ROOT (default the repository's proto/), PROTOBUF_INCLUDE
-(';'-separated include directories for google/protobuf/*.proto, optional).
+assignment(), abandon(), response(), token_bucket(), allow_all() and deny_all() build what a
+server sends, for fake servers. Messages are generated at import by protoc --python_out from
+caudal's proto/ into a temporary directory put on sys.path; the environment names the tools as
+for rls_client_test.py: PROTOC (default `protoc`), RLS_PROTO_ROOT (default the repository's
+proto/), PROTOBUF_INCLUDE (';'-separated include directories, optional).
 
-Time: `clock` is MonotonicClock() (the default; a background thread runs the reporting timer)
-or a ManualClock, whose advance() runs the client's due timers in the caller's thread (a timer
-that fell due more than once in one advance fires once, as a timer of Envoy's does after a jump
-of its simulated time). Expiries are computed when the client next looks at a bucket (a request,
-a response, a report, an accessor) and logged at the time they fell due.
+Time: clock=MonotonicClock() (the default: a background thread runs the reporting timer) or a
+ManualClock, whose advance() runs the client's due timer in the caller's thread; a timer that
+fell due more than once in one advance fires once, as Envoy's timers do after a jump of their
+simulated time. Expiries are applied when the client next looks at a bucket (a request, a
+response, a report, an accessor), each at the time it fell due.
 
-What follows Envoy's filter (source/extensions/filters/http/rate_limit_quota/ of envoyproxy/envoy:
-filter.cc, global_client_impl.cc, filter_persistence.cc, quota_bucket_cache.h; the token bucket
-in source/common/common/token_bucket_impl.{h,cc}), each with where Envoy does it:
+Envoy's behaviours followed, each with where Envoy has it (envoyproxy/envoy; files under
+source/extensions/filters/http/rate_limit_quota/ unless named otherwise):
 
-- One stream per client; Envoy keeps one per (RLQS server, domain) pair, shared by every filter
-  config that names that pair (filter_persistence.cc, GlobalTlsStores::getTlsStore).
-- The stream and the reporting timer start with the first request matched into a bucket, not
-  before (global_client_impl.cc, createBucketImpl).
-- The first request of a new bucket is decided by no_assignment (allowed unless it is DENY_ALL)
-  and subscribes the bucket at once: a report of that bucket alone, counting that request, with
-  time_elapsed 0 (filter.cc, recordBucketUsage; global_client_impl.cc, createBucketImpl).
-- Every report is timed by one timer for all buckets and carries every bucket: the allowed and
-  denied counts since that bucket's last report (then reset) and the time since it
-  (global_client_impl.cc, getUsageFromBucket, buildReports, onSendReportsTimer). With no bucket
-  left (all abandoned) a report carries the domain alone. Envoy's interval is a fixed 5 s; the
-  buckets' reporting_interval setting is not read (filter_persistence.cc, initTlsStore).
-- Every message carries the domain, not only the first (global_client_impl.cc, buildReports).
-- time_elapsed is whole seconds, truncated (getUsageFromBucket sets seconds only).
-- Before any assignment: no_assignment, ALLOW_ALL when unset (filter.cc, shouldAllowRequest).
-- A token bucket assignment starts full and refills continuously at tokens_per_fill per
-  fill_interval, up to max_tokens; one request takes one token (global_client_impl.cc,
-  createTokenBucketFromAction; token_bucket_impl, AtomicTokenBucketImpl). Envoy reads the fill
-  interval in whole seconds and tokens_per_fill as 0 when unset.
-- The same token bucket again (max_tokens, tokens_per_fill and the nanos of fill_interval equal:
-  Envoy compares no more) keeps the bucket's tokens; another one starts at the old bucket's fill
-  ratio times the new max_tokens, truncated (shouldReplaceTokenBucket, protoTokenBucketsEq,
-  createTokenBucketFromAction).
-- Every applied assignment restarts the TTL from its receipt, extension or not; Envoy reads the
-  TTL in whole seconds, so an unset TTL is 0 and expires at once (startActionExpirationTimer).
-- On expiry: expired_assignment_behavior's fallback_rate_limit for its timeout (whole seconds,
-  unset 0), then no_assignment; without a fallback, no_assignment at once (onActionExpirationTimer,
-  onFallbackExpirationTimer; filter.cc reads only fallback_rate_limit, so reuse_last_assignment
-  behaves as unset and is not offered here).
-- Abandon erases the bucket and its unreported counts; the next request subscribes it again
-  (onQuotaResponseImpl).
-- Ignored: an action without a bucket id, an action for a bucket not in the cache (never
-  reported, or abandoned), requests_per_time_unit and unset strategies, which leave the bucket as
-  it was (onQuotaResponseImpl). An action with neither an assignment nor an abandon is cached
-  with a TTL of 0 and so expires at once (the same function).
-- When the stream ends, with any status, it is dropped; the next report reopens it and carries
-  every bucket, so it subscribes them all again; assignments stay until their TTL (onRemoteClose,
-  onSendReportsTimer). A bucket subscribed while the stream is down has its first report dropped,
-  and with it the count of its first request (createBucketImpl, sendUsageReportImpl).
+- One stream per client. Envoy has one per (RLQS server, domain) pair, shared by the filter
+  configs that name it.
+  Envoy: filter_persistence.cc, GlobalTlsStores::getTlsStore.
+- The stream and the reporting timer start with the first request matched into a bucket.
+  Envoy: global_client_impl.cc, createBucketImpl.
+- A new bucket's first request is decided by no_assignment (allowed unless DENY_ALL) and
+  subscribes the bucket at once: a report of that bucket alone, counting that request, with
+  time_elapsed 0.
+  Envoy: filter.cc, recordBucketUsage; global_client_impl.cc, createBucketImpl.
+- One timer reports every bucket each interval: the allowed and denied counts since the bucket's
+  last report (then reset to 0) and the time since it; with no bucket left, the domain alone.
+  Envoy: global_client_impl.cc, getUsageFromBucket, buildReports, onSendReportsTimer.
+- The interval is a parameter here; current Envoy fixes it at 5 s and does not read the
+  buckets' reporting_interval.
+  Envoy: filter_persistence.cc, initTlsStore.
+- Every message carries the domain, not only the first.
+  Envoy: global_client_impl.cc, buildReports.
+- time_elapsed is whole seconds, truncated.
+  Envoy: global_client_impl.cc, getUsageFromBucket.
+- Before any assignment, and after one has expired with no fallback: no_assignment.
+  Envoy: filter.cc, shouldAllowRequest (default_action).
+- A token bucket assignment starts full, refills continuously at tokens_per_fill per
+  fill_interval up to max_tokens, and gives one token a request; the fill interval is read in
+  whole seconds, an unset tokens_per_fill as 0.
+  Envoy: global_client_impl.cc, createTokenBucketFromAction; source/common/common/
+  token_bucket_impl.h, AtomicTokenBucketImpl.
+- The same token bucket again keeps its tokens; Envoy calls two the same when max_tokens,
+  tokens_per_fill and the nanos of fill_interval are equal. A different one starts at the old
+  bucket's ratio of remaining to max tokens times its own max_tokens, truncated.
+  Envoy: global_client_impl.cc, shouldReplaceTokenBucket, protoTokenBucketsEq,
+  createTokenBucketFromAction.
+- Every applied assignment, extension or not, runs its TTL from its receipt; the TTL is read in
+  whole seconds, so an unset TTL is 0 and expires at once, as 0 does.
+  Envoy: global_client_impl.cc, onQuotaResponseImpl, startActionExpirationTimer.
+- On expiry: the expired_assignment_behavior fallback_rate_limit for its timeout (whole seconds,
+  unset 0), then no_assignment. reuse_last_assignment is not read by Envoy (it behaves as
+  unset) and is not offered here.
+  Envoy: global_client_impl.cc, onActionExpirationTimer, onFallbackExpirationTimer; filter.cc,
+  recordBucketUsage.
+- Abandon erases the bucket and its unreported counts; the next request subscribes it again.
+  Envoy: global_client_impl.cc, onQuotaResponseImpl.
+- Ignored, the bucket left as it was: an action without a bucket id, one for a bucket not in
+  the cache (never reported, or abandoned), requests_per_time_unit and unset strategies. An
+  action with neither an assignment nor an abandon is cached with a TTL of 0: it expires at once.
+  Envoy: global_client_impl.cc, onQuotaResponseImpl.
+- A stream that ends, with any status, is dropped; the next report reopens it, carrying every
+  bucket, which subscribes them all again; assignments stay until their TTL. A bucket subscribed
+  while no stream is open loses its first report and that request's count.
+  Envoy: global_client_impl.cc, onRemoteClose, onSendReportsTimer, sendUsageReportImpl.
 
 semantics="api" reads the numbers as the API defines them instead: TTLs, fallback timeouts and
 fill intervals exactly; an unset TTL never expires; tokens_per_fill defaults to 1; token buckets
-are the same when wholly equal; time_elapsed keeps its nanoseconds. Everything else is as above.
+are the same when wholly equal; time_elapsed keeps its nanoseconds. All else is as above.
 
-Schemas: "list" (what Envoy sends: repeated BucketQuotaUsage, fields 1-4, under field 2 of
-RateLimitQuotaUsageReports; the published API in envoyproxy/data-plane-api has only this form)
-or "map" (map<uint64, BucketQuotaUsage> under the same field number, with last_report, as
-caudal's proto/ writes it). No Envoy release sends the map; it is in an unmerged draft of the API
-and of the filter's first client (client_impl.cc, buildUsageReport), keyed by
-MessageUtil::hash(BucketId) of that time: xxHash64 of the BucketId's single-line text format with
-field numbers. This client uses that key and sets last_report to the wall-clock time of the
-bucket's previous report (its subscription for the first), the start of the window time_elapsed
-measures.
+Schemas: "list" (the default, what Envoy sends: repeated BucketQuotaUsage, fields 1-4, under
+field 2; envoyproxy/data-plane-api has had only this form since the API's first commit) or
+"map" (map<uint64, BucketQuotaUsage> under the same field number, with last_report, as caudal's
+proto/ writes it). No Envoy release sends the map: it is in an unmerged draft of the API and of
+the filter's first client (client_impl.cc, buildUsageReport), keyed by MessageUtil::hash of the
+BucketId as it was then, xxHash64 of the BucketId's single-line text format with field numbers.
+This client uses that key, and sets last_report to the wall-clock time of the bucket's previous
+report (its subscription for the first): the start of the window time_elapsed measures.
 
 Not modelled: request matching and BucketId building (the caller passes the BucketId), deny
-responses, filter_enabled / filter_enforced, preview matchers, requests_per_time_unit (Envoy
-allows all while one is configured as no_assignment and ignores it as an assignment), a token
-bucket as no_assignment (only ALLOW and DENY), several worker threads racing on a new bucket,
-Envoy's gRPC retry and keepalive settings, Envoy's divide by zero for a fill interval under one
-second (here the bucket is unlimited) and the partial fill's exact rounding of the old bucket's
-remaining tokens.
+responses, filter_enabled and filter_enforced, preview matchers, requests_per_time_unit and
+token buckets as no_assignment (only ALLOW and DENY), worker threads racing on a new bucket,
+Envoy's gRPC retries and keepalives, Envoy's division by zero for a fill interval under a second
+(here the bucket is unlimited), and the exact rounding of the old bucket's remaining tokens in a
+partial fill.
 """
 import atexit
 import math
@@ -106,7 +119,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional
 
 # Imported before the generated messages' directory is put on sys.path: a generated package
@@ -134,7 +147,7 @@ def _generate_messages():
 
 
 _generate_messages()
-from google.protobuf import duration_pb2, timestamp_pb2  # noqa: E402
+from google.protobuf import duration_pb2  # noqa: E402
 from envoy.service.rate_limit_quota.v3 import rlqs_pb2  # noqa: E402
 from envoy.type.v3 import ratelimit_strategy_pb2, token_bucket_pb2  # noqa: E402
 
@@ -767,7 +780,8 @@ class RlqsClient:
             return False
         a, b = old.token_bucket, new.token_bucket
         if self.semantics == "envoy":
-            return (a.max_tokens == b.max_tokens and a.tokens_per_fill.value == b.tokens_per_fill.value
+            return (a.max_tokens == b.max_tokens
+                    and a.tokens_per_fill.value == b.tokens_per_fill.value
                     and a.fill_interval.nanos == b.fill_interval.nanos)
         return (a.max_tokens == b.max_tokens and self._per_fill(a) == self._per_fill(b)
                 and a.fill_interval == b.fill_interval)
