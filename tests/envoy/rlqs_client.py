@@ -56,7 +56,8 @@ source/extensions/filters/http/rate_limit_quota/ unless named otherwise):
   Envoy: filter_persistence.cc, initTlsStore.
 - Every message carries the domain, not only the first.
   Envoy: global_client_impl.cc, buildReports.
-- time_elapsed is whole seconds, truncated.
+- time_elapsed is whole seconds, truncated: with an interval under a second every report says
+  0 s (semantics="api" keeps the nanoseconds).
   Envoy: global_client_impl.cc, getUsageFromBucket.
 - Before any assignment, and after one has expired with no fallback: no_assignment.
   Envoy: filter.cc, shouldAllowRequest (default_action).
