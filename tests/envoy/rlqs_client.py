@@ -26,9 +26,9 @@ Usage:
 
 assignment(), abandon(), response(), token_bucket(), allow_all() and deny_all() build what a
 server sends, for fake servers. Messages are generated at import by protoc --python_out from
-caudal's proto/ into a temporary directory put on sys.path; the environment names the tools as
-for rls_client_test.py: PROTOC (default `protoc`), RLS_PROTO_ROOT (default the repository's
-proto/), PROTOBUF_INCLUDE (';'-separated include directories, optional).
+caudal's proto/ into a temporary directory put on sys.path; the environment names protoc and
+the proto paths as for rls_client_test.py: PROTOC (default `protoc`), RLS_PROTO_ROOT (default
+the repository's proto/), PROTOBUF_INCLUDE (';'-separated include directories, optional).
 
 Time: clock=MonotonicClock() (the default: a background thread runs the reporting timer) or a
 ManualClock, whose advance() runs the client's due timer in the caller's thread; a timer that
