@@ -134,7 +134,7 @@ struct StateView {
   std::vector<std::pair<std::string, std::string>> identity;
   std::string limits_from;  // "runtime_override", "overrides[i]", "limits" (an Envoy rule's own)
   std::vector<LimitState> limits;
-  std::optional<HeldRlqs> rlqs;  // the identity's RLQS buckets here, if any
+  std::optional<HeldRlqs> rlqs = std::nullopt;  // the identity's RLQS buckets here, if any
 };
 
 class Admin {

@@ -149,12 +149,22 @@ class ServeCommand final : public Command {
     if (!service.grpc_port()) return;
     const std::string address =
         Cat(Bracketed(ParseHostPort(config.server.grpc)->first), ':', *service.grpc_port());
-    const size_t domains = service.engine().domains()->DomainCount();
+    const auto served = service.engine().domains();
+    const size_t domains = served == nullptr ? 0 : served->DomainCount();
+    std::string what =
+        config.envoy.config.empty() ? "" : Cat(domains, " domains from ", config.envoy.config);
+    if (!config.rlqs.domains.empty()) {
+      what += Cat(what.empty() ? "" : "; ", "quota service (RLQS): ", config.rlqs.domains.size(),
+                  " domains");
+    }
     env.out << log.Banner(
                    Cat("caudal serve: Envoy rate limit service (gRPC",
                        config.server.tls.enabled() && config.server.tls.grpc ? " over TLS" : "",
-                       ") on ", address, " (", domains, " domains from ", config.envoy.config, ")"),
-                   {{"grpc", address}, {"domains", domains}, {"envoy_config", config.envoy.config}})
+                       ") on ", address, " (", what, ")"),
+                   {{"grpc", address},
+                    {"domains", domains},
+                    {"envoy_config", config.envoy.config},
+                    {"rlqs_domains", config.rlqs.domains.size()}})
             << std::endl;
   }
 

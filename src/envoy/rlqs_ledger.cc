@@ -12,6 +12,12 @@ using i128 = exact::Int128;
 constexpr int64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
 constexpr int64_t kSecond = 1'000'000;  // µs
 
+// What an assignment of `b` may admit beyond what is paid: its rate over `ttl`, rounded down.
+int64_t Credit(const RlqsTokenBucket& b, Micros ttl) {
+  return static_cast<int64_t>(static_cast<exact::Int128>(b.tokens_per_fill) * ttl.count() /
+                              b.fill_interval.count());
+}
+
 // `d` rounded down to whole seconds (what Envoy reads of a time to live).
 Micros WholeSeconds(Micros d) { return Micros(std::max<int64_t>(0, d.count()) / kSecond * kSecond); }
 
@@ -61,22 +67,27 @@ void RlqsLedger::Close(Micros now) {
 
 RlqsAssignment RlqsLedger::Assign(Micros now, std::optional<RlqsRate> rate, Micros max_ttl,
                                   Micros deny_ttl, Micros burst) {
-  const std::optional<RlqsTokenBucket> wanted =
+  std::optional<RlqsTokenBucket> wanted =
       rate ? TokenBucketFor(*rate, burst) : std::optional<RlqsTokenBucket>();
   if (!wanted) return Blanket(now, RlqsStrategy::Kind::kDenyAll, deny_ttl);
   if (active_ && active_->kind == RlqsStrategy::Kind::kTokenBucket && now < end_) {
     const RlqsTokenBucket& b = active_->bucket;
-    // Kept when the rates are within a twentieth (F/I against F'/I', in integers), or when
-    // Envoy would take the new one for the same strategy (it compares M and F only).
     const i128 asked = static_cast<i128>(wanted->tokens_per_fill) * b.fill_interval.count();
     const i128 held = static_cast<i128>(b.tokens_per_fill) * wanted->fill_interval.count();
-    const i128 gap = asked > held ? asked - held : held - asked;
+    // Kept when the new rate is at most a twentieth above the active one, never below it (an
+    // Envoy never holds a rate above its allocation), or when Envoy would take the new bucket
+    // for the active one (it compares M and F only).
     const bool same_to_envoy =
         wanted->max_tokens == b.max_tokens && wanted->tokens_per_fill == b.tokens_per_fill;
-    if (gap * 20 <= held || same_to_envoy) {
+    const bool close_above = asked >= held && (asked - held) * 20 <= held;
+    if (same_to_envoy && !close_above) {
+      // A slower rate Envoy would take for the active one: told apart by its burst.
+      wanted->max_tokens += wanted->max_tokens > 1 ? -1 : 1;
+    }
+    if (close_above) {
       // Envoy counts the time to live again from the receipt: the end is now + ttl, as far as
-      // what is paid covers.
-      const int64_t room = LeastPaid() - closed_ - b.max_tokens;
+      // what is paid and the credit cover.
+      const int64_t room = LeastPaid() + Credit(b, max_ttl) - closed_ - b.max_tokens;
       Micros covered(0);
       if (room > 0) {
         covered =
@@ -91,8 +102,8 @@ RlqsAssignment RlqsLedger::Assign(Micros now, std::optional<RlqsRate> rate, Micr
     }
   }
   Close(now);
-  const int64_t avail = LeastPaid() - closed_;
   RlqsTokenBucket b = *wanted;
+  const int64_t avail = LeastPaid() + Credit(b, max_ttl) - closed_;
   b.max_tokens = std::min(b.max_tokens, avail);
   Micros ttl(0);
   if (b.max_tokens >= 1) {

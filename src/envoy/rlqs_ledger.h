@@ -1,27 +1,33 @@
-// RlqsLedger: what one Envoy may spend on one bucket, and what was paid for it in the store.
+// RlqsLedger: what one Envoy may spend on one bucket, against what was paid for it in the store.
 //
-// An RLQS assignment lets an Envoy admit requests locally with no call per request, so caudal
-// pays first: every unit an assignment lets the Envoy spend has been consumed in the store (the
-// grants of its shares, store.h's Share) before the assignment is sent. Envoy's filter applies a
-// token bucket assignment as a bucket that starts with at most max_tokens M and refills
-// tokens_per_fill F every fill_interval I, continuously; it ends at its time to live, counted
-// from its receipt, and an assignment with the same strategy extends it (its tokens kept, its
-// time to live counted again from the receipt). Envoy reads a time to live and a fill interval in
-// whole seconds (less than one second expires the assignment at once, and a fill interval under
-// one second is not usable), and tells strategies apart by max_tokens and tokens_per_fill, not
-// by the fill interval's seconds: so every time to live and fill interval sent here is whole
-// seconds, and a strategy that differs from the active one only in its fill interval is not
-// sent (the active one is extended instead). Over an assignment from s to its end E the Envoy
-// therefore admits at most M + (F/I)·(E − s). The ledger keeps, per limit of the bucket's policy,
+// An RLQS assignment lets an Envoy admit requests locally with no call per request. caudal pays
+// for them in the store with the grants of the bucket's shares (store.h's Share: each renewal
+// takes the units its allocation accrued since the last), and lets an assignment run at most one
+// credit ahead of what is paid: its rate over the time to live caudal gives (assignment_ttl). An
+// Envoy then admits at most what was consumed for it plus one ttl of its rate, so all Envoys
+// together at most what the store admitted plus r·ttl: B + r·(t + ttl) over any interval t
+// (docs/algorithms.md, "RLQS"). Paying strictly first is not possible with Envoy's reports 5s
+// apart unless a policy's burst holds more than one report interval of its rate.
+//
+// Envoy's filter applies a token bucket assignment as a bucket that starts with at most
+// max_tokens M and refills tokens_per_fill F every fill_interval I, continuously; it ends at its
+// time to live, counted from its receipt, and an assignment with the same strategy extends it
+// (its tokens kept, its time to live counted again from the receipt). Envoy reads a time to live
+// and a fill interval in whole seconds (less than one second expires the assignment at once, and
+// a fill interval under one second is not usable), and tells strategies apart by max_tokens and
+// tokens_per_fill, not by the fill interval's seconds: so every time to live and fill interval
+// sent here is whole seconds, and a slower strategy that Envoy would take for the active one is
+// told apart by its burst. Over an assignment from s to its end E the Envoy admits at most
+// M + (F/I)·(E − s). The ledger keeps, per limit of the bucket's policy,
 //   paid       the units granted so far (consumed in the store), and
 //   committed  the most the Envoy may admit under every assignment sent so far, through their
 //              ends (an ended or replaced one counts through the time it ended),
-// and sends nothing that would make committed exceed the least paid. So whatever the Envoys
-// admit was consumed in the store first: the store's own bound holds for all of them together
-// (docs/algorithms.md, "RLQS"), given that Envoys enforce their assignments.
+// and sends nothing that would make committed exceed the least paid plus the credit of the
+// assignment it sends. An active rate is kept while the allocation is at most a twentieth above
+// it, never when below: an Envoy never holds more than its allocation.
 //
-// Units the assignment cannot spend (paid beyond what it commits, or committed and not used) are
-// lost, never admitted: caudal errs towards admitting less.
+// Units paid that no assignment spends are lost, never admitted: caudal errs towards admitting
+// less.
 //
 // Thread-safety: none; the owner serialises.
 #pragma once
@@ -75,10 +81,11 @@ class RlqsLedger {
   void Pay(size_t k, int64_t units) { paid_[k] += units; }
 
   // The assignment to send at `now` for the bucket: a token bucket at `rate` (the least of its
-  // limits' allocations) whose end is as late as what is paid covers, at most `max_ttl` from now,
-  // in whole seconds. An active token bucket whose rate is within a twentieth of `rate` is kept
-  // (extended), so that a share's small moves do not refill the Envoy's bucket. When what is paid
-  // cannot cover one token and one second, or `rate` is none, DENY_ALL for `deny_ttl`.
+  // limits' allocations) whose end is as late as what is paid and its credit (its rate over
+  // `max_ttl`) cover, at most `max_ttl` from now, in whole seconds. An active token bucket whose
+  // rate is at most a twentieth below `rate` is kept (extended), so that a share's small moves
+  // do not reset the Envoy's bucket. When that cannot cover one token and one second, or `rate`
+  // is none, DENY_ALL for `deny_ttl`.
   RlqsAssignment Assign(Micros now, std::optional<RlqsRate> rate, Micros max_ttl, Micros deny_ttl,
                         Micros burst);
   // A blanket assignment (allow or deny all) for `ttl`, ending the active token bucket now. An

@@ -156,6 +156,8 @@ struct Stream : std::enable_shared_from_this<Stream> {
     bool read = false;
     bool write = false;  // the front of `out`, which stays there until its OnWriteDone
     std::optional<grpc::Status> finish;
+    // Store calls to send: a store may answer inline, into Renewed, which takes mu.
+    std::vector<std::function<void()>> calls;
   };
 
   Micros Now() const { return ToMicros(core->options.clock->Monotonic()); }
@@ -173,7 +175,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
   void Renewed(const RlqsBucketId& key, const Result<ShareResponse>& got,
                const std::vector<Limit>& limits, FailureMode on_failure);
   // Renews `b` (under mu): a blanket at once, or a share call (waiting + 1).
-  void RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainConfig& served);
+  void RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainConfig& served, Ops& ops);
   void AddAction(const Bucket& b, const RlqsAssignment& a);
 };
 
@@ -204,10 +206,12 @@ void Stream::Apply(Ops ops) {
     r = io;
     if (ops.write && !out.empty()) front = &out.front();  // a deque's front stays put
   }
-  if (r == nullptr) return;
-  if (front != nullptr) r->StartWrite(front);
-  if (ops.read) r->StartRead(&r->in());
-  if (ops.finish) r->Finish(*ops.finish);
+  if (r != nullptr) {
+    if (front != nullptr) r->StartWrite(front);
+    if (ops.read) r->StartRead(&r->in());
+    if (ops.finish) r->Finish(*ops.finish);
+  }
+  for (const auto& call : ops.calls) call();
 }
 
 void Stream::WriteLocked(rlqs::RateLimitQuotaResponse& message, Ops& ops) {
@@ -261,7 +265,8 @@ void Stream::AddAction(const Bucket& b, const RlqsAssignment& a) {
   core->Count(MetricId::kRlqsActions, ActionName(a));
 }
 
-void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainConfig& served) {
+void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainConfig& served,
+                         Ops& ops) {
   const RlqsConfig& config = buckets->config();
   const Micros now = Now();
   const Micros previous = b.last_renewal;
@@ -315,8 +320,10 @@ void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainCon
   b.in_flight = true;
   ++waiting;
   std::weak_ptr<Stream> self = weak_from_this();
-  core->engine.store().ShareAsync(call->entries, [self, call, key](Result<ShareResponse> got) {
-    if (auto s = self.lock()) s->Renewed(key, got, call->quota.limits, call->quota.on_failure);
+  ops.calls.push_back([self, call, key, &store = core->engine.store()] {
+    store.ShareAsync(call->entries, [self, call, key](Result<ShareResponse> got) {
+      if (auto s = self.lock()) s->Renewed(key, got, call->quota.limits, call->quota.on_failure);
+    });
   });
 }
 
@@ -440,7 +447,9 @@ void Stream::Received(const grpc::ByteBuffer* message) {
               b.counters->allowed.fetch_add(u.allowed, std::memory_order_relaxed);
               b.counters->denied.fetch_add(u.denied, std::memory_order_relaxed);
             }
-            if (!b.in_flight && (added || now - b.last_renewal >= gap)) RenewLocked(u.bucket, b, d);
+            if (!b.in_flight && (added || now - b.last_renewal >= gap)) {
+              RenewLocked(u.bucket, b, d, ops);
+            }
           }
           if (waiting == 0) {
             FlushLocked(ops);

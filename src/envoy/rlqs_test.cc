@@ -250,56 +250,60 @@ TEST(RlqsLedger, ATokenBucketIsWholeSecondsAndNeverFasterThanItsRate) {
   EXPECT_EQ(b->tokens_per_fill, 4'294'967'295);
 }
 
-TEST(RlqsLedger, SendsNothingItHasNotBeenPaidFor) {
+TEST(RlqsLedger, RunsAtMostOneCreditAheadOfWhatIsPaid) {
   RlqsLedger ledger(1);
   const Micros t0 = seconds(100);
-  // Nothing paid: deny.
-  auto a = ledger.Assign(t0, RlqsRate{.count = 10, .period = kSecond}, seconds(10), seconds(10),
-                         Micros(0));
+  const RlqsRate ten{.count = 10, .period = kSecond};
+  // No rate: deny.
+  auto a = ledger.Assign(t0, std::nullopt, seconds(10), seconds(3), Micros(0));
   EXPECT_EQ(a.strategy.kind, RlqsStrategy::Kind::kDenyAll);
-  EXPECT_EQ(a.ttl, seconds(10));
-  // 25 units paid at 10/s: one token and 2.4 s of refill, so 2 whole seconds.
-  ledger.Pay(0, 25);
-  a = ledger.Assign(t0, RlqsRate{.count = 10, .period = kSecond}, seconds(10), seconds(10),
-                    Micros(0));
+  EXPECT_EQ(a.ttl, seconds(3));
+  // Nothing paid yet: the credit alone (10/s over 10 s) covers one token and 9.9 s, so 9 s.
+  a = ledger.Assign(t0, ten, seconds(10), seconds(3), Micros(0));
   ASSERT_EQ(a.strategy.kind, RlqsStrategy::Kind::kTokenBucket);
   EXPECT_FALSE(a.extends);
   EXPECT_EQ(a.strategy.bucket.max_tokens, 1);
   EXPECT_EQ(a.strategy.bucket.tokens_per_fill, 10);
-  EXPECT_EQ(a.ttl, seconds(2));
-  EXPECT_EQ(ledger.committed(), 21);
-  // Paid more a second later: the same strategy, extended from now.
+  EXPECT_EQ(a.strategy.bucket.fill_interval, kSecond);
+  EXPECT_EQ(a.ttl, seconds(9));
+  EXPECT_EQ(ledger.committed(), 91);
+  // A second later, that second paid: extended, 9 s from now (what is paid and the credit
+  // cover 10.9 s from t0).
   ledger.Pay(0, 10);
-  a = ledger.Assign(t0 + kSecond, RlqsRate{.count = 10, .period = kSecond}, seconds(10),
-                    seconds(10), Micros(0));
+  a = ledger.Assign(t0 + kSecond, ten, seconds(10), seconds(3), Micros(0));
   EXPECT_TRUE(a.extends);
-  EXPECT_EQ(a.ttl, seconds(2));  // 35 paid covers 1 + 10·3.4 s from t0: to t0 + 3.4 s
-  EXPECT_LE(ledger.committed(), 35);
-  // A rate within a twentieth keeps the bucket; a lower one replaces it.
-  a = ledger.Assign(t0 + kSecond, RlqsRate{.count = 96, .period = seconds(10)}, seconds(10),
-                    seconds(10), Micros(0));
+  EXPECT_EQ(a.ttl, seconds(9));
+  EXPECT_EQ(ledger.committed(), 101);
+  EXPECT_LE(ledger.committed(), ledger.paid(0) + 100);
+  // Nothing more paid for long: the credit runs out and the end stops moving.
+  a = ledger.Assign(t0 + seconds(5), ten, seconds(10), seconds(3), Micros(0));
   EXPECT_TRUE(a.extends);
-  ledger.Pay(0, 100);
-  a = ledger.Assign(t0 + seconds(2), RlqsRate{.count = 5, .period = kSecond}, seconds(10),
-                    seconds(10), Micros(0));
+  EXPECT_EQ(a.ttl, seconds(5));  // still t0 + 10 s
+  // A rate a twentieth above keeps the bucket; a lower one replaces it.
+  a = ledger.Assign(t0 + seconds(5), RlqsRate{.count = 104, .period = seconds(10)}, seconds(10),
+                    seconds(3), Micros(0));
+  EXPECT_TRUE(a.extends);
+  a = ledger.Assign(t0 + seconds(5), RlqsRate{.count = 99, .period = seconds(10)}, seconds(10),
+                    seconds(3), Micros(0));
   EXPECT_FALSE(a.extends);
-  EXPECT_EQ(a.strategy.bucket.tokens_per_fill, 5);
-  EXPECT_LE(ledger.committed(), 135);
+  EXPECT_LE(ledger.committed(), ledger.paid(0) + 99);
 }
 
-TEST(RlqsLedger, ANewBucketThatEnvoyWouldTakeForTheActiveOneExtendsIt) {
+TEST(RlqsLedger, ASlowerBucketThatEnvoyWouldTakeForTheActiveOneIsToldApart) {
   RlqsLedger ledger(1);
   ledger.Pay(0, 1000);
   // 60 per minute: F = 60 per 60 s.
   auto a = ledger.Assign(Micros(0), RlqsRate{.count = 60, .period = seconds(60)}, seconds(5),
                          seconds(5), Micros(0));
   ASSERT_EQ(a.strategy.kind, RlqsStrategy::Kind::kTokenBucket);
-  // 60 per 61 s would be F = 60 per 62 s: Envoy tells them apart by M and F only, so the
-  // active one (the faster) is extended, and counted as it is.
+  const int64_t m = a.strategy.bucket.max_tokens;
+  // 60 per 61 s is F = 60 per 61 s: Envoy compares M and F only, so the slower bucket differs
+  // in its burst, and replaces the active one.
   a = ledger.Assign(kSecond, RlqsRate{.count = 60, .period = seconds(61)}, seconds(5), seconds(5),
                     Micros(0));
-  EXPECT_TRUE(a.extends);
-  EXPECT_EQ(a.strategy.bucket.fill_interval, seconds(60));
+  EXPECT_FALSE(a.extends);
+  EXPECT_EQ(a.strategy.bucket.fill_interval, seconds(61));
+  EXPECT_NE(a.strategy.bucket.max_tokens, m);
 }
 
 TEST(RlqsLedger, BlanketsExpiryAndKeepingTheLast) {
@@ -326,36 +330,42 @@ TEST(RlqsLedger, BlanketsExpiryAndKeepingTheLast) {
 }
 
 // Whatever the grants, rates and times, an Envoy spending all its assignments allow never
-// admits more than the least that was paid.
-TEST(RlqsLedger, AnEnvoySpendingAllItMayNeverAdmitsMoreThanWasPaid) {
+// admits more than the least that was paid plus one credit: the largest rate it was given over
+// the time to live.
+TEST(RlqsLedger, AnEnvoySpendingAllItMayNeverAdmitsMoreThanPaidAndOneCredit) {
   std::mt19937_64 rng(7);
   for (int run = 0; run < 200; ++run) {
     const size_t limits = 1 + rng() % 3;
     RlqsLedger ledger(limits);
     EnvoyModel envoy;
+    int64_t credit = 0;
     Micros now = seconds(1000);
+    auto least = [&] {
+      int64_t l = ledger.paid(0);
+      for (size_t k = 1; k < limits; ++k) l = std::min(l, ledger.paid(k));
+      return l;
+    };
     for (int step = 0; step < 200; ++step) {
       now += milliseconds(static_cast<int64_t>(rng() % 3000));
       envoy.Spend(now);
       for (size_t k = 0; k < limits; ++k) ledger.Pay(k, static_cast<int64_t>(rng() % 40));
       const int64_t count = static_cast<int64_t>(rng() % 30);
       const Micros period = milliseconds(500 + static_cast<int64_t>(rng() % 5000));
-      envoy.Receive(ledger.Assign(now, count == 0 ? std::nullopt
-                                                  : std::optional(RlqsRate{count, period}),
-                                  seconds(1 + static_cast<int64_t>(rng() % 8)), seconds(2),
-                                  milliseconds(static_cast<int64_t>(rng() % 2000))),
-                    now);
+      const Micros ttl = seconds(1 + static_cast<int64_t>(rng() % 8));
+      const RlqsAssignment a =
+          ledger.Assign(now, count == 0 ? std::nullopt : std::optional(RlqsRate{count, period}),
+                        ttl, seconds(2), milliseconds(static_cast<int64_t>(rng() % 2000)));
+      if (a.strategy.kind == RlqsStrategy::Kind::kTokenBucket) {
+        const auto& b = a.strategy.bucket;
+        credit = std::max(credit, b.tokens_per_fill * ttl.count() / b.fill_interval.count());
+      }
+      envoy.Receive(a, now);
       envoy.Spend(now);
-      int64_t least = ledger.paid(0);
-      for (size_t k = 1; k < limits; ++k) least = std::min(least, ledger.paid(k));
-      ASSERT_LE(envoy.admitted, least) << "run " << run << " step " << step;
-      ASSERT_LE(ledger.committed(), least) << "run " << run << " step " << step;
+      ASSERT_LE(envoy.admitted, least() + credit) << "run " << run << " step " << step;
+      ASSERT_LE(ledger.committed(), least() + credit) << "run " << run << " step " << step;
     }
-    // To the end of its last assignment.
-    envoy.Spend(now + seconds(100));
-    int64_t least = ledger.paid(0);
-    for (size_t k = 1; k < limits; ++k) least = std::min(least, ledger.paid(k));
-    ASSERT_LE(envoy.admitted, least) << "run " << run;
+    envoy.Spend(now + seconds(100));  // to the end of its last assignment
+    ASSERT_LE(envoy.admitted, least() + credit) << "run " << run;
   }
 }
 
@@ -374,7 +384,7 @@ TEST(RlqsLedger, PaidSteadilyAnEnvoySpendsNearlyAllOfIt) {
     ledger.Pay(0, 10);  // the next grant: a second of 10/s
   }
   envoy.Spend(now + seconds(100));
-  EXPECT_LE(envoy.admitted, ledger.paid(0));
+  EXPECT_LE(envoy.admitted, ledger.paid(0) + 100);  // one credit: 10/s over 10 s
   EXPECT_GE(envoy.admitted, ledger.paid(0) * 9 / 10) << envoy.admitted << " of " << ledger.paid(0);
 }
 
