@@ -2,6 +2,8 @@
 // the field and the line.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "caudal/config/config.h"
@@ -104,6 +106,26 @@ TEST(RlqsConfig, RefusesWhatCannotBeServedNamingTheField) {
     EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status().message();
     EXPECT_NE(c.status().message().find("t.yaml:"), std::string::npos) << c.status().message();
   }
+}
+
+// docs/envoy.md's caudal side is a configuration caudal takes as written.
+TEST(RlqsConfig, TheDocsExampleIsAValidConfiguration) {
+  std::ifstream in(std::string(CAUDAL_SOURCE_DIR) + "/docs/envoy.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const size_t section = doc.find("### caudal's side");
+  ASSERT_NE(section, std::string::npos);
+  const size_t begin = doc.find("```yaml\n", section);
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```", begin + 8);
+  const std::string yaml = doc.substr(begin + 8, end - begin - 8);
+  ASSERT_NE(yaml.find("rlqs:"), std::string::npos);
+  const auto c = ParseConfig(yaml, "envoy.md");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->rlqs.domains.size(), 1u);
+  EXPECT_EQ(c->rlqs.domains[0].buckets[0].policy, "per-tenant");
+  EXPECT_EQ(c->rlqs.assignment_ttl, std::chrono::seconds(20));
 }
 
 }  // namespace
