@@ -50,8 +50,7 @@ const Table<RlqsBucketRule>& BucketTable() {
            .value = R::Custom("map of BucketId key to value",
                               [](const YamlReader& r, const YAML::Node& n, const std::string& path,
                                  RlqsBucketRule& out) {
-                                return ReadPairs(r, n, path, out.match, true,
-                                                 "{name: per-tenant}");
+                                return ReadPairs(r, n, path, out.match, true, "{name: per-tenant}");
                               }),
            .doc = "the entries a BucketId must all hold; `{}` matches any",
            .need = Need::kRequired},
@@ -83,8 +82,8 @@ const Table<RlqsDomainConfig>& DomainTable() {
            .doc = "the domain Envoy's filter reports (its `domain`)",
            .need = Need::kRequired},
           {.name = "buckets",
-           .value = R::List(&RlqsDomainConfig::buckets, kMaxRlqsBucketRules,
-                            MapItem(BucketTable())),
+           .value =
+               R::List(&RlqsDomainConfig::buckets, kMaxRlqsBucketRules, MapItem(BucketTable())),
            .doc = "how the domain's buckets map to policies, first match first",
            .need = Need::kRequired},
           {.name = "no_match",
@@ -185,9 +184,8 @@ Status CheckRlqs(const YamlReader& r, const YAML::Node& node, const Config& conf
           }
           if (!limits[k].counts_requests()) {
             return r.Error(at["policy"], field + ".policy",
-                           Cat("policy ", Quoted(rule.policy), ' ', where, '[', k,
-                               "] counts ", limits[k].DimensionText(),
-                               ", and Envoy's quota counts requests"));
+                           Cat("policy ", Quoted(rule.policy), ' ', where, '[', k, "] counts ",
+                               limits[k].DimensionText(), ", and Envoy's quota counts requests"));
           }
         }
         return Status::Ok();

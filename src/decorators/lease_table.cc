@@ -561,7 +561,6 @@ std::string ShareGroupName(std::string_view identity) {
 
 namespace {
 
-
 // Until a request of `cost` could pass on an identity's entry that its lots do not cover: its
 // next renewal's answer (half a ttl after the last was sent), and at least what the shortfall
 // takes to accrue at its allocation.

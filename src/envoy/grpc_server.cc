@@ -289,10 +289,10 @@ Result<std::unique_ptr<RlsGrpcServer>> RlsGrpcServer::Start(RlsHandler& handler,
   builder.RegisterService(server->health_.get());
   if (options.rlqs != nullptr) {
     server->rlqs_ = options.rlqs;
-    options.rlqs->SetCallerCheck([service = server->service_.get()](
-                                     const grpc::CallbackServerContext& context) {
-      return CheckCaller(*service->caller(), context);
-    });
+    options.rlqs->SetCallerCheck(
+        [service = server->service_.get()](const grpc::CallbackServerContext& context) {
+          return CheckCaller(*service->caller(), context);
+        });
     builder.RegisterService(options.rlqs->service());
   }
   server->server_ = builder.BuildAndStart();

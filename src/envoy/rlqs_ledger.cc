@@ -19,14 +19,17 @@ int64_t Credit(const RlqsTokenBucket& b, Micros ttl) {
 }
 
 // `d` rounded down to whole seconds (what Envoy reads of a time to live).
-Micros WholeSeconds(Micros d) { return Micros(std::max<int64_t>(0, d.count()) / kSecond * kSecond); }
+Micros WholeSeconds(Micros d) {
+  return Micros(std::max<int64_t>(0, d.count()) / kSecond * kSecond);
+}
 
 int64_t FloorDiv(i128 a, i128 b) { return static_cast<int64_t>(a / b); }  // a >= 0, b > 0
 int64_t CeilDiv(i128 a, i128 b) { return static_cast<int64_t>((a + b - 1) / b); }
 
 // What a token bucket may admit from `start` to `end`: M + ceil(F·(end − start)/I).
 int64_t MostAdmitted(const RlqsTokenBucket& b, Micros start, Micros end) {
-  const i128 refill = static_cast<i128>(b.tokens_per_fill) * std::max<int64_t>(0, (end - start).count());
+  const i128 refill =
+      static_cast<i128>(b.tokens_per_fill) * std::max<int64_t>(0, (end - start).count());
   return b.max_tokens + CeilDiv(refill, b.fill_interval.count());
 }
 
@@ -35,10 +38,8 @@ int64_t MostAdmitted(const RlqsTokenBucket& b, Micros start, Micros end) {
 std::optional<RlqsTokenBucket> TokenBucketFor(RlqsRate rate, Micros burst) {
   const int64_t period = std::max<int64_t>(1, rate.period.count());
   const int64_t interval = (period + kSecond - 1) / kSecond * kSecond;
-  const int64_t per_fill =
-      std::min<int64_t>(kMaxU32, FloorDiv(static_cast<i128>(std::max<int64_t>(0, rate.count)) *
-                                              interval,
-                                          period));
+  const int64_t per_fill = std::min<int64_t>(
+      kMaxU32, FloorDiv(static_cast<i128>(std::max<int64_t>(0, rate.count)) * interval, period));
   if (per_fill < 1) return std::nullopt;
   const int64_t m =
       FloorDiv(static_cast<i128>(per_fill) * std::max<int64_t>(0, burst.count()), interval);
@@ -132,7 +133,8 @@ RlqsAssignment RlqsLedger::Blanket(Micros now, RlqsStrategy::Kind kind, Micros t
 }
 
 RlqsAssignment RlqsLedger::ExpireNow(Micros now) {
-  const RlqsStrategy strategy = active_.value_or(RlqsStrategy{.kind = RlqsStrategy::Kind::kDenyAll});
+  const RlqsStrategy strategy =
+      active_.value_or(RlqsStrategy{.kind = RlqsStrategy::Kind::kDenyAll});
   Close(now);
   return {.strategy = strategy, .ttl = Micros(0), .extends = false};
 }

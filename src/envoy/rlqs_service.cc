@@ -5,17 +5,17 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
-#include <cstdio>
 #include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
-#include "caudal/store/store.h"
 #include "algorithms/exact_math.h"
+#include "caudal/store/store.h"
 #include "common/cat.h"
 #include "decorators/lease_table.h"
 #include "envoy/rlqs_ledger.h"
@@ -136,7 +136,7 @@ struct Stream : std::enable_shared_from_this<Stream> {
 
   std::shared_ptr<RlqsService::Core> core;
   std::mutex mu;
-  Io* io = nullptr;  // null once gRPC is done with the stream
+  Io* io = nullptr;   // null once gRPC is done with the stream
   uint64_t name = 0;  // random: its consumers' names
   uint64_t serial = 0;
   std::string domain;
@@ -302,10 +302,10 @@ void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainCon
   const Micros ttl = std::clamp(config.assignment_ttl, kMinShareTtl, kMaxShareTtl);
   for (size_t k = 0; k < call->quota.limits.size(); ++k) {
     const Limit& l = call->quota.limits[k];
-    const exact::Int128 asked =
-        first ? static_cast<exact::Int128>(l.rate().count)
-              : static_cast<exact::Int128>(requests) * l.rate().period.count() /
-                    std::max<int64_t>(1, elapsed.count());
+    const exact::Int128 asked = first ? static_cast<exact::Int128>(l.rate().count)
+                                      : static_cast<exact::Int128>(requests) *
+                                            l.rate().period.count() /
+                                            std::max<int64_t>(1, elapsed.count());
     int64_t demand = static_cast<int64_t>(std::min<exact::Int128>(asked, kMaxCost));
     demand = std::min<int64_t>(kMaxCost, demand + demand / 10 + 1);
     call->entries.push_back({.key = call->quota.keys[k],
@@ -339,8 +339,8 @@ void Stream::Renewed(const RlqsBucketId& key, const Result<ShareResponse>& got,
       b.in_flight = false;
       const RlqsConfig& config = buckets->config();
       const Micros now = Now();
-      const bool answered = got.ok() && got->decisions.size() == limits.size() &&
-                            got->shares.size() == limits.size();
+      const bool answered =
+          got.ok() && got->decisions.size() == limits.size() && got->shares.size() == limits.size();
       if (answered) {
         // A policy whose limits changed (a reload) starts a new ledger: the units paid for the
         // old limits pay for nothing of the new.
@@ -410,8 +410,10 @@ void Stream::Received(const grpc::ByteBuffer* message) {
                "domain: the first report of a stream must name its domain", "malformed");
       } else if (!domain.empty() && !report->domain.empty() && report->domain != domain) {
         refuse(grpc::StatusCode::INVALID_ARGUMENT,
-               Cat("domain: a stream keeps one domain (", Quoted(domain), "); open another "
-                   "stream for ", Quoted(report->domain)),
+               Cat("domain: a stream keeps one domain (", Quoted(domain),
+                   "); open another "
+                   "stream for ",
+                   Quoted(report->domain)),
                "domain");
       } else if (buckets->Domain(domain.empty() ? report->domain : domain) == nullptr) {
         refuse(grpc::StatusCode::INVALID_ARGUMENT,
@@ -422,9 +424,10 @@ void Stream::Received(const grpc::ByteBuffer* message) {
         size_t fresh = 0;
         for (const RlqsUsage& u : report->usages) fresh += table.count(u.bucket) == 0 ? 1 : 0;
         if (table.size() + fresh > static_cast<size_t>(config.max_buckets)) {
-          refuse(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                 Cat("a stream reports at most ", config.max_buckets, " buckets (rlqs.max_buckets)"),
-                 "too_many_buckets");
+          refuse(
+              grpc::StatusCode::RESOURCE_EXHAUSTED,
+              Cat("a stream reports at most ", config.max_buckets, " buckets (rlqs.max_buckets)"),
+              "too_many_buckets");
         } else {
           const Micros now = Now();
           const Micros gap = config.assignment_ttl / 20;
@@ -510,10 +513,10 @@ Reactor* RlqsService::Core::Open(grpc::CallbackServerContext* context) {
       }
     }
     if (streams.size() >= static_cast<size_t>(buckets->config().max_streams)) {
-      return refuse(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                    Cat("more than ", buckets->config().max_streams,
-                        " streams open (rlqs.max_streams)"),
-                    "too_many_streams");
+      return refuse(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          Cat("more than ", buckets->config().max_streams, " streams open (rlqs.max_streams)"),
+          "too_many_streams");
     }
     s = std::make_shared<Stream>();
     s->core = shared_from_this();

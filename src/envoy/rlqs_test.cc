@@ -68,7 +68,8 @@ const RlqsBucketId kAcme = {{"name", "per-tenant"}, {"tenant", "acme"}};
 const RlqsBucketId kInitech = {{"name", "per-tenant"}, {"tenant", "initech"}};
 
 TEST(RlqsWire, ReadsTheListFormEveryReleasedEnvoySends) {
-  const auto r = ParseRlqsReport(ListReport("envoy", {{kAcme, 8}, {kInitech, 3}}).SerializeAsString(), 100);
+  const auto r =
+      ParseRlqsReport(ListReport("envoy", {{kAcme, 8}, {kInitech, 3}}).SerializeAsString(), 100);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->domain, "envoy");
   EXPECT_EQ(r->schema, RlqsSchema::kList);
@@ -110,7 +111,10 @@ TEST(RlqsWire, RefusesWhatIsMalformedNamingIt) {
     EXPECT_EQ(r.status().code(), code);
     EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
   };
-  refused("\x0a\x05" "ab", StatusCode::kInvalidArgument, "not a RateLimitQuotaUsageReports");
+  refused(
+      "\x0a\x05"
+      "ab",
+      StatusCode::kInvalidArgument, "not a RateLimitQuotaUsageReports");
   auto empty_id = ListReport("envoy", {{kAcme, 1}});
   empty_id.mutable_bucket_quota_usages(0)->mutable_bucket_id()->clear_bucket();
   refused(empty_id.SerializeAsString(), StatusCode::kInvalidArgument, "no BucketId");
@@ -129,12 +133,22 @@ TEST(RlqsWire, RefusesWhatIsMalformedNamingIt) {
   refused(bad_time.SerializeAsString(), StatusCode::kInvalidArgument, "time_elapsed");
   // Text that is not UTF-8, in the domain or a BucketId: refused here, never logged by protobuf.
   // Spelled out as bytes: protobuf's own writer would log them.
-  refused(std::string("\x0a\x04" "env\xff", 6), StatusCode::kInvalidArgument,
-          "domain: not valid UTF-8");
-  const std::string entry = std::string("\x0a\x06" "tenant" "\x12\x02" "\xc3(", 12);
+  refused(std::string("\x0a\x04"
+                      "env\xff",
+                      6),
+          StatusCode::kInvalidArgument, "domain: not valid UTF-8");
+  const std::string entry = std::string(
+      "\x0a\x06"
+      "tenant"
+      "\x12\x02"
+      "\xc3(",
+      12);
   const std::string id = std::string("\x0a") + static_cast<char>(entry.size()) + entry;
   const std::string usage = std::string("\x0a") + static_cast<char>(id.size()) + id;
-  refused(std::string("\x0a\x05" "envoy\x12", 8) + static_cast<char>(usage.size()) + usage,
+  refused(std::string("\x0a\x05"
+                      "envoy\x12",
+                      8) +
+              static_cast<char>(usage.size()) + usage,
           StatusCode::kInvalidArgument, "not valid UTF-8");
   // The two forms in one message.
   const auto list = ListReport("envoy", {{kAcme, 1}}).SerializeAsString();
@@ -154,7 +168,9 @@ RlqsConfig Config() {
   RlqsConfig c;
   c.domains.push_back(
       {.domain = "envoy",
-       .buckets = {{.match = {{"name", "vip"}}, .policy = "vip", .identity = {{"tenant", "tenant"}}},
+       .buckets = {{.match = {{"name", "vip"}},
+                    .policy = "vip",
+                    .identity = {{"tenant", "tenant"}}},
                    {.match = {{"name", "per-tenant"}},
                     .policy = "per-tenant",
                     .identity = {{"tenant", "tenant"}}},

@@ -72,8 +72,8 @@ Status ReadBucketId(std::string_view bytes, const std::string& at, RlqsBucketId&
     }
     if (key.empty() || value.empty() || key.size() > kMaxRlqsBucketText ||
         value.size() > kMaxRlqsBucketText) {
-      status = Invalid(Cat(at, ": BucketId keys and values are 1 to ", kMaxRlqsBucketText,
-                           " bytes"));
+      status =
+          Invalid(Cat(at, ": BucketId keys and values are 1 to ", kMaxRlqsBucketText, " bytes"));
       return false;
     }
     if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
@@ -171,9 +171,9 @@ Result<RlqsReport> ParseRlqsReport(std::string_view bytes, size_t max_usages) {
     // a BucketQuotaUsage's bucket_id (field 1) a message; both are written first. An element
     // that starts otherwise reads as a map entry, which then has no BucketId and is refused.
     std::string_view e = elements[i];
-    const bool list = !e.empty() && static_cast<uint8_t>(e[0]) ==
-                                        WireFormatLite::MakeTag(
-                                            1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    const bool list =
+        !e.empty() && static_cast<uint8_t>(e[0]) ==
+                          WireFormatLite::MakeTag(1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
     const RlqsSchema schema = list ? RlqsSchema::kList : RlqsSchema::kMap;
     if (report.schema != RlqsSchema::kNone && schema != report.schema) {
       return Invalid(
@@ -204,11 +204,12 @@ Result<RlqsReport> ParseRlqsReport(std::string_view bytes, size_t max_usages) {
       }
       // No key: a list's element that lacks its bucket_id (field 1) reads this way.
       if (!has_key) {
-        return Invalid(Cat("bucket_quota_usages[", i,
-                           "]: no BucketId (bucket_id.bucket must hold an entry)"));
+        return Invalid(
+            Cat("bucket_quota_usages[", i, "]: no BucketId (bucket_id.bucket must hold an entry)"));
       }
       const std::string at = Cat("bucket_quota_usages[", key, ']');
-      if (!has_value) return Invalid(Cat(at, ": no BucketId (bucket_id.bucket must hold an entry)"));
+      if (!has_value)
+        return Invalid(Cat(at, ": no BucketId (bucket_id.bucket must hold an entry)"));
       if (Status s = ReadUsage(value, at, usage); !s.ok()) return s;
     }
     report.usages.push_back(std::move(usage));

@@ -40,14 +40,20 @@ json::object PolicyJson(const PolicySet::Policy& p, Metrics& metrics) {
         json::object{{"dimension", d},
                      {"admitted", n(metrics.Series(MetricId::kUnitsAdmitted, {p.spec.name, d}))}});
   }
-  return json::object{{"name", p.spec.name},         {"identity", std::move(identity)},
-                      {"shadow", p.shadow()},        {"on_failure", FailureModeName(p.on_failure)},
-                      {"limits", std::move(limits)}, {"allowed", n(c.allowed)},
-                      {"denied", n(c.denied)},       {"shadow_denied", n(c.shadow_denied)},
-                      {"fail_open", n(c.fail_open)}, {"fail_closed", n(c.fail_closed)},
-                      {"local", n(c.local)},         {"units", std::move(units)},
-                      {"rlqs", json::object{{"allowed", n(rlqs.allowed)},
-                                            {"denied", n(rlqs.denied)}}}};
+  return json::object{
+      {"name", p.spec.name},
+      {"identity", std::move(identity)},
+      {"shadow", p.shadow()},
+      {"on_failure", FailureModeName(p.on_failure)},
+      {"limits", std::move(limits)},
+      {"allowed", n(c.allowed)},
+      {"denied", n(c.denied)},
+      {"shadow_denied", n(c.shadow_denied)},
+      {"fail_open", n(c.fail_open)},
+      {"fail_closed", n(c.fail_closed)},
+      {"local", n(c.local)},
+      {"units", std::move(units)},
+      {"rlqs", json::object{{"allowed", n(rlqs.allowed)}, {"denied", n(rlqs.denied)}}}};
 }
 
 json::array RefusedJson(const Refusals& refusals) {

@@ -12,8 +12,8 @@
 #include "decorators/lease_store.h"
 #include "decorators/store_health.h"
 #include "envoy/grpc_server.h"
-#include "envoy/rls_handler.h"
 #include "envoy/rlqs_service.h"
+#include "envoy/rls_handler.h"
 #include "observe/refusals.h"
 #include "redis/eviction_check.h"
 #include "redis/redis_tls.h"
@@ -202,32 +202,33 @@ Status Service::Parts::StartAdmin() {
   overrides = std::move(*opened);
   admin = std::make_unique<Admin>(
       *engine, *overrides, env.clock,
-      AdminOptions{.log = log.get(),
-                   .metrics = &metrics,
-                   .refusals = &refusals,
-                   .max_overrides = static_cast<size_t>(config.server.admin.max_overrides),
-                   .on_change =
-                       [this] {
-                         if (leases != nullptr) leases->ReturnAll(Nanos(0));
-                       },
-                   .held_share = [this](std::string_view key,
-                                        std::string_view identity) -> std::optional<HeldShare> {
-                     if (leases == nullptr) return std::nullopt;
-                     const auto held = leases->HeldShare(key, identity);
-                     if (!held) return std::nullopt;
-                     return HeldShare{.allocation = held->allocation, .held = held->held};
-                   },
-                   .held_rlqs = [this](std::string_view policy,
-                                       const std::vector<std::pair<std::string, std::string>>&
-                                           identity) -> std::optional<HeldRlqs> {
-                     if (rlqs == nullptr) return std::nullopt;
-                     const auto held = rlqs->HeldBy(policy, identity);
-                     if (!held) return std::nullopt;
-                     return HeldRlqs{.buckets = held->buckets,
-                                     .assigned_per_second = held->assigned_per_second,
-                                     .allowed = held->allowed,
-                                     .denied = held->denied};
-                   }});
+      AdminOptions{
+          .log = log.get(),
+          .metrics = &metrics,
+          .refusals = &refusals,
+          .max_overrides = static_cast<size_t>(config.server.admin.max_overrides),
+          .on_change =
+              [this] {
+                if (leases != nullptr) leases->ReturnAll(Nanos(0));
+              },
+          .held_share = [this](std::string_view key,
+                               std::string_view identity) -> std::optional<HeldShare> {
+            if (leases == nullptr) return std::nullopt;
+            const auto held = leases->HeldShare(key, identity);
+            if (!held) return std::nullopt;
+            return HeldShare{.allocation = held->allocation, .held = held->held};
+          },
+          .held_rlqs = [this](std::string_view policy,
+                              const std::vector<std::pair<std::string, std::string>>& identity)
+              -> std::optional<HeldRlqs> {
+            if (rlqs == nullptr) return std::nullopt;
+            const auto held = rlqs->HeldBy(policy, identity);
+            if (!held) return std::nullopt;
+            return HeldRlqs{.buckets = held->buckets,
+                            .assigned_per_second = held->assigned_per_second,
+                            .allowed = held->allowed,
+                            .denied = held->denied};
+          }});
   admin->Start();
   return Status::Ok();
 }
