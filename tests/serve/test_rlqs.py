@@ -48,6 +48,7 @@ rlqs:
       no_match: deny_all
 """
 HOT = {"name": "per-tenant", "tenant": "hot"}
+TOKEN = "admin-token-for-rlqs"
 DOMAIN = "envoy"
 
 
@@ -65,7 +66,7 @@ def start(url, on_failure="deny", test_hooks=False):
     """caudal serve with RLQS; (Serve, its gRPC target). With test_hooks, on the real clock
     still: only its store's failure is scripted."""
     s = harness.Serve(CONFIG % (url, on_failure, CAPACITY, RATE, TTL), test_hooks=test_hooks,
-                      env={"CAUDAL_TESTING_CLOCK": "real"})
+                      env={"CAUDAL_TESTING_CLOCK": "real", "CAUDAL_ADMIN_TOKEN": TOKEN})
     line = s.proc.stdout.readline().decode()
     m = re.search(r"gRPC\) on 127\.0\.0\.1:(\d+)", line)
     if not m:
@@ -187,6 +188,24 @@ class ThreeEnvoys(unittest.TestCase):
         self.assertEqual(status, 200)
         (policy,) = [p for p in json.loads(body)["policies"] if p["name"] == "per-tenant"]
         self.assertGreater(policy["rlqs"]["allowed"] + policy["rlqs"]["denied"], 0)
+        # The admin state of the identity: its buckets at each instance, and their rates, which
+        # add up to at most the limit's.
+        assigned = 0.0
+        for server, buckets in ((self.a, 2), (self.b, 1)):
+            status, _, body = server.request(
+                "GET", "/v1/admin/policies/per-tenant/state?tenant=hot", None,
+                {"Authorization": "Bearer " + TOKEN})
+            self.assertEqual(status, 200, body)
+            held = json.loads(body)["rlqs"]
+            self.assertEqual(held["buckets"], buckets)
+            self.assertGreater(held["allowed"], 0)
+            assigned += held["assigned_per_second"]
+        self.assertGreater(assigned, 0)
+        self.assertLessEqual(assigned, RATE * 1.05)
+        status, _, body = self.a.request("GET", "/v1/admin/policies/per-tenant/state?tenant=cold",
+                                         None, {"Authorization": "Bearer " + TOKEN})
+        self.assertEqual(status, 200, body)
+        self.assertNotIn("rlqs", json.loads(body))
 
 
 class ThreeEnvoysOnACluster(ThreeEnvoys):
