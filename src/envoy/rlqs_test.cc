@@ -203,6 +203,33 @@ TEST(RlqsBuckets, TheFirstRuleThatMatchesAndFindsItsIdentityMaps) {
   EXPECT_EQ(falls.rule->policy, "per-path");
 }
 
+// The BucketIds Envoy's own filter tests build: a static `name: prod` and two values from the
+// request (`environment`, `group`); a value that is empty is left out of the BucketId.
+TEST(RlqsBuckets, MapsTheBucketIdsEnvoysFilterTestsBuild) {
+  RlqsConfig c;
+  c.domains.push_back({.domain = "cloud_12345_67890_rlqs",
+                       .buckets = {{.match = {{"name", "prod"}},
+                                    .policy = "per-group",
+                                    .identity = {{"env", "environment"}, {"group", "group"}}}},
+                       .no_match = RlqsNoMatch::kDenyAll});
+  const RlqsBuckets buckets(std::move(c));
+  const RlqsDomainConfig& d = *buckets.Domain("cloud_12345_67890_rlqs");
+  // Parsed reports sort their entries; the mapping reads them by key, whatever their order.
+  RlqsBucketId id = {{"environment", "staging"}, {"group", "envoy"}, {"name", "prod"}};
+  const RlqsTarget t = buckets.Map(d, id);
+  ASSERT_NE(t.rule, nullptr);
+  ASSERT_EQ(t.descriptors.size(), 2u);
+  EXPECT_EQ(t.descriptors[0].name, "env");
+  EXPECT_EQ(t.descriptors[0].value, "staging");
+  EXPECT_EQ(t.descriptors[1].name, "group");
+  EXPECT_EQ(t.descriptors[1].value, "envoy");
+  // `group` empty in the request: Envoy leaves it out, and no identity can be made.
+  EXPECT_EQ(buckets.Map(d, {{"environment", "staging"}, {"name", "prod"}}).rule, nullptr);
+  // Another static name is another bucket.
+  EXPECT_EQ(buckets.Map(d, {{"environment", "staging"}, {"group", "envoy"}, {"name", "dev"}}).rule,
+            nullptr);
+}
+
 // Envoy's filter, as rlqs_ledger.h describes it, spending every token it may.
 struct EnvoyModel {
   std::optional<RlqsStrategy> active;
