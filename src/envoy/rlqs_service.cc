@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "algorithms/exact_math.h"
-#include "caudal/store/store.h"
 #include "common/cat.h"
 #include "decorators/lease_table.h"
 #include "envoy/rlqs_ledger.h"

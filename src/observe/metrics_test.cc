@@ -62,6 +62,11 @@ void CountEverything(Metrics& m) {
   m.Series(MetricId::kIdempotencyKeys, {"replayed"}).fetch_add(1);
   m.Series(MetricId::kReservationSettles, {"settled"}).fetch_add(1);
   m.Series(MetricId::kUnitsAdmitted, {"p", "input_tokens"}).fetch_add(812);
+  m.Set(MetricId::kRlqsStreams, 2);
+  m.Set(MetricId::kRlqsBuckets, 3);
+  m.Series(MetricId::kRlqsMessages, {"received"}).fetch_add(4);
+  m.Series(MetricId::kRlqsActions, {"token_bucket"}).fetch_add(1);
+  m.Series(MetricId::kRlqsRefused, {"malformed"}).fetch_add(1);
 }
 
 TEST(Metrics, WritesEveryRowOfTheTableInItsOrderWithItsHelpAndType) {

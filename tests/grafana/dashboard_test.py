@@ -14,7 +14,7 @@ import dashboard
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 NEW_ROWS = (
     "| `caudal_shares_granted_total{policy}` | counter | Shares granted. |\n"
-    "| `caudal_rlqs_reports_total` | counter | RLQS usage reports. |\n"
+    "| `caudal_grpc_streams_total` | counter | gRPC streams. |\n"
     "| `caudal_frobs` | gauge | A metric no row's prefix names. |\n")
 
 
@@ -49,7 +49,7 @@ class DashboardTest(unittest.TestCase):
         self.assertNotIn("Other metrics", before)
         titles = {row: [p["title"] for p in panels] for row, panels in after.items()}
         self.assertIn("caudal_shares_granted_total", titles["Leases and shares"])
-        self.assertIn("caudal_rlqs_reports_total", titles["HTTP, gRPC and RLQS traffic"])
+        self.assertIn("caudal_grpc_streams_total", titles["HTTP, gRPC and RLQS traffic"])
         self.assertEqual(titles["Other metrics"], ["caudal_frobs"])
         shares = next(p for p in after["Leases and shares"]
                       if p["title"] == "caudal_shares_granted_total")
@@ -60,7 +60,7 @@ class DashboardTest(unittest.TestCase):
         for row, panels in before.items():
             self.assertEqual([p["title"] for p in panels],
                              [t for t in titles[row] if not t.startswith(
-                                 ("caudal_shares_", "caudal_rlqs_"))])
+                                 ("caudal_shares_", "caudal_grpc_streams_"))])
 
     def test_every_alert_has_its_threshold_drawn(self):
         with open(os.path.join(ROOT, dashboard.RULES)) as f:
