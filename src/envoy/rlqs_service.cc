@@ -114,6 +114,18 @@ struct RlqsService::Core : std::enable_shared_from_this<RlqsService::Core> {
   void Sweep();
 };
 
+// A renewal's store calls and what they point into, alive until their answers.
+struct Renewal {
+  Engine::PolicyQuota quota;
+  std::string consumer, group;
+  std::vector<ShareEntry> entries;
+  std::vector<ChargeEntry> charges;  // the credit charged ahead, per limit short of it
+  std::vector<size_t> charged;       // the limit of each charge
+  RlqsLedger next{0};                // the ledger once the assignment is paid for
+  RlqsAssignment assignment;
+  Micros now{0};
+};
+
 // One bucket of a stream.
 struct Bucket {
   rlqs::BucketId id;  // as reported, for the actions
@@ -172,7 +184,14 @@ struct Stream : std::enable_shared_from_this<Stream> {
   void Apply(Ops ops);
   // A renewal's answer for `bucket`.
   void Renewed(const RlqsBucketId& key, const Result<ShareResponse>& got,
-               const std::vector<Limit>& limits, FailureMode on_failure);
+               const std::shared_ptr<Renewal>& call);
+  // The answer to the charge of an assignment's credit (Renewed's second step).
+  void Charged(const RlqsBucketId& key, const Status& status, const std::shared_ptr<Renewal>& call);
+  // A renewal that failed with `status`: the domain's answer for a full key, else the policy's
+  // failure mode. Under mu.
+  void FailedLocked(Bucket& b, const Status& status, FailureMode on_failure);
+  // One renewal answered (waiting − 1): the message goes out once the report's renewals are.
+  void RenewalDoneLocked(Ops& ops);
   // Renews `b` (under mu): a blanket at once, or a share call (waiting + 1).
   void RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainConfig& served, Ops& ops);
   void AddAction(const Bucket& b, const RlqsAssignment& a);
@@ -289,12 +308,7 @@ void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainCon
   const Micros elapsed = first ? Micros(0) : now - previous;
   const uint64_t requests = b.requests;
   b.requests = 0;
-  struct Call {
-    Engine::PolicyQuota quota;
-    std::string consumer, group;
-    std::vector<ShareEntry> entries;
-  };
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Renewal>();
   call->quota = std::move(*quota);
   call->group = call->quota.shared ? engine_internal::ShareGroupName(call->quota.identity) : "";
   call->consumer = call->group.empty() ? b.consumer : Cat(call->group, '@', b.consumer);
@@ -321,60 +335,120 @@ void Stream::RenewLocked(const RlqsBucketId& key, Bucket& b, const RlqsDomainCon
   std::weak_ptr<Stream> self = weak_from_this();
   ops.calls.push_back([self, call, key, &store = core->engine.store()] {
     store.ShareAsync(call->entries, [self, call, key](Result<ShareResponse> got) {
-      if (auto s = self.lock()) s->Renewed(key, got, call->quota.limits, call->quota.on_failure);
+      if (auto s = self.lock()) s->Renewed(key, got, call);
     });
   });
 }
 
+void Stream::FailedLocked(Bucket& b, const Status& status, FailureMode on_failure) {
+  const Micros ttl = buckets->config().assignment_ttl;
+  const Micros now = Now();
+  if (status.code() == StatusCode::kResourceExhausted) {
+    // The key holds as many consumers as it takes: none for this one until some expire.
+    AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, ttl));
+  } else if (on_failure == FailureMode::kAllow) {
+    AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kAllowAll, ttl));
+  } else if (on_failure == FailureMode::kLocal) {
+    if (auto kept = b.ledger.KeepActive(now, ttl)) {
+      AddAction(b, *kept);
+    } else {
+      AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, ttl));
+    }
+  } else {
+    AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, ttl));
+  }
+}
+
+void Stream::RenewalDoneLocked(Ops& ops) {
+  if (--waiting == 0) {
+    FlushLocked(ops);
+    NextLocked(ops);
+  }
+}
+
 void Stream::Renewed(const RlqsBucketId& key, const Result<ShareResponse>& got,
-                     const std::vector<Limit>& limits, FailureMode on_failure) {
+                     const std::shared_ptr<Renewal>& call) {
   Ops ops;
   {
     std::lock_guard lock(mu);
-    --waiting;
+    auto it = table.find(key);
+    Bucket* b = it != table.end() && !finishing && !finished ? &it->second : nullptr;
+    const std::vector<Limit>& limits = call->quota.limits;
+    const bool answered =
+        got.ok() && got->decisions.size() == limits.size() && got->shares.size() == limits.size();
+    if (b != nullptr && !answered) {
+      b->in_flight = false;
+      FailedLocked(*b, got.ok() ? Status::Internal("a share answered out of shape") : got.status(),
+                   call->quota.on_failure);
+    } else if (b != nullptr) {
+      const RlqsConfig& config = buckets->config();
+      // A policy whose limits changed (a reload) starts a new ledger: the units paid for the
+      // old limits pay for nothing of the new.
+      if (b->ledger.limits() != limits.size()) b->ledger = RlqsLedger(limits.size());
+      std::optional<RlqsRate> rate;
+      for (size_t k = 0; k < limits.size(); ++k) {
+        b->ledger.Pay(k, got->decisions[k].leased);
+        const RlqsRate r{.count = got->shares[k].allocation, .period = limits[k].rate().period};
+        // The least rate: count/period below the other's, compared in integers.
+        if (!rate || static_cast<exact::Int128>(r.count) * rate->period.count() <
+                         static_cast<exact::Int128>(rate->count) * r.period.count()) {
+          rate = r;
+        }
+      }
+      // The assignment runs up to one credit ahead of what the grants paid: that credit is
+      // charged in the store first (into debt where it does not fit), so every unit the Envoy
+      // may spend is consumed there before it is sent.
+      call->now = Now();
+      call->next = b->ledger;
+      call->assignment = call->next.Assign(call->now, rate, config.assignment_ttl,
+                                           config.assignment_ttl, config.assignment_ttl / 20);
+      for (size_t k = 0; k < limits.size(); ++k) {
+        const int64_t short_of = call->next.committed() - call->next.paid(k);
+        if (short_of <= 0) continue;
+        call->charges.push_back(
+            {.key = call->quota.keys[k], .limit = &limits[k], .cost = short_of});
+        call->charged.push_back(k);
+      }
+      if (call->charges.empty()) {
+        b->in_flight = false;
+        b->ledger = std::move(call->next);
+        AddAction(*b, call->assignment);
+      } else {
+        std::weak_ptr<Stream> self = weak_from_this();
+        ops.calls.push_back([self, call, key, &store = core->engine.store()] {
+          store.DecideAsync({.charges = call->charges},
+                            [self, call, key](Result<DecideResponse> r) {
+                              if (auto s = self.lock()) s->Charged(key, r.status(), call);
+                            });
+        });
+      }
+    }
+    if (ops.calls.empty()) RenewalDoneLocked(ops);
+  }
+  Apply(std::move(ops));
+}
+
+void Stream::Charged(const RlqsBucketId& key, const Status& status,
+                     const std::shared_ptr<Renewal>& call) {
+  Ops ops;
+  {
+    std::lock_guard lock(mu);
     auto it = table.find(key);
     if (it != table.end() && !finishing && !finished) {
       Bucket& b = it->second;
       b.in_flight = false;
-      const RlqsConfig& config = buckets->config();
-      const Micros now = Now();
-      const bool answered =
-          got.ok() && got->decisions.size() == limits.size() && got->shares.size() == limits.size();
-      if (answered) {
-        // A policy whose limits changed (a reload) starts a new ledger: the units paid for the
-        // old limits pay for nothing of the new.
-        if (b.ledger.limits() != limits.size()) b.ledger = RlqsLedger(limits.size());
-        std::optional<RlqsRate> rate;
-        for (size_t k = 0; k < limits.size(); ++k) {
-          b.ledger.Pay(k, got->decisions[k].leased);
-          const RlqsRate r{.count = got->shares[k].allocation, .period = limits[k].rate().period};
-          // The least rate: count/period below the other's, compared in integers.
-          if (!rate || static_cast<exact::Int128>(r.count) * rate->period.count() <
-                           static_cast<exact::Int128>(rate->count) * r.period.count()) {
-            rate = r;
-          }
+      if (status.ok()) {
+        // Paid now: the ledger as planned, with the charges counted.
+        b.ledger = std::move(call->next);
+        for (size_t i = 0; i < call->charges.size(); ++i) {
+          b.ledger.Pay(call->charged[i], call->charges[i].cost);
         }
-        AddAction(b, b.ledger.Assign(now, rate, config.assignment_ttl, config.assignment_ttl,
-                                     config.assignment_ttl / 20));
-      } else if (!got.ok() && got.status().code() == StatusCode::kResourceExhausted) {
-        // The key holds as many consumers as it takes: none for this one until some expire.
-        AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, config.assignment_ttl));
-      } else if (on_failure == FailureMode::kAllow) {
-        AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kAllowAll, config.assignment_ttl));
-      } else if (on_failure == FailureMode::kLocal) {
-        if (auto kept = b.ledger.KeepActive(now, config.assignment_ttl)) {
-          AddAction(b, *kept);
-        } else {
-          AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, config.assignment_ttl));
-        }
+        AddAction(b, call->assignment);
       } else {
-        AddAction(b, b.ledger.Blanket(now, RlqsStrategy::Kind::kDenyAll, config.assignment_ttl));
+        FailedLocked(b, status, call->quota.on_failure);
       }
     }
-    if (waiting == 0) {
-      FlushLocked(ops);
-      NextLocked(ops);
-    }
+    RenewalDoneLocked(ops);
   }
   Apply(std::move(ops));
 }

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import struct
 import sys
 import threading
 import time
@@ -152,6 +153,7 @@ class ThreeEnvoys(unittest.TestCase):
         # Ten times the limit in all; client 2 asks less than its fair part for the first half,
         # then as much as the others.
         rates = [lambda t: 270, lambda t: 270, lambda t: 6 if t < seconds / 2 else 270]
+        t0 = time.time()
         clients, loads, elapsed = run_three(
             self, [self.a_target, self.a_target, self.b_target], seconds, rates)
         # What the bound allows over the run and the time to live after it, and what a perfect
@@ -161,6 +163,17 @@ class ThreeEnvoys(unittest.TestCase):
         admitted = report("RLQS, %s" % self.STORE, loads, clients, elapsed, bound, ideal)
         self.assertLessEqual(admitted, bound)
         self.assertGreaterEqual(admitted, 0.9 * ideal)
+        if self.STORE == "redis":
+            # Every unit admitted was consumed in the store first: the bucket's state (its tokens,
+            # below 0 in debt) says the store consumed B + r·(time since the first request) −
+            # tokens, at least what the clients admitted.
+            (key,) = [k for k in self.store.command("KEYS", "*per-tenant*", whole=True).split(
+                b"\r\n") if k.endswith(b"}")]
+            value = self.store.command("GET", key, whole=True).split(b"\r\n", 1)[1][:33]
+            _, tokens, _, last, _ = struct.unpack("<Bdddd", value)
+            consumed = CAPACITY + RATE * (last / 1e6 - t0) - tokens
+            print("  store: tokens %.0f, consumed %.0f since the first request" % (tokens, consumed))
+            self.assertGreaterEqual(consumed + RATE * 0.1, admitted)
         for c in clients:
             self.assertEqual(c.stream_ends, [], "no stream may end in a healthy run")
             self.assertGreater(c.stats(HOT).assignments, 0)
