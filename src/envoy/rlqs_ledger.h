@@ -3,11 +3,9 @@
 // An RLQS assignment lets an Envoy admit requests locally with no call per request. caudal pays
 // for them in the store with the grants of the bucket's shares (store.h's Share: each renewal
 // takes the units its allocation accrued since the last), and lets an assignment run at most one
-// credit ahead of what is paid: its rate over the time to live caudal gives (assignment_ttl). An
-// Envoy then admits at most what was consumed for it plus one ttl of its rate, so all Envoys
-// together at most what the store admitted plus r·ttl: B + r·(t + ttl) over any interval t
-// (docs/algorithms.md, "RLQS"). Paying strictly first is not possible with Envoy's reports 5s
-// apart unless a policy's burst holds more than one report interval of its rate.
+// credit ahead of those: its rate over the time to live caudal gives (assignment_ttl). The
+// service charges that credit in the store before it sends the assignment (Pay()s it), so that
+// every unit an Envoy may spend was consumed first (docs/algorithms.md, "RLQS").
 //
 // Envoy's filter applies a token bucket assignment as a bucket that starts with at most
 // max_tokens M and refills tokens_per_fill F every fill_interval I, continuously; it ends at its
