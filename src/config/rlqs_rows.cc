@@ -120,7 +120,7 @@ const Table<RlqsConfig>& RlqsTable() {
           {.name = "abandon_after",
            .value = R::Duration(&RlqsConfig::abandon_after, std::chrono::seconds(1),
                                 std::chrono::hours(24)),
-           .doc = "a bucket no report names for this long is abandoned"},
+           .doc = "a bucket whose reports count no request for this long is abandoned"},
           {.name = "max_streams",
            .value = R::Integer(&RlqsConfig::max_streams, 1, 1'000'000),
            .doc = "streams open at once; more are refused with RESOURCE_EXHAUSTED"},

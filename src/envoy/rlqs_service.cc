@@ -133,7 +133,9 @@ struct Bucket {
   std::string consumer;  // its consumers' name in the store (with the group, when shared)
   RlqsLedger ledger{0};
   PolicyCounters* counters = nullptr;  // its policy's, api rlqs
-  Micros last_report{0};
+  // The last report that counted a request for it (its subscription's, at first): Envoy reports
+  // every bucket it holds each time, idle or not, so idleness is a bucket's requests stopping.
+  Micros last_active{0};
   Micros last_renewal{Micros::min()};
   uint64_t requests = 0;  // reported since the last renewal
   uint64_t allowed = 0;   // reported since its subscription
@@ -515,7 +517,7 @@ void Stream::Received(const grpc::ByteBuffer* message) {
                 b.counters = &core->options.metrics->ForPolicy(Api::kRlqs, b.target.rule->policy);
               }
             }
-            b.last_report = now;
+            if (added || u.allowed + u.denied > 0) b.last_active = now;
             b.requests += u.allowed + u.denied;
             b.allowed += u.allowed;
             b.denied += u.denied;
@@ -650,7 +652,7 @@ void RlqsService::Core::Sweep() {
         const Micros now = s->Now();
         rlqs::RateLimitQuotaResponse abandon;
         for (auto it = s->table.begin(); it != s->table.end();) {
-          if (!it->second.in_flight && now - it->second.last_report >= abandon_after) {
+          if (!it->second.in_flight && now - it->second.last_active >= abandon_after) {
             auto* action = abandon.add_bucket_action();
             *action->mutable_bucket_id() = it->second.id;
             action->mutable_abandon_action();

@@ -15,8 +15,9 @@
 //
 // Renewals: a report renews the buckets it names, each at most every assignment_ttl/20 (a report
 // sooner only adds to its demand), and the stream's next message is read once the renewals are
-// answered, so a client that floods reports waits for the store. A bucket no report names for
-// rlqs.abandon_after is abandoned (AbandonAction) and forgotten; its shares expire in the store.
+// answered, so a client that floods reports waits for the store. A bucket whose reports count no
+// request for rlqs.abandon_after (Envoy reports idle buckets too) is abandoned (AbandonAction)
+// and forgotten; its shares expire in the store.
 // While the store cannot answer a renewal, the bucket follows its policy's failure mode: deny is a
 // DENY_ALL, allow an ALLOW_ALL, local keeps the active assignment (extended) — the last two
 // outside the bound, by the operator's choice.

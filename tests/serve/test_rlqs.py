@@ -38,7 +38,7 @@ policies:
     limits: [{algorithm: token_bucket, capacity: %d, refill: %d/1s}]
 rlqs:
   assignment_ttl: %ds
-  abandon_after: 30s
+  abandon_after: %ds
   max_buckets: 8
   domains:
     - domain: envoy
@@ -63,10 +63,11 @@ def kind(client, bucket):
     return st.strategy["blanket_rule"].lower()
 
 
-def start(url, on_failure="deny", test_hooks=False):
+def start(url, on_failure="deny", test_hooks=False, abandon_after=30):
     """caudal serve with RLQS; (Serve, its gRPC target). With test_hooks, on the real clock
     still: only its store's failure is scripted."""
-    s = harness.Serve(CONFIG % (url, on_failure, CAPACITY, RATE, TTL), test_hooks=test_hooks,
+    s = harness.Serve(CONFIG % (url, on_failure, CAPACITY, RATE, TTL, abandon_after),
+                      test_hooks=test_hooks,
                       env={"CAUDAL_TESTING_CLOCK": "real", "CAUDAL_ADMIN_TOKEN": TOKEN})
     line = s.proc.stdout.readline().decode()
     m = re.search(r"gRPC\) on 127\.0\.0\.1:(\d+)", line)
@@ -357,6 +358,19 @@ class Lifecycle(unittest.TestCase):
                         c.log())
         self.assertFalse(c.request(bucket))
 
+    def test_an_idle_bucket_is_abandoned_and_subscribes_again(self):
+        s, target = start(self.store.url, abandon_after=2)
+        self.addCleanup(s.close)
+        c, bucket = self.subscribed(target, "idle")
+        # Reported every interval with no request: abandoned after 2 s, and forgotten.
+        self.assertTrue(c.wait_for(lambda: c.stats(bucket).abandons >= 1, timeout=6), c.log())
+        self.assertIsNone(c.state(bucket))
+        # Its next request subscribes it again and gets an assignment.
+        c.request(bucket)
+        self.assertTrue(c.wait_for(lambda: kind(c, bucket) == "token_bucket", timeout=5), c.log())
+        self.assertEqual(c.stats(bucket).subscriptions, 2)
+        self.assertGreaterEqual(s.metric('caudal_rlqs_actions_total{action="abandon"}'), 1)
+
     def test_a_stopped_store_gives_the_failure_mode(self):
         for mode, expect in (("deny", "deny_all"), ("allow", "allow_all")):
             with self.subTest(mode):
@@ -369,6 +383,16 @@ class Lifecycle(unittest.TestCase):
                 s.recover_store()
                 self.assertTrue(c.wait_for(lambda: kind(c, bucket) == "token_bucket", timeout=8),
                                 c.log())
+        # local: the assignment held is kept, extended at each report while the store fails.
+        s, target = start(self.store.url, on_failure="local", test_hooks=True)
+        self.addCleanup(s.close)
+        c, bucket = self.subscribed(target, "f-local")
+        s.fail_store()
+        before = c.stats(bucket).extensions
+        self.assertTrue(c.wait_for(lambda: c.stats(bucket).extensions >= before + 2, timeout=6),
+                        c.log())
+        self.assertEqual(kind(c, bucket), "token_bucket")
+        self.assertEqual(c.stats(bucket).replacements, 0)
 
 
 if __name__ == "__main__":
