@@ -1,5 +1,6 @@
 // `caudal check`: one decision from a shell, printed as JSON.
 // Exit 0 allowed, 1 refused, 2 usage or config error, 3 store unavailable.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>

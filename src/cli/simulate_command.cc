@@ -1,5 +1,6 @@
 // `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md);
 // or, with --config, a config's policies over a trace of costs per dimension (docs/simulate.md).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <cmath>
