@@ -18,7 +18,7 @@ using std::chrono::milliseconds;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-Limit Bucket(int64_t capacity) {
+Limit FeedBucket(int64_t capacity) {
   return *Limit::Create(
       LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, {capacity, minutes(1)}));
 }
@@ -52,14 +52,14 @@ class AnnouncingStore final : public OverrideStore {
   std::unique_ptr<OverrideStore> inner_;
 };
 
-struct Instance {
-  Instance(Store& store, OverrideStore& overrides, const Clock& clock, Metrics* metrics)
+struct FeedInstance {
+  FeedInstance(Store& store, OverrideStore& overrides, const Clock& clock, Metrics* metrics)
       : engine(store, clock, {.metrics = metrics, .over_limit_cache_keys = 1024}),
         admin(engine, overrides, clock, {.metrics = metrics, .max_overrides = 3}) {
     PolicySpec spec;
     spec.name = "per-tenant";
     spec.identity = {"tenant"};
-    spec.limits = {Bucket(1)};
+    spec.limits = {FeedBucket(1)};
     EXPECT_TRUE(engine.SetPolicies(*PolicySet::Create({spec}, {})).ok());
   }
   bool Allowed() {
@@ -99,8 +99,8 @@ class AdminFeedTest : public ::testing::Test {
   MemoryStore store_;
   AnnouncingStore overrides_;
   Metrics metrics_;
-  Instance a_;
-  Instance b_;
+  FeedInstance a_;
+  FeedInstance b_;
 };
 
 TEST_F(AdminFeedTest, AnAnnouncedChangeIsReadAtOnceAndABurstIsOneRead) {
@@ -108,7 +108,7 @@ TEST_F(AdminFeedTest, AnAnnouncedChangeIsReadAtOnceAndABurstIsOneRead) {
   ASSERT_TRUE(WaitsFor(poll));
   ASSERT_TRUE(b_.Allowed());
   ASSERT_FALSE(b_.Allowed());  // remembered by b's over-limit cache
-  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, std::nullopt, "x").ok());
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {FeedBucket(5)}, std::nullopt, "x").ok());
   const uint64_t version = *overrides_.Version();
   const int lists = overrides_.lists.load();
   overrides_.feed.announced(version);
@@ -138,7 +138,7 @@ TEST_F(AdminFeedTest, AnOverrideEndsWhenItEndsNotAtTheNextPoll) {
   ASSERT_TRUE(WaitsFor(poll));
   ASSERT_TRUE(b_.Allowed());
   ASSERT_FALSE(b_.Allowed());
-  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {Bucket(5)}, milliseconds(1500), "x").ok());
+  ASSERT_TRUE(a_.admin.SetOverride(Acme(), {FeedBucket(5)}, milliseconds(1500), "x").ok());
   overrides_.feed.announced(*overrides_.Version());
   ASSERT_TRUE(Eventually([&] { return Count(MetricId::kOverrideFeedRereads) == 1; }));
   ASSERT_TRUE(WaitsFor(poll));

@@ -22,7 +22,7 @@ namespace {
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-Limit Bucket(int64_t capacity, Micros period = minutes(1)) {
+Limit FitBucket(int64_t capacity, Micros period = minutes(1)) {
   return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, {capacity, period}));
 }
 Limit Slots(int64_t limit, Micros hold) {
@@ -155,8 +155,8 @@ constexpr std::string_view kNoSlotForConsumeEach =
 // minute. Reloaded into consume_each, the override does not fit: a refused request would take
 // the slot and answer no hold id, locking u out for 10 minutes.
 TEST_F(OverrideFitTest, AConcurrencyOverrideIsNotAppliedWhileAReloadMakesThePolicyConsumeEach) {
-  const std::vector<PolicySpec> specs = {Policy("inflight", {"user"}, {Bucket(100)}),
-                                         Policy("rate", {"user"}, {Bucket(1)})};
+  const std::vector<PolicySpec> specs = {Policy("inflight", {"user"}, {FitBucket(100)}),
+                                         Policy("rate", {"user"}, {FitBucket(1)})};
   Install(specs);
   const AdminTarget target{.policy = "inflight", .params = {{"user", "u"}}};
   ASSERT_TRUE(admin_.SetOverride(target, {Slots(1, minutes(10))}, std::nullopt, "x").ok());
@@ -199,17 +199,17 @@ TEST_F(OverrideFitTest, AConcurrencyOverrideIsNotAppliedWhileAReloadMakesThePoli
 // What else a reload can change under a held override: its policy gone, its identity's fields,
 // the ip prefix that keys it, its cost above the override's capacity.
 TEST_F(OverrideFitTest, AReloadThatChangesThePolicysIdentityOrCostLeavesItsOverridesUnapplied) {
-  PolicySpec p = Policy("per-ip", {"ip"}, {Bucket(10)});
+  PolicySpec p = Policy("per-ip", {"ip"}, {FitBucket(10)});
   Install({p});
   const AdminTarget target{.policy = "per-ip", .params = {{"ip", "10.1.2.3"}}};
-  ASSERT_TRUE(admin_.SetOverride(target, {Bucket(5)}, std::nullopt, "x").ok());
+  ASSERT_TRUE(admin_.SetOverride(target, {FitBucket(5)}, std::nullopt, "x").ok());
   const auto reason = [&] {
     const auto& n = engine_.runtime_overrides()->not_applied();
     return n.size() == 1 && engine_.runtime_overrides()->size() == 0 ? n[0].reason : "applied";
   };
   EXPECT_EQ(reason(), "applied");
 
-  Install({Policy("other", {"ip"}, {Bucket(10)})});
+  Install({Policy("other", {"ip"}, {FitBucket(10)})});
   EXPECT_EQ(reason(), "policy: the config has no such policy");
   PolicySpec keyed = p;
   keyed.identity = {"ip", "route"};

@@ -19,7 +19,7 @@ using testing::AlgorithmParamName;
 using testing::AlgorithmsWhere;
 using testing::IsBucket;
 
-constexpr Micros kT0 = std::chrono::minutes(28'333'334);  // a boundary of any whole-minute window
+using testing::kT0;
 
 Limit Bucket(Algorithm a, int64_t capacity, int64_t count, Micros period) {
   return *Limit::Create(LimitSpec::Bucket(a, capacity, {.count = count, .period = period}));

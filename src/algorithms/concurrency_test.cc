@@ -13,7 +13,7 @@ using std::chrono::hours;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr Micros kT0 = seconds(1'700'000'000) + Micros(123);
+constexpr Micros kSlotsT0 = seconds(1'700'000'000) + Micros(123);
 
 Limit Slots(int64_t limit, Micros hold) {
   return *Limit::Create(LimitSpec::Concurrency(limit, hold));
@@ -28,53 +28,53 @@ Decision TakeIfAllowed(const Limit& l, Holds& h, Micros now, int64_t id) {
 TEST(Concurrency, AdmitsUpToTheLimitThenWaitsForTheEarliestHold) {
   const Limit l = Slots(2, seconds(10));
   Holds h;
-  const Decision first = TakeIfAllowed(l, h, kT0, 1);
+  const Decision first = TakeIfAllowed(l, h, kSlotsT0, 1);
   ASSERT_TRUE(first.allowed());
   EXPECT_EQ(first.remaining, 1);
   EXPECT_EQ(first.reset_after, seconds(10));
-  const Decision second = TakeIfAllowed(l, h, kT0 + seconds(3), 2);
+  const Decision second = TakeIfAllowed(l, h, kSlotsT0 + seconds(3), 2);
   ASSERT_TRUE(second.allowed());
   EXPECT_EQ(second.remaining, 0);
   EXPECT_EQ(second.reset_after, seconds(10));  // until the second hold expires
-  const Decision full = TakeIfAllowed(l, h, kT0 + seconds(4), 3);
+  const Decision full = TakeIfAllowed(l, h, kSlotsT0 + seconds(4), 3);
   EXPECT_EQ(full.verdict, Verdict::kDenied);
   EXPECT_EQ(full.retry_after, seconds(6));  // the first hold expires at t0 + 10 s
   EXPECT_EQ(full.reset_after, seconds(9));
-  EXPECT_FALSE(TakeIfAllowed(l, h, kT0 + seconds(10) - Micros(1), 3).allowed());
-  EXPECT_TRUE(TakeIfAllowed(l, h, kT0 + seconds(10), 3).allowed()) << "a hold frees itself";
+  EXPECT_FALSE(TakeIfAllowed(l, h, kSlotsT0 + seconds(10) - Micros(1), 3).allowed());
+  EXPECT_TRUE(TakeIfAllowed(l, h, kSlotsT0 + seconds(10), 3).allowed()) << "a hold frees itself";
 }
 
 TEST(Concurrency, TakesOneSlotWhateverTheCostAndCostZeroPeeks) {
   const Limit l = Slots(3, seconds(1));
   Holds h;
-  ASSERT_TRUE(concurrency::Evaluate(l, h, kT0, 500).allowed());
-  concurrency::Take(l, h, kT0, 1);
-  const Decision peek = concurrency::Evaluate(l, h, kT0, 0);
+  ASSERT_TRUE(concurrency::Evaluate(l, h, kSlotsT0, 500).allowed());
+  concurrency::Take(l, h, kSlotsT0, 1);
+  const Decision peek = concurrency::Evaluate(l, h, kSlotsT0, 0);
   EXPECT_TRUE(peek.allowed());
   EXPECT_EQ(peek.remaining, 2);
   EXPECT_EQ(h.entries.size(), 1u);
-  concurrency::Take(l, h, kT0, 2);
-  concurrency::Take(l, h, kT0, 3);
-  EXPECT_TRUE(concurrency::Evaluate(l, h, kT0, 0).allowed()) << "a peek is never refused";
-  EXPECT_EQ(concurrency::Evaluate(l, h, kT0, 0).remaining, 0);
+  concurrency::Take(l, h, kSlotsT0, 2);
+  concurrency::Take(l, h, kSlotsT0, 3);
+  EXPECT_TRUE(concurrency::Evaluate(l, h, kSlotsT0, 0).allowed()) << "a peek is never refused";
+  EXPECT_EQ(concurrency::Evaluate(l, h, kSlotsT0, 0).remaining, 0);
 }
 
 TEST(Concurrency, ReleaseFreesOnlyALiveHoldOnce) {
   const Limit l = Slots(1, seconds(5));
   Holds h;
-  ASSERT_TRUE(TakeIfAllowed(l, h, kT0, 42).allowed());
+  ASSERT_TRUE(TakeIfAllowed(l, h, kSlotsT0, 42).allowed());
   bool released = true;
-  Decision d = concurrency::Release(l, h, kT0 + seconds(1), 41, &released);
+  Decision d = concurrency::Release(l, h, kSlotsT0 + seconds(1), 41, &released);
   EXPECT_FALSE(released) << "another id";
   EXPECT_EQ(d.remaining, 0);
-  d = concurrency::Release(l, h, kT0 + seconds(1), 42, &released);
+  d = concurrency::Release(l, h, kSlotsT0 + seconds(1), 42, &released);
   EXPECT_TRUE(released);
   EXPECT_EQ(d.remaining, 1);
   EXPECT_EQ(d.reset_after, Micros(0));
-  concurrency::Release(l, h, kT0 + seconds(1), 42, &released);
+  concurrency::Release(l, h, kSlotsT0 + seconds(1), 42, &released);
   EXPECT_FALSE(released) << "already freed";
-  ASSERT_TRUE(TakeIfAllowed(l, h, kT0 + seconds(2), 43).allowed());
-  concurrency::Release(l, h, kT0 + seconds(7), 43, &released);
+  ASSERT_TRUE(TakeIfAllowed(l, h, kSlotsT0 + seconds(2), 43).allowed());
+  concurrency::Release(l, h, kSlotsT0 + seconds(7), 43, &released);
   EXPECT_FALSE(released) << "expired: it had freed itself";
   EXPECT_TRUE(h.entries.empty());
 }
@@ -102,7 +102,7 @@ TEST(Concurrency, NeverMoreThanTheLimitLive) {
     bool released = false;
   };
   std::vector<Taken> model;
-  Micros now = kT0;
+  Micros now = kSlotsT0;
   int64_t next_id = 1;
   for (int i = 0; i < 100'000; ++i) {
     now += Micros(rng() % 5'000);

@@ -26,7 +26,7 @@ using Replayer = redis::testing::LuaReplayer;
 using testing::Replayer;
 #endif
 
-constexpr Micros kT0 = minutes(28'333'334);  // a whole minute (and second, ms) since the epoch
+using testing::kT0;
 constexpr Micros kYear = hours(24 * 365);
 #ifdef CAUDAL_REPLAY_THROUGH_LUA
 constexpr int64_t kDriftDivisor = 100;  // a round trip per decision: the long runs, shortened

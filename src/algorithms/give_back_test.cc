@@ -16,7 +16,7 @@ using std::chrono::milliseconds;
 using testing::AlgorithmParamName;
 using testing::AlgorithmsWhere;
 
-constexpr Micros kT0 = std::chrono::minutes(28'333'334);
+using testing::kT0;
 
 class Twins {
  public:

@@ -18,7 +18,7 @@ using testing::AlgorithmParamName;
 using testing::AlgorithmsWhere;
 using testing::IsBucket;
 
-constexpr Micros kT0 = std::chrono::minutes(28'333'334);
+using testing::kT0;
 
 Limit Bucket(Algorithm a, int64_t capacity, int64_t per_second) {
   return *Limit::Create(

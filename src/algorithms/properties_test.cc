@@ -32,7 +32,7 @@ using Replayer = redis::testing::LuaReplayer;
 using testing::Replayer;
 #endif
 
-constexpr Micros kT0 = minutes(28'333'334);  // a whole minute since the epoch
+using testing::kT0;
 constexpr int64_t kDecisionsPerProperty = 100'000;
 
 struct Event {

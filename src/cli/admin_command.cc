@@ -12,6 +12,7 @@
 // --url names the instance (http://127.0.0.1:8080 by default); the admin token comes from
 // --token-file or CAUDAL_ADMIN_TOKEN and is never printed. Prints the answer's JSON; exits 0 on
 // a 2xx, 1 otherwise (the answer's error on stderr), 2 for bad flags.
+#include <CLI/CLI.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>

@@ -1,5 +1,6 @@
 // `caudal check`: one decision from a shell, printed as JSON.
 // Exit 0 allowed, 1 refused, 2 usage or config error, 3 store unavailable.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,7 +15,7 @@
 namespace caudal::cli {
 namespace {
 
-constexpr std::string_view kName = "check";
+constexpr std::string_view kCheckCommand = "check";
 constexpr int kExitRefused = 1;
 constexpr int kExitStoreUnavailable = 3;
 
@@ -36,15 +37,15 @@ class CheckCommand final : public Command {
 
   int Run(Env& env) override {
     auto config = LoadConfigFile(config_);
-    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (!config.ok()) return UsageError(env, kCheckCommand, config.status().message());
     if (Status s = ApplyOverrides(*config, flags_, std::getenv); !s.ok()) {
-      return UsageError(env, kName, s.message());
+      return UsageError(env, kCheckCommand, s.message());
     }
     CheckRequest request;
     for (const std::string& d : descriptors_) {
       const size_t eq = d.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return UsageError(env, kName, "--descriptor " + d + ": expected KEY=VALUE");
+        return UsageError(env, kCheckCommand, "--descriptor " + d + ": expected KEY=VALUE");
       }
       request.descriptors.push_back({d.substr(0, eq), d.substr(eq + 1)});
     }
@@ -53,7 +54,7 @@ class CheckCommand final : public Command {
     auto store = OpenStore(config->store, env.clock, {.decide_on_clock = env.stores_use_clock});
     if (!store.ok()) {
       if (store.status().code() == StatusCode::kInvalidArgument) {
-        return UsageError(env, kName, store.status().message());
+        return UsageError(env, kCheckCommand, store.status().message());
       }
       return Unavailable(env, store.status());
     }
@@ -61,10 +62,10 @@ class CheckCommand final : public Command {
     if (Status s = (*store)->Ping(); !s.ok()) return Unavailable(env, s);
     Engine engine(**store, env.clock, {});
     if (Status s = engine.SetPolicies(StrictCopy(*config)); !s.ok()) {
-      return UsageError(env, kName, s.message());
+      return UsageError(env, kCheckCommand, s.message());
     }
     auto result = engine.Check(std::move(request));
-    if (!result.ok()) return UsageError(env, kName, result.status().message());
+    if (!result.ok()) return UsageError(env, kCheckCommand, result.status().message());
     const http_api::Reply reply = http_api::DecisionReply(*result, http_api::Endpoint::kCheck);
     env.out << reply.body << "\n";
     switch (result->outcome) {

@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <string>
 #include <vector>

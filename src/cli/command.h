@@ -1,7 +1,7 @@
 // The `caudal` subcommands: one file each, registered with one line.
 //
-// To add `caudal foo`: write foo_command.cc with a class implementing Command and, at namespace
-// scope in that file,
+// To add `caudal foo`: write foo_command.cc with a class implementing Command (its AddOptions
+// needs <CLI/CLI.hpp>, which this header leaves out) and, at namespace scope in that file,
 //
 //   CAUDAL_REGISTER_COMMAND(FooCommand, "foo", "One line for `caudal --help`");
 //
@@ -15,7 +15,6 @@
 // capture them.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -25,6 +24,12 @@
 #include "caudal/common/clock.h"
 #include "caudal/observe/log.h"
 #include "caudal/store/store.h"
+
+// CLI11's application, defined by <CLI/CLI.hpp>: only the files that declare options or parse
+// include it (the header alone costs seconds of compile time per file).
+namespace CLI {
+class App;
+}  // namespace CLI
 
 namespace caudal::cli {
 

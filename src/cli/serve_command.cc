@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
@@ -24,7 +25,7 @@
 namespace caudal::cli {
 namespace {
 
-constexpr std::string_view kName = "serve";
+constexpr std::string_view kServeCommand = "serve";
 
 std::string Bracketed(const std::string& host) {
   return host.find(':') != std::string::npos ? "[" + host + "]" : host;
@@ -126,7 +127,7 @@ class ServeCommand final : public Command {
       auto config = LoadConfigFile(config_path_);
       format = config.ok() ? config->logging.format : LogFormat::kText;
     }
-    return Failure(env, kName, code, message, *format);
+    return Failure(env, kServeCommand, code, message, *format);
   }
 
   // What scripts look for ("listening on http://127.0.0.1:PORT"); in JSON mode, a log line.

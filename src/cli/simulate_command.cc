@@ -1,5 +1,6 @@
 // `caudal simulate`: every algorithm over the same traffic, side by side (see docs/algorithms.md);
 // or, with --config, a config's policies over a trace of costs per dimension (docs/simulate.md).
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -25,7 +26,7 @@ namespace {
 
 using simulate::Traffic;
 
-constexpr std::string_view kName = "simulate";
+constexpr std::string_view kSimulateCommand = "simulate";
 constexpr size_t kChartPoints = 600;
 
 // "1.5 s", "12.0 min": a span for people, not for parsing back.
@@ -114,50 +115,54 @@ class SimulateCommand final : public Command {
 
   int Run(Env& env) override {
     if (config_) return RunConfig(env);
-    if (policy_) return UsageError(env, kName, "--policy: goes with --config");
+    if (policy_) return UsageError(env, kSimulateCommand, "--policy: goes with --config");
     if (limit_.empty()) {
-      return UsageError(env, kName,
+      return UsageError(env, kSimulateCommand,
                         "--limit is required (or --config, to replay a trace through a config's "
                         "policies)");
     }
     Result<Rate> limit = ParseRate(limit_);
-    if (!limit.ok()) return UsageError(env, kName, "--limit: " + limit.status().message());
+    if (!limit.ok())
+      return UsageError(env, kSimulateCommand, "--limit: " + limit.status().message());
     if (share_) return RunShares(env, *limit);
-    if (!tenants_.empty()) return UsageError(env, kName, "--tenant: goes with --share");
+    if (!tenants_.empty()) return UsageError(env, kSimulateCommand, "--tenant: goes with --share");
     if (duration_option_->count() > 0 && !pattern_) {
-      return UsageError(env, kName, "--duration: goes with --pattern or --tenant");
+      return UsageError(env, kSimulateCommand, "--duration: goes with --pattern or --tenant");
     }
     if (Status s = simulate::ValidateLimit(*limit); !s.ok()) {
-      return UsageError(env, kName, "--limit: " + s.message());
+      return UsageError(env, kSimulateCommand, "--limit: " + s.message());
     }
     const int64_t burst = burst_.value_or(limit->count);
     if (Status s = simulate::ValidateBurst(burst, *limit); !s.ok()) {
-      return UsageError(env, kName, (burst_ ? "--burst: " : "--limit: ") + s.message());
+      return UsageError(env, kSimulateCommand, (burst_ ? "--burst: " : "--limit: ") + s.message());
     }
     if (format_ != "table" && format_ != "json") {
-      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+      return UsageError(env, kSimulateCommand,
+                        "--format: \"" + format_ + "\" is not table or json");
     }
     std::optional<Micros> lag;
     if (lag_ != "never") {
       const Result<Micros> d = ParseDuration(lag_);
-      if (!d.ok()) return UsageError(env, kName, "--replication-lag: " + d.status().message());
+      if (!d.ok())
+        return UsageError(env, kSimulateCommand, "--replication-lag: " + d.status().message());
       lag = *d;
     }
     if (Status s = simulate::ValidateRegions(regions_); !s.ok()) {
-      return UsageError(env, kName, "--" + s.message());
+      return UsageError(env, kSimulateCommand, "--" + s.message());
     }
     std::string described;
     const Result<Traffic> traffic = LoadTraffic(*limit, &described);
-    if (!traffic.ok()) return UsageError(env, kName, traffic.status().message());
+    if (!traffic.ok()) return UsageError(env, kSimulateCommand, traffic.status().message());
     const Result<Micros> ttl = ParseDuration(lease_ttl_);
-    if (!ttl.ok()) return UsageError(env, kName, "--lease-ttl: " + ttl.status().message());
+    if (!ttl.ok())
+      return UsageError(env, kSimulateCommand, "--lease-ttl: " + ttl.status().message());
     if (!(lease_share_ > 0 && lease_share_ <= 1)) {
-      return UsageError(env, kName, "--lease-share: expected more than 0 and at most 1");
+      return UsageError(env, kSimulateCommand, "--lease-share: expected more than 0 and at most 1");
     }
     std::vector<simulate::Partition> partitions;
     if (partition_) {
       const Result<simulate::Partition> p = ParsePartition(*partition_, traffic->start);
-      if (!p.ok()) return UsageError(env, kName, "--partition: " + p.status().message());
+      if (!p.ok()) return UsageError(env, kSimulateCommand, "--partition: " + p.status().message());
       partitions.push_back(*p);
     }
 
@@ -171,7 +176,7 @@ class SimulateCommand final : public Command {
                    .lease_ttl = *ttl,
                    .lease_max_share_ppm = static_cast<int64_t>(std::llround(lease_share_ * 1e6)),
                    .partitions = partitions});
-    if (!sim.ok()) return UsageError(env, kName, sim.status().message());
+    if (!sim.ok()) return UsageError(env, kSimulateCommand, sim.status().message());
     const std::string settings = "limit " + FormatRate(*limit) + ", burst " + std::to_string(burst);
     if (format_ == "json") {
       env.out << simulate::RenderJson(*sim);
@@ -236,38 +241,44 @@ class SimulateCommand final : public Command {
   // --share: the tenants of one shared token bucket (simulate/identity_shares.h).
   int RunShares(Env& env, const Rate& limit) {
     if (pattern_ || trace_ || regions_ != 1 || leases_ || partition_) {
-      return UsageError(env, kName,
+      return UsageError(env, kSimulateCommand,
                         "--share: goes with --tenant, --limit, --burst, --duration, "
                         "--share-window, --fairness, --instances, --format and --svg only");
     }
-    if (tenants_.empty()) return UsageError(env, kName, "--share: needs a --tenant or more");
+    if (tenants_.empty())
+      return UsageError(env, kSimulateCommand, "--share: needs a --tenant or more");
     std::vector<simulate::ShareTenant> tenants;
     for (const std::string& text : tenants_) {
       Result<simulate::ShareTenant> t = simulate::ParseShareTenant(text);
-      if (!t.ok()) return UsageError(env, kName, "--tenant: " + t.status().message());
+      if (!t.ok()) return UsageError(env, kSimulateCommand, "--tenant: " + t.status().message());
       tenants.push_back(*std::move(t));
     }
     const Result<Micros> duration =
         ParseDuration(duration_option_->count() > 0 ? duration_ : "10s");
-    if (!duration.ok()) return UsageError(env, kName, "--duration: " + duration.status().message());
+    if (!duration.ok())
+      return UsageError(env, kSimulateCommand, "--duration: " + duration.status().message());
     const Result<Micros> window = ParseDuration(share_window_);
-    if (!window.ok()) return UsageError(env, kName, "--share-window: " + window.status().message());
+    if (!window.ok())
+      return UsageError(env, kSimulateCommand, "--share-window: " + window.status().message());
     const Result<Fairness> fairness = ParseFairness(fairness_);
-    if (!fairness.ok()) return UsageError(env, kName, "--fairness: " + fairness.status().message());
+    if (!fairness.ok())
+      return UsageError(env, kSimulateCommand, "--fairness: " + fairness.status().message());
     if (format_ != "table" && format_ != "json") {
-      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+      return UsageError(env, kSimulateCommand,
+                        "--format: \"" + format_ + "\" is not table or json");
     }
     const int64_t burst = burst_.value_or(limit.count);
     const Result<Limit> bucket =
         Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, burst, limit));
-    if (!bucket.ok()) return UsageError(env, kName, "--limit: " + bucket.status().message());
+    if (!bucket.ok())
+      return UsageError(env, kSimulateCommand, "--limit: " + bucket.status().message());
     const Result<simulate::SharesRun> run =
         simulate::RunIdentityShares(tenants, {.limit = *bucket,
                                               .fairness = *fairness,
                                               .window = *window,
                                               .instances = instances_,
                                               .duration = *duration});
-    if (!run.ok()) return UsageError(env, kName, run.status().message());
+    if (!run.ok()) return UsageError(env, kSimulateCommand, run.status().message());
     const double half_s = static_cast<double>(duration->count()) / 2e6;
     if (format_ == "json") {
       env.out << "{\"admitted\":" << run->admitted << ",\"bound\":" << run->bound
@@ -320,20 +331,21 @@ class SimulateCommand final : public Command {
   int RunConfig(Env& env) {
     if (!limit_.empty() || burst_ || pattern_ || rate_ || duration_option_->count() > 0 || share_ ||
         !tenants_.empty() || regions_ != 1 || leases_ || partition_) {
-      return UsageError(env, kName,
+      return UsageError(env, kSimulateCommand,
                         "--config: goes with --trace, --policy, --format and --svg only");
     }
     if (!trace_) {
-      return UsageError(env, kName,
+      return UsageError(env, kSimulateCommand,
                         "--config: needs --trace, a CSV of timestamp_ms,key,<dimension>... rows");
     }
     if (format_ != "table" && format_ != "json") {
-      return UsageError(env, kName, "--format: \"" + format_ + "\" is not table or json");
+      return UsageError(env, kSimulateCommand,
+                        "--format: \"" + format_ + "\" is not table or json");
     }
     const Result<Config> config = LoadConfigFile(*config_);
-    if (!config.ok()) return UsageError(env, kName, config.status().message());
+    if (!config.ok()) return UsageError(env, kSimulateCommand, config.status().message());
     if (config->policies == nullptr || config->policies->policies().empty()) {
-      return UsageError(env, kName, "--config: " + *config_ + " has no policies");
+      return UsageError(env, kSimulateCommand, "--config: " + *config_ + " has no policies");
     }
     std::vector<PolicySpec> specs;
     std::string names;
@@ -347,20 +359,20 @@ class SimulateCommand final : public Command {
       specs.push_back(p.spec);
     }
     if (specs.empty()) {
-      return UsageError(env, kName,
+      return UsageError(env, kSimulateCommand,
                         "--policy: " + *config_ + " has no policy \"" + *policy_ +
                             "\" (its policies: " + names + ")");
     }
     const auto set = PolicySet::Create(std::move(specs), config->policies->options());
-    if (!set.ok()) return UsageError(env, kName, set.status().message());
+    if (!set.ok()) return UsageError(env, kSimulateCommand, set.status().message());
     const Result<simulate::CostTrace> trace = simulate::ReadCostTraceCsv(*trace_);
-    if (!trace.ok()) return UsageError(env, kName, trace.status().message());
+    if (!trace.ok()) return UsageError(env, kSimulateCommand, trace.status().message());
     const std::span<const std::string> dims = config->policies->dimensions();
     const Result<simulate::DimensionRun> run = simulate::RunDimensions(
         *trace, {.policies = *set,
                  .accepted = std::vector<std::string>(dims.begin(), dims.end()),
                  .points = kChartPoints});
-    if (!run.ok()) return UsageError(env, kName, run.status().message());
+    if (!run.ok()) return UsageError(env, kSimulateCommand, run.status().message());
     if (format_ == "json") {
       env.out << simulate::RenderDimensionJson(*run);
     } else {

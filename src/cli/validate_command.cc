@@ -2,6 +2,7 @@
 // the file, then every file it names (the caller token, certificates, Envoy's files). With
 // `--against RUNNING`, also says which of its changes a running `caudal serve` of RUNNING would
 // take only on restart.
+#include <CLI/CLI.hpp>
 #include <string>
 
 #include "caudal/config/config.h"

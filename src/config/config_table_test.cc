@@ -21,7 +21,7 @@
 namespace caudal::config_internal {
 namespace {
 
-using Kind = Shape::Kind;
+using ShapeKind = Shape::Kind;
 
 // A valid file that holds every section, so that a probe changes one field only.
 constexpr const char* kPoliciesBase = R"(
@@ -342,14 +342,14 @@ std::string Duration(int64_t us) { return FormatDuration(Micros(us)); }
 // Values for a row that its shape gives; false when the shape cannot give them.
 bool FromShape(const Shape& s, Probe& p) {
   switch (s.kind) {
-    case Kind::kBool:
+    case ShapeKind::kBool:
       p = {.good = {"true", "false"}, .bad = {"x"}};
       return true;
-    case Kind::kInteger:
+    case ShapeKind::kInteger:
       p = {.good = {std::to_string(s.min), std::to_string(s.max)},
            .bad = {std::to_string(s.min - 1), std::to_string(s.max + 1), "x"}};
       return true;
-    case Kind::kDuration:
+    case ShapeKind::kDuration:
       if (s.max == 0) {
         p = {.good = {"1s"}, .bad = {"fast"}};
       } else {
@@ -357,27 +357,28 @@ bool FromShape(const Shape& s, Probe& p) {
              .bad = {Duration(s.min - 1), Duration(s.max + 1), "fast"}};
       }
       return true;
-    case Kind::kChoice:
+    case ShapeKind::kChoice:
       p = {.good = s.choices, .bad = {"bogus"}};
       return true;
-    case Kind::kText:
+    case ShapeKind::kText:
       if (!s.what.empty() && s.what != "path") return false;
       p = {.good = {"some.file"}, .bad = {"[a]"}};
       if (s.what == "path") p.bad.push_back("''");
       return true;
-    case Kind::kList:
-      if (s.item != nullptr && s.item->kind == Kind::kMap) {
+    case ShapeKind::kList:
+      if (s.item != nullptr && s.item->kind == ShapeKind::kMap) {
         p = {.good = {}, .bad = {"x"}};  // its items' rows are probed on their own
         return true;
       }
-      if (s.item == nullptr || s.item->kind != Kind::kText || !s.item->what.empty()) return false;
+      if (s.item == nullptr || s.item->kind != ShapeKind::kText || !s.item->what.empty())
+        return false;
       p = {.good = {"[a, b]"}, .bad = {"x", "[[a]]"}};
       return true;
-    case Kind::kMap:
+    case ShapeKind::kMap:
       p = {.good = {}, .bad = {"x", "[a]"}};  // its rows are probed on their own
       return true;
-    case Kind::kScalarOrMap:
-    case Kind::kCustom:
+    case ShapeKind::kScalarOrMap:
+    case ShapeKind::kCustom:
       return false;
   }
   return false;

@@ -10,13 +10,13 @@
 namespace caudal {
 namespace {
 
-Result<Config> Limits(std::string_view limits) {
+Result<Config> DimensionLimits(std::string_view limits) {
   return ParseConfig(
       Cat("policies:\n  - name: p\n    identity: [key]\n    limits: [", limits, "]\n"), "t.yaml");
 }
 
 TEST(DimensionConfig, ReadsOneDimensionOrASumAndKnowsThemAll) {
-  auto c = Limits(
+  auto c = DimensionLimits(
       "{algorithm: token_bucket, capacity: 60, refill: 60/1m},"
       "{algorithm: token_bucket, capacity: 100000, refill: 100000/1m, dimension: input_tokens},"
       "{algorithm: fixed_window, limit: 10000000, window: 1 month, calendar: {time_zone: "
@@ -42,7 +42,7 @@ TEST(DimensionConfig, RefusesWhatCannotBeADimensionNamingTheLine) {
       {"{algorithm: concurrency, limit: 5, hold: 30s, dimension: input_tokens}", "dimension"},
   };
   for (const auto& [limit, says] : cases) {
-    auto c = Limits(limit);
+    auto c = DimensionLimits(limit);
     ASSERT_FALSE(c.ok()) << limit;
     EXPECT_NE(c.status().message().find(says), std::string::npos) << c.status().message();
     EXPECT_NE(c.status().message().find("t.yaml:"), std::string::npos) << c.status().message();

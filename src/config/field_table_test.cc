@@ -279,7 +279,7 @@ TEST(FieldTable, OnlyRefusesAValueTheEarlierRowsDoNotAllow) {
   EXPECT_EQ(p.ca, "x");
 }
 
-class Collect final : public FieldVisitor {
+class RowCollector final : public FieldVisitor {
  public:
   void Section(const std::string& path, std::string_view doc) override {
     sections.push_back(path);
@@ -301,7 +301,7 @@ class Collect final : public FieldVisitor {
 };
 
 TEST(FieldTable, AVisitorSeesEverySectionAndRowWithTheStructsDefaults) {
-  Collect c;
+  RowCollector c;
   SampleTable().Visit(c, "top", Sample{});
   EXPECT_THAT(c.sections, ElementsAre("top", "top.lease", "top.items[]", "top.extra"));
   EXPECT_EQ(c.rows.size(), 11u + 2u + 2u + 2u);
@@ -326,12 +326,12 @@ TEST(FieldTable, AVisitorSeesEverySectionAndRowWithTheStructsDefaults) {
   Sample other;
   other.count = 4;
   other.lease.ttl = milliseconds(300);
-  Collect d;
+  RowCollector d;
   SampleTable().Visit(d, "top", other);
   EXPECT_EQ(d.Row("top.count").default_value, "4");
   EXPECT_EQ(d.Row("top.lease.ttl").default_value, "300ms");
 
-  Collect v;
+  RowCollector v;
   ShapedTable().Visit(v, "l", Shaped{});
   EXPECT_EQ(v.Row("l.kind").variant, "");
   EXPECT_EQ(v.Row("l.capacity").variant, "bucket");

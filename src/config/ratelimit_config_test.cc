@@ -110,7 +110,7 @@ descriptors:
   EXPECT_THAT(
       LoadError(Descriptor("    rate_limit: {unit: second, requests_per_unit: 5, "
                            "lease: {ttl: 1h}}\n")),
-      testing::HasSubstr("descriptors[0].rate_limit.lease.ttl: expected between 1ms and 10s"));
+      ::testing::HasSubstr("descriptors[0].rate_limit.lease.ttl: expected between 1ms and 10s"));
 }
 
 // always_charge: on the algorithms that count past their limit; refused, naming the field,

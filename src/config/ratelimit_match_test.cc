@@ -10,7 +10,7 @@
 namespace caudal::envoy {
 namespace {
 
-RateLimitConfig Load(std::string_view yaml) {
+RateLimitConfig LoadRules(std::string_view yaml) {
   auto c = ParseRateLimitConfigText(yaml, "test.yaml");
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   return c.ok() ? std::move(c).value() : RateLimitConfig();
@@ -80,7 +80,7 @@ descriptors:
 )";
 
 TEST(RateLimitMatch, WildcardsAnywhereInAValue) {
-  const auto c = Load(kWildcard);
+  const auto c = LoadRules(kWildcard);
   const std::string_view d = "test-domain";
   EXPECT_EQ(Rpu(c, d, {{"wild", "foo1"}}), 20u);
   EXPECT_EQ(Rpu(c, d, {{"wild", "bar"}}), kNone);
@@ -105,7 +105,7 @@ TEST(RateLimitMatch, WildcardsAnywhereInAValue) {
 }
 
 TEST(RateLimitMatch, ExactValueThenFirstWildcardInFileOrderThenTheKeyDefault) {
-  const auto c = Load(R"(
+  const auto c = LoadRules(R"(
 domain: d
 descriptors:
   - key: path
@@ -133,7 +133,7 @@ descriptors:
 // The reference files descriptors under "key_value", so an entry (a, b) also finds a descriptor
 // whose key is "a_b"; a key with a '*' is a wildcard over "key_value" too.
 TEST(RateLimitMatch, CompositeKeysAsTheReferenceBuildsThem) {
-  const auto c = Load(R"(
+  const auto c = LoadRules(R"(
 domain: d
 descriptors:
   - key: a_b
@@ -149,7 +149,7 @@ descriptors:
 
 // envoyproxy/ratelimit test/config/basic_config.yaml (part), with the stats keys its tests expect.
 TEST(RateLimitMatch, StatsKeysFollowThePathTakenAndDetailedMetricAddsValues) {
-  const auto c = Load(R"(
+  const auto c = LoadRules(R"(
 domain: test-domain
 descriptors:
   - key: key1
@@ -186,7 +186,7 @@ descriptors:
 // value_to_metric: the request's value at that level, the key alone elsewhere (config_test.go's
 // TestValueToMetric_* cases).
 TEST(RateLimitMatch, ValueToMetricPutsTheRequestsValueInTheStatsKey) {
-  const auto c = Load(R"(
+  const auto c = LoadRules(R"(
 domain: d
 descriptors:
   - key: route
@@ -235,7 +235,7 @@ descriptors:
 // envoyproxy/ratelimit test/config/share_threshold.yaml (part): one counter, and one stats key,
 // for every value a share_threshold wildcard matches.
 TEST(RateLimitMatch, ShareThresholdCountsEveryMatchingValueAsThePattern) {
-  const auto c = Load(R"(
+  const auto c = LoadRules(R"(
 domain: test-domain
 descriptors:
   - key: files

@@ -23,7 +23,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int kInstances = 3;
-constexpr Nanos kTtl = milliseconds(50);
+constexpr Nanos kBoundTtl = milliseconds(50);
 
 struct Admission {
   int64_t at_us = 0;
@@ -45,7 +45,7 @@ struct Traffic {
 void ExpectWithinBucketBound(const std::vector<Admission>& a, const Limit& l, bool pressed) {
   const Int128 n = l.refill_count();
   const Int128 p = l.refill_period_us();
-  const Int128 bound = p * l.capacity() + n * std::chrono::duration_cast<Micros>(kTtl).count();
+  const Int128 bound = p * l.capacity() + n * std::chrono::duration_cast<Micros>(kBoundTtl).count();
   Int128 best_start = 0;  // max over i of n·t_i − p·A(before i)
   Int128 prefix = 0;
   Int128 worst = 0;
@@ -71,7 +71,7 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
   for (int i = 0; i < kInstances; ++i) {
     instances.push_back(std::make_unique<LeaseStore>(
         store, clock,
-        LeaseStoreOptions{.ttl = kTtl, .max_share_ppm = 600'000, .instances = kInstances}));
+        LeaseStoreOptions{.ttl = kBoundTtl, .max_share_ppm = 600'000, .instances = kInstances}));
   }
   std::mt19937_64 rng(seed);
   const int64_t w = limit.window().count();
@@ -80,7 +80,7 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
   };
   std::vector<Window> per_window;
   const int64_t start_us = clock.Now().count() / 1000;
-  Nanos next_return = kTtl / 4;
+  Nanos next_return = kBoundTtl / 4;
   for (int step = 0; step < 60'000; ++step) {
     clock.Advance(Micros(static_cast<int64_t>(rng() % static_cast<uint64_t>(max_gap_us + 1))));
     const int64_t now_us = clock.Now().count() / 1000;
@@ -99,7 +99,7 @@ void Drive(const Limit& limit, uint64_t seed, int64_t max_gap_us, bool identity,
       per_window.back().admitted += e.cost;
     }
     if (clock.Monotonic() >= next_return) {
-      next_return += kTtl / 4;
+      next_return += kBoundTtl / 4;
       for (auto& i : instances) i->ReturnEnded();
       if (identity) {
         // Every unit of this window the store counts was admitted in it or is held unspent.

@@ -10,6 +10,7 @@
 #include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/test_limits.h"
 
 namespace caudal {
 namespace {
@@ -22,11 +23,9 @@ using testing::FakeStore;
 Limit Slots(int64_t limit, Micros hold) {
   return *Limit::Create(LimitSpec::Concurrency(limit, hold));
 }
-Limit Bucket(int64_t capacity, Rate refill) {
-  return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
-}
+using testing::Bucket;
 
-PolicySpec Spec(std::string name, std::vector<Limit> limits) {
+PolicySpec ConcurrencySpec(std::string name, std::vector<Limit> limits) {
   PolicySpec s;
   s.name = std::move(name);
   s.identity = {"user"};
@@ -72,7 +71,7 @@ class ConcurrencyTest : public ::testing::Test {
 };
 
 TEST_F(ConcurrencyTest, AdmitsUpToTheLimitAndAnswersAHoldThatAnyInstanceReleases) {
-  Install({Spec("inflight", {Slots(2, seconds(30))})});
+  Install({ConcurrencySpec("inflight", {Slots(2, seconds(30))})});
   const CheckResult a = MustCheck("u1", 500);  // one slot whatever the cost
   const CheckResult b = MustCheck("u1", std::nullopt, &other_);
   ASSERT_TRUE(a.allowed());
@@ -95,7 +94,7 @@ TEST_F(ConcurrencyTest, AdmitsUpToTheLimitAndAnswersAHoldThatAnyInstanceReleases
 }
 
 TEST_F(ConcurrencyTest, ASlotNotReleasedFreesItselfAtItsHoldsEnd) {
-  Install({Spec("inflight", {Slots(1, seconds(5))})});
+  Install({ConcurrencySpec("inflight", {Slots(1, seconds(5))})});
   const CheckResult a = MustCheck("u");
   ASSERT_TRUE(a.allowed());
   clock_.Advance(seconds(5) - milliseconds(1));
@@ -108,8 +107,8 @@ TEST_F(ConcurrencyTest, ASlotNotReleasedFreesItselfAtItsHoldsEnd) {
 }
 
 TEST_F(ConcurrencyTest, CombinesWithRateLimitsAllOrNothing) {
-  Install(
-      {Spec("tokens", {Bucket(10, {10, minutes(1)})}), Spec("inflight", {Slots(3, seconds(30))})});
+  Install({ConcurrencySpec("tokens", {Bucket(10, {10, minutes(1)})}),
+           ConcurrencySpec("inflight", {Slots(3, seconds(30))})});
   ASSERT_TRUE(MustCheck("u", 8).allowed());
   const CheckResult refused = MustCheck("u", 5);  // the bucket refuses
   ASSERT_FALSE(refused.allowed());
@@ -128,8 +127,8 @@ TEST_F(ConcurrencyTest, CombinesWithRateLimitsAllOrNothing) {
 }
 
 TEST_F(ConcurrencyTest, AHoldNamesEverySlotItTookAndReleasesThemTogether) {
-  auto both = Spec("both", {Slots(1, seconds(30)), Slots(4, seconds(60))});
-  Install({both, Spec("tenant", {Slots(1, seconds(30))})});
+  auto both = ConcurrencySpec("both", {Slots(1, seconds(30)), Slots(4, seconds(60))});
+  Install({both, ConcurrencySpec("tenant", {Slots(1, seconds(30))})});
   const CheckResult a = MustCheck("u");
   ASSERT_TRUE(a.allowed());
   auto decoded = engine_internal::DecodeHold(a.hold);
@@ -142,7 +141,7 @@ TEST_F(ConcurrencyTest, AHoldNamesEverySlotItTookAndReleasesThemTogether) {
 }
 
 TEST_F(ConcurrencyTest, BadHoldsAreRefusedAndReleaseNothing) {
-  Install({Spec("inflight", {Slots(1, seconds(30))})});
+  Install({ConcurrencySpec("inflight", {Slots(1, seconds(30))})});
   const CheckResult a = MustCheck("u");
   ASSERT_TRUE(a.allowed());
   for (const std::string& bad :
@@ -166,7 +165,7 @@ TEST_F(ConcurrencyTest, BadHoldsAreRefusedAndReleaseNothing) {
 }
 
 TEST_F(ConcurrencyTest, BadChecksAreRefusedAndHoldNothing) {
-  Install({Spec("inflight", {Slots(1, seconds(30))})});
+  Install({ConcurrencySpec("inflight", {Slots(1, seconds(30))})});
   for (const int64_t cost : {int64_t{0}, int64_t{-1}, kMaxCost + 1}) {
     SCOPED_TRACE(cost);
     auto r = engine_.Check({.descriptors = {{"user", "u"}}, .cost = cost});
@@ -180,22 +179,22 @@ TEST_F(ConcurrencyTest, BadChecksAreRefusedAndHoldNothing) {
 }
 
 TEST_F(ConcurrencyTest, PolicySetsRefuseWhatWouldHoldSlotsForARefusedRequest) {
-  PolicySpec counted = Spec("counted", {Slots(1, seconds(1))});
+  PolicySpec counted = ConcurrencySpec("counted", {Slots(1, seconds(1))});
   counted.count_rejected = RejectedCounting::kCounted;
   auto a = PolicySet::Create({counted}, {});
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("count_rejected"), std::string::npos) << a.status().message();
-  auto b = PolicySet::Create({Spec("each", {Slots(1, seconds(1))})},
+  auto b = PolicySet::Create({ConcurrencySpec("each", {Slots(1, seconds(1))})},
                              {.mode = DescriptorMode::kConsumeEach});
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("all_or_nothing"), std::string::npos) << b.status().message();
-  PolicySpec costly = Spec("costly", {Slots(1, seconds(1))});
+  PolicySpec costly = ConcurrencySpec("costly", {Slots(1, seconds(1))});
   costly.cost = 50;  // a slot whatever the cost: no capacity to exceed
   EXPECT_TRUE(PolicySet::Create({costly}, {}).ok());
 }
 
 TEST_F(ConcurrencyTest, FailingOverToLocalTakesLocalSlotsThatReleaseFrees) {
-  PolicySpec p = Spec("inflight", {Slots(2, seconds(30))});
+  PolicySpec p = ConcurrencySpec("inflight", {Slots(2, seconds(30))});
   p.on_failure = FailureMode::kLocal;
   Install({p}, {.instances = 2});
   store_.FailWith(Status::Unavailable("down"));
@@ -210,7 +209,7 @@ TEST_F(ConcurrencyTest, FailingOverToLocalTakesLocalSlotsThatReleaseFrees) {
 }
 
 TEST_F(ConcurrencyTest, AStoreThatCannotAnswerIsAnErrorAndFreesNothing) {
-  Install({Spec("inflight", {Slots(1, seconds(30))})});
+  Install({ConcurrencySpec("inflight", {Slots(1, seconds(30))})});
   const CheckResult a = MustCheck("u");
   ASSERT_TRUE(a.allowed());
   store_.FailWith(Status::Unavailable("down"));

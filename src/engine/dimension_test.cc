@@ -16,7 +16,7 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::FakeStore;
 
-Limit Bucket(int64_t capacity, Rate refill, std::vector<std::string> dimension = {}) {
+Limit DimensionBucket(int64_t capacity, Rate refill, std::vector<std::string> dimension = {}) {
   LimitSpec spec = LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill);
   spec.dimension = std::move(dimension);
   auto l = Limit::Create(spec);
@@ -37,9 +37,9 @@ PolicySpec Gateway() {
   PolicySpec s;
   s.name = "gateway";
   s.identity = {"api_key"};
-  s.limits = {Bucket(60, {60, minutes(1)}),
-              Bucket(100'000, {100'000, minutes(1)}, {"input_tokens"}),
-              Bucket(50'000, {50'000, minutes(1)}, {"output_tokens"}),
+  s.limits = {DimensionBucket(60, {60, minutes(1)}),
+              DimensionBucket(100'000, {100'000, minutes(1)}, {"input_tokens"}),
+              DimensionBucket(50'000, {50'000, minutes(1)}, {"output_tokens"}),
               Window(20'000'000, hours(24), {"usd_micros"}),
               Window(10'000'000, hours(24 * 30), {"input_tokens", "output_tokens"})};
   return s;
@@ -232,7 +232,7 @@ TEST_F(DimensionTest, DebtFromAnOverrunDelaysTheNextRequestUntilItIsPaidExactly)
   PolicySpec s;
   s.name = "out";
   s.identity = {"api_key"};
-  s.limits = {Bucket(1000, {1000, minutes(1)}, {"output_tokens"})};
+  s.limits = {DimensionBucket(1000, {1000, minutes(1)}, {"output_tokens"})};
   Install({s});
   auto r = engine_.Check({.descriptors = {{"api_key", "k"}},
                           .cost = std::nullopt,
@@ -266,7 +266,7 @@ TEST_F(DimensionTest, DebtFromAnOverrunDelaysTheNextRequestUntilItIsPaidExactly)
 TEST_F(DimensionTest, TheSetKnowsEveryDimensionItsLimitsAndTiersCount) {
   PolicySpec p = Gateway();
   p.overrides.push_back(
-      {.match = {{"plan", "pro"}}, .limits = {Bucket(10, {10, seconds(1)}, {"images"})}});
+      {.match = {{"plan", "pro"}}, .limits = {DimensionBucket(10, {10, seconds(1)}, {"images"})}});
   auto set = PolicySet::Create({p}, {});
   ASSERT_TRUE(set.ok()) << set.status().ToString();
   EXPECT_EQ(std::vector<std::string>((*set)->dimensions().begin(), (*set)->dimensions().end()),
@@ -279,9 +279,10 @@ TEST_F(DimensionTest, ThePolicysDefaultCostBindsOnlyTheLimitsThatCountRequests) 
   p.name = "p";
   p.identity = {"api_key"};
   p.cost = 5;
-  p.limits = {Bucket(10, {10, seconds(1)}), Bucket(3, {3, seconds(1)}, {"images"})};
+  p.limits = {DimensionBucket(10, {10, seconds(1)}),
+              DimensionBucket(3, {3, seconds(1)}, {"images"})};
   EXPECT_TRUE(PolicySet::Create({p}, {}).ok());  // 3 images < 5: not the default cost's concern
-  p.limits[1] = Bucket(3, {3, seconds(1)}, {"images", "requests"});
+  p.limits[1] = DimensionBucket(3, {3, seconds(1)}, {"images", "requests"});
   EXPECT_FALSE(PolicySet::Create({p}, {}).ok());
 }
 

@@ -8,6 +8,7 @@
 #include "observe/refusals.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/test_limits.h"
 
 namespace caudal {
 namespace {
@@ -16,9 +17,7 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::FakeStore;
 
-Limit Bucket(int64_t capacity, Rate refill) {
-  return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
-}
+using testing::Bucket;
 
 PolicySpec Spec(std::string name, std::vector<std::string> identity, std::vector<Limit> limits) {
   PolicySpec s;

@@ -46,7 +46,7 @@ TEST(HitStats, SplitsHitsAsTheReferenceDoes) {
       {0, 0, 2, true, {.over_limit = 2, .shadow_mode = 2}},  // requests_per_unit 0
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << c.before << " + " << c.hits << " of " << c.limit);
+    SCOPED_TRACE(::testing::Message() << c.before << " + " << c.hits << " of " << c.limit);
     const HitSplit s = SplitHits(c.limit, c.before, c.hits, c.shadow);
     EXPECT_EQ(s.within_limit, c.want.within_limit);
     EXPECT_EQ(s.near_limit, c.want.near_limit);

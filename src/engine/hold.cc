@@ -58,7 +58,7 @@ bool FromBase64Url(std::string_view text, std::string& out) {
   return bits < 6 && (acc & ((1u << bits) - 1)) == 0;
 }
 
-Status Bad(std::string_view why) {
+Status BadHoldId(std::string_view why) {
   return Status::InvalidArgument(std::string("hold: not a hold id (") + std::string(why) + ")");
 }
 
@@ -90,35 +90,36 @@ std::string EncodeHold(const HoldId& id, const std::vector<std::string_view>& ke
 }
 
 Result<DecodedHold> DecodeHold(std::string_view text) {
-  if (text.size() > kMaxHoldIdLength) return Bad("too long");
-  if (text.size() < 2 * kWordDigits + 2 || text[2 * kWordDigits] != '.') return Bad("malformed");
+  if (text.size() > kMaxHoldIdLength) return BadHoldId("too long");
+  if (text.size() < 2 * kWordDigits + 2 || text[2 * kWordDigits] != '.')
+    return BadHoldId("malformed");
   DecodedHold out;
   for (size_t w = 0; w < 2; ++w) {
     int64_t v = 0;
     for (size_t i = 0; i < kWordDigits; ++i) {
       const int d = HexValue(text[w * kWordDigits + i]);
-      if (d < 0) return Bad("malformed");
+      if (d < 0) return BadHoldId("malformed");
       v = (v << 4) | d;
     }
     (w == 0 ? out.id.hi : out.id.lo) = v;
   }
   std::string bytes;
-  if (!FromBase64Url(text.substr(2 * kWordDigits + 1), bytes)) return Bad("malformed");
+  if (!FromBase64Url(text.substr(2 * kWordDigits + 1), bytes)) return BadHoldId("malformed");
   for (size_t at = 0; at < bytes.size();) {
-    if (bytes.size() - at < 2) return Bad("malformed");
+    if (bytes.size() - at < 2) return BadHoldId("malformed");
     const size_t n = (static_cast<size_t>(static_cast<unsigned char>(bytes[at])) << 8) |
                      static_cast<unsigned char>(bytes[at + 1]);
     at += 2;
-    if (n == 0 || n > kMaxKeyLength || bytes.size() - at < n) return Bad("malformed");
+    if (n == 0 || n > kMaxKeyLength || bytes.size() - at < n) return BadHoldId("malformed");
     std::string key = bytes.substr(at, n);
     at += n;
     if (std::find(out.keys.begin(), out.keys.end(), key) != out.keys.end()) {
-      return Bad("a key twice");
+      return BadHoldId("a key twice");
     }
-    if (out.keys.size() == kMaxHeldSlots) return Bad("too many keys");
+    if (out.keys.size() == kMaxHeldSlots) return BadHoldId("too many keys");
     out.keys.push_back(std::move(key));
   }
-  if (out.keys.empty()) return Bad("no keys");
+  if (out.keys.empty()) return BadHoldId("no keys");
   return out;
 }
 

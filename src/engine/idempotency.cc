@@ -9,7 +9,7 @@
 namespace caudal {
 namespace {
 
-void Count(std::atomic<uint64_t>* n) { n->fetch_add(1, std::memory_order_relaxed); }
+void Bump(std::atomic<uint64_t>* n) { n->fetch_add(1, std::memory_order_relaxed); }
 
 // A claim's id: 128 random bits from the operating system's generator, so that a late request
 // never completes a later one's claim.
@@ -51,7 +51,7 @@ Idempotency::Idempotency(IdempotencyStore& store, Metrics& metrics, Readable rea
                 .invalid = &metrics.Series(MetricId::kIdempotencyKeys, {"invalid"})},
       readable_(readable) {}
 
-void Idempotency::CountInvalid() const { Count(counters_.invalid); }
+void Idempotency::CountInvalid() const { Bump(counters_.invalid); }
 
 void Idempotency::Run(const IdempotencyOptions& options, std::string record,
                       std::string fingerprint, Decide decide, Done done) const {
@@ -74,7 +74,7 @@ void Idempotency::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyC
   if (!claimed.ok()) return Unreadable(call, claimed.status());
   switch (claimed->outcome) {
     case ClaimOutcome::kClaimed:
-      Count(n.first);
+      Bump(n.first);
       return call->decide(Status::Ok(), [call](std::string kept, bool keep) {
         Decided(call, std::move(kept), keep);
       });
@@ -82,13 +82,13 @@ void Idempotency::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyC
       if (!call->readable(claimed->result)) {
         return Unreadable(call, Status::Internal("an Idempotency-Key record holds no answer"));
       }
-      Count(n.replayed);
+      Bump(n.replayed);
       return call->done(KeyedOutcome::kReplayed, std::move(claimed->result));
     case ClaimOutcome::kInProgress:
-      Count(n.conflict);
+      Bump(n.conflict);
       return call->done(KeyedOutcome::kInProgress, {});
     case ClaimOutcome::kMismatch:
-      Count(n.mismatch);
+      Bump(n.mismatch);
       return call->done(KeyedOutcome::kMismatch, {});
   }
 }
@@ -98,7 +98,7 @@ void Idempotency::Claimed(const std::shared_ptr<Call>& call, Result<IdempotencyC
 // no claim was made, so nothing is kept. (A kInvalidArgument would be the call's own fault, not
 // the client's: it must not become a 400.)
 void Idempotency::Unreadable(const std::shared_ptr<Call>& call, const Status& why) {
-  Count(call->counters.unavailable);
+  Bump(call->counters.unavailable);
   call->decide(
       why.code() == StatusCode::kInvalidArgument ? Status::Internal(why.message()) : why,
       [call](std::string kept, bool) { call->done(KeyedOutcome::kDecided, std::move(kept)); });

@@ -19,7 +19,7 @@ constexpr size_t kMaxEntriesPerDescriptor = 32;
 constexpr LeaseTerms kNoLease{};
 
 // Length-prefixed, so no choice of keys and values can make two descriptors share a key.
-Status Bad(size_t i, std::string_view message) {
+Status BadDescriptor(size_t i, std::string_view message) {
   return Status::InvalidArgument(Cat("descriptor ", i, ": ", message));
 }
 
@@ -42,7 +42,7 @@ Status ValidateShape(const DomainRequest& request, const DomainOptions& options)
   for (size_t i = 0; i < request.descriptors.size(); ++i) {
     const auto& entries = request.descriptors[i].entries;
     if (entries.size() > kMaxEntriesPerDescriptor) {
-      return Bad(i, Cat("has more than ", kMaxEntriesPerDescriptor, " entries"));
+      return BadDescriptor(i, Cat("has more than ", kMaxEntriesPerDescriptor, " entries"));
     }
     for (size_t j = 0; j < entries.size(); ++j) {
       const std::string field = Cat("descriptor ", i, " entry ", j);
@@ -59,7 +59,7 @@ Result<int64_t> Hits(const DomainRequest& request, size_t i) {
                         : request.hits_addend == 0 ? 1
                                                    : request.hits_addend;
   if (hits > static_cast<uint64_t>(kMaxCost)) {
-    return Bad(i, Cat("hits_addend ", hits, " exceeds 2^40"));
+    return BadDescriptor(i, Cat("hits_addend ", hits, " exceeds 2^40"));
   }
   return static_cast<int64_t>(hits);
 }
@@ -69,7 +69,7 @@ Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
   const int unit = d.limit->unit;
   if (unit < static_cast<int>(envoy::Unit::kSecond) ||
       unit > static_cast<int>(envoy::Unit::kYear)) {
-    return Bad(i, "limit override has no valid unit");
+    return BadDescriptor(i, "limit override has no valid unit");
   }
   if (d.limit->requests_per_unit == 0) {
     c.result.kind = CheckKind::kBlocked;
@@ -77,7 +77,7 @@ Status ResolveOverride(const DomainDescriptor& d, size_t i, Check& c) {
   }
   auto limit = envoy::MakeLimit(Algorithm::kFixedWindow, d.limit->requests_per_unit,
                                 static_cast<envoy::Unit>(unit));
-  if (!limit.ok()) return Bad(i, "limit override: " + limit.status().message());
+  if (!limit.ok()) return BadDescriptor(i, "limit override: " + limit.status().message());
   c.override_limit = std::make_shared<const Limit>(*limit);
   c.result.limits.push_back(c.override_limit.get());
   return Status::Ok();
@@ -201,7 +201,8 @@ Result<Plan> PlanDomain(const Engine::Snapshot& snap, const DomainRequest& reque
     if (c.result.kind != CheckKind::kLimited) continue;
     c.keys.push_back(KeyOf(*c.result.limits[0], request.domain, d.entries, values));
     if (c.keys[0].size() > kMaxKeyLength) {
-      return Bad(i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
+      return BadDescriptor(
+          i, Cat("domain, keys and values together exceed ", kMaxKeyLength, " bytes"));
     }
   }
   // `replaces`: a matched rule named by another matched rule no longer applies.

@@ -32,7 +32,7 @@ CheckRequest Req(Descriptors descriptors, std::optional<int64_t> cost = std::nul
   return {.descriptors = std::move(descriptors), .cost = cost, .refund = refund};
 }
 
-Engine::Snapshot Snap(std::vector<PolicySpec> specs, PolicySetOptions options = {}) {
+Engine::Snapshot PolicySnap(std::vector<PolicySpec> specs, PolicySetOptions options = {}) {
   auto set = PolicySet::Create(std::move(specs), options);
   EXPECT_TRUE(set.ok()) << set.status().ToString();
   Engine::Snapshot snap;
@@ -40,14 +40,14 @@ Engine::Snapshot Snap(std::vector<PolicySpec> specs, PolicySetOptions options = 
   return snap;
 }
 
-Plan MustPlan(const Engine::Snapshot& snap, CheckRequest request) {
+Plan MustPlanCheck(const Engine::Snapshot& snap, CheckRequest request) {
   Result<Plan> plan = PlanPolicies(snap, request);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   return plan.ok() ? std::move(*plan) : Plan{};
 }
 
 // The message of the refusal of `request`, which must be kInvalidArgument.
-std::string Refusal(const Engine::Snapshot& snap, CheckRequest request) {
+std::string CheckRefusal(const Engine::Snapshot& snap, CheckRequest request) {
   Result<Plan> plan = PlanPolicies(snap, request);
   if (plan.ok()) return "planned";
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
@@ -56,27 +56,28 @@ std::string Refusal(const Engine::Snapshot& snap, CheckRequest request) {
 
 TEST(PlanPolicies, OnlyPoliciesWhoseWholeIdentityIsPresentApplyInConfigOrder) {
   const Engine::Snapshot snap =
-      Snap({Spec("per-tenant-key", {"tenant", "api_key"}, {Bucket(5)}),
-            Spec("per-key", {"api_key"}, {Bucket(5)}), Spec("per-ip", {"ip"}, {Bucket(5)})});
-  Plan plan = MustPlan(snap, Req({{"api_key", "k1"}}));
+      PolicySnap({Spec("per-tenant-key", {"tenant", "api_key"}, {Bucket(5)}),
+                  Spec("per-key", {"api_key"}, {Bucket(5)}), Spec("per-ip", {"ip"}, {Bucket(5)})});
+  Plan plan = MustPlanCheck(snap, Req({{"api_key", "k1"}}));
   ASSERT_EQ(plan.checks.size(), 1u);
   EXPECT_EQ(plan.checks[0].result.name, "per-key");
   EXPECT_EQ(plan.checks[0].result.policy, &snap.policies->policies()[1]);
 
-  plan = MustPlan(snap, Req({{"api_key", "k1"}, {"tenant", "t"}}));
+  plan = MustPlanCheck(snap, Req({{"api_key", "k1"}, {"tenant", "t"}}));
   ASSERT_EQ(plan.checks.size(), 2u);
   EXPECT_EQ(plan.checks[0].result.name, "per-tenant-key");
   EXPECT_EQ(plan.checks[1].result.name, "per-key");
 
-  plan = MustPlan(snap, Req({{"user", "u"}}));
+  plan = MustPlanCheck(snap, Req({{"user", "u"}}));
   EXPECT_TRUE(plan.checks.empty()) << "no policy applies: not an error";
 }
 
 TEST(PlanPolicies, EachLimitHasItsKeyThePolicysPrefixAndTheIdentityAsHashTag) {
-  const Engine::Snapshot snap = Snap({Spec("p", {"tenant", "api_key"}, {Bucket(5), Window(100)})});
+  const Engine::Snapshot snap =
+      PolicySnap({Spec("p", {"tenant", "api_key"}, {Bucket(5), Window(100)})});
   const PolicySet::Policy& p = snap.policies->policies()[0];
   // The identity follows the policy's field order, whatever the request's.
-  const Plan plan = MustPlan(snap, Req({{"api_key", "key-1"}, {"tenant", "t"}}));
+  const Plan plan = MustPlanCheck(snap, Req({{"api_key", "key-1"}, {"tenant", "t"}}));
   ASSERT_EQ(plan.checks.size(), 1u);
   const Check& c = plan.checks[0];
   ASSERT_EQ(c.keys.size(), 2u);
@@ -102,10 +103,10 @@ PolicySpec Tiered() {
 }
 
 TEST(PlanPolicies, TheFirstStaticOverrideWhoseEveryValueTheRequestHoldsGivesTheLimits) {
-  const Engine::Snapshot snap = Snap({Tiered()});
+  const Engine::Snapshot snap = PolicySnap({Tiered()});
   const PolicySet::Policy& p = snap.policies->policies()[0];
   const auto capacity = [&](Descriptors d) {
-    const Plan plan = MustPlan(snap, Req(std::move(d)));
+    const Plan plan = MustPlanCheck(snap, Req(std::move(d)));
     return plan.checks.empty() ? int64_t{-1} : plan.checks[0].result.limits[0]->capacity();
   };
   EXPECT_EQ(capacity({{"tenant", "t"}}), 5) << "no override matches: the policy's limits";
@@ -118,7 +119,7 @@ TEST(PlanPolicies, TheFirstStaticOverrideWhoseEveryValueTheRequestHoldsGivesTheL
   EXPECT_EQ(capacity({{"tenant", "t"}, {"ip", "10.1.2.3"}}), 7) << "an ip within the block";
   EXPECT_EQ(capacity({{"tenant", "t"}, {"ip", "10.2.0.1"}}), 5);
 
-  const Plan plan = MustPlan(snap, Req({{"tenant", "acme"}}));
+  const Plan plan = MustPlanCheck(snap, Req({{"tenant", "acme"}}));
   const Check& c = plan.checks[0];
   EXPECT_EQ(LimitsFromName(c), "overrides[0]");
   ASSERT_EQ(c.keys.size(), 2u);
@@ -126,22 +127,22 @@ TEST(PlanPolicies, TheFirstStaticOverrideWhoseEveryValueTheRequestHoldsGivesTheL
   EXPECT_EQ(c.local_limits[1], &p.tiers[0].set.local_limits[1]);
   EXPECT_EQ(c.keys[0], p.tiers[0].set.key_prefixes[0] + "{4:acme}");
   EXPECT_NE(c.keys[0], p.key_prefixes[0] + "{4:acme}") << "other limits, other state";
-  EXPECT_EQ(LimitsFromName(MustPlan(snap, Req({{"tenant", "t"}})).checks[0]), "limits");
+  EXPECT_EQ(LimitsFromName(MustPlanCheck(snap, Req({{"tenant", "t"}})).checks[0]), "limits");
 }
 
 TEST(PlanPolicies, ACostAboveATiersCapacityNamesTheTiersLimit) {
   PolicySpec spec = Tiered();
   spec.limits = {Bucket(100)};
-  const Engine::Snapshot snap = Snap({spec});
-  EXPECT_EQ(Refusal(snap, Req({{"tenant", "t"}, {"plan", "pro"}}, 11)),
+  const Engine::Snapshot snap = PolicySnap({spec});
+  EXPECT_EQ(CheckRefusal(snap, Req({{"tenant", "t"}, {"plan", "pro"}}, 11)),
             "cost: 11 exceeds the capacity 10 of policy \"per-tenant\" (overrides[2].limits[0]), "
             "so it could never pass");
 }
 
 TEST(PlanPolicies, ValuesAreLengthPrefixedSoNoTwoIdentitiesShareAKey) {
-  const Engine::Snapshot snap = Snap({Spec("p", {"a", "b"}, {Bucket(5)})});
+  const Engine::Snapshot snap = PolicySnap({Spec("p", {"a", "b"}, {Bucket(5)})});
   const auto key = [&](std::string a, std::string b) {
-    const Plan plan = MustPlan(snap, Req({{"a", std::move(a)}, {"b", std::move(b)}}));
+    const Plan plan = MustPlanCheck(snap, Req({{"a", std::move(a)}, {"b", std::move(b)}}));
     return plan.checks.empty() ? std::string() : plan.checks[0].keys[0];
   };
   EXPECT_NE(key("x1:y", "z"), key("x", "y1:z"));
@@ -152,9 +153,9 @@ TEST(PlanPolicies, ValuesAreLengthPrefixedSoNoTwoIdentitiesShareAKey) {
 TEST(PlanPolicies, AnIpIsKeyedByThePolicysPrefix) {
   PolicySpec spec = Spec("per-net", {"ip"}, {Bucket(5)});
   spec.ip_prefix = {.v4 = 24, .v6 = 64};
-  const Engine::Snapshot snap = Snap({spec});
+  const Engine::Snapshot snap = PolicySnap({spec});
   const auto key = [&](std::string ip) {
-    const Plan plan = MustPlan(snap, Req({{"ip", std::move(ip)}}));
+    const Plan plan = MustPlanCheck(snap, Req({{"ip", std::move(ip)}}));
     return plan.checks.empty() ? std::string() : plan.checks[0].keys[0];
   };
   EXPECT_EQ(key("10.1.2.3"), key("10.1.2.200"));
@@ -168,14 +169,14 @@ TEST(PlanPolicies, AnIpIsKeyedByThePolicysPrefix) {
 TEST(PlanPolicies, TheRequestsCostWinsOverThePolicysAndARefundIsCarried) {
   PolicySpec costly = Spec("costly", {"k"}, {Bucket(10)});
   costly.cost = 3;
-  const Engine::Snapshot snap = Snap({costly, Spec("plain", {"k"}, {Bucket(10)})});
-  Plan plan = MustPlan(snap, Req({{"k", "v"}}));
+  const Engine::Snapshot snap = PolicySnap({costly, Spec("plain", {"k"}, {Bucket(10)})});
+  Plan plan = MustPlanCheck(snap, Req({{"k", "v"}}));
   ASSERT_EQ(plan.checks.size(), 2u);
   EXPECT_EQ(plan.checks[0].result.cost, 3);
   EXPECT_EQ(plan.checks[1].result.cost, 1);
   EXPECT_FALSE(plan.checks[0].result.refund);
 
-  plan = MustPlan(snap, Req({{"k", "v"}}, 7, true));
+  plan = MustPlanCheck(snap, Req({{"k", "v"}}, 7, true));
   ASSERT_EQ(plan.checks.size(), 2u);
   EXPECT_EQ(plan.checks[0].result.cost, 7);
   EXPECT_EQ(plan.checks[1].result.cost, 7);
@@ -184,17 +185,17 @@ TEST(PlanPolicies, TheRequestsCostWinsOverThePolicysAndARefundIsCarried) {
 }
 
 TEST(PlanPolicies, ACostThatCouldNeverPassIsRefusedButRefundedFreely) {
-  const Engine::Snapshot snap = Snap({Spec("small", {"k"}, {Window(100), Bucket(5)})});
+  const Engine::Snapshot snap = PolicySnap({Spec("small", {"k"}, {Window(100), Bucket(5)})});
   EXPECT_EQ(
-      Refusal(snap, Req({{"k", "v"}}, 6)),
+      CheckRefusal(snap, Req({{"k", "v"}}, 6)),
       "cost: 6 exceeds the capacity 5 of policy \"small\" (limits[1]), so it could never pass");
-  EXPECT_EQ(MustPlan(snap, Req({{"k", "v"}}, 5)).checks.size(), 1u);
-  EXPECT_EQ(MustPlan(snap, Req({{"k", "v"}}, 6, true)).checks.size(), 1u);
+  EXPECT_EQ(MustPlanCheck(snap, Req({{"k", "v"}}, 5)).checks.size(), 1u);
+  EXPECT_EQ(MustPlanCheck(snap, Req({{"k", "v"}}, 6, true)).checks.size(), 1u);
   for (int64_t cost : {int64_t{0}, int64_t{-1}, kMaxCost + 1}) {
-    EXPECT_EQ(Refusal(snap, Req({{"k", "v"}}, cost)).rfind("cost: ", 0), 0u) << cost;
+    EXPECT_EQ(CheckRefusal(snap, Req({{"k", "v"}}, cost)).rfind("cost: ", 0), 0u) << cost;
   }
   // A cost is checked against the applicable policies only.
-  EXPECT_TRUE(MustPlan(snap, Req({{"other", "v"}}, 1'000)).checks.empty());
+  EXPECT_TRUE(MustPlanCheck(snap, Req({{"other", "v"}}, 1'000)).checks.empty());
 }
 
 TEST(PlanPolicies, EachCheckCarriesItsPolicysModesAndTheSetsOptions) {
@@ -203,10 +204,10 @@ TEST(PlanPolicies, EachCheckCarriesItsPolicysModesAndTheSetsOptions) {
   shadow.on_failure = FailureMode::kAllow;
   PolicySpec counted = Spec("counted", {"k"}, {Bucket(5)});
   counted.count_rejected = RejectedCounting::kCounted;
-  const Engine::Snapshot snap = Snap(
+  const Engine::Snapshot snap = PolicySnap(
       {shadow, counted},
       {.on_failure = FailureMode::kDeny, .instances = 4, .mode = DescriptorMode::kConsumeEach});
-  const Plan plan = MustPlan(snap, Req({{"k", "v"}}));
+  const Plan plan = MustPlanCheck(snap, Req({{"k", "v"}}));
   EXPECT_EQ(plan.mode, DescriptorMode::kConsumeEach);
   EXPECT_EQ(plan.instances, 4);
   EXPECT_FALSE(plan.blocked);
@@ -226,17 +227,18 @@ TEST(PlanPolicies, EachCheckCarriesItsPolicysModesAndTheSetsOptions) {
 }
 
 TEST(PlanPolicies, CountersAreThePolicysOwn) {
-  Engine::Snapshot snap = Snap({Spec("a", {"k"}, {Bucket(5)}), Spec("b", {"k"}, {Bucket(5)})});
+  Engine::Snapshot snap =
+      PolicySnap({Spec("a", {"k"}, {Bucket(5)}), Spec("b", {"k"}, {Bucket(5)})});
   PolicyCounters a, b;
   snap.policy_counters = {&a, &b};
-  const Plan plan = MustPlan(snap, Req({{"k", "v"}}));
+  const Plan plan = MustPlanCheck(snap, Req({{"k", "v"}}));
   ASSERT_EQ(plan.checks.size(), 2u);
   EXPECT_EQ(plan.checks[0].counters, &a);
   EXPECT_EQ(plan.checks[1].counters, &b);
 }
 
 TEST(PlanPolicies, MalformedDescriptorsAreRefusedNamingTheField) {
-  const Engine::Snapshot snap = Snap({Spec("p", {"k"}, {Bucket(5)})});
+  const Engine::Snapshot snap = PolicySnap({Spec("p", {"k"}, {Bucket(5)})});
   struct Case {
     Descriptors descriptors;
     std::string message;
@@ -261,23 +263,23 @@ TEST(PlanPolicies, MalformedDescriptorsAreRefusedNamingTheField) {
       {{{"ip", "10.0.0.300"}}, ""},
   };
   for (const Case& c : cases) {
-    const std::string got = Refusal(snap, Req(c.descriptors));
+    const std::string got = CheckRefusal(snap, Req(c.descriptors));
     if (c.message.empty()) {
       EXPECT_EQ(got.rfind("descriptors.ip: ", 0), 0u) << got;
     } else {
       EXPECT_EQ(got, c.message);
     }
   }
-  EXPECT_EQ(MustPlan(snap, Req({{"k", std::string(256, 'x')}})).checks.size(), 1u);
+  EXPECT_EQ(MustPlanCheck(snap, Req({{"k", std::string(256, 'x')}})).checks.size(), 1u);
 }
 
 TEST(PlanPolicies, AnIdentityTooLongForAKeyIsRefused) {
-  const Engine::Snapshot snap = Snap({Spec("p", {"a", "b"}, {Bucket(5)})});
+  const Engine::Snapshot snap = PolicySnap({Spec("p", {"a", "b"}, {Bucket(5)})});
   const std::string v(kMaxDescriptorValueLength, 'x');
-  EXPECT_NE(Refusal(snap, Req({{"a", v}, {"b", v}}))
+  EXPECT_NE(CheckRefusal(snap, Req({{"a", v}, {"b", v}}))
                 .find("the identity of policy \"p\" is too long for a key"),
             std::string::npos);
-  EXPECT_EQ(MustPlan(snap, Req({{"a", v}, {"b", "short"}})).checks.size(), 1u);
+  EXPECT_EQ(MustPlanCheck(snap, Req({{"a", v}, {"b", "short"}})).checks.size(), 1u);
 }
 
 TEST(ValidateValue, AcceptsUtf8AndRefusesWhatIsNot) {
@@ -307,8 +309,8 @@ TEST(ValidateValue, AcceptsUtf8AndRefusesWhatIsNot) {
 }
 
 TEST(PrepareLocal, KeepsAPolicysPrecomputedLimits) {
-  const Engine::Snapshot snap = Snap({Spec("p", {"k"}, {Bucket(10)})}, {.instances = 5});
-  Plan plan = MustPlan(snap, Req({{"k", "v"}}));
+  const Engine::Snapshot snap = PolicySnap({Spec("p", {"k"}, {Bucket(10)})}, {.instances = 5});
+  Plan plan = MustPlanCheck(snap, Req({{"k", "v"}}));
   ASSERT_EQ(plan.checks.size(), 1u);
   Check& c = plan.checks[0];
   const Limit* precomputed = c.local_limits[0];

@@ -4,15 +4,15 @@
 
 #include <functional>
 
+#include "support/test_limits.h"
+
 namespace caudal {
 namespace {
 
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-Limit Bucket(int64_t capacity, Rate refill) {
-  return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
-}
+using testing::Bucket;
 
 PolicySpec Good() {
   PolicySpec s;
@@ -83,7 +83,7 @@ TEST(ValidatePolicy, NamesTheFieldAtFault) {
   EXPECT_FALSE(ValidatePolicy(Good(), {}).has_value());
 }
 
-PolicySpec Shared() {
+PolicySpec SharedPolicy() {
   PolicySpec s = Good();
   s.share = ShareTerms{};
   s.overrides = {{.match = {{"api_key", "k1"}}, .limits = {}, .weight = 4}};
@@ -93,8 +93,8 @@ PolicySpec Shared() {
 Limit Window(Algorithm a) { return *Limit::Create(LimitSpec::Window(a, 10, seconds(1))); }
 
 TEST(ValidatePolicy, AShareTakesDivisibleRatesAndItsTiersAWeightInsteadOfLimits) {
-  EXPECT_FALSE(ValidatePolicy(Shared(), {}).has_value());
-  PolicySpec fixed = Shared();
+  EXPECT_FALSE(ValidatePolicy(SharedPolicy(), {}).has_value());
+  PolicySpec fixed = SharedPolicy();
   fixed.limits = {Window(Algorithm::kFixedWindow), Bucket(10, {10, minutes(1)})};
   EXPECT_FALSE(ValidatePolicy(fixed, {}).has_value());
 
@@ -130,7 +130,7 @@ TEST(ValidatePolicy, AShareTakesDivisibleRatesAndItsTiersAWeightInsteadOfLimits)
        "overrides[0].weight", "only a policy with share takes a weight"},
   };
   for (const Case& c : cases) {
-    PolicySpec s = Shared();
+    PolicySpec s = SharedPolicy();
     c.edit(s);
     auto e = ValidatePolicy(s, {});
     ASSERT_TRUE(e.has_value()) << c.field;
@@ -140,7 +140,7 @@ TEST(ValidatePolicy, AShareTakesDivisibleRatesAndItsTiersAWeightInsteadOfLimits)
 }
 
 TEST(PolicySet, CarriesTheShareAndGivesAWeightedTierThePolicysOwnLimitsAndKeys) {
-  PolicySpec s = Shared();
+  PolicySpec s = SharedPolicy();
   s.name = "shared";
   s.share->fairness = Fairness::kProportional;
   s.overrides.push_back({.match = {{"api_key", "k2"}}, .limits = {}, .weight = 1});
@@ -160,7 +160,7 @@ TEST(PolicySet, CarriesTheShareAndGivesAWeightedTierThePolicysOwnLimitsAndKeys) 
 
   auto refused = PolicySet::Create({Good(),
                                     [] {
-                                      PolicySpec w = Shared();
+                                      PolicySpec w = SharedPolicy();
                                       w.name = "w";
                                       w.overrides[0].weight = 0;
                                       return w;

@@ -8,6 +8,7 @@
 #include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/test_limits.h"
 
 namespace caudal {
 namespace {
@@ -17,11 +18,9 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using testing::FakeStore;
 
-Limit Bucket(int64_t capacity, Rate refill) {
-  return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
-}
+using testing::Bucket;
 
-PolicySpec Spec(std::string name, std::vector<Limit> limits) {
+PolicySpec ReserveSpec(std::string name, std::vector<Limit> limits) {
   PolicySpec s;
   s.name = std::move(name);
   s.identity = {"user"};
@@ -62,7 +61,7 @@ class ReserveTest : public ::testing::Test {
 };
 
 TEST_F(ReserveTest, ReserveThenSettleFromAnotherInstanceCountsTheActualCost) {
-  Install({Spec("tokens", {Bucket(1000, {1000, minutes(1)})})});
+  Install({ReserveSpec("tokens", {Bucket(1000, {1000, minutes(1)})})});
   auto r = Reserve("u1", 800);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->allowed());
@@ -87,7 +86,7 @@ TEST_F(ReserveTest, ReserveThenSettleFromAnotherInstanceCountsTheActualCost) {
 }
 
 TEST_F(ReserveTest, ASettleOverTheEstimateLeavesTheIdentityInDebt) {
-  Install({Spec("tokens", {Bucket(100, {100, seconds(1)})})});
+  Install({ReserveSpec("tokens", {Bucket(100, {100, seconds(1)})})});
   auto r = Reserve("u1", 100);
   ASSERT_TRUE(r.ok() && r->allowed());
   auto s = engine_.Settle(r->reservation, 150);
@@ -101,7 +100,7 @@ TEST_F(ReserveTest, ASettleOverTheEstimateLeavesTheIdentityInDebt) {
 }
 
 TEST_F(ReserveTest, ASettleChargesAtMostTheLimitAboveTheEstimateAndCountsWhatItCharged) {
-  Install({Spec("tokens", {Bucket(100, {100, seconds(1)})})});
+  Install({ReserveSpec("tokens", {Bucket(100, {100, seconds(1)})})});
   auto r = Reserve("u1", 100);
   ASSERT_TRUE(r.ok() && r->allowed());
   auto s = engine_.Settle(r->reservation, 100 + 250);
@@ -114,7 +113,7 @@ TEST_F(ReserveTest, ASettleChargesAtMostTheLimitAboveTheEstimateAndCountsWhatItC
 }
 
 TEST_F(ReserveTest, AnExpiredReservationIsUnknownAndItsEstimateComesBackWhenConfigured) {
-  PolicySpec spec = Spec("tokens", {Bucket(10, {1, seconds(1)})});
+  PolicySpec spec = ReserveSpec("tokens", {Bucket(10, {1, seconds(1)})});
   spec.reservations.on_expiry = ExpiryOutcome::kGiveBack;
   Install({spec});
   auto r = Reserve("u1", 8, seconds(1));
@@ -127,7 +126,7 @@ TEST_F(ReserveTest, AnExpiredReservationIsUnknownAndItsEstimateComesBackWhenConf
 }
 
 TEST_F(ReserveTest, ABoundedNumberOfOpenReservationsPerIdentity) {
-  PolicySpec spec = Spec("tokens", {Bucket(100, {100, seconds(1)})});
+  PolicySpec spec = ReserveSpec("tokens", {Bucket(100, {100, seconds(1)})});
   spec.reservations.max_open = 2;
   Install({spec});
   ASSERT_TRUE(Reserve("u1", 1)->allowed());
@@ -141,10 +140,10 @@ TEST_F(ReserveTest, ABoundedNumberOfOpenReservationsPerIdentity) {
 }
 
 TEST_F(ReserveTest, BadInputIsRefusedAndChargesNothing) {
-  PolicySpec log = Spec(
+  PolicySpec log = ReserveSpec(
       "log", {*Limit::Create(LimitSpec::Window(Algorithm::kSlidingWindowLog, 10, seconds(1)))});
   log.identity = {"x"};
-  Install({Spec("tokens", {Bucket(100, {100, seconds(1)})}), log});
+  Install({ReserveSpec("tokens", {Bucket(100, {100, seconds(1)})}), log});
   auto ttl_short = Reserve("u1", 5, Micros(999));
   EXPECT_EQ(ttl_short.status().code(), StatusCode::kInvalidArgument);
   auto ttl_long = Reserve("u1", 5, std::chrono::hours(25));

@@ -14,6 +14,7 @@
 #include "observe/metrics.h"
 #include "support/fake_store.h"
 #include "support/manual_clock.h"
+#include "support/test_limits.h"
 
 namespace caudal {
 namespace {
@@ -24,9 +25,7 @@ using std::chrono::seconds;
 constexpr int64_t kRate = 1'000;  // the capacity: a bucket of 1,000 refilling 1,000 a second
 constexpr Micros kWindow = seconds(1);
 
-Limit Bucket(int64_t capacity, Rate refill) {
-  return *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, capacity, refill));
-}
+using testing::Bucket;
 
 PolicySpec Shared(Fairness fairness = Fairness::kMaxMin) {
   PolicySpec s;

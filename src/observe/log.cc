@@ -13,7 +13,7 @@ namespace {
 // `s` with every control character (ControlCharacterLength: C0, DEL, C1, U+2028, U+2029) as a
 // \u escape, and every byte that is not UTF-8 as \ufffd, so a line stays one line of UTF-8 that
 // drives no terminal; `quotes` also escapes quotes and backslashes (a JSON string's content).
-void AppendEscaped(std::string& out, std::string_view s, bool quotes) {
+void AppendLogEscaped(std::string& out, std::string_view s, bool quotes) {
   for (size_t i = 0; i < s.size();) {
     const std::string_view rest = s.substr(i);
     if (const size_t n = ControlCharacterLength(rest); n > 0) {
@@ -35,7 +35,7 @@ void AppendEscaped(std::string& out, std::string_view s, bool quotes) {
 // A JSON string, quotes included.
 void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
-  AppendEscaped(out, s, /*quotes=*/true);
+  AppendLogEscaped(out, s, /*quotes=*/true);
   out += '"';
 }
 
@@ -141,7 +141,7 @@ std::string Logger::Format(LogLevel level, std::string_view message,
   if (clock_ != nullptr) line += Cat(UtcTime(clock_->Now()), ' ');
   line += LogLevelName(level);
   line += ' ';
-  AppendEscaped(line, message, /*quotes=*/false);
+  AppendLogEscaped(line, message, /*quotes=*/false);
   for (const LogField& f : fields) {
     line += ' ';
     line += f.key;

@@ -16,7 +16,7 @@ std::string_view Seconds(uint64_t us, char (&buf)[32]) {
 
 // The text format escapes backslash and newline everywhere, and a double quote in label values.
 // Runs without one are appended whole.
-void AppendEscaped(std::string& out, std::string_view v, bool quote) {
+void AppendTextEscaped(std::string& out, std::string_view v, bool quote) {
   size_t run = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     const char c = v[i];
@@ -32,7 +32,7 @@ void AppendEscaped(std::string& out, std::string_view v, bool quote) {
 void PrometheusText::Family(const MetricDef& def) {
   def_ = &def;
   out_.append("# HELP ").append(def.name).append(" ");
-  AppendEscaped(out_, def.help, /*quote=*/false);
+  AppendTextEscaped(out_, def.help, /*quote=*/false);
   out_.append("\n# TYPE ").append(def.name).append(" ").append(MetricTypeName(def.type));
   out_ += '\n';
 }
@@ -58,7 +58,7 @@ void PrometheusText::Histogram(std::initializer_list<std::string_view> values,
 
 void PrometheusText::Label(char& sep, std::string_view name, std::string_view value) {
   out_.append(1, sep).append(name).append("=\"");
-  AppendEscaped(out_, value, /*quote=*/true);
+  AppendTextEscaped(out_, value, /*quote=*/true);
   out_ += '"';
   sep = ',';
 }

@@ -3,21 +3,15 @@
 #include <gtest/gtest.h>
 
 #include "common/cat.h"
+#include "redis/resp_test_util.h"
 
 namespace caudal::redis {
 namespace {
 
 constexpr std::string_view kChannel = "caudal:{overrides}:changes";
 
-Reply Parse(const std::string& resp) {
-  ReplyParser parser;
-  parser.Feed(resp.data(), resp.size());
-  Result<std::optional<Reply>> r = parser.Next();
-  EXPECT_TRUE(r.ok() && r->has_value()) << resp;
-  return r.ok() && r->has_value() ? std::move(**r) : Reply();
-}
-
-std::string Bulk(std::string_view s) { return Cat('$', s.size(), "\r\n", s, "\r\n"); }
+using testing::Bulk;
+using testing::Parse;
 
 FeedFrame Frame(std::string_view kind, std::string_view channel, const std::string& last) {
   return ParseFeedFrame(*Parse(Cat("*3\r\n", Bulk(kind), Bulk(channel), last)), kChannel);

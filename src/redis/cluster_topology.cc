@@ -12,7 +12,7 @@ namespace caudal::redis {
 
 namespace {
 
-std::string Address(const Endpoint& e) {
+std::string EndpointAddress(const Endpoint& e) {
   return e.host.find(':') != std::string::npos ? Cat('[', e.host, "]:", e.port)
                                                : Cat(e.host, ':', e.port);
 }
@@ -26,11 +26,11 @@ Result<SlotMap> ParseSlots(Result<Reply> reply, const Endpoint& from) {
     const StatusCode code = text.find("cluster support disabled") != std::string_view::npos
                                 ? StatusCode::kInvalidArgument
                                 : StatusCode::kUnavailable;
-    return Status(code, Cat("redis at ", Address(from), " refused CLUSTER SLOTS: ", text));
+    return Status(code, Cat("redis at ", EndpointAddress(from), " refused CLUSTER SLOTS: ", text));
   }
   Result<SlotMap> map = SlotMap::FromClusterSlots(**reply, from);
   if (map.ok() && map->covered() == 0) {
-    return Status::Unavailable(Cat("redis at ", Address(from), " serves no slot yet"));
+    return Status::Unavailable(Cat("redis at ", EndpointAddress(from), " serves no slot yet"));
   }
   return map;
 }
@@ -139,16 +139,16 @@ void ClusterTopology::AskNext(std::shared_ptr<std::vector<Endpoint>> candidates,
   ask_timer_.expires_after(options_.connect_timeout);
   ask_timer_.async_wait([this, next, at](const boost::system::error_code& ec) {
     if (ec || shut_down_) return;
-    const Status late =
-        Status::Unavailable(Cat("redis at ", Address(at), " did not answer CLUSTER SLOTS within ",
-                                options_.connect_timeout.count(), "ms"));
+    const Status late = Status::Unavailable(Cat("redis at ", EndpointAddress(at),
+                                                " did not answer CLUSTER SLOTS within ",
+                                                options_.connect_timeout.count(), "ms"));
     if (const std::shared_ptr<OneShot> seed = std::move(seed_ask_)) {
       seed->Cancel(late);  // answers through `next`
     } else {
       next(late);
     }
   });
-  const auto node = nodes_.find(Address(at));
+  const auto node = nodes_.find(EndpointAddress(at));
   if (node != nodes_.end() && node->second->ready() &&
       node->second->SendCommand({"CLUSTER", "SLOTS"}, [next, at](Result<Reply> r) {
         next(ParseSlots(std::move(r), at));
@@ -192,7 +192,7 @@ void ClusterTopology::Apply(const SlotMap& map) {
   for (const Endpoint& p : map.primaries()) NodeAt(p);
   for (int slot = 0; slot < kHashSlots; ++slot) {
     const Endpoint* p = map.PrimaryOf(slot);
-    const auto node = p != nullptr ? nodes_.find(Address(*p)) : nodes_.end();
+    const auto node = p != nullptr ? nodes_.find(EndpointAddress(*p)) : nodes_.end();
     owner_[static_cast<size_t>(slot)] = node != nodes_.end() ? node->second.get() : nullptr;
   }
   map_error_ = map.covered() == kHashSlots
@@ -239,7 +239,7 @@ void ClusterTopology::Cleanup() {
 }
 
 Node* ClusterTopology::NodeAt(const Endpoint& at) {
-  const std::string address = Address(at);
+  const std::string address = EndpointAddress(at);
   if (const auto it = nodes_.find(address); it != nodes_.end()) return it->second.get();
   if (nodes_.size() >= kMaxNodes || shut_down_) return nullptr;
   NodeOptions options =

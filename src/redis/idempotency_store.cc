@@ -13,7 +13,7 @@ namespace {
 // is "<P|D>\n<fingerprint>\n<claim id>\n<result>" (the three first have no newline: they are
 // checked to be [0-9A-Za-z_-]). Replies: claim → {0 claimed | 1 done, result | 2 in progress |
 // 3 mismatch}; complete and release → {1 changed | 0 not the caller's claim}.
-constexpr std::string_view kScript = R"lua(
+constexpr std::string_view kIdempotencyScript = R"lua(
 if ARGV[1] ~= '0' then redis.call('SELECT', ARGV[1]) end
 local op, fp, claim = ARGV[2], ARGV[3], ARGV[4]
 local v = redis.call('GET', KEYS[1])
@@ -48,7 +48,7 @@ end
 return redis.error_reply('unknown op')
 )lua";
 
-Status Malformed() {
+Status MalformedIdempotencyReply() {
   return Status::Unavailable("redis: an unexpected reply to the idempotency script");
 }
 
@@ -69,8 +69,8 @@ class RedisIdempotencyStore final : public IdempotencyStore {
                         std::optional<redis::ClusterUrl> cluster,
                         std::optional<redis::SentinelUrl> sentinel)
       : options_(std::move(options)),
-        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
-               redis::RecordCallsOptions(options_)) {}
+        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel),
+               kIdempotencyScript, redis::RecordCallsOptions(options_)) {}
   ~RedisIdempotencyStore() override {
     runner_.Stop([this] { calls_.Shutdown(); });
   }
@@ -93,10 +93,10 @@ class RedisIdempotencyStore final : public IdempotencyStore {
            if (!r.ok()) return done(r.status());
            const redisReply& a = **r;
            const auto code = First(a);
-           if (!code || *code < 0 || *code > 3) return done(Malformed());
+           if (!code || *code < 0 || *code > 3) return done(MalformedIdempotencyReply());
            if (*code == 1) {
              if (a.elements != 2 || a.element[1]->type != REDIS_REPLY_STRING) {
-               return done(Malformed());
+               return done(MalformedIdempotencyReply());
              }
              return done(
                  IdempotencyClaim{.outcome = ClaimOutcome::kDone,
@@ -134,7 +134,7 @@ class RedisIdempotencyStore final : public IdempotencyStore {
     return [done = std::move(done)](Result<redis::Reply> r) {
       if (!r.ok()) return done(r.status());
       const auto code = First(**r);
-      if (!code || (*code != 0 && *code != 1)) return done(Malformed());
+      if (!code || (*code != 0 && *code != 1)) return done(MalformedIdempotencyReply());
       done(*code == 1);
     };
   }

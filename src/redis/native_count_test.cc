@@ -9,20 +9,14 @@
 #include <vector>
 
 #include "redis/resp.h"
+#include "redis/resp_test_util.h"
 
 namespace caudal::redis {
 namespace {
 
 using std::chrono::seconds;
 
-// The replies a server would send, parsed by the store's own parser.
-Reply Parse(const std::string& bytes) {
-  ReplyParser parser;
-  parser.Feed(bytes.data(), bytes.size());
-  Result<std::optional<Reply>> r = parser.Next();
-  EXPECT_TRUE(r.ok() && r->has_value());
-  return std::move(**r);
-}
+using testing::Parse;  // the replies a server would send, parsed by the store's own parser
 
 // RESP's pieces, appended (GCC 12 misreports `"literal" + std::string` here: -Wrestrict).
 void Add(std::string& out, char type, const std::string& text) {

@@ -16,7 +16,7 @@ namespace {
 // queue holds parts of many slots.
 constexpr size_t kBatchScan = 1024;
 
-std::string Address(const RedisUrl& url) {
+std::string NodeAddress(const RedisUrl& url) {
   const bool ipv6 = url.host.find(':') != std::string::npos;
   return (ipv6 ? "[" + url.host + "]" : url.host) + ":" + std::to_string(url.port);
 }
@@ -29,7 +29,7 @@ Node::Node(asio::io_context& io, asio::ssl::context* tls, const Clock& clock, No
       tls_(tls),
       clock_(clock),
       options_(std::move(options)),
-      address_(Address(options_.url)),
+      address_(NodeAddress(options_.url)),
       name_(options_.name.empty() ? address_ : options_.name),
       listener_(listener),
       counters_(counters) {

@@ -22,7 +22,7 @@ namespace {
 // the records still, and the others learn of it by their poll. Replies: version → {version};
 // list → {version, now, id, body, end ("" for none), ...}; put → {1 new | 0 replaced | -1 full};
 // delete → {} or {body, end}; touch → {version}.
-constexpr std::string_view kScript = R"lua(
+constexpr std::string_view kOverridesScript = R"lua(
 if ARGV[1] ~= '0' then redis.call('SELECT', ARGV[1]) end
 local op = ARGV[2]
 local function raise()
@@ -80,7 +80,7 @@ end
 return redis.error_reply('unknown op')
 )lua";
 
-Status Malformed() {
+Status MalformedOverridesReply() {
   return Status::Unavailable("redis: an unexpected reply to the overrides script");
 }
 
@@ -116,8 +116,8 @@ class RedisOverrideStore final : public OverrideStore {
         transport_(sentinel ? sentinel->transport : url.transport),
         feed_servers_(FeedServers(url, cluster)),
         feed_sentinel_(sentinel),
-        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel), kScript,
-               redis::RecordCallsOptions(options_)) {
+        calls_(runner_, clock, std::move(url), std::move(cluster), std::move(sentinel),
+               kOverridesScript, redis::RecordCallsOptions(options_)) {
     const std::string base = Cat(options_.key_prefix, "{overrides}:");
     keys_ = {base + "records", base + "ends", base + "version", base + "changes"};
   }
@@ -140,7 +140,7 @@ class RedisOverrideStore final : public OverrideStore {
     auto r = Call({"version"});
     if (!r.ok()) return r.status();
     int64_t v = 0;
-    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return Malformed();
+    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return MalformedOverridesReply();
     return static_cast<uint64_t>(v);
   }
 
@@ -151,14 +151,14 @@ class RedisOverrideStore final : public OverrideStore {
     int64_t version = 0, now = 0;
     if (a.elements < 2 || (a.elements - 2) % 3 != 0 || !Integer(a.element[0], version) ||
         !Integer(a.element[1], now)) {
-      return Malformed();
+      return MalformedOverridesReply();
     }
     OverrideList out{.version = static_cast<uint64_t>(version), .now = Micros(now), .records = {}};
     for (size_t i = 2; i + 2 < a.elements; i += 3) {
       auto id = Text(a.element[i]);
       auto body = Text(a.element[i + 1]);
       auto end = Text(a.element[i + 2]);
-      if (!id || !body || !end) return Malformed();
+      if (!id || !body || !end) return MalformedOverridesReply();
       out.records.push_back(
           {.id = std::move(*id), .body = std::move(*body), .expires_at = End(*end)});
     }
@@ -173,7 +173,7 @@ class RedisOverrideStore final : public OverrideStore {
                    std::to_string(max_records)});
     if (!r.ok()) return r.status();
     int64_t v = 0;
-    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return Malformed();
+    if ((*r)->elements != 1 || !Integer((*r)->element[0], v)) return MalformedOverridesReply();
     if (v < 0)
       return Status::ResourceExhausted("the store holds as many runtime overrides as allowed");
     return v == 1;
@@ -183,10 +183,10 @@ class RedisOverrideStore final : public OverrideStore {
     auto r = Call({"delete", std::string(id)});
     if (!r.ok()) return r.status();
     if ((*r)->elements == 0) return std::optional<OverrideRecord>();
-    if ((*r)->elements != 2) return Malformed();
+    if ((*r)->elements != 2) return MalformedOverridesReply();
     auto body = Text((*r)->element[0]);
     auto end = Text((*r)->element[1]);
-    if (!body || !end) return Malformed();
+    if (!body || !end) return MalformedOverridesReply();
     return std::optional<OverrideRecord>(
         OverrideRecord{.id = std::string(id), .body = std::move(*body), .expires_at = End(*end)});
   }
@@ -255,7 +255,7 @@ class RedisOverrideStore final : public OverrideStore {
     for (std::string& a : args) argv.push_back(std::move(a));
     auto r = calls_.AskAndWait(std::move(argv), redis::HashSlot(keys_[0]));
     if (!r.ok()) return r.status();
-    if ((*r)->type != REDIS_REPLY_ARRAY) return Malformed();
+    if ((*r)->type != REDIS_REPLY_ARRAY) return MalformedOverridesReply();
     return r;
   }
 

@@ -5,7 +5,7 @@
 namespace caudal::redis {
 namespace {
 
-RedisUrl Parse(std::string_view s) {
+RedisUrl ParseUrl(std::string_view s) {
   Result<RedisUrl> r = ParseRedisUrl(s);
   EXPECT_TRUE(r.ok()) << s << ": " << r.status().ToString();
   return r.ok() ? *r : RedisUrl{};
@@ -19,43 +19,43 @@ std::string Error(std::string_view s) {
 }
 
 TEST(RedisUrl, ParsesEveryPart) {
-  EXPECT_EQ(Parse("redis://app:pw@cache.local:6380/3"), (RedisUrl{.transport = Transport::kPlain,
-                                                                  .user = "app",
-                                                                  .password = "pw",
-                                                                  .host = "cache.local",
-                                                                  .port = 6380,
-                                                                  .db = 3}));
-  EXPECT_EQ(Parse("rediss://10.0.0.7:7000"),
+  EXPECT_EQ(ParseUrl("redis://app:pw@cache.local:6380/3"), (RedisUrl{.transport = Transport::kPlain,
+                                                                     .user = "app",
+                                                                     .password = "pw",
+                                                                     .host = "cache.local",
+                                                                     .port = 6380,
+                                                                     .db = 3}));
+  EXPECT_EQ(ParseUrl("rediss://10.0.0.7:7000"),
             (RedisUrl{.transport = Transport::kTls, .host = "10.0.0.7", .port = 7000}));
 }
 
 TEST(RedisUrl, DefaultsPortDbAndUser) {
-  const RedisUrl u = Parse("redis://:s3cret@localhost");
+  const RedisUrl u = ParseUrl("redis://:s3cret@localhost");
   EXPECT_EQ(u.user, "");
   EXPECT_EQ(u.password, "s3cret");
   EXPECT_EQ(u.port, 6379);
   EXPECT_EQ(u.db, 0);
-  EXPECT_EQ(Parse("redis://h/").db, 0);
-  EXPECT_EQ(Parse("redis://h:1/1000000").db, kMaxDbIndex);
+  EXPECT_EQ(ParseUrl("redis://h/").db, 0);
+  EXPECT_EQ(ParseUrl("redis://h:1/1000000").db, kMaxDbIndex);
 }
 
 TEST(RedisUrl, AcceptsBracketedIpv6) {
-  const RedisUrl u = Parse("redis://[::1]:6390/1");
+  const RedisUrl u = ParseUrl("redis://[::1]:6390/1");
   EXPECT_EQ(u.host, "::1");
   EXPECT_EQ(u.port, 6390);
-  EXPECT_EQ(Parse("redis://[fe80::2]").port, 6379);
+  EXPECT_EQ(ParseUrl("redis://[fe80::2]").port, 6379);
 }
 
 TEST(RedisUrl, DecodesPercentEncodedCredentialsAndAllowsSpecialCharacters) {
-  const RedisUrl u = Parse("redis://us%3Aer:p%40ss/w@h:1");
+  const RedisUrl u = ParseUrl("redis://us%3Aer:p%40ss/w@h:1");
   EXPECT_EQ(u.user, "us:er");
   EXPECT_EQ(u.password, "p@ss/w");
   EXPECT_EQ(u.host, "h");
 }
 
 TEST(RedisUrl, RedactsThePassword) {
-  EXPECT_EQ(Parse("redis://app:hunter2@h:1/2").Redacted(), "redis://app:***@h:1/2");
-  EXPECT_EQ(Parse("rediss://[::1]").Redacted(), "rediss://[::1]:6379/0");
+  EXPECT_EQ(ParseUrl("redis://app:hunter2@h:1/2").Redacted(), "redis://app:***@h:1/2");
+  EXPECT_EQ(ParseUrl("rediss://[::1]").Redacted(), "rediss://[::1]:6379/0");
 }
 
 TEST(RedisUrl, RefusesMalformedUrlsNamingThePart) {

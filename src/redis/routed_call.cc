@@ -55,7 +55,7 @@ std::string Sha1Hex(std::string_view text) {
   return out;
 }
 
-std::string Address(const RedisUrl& url) { return Cat(url.host, ':', url.port); }
+std::string ServerKey(const RedisUrl& url) { return Cat(url.host, ':', url.port); }
 
 }  // namespace
 
@@ -189,14 +189,14 @@ void RoutedCalls::AskSentinel(size_t i, Status why) {
 
 // The calls sent to a former primary fail as it is retired, and go to this one.
 void RoutedCalls::PrimaryNamed(RedisUrl primary) {
-  const std::string before = Address(url_);
+  const std::string before = ServerKey(url_);
   url_ = std::move(primary);
   primary_known_ = true;
-  if (Address(url_) != before) Retire(before);
+  if (ServerKey(url_) != before) Retire(before);
 }
 
 RoutedCalls::Server* RoutedCalls::ServerFor(const RedisUrl& url) {
-  const std::string address = Address(url);
+  const std::string address = ServerKey(url);
   if (auto it = servers_.find(address); it != servers_.end()) return it->second.get();
   if (servers_.size() >= kMaxServers) {
     auto idle = std::find_if(servers_.begin(), servers_.end(), [](const auto& s) {
@@ -289,7 +289,7 @@ void RoutedCalls::OnReply(const CallPtr& call, Result<Reply> r) {
   if (sentinel_) {
     // A lost primary, or one demoted to replica: ask the sentinels again.
     if (!r.ok() || ErrorStarting(r, "READONLY")) {
-      if (Address(call->url) == Address(url_)) primary_known_ = false;
+      if (ServerKey(call->url) == ServerKey(url_)) primary_known_ = false;
       if (!last) return Attempt(call);
     }
     return Finish(call, std::move(r));
@@ -321,7 +321,7 @@ void RoutedCalls::OnReply(const CallPtr& call, Result<Reply> r) {
 void RoutedCalls::Reload(const CallPtr& call) {
   ++call->reloads;
   counters_.reloads.fetch_add(1, std::memory_order_relaxed);
-  auto it = servers_.find(Address(call->url));
+  auto it = servers_.find(ServerKey(call->url));
   if (it == servers_.end()) return Send(call);
   const bool sent = it->second->node->SendCommand({"SCRIPT", "LOAD", script_},
                                                   [this, call](Result<Reply> loaded) {

@@ -11,7 +11,7 @@
 namespace caudal::redis {
 namespace {
 
-constexpr size_t kMaxHostLength = 255;
+constexpr size_t kMaxSentinelHostLength = 255;
 
 }  // namespace
 
@@ -22,7 +22,7 @@ Result<std::optional<Endpoint>> ParseMasterAddr(const redisReply& reply) {
                       reply.element[0]->type == REDIS_REPLY_STRING &&
                       reply.element[1]->type == REDIS_REPLY_STRING &&
                       !Text(*reply.element[0]).empty() &&
-                      Text(*reply.element[0]).size() <= kMaxHostLength;
+                      Text(*reply.element[0]).size() <= kMaxSentinelHostLength;
   const std::optional<uint16_t> port = shaped ? ParsePort(Text(*reply.element[1])) : std::nullopt;
   if (!port) return Status::Internal("malformed reply to SENTINEL GET-MASTER-ADDR-BY-NAME");
   return std::optional<Endpoint>(
@@ -50,7 +50,7 @@ std::optional<Endpoint> ParseSwitchMaster(const redisReply& message, std::string
   } else {
     return std::nullopt;
   }
-  if (name != master_name || host.size() > kMaxHostLength) return std::nullopt;
+  if (name != master_name || host.size() > kMaxSentinelHostLength) return std::nullopt;
   const std::optional<uint16_t> p = ParsePort(port);
   if (!p) return std::nullopt;
   return Endpoint{.host = host, .port = *p};

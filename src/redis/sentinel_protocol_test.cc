@@ -3,19 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "common/cat.h"
+#include "redis/resp_test_util.h"
 
 namespace caudal::redis {
 namespace {
 
-Reply Parse(const std::string& resp) {
-  ReplyParser parser;
-  parser.Feed(resp.data(), resp.size());
-  Result<std::optional<Reply>> r = parser.Next();
-  EXPECT_TRUE(r.ok() && r->has_value()) << resp;
-  return r.ok() && r->has_value() ? std::move(**r) : Reply();
-}
-
-std::string Bulk(std::string_view s) { return Cat('$', s.size(), "\r\n", s, "\r\n"); }
+using testing::Bulk;
+using testing::Parse;
 
 TEST(SentinelProtocol, ReadsTheMastersAddress) {
   const Reply addr = Parse(Cat("*2\r\n", Bulk("10.0.0.5"), Bulk("6380")));

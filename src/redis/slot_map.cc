@@ -10,7 +10,7 @@
 namespace caudal::redis {
 namespace {
 
-constexpr size_t kMaxHostLength = 255;  // a DNS name's limit
+constexpr size_t kMaxSlotHostLength = 255;  // a DNS name's limit
 
 Status Malformed(std::string_view what) {
   return Status::Internal(Cat("malformed CLUSTER SLOTS reply: ", what));
@@ -60,7 +60,7 @@ Result<SlotMap> SlotMap::FromClusterSlots(const redisReply& reply, const Endpoin
     } else if (host.type == REDIS_REPLY_STRING) {
       primary.host = std::string(Text(host));
       if (primary.host == "?") continue;  // misconfigured announced hostname: leave unassigned
-      if (primary.host.size() > kMaxHostLength) return Malformed("an endpoint is too long");
+      if (primary.host.size() > kMaxSlotHostLength) return Malformed("an endpoint is too long");
     } else {
       return Malformed("a primary's endpoint is neither a string nor NULL");
     }
@@ -103,7 +103,7 @@ std::optional<Redirect> ParseRedirect(std::string_view error, const Endpoint& fr
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  if (host.size() > kMaxHostLength) return std::nullopt;
+  if (host.size() > kMaxSlotHostLength) return std::nullopt;
   r.to.host = host.empty() ? from.host : std::string(host);
   return r;
 }

@@ -5,24 +5,19 @@
 #include <string>
 
 #include "common/cat.h"
+#include "redis/resp_test_util.h"
 
 namespace caudal::redis {
 namespace {
 
-std::string Bulk(std::string_view s) { return Cat('$', s.size(), "\r\n", s, "\r\n"); }
+using testing::Bulk;
+using testing::Parse;
+
 std::string Int(int64_t v) { return Cat(':', v, "\r\n"); }
 std::string Array(std::initializer_list<std::string> items) {
   std::string out = Cat('*', items.size(), "\r\n");
   for (const std::string& i : items) out += i;
   return out;
-}
-
-Reply Parse(const std::string& resp) {
-  ReplyParser parser;
-  parser.Feed(resp.data(), resp.size());
-  Result<std::optional<Reply>> r = parser.Next();
-  EXPECT_TRUE(r.ok() && r->has_value());
-  return std::move(**r);
 }
 
 const Endpoint kAsked{.host = "10.0.0.1", .port = 7000};

@@ -8,8 +8,6 @@
 namespace caudal::http_api {
 namespace {
 
-constexpr size_t kMaxQuoted = 64;  // of a bad parameter, in a message
-
 ApiError BadParameter(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
@@ -19,8 +17,9 @@ std::optional<ApiError> ReadStatus(std::string_view name, std::string_view value
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size() || value.size() != 3 || v < 400 ||
       v > 599) {
-    return BadParameter("invalid_parameter", Cat(name, ": expected a status from 400 to 599 (got ",
-                                                 Quoted(value.substr(0, kMaxQuoted)), ')'));
+    return BadParameter("invalid_parameter",
+                        Cat(name, ": expected a status from 400 to 599 (got ",
+                            Quoted(value.substr(0, kMaxQuotedParameter)), ')'));
   }
   out = static_cast<uint16_t>(v);
   return std::nullopt;
@@ -39,7 +38,7 @@ ParsedAuthQuery ParseAuthQuery(std::string_view target) {
       out.error = ReadStatus(p.name, p.value, out.statuses.unavailable);
     } else {
       out.error =
-          BadParameter("unknown_parameter", Cat(Quoted(p.name.substr(0, kMaxQuoted)),
+          BadParameter("unknown_parameter", Cat(Quoted(p.name.substr(0, kMaxQuotedParameter)),
                                                 ": unknown parameter (expected refused_status and "
                                                 "unavailable_status)"));
     }
@@ -53,7 +52,7 @@ std::optional<ApiError> RefuseCheckQuery(std::string_view target) {
   if (query.error || query.params.empty()) return std::move(query.error);
   return BadParameter(
       "unknown_parameter",
-      Cat(Quoted(query.params.front().name.substr(0, kMaxQuoted)),
+      Cat(Quoted(query.params.front().name.substr(0, kMaxQuotedParameter)),
           ": unknown parameter (/v1/check takes none: descriptors go in the body)"));
 }
 

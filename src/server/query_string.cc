@@ -5,8 +5,6 @@
 namespace caudal::http_api {
 namespace {
 
-constexpr size_t kMaxQuoted = 64;  // of a bad parameter, in a message
-
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -14,7 +12,7 @@ int Hex(char c) {
   return -1;
 }
 
-ApiError Bad(std::string code, std::string message) {
+ApiError BadQuery(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
 
@@ -63,17 +61,18 @@ ParsedQuery ParseQuery(std::string_view target) {
     std::optional<std::string> value = PercentDecode(
         eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), Plus::kSpace);
     if (!name || !value) {
-      return refuse(Bad("invalid_parameter", Cat("the query: bad percent-encoding in ",
-                                                 Quoted(pair.substr(0, kMaxQuoted)))));
+      return refuse(BadQuery(
+          "invalid_parameter",
+          Cat("the query: bad percent-encoding in ", Quoted(pair.substr(0, kMaxQuotedParameter)))));
     }
     if (out.params.size() == kMaxQueryParams) {
-      return refuse(
-          Bad("invalid_parameter", Cat("the query: more than ", kMaxQueryParams, " parameters")));
+      return refuse(BadQuery("invalid_parameter",
+                             Cat("the query: more than ", kMaxQueryParams, " parameters")));
     }
     if (out.Find(*name) != nullptr) {
-      return refuse(
-          Bad("duplicate_parameter", Cat("parameter ", Quoted(name->substr(0, kMaxQuoted)),
-                                         ": given twice (ambiguous; refused)")));
+      return refuse(BadQuery("duplicate_parameter",
+                             Cat("parameter ", Quoted(name->substr(0, kMaxQuotedParameter)),
+                                 ": given twice (ambiguous; refused)")));
     }
     out.params.push_back({.name = std::move(*name), .value = std::move(*value)});
   }

@@ -29,6 +29,8 @@ namespace caudal::http_api {
 
 // As many as a check's descriptors (kMaxDescriptors): no endpoint reads more.
 inline constexpr size_t kMaxQueryParams = 32;
+// How much of a bad parameter's name or value a message quotes.
+inline constexpr size_t kMaxQuotedParameter = 64;
 
 enum class Plus : uint8_t {
   kLiteral,  // a path segment's

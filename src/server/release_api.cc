@@ -9,7 +9,7 @@ namespace caudal::http_api {
 namespace json = boost::json;
 namespace {
 
-ApiError Bad(std::string code, std::string message) {
+ApiError BadRelease(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
 
@@ -25,18 +25,19 @@ ParsedRelease ReadReleaseBody(const json::object& o) {
   ParsedRelease out;
   for (const auto& kv : o) {
     if (kv.key() != "hold") {
-      out.error = Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
-                                           ": unknown field (expected hold)"));
+      out.error = BadRelease("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
+                                                  ": unknown field (expected hold)"));
       return out;
     }
   }
   const json::value* h = o.if_contains("hold");
   if (h == nullptr) {
-    out.error = Bad("missing_hold", "hold: required");
+    out.error = BadRelease("missing_hold", "hold: required");
     return out;
   }
   if (!h->is_string()) {
-    out.error = Bad("invalid_hold", Cat("hold: expected a string (got ", JsonTypeName(*h), ')'));
+    out.error =
+        BadRelease("invalid_hold", Cat("hold: expected a string (got ", JsonTypeName(*h), ')'));
     return out;
   }
   out.hold = std::string(h->get_string());
@@ -46,7 +47,7 @@ ParsedRelease ReadReleaseBody(const json::object& o) {
 Reply ReleaseReply(const Result<ReleaseResult>& result) {
   if (!result.ok()) {
     if (result.status().code() == StatusCode::kInvalidArgument) {
-      return ErrorReply(Bad("invalid_hold", result.status().message()));
+      return ErrorReply(BadRelease("invalid_hold", result.status().message()));
     }
     Reply r = ErrorReply({.status = 503,
                           .code = "store_unavailable",

@@ -10,11 +10,11 @@ namespace caudal::http_api {
 namespace json = boost::json;
 namespace {
 
-ApiError Bad(std::string code, std::string message) {
+ApiError BadReserve(std::string code, std::string message) {
   return {.status = 400, .code = std::move(code), .message = std::move(message)};
 }
 
-int64_t Ms(Micros d) { return (d.count() + 999) / 1000; }  // rounded up, as /v1/check's
+int64_t CeilMs(Micros d) { return (d.count() + 999) / 1000; }  // rounded up, as /v1/check's
 
 }  // namespace
 
@@ -29,9 +29,9 @@ ParsedCheck ReadReserveBody(json::object o) {
   for (const auto& kv : o) {
     if (kv.key() != "descriptors" && kv.key() != "cost" && kv.key() != "costs" &&
         kv.key() != "ttl") {
-      out.error = Bad("unknown_field",
-                      Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
-                          ": unknown field (expected descriptors, cost or costs, and ttl)"));
+      out.error = BadReserve("unknown_field",
+                             Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
+                                 ": unknown field (expected descriptors, cost or costs, and ttl)"));
       return out;
     }
   }
@@ -40,7 +40,8 @@ ParsedCheck ReadReserveBody(json::object o) {
     Result<Micros> d = t->is_string() ? ParseDuration(std::string_view(t->get_string()))
                                       : Result<Micros>(Status::InvalidArgument("not a string"));
     if (!d.ok() || *d < kMinReservationTtl || *d > kMaxReservationTtl) {
-      out.error = Bad("invalid_ttl", "ttl: expected a duration from 1ms to 24h, such as \"60s\"");
+      out.error =
+          BadReserve("invalid_ttl", "ttl: expected a duration from 1ms to 24h, such as \"60s\"");
       return out;
     }
     ttl = *d;
@@ -79,26 +80,27 @@ ParsedSettle ReadSettleBody(const json::object& o) {
   ParsedSettle out;
   for (const auto& kv : o) {
     if (kv.key() != "reservation" && kv.key() != "cost" && kv.key() != "costs") {
-      out.error =
-          Bad("unknown_field", Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
-                                   ": unknown field (expected reservation, and cost or costs)"));
+      out.error = BadReserve("unknown_field",
+                             Cat(Quoted(ValidUtf8(kv.key().substr(0, 64))),
+                                 ": unknown field (expected reservation, and cost or costs)"));
       return out;
     }
   }
   const json::value* id = o.if_contains("reservation");
   if (id == nullptr || !id->is_string()) {
-    out.error =
-        Bad(id == nullptr ? "missing_reservation" : "invalid_reservation",
-            id == nullptr ? "reservation: required"
-                          : Cat("reservation: expected a string (got ", JsonTypeName(*id), ')'));
+    out.error = BadReserve(
+        id == nullptr ? "missing_reservation" : "invalid_reservation",
+        id == nullptr ? "reservation: required"
+                      : Cat("reservation: expected a string (got ", JsonTypeName(*id), ')'));
     return out;
   }
   out.reservation = std::string(id->get_string());
   const json::value* c = o.if_contains("cost");
   const json::value* costs = o.if_contains("costs");
   if (c != nullptr && costs != nullptr) {
-    out.error = Bad("invalid_cost",
-                    "cost and costs: give one of them (cost is the requests dimension of costs)");
+    out.error =
+        BadReserve("invalid_cost",
+                   "cost and costs: give one of them (cost is the requests dimension of costs)");
     return out;
   }
   if (costs != nullptr) {
@@ -107,15 +109,16 @@ ParsedSettle ReadSettleBody(const json::object& o) {
     return out;
   }
   if (c == nullptr) {
-    out.error = Bad("missing_cost", "cost: required (the actual cost; or costs, per dimension)");
+    out.error =
+        BadReserve("missing_cost", "cost: required (the actual cost; or costs, per dimension)");
     return out;
   }
   const bool integer = c->is_int64() || c->is_uint64();
   const bool in_range = c->is_int64() && c->get_int64() >= 0 && c->get_int64() <= kMaxCost;
   if (!in_range) {
-    out.error = Bad("invalid_cost",
-                    integer ? "cost: expected an integer from 0 to 2^40"
-                            : Cat("cost: expected an integer (got ", JsonTypeName(*c), ')'));
+    out.error = BadReserve("invalid_cost",
+                           integer ? "cost: expected an integer from 0 to 2^40"
+                                   : Cat("cost: expected an integer (got ", JsonTypeName(*c), ')'));
     return out;
   }
   out.cost = c->get_int64();
@@ -158,7 +161,7 @@ Reply SettleReply(const Result<SettleResult>& result) {
                                     {"overdrawn", d.overdrawn},
                                     {"overrun", charged},
                                     {"uncharged", d.overrun - charged},
-                                    {"reset_after_ms", Ms(d.reset_after)}});
+                                    {"reset_after_ms", CeilMs(d.reset_after)}});
   }
   Reply r;
   r.content_type = "application/json";

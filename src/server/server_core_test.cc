@@ -15,7 +15,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-IpAddress Ip(const char* s) { return *IpAddress::Parse(s); }
+IpAddress ParseIp(const char* s) { return *IpAddress::Parse(s); }
 
 class ServerCoreTest : public ::testing::Test {
  protected:
@@ -47,27 +47,27 @@ TEST_F(ServerCoreTest, AConnectionCountsTowardsTheCapsUntilItGoes) {
   ForwardAuthOptions auth;
   auth.trusted_proxies = {*CidrBlock::Parse("10.0.0.0/8")};
   auto core = Core({.max_connections = 3, .max_connections_per_client = 2}, std::move(auth));
-  std::optional<AdmittedPeer> a = core->AdmitPeer(Ip("192.0.2.1"));
-  std::optional<AdmittedPeer> b = core->AdmitPeer(Ip("192.0.2.1"));
+  std::optional<AdmittedPeer> a = core->AdmitPeer(ParseIp("192.0.2.1"));
+  std::optional<AdmittedPeer> b = core->AdmitPeer(ParseIp("192.0.2.1"));
   ASSERT_TRUE(a && b);
-  EXPECT_EQ(a->address(), Ip("192.0.2.1"));
-  EXPECT_FALSE(core->AdmitPeer(Ip("192.0.2.1")));  // its share is 2
+  EXPECT_EQ(a->address(), ParseIp("192.0.2.1"));
+  EXPECT_FALSE(core->AdmitPeer(ParseIp("192.0.2.1")));  // its share is 2
   ASSERT_EQ(lines_.size(), 1u);
   EXPECT_NE(lines_[0].find("per-client connection cap (2) reached by 192.0.2.1"),
             std::string::npos);
   // A trusted proxy is held to the global cap alone.
-  std::optional<AdmittedPeer> proxy = core->AdmitPeer(Ip("10.1.2.3"));
+  std::optional<AdmittedPeer> proxy = core->AdmitPeer(ParseIp("10.1.2.3"));
   ASSERT_TRUE(proxy);
-  EXPECT_FALSE(core->AdmitPeer(Ip("10.1.2.3")));  // 3 of 3
-  EXPECT_FALSE(core->AdmitPeer(Ip("192.0.2.9")));
+  EXPECT_FALSE(core->AdmitPeer(ParseIp("10.1.2.3")));  // 3 of 3
+  EXPECT_FALSE(core->AdmitPeer(ParseIp("192.0.2.9")));
   ASSERT_EQ(lines_.size(), 2u);  // the global cap, said once for the episode
   EXPECT_NE(lines_[1].find("connection cap (3) reached"), std::string::npos);
   // Moved, a connection still counts once; gone, it leaves room in both caps.
   AdmittedPeer moved = std::move(*a);
   a.reset();
-  EXPECT_FALSE(core->AdmitPeer(Ip("192.0.2.9")));
+  EXPECT_FALSE(core->AdmitPeer(ParseIp("192.0.2.9")));
   { const AdmittedPeer gone = std::move(moved); }
-  std::optional<AdmittedPeer> again = core->AdmitPeer(Ip("192.0.2.1"));
+  std::optional<AdmittedPeer> again = core->AdmitPeer(ParseIp("192.0.2.1"));
   EXPECT_TRUE(again);
 }
 
@@ -103,7 +103,7 @@ routes::Request Get(std::string_view target) {
   return {.method = "GET",
           .target = target,
           .body = "",
-          .peer = Ip("127.0.0.1"),
+          .peer = ParseIp("127.0.0.1"),
           .header = [](std::string_view) { return std::string_view(); },
           .header_count = [](std::string_view) { return size_t{0}; },
           .forwarded_for = ""};

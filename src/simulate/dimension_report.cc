@@ -27,7 +27,7 @@ std::string PeakUse(const LimitTally& t) {
          std::to_string(t.peak_used) + "/" + std::to_string(capacity) + ")";
 }
 
-std::string Series(const std::vector<int64_t>& values) {
+std::string JsonArray(const std::vector<int64_t>& values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) {
     if (i > 0) out += ',';
@@ -95,7 +95,7 @@ std::string RenderDimensionJson(const DimensionRun& run) {
     out += ", \"requests\": " + std::to_string(d.requests);
     out += ", \"offered\": " + std::to_string(d.offered);
     out += ", \"admitted\": " + std::to_string(d.admitted);
-    out += ", \"admitted_series\": " + Series(d.admitted_series) + "}";
+    out += ", \"admitted_series\": " + JsonArray(d.admitted_series) + "}";
   }
   out += "],\n \"limits\": [";
   for (size_t i = 0; i < run.limits.size(); ++i) {
@@ -113,7 +113,7 @@ std::string RenderDimensionJson(const DimensionRun& run) {
     out += ", \"admitted\": " + std::to_string(t.admitted);
     out += ", \"refusals\": " + std::to_string(t.refusals);
     out += ", \"peak_used\": " + std::to_string(t.peak_used);
-    out += ", \"peak_series\": " + Series(t.peak_series) + "}";
+    out += ", \"peak_series\": " + JsonArray(t.peak_series) + "}";
   }
   out += "]}\n";
   return out;

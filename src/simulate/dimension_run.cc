@@ -12,7 +12,6 @@
 namespace caudal::simulate {
 namespace {
 
-constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);  // as identity_shares.cc
 constexpr size_t kMaxStoreKeys = size_t{1} << 24;
 
 bool Contains(std::span<const std::string> names, std::string_view name) {

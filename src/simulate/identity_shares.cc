@@ -23,7 +23,6 @@ namespace {
 
 constexpr size_t kMaxTenants = 64;
 constexpr int64_t kMaxInstances = 64;
-constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);
 
 // The memory store, counting the calls made to it.
 class CountingStore final : public Store {
@@ -44,7 +43,7 @@ class CountingStore final : public Store {
   int64_t calls_ = 0;
 };
 
-Status Validate(const std::vector<ShareTenant>& tenants, const IdentitySharesOptions& o) {
+Status ValidateShares(const std::vector<ShareTenant>& tenants, const IdentitySharesOptions& o) {
   if (tenants.empty()) return Status::InvalidArgument("--tenant: at least one");
   if (tenants.size() > kMaxTenants) {
     return Status::InvalidArgument(Cat("--tenant: at most ", kMaxTenants));
@@ -104,7 +103,7 @@ Result<ShareTenant> ParseShareTenant(std::string_view text) {
 
 Result<SharesRun> RunIdentityShares(const std::vector<ShareTenant>& tenants,
                                     const IdentitySharesOptions& o) {
-  if (Status s = Validate(tenants, o); !s.ok()) return s;
+  if (Status s = ValidateShares(tenants, o); !s.ok()) return s;
   PolicySpec spec;
   spec.name = "shared";
   spec.identity = {"tenant"};

@@ -20,8 +20,6 @@ using engine_internal::LeaseAsk;
 using engine_internal::LeasePlan;
 using engine_internal::LeaseTable;
 
-constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);
-
 enum class Kind { kRequest, kRenewal, kShare, kGiveBack };
 
 struct Call {

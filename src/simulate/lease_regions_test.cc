@@ -18,19 +18,22 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr Rate kLimit{.count = 1'200, .period = seconds(1)};
+constexpr Rate kRegionLimit{.count = 1'200, .period = seconds(1)};
 
 Traffic Poisson(int64_t per_second, Micros duration = seconds(20)) {
   return *Generate({.pattern = Pattern::kPoisson,
-                    .limit = kLimit,
+                    .limit = kRegionLimit,
                     .rate = {per_second, seconds(1)},
                     .duration = duration,
                     .seed = 7});
 }
 
 SimulationOptions ThreeRegions(Micros one_way) {
-  return {
-      .limit = kLimit, .burst = 1'200, .regions = 3, .replication_lag = one_way, .leases = true};
+  return {.limit = kRegionLimit,
+          .burst = 1'200,
+          .regions = 3,
+          .replication_lag = one_way,
+          .leases = true};
 }
 
 // 2,000 a second: each region's share (1,200 · 0.3 / 3 = 120 units) covers three round trips of

@@ -24,7 +24,7 @@ void AppendCell(std::string& out, const std::string& text, size_t width, bool le
 }
 
 // The same requests decided with leases (SimulationOptions::leases), beside replication.
-std::string LeaseTable(const Simulation& sim) {
+std::string RenderLeaseTable(const Simulation& sim) {
   const std::vector<TableColumn> columns = {
       {"algorithm", true}, {"admitted"}, {"rejected"}, {"max in " + FormatDuration(sim.window)},
       {"bound"},           {"local"},    {"p99"},      {"unspent"},
@@ -101,7 +101,7 @@ std::string RenderTable(const Simulation& sim) {
   out += "\nmax in " + FormatDuration(sim.window) +
          ": the most one key had admitted within any window of that length.\n"
          "bound: the limit for the window algorithms, B + r·W for token_bucket and gcra.\n";
-  if (sim.leases) out += LeaseTable(sim);
+  if (sim.leases) out += RenderLeaseTable(sim);
   return out;
 }
 

@@ -5,6 +5,10 @@
 
 namespace caudal::simulate {
 
+// How often, in simulated time, a simulation's instances give back what their ended leases
+// hold (ReturnEnded): one interval for every simulation.
+inline constexpr Micros kGiveBackEvery = std::chrono::milliseconds(50);
+
 class SimClock final : public Clock {
  public:
   Nanos Now() const override { return now_; }

@@ -68,7 +68,7 @@ bool ParseXml(const std::string& s, std::vector<Element>* out) {
   return open.empty();
 }
 
-Simulation Sample() {
+Simulation ChartSample() {
   Simulation sim;
   sim.window = minutes(1);
   sim.start = minutes(0);
@@ -94,7 +94,7 @@ Simulation Sample() {
 }
 
 TEST(SvgChart, IsWellFormedWithOneLinePerAlgorithmAndBothBounds) {
-  const std::string svg = RenderSvg(Sample(), {.title = "boundary-burst <&> test"});
+  const std::string svg = RenderSvg(ChartSample(), {.title = "boundary-burst <&> test"});
   std::vector<Element> elements;
   ASSERT_TRUE(ParseXml(svg, &elements)) << svg;
   ASSERT_FALSE(elements.empty());
@@ -136,7 +136,7 @@ TEST(SvgChart, IsWellFormedWithOneLinePerAlgorithmAndBothBounds) {
 }
 
 TEST(SvgChart, HigherValuesAreDrawnHigher) {
-  const std::string svg = RenderSvg(Sample(), {.title = "t"});
+  const std::string svg = RenderSvg(ChartSample(), {.title = "t"});
   std::vector<Element> elements;
   ASSERT_TRUE(ParseXml(svg, &elements));
   for (const Element& e : elements) {
@@ -159,7 +159,7 @@ TEST(SvgChart, XmlEscape) { EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&q
 // common fonts need (tests/serve/test_status_page.py measures the drawn text in Chromium).
 TEST(SvgChart, TheCanvasHoldsTheWidestLegend) {
   for (const int64_t most : {int64_t{200}, int64_t{1999}, int64_t{1} << 40}) {
-    Simulation sim = Sample();
+    Simulation sim = ChartSample();
     sim.runs.push_back({.algorithm = Algorithm::kSlidingWindowCounter,
                         .offered = 1,
                         .admitted = 1,
@@ -184,7 +184,7 @@ TEST(SvgChart, TheCanvasHoldsTheWidestLegend) {
   }
   // With room enough (fixed_window and gcra), the canvas keeps its size.
   std::vector<Element> elements;
-  ASSERT_TRUE(ParseXml(RenderSvg(Sample(), {.title = "t"}), &elements));
+  ASSERT_TRUE(ParseXml(RenderSvg(ChartSample(), {.title = "t"}), &elements));
   EXPECT_EQ(elements[0].attrs.at("width"), "960");
 }
 

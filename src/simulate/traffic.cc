@@ -84,7 +84,7 @@ std::vector<Request> OnOff(const PatternOptions& o, int64_t from, int64_t to) {
   return out;
 }
 
-Status Validate(const PatternOptions& o) {
+Status ValidatePattern(const PatternOptions& o) {
   if (o.rate.count <= 0 || o.rate.period.count() <= 0) {
     return Status::InvalidArgument("the rate must be a positive count per positive period");
   }
@@ -143,7 +143,7 @@ Status ValidateDuration(Pattern pattern, const Rate& limit, Micros duration) {
 }
 
 Result<Traffic> Generate(const PatternOptions& o) {
-  if (Status s = Validate(o); !s.ok()) return s;
+  if (Status s = ValidatePattern(o); !s.ok()) return s;
   Traffic t;
   t.keys = {"client"};
   const int64_t from = o.pattern == Pattern::kBoundaryBurst ? o.limit.period.count() / 2 : 0;

@@ -12,11 +12,11 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
 
-constexpr Rate kLimit{.count = 100, .period = minutes(1)};
+constexpr Rate kTrafficLimit{.count = 100, .period = minutes(1)};
 
 Traffic Make(Pattern p, Rate rate, Micros duration, uint64_t seed = 1) {
-  auto t =
-      Generate({.pattern = p, .limit = kLimit, .rate = rate, .duration = duration, .seed = seed});
+  auto t = Generate(
+      {.pattern = p, .limit = kTrafficLimit, .rate = rate, .duration = duration, .seed = seed});
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? std::move(*t) : Traffic{};
 }
@@ -82,8 +82,8 @@ TEST(Traffic, BoundaryBurstStraddlesTheFirstWindowBoundary) {
                                     [&](int64_t x) { return x >= w - spread && x < w; });
   const auto after = std::count_if(times.begin(), times.end(),
                                    [&](int64_t x) { return x >= w && x < w + spread; });
-  EXPECT_EQ(before, kLimit.count);
-  EXPECT_EQ(after, kLimit.count);
+  EXPECT_EQ(before, kTrafficLimit.count);
+  EXPECT_EQ(after, kTrafficLimit.count);
   // Then steady at 60/1m, one a second, from w + spread to the end.
   const auto steady = static_cast<int64_t>(times.size()) - before - after;
   EXPECT_EQ(steady, (t.end.count() - (w + spread) + 999'999) / 1'000'000);
@@ -93,7 +93,7 @@ TEST(Traffic, BoundaryBurstStraddlesTheFirstWindowBoundary) {
 
 TEST(Traffic, BoundaryBurstNeedsAtLeastOneWindow) {
   auto t = Generate({.pattern = Pattern::kBoundaryBurst,
-                     .limit = kLimit,
+                     .limit = kTrafficLimit,
                      .rate = {200, minutes(1)},
                      .duration = seconds(30)});
   ASSERT_FALSE(t.ok());
@@ -109,13 +109,13 @@ TEST(Traffic, OnOffIsSilentInTheSecondHalfOfEveryWindow) {
 
 TEST(Traffic, RefusesMoreThanTheBound) {
   auto t = Generate({.pattern = Pattern::kSteady,
-                     .limit = kLimit,
+                     .limit = kTrafficLimit,
                      .rate = {kMaxRequests + 1, seconds(1)},
                      .duration = seconds(1)});
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("10000001 requests; at most 10000000"));
   auto p = Generate({.pattern = Pattern::kPoisson,
-                     .limit = kLimit,
+                     .limit = kTrafficLimit,
                      .rate = {1'000'000, seconds(1)},
                      .duration = seconds(11)});
   ASSERT_FALSE(p.ok());
@@ -135,7 +135,7 @@ TEST(Traffic, RefusesDurationsThatWouldLoopForever) {
   ASSERT_FALSE(t.ok());
   EXPECT_THAT(t.status().message(), HasSubstr("on-off would run more than 10000000 windows"));
   auto long_run = Generate({.pattern = Pattern::kSteady,
-                            .limit = kLimit,
+                            .limit = kTrafficLimit,
                             .rate = {1, seconds(1)},
                             .duration = kMaxDuration + Micros(1)});
   ASSERT_FALSE(long_run.ok());
@@ -144,7 +144,7 @@ TEST(Traffic, RefusesDurationsThatWouldLoopForever) {
 
 TEST(Traffic, RefusesNonPositiveDuration) {
   auto t = Generate({.pattern = Pattern::kSteady,
-                     .limit = kLimit,
+                     .limit = kTrafficLimit,
                      .rate = {1, seconds(1)},
                      .duration = Micros(0)});
   ASSERT_FALSE(t.ok());

@@ -31,7 +31,7 @@ class CountingClock final : public Clock {
 };
 
 // prefix + number (spelled out: GCC 12 warns falsely on "literal" + std::to_string(..)).
-std::string Name(std::string_view prefix, int i) {
+std::string BatchKeyName(std::string_view prefix, int i) {
   std::string s(prefix);
   s += std::to_string(i);
   return s;
@@ -53,7 +53,7 @@ TEST(MemoryStoreBatchTest, DecidesAsOneEntryDecidesInOrder) {
   MemoryStore single(clock, {.max_keys = 2000});
   const std::vector<Limit> limits = OneLimitPerAlgorithm();
   std::vector<std::string> keys;
-  for (int i = 0; i < 7; ++i) keys.push_back(Name("k", i));
+  for (int i = 0; i < 7; ++i) keys.push_back(BatchKeyName("k", i));
   uint64_t x = 88172645463325252ULL;
   const auto next = [&x](uint64_t n) {
     x ^= x << 13;
@@ -92,7 +92,7 @@ TEST(MemoryStoreBatchTest, ReadsTheClockOncePerBatch) {
   const int at_start = clock.reads();
   const Limit limit = OneLimitPerAlgorithm()[0];
   std::vector<std::string> keys;
-  for (int i = 0; i < 100; ++i) keys.push_back(Name("key", i));
+  for (int i = 0; i < 100; ++i) keys.push_back(BatchKeyName("key", i));
   std::vector<ConsumeEntry> entries;
   for (const std::string& k : keys) entries.push_back({.key = k, .limit = &limit});
   std::vector<Decision> decisions(entries.size());

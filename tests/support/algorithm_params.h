@@ -13,12 +13,17 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "algorithms/algorithm.h"
 
 namespace caudal::testing {
+
+// The instant the suites start at: a whole minute (and second, millisecond) since the epoch, so a
+// boundary of any whole-minute window.
+inline constexpr Micros kT0 = std::chrono::minutes(28'333'334);
 
 // The algorithms of the table's rows for which `holds(algorithm)` is true, in table order.
 template <typename Predicate>

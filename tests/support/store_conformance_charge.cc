@@ -13,7 +13,7 @@ using std::chrono::seconds;
 
 constexpr Algorithm kBuckets[] = {Algorithm::kTokenBucket, Algorithm::kGcra};
 
-Limit Bucket(Algorithm a, int64_t capacity, int64_t count, Micros period) {
+Limit ChargeBucket(Algorithm a, int64_t capacity, int64_t count, Micros period) {
   return *Limit::Create(LimitSpec::Bucket(a, capacity, {.count = count, .period = period}));
 }
 
@@ -27,7 +27,7 @@ ChargeEntry Charge(const std::string& key, const Limit& limit, int64_t cost) {
 TEST_P(StoreConformanceTest, ABucketsChargeCountsARefusedHitIntoDebt) {
   for (const Algorithm a : kBuckets) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = Bucket(a, 10, 10, seconds(1));
+    const Limit limit = ChargeBucket(a, 10, 10, seconds(1));
     const std::string key = Key("charged:" + std::string(AlgorithmName(a)));
     auto charge = [&](int64_t cost) {
       const ChargeEntry e = Charge(key, limit, cost);
@@ -71,7 +71,7 @@ TEST_P(StoreConformanceTest, ABucketsChargeCountsARefusedHitIntoDebt) {
 TEST_P(StoreConformanceTest, ABucketsChargeAppliesWhateverTheRequestDecides) {
   for (const Algorithm a : kBuckets) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit bucket = Bucket(a, 10, 1, std::chrono::hours(1));
+    const Limit bucket = ChargeBucket(a, 10, 1, std::chrono::hours(1));
     const Limit window = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 10, seconds(1)));
     const std::string charged = Key("charged:" + std::string(AlgorithmName(a)));
     const std::string consumed = Key("consumed:" + std::string(AlgorithmName(a)));
@@ -106,7 +106,7 @@ TEST_P(StoreConformanceTest, ABucketsChargeAppliesWhateverTheRequestDecides) {
 TEST_P(StoreConformanceTest, ABucketsDebtStopsAtMaxDebt) {
   for (const Algorithm a : kBuckets) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = Bucket(a, 2, 1, std::chrono::hours(1));
+    const Limit limit = ChargeBucket(a, 2, 1, std::chrono::hours(1));
     const int64_t most = MaxDebt(limit);
     ASSERT_EQ(most, 24 * 365 * 25);
     const std::string key = Key("deep:" + std::string(AlgorithmName(a)));

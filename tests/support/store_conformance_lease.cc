@@ -15,7 +15,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-Limit TenPerSecond(Algorithm a) {
+Limit LeaseTenPerSecond(Algorithm a) {
   const LimitSpec spec = IsWindowAlgorithm(a)
                              ? LimitSpec::Window(a, 10, seconds(1))
                              : LimitSpec::Bucket(a, 10, {.count = 10, .period = seconds(1)});
@@ -25,7 +25,7 @@ Limit TenPerSecond(Algorithm a) {
 TEST_P(StoreConformanceTest, ALeaseTakesUpToItsAskAfterTheCostAsManyAsFit) {
   for (Algorithm a : kLeasing) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = TenPerSecond(a);
+    const Limit limit = LeaseTenPerSecond(a);
     const std::string key = Key("lease:" + std::string(AlgorithmName(a)));
     const ConsumeEntry first{.key = key, .limit = &limit, .cost = 2, .lease = 5};
     const DecideResponse r1 = MustDecide({.consumes = {&first, 1}});
@@ -46,7 +46,7 @@ TEST_P(StoreConformanceTest, ALeaseTakesUpToItsAskAfterTheCostAsManyAsFit) {
 TEST_P(StoreConformanceTest, ARenewalIsAPeekThatTakesWhatFits) {
   for (Algorithm a : kLeasing) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = TenPerSecond(a);
+    const Limit limit = LeaseTenPerSecond(a);
     const std::string key = Key("renew:" + std::string(AlgorithmName(a)));
     ASSERT_TRUE(MustDecideOne(key, limit, 7).allowed());
     const ConsumeEntry renew{.key = key, .limit = &limit, .cost = 0, .lease = 8};
@@ -58,8 +58,8 @@ TEST_P(StoreConformanceTest, ARenewalIsAPeekThatTakesWhatFits) {
 }
 
 TEST_P(StoreConformanceTest, ARefusedRequestTakesNoLease) {
-  const Limit bucket = TenPerSecond(Algorithm::kTokenBucket);
-  const Limit window = TenPerSecond(Algorithm::kFixedWindow);
+  const Limit bucket = LeaseTenPerSecond(Algorithm::kTokenBucket);
+  const Limit window = LeaseTenPerSecond(Algorithm::kFixedWindow);
   const std::string leased = Key("refused:leased");
   const std::string full = Key("refused:full");
   ASSERT_TRUE(MustDecideOne(full, window, 10).allowed());
@@ -74,7 +74,7 @@ TEST_P(StoreConformanceTest, ARefusedRequestTakesNoLease) {
 TEST_P(StoreConformanceTest, AGiveBackAtOnceLeavesTheStateAsIfNothingWasLeased) {
   for (Algorithm a : kLeasing) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = TenPerSecond(a);
+    const Limit limit = LeaseTenPerSecond(a);
     const std::string key = Key("giveback:" + std::string(AlgorithmName(a)));
     const ConsumeEntry take{.key = key, .limit = &limit, .cost = 1, .lease = 6};
     const Decision d = MustDecide({.consumes = {&take, 1}}).decisions[0];
@@ -93,7 +93,7 @@ TEST_P(StoreConformanceTest, AGiveBackReturnsOnlyWhatStillCounts) {
   // A bucket that has refilled since the grant absorbed the units: nothing to give back.
   for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
     SCOPED_TRACE(AlgorithmName(a));
-    const Limit limit = TenPerSecond(a);
+    const Limit limit = LeaseTenPerSecond(a);
     const std::string key = Key("absorbed:" + std::string(AlgorithmName(a)));
     const ConsumeEntry take{.key = key, .limit = &limit, .cost = 0, .lease = 4};
     const Decision d = MustDecide({.consumes = {&take, 1}}).decisions[0];
@@ -106,7 +106,7 @@ TEST_P(StoreConformanceTest, AGiveBackReturnsOnlyWhatStillCounts) {
     EXPECT_EQ(MustGiveBack({&back, 1})[0].remaining, 5);
   }
   // A window that has passed keeps what it counted.
-  const Limit window = TenPerSecond(Algorithm::kFixedWindow);
+  const Limit window = LeaseTenPerSecond(Algorithm::kFixedWindow);
   const std::string key = Key("absorbed:window");
   const ConsumeEntry take{.key = key, .limit = &window, .cost = 0, .lease = 4};
   const Decision d = MustDecide({.consumes = {&take, 1}}).decisions[0];
@@ -119,9 +119,9 @@ TEST_P(StoreConformanceTest, AGiveBackReturnsOnlyWhatStillCounts) {
 }
 
 TEST_P(StoreConformanceTest, RefusesMalformedLeasesAndGiveBacks) {
-  const Limit bucket = TenPerSecond(Algorithm::kTokenBucket);
-  const Limit log = TenPerSecond(Algorithm::kSlidingWindowLog);
-  const Limit counter = TenPerSecond(Algorithm::kSlidingWindowCounter);
+  const Limit bucket = LeaseTenPerSecond(Algorithm::kTokenBucket);
+  const Limit log = LeaseTenPerSecond(Algorithm::kSlidingWindowLog);
+  const Limit counter = LeaseTenPerSecond(Algorithm::kSlidingWindowCounter);
   const std::string key = Key("malformed");
   const std::string other = Key("malformed:other");
   const LeaseGrant grant{};
