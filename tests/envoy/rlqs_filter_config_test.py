@@ -368,7 +368,7 @@ class RlqsFilterConfigTest(unittest.TestCase):
                         s.no_assignment_behavior.fallback_rate_limit.WhichOneof("strategy"),
                         "blanket_rule")
                     e = s.expired_assignment_behavior
-                    # reuse_last_assignment is not implemented; an unset timeout ends at once.
+                    # Envoy's filter ignores reuse_last_assignment; an unset timeout ends at once.
                     self.assertEqual(e.WhichOneof("expired_assignment_behavior"),
                                      "fallback_rate_limit")
                     self.assertGreaterEqual(e.expired_assignment_behavior_timeout.seconds, 1)
