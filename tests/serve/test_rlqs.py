@@ -304,6 +304,28 @@ class Refusals(unittest.TestCase):
         self.assertTrue(c.wait_for(lambda: c.stats({"name": "per-tenant", "tenant": "after"})
                                    .assignments > 0, timeout=5))
 
+    def test_a_flood_of_reports_costs_the_store_one_renewal_per_gap(self):
+        """A caller with valid credentials that sends reports as fast as it can: each bucket is
+        renewed at most every assignment_ttl/20, and the service keeps serving others."""
+        def actions():
+            return sum(self.serve.metric('caudal_rlqs_actions_total{action="%s"}' % a)
+                       for a in ("token_bucket", "extend", "deny_all", "allow_all"))
+        before = actions()
+        flood = [usage({"name": "per-tenant", "tenant": "flood"}, allowed=1000)] * 3000
+        t0 = time.monotonic()
+        code, details, _ = raw_stream(self.target, flood)
+        elapsed = time.monotonic() - t0
+        self.assertEqual(code, grpc.StatusCode.OK, details)
+        renewals = actions() - before
+        print("\nflood: 3000 reports in %.2fs, %d renewals" % (elapsed, renewals))
+        self.assertLessEqual(renewals, 2 + elapsed / (TTL / 20.0))
+        # Others are served meanwhile and after.
+        c = rc.RlqsClient(self.target, DOMAIN, INTERVAL, no_assignment=rc.DENY)
+        self.addCleanup(c.close)
+        other = {"name": "per-tenant", "tenant": "bystander"}
+        c.request(other)
+        self.assertTrue(c.wait_for(lambda: kind(c, other) == "token_bucket", timeout=5))
+
     def test_a_bucket_no_rule_maps_gets_the_domains_no_match(self):
         c = rc.RlqsClient(self.target, DOMAIN, INTERVAL, no_assignment=rc.ALLOW)
         self.addCleanup(c.close)
