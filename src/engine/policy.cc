@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "algorithms/algorithm.h"
 #include "common/cat.h"
 #include "common/utf8.h"
 #include "engine/policy_dimensions.h"
@@ -233,13 +234,26 @@ std::optional<PolicyError> ValidateOverrideTerms(const PolicySpec& policy,
   return std::nullopt;
 }
 
-LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances) {
+LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances,
+                      bool may_group) {
   LimitSet set;
+  // Counting more than one dimension, its compact limits' states are one group per identity.
+  bool grouped = false;
+  const Limit* counted = nullptr;  // the first limit of units
+  for (const Limit& l : limits) {
+    if (IsConcurrency(l.algorithm())) continue;
+    if (counted == nullptr) {
+      counted = &l;
+    } else if (l.DimensionText() != counted->DimensionText()) {
+      grouped = may_group;
+    }
+  }
   for (size_t k = 0; k < limits.size(); ++k) {
     const Limit& l = limits[k];
     auto local = LocalLimit(l, instances);
     set.local_limits.push_back(local.ok() ? *local : l);
-    set.key_prefixes.push_back(store_key::PolicyPrefix(policy, k, l));
+    set.key_prefixes.push_back(store_key::PolicyPrefix(
+        policy, k, l, grouped && AlgorithmInfoOf(l.algorithm()).state == StateShape::kCompact));
   }
   set.limits = std::move(limits);
   return set;
@@ -343,15 +357,17 @@ Result<std::shared_ptr<const PolicySet>> PolicySet::Create(std::vector<PolicySpe
     p.on_failure = spec.on_failure.value_or(options.on_failure);
     p.lease = spec.lease.value_or(options.lease);
     // Local limits are validated above whenever the local fallback can be used.
-    LimitSet own = MakeLimitSet(spec.name, spec.limits, options.instances);
+    // A shared capacity's keys are its policy's, one for all identities: never grouped.
+    const bool may_group = !spec.share;
+    LimitSet own = MakeLimitSet(spec.name, spec.limits, options.instances, may_group);
     p.local_limits = std::move(own.local_limits);
     p.key_prefixes = std::move(own.key_prefixes);
     for (const OverrideSpec& o : spec.overrides) {
       // With share a tier gives a weight, and its requests the policy's own limits and keys.
-      Policy::Tier tier{
-          .set = MakeLimitSet(spec.name, spec.share ? spec.limits : o.limits, options.instances),
-          .ip = {},
-          .weight = o.weight.value_or(1)};
+      Policy::Tier tier{.set = MakeLimitSet(spec.name, spec.share ? spec.limits : o.limits,
+                                            options.instances, may_group),
+                        .ip = {},
+                        .weight = o.weight.value_or(1)};
       for (const MatchValue& m : o.match) {
         if (m.descriptor == "ip") tier.ip = *CidrBlock::Parse(m.value);
       }

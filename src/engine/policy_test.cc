@@ -172,6 +172,44 @@ TEST(PolicySet, CarriesTheShareAndGivesAWeightedTierThePolicysOwnLimitsAndKeys) 
       << refused.status().message();
 }
 
+// A limit set counting more than one dimension keys its compact limits as members of one group per
+// identity; one counting a single dimension keeps a key per limit (as before dimensions existed),
+// and so does a capacity shared among identities.
+TEST(MakeLimitSet, GroupsTheCompactLimitsOfASetCountingSeveralDimensions) {
+  const auto limit = [](Algorithm a, std::vector<std::string> dimension) {
+    LimitSpec spec = a == Algorithm::kFixedWindow
+                         ? LimitSpec::Window(a, 100, std::chrono::minutes(1))
+                         : (a == Algorithm::kConcurrency
+                                ? LimitSpec::Concurrency(5, seconds(30))
+                                : LimitSpec::Bucket(a, 100, {100, std::chrono::minutes(1)}));
+    spec.dimension = std::move(dimension);
+    return *Limit::Create(spec);
+  };
+  const LimitSet gateway = MakeLimitSet(
+      "gw",
+      {limit(Algorithm::kTokenBucket, {}), limit(Algorithm::kTokenBucket, {"input_tokens"}),
+       limit(Algorithm::kFixedWindow, {"input_tokens", "output_tokens"}),
+       limit(Algorithm::kConcurrency, {})},
+      1);
+  ASSERT_EQ(gateway.key_prefixes.size(), 4u);
+  EXPECT_EQ(gateway.key_prefixes[0], "#0:tb100,1/600000#caudal:gw:");
+  EXPECT_EQ(gateway.key_prefixes[1], "#1:tb100,1/600000,input_tokens#caudal:gw:");
+  EXPECT_EQ(gateway.key_prefixes[2], "#2:fw100,1/600000,input_tokens+output_tokens#caudal:gw:");
+  EXPECT_EQ(gateway.key_prefixes[3].rfind("caudal:gw:3:cc", 0), 0u)
+      << "a concurrency limit's holds are no compact state: " << gateway.key_prefixes[3];
+  const LimitSet requests = MakeLimitSet(
+      "api", {limit(Algorithm::kTokenBucket, {}), limit(Algorithm::kFixedWindow, {})}, 1);
+  EXPECT_EQ(requests.key_prefixes[0], "caudal:api:0:tb100,1/600000:");
+  EXPECT_EQ(requests.key_prefixes[1], "caudal:api:1:fw100,1/600000:");
+  const LimitSet tokens = MakeLimitSet(
+      "t", {limit(Algorithm::kGcra, {"input_tokens"}), limit(Algorithm::kConcurrency, {})}, 1);
+  EXPECT_EQ(tokens.key_prefixes[0].rfind("caudal:t:0:", 0), 0u) << "one dimension: keys apart";
+  const LimitSet shared = MakeLimitSet(
+      "s", {limit(Algorithm::kTokenBucket, {}), limit(Algorithm::kTokenBucket, {"input_tokens"})},
+      1, /*may_group=*/false);
+  EXPECT_EQ(shared.key_prefixes[1], "caudal:s:1:tb100,1/600000,input_tokens:");
+}
+
 TEST(Fairness, ParsesItsNames) {
   EXPECT_EQ(*ParseFairness("max_min"), Fairness::kMaxMin);
   EXPECT_EQ(*ParseFairness("proportional"), Fairness::kProportional);

@@ -51,7 +51,8 @@ void AppendField(std::string& out, std::string_view value) {
   out += value;
 }
 
-std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& limit) {
+std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& limit, bool grouped) {
+  if (grouped) return Cat('#', index, ':', Fingerprint(limit), '#', kPolicyHead, policy, ':');
   return Cat(kPolicyHead, policy, ':', index, ':', Fingerprint(limit), ':');
 }
 
@@ -63,13 +64,21 @@ std::string Policy(std::string_view prefix, std::string_view identity) {
 }
 
 std::optional<PolicyParts> ReadPolicy(std::string_view key) {
-  const size_t open = key.find('{');
-  if (!key.starts_with(kPolicyHead) || open == std::string_view::npos || key.back() != '}') {
+  size_t head = 0;  // where "caudal:" starts: after a grouped key's member
+  if (key.starts_with('#')) {
+    const size_t end = key.find('#', 1);
+    if (end == std::string_view::npos) return std::nullopt;
+    head = end + 1;
+  }
+  const size_t open = key.find('{', head);
+  if (key.substr(head).substr(0, kPolicyHead.size()) != kPolicyHead ||
+      open == std::string_view::npos || key.back() != '}') {
     return std::nullopt;
   }
-  const size_t name_end = key.find(':', kPolicyHead.size());
+  const size_t name_start = head + kPolicyHead.size();
+  const size_t name_end = key.find(':', name_start);
   if (name_end == std::string_view::npos || name_end > open) return std::nullopt;
-  return PolicyParts{.policy = key.substr(kPolicyHead.size(), name_end - kPolicyHead.size()),
+  return PolicyParts{.policy = key.substr(name_start, name_end - name_start),
                      .prefix = key.substr(0, open),
                      .identity = key.substr(open + 1, key.size() - open - 2)};
 }

@@ -5,6 +5,9 @@
 // a key is length-prefixed ("2:k1"), so no two identities or descriptors share a key:
 //   policy  caudal:<policy>:<limit index>:<fingerprint>:{<identity>}
 //           (a token bucket of 100 per minute: tb100,1/600000)
+//   grouped #<limit index>:<fingerprint>#caudal:<policy>:{<identity>}
+//           a member of the group of the identity's limits (a grouped key, caudal/store/store.h),
+//           for the compact limits of a limit set that counts more than one dimension
 //   Envoy   rls|<Limit::ToString()>|{<domain><first entry's key and value>}<the other entries>
 //   local   local|<the local limit's ToString()>|<the shared key>, in the local fallback store
 #pragma once
@@ -22,8 +25,10 @@ namespace caudal::store_key {
 // Appends `value` length-prefixed: "<size>:<value>".
 void AppendField(std::string& out, std::string_view value);
 
-// Everything of a policy's key but its identity: "caudal:<policy>:<index>:<fingerprint>:".
-std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& limit);
+// Everything of a policy's key but its identity: "caudal:<policy>:<index>:<fingerprint>:", or
+// with `grouped` "#<index>:<fingerprint>#caudal:<policy>:".
+std::string PolicyPrefix(std::string_view policy, size_t index, const Limit& limit,
+                         bool grouped = false);
 // A policy key: `prefix` (PolicyPrefix) and the encoded identity as the hash tag.
 std::string Policy(std::string_view prefix, std::string_view identity);
 

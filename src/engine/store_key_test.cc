@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "caudal/store/store.h"
 
 namespace caudal {
 namespace {
@@ -30,6 +33,35 @@ TEST(StoreKey, APolicyKeyNamesItsLimitAndReadsBack) {
       *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 100, std::chrono::minutes(1)));
   EXPECT_NE(store_key::PolicyPrefix("api", 2, window), prefix);
   EXPECT_EQ(store_key::PolicyPrefix("api", 0, window), "caudal:api:0:fw100,1/600000:");
+}
+
+// A grouped key: its member names the limit, its group the policy and identity, one Redis Cluster
+// slot for all the identity's members; it reads back as a policy key, its prefix its own.
+TEST(StoreKey, AGroupedKeyNamesItsLimitAsAMemberOfThePolicysGroupAndReadsBack) {
+  const Limit l = Bucket100PerMinute();
+  const std::string prefix = store_key::PolicyPrefix("api", 2, l, /*grouped=*/true);
+  EXPECT_EQ(prefix, "#2:tb100,1/600000#caudal:api:");
+  const std::string key = store_key::Policy(prefix, "4:user2:u1");
+  EXPECT_EQ(key, "#2:tb100,1/600000#caudal:api:{4:user2:u1}");
+  const std::optional<GroupedKey> grouped = ReadGroupedKey(key);
+  ASSERT_TRUE(grouped.has_value());
+  EXPECT_EQ(grouped->member, "2:tb100,1/600000");
+  EXPECT_EQ(grouped->group, "caudal:api:{4:user2:u1}");
+  const auto parts = store_key::ReadPolicy(key);
+  ASSERT_TRUE(parts.has_value());
+  EXPECT_EQ(parts->policy, "api");
+  EXPECT_EQ(parts->prefix, prefix);
+  EXPECT_EQ(parts->identity, "4:user2:u1");
+  EXPECT_EQ(store_key::HashTag(key), "{4:user2:u1}");
+  EXPECT_NE(prefix, store_key::PolicyPrefix("api", 2, l)) << "and apart from the key of its own";
+  // No grouped key is a policy key's spelling, nor any of these.
+  for (std::string_view bad : {"#", "##caudal:api:{k}", "#m#caudal:api:k", "#m#caudal:api:{}",
+                               "#2:tb#other:api:{k}", "#2:tb"}) {
+    EXPECT_FALSE(ReadGroupedKey(bad).has_value() && store_key::ReadPolicy(bad).has_value()) << bad;
+  }
+  EXPECT_FALSE(ReadGroupedKey("#m#caudal:api:k").has_value()) << "a group has a hash tag";
+  EXPECT_FALSE(ReadGroupedKey("##caudal:api:{k}").has_value()) << "a member has a name";
+  EXPECT_FALSE(ReadGroupedKey("caudal:api:2:tb:{k}").has_value());
 }
 
 TEST(StoreKey, ACalendarWindowsKeyNamesItsUnitAndTimeZone) {

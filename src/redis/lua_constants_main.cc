@@ -43,6 +43,8 @@ std::string Constants() {
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   out += "local RESERVE_FLAG = " + std::to_string(redis::kReserveFlag) + "\n";
   out += "local CALENDAR_FLAG = " + std::to_string(redis::kCalendarFlag) + "\n";
+  out += "local GROUP_FLAG = " + std::to_string(redis::kGroupFlag) + "\n";
+  out += "local GROUP_MAX = " + std::to_string(redis::kMaxGroupMembers) + "\n";
   out += "local MAX_DEBT_TIME = " + std::to_string(kMaxDebtTime.count()) + "\n";
   out += "local SHARE_REQUEST = " + std::to_string(redis::kShareRequest) + "\n";
   out += "local SHARE_FULL = " + std::to_string(redis::kShareFull) + "\n";

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "algorithms/algorithm.h"
+#include "store/siphash.h"
 
 namespace caudal::redis {
 namespace {
@@ -48,6 +49,12 @@ void AppendLimitArgs(int64_t algorithm, const Limit& l, std::string& args) {
   }
 }
 
+// An entry's grouped key, read back (nullopt: a key of its own).
+std::optional<GroupedKey> GroupOf(const EntryRef& e) {
+  if (e.key.empty() || e.key[0] != '#') return std::nullopt;
+  return ReadGroupedKey(e.key);
+}
+
 // A calendar window's boundaries around `near` (kCalendarFlag).
 void AppendCalendarBounds(const Calendar& calendar, Micros near, std::string& args) {
   for (const Micros b : calendar.BoundsAround(near)) Pack(b.count(), args);
@@ -58,8 +65,9 @@ void AppendCalendarBounds(const Calendar& calendar, Micros near, std::string& ar
 // grant's time and reset_after, a calendar's boundaries).
 void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
   const std::optional<Calendar>& calendar = e.limit->calendar();
-  const auto algorithm =
-      static_cast<int64_t>(e.limit->algorithm()) + (calendar ? kCalendarFlag : 0);
+  const std::optional<GroupedKey> group = GroupOf(e);
+  const auto algorithm = static_cast<int64_t>(e.limit->algorithm()) +
+                         (calendar ? kCalendarFlag : 0) + (group ? kGroupFlag : 0);
   if (e.op == EntryOp::kShare) {
     const ShareEntry& share = *e.share;
     AppendLimitArgs(algorithm, *e.limit, args);
@@ -80,6 +88,7 @@ void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
     Pack(e.cost, args);
     Pack(e.grant->at.count(), args);
     Pack(e.grant->reset_after.count(), args);
+    if (group) Pack(MemberId(group->member), args);
     if (calendar) AppendCalendarBounds(*calendar, near, args);
     return;
   }
@@ -89,6 +98,7 @@ void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
   AppendLimitArgs(algorithm + flag + (reserving ? kReserveFlag : 0), *e.limit, args);
   // A refund travels as a negative cost (a refund of 0 is a peek either way), a release as -1.
   Pack(e.op == EntryOp::kRefund ? -e.cost : e.op == EntryOp::kRelease ? -1 : e.cost, args);
+  if (group) Pack(MemberId(group->member), args);
   if (calendar) AppendCalendarBounds(*calendar, near, args);
   if (flag == kLeaseFlag) Pack(e.lease, args);
   if (HasHolds(e.limit->algorithm())) {  // its hold's id
@@ -120,12 +130,15 @@ constexpr size_t kCalendarBounds = 4;
 
 // How many numbers an entry of a request (not an undo) takes, from its first one.
 size_t EntryWidth(int64_t algorithm) {
+  const size_t member = algorithm >= kGroupFlag ? 1 : 0;
+  if (algorithm >= kGroupFlag) algorithm -= kGroupFlag;
   const size_t calendar = algorithm >= kCalendarFlag ? kCalendarBounds : 0;
   if (algorithm >= kCalendarFlag) algorithm -= kCalendarFlag;
   const size_t reservation = algorithm >= kReserveFlag ? 6 : 0;
   if (algorithm >= kReserveFlag) algorithm -= kReserveFlag;
   if (algorithm == kConcurrencyNumber) return kArgsPerEntry + 2;  // the hold id
-  return (algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry) + calendar + reservation;
+  return (algorithm >= kLeaseFlag ? kArgsPerEntry + 1 : kArgsPerEntry) + member + calendar +
+         reservation;
 }
 
 // Starts a request of `n` entries, the first of them `first`: its count (negative for
@@ -154,6 +167,14 @@ void AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
 
 }  // namespace
 
+int64_t MemberId(std::string_view member) {
+  // A fixed key: every instance must name a member alike. Its names are the engine's, not a
+  // client's choosing, and the hash only tells a group's few members apart.
+  constexpr SipKey kMemberKey{.k0 = 0x63617564616c2d67, .k1 = 0x726f75702d6d656d};
+  const auto id = static_cast<int64_t>(SipHash24(kMemberKey, member) >> 12);
+  return id == 0 ? 1 : id;
+}
+
 std::vector<int64_t> UnpackArgs(std::string_view args) {
   std::vector<int64_t> out(args.size() / kWord);
   for (size_t i = 0; i < out.size(); ++i) out[i] = Unpack(args, i);
@@ -164,19 +185,29 @@ bool IsPlainConsume(const EncodedRequest& request) {
   const std::string_view args = request.args;
   if (!request.native.empty() || args.size() < kWord) return false;
   const int64_t count = Unpack(args, 0);
-  if (count < 1 || args.size() != kWord * (1 + kArgsPerEntry * static_cast<size_t>(count))) {
-    return false;
-  }
-  for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
-    const size_t at = 1 + i * kArgsPerEntry;
-    const int64_t algorithm = Unpack(args, at);
+  const size_t words = args.size() / kWord;
+  if (count < 1 || args.size() % kWord != 0) return false;
+  size_t at = 1;
+  for (int64_t i = 0; i < count; ++i) {
+    if (at + kArgsPerEntry > words) return false;
+    int64_t algorithm = Unpack(args, at);
+    size_t width = kArgsPerEntry;
+    if (algorithm >= kGroupFlag) {
+      algorithm -= kGroupFlag;
+      width += 1;
+    }
+    if (algorithm >= kCalendarFlag) {
+      algorithm -= kCalendarFlag;
+      width += kCalendarBounds;
+    }
     if (algorithm < 0 || algorithm >= static_cast<int64_t>(kAlgorithmCount) ||
         AlgorithmInfoOf(static_cast<Algorithm>(algorithm)).state != StateShape::kCompact ||
         Unpack(args, at + 4) < 0) {
       return false;
     }
+    at += width;
   }
-  return true;
+  return at == words;
 }
 
 bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement) {
@@ -193,6 +224,9 @@ bool HasHashTag(std::string_view key) {
 }
 
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm) {
+  if (!key.empty() && key[0] == '#') {
+    if (const std::optional<GroupedKey> group = ReadGroupedKey(key)) key = group->group;
+  }
   std::string out;
   out.reserve(prefix.size() + key.size() + 6);
   out += prefix;
@@ -256,6 +290,8 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     int64_t algorithm = Unpack(reserved.args, first);
     const size_t at = first;
     first += EntryWidth(algorithm);
+    const bool member = algorithm >= kGroupFlag;  // its id follows the first five
+    if (member) algorithm -= kGroupFlag;
     const bool calendar = algorithm >= kCalendarFlag;
     if (calendar) algorithm -= kCalendarFlag;
     // A reserve's undo gives its units back and deletes its record (even of an estimate of 0):
@@ -271,7 +307,9 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
     const int64_t units = Unpack(reserved.args, at + 4) + got.decisions[i].leased;
     if (Unpack(reserved.args, at + 4) < 0 || (units <= 0 && !reserve)) continue;  // refund, peek
     r.keys.push_back(reserved.keys[i]);
-    Pack(algorithm + (reserve ? kReserveFlag : 0) + (calendar ? kCalendarFlag : 0), r.args);
+    Pack(algorithm + (reserve ? kReserveFlag : 0) + (calendar ? kCalendarFlag : 0) +
+             (member ? kGroupFlag : 0),
+         r.args);
     // capacity, rate (two)
     r.args.append(reserved.args, (at + 1) * kWord, 3 * kWord);
     if (algorithm == kConcurrencyNumber) {  // a slot taken: the undo releases its hold
@@ -283,7 +321,10 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
       Pack(now_us, r.args);
       Pack(got.decisions[i].reset_after.count(), r.args);
     }
-    if (calendar) r.args.append(reserved.args, (at + 5) * kWord, kCalendarBounds * kWord);
+    if (member) Pack(Unpack(reserved.args, at + 5), r.args);
+    if (calendar) {
+      r.args.append(reserved.args, (at + 5 + (member ? 1 : 0)) * kWord, kCalendarBounds * kWord);
+    }
     if (reserve) {  // the reservation id
       Pack(Unpack(reserved.args, terms + 1), r.args);
       Pack(Unpack(reserved.args, terms + 2), r.args);

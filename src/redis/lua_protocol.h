@@ -34,7 +34,8 @@ namespace caudal::redis {
 
 // True when `key` contains a Redis hash tag: a '{' followed later by '}' with something between.
 bool HasHashTag(std::string_view key);
-// The Redis key holding the state of store key `key` under `algorithm`.
+// The Redis key holding the state of store key `key` under `algorithm`: a grouped key's is its
+// group's.
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm);
 
 // A charge (EntryOp::kCharge) travels as its algorithm's number plus this flag, so an entry keeps
@@ -63,6 +64,16 @@ inline constexpr int64_t kReserveFlag = 256;
 // the calendar's boundaries around the time the request was encoded at (Calendar::BoundsAround),
 // among which the script picks the window holding its own time (lua/fixed_window.lua).
 inline constexpr int64_t kCalendarFlag = 512;
+
+// An entry on a grouped key (ReadGroupedKey, caudal/store/store.h) travels as its algorithm's
+// number plus this flag, on its group's state key (StateKey), followed, right after its first five
+// numbers (an undo entry's seven) and before any other, by its member's id (MemberId). The group's
+// value holds every member's state (lua/compact_state.lua), at most kMaxGroupMembers of them: past
+// them a write drops the members nearest fresh, never one it writes.
+inline constexpr int64_t kGroupFlag = 1024;
+inline constexpr int64_t kMaxGroupMembers = 64;
+// A member's id in its group: a 52-bit hash of its name, never 0 (exact in the script's doubles).
+int64_t MemberId(std::string_view member);
 
 // A request of shares (EntryOp::kShare) travels with its entry count plus this, two keys per entry
 // (the state's, then StateKey + ":sh", its consumers' hash: the same slot), and per entry its
@@ -100,7 +111,8 @@ struct EncodedRequest {
 };
 
 // True when `request` is a decision whose entries are all plain consumes: a compact algorithm
-// (StateShape::kCompact), no flag (no charge, lease or reservation terms), a cost >= 0. A call
+// (StateShape::kCompact), no flag but kGroupFlag and kCalendarFlag (no charge, lease or
+// reservation terms), a cost >= 0. A call
 // of such requests only, on declared keys, goes to the fast script (lua/consume.lua), which
 // decides them exactly as the decide script does.
 bool IsPlainConsume(const EncodedRequest& request);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/sliding_window_log.h"
+#include "support/grouping_store.h"
 #include "support/manual_clock.h"
 #include "support/store_conformance.h"
 
@@ -21,17 +22,22 @@ using std::chrono::seconds;
 
 INSTANTIATE_TEST_SUITE_P(
     Memory, StoreConformanceTest,
-    ::testing::Values(StoreConformanceParam{.name = "default",
-                                            .make =
-                                                [](ManualClock& c) {
-                                                  return std::make_unique<MemoryStore>(c);
-                                                }},
-                      StoreConformanceParam{.name = "one_shard",
-                                            .make =
-                                                [](ManualClock& c) {
-                                                  return std::make_unique<MemoryStore>(
-                                                      c, MemoryStoreOptions{.max_keys = 1000});
-                                                }}),
+    ::testing::Values(
+        StoreConformanceParam{
+            .name = "default",
+            .make = [](ManualClock& c) { return std::make_unique<MemoryStore>(c); }},
+        StoreConformanceParam{.name = "one_shard",
+                              .make =
+                                  [](ManualClock& c) {
+                                    return std::make_unique<MemoryStore>(
+                                        c, MemoryStoreOptions{.max_keys = 1000});
+                                  }},
+        // Grouped keys (testing::GroupKeys): the memory store keeps each apart.
+        StoreConformanceParam{.name = "grouped",
+                              .make =
+                                  [](ManualClock& c) {
+                                    return testing::GroupKeys(std::make_unique<MemoryStore>(c));
+                                  }}),
     StoreConformanceParamName);
 
 Limit Bucket(int64_t capacity, Rate refill) {

@@ -353,6 +353,17 @@ Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
 
 }  // namespace
 
+std::optional<GroupedKey> ReadGroupedKey(std::string_view key) {
+  if (key.size() < 3 || key[0] != '#') return std::nullopt;
+  const size_t end = key.find('#', 1);
+  if (end == std::string_view::npos || end == 1) return std::nullopt;
+  const std::string_view group = key.substr(end + 1);
+  const size_t open = group.find('{');
+  const size_t close = open == std::string_view::npos ? open : group.find('}', open + 1);
+  if (close == std::string_view::npos || close == open + 1) return std::nullopt;
+  return GroupedKey{.member = key.substr(1, end - 1), .group = group};
+}
+
 Status ValidateEntries(std::span<const EntryRef> entries) {
   if (entries.empty()) return Status::InvalidArgument("a request needs at least one entry");
   if (entries.size() > kMaxEntriesPerRequest) {
@@ -376,6 +387,14 @@ Status ValidateEntries(std::span<const EntryRef> entries) {
                                      " bytes");
     }
     if (e.limit == nullptr) return Status::InvalidArgument(where(i) + "no limit");
+    if (e.key[0] == '#' && (!ReadGroupedKey(e.key) ||
+                            AlgorithmInfoOf(e.limit->algorithm()).state != StateShape::kCompact ||
+                            e.native_count || e.op == EntryOp::kShare)) {
+      return Status::InvalidArgument(
+          where(i) +
+          "a key starting with '#' is a grouped key, \"#<member>#<group>\" with a hash "
+          "tag in the group, of a compact algorithm's state, neither native nor shared");
+    }
     const bool plain = consumes && e.op == EntryOp::kConsume && e.lease == 0 && e.hold == nullptr &&
                        e.share_of == nullptr && !e.native_count && !e.forget_reservations &&
                        e.cost >= 0 && e.cost <= kMaxCost && !IsConcurrency(e.limit->algorithm());

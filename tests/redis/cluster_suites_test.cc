@@ -11,6 +11,7 @@
 #include "common/cat.h"
 #include "redis/equivalence_replay.h"
 #include "store/batch.h"
+#include "support/grouping_store.h"
 #include "support/manual_clock.h"
 #include "support/redis_cluster.h"
 #include "support/store_conformance.h"
@@ -59,7 +60,11 @@ INSTANTIATE_TEST_SUITE_P(
         StoreConformanceParam{.name = "slots_apart",
                               .make = [](ManualClock& c) { return Open(c, "caudal:"); }},
         StoreConformanceParam{.name = "one_slot",
-                              .make = [](ManualClock& c) { return Open(c, "caudal:{one}:"); }}),
+                              .make = [](ManualClock& c) { return Open(c, "caudal:{one}:"); }},
+        // The keys of compact algorithms grouped (testing::GroupKeys): groups in slots apart.
+        StoreConformanceParam{
+            .name = "slots_apart_grouped",
+            .make = [](ManualClock& c) { return testing::GroupKeys(Open(c, "caudal:")); }}),
     StoreConformanceParamName);
 
 // Each request decided through the store, in order, at the trace's time: once with every key in

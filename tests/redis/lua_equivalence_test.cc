@@ -52,7 +52,25 @@ class LuaEquivalence : public ::testing::Test {
     // (the caller's clock against the store's; every calendar window is longer).
     constexpr int64_t kHour = 3'600'000'000;
     const Micros near(skewed_ ? now + now % (24 * kHour) - 12 * kHour : now);
-    for (const auto& r : requests) encoded.push_back(EncodeRequest(r, "caudal:", near));
+    std::vector<std::string> names;  // grouped_: each entry's grouped key
+    for (const auto& r : requests) {
+      if (!grouped_) {
+        encoded.push_back(EncodeRequest(r, "caudal:", near));
+        continue;
+      }
+      // A trace's keys ("t<trace>:k<k>") of compact algorithms: members of the trace's group.
+      std::vector<EntryRef> members(r.begin(), r.end());
+      names.assign(r.size(), "");
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (AlgorithmInfoOf(r[i].limit->algorithm()).state != StateShape::kCompact) continue;
+        const std::string_view key = r[i].key;
+        std::string& name = names[i];
+        name.append(1, '#').append(key).append("#{").append(key.substr(0, key.find(':')));
+        name.append(1, '}');
+        members[i].key = names[i];
+      }
+      encoded.push_back(EncodeRequest(members, "caudal:", near));
+    }
     std::vector<const EncodedRequest*> ptrs;
     for (const EncodedRequest& e : encoded) ptrs.push_back(&e);
     // Of the calls the store would send to the fast script, one in three goes to it as a
@@ -98,6 +116,7 @@ class LuaEquivalence : public ::testing::Test {
   std::unique_ptr<RedisServer> server_;
   uint64_t consume_calls_ = 0;  // calls of plain consumes so far
   bool skewed_ = false;         // calendar boundaries encoded hours from the call's time
+  bool grouped_ = false;        // the compact algorithms' keys members of one group per trace
 };
 
 // Every algorithm of the table on its own; the seed is the enum value + 1, so each one's traces
@@ -140,6 +159,27 @@ TEST_F(LuaEquivalence, CalendarWindowsHandedBoundariesHoursFromTheStoreClock) {
   skewed_ = true;
   Replay(
       22, [](Tracer& t) { return t.Chance(80) ? Algorithm::kFixedWindow : Algorithm::kGcra; },
+      kDecisionsPerAlgorithm, /*forward_only=*/false, /*calendars=*/true);
+}
+
+// Each trace's keys of compact algorithms as members of one group (grouped keys): their states in
+// one value, read and written by both scripts' grouped paths, decide as the model decides keys of
+// their own, every algorithm mixed in, calendar windows included.
+TEST_F(LuaEquivalence, GroupedKeys) {
+  grouped_ = true;
+  Replay(
+      23,
+      [](Tracer& t) {
+        return kAllAlgorithms[static_cast<size_t>(t.Uniform(0, std::ssize(kAllAlgorithms) - 1))];
+      },
+      kDecisionsPerAlgorithm);
+}
+
+TEST_F(LuaEquivalence, GroupedCalendarWindowsAndBuckets) {
+  grouped_ = true;
+  Replay(
+      24,
+      [](Tracer& t) { return t.Chance(50) ? Algorithm::kFixedWindow : Algorithm::kTokenBucket; },
       kDecisionsPerAlgorithm, /*forward_only=*/false, /*calendars=*/true);
 }
 

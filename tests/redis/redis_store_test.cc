@@ -527,5 +527,115 @@ TEST(RedisStore, KeysExpireOnceFreshAndRefusalsWriteNothing) {
   EXPECT_TRUE(server->Keys()->empty());
 }
 
+// Grouped keys (caudal/store/store.h): the members of one group are one value under the group's
+// key, read and written once per call, whatever path decides them.
+TEST(RedisStore, AGroupsMembersAreOneValueDecidedAllOrNothing) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit requests = Bucket(Algorithm::kTokenBucket, 60, {60, minutes(1)});
+  const Limit input = Bucket(Algorithm::kTokenBucket, 1000, {1000, minutes(1)});
+  const Limit money = Window(Algorithm::kFixedWindow, 500, hours(24));
+  const Limit month = *Limit::Create(
+      LimitSpec::CalendarWindow(5000, *Calendar::Create(CalendarUnit::kMonth, "Europe/Madrid")));
+  const std::string keys[] = {"#r#gw:{k1}", "#i#gw:{k1}", "#m#gw:{k1}", "#c#gw:{k1}"};
+  auto decide = [&](int64_t r, int64_t i, int64_t m, int64_t c) {
+    const ConsumeEntry e[] = {{.key = keys[0], .limit = &requests, .cost = r},
+                              {.key = keys[1], .limit = &input, .cost = i},
+                              {.key = keys[2], .limit = &money, .cost = m},
+                              {.key = keys[3], .limit = &month, .cost = c}};
+    Result<DecideResponse> got = store->Decide({.consumes = e});
+    EXPECT_TRUE(got.ok()) << got.status().ToString();
+    return got.ok() ? *got : DecideResponse{};
+  };
+  DecideResponse d = decide(1, 800, 300, 800);
+  ASSERT_TRUE(d.allowed);
+  EXPECT_EQ(*server->Keys(), std::vector<std::string>{"caudal:gw:{k1}"}) << "one value";
+  const std::string value = *server->Command({"GET", "caudal:gw:{k1}"});
+  EXPECT_EQ(value.size(), 17u + 4 * 40) << "a head and four members";
+  // The input tokens refuse the next request: nothing of it is written, in any member.
+  d = decide(1, 300, 100, 100);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.decisions[1].verdict, Verdict::kDenied);
+  EXPECT_EQ(d.decisions[0].remaining, 59) << "reported without the refused request's unit";
+  EXPECT_EQ(*server->Command({"GET", "caudal:gw:{k1}"}), value) << "the value unchanged";
+  // Each member counts its own: a request naming one member alone leaves the others.
+  EXPECT_EQ(DecideOne(*store, keys[2], money, 150).remaining, 50);
+  d = decide(0, 0, 0, 0);
+  EXPECT_EQ(d.decisions[0].remaining, 59);
+  EXPECT_EQ(d.decisions[1].remaining, 200);
+  EXPECT_EQ(d.decisions[2].remaining, 50);
+  EXPECT_EQ(d.decisions[3].remaining, 4200);
+  // The same keys refund through the decide script, member by member.
+  const RefundEntry refund[] = {{.key = keys[2], .limit = &money, .cost = 50},
+                                {.key = keys[3], .limit = &month, .cost = 200}};
+  ASSERT_TRUE(store->Decide({.refunds = refund}).ok());
+  d = decide(0, 0, 0, 0);
+  EXPECT_EQ(d.decisions[2].remaining, 100);
+  EXPECT_EQ(d.decisions[3].remaining, 4400);
+  EXPECT_EQ(d.decisions[1].remaining, 200) << "a member no refund names is kept";
+}
+
+// The group's value lives as long as its longest-lived member needs, whichever member a call
+// writes: a write may lengthen its TTL, never shorten it.
+TEST(RedisStore, AGroupsValueLivesAsLongAsItsLongestMemberNeeds) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const auto pttl = [&] {
+    return std::stoll(*server->Command({"PTTL", "caudal:gw:{k}"})) - redis::kGivenTimeTtlSlackMs;
+  };
+  const Limit day = Window(Algorithm::kFixedWindow, 100, hours(24));
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 200, {200, seconds(100)});
+  const Micros into_day = std::chrono::duration_cast<Micros>(clock.Now() % hours(24));
+  ASSERT_TRUE(DecideOne(*store, "#d#gw:{k}", day, 1).allowed());
+  const int64_t day_left = (hours(24) - into_day).count() / 1000;
+  EXPECT_GE(pttl(), day_left);
+  // The bucket's 8 s, alone (the fast script's one-member write), with the window: kept.
+  ASSERT_EQ(DecideOne(*store, "#b#gw:{k}", bucket, 16).reset_after, seconds(8));
+  EXPECT_GE(pttl(), day_left) << "not shortened to the bucket's need";
+  // Through the decide script (a refund) too.
+  const RefundEntry refund{.key = "#b#gw:{k}", .limit = &bucket, .cost = 4};
+  ASSERT_TRUE(store->Decide({.refunds = {&refund, 1}}).ok());
+  EXPECT_GE(pttl(), day_left);
+  // A member needing more lengthens it: in one call whose first member needs less, the call's
+  // longest need counts.
+  const Limit week = Window(Algorithm::kFixedWindow, 100, hours(24 * 7));
+  const ConsumeEntry both[] = {{.key = "#b#gw:{k}", .limit = &bucket, .cost = 1},
+                               {.key = "#w#gw:{k}", .limit = &week, .cost = 1}};
+  const Result<DecideResponse> d = store->Decide({.consumes = both});
+  ASSERT_TRUE(d.ok() && d->allowed);
+  EXPECT_GE(pttl(), d->decisions[1].reset_after.count() / 1000);
+  // Once every member is fresh the value expires with them: no key outlives its need by more
+  // than an eighth.
+  ExpectEveryKeyHasATtl(*server,
+                        d->decisions[1].reset_after + milliseconds(redis::kGivenTimeTtlSlackMs));
+}
+
+// A group holds at most kMaxGroupMembers members: past them, a write drops the member nearest
+// fresh, never the one it writes (whose state then counts on).
+TEST(RedisStore, AFullGroupDropsTheMemberNearestFreshNeverTheOneWritten) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit hour = Window(Algorithm::kFixedWindow, 100, hours(1));
+  const Limit second = Window(Algorithm::kFixedWindow, 100, seconds(1));
+  const auto member = [](int64_t i) { return "#m" + std::to_string(i) + "#gw:{k}"; };
+  for (int64_t i = 0; i < redis::kMaxGroupMembers; ++i) {
+    ASSERT_TRUE(DecideOne(*store, member(i), hour, 10).allowed());
+  }
+  const std::string key = "caudal:gw:{k}";
+  EXPECT_EQ(server->Command({"GET", key})->size(), 17u + 40 * redis::kMaxGroupMembers);
+  // One more, fresh soonest of all: kept; one of the hour's members goes instead.
+  ASSERT_TRUE(DecideOne(*store, member(99), second, 30).allowed());
+  EXPECT_EQ(server->Command({"GET", key})->size(), 17u + 40 * redis::kMaxGroupMembers);
+  EXPECT_EQ(DecideOne(*store, member(99), second, 0).remaining, 70) << "its count kept";
+  int64_t fresh = 0;
+  for (int64_t i = 0; i < redis::kMaxGroupMembers; ++i) {
+    fresh += DecideOne(*store, member(i), hour, 0).remaining == 100 ? 1 : 0;
+  }
+  EXPECT_EQ(fresh, 1) << "one of the others dropped";
+}
+
 }  // namespace
 }  // namespace caudal

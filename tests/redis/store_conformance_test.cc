@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "caudal/redis/redis_store.h"
+#include "support/grouping_store.h"
 #include "support/manual_clock.h"
 #include "support/shared_redis_server.h"
 
@@ -14,10 +15,17 @@ std::unique_ptr<Store> MakeRedisStore(ManualClock& clock) {
   return testing::OpenSharedRedisStore(clock);
 }
 
-INSTANTIATE_TEST_SUITE_P(Redis, StoreConformanceTest,
-                         ::testing::Values(StoreConformanceParam{.name = "redis",
-                                                                 .make = MakeRedisStore}),
-                         StoreConformanceParamName);
+// Again with the keys of compact algorithms grouped (testing::GroupKeys): their state in one value
+// per group, read and written once per call.
+INSTANTIATE_TEST_SUITE_P(
+    Redis, StoreConformanceTest,
+    ::testing::Values(StoreConformanceParam{.name = "redis", .make = MakeRedisStore},
+                      StoreConformanceParam{.name = "redis_grouped",
+                                            .make =
+                                                [](ManualClock& c) {
+                                                  return testing::GroupKeys(MakeRedisStore(c));
+                                                }}),
+    StoreConformanceParamName);
 
 }  // namespace
 }  // namespace caudal

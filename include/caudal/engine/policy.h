@@ -177,7 +177,11 @@ struct LimitSet {
 // `limits` of policy `policy`, for a set of `instances` instances. A limit that cannot be
 // divided keeps its own value as local limit (only reported: validation refuses it where the
 // local fallback can be used).
-LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances);
+// A set counting more than one dimension (Limit::DimensionText; concurrency limits count none)
+// keys its compact limits as members of one group per identity (store_key.h), unless
+// `may_group` is false (a capacity shared among identities).
+LimitSet MakeLimitSet(std::string_view policy, std::vector<Limit> limits, int64_t instances,
+                      bool may_group = true);
 
 class PolicySet {
  public:

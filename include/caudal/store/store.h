@@ -11,11 +11,19 @@
 // keys that include the policy and the limit, so a changed limit gets a fresh key. A call names
 // each key once.
 //
+// A grouped key, "#<member>#<group>", names the member <member> of group <group>: the state of a
+// compact algorithm (StateShape::kCompact, algorithms/algorithm.h) that a store may keep in one
+// record with the group's other members, so that a decision on several reads and writes it once.
+// The Redis stores do (one value per group, docs/stores.md); the memory store keeps each key
+// apart. <member> is text without '#'; <group> holds a hash tag, which puts every member in
+// one Redis Cluster slot. A group's members are told apart by a 52-bit hash of <member>.
+//
 // Errors, every verb: kInvalidArgument for an empty key, a key over kMaxKeyLength, a key twice
-// in one call, a cost or units < 0 or > kMaxCost, no entry or more than kMaxEntriesPerRequest, a
-// null limit, or an entry its algorithm cannot take (each verb says which); kUnavailable /
-// kDeadlineExceeded (the store cannot answer in time); kResourceExhausted (a bounded table is
-// full). A refused call changes nothing.
+// in one call, a key starting with '#' that is no grouped key or names no compact algorithm's
+// state (or a native count's, or a share's), a cost or units < 0 or > kMaxCost, no entry or more
+// than kMaxEntriesPerRequest, a null limit, or an entry its algorithm cannot take (each verb says
+// which); kUnavailable / kDeadlineExceeded (the store cannot answer in time); kResourceExhausted (a
+// bounded table is full). A refused call changes nothing.
 //
 // Callbacks: `done` runs exactly once, possibly inline before the verb returns, possibly on a
 // store thread; it must not block. The entries and what they point to need stay valid only until
@@ -30,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -311,6 +320,13 @@ using StoreCallback = std::function<void(Result<Response>)>;
 using DecideCallback = StoreCallback<DecideResponse>;
 
 struct EntryRef;  // the stores' internal encoding of a call (store/batch.h)
+
+// A grouped key read back: views into it. Nullopt when `key` is not one (see above).
+struct GroupedKey {
+  std::string_view member;
+  std::string_view group;
+};
+std::optional<GroupedKey> ReadGroupedKey(std::string_view key);
 
 class Store {
  public:

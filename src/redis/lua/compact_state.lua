@@ -19,7 +19,104 @@ local function compact_parse(v)  -- a GET's value (false: absent)
   if not a then return nil end
   return {tonumber(a), tonumber(b), tonumber(c)}
 end
-local function compact_read(key) return compact_parse(redis.call('GET', key)) end
+-- Grouped state (GROUP_FLAG, lua_protocol.h): the members of one group, each a compact state, in
+-- one value under the group's key, so that a request on several of them reads and writes it once.
+-- GROUP_TAG, then `keep` (as above, for the whole value) and the member count n, then per member
+-- its id, `until` (µs on the script's clock: when its state is fresh, now + reset_after at its
+-- write) and its three words; all doubles, exact integers. A member stays until its value
+-- expires, when every member is fresh; past GROUP_MAX members, a write drops those nearest fresh
+-- first (those whose `until` has passed are fresh: dropping them changes nothing), never one it
+-- writes. The value's TTL covers every member's `until`: a write only ever lengthens it.
+local GROUP_TAG, GROUP_HEAD = 2, 17
+local GROUP_FMT = {}
+local function group_fmt(n)
+  local f = GROUP_FMT[n]
+  if not f then
+    f = '<Bdd' .. string.rep('ddddd', n)
+    GROUP_FMT[n] = f
+  end
+  return f
+end
+-- The value read as a flat table: tag, keep, n, then five words per member (the member at j holds
+-- id S[j], until S[j + 1], words S[j + 2 .. j + 4]; j = 4, 9, ...). A fresh one when absent.
+local function group_parse(v)
+  if v and #v >= GROUP_HEAD and #v % 40 == GROUP_HEAD then
+    local S = {sunpack(group_fmt((#v - GROUP_HEAD) / 40), v)}
+    if S[1] == GROUP_TAG then
+      S[#S] = nil  -- sunpack's next position
+      return S
+    end
+  end
+  return {GROUP_TAG, false, 0}
+end
+-- Where member `id` is in S, or nil.
+local function group_find(S, id)
+  for j = 4, 3 + 5 * S[3], 5 do
+    if S[j] == id then return j end
+  end
+  return nil
+end
+-- Member `id`'s words into S (added when absent), fresh `reset` µs after `now`.
+local function group_put(S, id, w0, w1, w2, now, reset)
+  local j = group_find(S, id)
+  if not j then
+    S[3] = S[3] + 1
+    j = 4 + 5 * (S[3] - 1)
+  end
+  S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = id, now + reset, w0, w1, w2
+  local written = S.written
+  if not written then
+    written = {}
+    S.written = written
+  end
+  written[id] = true
+end
+-- Writes S under `key`, its members written in this call fresh at most `reset` µs after `now`:
+-- past GROUP_MAX members, those nearest fresh go first, never one written in the call
+-- (group_put); the TTL as compact_write sets a state's, from the value's `keep`.
+local function group_write(key, S, now, reset, slack)
+  local m = S[3]
+  local written = S.written or {}
+  while m > GROUP_MAX do
+    local near = false
+    for j = 4, 3 + 5 * m, 5 do
+      if not written[S[j]] and (not near or S[j + 1] < S[near + 1]) then near = j end
+    end
+    if not near then break end  -- (more members written in one call than a group holds)
+    local last = 4 + 5 * (m - 1)
+    S[near], S[near + 1], S[near + 2], S[near + 3], S[near + 4] =
+      S[last], S[last + 1], S[last + 2], S[last + 3], S[last + 4]
+    m = m - 1
+  end
+  S[3] = m
+  local ttl = floor(reset / 1000)
+  if ttl * 1000 < reset then ttl = ttl + 1 end
+  if ttl < 1 then ttl = 1 end
+  local keep = S[2]
+  if keep and keep >= now + ttl * 1000 then
+    redis.call('SET', key, spack(group_fmt(m), unpack(S, 1, 3 + 5 * m)), 'KEEPTTL')
+    return
+  end
+  ttl = ttl + floor(ttl / 8)
+  -- Never shorter than the time recorded before, which the other members' `until` may reach.
+  if keep and now + (ttl - 1) * 1000 < keep then ttl = ceildiv(keep - now, 1000) + 1 end
+  S[2] = now + (ttl - 1) * 1000
+  redis.call('SET', key, spack(group_fmt(m), unpack(S, 1, 3 + 5 * m)), 'PX', fmt('%d', ttl + slack))
+end
+-- A request's grouped entries in decide.lua: each is named by `<group key>#<id>` (its
+-- reservations live under that name), which this table maps to {group key, id} for the call.
+local MEMBERS = {}
+local function member_state(S, id)
+  local j = group_find(S, id)
+  if not j then return nil end
+  return {S[j + 2], S[j + 3], S[j + 4]}
+end
+
+local function compact_read(key)
+  local g = MEMBERS[key]
+  if g then return member_state(group_parse(redis.call('GET', g[1])), g[2]) end
+  return compact_parse(redis.call('GET', key))
+end
 -- compact_read into `t`, its words overwritten, for a caller done with the state before it
 -- reads another (consume.lua): no table is made per read. A state in text makes one.
 local function compact_read_into(key, t)
@@ -49,6 +146,13 @@ end
 -- the library, so it starts afresh once it holds PX_TEXT_MAX texts.
 local PX_TEXT, px_texts, PX_TEXT_MAX = {}, 0, 256
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
+  local g = MEMBERS[key]
+  if g then  -- a member: its group read again, as another member may have been written since
+    local S = group_parse(redis.call('GET', g[1]))
+    group_put(S, g[2], w0, w1, w2, now, reset)
+    group_write(g[1], S, now, reset, slack)
+    return nil
+  end
   -- ttl_ms(reset, 0), written out: the double quotient's floor is exact or one above the
   -- true one, and then it is the ceiling.
   local ttl = floor(reset / 1000)

@@ -1,5 +1,6 @@
 -- caudal: the fast script, for a call whose requests are all plain consumes: declared keys, and
--- per entry a compact algorithm (one registered in COMPACT) with no flag and a cost >= 0. The
+-- per entry a compact algorithm (one registered in COMPACT), no flag but GROUP_FLAG and
+-- CALENDAR_FLAG, and a cost >= 0. The
 -- store sends such calls here (lua_protocol.h, IsPlainConsume) and every other to decide.lua.
 -- Its parts are the constants, the prelude, the compact algorithms, compact_state.lua and this
 -- file (embed_lua.cmake): leaving out what a plain consume never runs (the sliding window log,
@@ -17,6 +18,14 @@ local ONE_REQUESTS, one_requests, ONE_REQUESTS_MAX = {}, 0, 1024
 -- The state a one-entry request reads, filled in place (compact_read_into): done with before
 -- the next read.
 local SCRATCH = {}
+-- A multi-entry request's numbers and decisions, per entry (their tables made once, overwritten
+-- by each request: a table made per call costs Redis more than deciding an entry).
+local keys, algs, caps, rns, rps, costs, states, ids = {}, {}, {}, {}, {}, {}, {}, {}
+local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
+local MEMBER_STATES = {}  -- per entry, the table its member's state is read into
+-- The groups a call read (compact_state.lua), by key, in the order read, and the longest time
+-- until fresh of its members written; each is written once, when the call ends.
+local GROUPS, GROUP_ORDER, GROUP_NEED = {}, {}, {}
 
 -- Each call.
 local now
@@ -30,10 +39,15 @@ local slack = tonumber(ARGV[2])
 
 if #KEYS == 0 then return redis.error_reply('caudal consume: keys must be declared') end
 
-local COUNT, ENTRY, ONE = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8'
+local COUNT, ENTRY, ONE, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8', '<i8i8i8i8'
 local out, o, k = {}, 0, 1
-local keys, algs, caps, rns, rps, costs, states
-local verdicts, remainings, resets, retries, consumeds, x1, x2, x3
+local ngroups = 0
+if GROUP_ORDER[1] then  -- a call that ended in an error left its groups: they are stale
+  for g = 1, #GROUP_ORDER do
+    local key = GROUP_ORDER[g]
+    GROUPS[key], GROUP_NEED[key], GROUP_ORDER[g] = nil, nil, nil
+  end
+end
 for a = 3, #ARGV do
   local req = ARGV[a]
   if #req == 48 then
@@ -60,22 +74,52 @@ for a = 3, #ARGV do
       verdict == ALLOWED and 1 or 0, verdict, remaining, reset, retry
     o = o + 5
   else
-    if not keys then
-      keys, algs, caps, rns, rps, costs, states = {}, {}, {}, {}, {}, {}, {}
-      verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
-    end
     local count, p = sunpack(COUNT, req)
     if count < 1 then return redis.error_reply('caudal consume: a request that is not a decision') end
     local all = true
     for i = 1, count do
       local alg, cost
       alg, caps[i], rns[i], rps[i], cost, p = sunpack(ENTRY, req, p)
+      local id = false
+      if alg >= GROUP_FLAG then  -- a group's member: its id follows
+        alg = alg - GROUP_FLAG
+        id, p = sunpack(COUNT, req, p)
+      end
+      if alg >= CALENDAR_FLAG then  -- a calendar's four boundaries stand for the window
+        alg = alg - CALENDAR_FLAG
+        local b1, b2, b3, b4
+        b1, b2, b3, b4, p = sunpack(BOUNDS, req, p)
+        rps[i] = {b1, b2, b3, b4}
+      end
       if cost < 0 or not COMPACT[alg] then
         return redis.error_reply('caudal consume: an entry that is not a plain consume')
       end
-      keys[i], algs[i], costs[i] = KEYS[k], alg, cost
+      local key = KEYS[k]
+      keys[i], algs[i], costs[i], ids[i] = key, alg, cost, id
       k = k + 1
-      states[i] = compact_read(keys[i])
+      if id then  -- its group read once per call
+        local S = GROUPS[key]
+        if not S then
+          S = group_parse(redis.call('GET', key))
+          GROUPS[key], GROUP_NEED[key] = S, false
+          ngroups = ngroups + 1
+          GROUP_ORDER[ngroups] = key
+        end
+        local j = group_find(S, id)
+        if j then
+          local st = MEMBER_STATES[i]
+          if not st then
+            st = {}
+            MEMBER_STATES[i] = st
+          end
+          st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
+          states[i] = st
+        else
+          states[i] = nil
+        end
+      else
+        states[i] = compact_read(key)
+      end
       verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
         COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)
       if verdicts[i] ~= ALLOWED then all = false end
@@ -84,7 +128,12 @@ for a = 3, #ARGV do
     out[o] = all and 1 or 0
     for i = 1, count do
       if consumeds[i] then
-        if all then
+        if all and ids[i] then
+          local key = keys[i]
+          group_put(GROUPS[key], ids[i], x1[i], x2[i], x3[i], now, resets[i])
+          local need = GROUP_NEED[key]
+          if not need or resets[i] > need then GROUP_NEED[key] = resets[i] end
+        elseif all then
           compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
         else  -- refused whole: the state without the consumption
           verdicts[i], remainings[i], resets[i], retries[i] =
@@ -96,6 +145,12 @@ for a = 3, #ARGV do
       o = o + 4
     end
   end
+end
+for g = 1, ngroups do  -- each group read: written once, when a member changed
+  local key = GROUP_ORDER[g]
+  local need = GROUP_NEED[key]
+  if need then group_write(key, GROUPS[key], now, need, slack) end
+  GROUPS[key], GROUP_NEED[key], GROUP_ORDER[g] = nil, nil, nil
 end
 out[o + 1] = now
 return out

@@ -36,6 +36,10 @@
 --   follow its first five (before a lease's), the calendar's consecutive boundaries (µs) near the
 --   caller's time; they stand for the rate period in what decides it (fixed_window.lua). An undo
 --   entry carries them after its seven, before a reservation id.
+--   An algorithm plus GROUP_FLAG is a member of a group (a compact algorithm): one more number
+--   follows its first five (an undo entry's seven), before everything else, the member's id; its
+--   key is the group's, whose value holds every member's state (compact_state.lua). A request's
+--   entries name each member once.
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
@@ -113,6 +117,14 @@ if #KEYS == 0 and #ARGV > 2 then
   K, kb, check, a = ARGV, 3, true, 4 + n
 end
 
+-- The name of member `id` of the group under `key` (GROUP_FLAG): its state is read and written in
+-- the group's value (compact_state.lua), its reservations live under the name.
+local function member_key(key, id)
+  local name = key .. fmt('#%d', id)
+  MEMBERS[name] = {key, id}
+  return name
+end
+
 -- True when this node serves keys first .. first + n - 1.
 local function served(first, n)
   for j = first, first + n - 1 do
@@ -165,6 +177,13 @@ while a <= nargs do
     for _ = 1, n do
       local alg, cap, rn, rp, units, at, reset
       alg, cap, rn, rp, units, at, reset, p = sunpack(UNDO_ENTRY, req, p)
+      local key = K[kb + k]
+      if alg >= GROUP_FLAG then
+        local id
+        alg = alg - GROUP_FLAG
+        id, p = sunpack(COUNT, req, p)
+        key = member_key(key, id)
+      end
       if alg >= CALENDAR_FLAG then
         alg = alg - CALENDAR_FLAG
         rp, p = calendar_bounds(req, p)
@@ -173,10 +192,10 @@ while a <= nargs do
       if alg >= RESERVE_FLAG then  -- a reserve's undo: its record goes too
         alg = alg - RESERVE_FLAG
         hi, lo, p = sunpack(HOLD, req, p)
-        reservation_drop(K[kb + k], hi, lo)
+        reservation_drop(key, hi, lo)
       end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-        undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)
+        undo(alg, key, cap, rn, rp, now, units, at, reset, slack)
       k, o = k + 1, o + 4
     end
   else
@@ -185,6 +204,11 @@ while a <= nargs do
       local alg
       alg, caps[i], rns[i], rps[i], costs[i], p = sunpack(ENTRY, req, p)
       asks[i], modes[i], rcodes[i], overs[i] = false, false, RES_NONE, 0
+      local id = false
+      if alg >= GROUP_FLAG then
+        alg = alg - GROUP_FLAG
+        id, p = sunpack(COUNT, req, p)
+      end
       if alg >= CALENDAR_FLAG then
         alg = alg - CALENDAR_FLAG
         rps[i], p = calendar_bounds(req, p)
@@ -201,7 +225,7 @@ while a <= nargs do
       if reserving then
         modes[i], rhis[i], rlos[i], rttls[i], rgives[i], rmaxs[i], p = sunpack(RESERVATION, req, p)
       end
-      keys[i], algs[i] = K[kb + k], alg
+      keys[i], algs[i] = id and member_key(K[kb + k], id) or K[kb + k], alg
       k = k + 1
       -- A reset (a refund, even of 0): the key's reservations go first, giving nothing back.
       if modes[i] == 3 then reservations_forget(keys[i]) end
