@@ -6,6 +6,7 @@
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
+//               [--grouped 0|1]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -20,7 +21,9 @@
 // tenth of the capacity at most) above the store, as `store.lease` does. --algorithm fixed_window
 // decides windows of a minute instead (limit 10^9), and --charge 1 counts each hit whatever the
 // verdict (ChargeEntry), as a `consume_each` Envoy domain counts; --native 1 makes them
-// native counts (store.h), as the engine sends a consume_each domain's. Prints one line:
+// native counts (store.h), as the engine sends a consume_each domain's. --grouped 1 makes a
+// request's N entries members of one group (grouped keys, store.h: one value in Redis), as the
+// engine keys the limits of a policy counting several dimensions. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -67,6 +70,7 @@ struct Args {
   bool fixed_window = false;  // --algorithm fixed_window (a window of a minute)
   bool charge = false;        // --charge 1: counted whatever the verdict, as consume_each counts
   bool native = false;        // --native 1: charges as native counts (store.h), as the engine sends
+  bool grouped = false;       // --grouped 1: a request's entries members of one group
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -105,6 +109,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.charge = std::atoi(v) != 0;
     else if (flag == "--native")
       a.native = std::atoi(v) != 0;
+    else if (flag == "--grouped")
+      a.grouped = std::atoi(v) != 0;
     else if (flag == "--lease") {
       auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
       if (!ttl.ok() || ttl->count() < 1000) return false;
@@ -114,7 +120,8 @@ bool Parse(int argc, char** argv, Args& a) {
   }
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
          a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
-         a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge);
+         a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge) &&
+         (!a.grouped || !a.native);
 }
 
 // The store the URL names, and its counters.
@@ -156,8 +163,12 @@ int Run(const Args& a) {
   for (int i = 0; i < a.keys; ++i) {
     for (int j = 0; j < a.entries; ++j) {
       const std::string n = std::to_string(i);
-      keys.push_back(a.same_slot != 0 ? "{bench:" + n + "}:" + std::to_string(j)
-                                      : "bench:" + n + ":" + std::to_string(j));
+      if (a.grouped) {
+        keys.push_back("#" + std::to_string(j) + "#bench:{" + n + "}");
+      } else {
+        keys.push_back(a.same_slot != 0 ? "{bench:" + n + "}:" + std::to_string(j)
+                                        : "bench:" + n + ":" + std::to_string(j));
+      }
     }
   }
 
@@ -282,7 +293,7 @@ int main(int argc, char** argv) {
                  "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
                  "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
                  "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
-                 "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]\n");
+                 "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1]\n");
     return 2;
   }
   return caudal::Run(args);

