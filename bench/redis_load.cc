@@ -289,11 +289,12 @@ int Run(const Args& a) {
 int main(int argc, char** argv) {
   caudal::Args args;
   if (!caudal::Parse(argc, argv, args)) {
-    std::fprintf(stderr,
-                 "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
-                 "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
-                 "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
-                 "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1]\n");
+    std::fprintf(
+        stderr,
+        "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
+        "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
+        "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
+        "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1]\n");
     return 2;
   }
   return caudal::Run(args);
