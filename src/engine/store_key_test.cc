@@ -16,18 +16,23 @@ Limit Bucket100PerMinute() {
       LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, std::chrono::minutes(1)}));
 }
 
+// `key`, of policy "api" and identity "4:user2:u1" under `prefix`, read back.
+void ExpectReadsBack(const std::string& key, const std::string& prefix) {
+  const auto parts = store_key::ReadPolicy(key);
+  ASSERT_TRUE(parts.has_value()) << key;
+  EXPECT_EQ(parts->policy, "api");
+  EXPECT_EQ(parts->prefix, prefix);
+  EXPECT_EQ(parts->identity, "4:user2:u1");
+  EXPECT_EQ(store_key::HashTag(key), "{4:user2:u1}");
+}
+
 TEST(StoreKey, APolicyKeyNamesItsLimitAndReadsBack) {
   const Limit l = Bucket100PerMinute();
   const std::string prefix = store_key::PolicyPrefix("api", 2, l);
   EXPECT_EQ(prefix, "caudal:api:2:tb100,1/600000:");
   const std::string key = store_key::Policy(prefix, "4:user2:u1");
   EXPECT_EQ(key, "caudal:api:2:tb100,1/600000:{4:user2:u1}");
-  const auto parts = store_key::ReadPolicy(key);
-  ASSERT_TRUE(parts.has_value());
-  EXPECT_EQ(parts->policy, "api");
-  EXPECT_EQ(parts->prefix, prefix);
-  EXPECT_EQ(parts->identity, "4:user2:u1");
-  EXPECT_EQ(store_key::HashTag(key), "{4:user2:u1}");
+  ExpectReadsBack(key, prefix);
   // Another limit of the same policy is another prefix, so another key.
   const Limit window =
       *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 100, std::chrono::minutes(1)));
@@ -47,12 +52,7 @@ TEST(StoreKey, AGroupedKeyNamesItsLimitAsAMemberOfThePolicysGroupAndReadsBack) {
   ASSERT_TRUE(grouped.has_value());
   EXPECT_EQ(grouped->member, "2:tb100,1/600000");
   EXPECT_EQ(grouped->group, "caudal:api:{4:user2:u1}");
-  const auto parts = store_key::ReadPolicy(key);
-  ASSERT_TRUE(parts.has_value());
-  EXPECT_EQ(parts->policy, "api");
-  EXPECT_EQ(parts->prefix, prefix);
-  EXPECT_EQ(parts->identity, "4:user2:u1");
-  EXPECT_EQ(store_key::HashTag(key), "{4:user2:u1}");
+  ExpectReadsBack(key, prefix);
   EXPECT_NE(prefix, store_key::PolicyPrefix("api", 2, l)) << "and apart from the key of its own";
   // No grouped key is a policy key's spelling, nor any of these.
   for (std::string_view bad : {"#", "##caudal:api:{k}", "#m#caudal:api:k", "#m#caudal:api:{}",
