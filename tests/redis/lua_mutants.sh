@@ -68,9 +68,9 @@ mutants=(
   # The fast script for plain consumes (its calls, as a function and as a script, alternate
   # with the decide script's in the suites): a refused request that still counts, one admitted on a refused entry, a refused
   # request reported with its consumption.
-  "consume.lua|        elseif all then|        elseif true then"
-  "consume.lua|if verdicts[i] ~= ALLOWED then all = false end|local _ = 0"
-  "consume.lua|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)|COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, costs[i])"
+  "consume.lua|        if not all then|        if false then"
+  "consume.lua|if verdict ~= ALLOWED then all = false end|local _ = 0"
+  "consume.lua|r[b](states[i], r[b + 1], r[b + 2], r[b + 3], now, 0)|r[b](states[i], r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])"
   # Its path for a request of one entry: an admitted consumption not written, a refusal
   # reported as admitted.
   "consume.lua|if consumed then compact_write(key, st, w0, w1, w2, now, reset, slack) end|local _ = 0"
@@ -177,19 +177,24 @@ share_mutants=(
 # Dimensions: each key of a request at its own cost (a request's dimensions put another cost on
 # each limit): a consume, a reserve, its record or a settle taking the first key's instead.
 dimension_mutants=(
-  "consume.lua|COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)|COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, costs[1])"
+  "consume.lua|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[6])"
   "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
   "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
   "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
 )
 # Grouped state (compact_state.lua): a member found at another's place, all members one id, the
-# group's TTL from its first member written, kept at a ms, the member written dropped when full.
+# group's TTL from its first member written, kept at a ms, the member written dropped when full,
+# a group read without its last member; the fast script reading two groups of a call into one
+# table, remembering a request of several entries with another cost.
 group_mutants=(
   "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
   "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
-  "consume.lua|if not need or resets[i] > need then GROUP_NEED[key] = resets[i] end|if not need then GROUP_NEED[key] = resets[i] end"
+  "consume.lua|if not need or reset > need then GROUP_NEED[key] = reset end|if not need then GROUP_NEED[key] = reset end"
   "compact_state.lua|unpack(S, 1, 3 + 5 * m)), 'KEEPTTL')|unpack(S, 1, 3 + 5 * m)), 'PX', '1')"
   "compact_state.lua|if not GROUP_WRITTEN[S[j]] and (not near or S[j + 1] < S[near + 1]) then near = j end|if not near or S[j + 1] < S[near + 1] then near = j end"
+  "compact_state.lua|for j = 4, 3 + 5 * n, 5 do|for j = 4, 5 * n - 2, 5 do"
+  "consume.lua|S = GROUP_POOL[ngroups + 1]|S = GROUP_POOL[1]"
+  "consume.lua|r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id|r[b + 5] = COMPACT[alg], cap, rn, rp, 1, id"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test

@@ -49,6 +49,22 @@ local function group_parse(v)
   end
   return {GROUP_TAG, false, 0}
 end
+-- group_parse into S, overwritten (a table reused from call to call: a table made per read costs
+-- Redis more than reading it). S's entries past its members are left as they were.
+local function group_parse_into(v, S)
+  if v and #v >= GROUP_HEAD and #v % 40 == GROUP_HEAD then
+    local tag, keep, n, p = sunpack('<Bdd', v)
+    if tag == GROUP_TAG then
+      S[1], S[2], S[3] = tag, keep, n
+      for j = 4, 3 + 5 * n, 5 do
+        S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4], p = sunpack('<ddddd', v, p)
+      end
+      return S
+    end
+  end
+  S[1], S[2], S[3] = GROUP_TAG, false, 0
+  return S
+end
 -- Where member `id` is in S, or nil.
 local function group_find(S, id)
   for j = 4, 3 + 5 * S[3], 5 do
@@ -67,6 +83,21 @@ local function group_put(S, j, id, w0, w1, w2, now, reset)
   end
   S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = id, now + reset, w0, w1, w2
   GROUP_WRITTEN[id] = true
+end
+-- The PX argument's text by value: a number passed to redis.call is formatted as a double
+-- (snprintf "%.17g", as costly as the SET itself), and the writes of one call mostly share a
+-- TTL. A script's table lives for its call; the function library's (script.h) for as long as
+-- the library, so it starts afresh once it holds PX_TEXT_MAX texts.
+-- (compact_write spells px_text out: it runs on every decision.)
+local PX_TEXT, px_texts, PX_TEXT_MAX = {}, 0, 256
+local function px_text(ms)
+  local px = PX_TEXT[ms]
+  if not px then
+    if px_texts >= PX_TEXT_MAX then PX_TEXT, px_texts = {}, 0 end
+    px = fmt('%d', ms)
+    PX_TEXT[ms], px_texts = px, px_texts + 1
+  end
+  return px
 end
 -- Writes S under `key`, its members written in this call fresh at most `reset` µs after `now`:
 -- past GROUP_MAX members, those nearest fresh go first, never one written in the call
@@ -97,7 +128,7 @@ local function group_write(key, S, now, reset, slack)
   -- Never shorter than the time recorded before, which the other members' `until` may reach.
   if keep and now + (ttl - 1) * 1000 < keep then ttl = ceildiv(keep - now, 1000) + 1 end
   S[2] = now + (ttl - 1) * 1000
-  redis.call('SET', key, spack(group_fmt(m), unpack(S, 1, 3 + 5 * m)), 'PX', fmt('%d', ttl + slack))
+  redis.call('SET', key, spack(group_fmt(m), unpack(S, 1, 3 + 5 * m)), 'PX', px_text(ttl + slack))
 end
 -- A request's grouped entries in decide.lua: each is named by `<group key>#<id>` (its
 -- reservations live under that name), which this table maps to {group key, id} for the call.
@@ -136,11 +167,6 @@ end
 -- counts a TTL from its own clock in whole ms, read at the call's start too, so the time is
 -- recorded 1 ms short. (A given clock's `slack`, lua_protocol.h, is added and not recorded.)
 -- Returns the time recorded, the state's fourth word from now on.
--- The PX argument's text by value: a number passed to redis.call is formatted as a double
--- (snprintf "%.17g", as costly as the SET itself), and the writes of one call mostly share a
--- TTL. A script's table lives for its call; the function library's (script.h) for as long as
--- the library, so it starts afresh once it holds PX_TEXT_MAX texts.
-local PX_TEXT, px_texts, PX_TEXT_MAX = {}, 0, 256
 local function compact_write(key, st, w0, w1, w2, now, reset, slack)
   local g = MEMBERS[key]
   if g then  -- a member: its group read again, as another member may have been written since

@@ -20,12 +20,47 @@ local ONE_REQUESTS, one_requests, ONE_REQUESTS_MAX = {}, 0, 1024
 local SCRATCH = {}
 -- A multi-entry request's numbers and decisions, per entry (their tables made once, overwritten
 -- by each request: a table made per call costs Redis more than deciding an entry).
-local keys, algs, caps, rns, rps, costs, states, ids, at = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local keys, states, at = {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
 local MEMBER_STATES = {}  -- per entry, the table its member's state is read into
+-- The multi-entry requests already decoded, by their bytes, as ONE_REQUESTS: r[1] is the entry
+-- count, then six slots per entry from 2 on, its decide function, capacity, rate count, rate
+-- period (a calendar's four boundaries in a table), cost and member id (false: a key of its own).
+-- Unpacking an entry costs Redis about as much as deciding it. Bounded by the bytes of the
+-- requests held: it starts afresh past MULTI_BYTES_MAX.
+local MULTI_REQUESTS, multi_bytes, MULTI_BYTES_MAX = {}, 0, 262144
+local COUNT, ENTRY, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8'
+-- A multi-entry request's numbers, as MULTI_REQUESTS holds them, or nil and why it is refused.
+local function decode_multi(req)
+  local count, p = sunpack(COUNT, req)
+  if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
+  local r = {count}
+  for i = 1, count do
+    local alg, cap, rn, rp, cost
+    alg, cap, rn, rp, cost, p = sunpack(ENTRY, req, p)
+    local id = false
+    if alg >= GROUP_FLAG then  -- a group's member: its id follows
+      alg = alg - GROUP_FLAG
+      id, p = sunpack(COUNT, req, p)
+    end
+    if alg >= CALENDAR_FLAG then  -- a calendar's four boundaries stand for the window
+      alg = alg - CALENDAR_FLAG
+      local b1, b2, b3, b4
+      b1, b2, b3, b4, p = sunpack(BOUNDS, req, p)
+      rp = {b1, b2, b3, b4}
+    end
+    if cost < 0 or not COMPACT[alg] then
+      return nil, 'caudal consume: an entry that is not a plain consume'
+    end
+    local b = 6 * i - 4
+    r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id
+  end
+  return r
+end
 -- The groups a call read (compact_state.lua), by key, in the order read, and the longest time
 -- until fresh of its members written; each is written once, when the call ends.
-local GROUPS, GROUP_ORDER, GROUP_NEED = {}, {}, {}
+-- GROUP_POOL: the tables they are read into, one per group of a call, reused from call to call.
+local GROUPS, GROUP_ORDER, GROUP_NEED, GROUP_POOL = {}, {}, {}, {}
 
 -- Each call.
 local now
@@ -39,7 +74,7 @@ local slack = tonumber(ARGV[2])
 
 if #KEYS == 0 then return redis.error_reply('caudal consume: keys must be declared') end
 
-local COUNT, ENTRY, ONE, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8i8i8', '<i8i8i8i8'
+local ONE = '<i8i8i8i8i8i8'
 local out, o, k = {}, 0, 1
 local ngroups = 0
 if GROUP_ORDER[1] then  -- a call that ended in an error left its groups: they are stale
@@ -75,33 +110,29 @@ for a = 3, #ARGV do
       verdict == ALLOWED and 1 or 0, verdict, remaining, reset, retry
     o = o + 5
   else
-    local count, p = sunpack(COUNT, req)
-    if count < 1 then return redis.error_reply('caudal consume: a request that is not a decision') end
+    local r = MULTI_REQUESTS[req]
+    if not r then
+      local err
+      r, err = decode_multi(req)
+      if not r then return redis.error_reply(err) end
+      if multi_bytes + #req > MULTI_BYTES_MAX then MULTI_REQUESTS, multi_bytes = {}, 0 end
+      MULTI_REQUESTS[req], multi_bytes = r, multi_bytes + #req
+    end
+    local count = r[1]
     local all = true
     for i = 1, count do
-      local alg, cost
-      alg, caps[i], rns[i], rps[i], cost, p = sunpack(ENTRY, req, p)
-      local id = false
-      if alg >= GROUP_FLAG then  -- a group's member: its id follows
-        alg = alg - GROUP_FLAG
-        id, p = sunpack(COUNT, req, p)
-      end
-      if alg >= CALENDAR_FLAG then  -- a calendar's four boundaries stand for the window
-        alg = alg - CALENDAR_FLAG
-        local b1, b2, b3, b4
-        b1, b2, b3, b4, p = sunpack(BOUNDS, req, p)
-        rps[i] = {b1, b2, b3, b4}
-      end
-      if cost < 0 or not COMPACT[alg] then
-        return redis.error_reply('caudal consume: an entry that is not a plain consume')
-      end
-      local key = KEYS[k]
-      keys[i], algs[i], costs[i], ids[i] = key, alg, cost, id
+      local b = 6 * i - 4
+      local key, id, st = KEYS[k], r[b + 5], nil
       k = k + 1
       if id then  -- its group read once per call
         local S = GROUPS[key]
         if not S then
-          S = group_parse(redis.call('GET', key))
+          S = GROUP_POOL[ngroups + 1]
+          if not S then
+            S = {}
+            GROUP_POOL[ngroups + 1] = S
+          end
+          group_parse_into(redis.call('GET', key), S)
           GROUPS[key], GROUP_NEED[key] = S, false
           ngroups = ngroups + 1
           GROUP_ORDER[ngroups] = key
@@ -109,39 +140,42 @@ for a = 3, #ARGV do
         local j = group_find(S, id)
         at[i] = j or false  -- where its member is in S
         if j then
-          local st = MEMBER_STATES[i]
+          st = MEMBER_STATES[i]
           if not st then
             st = {}
             MEMBER_STATES[i] = st
           end
           st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
-          states[i] = st
-        else
-          states[i] = nil
         end
       else
-        states[i] = compact_read(key)
+        st = compact_read(key)
       end
-      verdicts[i], remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-        COMPACT[alg](states[i], caps[i], rns[i], rps[i], now, cost)
-      if verdicts[i] ~= ALLOWED then all = false end
+      keys[i], states[i] = key, st
+      local verdict
+      verdict, remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+        r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
+      verdicts[i] = verdict
+      if verdict ~= ALLOWED then all = false end
     end
     o = o + 1
     out[o] = all and 1 or 0
     for i = 1, count do
       if consumeds[i] then
-        if all and ids[i] then
+        local b = 6 * i - 4
+        local id = r[b + 5]
+        if not all then  -- refused whole: the state without the consumption
+          verdicts[i], remainings[i], resets[i], retries[i] =
+            r[b](states[i], r[b + 1], r[b + 2], r[b + 3], now, 0)
+        elseif id then
           local key = keys[i]
           -- (an entry of an earlier request of the call may have added a member since)
           local S = GROUPS[key]
-          group_put(S, at[i] or group_find(S, ids[i]), ids[i], x1[i], x2[i], x3[i], now, resets[i])
+          local reset = resets[i]
+          group_put(S, at[i] or group_find(S, id), id, x1[i], x2[i], x3[i], now, reset)
           local need = GROUP_NEED[key]
-          if not need or resets[i] > need then GROUP_NEED[key] = resets[i] end
-        elseif all then
+          if not need or reset > need then GROUP_NEED[key] = reset end
+        else
           compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
-        else  -- refused whole: the state without the consumption
-          verdicts[i], remainings[i], resets[i], retries[i] =
-            COMPACT[algs[i]](states[i], caps[i], rns[i], rps[i], now, 0)
         end
       end
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
