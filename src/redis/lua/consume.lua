@@ -29,12 +29,19 @@ local MEMBER_STATES = {}  -- per entry, the table its member's state is read int
 -- Unpacking an entry costs Redis about as much as deciding it. Bounded by the bytes of the
 -- requests held: it starts afresh past MULTI_BYTES_MAX.
 local MULTI_REQUESTS, multi_bytes, MULTI_BYTES_MAX = {}, 0, 262144
+-- Requests whose costs vary (tokens, money) seldom repeat, and remembering one that never comes
+-- back costs more than decoding it: over each MULTI_WINDOW multi-entry requests not found, the
+-- cache is kept only if it was found for at least half as many; otherwise the requests go into
+-- one reused table (MULTI_SCRATCH), and every MULTI_PROBE windows one window tries it again.
+local multi_found, multi_missed, multi_caching, multi_idle = 0, 0, true, 0
+local MULTI_WINDOW, MULTI_PROBE, MULTI_SCRATCH = 256, 8, {}
 local COUNT, ENTRY, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8'
--- A multi-entry request's numbers, as MULTI_REQUESTS holds them, or nil and why it is refused.
-local function decode_multi(req)
+-- A multi-entry request's numbers into `r`, as MULTI_REQUESTS holds them, or nil and why it is
+-- refused.
+local function decode_multi(req, r)
   local count, p = sunpack(COUNT, req)
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
-  local r = {count}
+  r[1] = count
   for i = 1, count do
     local alg, cap, rn, rp, cost
     alg, cap, rn, rp, cost, p = sunpack(ENTRY, req, p)
@@ -111,12 +118,27 @@ for a = 3, #ARGV do
     o = o + 5
   else
     local r = MULTI_REQUESTS[req]
-    if not r then
+    if r then
+      multi_found = multi_found + 1
+    else
       local err
-      r, err = decode_multi(req)
+      r, err = decode_multi(req, multi_caching and {} or MULTI_SCRATCH)
       if not r then return redis.error_reply(err) end
-      if multi_bytes + #req > MULTI_BYTES_MAX then MULTI_REQUESTS, multi_bytes = {}, 0 end
-      MULTI_REQUESTS[req], multi_bytes = r, multi_bytes + #req
+      if multi_caching then
+        if multi_bytes + #req > MULTI_BYTES_MAX then MULTI_REQUESTS, multi_bytes = {}, 0 end
+        MULTI_REQUESTS[req], multi_bytes = r, multi_bytes + #req
+      end
+      multi_missed = multi_missed + 1
+      if multi_missed >= MULTI_WINDOW then
+        if multi_caching then
+          multi_caching = 2 * multi_found >= multi_missed
+        else
+          multi_idle = multi_idle + 1
+          multi_caching = multi_idle >= MULTI_PROBE
+          if multi_caching then multi_idle = 0 end
+        end
+        multi_found, multi_missed = 0, 0
+      end
     end
     local count = r[1]
     local all = true
