@@ -6,7 +6,7 @@
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
-//               [--grouped 0|1]
+//               [--grouped 0|1] [--cost-spread N]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -23,7 +23,10 @@
 // verdict (ChargeEntry), as a `consume_each` Envoy domain counts; --native 1 makes them
 // native counts (store.h), as the engine sends a consume_each domain's. --grouped 1 makes a
 // request's N entries members of one group (grouped keys, store.h: one value in Redis), as the
-// engine keys the limits of a policy counting several dimensions. Prints one line:
+// engine keys the limits of a policy counting several dimensions. --cost-spread N makes every
+// entry but a request's first cost a number drawn uniformly from [1, N], as an AI gateway's
+// requests spend tokens and money (the first, its request count, costs 1); by default every entry
+// costs 1. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -71,6 +74,7 @@ struct Args {
   bool charge = false;        // --charge 1: counted whatever the verdict, as consume_each counts
   bool native = false;        // --native 1: charges as native counts (store.h), as the engine sends
   bool grouped = false;       // --grouped 1: a request's entries members of one group
+  int64_t cost_spread = 1;    // --cost-spread N: entries after the first cost [1, N]
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -111,6 +115,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.native = std::atoi(v) != 0;
     else if (flag == "--grouped")
       a.grouped = std::atoi(v) != 0;
+    else if (flag == "--cost-spread")
+      a.cost_spread = std::atoll(v);
     else if (flag == "--lease") {
       auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
       if (!ttl.ok() || ttl->count() < 1000) return false;
@@ -121,7 +127,7 @@ bool Parse(int argc, char** argv, Args& a) {
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
          a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
          a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge) &&
-         (!a.grouped || !a.native);
+         (!a.grouped || !a.native) && a.cost_spread >= 1 && a.cost_spread <= 1'000'000;
 }
 
 // The store the URL names, and its counters.
@@ -223,6 +229,8 @@ int Run(const Args& a) {
       std::counting_semaphore<1 << 20>& free_slots = *slots[t];
       bench::KeyStream stream(a.keys, a.zipf, static_cast<uint64_t>(t) + 1,
                               static_cast<uint64_t>(t) * 7919);
+      std::mt19937_64 costs(static_cast<uint64_t>(t) + 17);
+      std::uniform_int_distribution<int64_t> spread(1, a.cost_spread);
       while (SteadyClock::now() < until) {
         free_slots.acquire();
         std::vector<ConsumeEntry> consumes;
@@ -231,10 +239,11 @@ int Run(const Args& a) {
         const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
           const std::string_view k = keys[first + static_cast<size_t>(j)];
+          const int64_t cost = j == 0 ? 1 : spread(costs);
           if (a.charge) {
-            charges.push_back({.key = k, .limit = &limit, .cost = 1, .native = a.native});
+            charges.push_back({.key = k, .limit = &limit, .cost = cost, .native = a.native});
           } else {
-            consumes.push_back({.key = k, .limit = &limit, .cost = 1});
+            consumes.push_back({.key = k, .limit = &limit, .cost = cost});
           }
         }
         const auto issued = SteadyClock::now();
@@ -294,7 +303,8 @@ int main(int argc, char** argv) {
         "usage: redis_load --url URL [--seconds S] [--in-flight N] [--threads T] "
         "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
         "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
-        "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1]\n");
+        "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1] "
+        "[--cost-spread N]\n");
     return 2;
   }
   return caudal::Run(args);
