@@ -185,7 +185,8 @@ dimension_mutants=(
 # Grouped state (compact_state.lua): a member found at another's place, all members one id, the
 # group's TTL from its first member written, kept at a ms, the member written dropped when full,
 # a group read without its last member; the fast script reading two groups of a call into one
-# table, remembering a request of several entries with another cost.
+# table, remembering a request of several entries with another cost, or remembering the table
+# each request not remembered is decoded into.
 group_mutants=(
   "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
   "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
@@ -195,6 +196,7 @@ group_mutants=(
   "compact_state.lua|for j = 4, 3 + 5 * n, 5 do|for j = 4, 5 * n - 2, 5 do"
   "consume.lua|S = GROUP_POOL[ngroups + 1]|S = GROUP_POOL[1]"
   "consume.lua|r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id|r[b + 5] = COMPACT[alg], cap, rn, rp, 1, id"
+  "consume.lua|decode_multi(req, multi_caching and {} or MULTI_SCRATCH)|decode_multi(req, MULTI_SCRATCH)"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test
