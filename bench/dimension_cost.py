@@ -269,7 +269,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default="build")
     p.add_argument("--batch", type=int, default=30)
-    p.add_argument("--rounds", type=int, default=25)
+    p.add_argument("--rounds", type=int)  # 25 blocks, or with --store 3 runs
     p.add_argument("--block", type=int, default=100)
     p.add_argument("--store", action="store_true")
     p.add_argument("--seconds", type=float, default=3)
@@ -277,14 +277,15 @@ def main():
     p.add_argument("--cost-spread", type=int, default=1)
     p.add_argument("--against")
     args = p.parse_args()
-    if args.rounds == p.get_default("rounds") and args.store:
-        args.rounds = 3
+    if args.rounds is None:
+        args.rounds = 3 if args.store else 25
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    folder = tempfile.TemporaryDirectory()
     server = subprocess.Popen(
         ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", tempfile.mkdtemp()],
+         "--appendonly", "no", "--dir", folder.name],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(100):
@@ -303,6 +304,7 @@ def main():
     finally:
         server.terminate()
         server.wait()
+        folder.cleanup()
 
 
 if __name__ == "__main__":
