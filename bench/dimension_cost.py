@@ -34,40 +34,11 @@ after round; each figure is the median block's µs per decision (FCALL time, INF
 """
 import argparse
 import re
-import socket
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 
-
-class Redis:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.file = self.sock.makefile("rb")
-
-    def call(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-        return self.read()
-
-    def read(self):
-        line = self.file.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"-":
-            raise RuntimeError(rest.decode())
-        if kind in (b"+", b":"):
-            return rest
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2]
-        if kind == b"*":
-            return [self.read() for _ in range(int(rest))]
-        raise RuntimeError("unexpected reply %r" % line)
+from script_cost import redis_server, used_cpu  # next to this file
 
 
 # Appended to the library's build(): the driver, which calls the function's body (`C`) or a
@@ -167,13 +138,6 @@ def library(build, name):
             "end\nlocal drive\nredis.register_function('%s', function(keys, args)\n" % name +
             "  if not drive then drive = build() end\n"
             "  return drive(args[1], tonumber(args[2]), tonumber(args[3]), tonumber(args[4]))\nend)\n")
-
-
-def used_cpu(r):
-    """Redis's user + system CPU so far, in µs."""
-    info = r.call("INFO", "cpu").decode()
-    return sum(float(re.search(r"%s:([\d.]+)" % f, info).group(1))
-               for f in ("used_cpu_user", "used_cpu_sys")) * 1e6
 
 
 def store(r, port, args):
@@ -279,32 +243,11 @@ def main():
     args = p.parse_args()
     if args.rounds is None:
         args.rounds = 3 if args.store else 25
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    folder = tempfile.TemporaryDirectory()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", folder.name],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                r = Redis(port)
-                r.call("PING")
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            sys.exit("dimension_cost: redis-server did not start")
+    with redis_server("dimension_cost") as (port, r):
         if args.store:
             store(r, port, args)
-            return
-        script(r, args)
-    finally:
-        server.terminate()
-        server.wait()
-        folder.cleanup()
+        else:
+            script(r, args)
 
 
 if __name__ == "__main__":

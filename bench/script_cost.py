@@ -23,9 +23,9 @@ set), one with `SET ... KEEPTTL` when the key exists. They are what reading and 
 state alone costs Redis, below which no script keeping one state per key can go.
 """
 import argparse
+import contextlib
 import random
 import re
-import shutil
 import socket
 import struct
 import subprocess
@@ -98,6 +98,32 @@ def free_port():
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def redis_server(name):
+    """A redis-server of its own, on a free loopback port, in a folder of its own, for as long
+    as the block runs: (its port, a client)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        server = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", folder],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                try:
+                    r = Redis(port)
+                    r.call("PING")
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                sys.exit("%s: redis-server did not start" % name)
+            yield port, r
+        finally:
+            server.terminate()
+            server.wait()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default="build")
@@ -115,22 +141,7 @@ def main():
         versions.update(FLOOR)
     token_bucket = int(re.search(r"local TOKEN_BUCKET = (\d+)", versions["built"]).group(1))
 
-    port = free_port()
-    folder = tempfile.mkdtemp()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-         "--appendonly", "no", "--dir", folder],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                r = Redis(port)
-                r.call("PING")
-                break
-            except OSError:
-                time.sleep(0.05)
-        else:
-            sys.exit("script_cost: redis-server did not start")
+    with redis_server("script_cost") as (_, r):
         shas = {name: r.call("SCRIPT", "LOAD", text).decode() for name, text in versions.items()}
         packed = {name: "sunpack(ENTRY" in text or name in FLOOR
                   for name, text in versions.items()}
@@ -178,10 +189,6 @@ def main():
                     spent["against"], used["against"], spent["built"] / spent["against"],
                     used["built"] / used["against"])
             print(line, flush=True)
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":
