@@ -39,19 +39,11 @@ local function group_fmt(n)
 end
 -- The value read as a flat table: tag, keep, n, then five words per member (the member at j holds
 -- id S[j], until S[j + 1], words S[j + 2 .. j + 4]; j = 4, 9, ...). A fresh one when absent.
-local function group_parse(v)
-  if v and #v >= GROUP_HEAD and #v % 40 == GROUP_HEAD then
-    local S = {sunpack(group_fmt((#v - GROUP_HEAD) / 40), v)}
-    if S[1] == GROUP_TAG then
-      S[#S] = nil  -- sunpack's next position
-      return S
-    end
-  end
-  return {GROUP_TAG, false, 0}
-end
--- group_parse into S, overwritten (a table reused from call to call: a table made per read costs
--- Redis more than reading it). S's entries past its members are left as they were.
-local function group_parse_into(v, S)
+-- Read into S when given, overwritten (the fast script keeps its tables from call to call: a
+-- table made per read costs Redis more than reading it); S's entries past its members are left
+-- as they were.
+local function group_parse(v, S)
+  S = S or {}
   if v and #v >= GROUP_HEAD and #v % 40 == GROUP_HEAD then
     local tag, keep, n, p = sunpack('<Bdd', v)
     if tag == GROUP_TAG then

@@ -154,7 +154,7 @@ for a = 3, #ARGV do
             S = {}
             GROUP_POOL[ngroups + 1] = S
           end
-          group_parse_into(redis.call('GET', key), S)
+          group_parse(redis.call('GET', key), S)
           GROUPS[key], GROUP_NEED[key] = S, false
           ngroups = ngroups + 1
           GROUP_ORDER[ngroups] = key
