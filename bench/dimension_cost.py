@@ -87,7 +87,7 @@ end
 local function floor_four(K, now)
   for i = 1, #K, 4 do
     local key = K[i]
-    local S = group_parse_into(redis.call('GET', key), FLOOR_S)
+    local S = group_parse(redis.call('GET', key), FLOOR_S)
     local need = 0
     for m = 1, 4 do
       local id = 1000 + m
