@@ -20,13 +20,18 @@ StoreHealth::StoreHealth(Store& store, const Clock& clock, StoreHealthOptions op
     : store_(store), clock_(clock), options_(options), probe_limit_(ProbeLimit()) {}
 
 StoreHealth::~StoreHealth() {
+  Stop();
   std::unique_lock lock(mu_);
-  stopping_ = true;
-  wake_.notify_all();
-  lock.unlock();
-  if (thread_.joinable()) thread_.join();
-  lock.lock();
   idle_.wait(lock, [this] { return !in_flight_.load(std::memory_order_acquire); });
+}
+
+void StoreHealth::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 void StoreHealth::Start() {
@@ -44,6 +49,10 @@ void StoreHealth::Start() {
 }
 
 void StoreHealth::ProbeOnce() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+  }
   if (in_flight_.exchange(true, std::memory_order_acq_rel)) return;
   const ConsumeEntry probe{.key = kProbeKey, .limit = &probe_limit_, .cost = 1};
   store_.DecideAsync({.consumes = {&probe, 1}},

@@ -38,12 +38,17 @@ class StoreHealth {
  public:
   // `store` and `clock` (its monotonic time) must outlive this.
   StoreHealth(Store& store, const Clock& clock, StoreHealthOptions options);
-  ~StoreHealth();  // stops the probing thread, and waits for a probe in flight
+  ~StoreHealth();  // Stop(), then waits for a probe in flight
   StoreHealth(const StoreHealth&) = delete;
   StoreHealth& operator=(const StoreHealth&) = delete;
 
   void Start();
-  // Sends one probe now unless one is in flight; its answer is recorded when it arrives.
+  // No probe from now on (the probing thread ends); one in flight still records its answer. A
+  // stopping service calls it first: its readiness is off, and a probe sent while it drains
+  // would keep it waiting for the store at its very end.
+  void Stop();
+  // Sends one probe now unless one is in flight or Stop() was called; its answer is recorded
+  // when it arrives.
   void ProbeOnce();
   // Ok when ready; otherwise kUnavailable saying why (the last error, or no recent answer).
   Status Ready() const;

@@ -71,6 +71,23 @@ TEST(StoreHealth, AStalledStoreTurnsStaleWithoutAnyoneWaiting) {
   EXPECT_TRUE(health.Ready().ok());
 }
 
+// A stopped prober sends nothing more, so a store that holds what it is sent (a stalled one)
+// keeps no probe from the prober's end; one already in flight still records its answer.
+TEST(StoreHealth, StopEndsTheProbesAndKeepsTheAnswerOfOneInFlight) {
+  ManualClock clock;
+  FakeStore store(clock);
+  StoreHealth health(store, clock, {});
+  store.Hold();
+  health.ProbeOnce();
+  ASSERT_EQ(store.held(), 1u);
+  health.Stop();
+  store.ReleaseHeld();
+  EXPECT_TRUE(health.Ready().ok()) << "the answer in flight was recorded";
+  health.ProbeOnce();
+  EXPECT_EQ(store.calls(), 1u) << "no probe after Stop()";
+  EXPECT_EQ(store.held(), 0u);
+}
+
 TEST(StoreHealth, AProbeWritesSoAStoreRefusingWritesIsNotReady) {
   // The probe consumes a unit: a store whose writes fail (as Redis at maxmemory refuses a
   // script that writes) answers the probe with an error, though it answers reads and PING.

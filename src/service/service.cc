@@ -336,6 +336,7 @@ void Service::Stop() {
   const Micros timeout = p.config.server.shutdown_timeout;
   const Nanos deadline = p.env.clock.Monotonic() + timeout;
   p.log->Info(Cat("stopping: answering what is in flight for up to ", FormatDuration(timeout)));
+  if (p.health != nullptr) p.health->Stop();  // readiness is off from here on
   if (p.grpc != nullptr) p.grpc->StopServingHealth();
   p.http->StopAccepting();
   if (p.grpc != nullptr) p.grpc->Shutdown(deadline);

@@ -120,6 +120,9 @@ class ShutdownTest(unittest.TestCase):
     def test_a_store_that_never_answers_is_cut_at_the_shutdown_timeout(self):
         self.start(shutdown_timeout="1s")
         http, rls = self.hold(1)
+        # The next readiness probe (one a second) is held too, and is in flight when the stop
+        # begins; no probe is sent after that.
+        self.assertEqual(self.serve.hook("held 3"), "held 3")
         started = time.monotonic()
         self.serve.signal(signal.SIGTERM)
         # gRPC's call is answered, UNAVAILABLE, at the deadline; HTTP's connection is closed.
@@ -130,9 +133,8 @@ class ShutdownTest(unittest.TestCase):
         self.assertGreaterEqual(time.monotonic() - started, 0.9)
         with self.assertRaises(Exception):
             http[0].result(timeout=20)
-        # The store holds the readiness probe too, which closing the store waits for: past the
-        # deadline's extra second caudal gives up and exits, 1 for a shutdown that did not end
-        # cleanly.
+        # Closing the store waits for that probe: past the deadline's extra second caudal gives up
+        # and exits, 1 for a shutdown that did not end cleanly.
         self.assertEqual(self.serve.proc.wait(timeout=10), 1, self.serve.log())
         self.assertLess(time.monotonic() - started, 4, "exited long after the shutdown timeout")
         self.assertIn("stopping took longer than server.shutdown_timeout", self.serve.log())
