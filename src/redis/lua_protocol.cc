@@ -216,13 +216,6 @@ bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacem
                      [](const EncodedRequest* r) { return IsPlainConsume(*r); });
 }
 
-bool HasHashTag(std::string_view key) {
-  const size_t open = key.find('{');
-  if (open == std::string_view::npos) return false;
-  const size_t close = key.find('}', open + 1);
-  return close != std::string_view::npos && close > open + 1;
-}
-
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm) {
   if (!key.empty() && key[0] == '#') {
     if (const std::optional<GroupedKey> group = ReadGroupedKey(key)) key = group->group;

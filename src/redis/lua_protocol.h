@@ -32,8 +32,6 @@
 
 namespace caudal::redis {
 
-// True when `key` contains a Redis hash tag: a '{' followed later by '}' with something between.
-bool HasHashTag(std::string_view key);
 // The Redis key holding the state of store key `key` under `algorithm`: a grouped key's is its
 // group's.
 std::string StateKey(std::string_view prefix, std::string_view key, Algorithm algorithm);

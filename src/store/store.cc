@@ -353,14 +353,19 @@ Status ValidateSpecial(std::span<const EntryRef> entries, size_t i) {
 
 }  // namespace
 
+bool HasHashTag(std::string_view key) {
+  const size_t open = key.find('{');
+  if (open == std::string_view::npos) return false;
+  const size_t close = key.find('}', open + 1);
+  return close != std::string_view::npos && close > open + 1;
+}
+
 std::optional<GroupedKey> ReadGroupedKey(std::string_view key) {
   if (key.size() < 3 || key[0] != '#') return std::nullopt;
   const size_t end = key.find('#', 1);
   if (end == std::string_view::npos || end == 1) return std::nullopt;
   const std::string_view group = key.substr(end + 1);
-  const size_t open = group.find('{');
-  const size_t close = open == std::string_view::npos ? open : group.find('}', open + 1);
-  if (close == std::string_view::npos || close == open + 1) return std::nullopt;
+  if (!HasHashTag(group)) return std::nullopt;
   return GroupedKey{.member = key.substr(1, end - 1), .group = group};
 }
 

@@ -321,6 +321,10 @@ using DecideCallback = StoreCallback<DecideResponse>;
 
 struct EntryRef;  // the stores' internal encoding of a call (store/batch.h)
 
+// True when `key` holds a Redis Cluster hash tag: a '{' followed later by '}' with something
+// between (a grouped key's group must).
+bool HasHashTag(std::string_view key);
+
 // A grouped key read back: views into it. Nullopt when `key` is not one (see above).
 struct GroupedKey {
   std::string_view member;
