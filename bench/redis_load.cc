@@ -239,7 +239,7 @@ int Run(const Args& a) {
         const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
           const std::string_view k = keys[first + static_cast<size_t>(j)];
-          const int64_t cost = j == 0 ? 1 : spread(costs);
+          const int64_t cost = j == 0 || a.cost_spread == 1 ? 1 : spread(costs);
           if (a.charge) {
             charges.push_back({.key = k, .limit = &limit, .cost = cost, .native = a.native});
           } else {
