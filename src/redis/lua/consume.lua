@@ -42,6 +42,7 @@ local function decode_multi(req, r)
   local count, p = sunpack(COUNT, req)
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
   r[1] = count
+  local members = true
   for i = 1, count do
     local alg, cap, rn, rp, cost
     alg, cap, rn, rp, cost, p = sunpack(ENTRY, req, p)
@@ -61,8 +62,68 @@ local function decode_multi(req, r)
     end
     local b = 6 * i - 4
     r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id
+    if not id then members = false end
   end
+  r.members = members and count <= GROUP_MAX
   return r
+end
+
+-- A request whose entries are the members of one group, in the order its value holds them (or
+-- a group not yet written, every entry consumed): read, decided and written on its own, with
+-- no bookkeeping across the call. Returns the reply's new end, or nil when the request is not
+-- such (nothing read into the reply, nothing written).
+local FAST_S, FAST_ST, FAST_CONSUMED = {}, {}, {}
+local function whole_group(r, key, now, slack, out, o)
+  local count = r[1]
+  local S = group_parse(redis.call('GET', key), FAST_S)
+  local n = S[3]
+  if n ~= 0 then
+    if n ~= count then return nil end
+    for i = 1, count do
+      if S[5 * i - 1] ~= r[6 * i + 1] then return nil end
+    end
+  end
+  local all, need, changed = true, false, false
+  local p = o + 1
+  for i = 1, count do
+    local b, j = 6 * i - 4, 5 * i - 1
+    local st = nil
+    if n ~= 0 then
+      st = FAST_ST[i]
+      if not st then
+        st = {}
+        FAST_ST[i] = st
+      end
+      st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
+    end
+    local verdict, remaining, reset, retry, consumed, w0, w1, w2 =
+      r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
+    if verdict ~= ALLOWED then all = false end
+    FAST_CONSUMED[i] = consumed
+    if consumed then
+      changed = true
+      S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = r[b + 5], now + reset, w0, w1, w2
+      if not need or reset > need then need = reset end
+    elseif n == 0 then
+      return nil
+    end
+    out[p + 1], out[p + 2], out[p + 3], out[p + 4] = verdict, remaining, reset, retry
+    p = p + 4
+  end
+  out[o + 1] = all and 1 or 0
+  if not all then  -- refused whole: the consumed entries without their consumption
+    for i = 1, count do
+      local b, j, q = 6 * i - 4, 5 * i - 1, o + 4 * i - 2
+      if FAST_CONSUMED[i] then
+        out[q], out[q + 1], out[q + 2], out[q + 3] =
+          r[b](n ~= 0 and FAST_ST[i] or nil, r[b + 1], r[b + 2], r[b + 3], now, 0)
+      end
+    end
+  elseif changed then
+    S[3] = count
+    group_write(key, S, now, need, slack)
+  end
+  return p
 end
 -- The groups a call read (compact_state.lua), by key, in the order read, and the longest time
 -- until fresh of its members written; each is written once, when the call ends.
@@ -141,6 +202,17 @@ for a = 3, #ARGV do
       end
     end
     local count = r[1]
+    local key = KEYS[k]
+    local whole = r.members and not GROUPS[key]
+    if whole then
+      for i = 1, count - 1 do
+        if KEYS[k + i] ~= key then whole = false break end
+      end
+    end
+    local p = whole and whole_group(r, key, now, slack, out, o)
+    if p then
+      o, k = p, k + count
+    else
     local all = true
     for i = 1, count do
       local b = 6 * i - 4
@@ -203,6 +275,7 @@ for a = 3, #ARGV do
       out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
         verdicts[i], remainings[i], resets[i], retries[i]
       o = o + 4
+    end
     end
   end
 end
