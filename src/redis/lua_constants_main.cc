@@ -40,6 +40,7 @@ std::string Constants() {
   out += "local CHARGE_FLAG = " + std::to_string(redis::kChargeFlag) + "\n";
   out += "local LEASE_FLAG = " + std::to_string(redis::kLeaseFlag) + "\n";
   out += "local NOT_SERVED = " + std::to_string(redis::kNotServedHere) + "\n";
+  out += "local BRIEF = " + std::to_string(redis::kAllowedBrief) + "\n";
   out += "local MAX_CAPACITY = " + std::to_string(kMaxCapacity) + "\n";
   out += "local RESERVE_FLAG = " + std::to_string(redis::kReserveFlag) + "\n";
   out += "local CALENDAR_FLAG = " + std::to_string(redis::kCalendarFlag) + "\n";

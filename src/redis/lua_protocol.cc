@@ -393,6 +393,31 @@ Status DecodeDecision(std::span<const int64_t> reply, size_t& pos, int64_t limit
   return Status::Ok();
 }
 
+// An allowed request's brief reply (kAllowedBrief): per entry its remaining and reset_after.
+Result<StoreResponse> DecodeBrief(std::span<const int64_t> reply, size_t& pos,
+                                  const EncodedRequest& request) {
+  const size_t n = request.limits.size();
+  if (!request.leases.empty() || !request.releases.empty() || !request.reservations.empty()) {
+    return Status::Internal("redis script answered briefly a request with more to tell");
+  }
+  if (reply.size() - pos < 1 + 2 * n) return Status::Internal("redis script reply too short");
+  ++pos;
+  StoreResponse resp;
+  resp.allowed = true;
+  resp.decisions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Checked as the four integers they stand for.
+    const int64_t full[4] = {static_cast<int64_t>(Verdict::kAllowed), reply[pos], reply[pos + 1],
+                             0};
+    pos += 2;
+    size_t at = 0;
+    if (Status s = DecodeDecision(full, at, request.limits[i], i, resp.decisions[i]); !s.ok()) {
+      return s;
+    }
+  }
+  return resp;
+}
+
 // A request of shares' reply (kShareRequest).
 Result<StoreResponse> DecodeShares(std::span<const int64_t> reply, size_t& pos,
                                    const EncodedRequest& request) {
@@ -435,6 +460,7 @@ Result<StoreResponse> DecodeResponse(std::span<const int64_t> reply, size_t& pos
                                      const EncodedRequest& request) {
   if (request.shares) return DecodeShares(reply, pos, request);
   const size_t n = request.limits.size();
+  if (pos < reply.size() && reply[pos] == kAllowedBrief) return DecodeBrief(reply, pos, request);
   if (pos > reply.size() || reply.size() - pos < 1 + 4 * n) {
     return Status::Internal("redis script reply too short");
   }

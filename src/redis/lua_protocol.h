@@ -155,6 +155,10 @@ bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacem
 
 // The first reply integer of a request the node did not serve (NOT_SERVED in the script).
 inline constexpr int64_t kNotServedHere = 2;
+// The first reply integer of an allowed request answered briefly (BRIEF in the fast script): per
+// entry only its remaining and reset_after follow, every entry allowed with no retry_after. Only
+// a request with no lease, release or reservation is answered so.
+inline constexpr int64_t kAllowedBrief = 3;
 
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
 // "EVAL <script> ...", or "FCALL <function> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack>

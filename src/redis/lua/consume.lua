@@ -72,7 +72,7 @@ end
 -- a group not yet written, every entry consumed): read, decided and written on its own, with
 -- no bookkeeping across the call. Returns the reply's new end, or nil when the request is not
 -- such (nothing read into the reply, nothing written).
-local FAST_S, FAST_ST, FAST_CONSUMED = {}, {}, {}
+local FAST_S, FAST_ST, FAST_CONSUMED, FAST_VERDICT, FAST_RETRY = {}, {}, {}, {}, {}
 local function whole_group(r, key, now, slack, out, o)
   local count = r[1]
   local S = group_parse(redis.call('GET', key), FAST_S)
@@ -84,7 +84,6 @@ local function whole_group(r, key, now, slack, out, o)
     end
   end
   local all, need, changed = true, false, false
-  local p = o + 1
   for i = 1, count do
     local b, j = 6 * i - 4, 5 * i - 1
     local st = nil
@@ -99,7 +98,6 @@ local function whole_group(r, key, now, slack, out, o)
     local verdict, remaining, reset, retry, consumed, w0, w1, w2 =
       r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
     if verdict ~= ALLOWED then all = false end
-    FAST_CONSUMED[i] = consumed
     if consumed then
       changed = true
       S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = r[b + 5], now + reset, w0, w1, w2
@@ -107,23 +105,32 @@ local function whole_group(r, key, now, slack, out, o)
     elseif n == 0 then
       return nil
     end
-    out[p + 1], out[p + 2], out[p + 3], out[p + 4] = verdict, remaining, reset, retry
-    p = p + 4
+    -- The brief reply's place; what else a refusal's reply needs, aside.
+    out[o + 2 * i], out[o + 2 * i + 1] = remaining, reset
+    FAST_CONSUMED[i], FAST_VERDICT[i], FAST_RETRY[i] = consumed, verdict, retry
   end
-  out[o + 1] = all and 1 or 0
-  if not all then  -- refused whole: the consumed entries without their consumption
-    for i = 1, count do
-      local b, j, q = 6 * i - 4, 5 * i - 1, o + 4 * i - 2
-      if FAST_CONSUMED[i] then
-        out[q], out[q + 1], out[q + 2], out[q + 3] =
-          r[b](n ~= 0 and FAST_ST[i] or nil, r[b + 1], r[b + 2], r[b + 3], now, 0)
-      end
+  if all then
+    if changed then
+      S[3] = count
+      group_write(key, S, now, need, slack)
     end
-  elseif changed then
-    S[3] = count
-    group_write(key, S, now, need, slack)
+    out[o + 1] = BRIEF
+    return o + 1 + 2 * count
   end
-  return p
+  -- Refused whole: each entry's four integers (moved from the last, as they spread out), those
+  -- that consumed decided again without their consumption.
+  out[o + 1] = 0
+  for i = count, 1, -1 do
+    local b, q = 6 * i - 4, o + 4 * i - 2
+    if FAST_CONSUMED[i] then
+      out[q], out[q + 1], out[q + 2], out[q + 3] =
+        r[b](n ~= 0 and FAST_ST[i] or nil, r[b + 1], r[b + 2], r[b + 3], now, 0)
+    else
+      out[q], out[q + 1], out[q + 2], out[q + 3] =
+        FAST_VERDICT[i], out[o + 2 * i], out[o + 2 * i + 1], FAST_RETRY[i]
+    end
+  end
+  return o + 1 + 4 * count
 end
 -- The groups a call read (compact_state.lua), by key, in the order read, and the longest time
 -- until fresh of its members written; each is written once, when the call ends.
