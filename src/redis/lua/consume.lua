@@ -38,9 +38,36 @@ local MULTI_WINDOW, MULTI_PROBE, MULTI_SCRATCH = 256, 8, {}
 local COUNT, ENTRY, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8'
 -- A multi-entry request's numbers into `r`, as MULTI_REQUESTS holds them, or nil and why it is
 -- refused.
+-- The format of a request of `count` members of groups with no calendar, six numbers each.
+local MEMBERS_FMT = {}
 local function decode_multi(req, r)
   local count, p = sunpack(COUNT, req)
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
+  if #req == 8 + 48 * count and count <= GROUP_MAX then
+    -- Perhaps members only: unpacked in one call, as they lie (an entry is six numbers if
+    -- its algorithm says it is a member with no calendar, so checking them in order proves
+    -- the layout).
+    local f = MEMBERS_FMT[count]
+    if not f then
+      f = '<i8' .. string.rep('i8i8i8i8i8i8', count)
+      MEMBERS_FMT[count] = f
+    end
+    local m = {sunpack(f, req)}
+    m[6 * count + 2] = nil  -- (the position sunpack ends with)
+    local ok = true
+    for b = 2, 6 * count - 4, 6 do
+      local alg = m[b] - GROUP_FLAG
+      if alg < 0 or alg >= CALENDAR_FLAG then ok = false break end
+      if m[b + 4] < 0 or not COMPACT[alg] then
+        return nil, 'caudal consume: an entry that is not a plain consume'
+      end
+      m[b] = COMPACT[alg]
+    end
+    if ok then
+      m.members = true
+      return m
+    end
+  end
   r[1] = count
   local members = true
   for i = 1, count do
