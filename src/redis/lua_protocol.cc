@@ -62,8 +62,8 @@ void AppendCalendarBounds(const Calendar& calendar, Micros near, std::string& ar
 
 // Appends one entry's numbers: algorithm, capacity, rate (two), cost, a calendar's boundaries,
 // and the lease asked for when there is one; a give-back's are an undo entry's (units, the
-// grant's time and reset_after, a calendar's boundaries).
-void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
+// grant's time and reset_after, a calendar's boundaries). True when it is a group's member.
+bool AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
   const std::optional<Calendar>& calendar = e.limit->calendar();
   const std::optional<GroupedKey> group = GroupOf(e);
   const auto algorithm = static_cast<int64_t>(e.limit->algorithm()) +
@@ -81,7 +81,7 @@ void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
     Pack(static_cast<int64_t>(share.group.size()), args);
     args += share.consumer;
     args += share.group;
-    return;
+    return false;
   }
   if (e.op == EntryOp::kGiveBack) {
     AppendLimitArgs(algorithm, *e.limit, args);
@@ -90,7 +90,7 @@ void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
     Pack(e.grant->reset_after.count(), args);
     if (group) Pack(MemberId(group->member), args);
     if (calendar) AppendCalendarBounds(*calendar, near, args);
-    return;
+    return false;  // (an undo request: its keys one per entry)
   }
   const int64_t flag = e.op == EntryOp::kCharge ? kChargeFlag : e.lease > 0 ? kLeaseFlag : 0;
   const bool reserving =
@@ -119,6 +119,7 @@ void AppendEntryArgs(const EntryRef& e, Micros near, std::string& args) {
     Pack(t != nullptr && t->on_expiry == ExpiryOutcome::kGiveBack ? 1 : 0, args);
     Pack(t != nullptr ? t->max_open : 0, args);
   }
+  return group.has_value();
 }
 
 constexpr size_t kArgsPerEntry = 5;
@@ -155,14 +156,28 @@ void StartRequest(EncodedRequest& r, const EntryRef& first, size_t n) {
 // The consumers' hash of a share's state key.
 std::string ShareKey(std::string_view state_key) { return std::string(state_key) + ":sh"; }
 
-void AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
-  AppendEntryArgs(e, near, r.args);
+// True when the entry is a group's member (AppendEntryArgs).
+bool AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
+  const bool member = AppendEntryArgs(e, near, r.args);
   if (e.lease > 0) r.leases.push_back(static_cast<uint16_t>(r.limits.size()));
   if (e.op == EntryOp::kRelease) r.releases.push_back(static_cast<uint16_t>(r.limits.size()));
   if (e.op == EntryOp::kReserve || e.op == EntryOp::kSettle) {
     r.reservations.push_back(static_cast<uint16_t>(r.limits.size()));
   }
   r.limits.push_back(e.limit->capacity());
+  return member;
+}
+
+// Marks `r` kOneKeyRequest when its entries, every one a group's member (`members`), are two or
+// more on one key.
+void MarkOneKey(EncodedRequest& r, bool members) {
+  const size_t n = r.limits.size();
+  if (!members || n < 2 || r.keys.size() != n) return;
+  for (size_t i = 1; i < n; ++i) {
+    if (r.keys[i] != r.keys[0]) return;
+  }
+  r.one_key = true;
+  Put(static_cast<int64_t>(n) + kOneKeyRequest, r.args.data());
 }
 
 }  // namespace
@@ -184,7 +199,8 @@ std::vector<int64_t> UnpackArgs(std::string_view args) {
 bool IsPlainConsume(const EncodedRequest& request) {
   const std::string_view args = request.args;
   if (!request.native.empty() || args.size() < kWord) return false;
-  const int64_t count = Unpack(args, 0);
+  int64_t count = Unpack(args, 0);
+  if (request.one_key) count -= kOneKeyRequest;
   const size_t words = args.size() / kWord;
   if (count < 1 || args.size() % kWord != 0) return false;
   size_t at = 1;
@@ -240,16 +256,18 @@ EncodedRequest EncodeRequest(std::span<const EntryRef> entries, std::string_view
   EncodedRequest r;
   r.keys.reserve(entries.size());
   StartRequest(r, entries[0], entries.size());
+  bool members = true;
   for (const EntryRef& e : entries) {
     r.keys.push_back(StateKey(prefix, e.key, e.limit->algorithm()));
     if (r.shares) r.keys.push_back(ShareKey(r.keys.back()));
-    AddEntry(r, e, near);
+    members = AddEntry(r, e, near) && members;
     if (e.native_count) {
       r.native.push_back({.cost = e.cost,
                           .refund = e.op == EntryOp::kRefund,
                           .window_us = e.limit->window().count()});
     }
   }
+  MarkOneKey(r, members);
   return r;
 }
 
@@ -266,7 +284,9 @@ EncodedRequest EncodeSubset(std::span<const EntryRef> entries, std::span<const u
     }
     r.keys = std::move(both);
   }
-  for (const uint16_t i : positions) AddEntry(r, entries[i], near);
+  bool members = true;
+  for (const uint16_t i : positions) members = AddEntry(r, entries[i], near) && members;
+  MarkOneKey(r, members);
   return r;
 }
 
@@ -333,7 +353,7 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
                KeyPlacement placement) {
   size_t keys = 0;
-  for (const EncodedRequest* r : requests) keys += r->keys.size();
+  for (const EncodedRequest* r : requests) keys += r->one_key ? 1 : r->keys.size();
   const bool declared = placement == KeyPlacement::kDeclared;
   out.numkeys = declared ? Decimal(static_cast<int64_t>(keys)) : "0";
   out.nkeys = Decimal(static_cast<int64_t>(keys));
@@ -346,6 +366,10 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
   out.argv.push_back(out.numkeys);
   auto push_keys = [&] {
     for (const EncodedRequest* r : requests) {
+      if (r->one_key) {
+        out.argv.push_back(r->keys[0]);
+        continue;
+      }
       for (const std::string& k : r->keys) out.argv.push_back(k);
     }
   };

@@ -93,8 +93,13 @@ struct NativeCount {
   int64_t start_us = 0;
 };
 
+// A request of two or more entries, all members of one group (kGroupFlag: one state key), travels
+// with its entry count plus this flag and declares that key once (BuildCall), not once per entry.
+inline constexpr int64_t kOneKeyRequest = 1024;
+
 struct EncodedRequest {
   std::vector<std::string> keys;   // one per entry
+  bool one_key = false;            // kOneKeyRequest: its keys, all one, sent once
   std::string args;                // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;     // each entry's Decision::limit
   std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)

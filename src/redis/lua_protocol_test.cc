@@ -134,6 +134,45 @@ TEST(LuaProtocol, BuildsOneCallForSeveralRequests) {
   EXPECT_EQ(call.argv[7], std::to_string(kGivenTimeTtlSlackMs));
 }
 
+// A request whose entries are all members of one group names its key once (kOneKeyRequest), in
+// either placement; members of two groups, or a member beside a key of its own, name a key each.
+TEST(LuaProtocol, SendsTheKeyOfOneGroupsMembersOnce) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef one[] = {{.key = "#a#{g}", .limit = &l, .cost = 1},
+                          {.key = "#b#{g}", .limit = &l, .cost = 2}};
+  const EntryRef two[] = {{.key = "#a#{g}", .limit = &l}, {.key = "#b#{h}", .limit = &l}};
+  const EntryRef mixed[] = {{.key = "#a#{g}", .limit = &l}, {.key = "{g}", .limit = &l}};
+  const EncodedRequest r1 = EncodeRequest(one, "p:", Micros(0));
+  const EncodedRequest r2 = EncodeRequest(two, "p:", Micros(0));
+  const EncodedRequest r3 = EncodeRequest(mixed, "p:", Micros(0));
+  EXPECT_TRUE(r1.one_key);
+  EXPECT_EQ(r1.keys, (std::vector<std::string>{"p:{g}", "p:{g}"}));  // still one per entry
+  EXPECT_EQ(UnpackArgs(r1.args)[0], kOneKeyRequest + 2);
+  EXPECT_TRUE(IsPlainConsume(r1));
+  EXPECT_FALSE(r2.one_key);
+  EXPECT_EQ(UnpackArgs(r2.args)[0], 2);
+  EXPECT_FALSE(r3.one_key);
+  EXPECT_EQ(UnpackArgs(r3.args)[0], 2);
+  const EncodedRequest* batch[] = {&r1, &r2, &r3};
+  CallArgv call;
+  BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call);
+  const std::vector<std::string_view> expected = {"FCALL", "f",     "5",     "p:{g}", "p:{g}",
+                                                  "p:{h}", "p:{g}", "p:{g}", "",      "0",
+                                                  r1.args, r2.args, r3.args};
+  EXPECT_EQ(call.argv, expected);
+  BuildCall("EVALSHA", "abc", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kUndeclared);
+  EXPECT_EQ(call.argv[5], "5");
+  EXPECT_EQ(call.argv[6], "p:{g}");
+  EXPECT_EQ(call.argv[7], "p:{g}");
+  // A part of it, as a Cluster splits a request, is marked anew.
+  const uint16_t both[] = {0, 1};
+  const uint16_t first[] = {0};
+  EXPECT_TRUE(EncodeSubset(one, both, {"p:{g}", "p:{g}"}, Micros(0)).one_key);
+  const EncodedRequest part = EncodeSubset(one, first, {"p:{g}"}, Micros(0));
+  EXPECT_FALSE(part.one_key);
+  EXPECT_EQ(UnpackArgs(part.args)[0], 1);
+}
+
 // Keys of several slots travel in the arguments, after their count: Redis Cluster routes by
 // declared keys and refuses declared keys that span slots.
 TEST(LuaProtocol, BuildsACallWithUndeclaredKeys) {
@@ -199,6 +238,63 @@ TEST(LuaProtocol, DecodesEachRequestInTurn) {
   const std::vector<int64_t> bad = {1, 9, 0, 0, 0};
   pos = 0;
   EXPECT_EQ(DecodeResponse(bad, pos, r1).status().code(), StatusCode::kInternal);
+}
+
+// An allowed request answered briefly (kAllowedBrief): each entry's remaining and reset_after,
+// allowed with no wait; checked as a full answer is, and refused for a request that asks more.
+TEST(LuaProtocol, DecodesABriefReply) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const EntryRef e[] = {{.key = "x", .limit = &l}, {.key = "y", .limit = &l, .cost = 2}};
+  const EncodedRequest r = EncodeRequest(e, "", Micros(0));
+  const std::vector<int64_t> reply = {kAllowedBrief,
+                                      4,
+                                      900,
+                                      3,
+                                      800,  //
+                                      1,
+                                      0,
+                                      4,
+                                      900,
+                                      0,
+                                      0,
+                                      3,
+                                      800,
+                                      0,
+                                      77};
+  size_t pos = 0;
+  const Result<StoreResponse> a = DecodeResponse(reply, pos, r);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(pos, 5u);
+  EXPECT_TRUE(a->allowed);
+  EXPECT_EQ(
+      a->decisions[0],
+      (Decision{
+          .verdict = Verdict::kAllowed, .limit = 5, .remaining = 4, .reset_after = Micros(900)}));
+  EXPECT_EQ(
+      a->decisions[1],
+      (Decision{
+          .verdict = Verdict::kAllowed, .limit = 5, .remaining = 3, .reset_after = Micros(800)}));
+  // The next request's full answer follows it.
+  const Result<StoreResponse> b = DecodeResponse(reply, pos, r);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(*DecodeCallTime(reply, pos), 77);
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{
+           {kAllowedBrief, 4, 900, 3},     // too short
+           {kAllowedBrief, 6, 900, 3, 0},  // remaining above the limit
+           {kAllowedBrief, 4, -1, 3, 0},   // reset_after below 0
+       }) {
+    pos = 0;
+    EXPECT_EQ(DecodeResponse(bad, pos, r).status().code(), StatusCode::kInternal)
+        << ::testing::PrintToString(bad);
+  }
+  // A lease's units are never left out.
+  const Limit bucket =
+      *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 100, {100, minutes(1)}));
+  const EntryRef leasing[] = {{.key = "a", .limit = &bucket, .cost = 1, .lease = 30}};
+  const EncodedRequest lease = EncodeRequest(leasing, "", Micros(0));
+  const std::vector<int64_t> brief = {kAllowedBrief, 99, 600000, 1'700'000};
+  pos = 0;
+  EXPECT_EQ(DecodeResponse(brief, pos, lease).status().code(), StatusCode::kInternal);
 }
 
 // A fixed window that a charge overdrew comes back as a negative remaining: nothing left, and

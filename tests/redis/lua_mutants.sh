@@ -175,9 +175,11 @@ share_mutants=(
   "share.lua|    if x.seq and x.demand < accruing then accruing = x.demand end|    local _ = accruing"
 )
 # Dimensions: each key of a request at its own cost (a request's dimensions put another cost on
-# each limit): a consume, a reserve, its record or a settle taking the first key's instead.
+# each limit): a consume (in either path of the fast script), a reserve, its record or a settle
+# taking the first key's instead.
 dimension_mutants=(
   "consume.lua|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[6])"
+  "consume.lua|decide(st, cap, rn, rp, now, cost)|decide(st, cap, rn, rp, now, r[6])"
   "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
   "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
   "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
@@ -186,7 +188,12 @@ dimension_mutants=(
 # group's TTL from its first member written, kept at a ms, the member written dropped when full,
 # a group read without its last member; the fast script reading two groups of a call into one
 # table, remembering a request of several entries with another cost, or remembering the table
-# each request not remembered is decoded into.
+# each request not remembered is decoded into. Its whole-group path (whole_group): members taken
+# in the request's order though the value holds them in another, or a value holding more members;
+# a brief reply with a wrong reset; a refused request reporting its consumption; a new group
+# written with a member that did not consume; the TTL from the first member; a new group written
+# empty; calendar members unpacked as six numbers. A request on one key (ONE_KEY) reading a key
+# per entry, in either script.
 group_mutants=(
   "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
   "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
@@ -197,6 +204,16 @@ group_mutants=(
   "consume.lua|S = GROUP_POOL[ngroups + 1]|S = GROUP_POOL[1]"
   "consume.lua|r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id|r[b + 5] = COMPACT[alg], cap, rn, rp, 1, id"
   "consume.lua|decode_multi(req, multi_caching and {} or MULTI_SCRATCH)|decode_multi(req, MULTI_SCRATCH)"
+  "consume.lua|      if S[5 * i - 1] ~= r[6 * i + 1] then return nil end|      if false then return nil end"
+  "consume.lua|    if n ~= count then return nil end|    if n < count then return nil end"
+  "consume.lua|out[o + 2 * i], out[o + 2 * i + 1] = remaining, reset|out[o + 2 * i], out[o + 2 * i + 1] = remaining, remaining"
+  "consume.lua|    if FAST_CONSUMED[i] then|    if false then"
+  "consume.lua|    elseif n == 0 then|    elseif false then"
+  "consume.lua|      if not need or reset > need then need = reset end|      if not need then need = reset end"
+  "consume.lua|      S[3] = count|      S[3] = n"
+  "consume.lua|if alg < 0 or alg >= CALENDAR_FLAG then|if alg < 0 then"
+  "consume.lua|if not one or i == count then k = k + 1 end|k = k + 1"
+  "decide.lua|if not one_key or i == count then k = k + 1 end|k = k + 1"
 )
 suites=(equivalence:redis_lua_equivalence_test conformance:redis_store_conformance_test
         contract:redis_lua_contract_test properties:redis_lua_properties_test

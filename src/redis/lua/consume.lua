@@ -9,7 +9,9 @@
 -- library (script.h), the parts and this file's first section run once, at the first call,
 -- and the section after the "-- Each call." line is the function's body.
 -- It decides exactly as decide.lua decides the same requests, reading and writing the same
--- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's.
+-- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's,
+-- but for an allowed request of one group's members, answered briefly (BRIEF: kAllowedBrief,
+-- lua_protocol.h).
 
 -- Once. The one-entry requests already decoded, by their bytes: a policy's requests mostly
 -- repeat (one limit, cost 1), and a table lookup by a string Redis has interned costs less than
@@ -36,14 +38,17 @@ local MULTI_REQUESTS, multi_bytes, MULTI_BYTES_MAX = {}, 0, 262144
 local multi_found, multi_missed, multi_caching, multi_idle = 0, 0, true, 0
 local MULTI_WINDOW, MULTI_PROBE, MULTI_SCRATCH = 256, 8, {}
 local COUNT, ENTRY, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8'
--- A multi-entry request's numbers into `r`, as MULTI_REQUESTS holds them, or nil and why it is
--- refused.
 -- The format of a request of `count` members of groups with no calendar, six numbers each.
 local MEMBERS_FMT = {}
+-- A multi-entry request's numbers, as MULTI_REQUESTS holds them, into `r` (or, for a request on
+-- one key with no calendar, a new table: one C call fills it), or nil and why it is refused.
+-- `one`: a request on one key (ONE_KEY), its entries the members of one group.
 local function decode_multi(req, r)
   local count, p = sunpack(COUNT, req)
+  local one = count > ONE_KEY
+  if one then count = count - ONE_KEY end
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
-  if #req == 8 + 48 * count and count <= GROUP_MAX then
+  if one and #req == 8 + 48 * count then
     -- Perhaps members only: unpacked in one call, as they lie (an entry is six numbers if
     -- its algorithm says it is a member with no calendar, so checking them in order proves
     -- the layout).
@@ -53,23 +58,25 @@ local function decode_multi(req, r)
       MEMBERS_FMT[count] = f
     end
     local m = {sunpack(f, req)}
-    m[6 * count + 2] = nil  -- (the position sunpack ends with)
+    m[1], m[6 * count + 2] = count, nil  -- (the flag; the position sunpack ends with)
     local ok = true
     for b = 2, 6 * count - 4, 6 do
       local alg = m[b] - GROUP_FLAG
-      if alg < 0 or alg >= CALENDAR_FLAG then ok = false break end
+      if alg < 0 or alg >= CALENDAR_FLAG then
+        ok = false
+        break
+      end
       if m[b + 4] < 0 or not COMPACT[alg] then
         return nil, 'caudal consume: an entry that is not a plain consume'
       end
       m[b] = COMPACT[alg]
     end
     if ok then
-      m.members = true
+      m.one = true
       return m
     end
   end
-  r[1] = count
-  local members = true
+  r[1], r.one = count, one
   for i = 1, count do
     local alg, cap, rn, rp, cost
     alg, cap, rn, rp, cost, p = sunpack(ENTRY, req, p)
@@ -89,9 +96,7 @@ local function decode_multi(req, r)
     end
     local b = 6 * i - 4
     r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id
-    if not id then members = false end
   end
-  r.members = members and count <= GROUP_MAX
   return r
 end
 
@@ -122,12 +127,13 @@ local function whole_group(r, key, now, slack, out, o)
       end
       st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
     end
+    local decide, cap, rn, rp, cost, id = r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5]
     local verdict, remaining, reset, retry, consumed, w0, w1, w2 =
-      r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
-    if verdict ~= ALLOWED then all = false end
+      decide(st, cap, rn, rp, now, cost)
+    all = all and verdict == ALLOWED
     if consumed then
       changed = true
-      S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = r[b + 5], now + reset, w0, w1, w2
+      S[j], S[j + 1], S[j + 2], S[j + 3], S[j + 4] = id, now + reset, w0, w1, w2
       if not need or reset > need then need = reset end
     elseif n == 0 then
       return nil
@@ -236,80 +242,77 @@ for a = 3, #ARGV do
       end
     end
     local count = r[1]
-    local key = KEYS[k]
-    local whole = r.members and not GROUPS[key]
-    if whole then
-      for i = 1, count - 1 do
-        if KEYS[k + i] ~= key then whole = false break end
-      end
-    end
-    local p = whole and whole_group(r, key, now, slack, out, o)
+    -- A request on one key, a group no earlier request of the call holds unwritten (GROUPS):
+    -- whole_group decides it if its members lie as it names them.
+    local one = r.one
+    local p = one and count <= GROUP_MAX and not GROUPS[KEYS[k]] and
+      whole_group(r, KEYS[k], now, slack, out, o)
     if p then
-      o, k = p, k + count
+      o, k = p, k + 1
     else
-    local all = true
-    for i = 1, count do
-      local b = 6 * i - 4
-      local key, id, st = KEYS[k], r[b + 5], nil
-      k = k + 1
-      if id then  -- its group read once per call
-        local S = GROUPS[key]
-        if not S then
-          S = GROUP_POOL[ngroups + 1]
-          if not S then
-            S = {}
-            GROUP_POOL[ngroups + 1] = S
-          end
-          group_parse(redis.call('GET', key), S)
-          GROUPS[key], GROUP_NEED[key] = S, false
-          ngroups = ngroups + 1
-          GROUP_ORDER[ngroups] = key
-        end
-        local j = group_find(S, id)
-        at[i] = j or false  -- where its member is in S
-        if j then
-          st = MEMBER_STATES[i]
-          if not st then
-            st = {}
-            MEMBER_STATES[i] = st
-          end
-          st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
-        end
-      else
-        st = compact_read(key)
-      end
-      keys[i], states[i] = key, st
-      local verdict
-      verdict, remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
-        r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
-      verdicts[i] = verdict
-      if verdict ~= ALLOWED then all = false end
-    end
-    o = o + 1
-    out[o] = all and 1 or 0
-    for i = 1, count do
-      if consumeds[i] then
+      local all = true
+      for i = 1, count do
         local b = 6 * i - 4
-        local id = r[b + 5]
-        if not all then  -- refused whole: the state without the consumption
-          verdicts[i], remainings[i], resets[i], retries[i] =
-            r[b](states[i], r[b + 1], r[b + 2], r[b + 3], now, 0)
-        elseif id then
-          local key = keys[i]
-          -- (an entry of an earlier request of the call may have added a member since)
+        local key, id, st = KEYS[k], r[b + 5], nil
+        if not one or i == count then k = k + 1 end
+        if id then  -- its group read once per call
           local S = GROUPS[key]
-          local reset = resets[i]
-          group_put(S, at[i] or group_find(S, id), id, x1[i], x2[i], x3[i], now, reset)
-          local need = GROUP_NEED[key]
-          if not need or reset > need then GROUP_NEED[key] = reset end
+          if not S then
+            S = GROUP_POOL[ngroups + 1]
+            if not S then
+              S = {}
+              GROUP_POOL[ngroups + 1] = S
+            end
+            group_parse(redis.call('GET', key), S)
+            GROUPS[key], GROUP_NEED[key] = S, false
+            ngroups = ngroups + 1
+            GROUP_ORDER[ngroups] = key
+          end
+          local j = group_find(S, id)
+          at[i] = j or false  -- where its member is in S
+          if j then
+            st = MEMBER_STATES[i]
+            if not st then
+              st = {}
+              MEMBER_STATES[i] = st
+            end
+            st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
+          end
         else
-          compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
+          st = compact_read(key)
         end
+        keys[i], states[i] = key, st
+        local verdict
+        verdict, remainings[i], resets[i], retries[i], consumeds[i], x1[i], x2[i], x3[i] =
+          r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])
+        verdicts[i] = verdict
+        if verdict ~= ALLOWED then all = false end
       end
-      out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
-        verdicts[i], remainings[i], resets[i], retries[i]
-      o = o + 4
-    end
+      o = o + 1
+      out[o] = all and 1 or 0
+      for i = 1, count do
+        if consumeds[i] then
+          local b = 6 * i - 4
+          local id = r[b + 5]
+          if not all then  -- refused whole: the state without the consumption
+            verdicts[i], remainings[i], resets[i], retries[i] =
+              r[b](states[i], r[b + 1], r[b + 2], r[b + 3], now, 0)
+          elseif id then
+            local key = keys[i]
+            -- (an entry of an earlier request of the call may have added a member since)
+            local S = GROUPS[key]
+            local reset = resets[i]
+            group_put(S, at[i] or group_find(S, id), id, x1[i], x2[i], x3[i], now, reset)
+            local need = GROUP_NEED[key]
+            if not need or reset > need then GROUP_NEED[key] = reset end
+          else
+            compact_write(keys[i], states[i], x1[i], x2[i], x3[i], now, resets[i], slack)
+          end
+        end
+        out[o + 1], out[o + 2], out[o + 3], out[o + 4] =
+          verdicts[i], remainings[i], resets[i], retries[i]
+        o = o + 4
+      end
     end
   end
 end

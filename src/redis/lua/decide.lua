@@ -39,7 +39,8 @@
 --   An algorithm plus GROUP_FLAG is a member of a group (a compact algorithm): one more number
 --   follows its first five (an undo entry's seven), before everything else, the member's id; its
 --   key is the group's, whose value holds every member's state (compact_state.lua). A request's
---   entries name each member once.
+--   entries name each member once. A request of two or more entries, every one a member of one
+--   group, has the entry count ONE_KEY + E and one key, the group's, for all its entries.
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
@@ -157,10 +158,12 @@ while a <= nargs do
   local req = ARGV[a]
   a = a + 1
   local count, p = sunpack(COUNT, req)
+  local one_key = count > ONE_KEY and count < SHARE_REQUEST
+  if one_key then count = count - ONE_KEY end
   local n = count < 0 and -count or count
   local sharing = count > SHARE_REQUEST
   if sharing then n = count - SHARE_REQUEST end
-  local nk = sharing and 2 * n or n  -- a share has two keys
+  local nk = sharing and 2 * n or one_key and 1 or n  -- a share has two keys
   if check and not served(k, nk) then
     o = o + 1
     out[o] = NOT_SERVED
@@ -226,7 +229,7 @@ while a <= nargs do
         modes[i], rhis[i], rlos[i], rttls[i], rgives[i], rmaxs[i], p = sunpack(RESERVATION, req, p)
       end
       keys[i], algs[i] = id and member_key(K[kb + k], id) or K[kb + k], alg
-      k = k + 1
+      if not one_key or i == count then k = k + 1 end
       -- A reset (a refund, even of 0): the key's reservations go first, giving nothing back.
       if modes[i] == 3 then reservations_forget(keys[i]) end
       if costs[i] >= 0 then  -- a refund (negative) is applied below, whatever the others decide
