@@ -192,8 +192,7 @@ dimension_mutants=(
 # in the request's order though the value holds them in another, or a value holding more members;
 # a brief reply with a wrong reset; a refused request reporting its consumption; a new group
 # written with a member that did not consume; the TTL from the first member; a new group written
-# empty; calendar members unpacked as six numbers. A request on one key (ONE_KEY) reading a key
-# per entry, in either script.
+# empty. A request on one key (ONE_KEY) reading a key per entry, in either script.
 group_mutants=(
   "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
   "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
@@ -211,7 +210,6 @@ group_mutants=(
   "consume.lua|    elseif n == 0 then|    elseif false then"
   "consume.lua|      if not need or reset > need then need = reset end|      if not need then need = reset end"
   "consume.lua|      S[3] = count|      S[3] = n"
-  "consume.lua|if alg < 0 or alg >= CALENDAR_FLAG then|if alg < 0 then"
   "consume.lua|if not one or i == count then k = k + 1 end|k = k + 1"
   "decide.lua|if not one_key or i == count then k = k + 1 end|k = k + 1"
 )

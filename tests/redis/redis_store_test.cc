@@ -616,6 +616,49 @@ TEST(RedisStore, AGroupsValueLivesAsLongAsItsLongestMemberNeeds) {
                         d->decisions[1].reset_after + milliseconds(redis::kGivenTimeTtlSlackMs));
 }
 
+// A request of exactly its group's members, in their order, is decided whole (the fast script's
+// whole_group): its write lives as long as its longest member needs, the first or not, both when
+// the group is new and when it is read.
+TEST(RedisStore, AGroupDecidedWholeLivesAsLongAsItsLongestMemberNeeds) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 200, {200, seconds(100)});
+  const Limit week = Window(Algorithm::kFixedWindow, 100, hours(24 * 7));
+  const ConsumeEntry both[] = {{.key = "#b#gy:{k}", .limit = &bucket, .cost = 1},
+                               {.key = "#w#gy:{k}", .limit = &week, .cost = 1}};
+  for (int round = 0; round < 2; ++round) {
+    const Result<DecideResponse> d = store->Decide({.consumes = both});
+    ASSERT_TRUE(d.ok() && d->allowed) << round;
+    ASSERT_LT(d->decisions[0].reset_after, d->decisions[1].reset_after);
+    EXPECT_GE(std::stoll(*server->Command({"PTTL", "caudal:gy:{k}"})) - redis::kGivenTimeTtlSlackMs,
+              d->decisions[1].reset_after.count() / 1000)
+        << round;
+    clock.Advance(seconds(1));
+  }
+}
+
+// A new group's request with a member that consumes nothing (a peek, as a dimension a request
+// does not name) writes only the members that consumed: the one peeked at starts fresh, whatever
+// the call's earlier groups held.
+TEST(RedisStore, ANewGroupKeepsNoStateForAMemberThatConsumedNothing) {
+  auto server = StartServer();
+  ManualClock clock(seconds(1'800'000'000));
+  auto store = MustOpen({.url = server->url(), .decision_clock = &clock});
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 200, {200, seconds(100)});
+  const ConsumeEntry drain[] = {{.key = "#x#ga:{k}", .limit = &bucket, .cost = 200},
+                                {.key = "#y#ga:{k}", .limit = &bucket, .cost = 1}};
+  ASSERT_TRUE(store->Decide({.consumes = drain}).value().allowed);
+  const ConsumeEntry peek[] = {{.key = "#x#gb:{k}", .limit = &bucket, .cost = 0},
+                               {.key = "#y#gb:{k}", .limit = &bucket, .cost = 1}};
+  const Result<DecideResponse> d = store->Decide({.consumes = peek});
+  ASSERT_TRUE(d.ok() && d->allowed);
+  EXPECT_EQ(d->decisions[0].remaining, 200);
+  // gb's x is fresh: its whole capacity fits (ga's x, drained, would refuse it).
+  EXPECT_TRUE(DecideOne(*store, "#x#gb:{k}", bucket, 200).allowed());
+  EXPECT_FALSE(DecideOne(*store, "#x#ga:{k}", bucket, 200).allowed());
+}
+
 // A group holds at most kMaxGroupMembers members: past them, a write drops the member nearest
 // fresh, never the one it writes (whose state then counts on).
 TEST(RedisStore, AFullGroupDropsTheMemberNearestFreshNeverTheOneWritten) {

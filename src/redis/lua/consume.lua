@@ -48,10 +48,9 @@ local function decode_multi(req, r)
   local one = count > ONE_KEY
   if one then count = count - ONE_KEY end
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
-  if one and #req == 8 + 48 * count then
-    -- Perhaps members only: unpacked in one call, as they lie (an entry is six numbers if
-    -- its algorithm says it is a member with no calendar, so checking them in order proves
-    -- the layout).
+  if one and count <= GROUP_MAX and #req == 8 + 48 * count then
+    -- Members with no calendar (a calendar's four more numbers would make it longer), six
+    -- numbers each: unpacked in one call.
     local f = MEMBERS_FMT[count]
     if not f then
       f = '<i8' .. string.rep('i8i8i8i8i8i8', count)
@@ -59,22 +58,15 @@ local function decode_multi(req, r)
     end
     local m = {sunpack(f, req)}
     m[1], m[6 * count + 2] = count, nil  -- (the flag; the position sunpack ends with)
-    local ok = true
     for b = 2, 6 * count - 4, 6 do
       local alg = m[b] - GROUP_FLAG
-      if alg < 0 or alg >= CALENDAR_FLAG then
-        ok = false
-        break
-      end
-      if m[b + 4] < 0 or not COMPACT[alg] then
+      if alg < 0 or alg >= CALENDAR_FLAG or m[b + 4] < 0 or not COMPACT[alg] then
         return nil, 'caudal consume: an entry that is not a plain consume'
       end
       m[b] = COMPACT[alg]
     end
-    if ok then
-      m.one = true
-      return m
-    end
+    m.one = true
+    return m
   end
   r[1], r.one = count, one
   for i = 1, count do
