@@ -59,9 +59,11 @@ local function calls(kind, B, spread)
         K[#K + 1] = 'PREFIX{d:' .. i .. '}:one'
         A[#A + 1] = spack('<i8i8i8i8i8i8', 1, TOKEN_BUCKET, 1e9, 1e9, 1e6, 1)
       else
-        local s = spack('<i8', 4)
+        -- As the store sends it: the group's key once (ONE_KEY; a key per entry in a build
+        -- before it).
+        local s = spack('<i8', ONE_KEY and ONE_KEY + 4 or 4)
+        for j = 1, ONE_KEY and 1 or 4 do K[#K + 1] = 'PREFIXg{d:' .. i .. '}' end
         for j = 1, 4 do
-          K[#K + 1] = 'PREFIXg{d:' .. i .. '}'
           local cost = j == 1 and 1 or math.random(1, spread)
           s = s .. spack('<i8i8i8i8i8i8', TOKEN_BUCKET + GROUP_FLAG, 1e9, 1e9, 1e6, cost, 1000 + j)
         end
@@ -85,7 +87,7 @@ local function floor_one(K, now)
 end
 -- Four members of a group: read the value, decide each, write the value.
 local function floor_four(K, now)
-  for i = 1, #K, 4 do
+  for i = 1, #K do
     local key = K[i]
     local S = group_parse(redis.call('GET', key), FLOOR_S)
     local need = 0
@@ -133,6 +135,8 @@ def library(build, name):
     assert call.endswith("end\nend"), "the library's build() is not as embed_lua.cmake makes it"
     call = call[: -len("end")]  # build()'s own end, put back after the driver
     driver = DRIVER.replace("local C, spack\n", "local C, spack = body, struct.pack\n")
+    if "local ONE_KEY =" not in parts:  # a build before it
+        driver = driver.replace("ONE_KEY", "false")
     return ("#!lua name=%s\n" % name + parts +
             "\nlocal body = function(KEYS, ARGV)" + call + driver.replace("PREFIX", name) +
             "end\nlocal drive\nredis.register_function('%s', function(keys, args)\n" % name +
