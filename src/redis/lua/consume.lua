@@ -24,7 +24,12 @@ local SCRATCH = {}
 -- by each request: a table made per call costs Redis more than deciding an entry).
 local keys, states, at = {}, {}, {}
 local verdicts, remainings, resets, retries, consumeds, x1, x2, x3 = {}, {}, {}, {}, {}, {}, {}, {}
-local MEMBER_STATES = {}  -- per entry, the table its member's state is read into
+-- Per entry, the table its member's state is read into, made at its first use.
+local MEMBER_STATES = setmetatable({}, {__index = function(t, i)
+  local st = {}
+  t[i] = st
+  return st
+end})
 -- The multi-entry requests already decoded, by their bytes, as ONE_REQUESTS: r[1] is the entry
 -- count, then six slots per entry from 2 on, its decide function, capacity, rate count, rate
 -- period (a calendar's four boundaries in a table), cost and member id (false: a key of its own).
@@ -96,7 +101,7 @@ end
 -- a group not yet written, every entry consumed): read, decided and written on its own, with
 -- no bookkeeping across the call. Returns the reply's new end, or nil when the request is not
 -- such (nothing read into the reply, nothing written).
-local FAST_S, FAST_ST, FAST_CONSUMED, FAST_VERDICT, FAST_RETRY = {}, {}, {}, {}, {}
+local FAST_S, FAST_CONSUMED, FAST_VERDICT, FAST_RETRY = {}, {}, {}, {}
 local function whole_group(r, key, now, slack, out, o)
   local count = r[1]
   local S = group_parse(redis.call('GET', key), FAST_S)
@@ -112,11 +117,7 @@ local function whole_group(r, key, now, slack, out, o)
     local b, j = 6 * i - 4, 5 * i - 1
     local st = nil
     if n ~= 0 then
-      st = FAST_ST[i]
-      if not st then
-        st = {}
-        FAST_ST[i] = st
-      end
+      st = MEMBER_STATES[i]
       st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
     end
     local decide, cap, rn, rp, cost, id = r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5]
@@ -149,7 +150,7 @@ local function whole_group(r, key, now, slack, out, o)
     local b, q = 6 * i - 4, o + 4 * i - 2
     if FAST_CONSUMED[i] then
       out[q], out[q + 1], out[q + 2], out[q + 3] =
-        r[b](n ~= 0 and FAST_ST[i] or nil, r[b + 1], r[b + 2], r[b + 3], now, 0)
+        r[b](n ~= 0 and MEMBER_STATES[i] or nil, r[b + 1], r[b + 2], r[b + 3], now, 0)
     else
       out[q], out[q + 1], out[q + 2], out[q + 3] =
         FAST_VERDICT[i], out[o + 2 * i], out[o + 2 * i + 1], FAST_RETRY[i]
@@ -264,10 +265,6 @@ for a = 3, #ARGV do
           at[i] = j or false  -- where its member is in S
           if j then
             st = MEMBER_STATES[i]
-            if not st then
-              st = {}
-              MEMBER_STATES[i] = st
-            end
             st[1], st[2], st[3] = S[j + 2], S[j + 3], S[j + 4]
           end
         else
