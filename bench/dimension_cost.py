@@ -3,7 +3,7 @@
 
     bench/dimension_cost.py [--build BUILD_DIR] [--batch 30] [--rounds 25] [--block 100]
     bench/dimension_cost.py --store [--build BUILD_DIR] [--rounds 3] [--seconds 3]
-                            [--max-batch N] [--cost-spread N] [--against REDIS_LOAD]
+                            [--max-batch N] [--cost-spread N] [--capacity N] [--against BUILD_DIR]
 
 --store: the whole store, as a caudal instance drives it. BUILD_DIR's bench/redis_load (32
 decisions in flight, 10,000 keys, one hash tag per request) is run against the server for
@@ -13,7 +13,9 @@ after FLUSHALL and CONFIG RESETSTAT; Redis's own figures per decision follow eac
 (INFO commandstats) and its CPU (INFO cpu: what reading calls and writing replies costs too).
 --max-batch 1 makes a call per decision; by default the store batches what waits. --cost-spread N
 has every limit but a request's first cost from 1 to N, drawn per request (as tokens and money
-are; the first, the request count, costs 1): no two requests of four limits are then alike. --against runs
+are; the first, the request count, costs 1): no two requests of four limits are then alike.
+--capacity N makes every limit N a second (redis_load --capacity): a small N puts the stream
+above its limits, most requests refused (the refused share of each kind is printed). --against runs
 another build's redis_load the same way, alternating with this one's (its script is its own).
 
 Without --store:
@@ -167,6 +169,8 @@ def store(r, port, args):
                     command += ["--max-batch", str(args.max_batch)]
                 if args.cost_spread > 1:
                     command += ["--cost-spread", str(args.cost_spread)]
+                if args.capacity:
+                    command += ["--capacity", str(args.capacity)]
                 out = subprocess.run(command, capture_output=True, text=True)
                 fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
                 if out.returncode != 0 or fields.get("errors") != "0":
@@ -175,12 +179,15 @@ def store(r, port, args):
                 stats = r.call("INFO", "commandstats").decode()
                 usec = int(re.search(r"cmdstat_fcall:calls=\d+,usec=(\d+)", stats).group(1))
                 decisions = int(fields["decisions_total"])
-                figures.setdefault((label, kind), []).append((usec / decisions, cpu / decisions))
+                refused = int(fields.get("refused", "0")) / decisions
+                figures.setdefault((label, kind), []).append((usec / decisions, cpu / decisions,
+                                                              refused))
     print("Redis per decision, µs (FCALL time; CPU), median of %d runs of %g s, %s%s" %
           (args.rounds, args.seconds,
            "a call per decision" if args.max_batch == 1 else
            "batches of at most %d" % args.max_batch if args.max_batch else "batched",
-           ", costs from 1 to %d" % args.cost_spread if args.cost_spread > 1 else ""))
+           ", costs from 1 to %d" % args.cost_spread if args.cost_spread > 1 else "") +
+          (", limits of %d a second" % args.capacity if args.capacity else ""))
     print("| | FCALL | CPU | FCALL against one limit | CPU against one limit |")
     print("|---|---|---|---|---|")
     for label, _ in loads:
@@ -195,6 +202,10 @@ def store(r, port, args):
                                                      figures[(label, "one limit")]))
             print("%s%s: CPU against one limit per round, %s" %
                   (label, kind, ", ".join("%.2f×" % c for c in cpu)))
+        if args.capacity:
+            print("%srefused: %s" % (label, ", ".join(
+                "%s %.0f%%" % (kind, 100 * statistics.median(x[2] for x in figures[(label, kind)]))
+                for kind, _ in kinds)))
 
 
 def script(r, args):
@@ -243,6 +254,7 @@ def main():
     p.add_argument("--seconds", type=float, default=3)
     p.add_argument("--max-batch", type=int, default=0)
     p.add_argument("--cost-spread", type=int, default=1)
+    p.add_argument("--capacity", type=int, default=0)
     p.add_argument("--against")
     args = p.parse_args()
     if args.rounds is None:

@@ -6,7 +6,7 @@
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
-//               [--grouped 0|1] [--cost-spread N]
+//               [--grouped 0|1] [--cost-spread N] [--capacity N]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -26,7 +26,9 @@
 // engine keys the limits of a policy counting several dimensions. --cost-spread N makes every
 // entry but a request's first cost a number drawn uniformly from [1, N], as an AI gateway's
 // requests spend tokens and money (the first, its request count, costs 1); by default every entry
-// costs 1. Prints one line:
+// costs 1. --capacity N makes each limit N (a bucket refilling N a second, a window of N a minute)
+// instead of 10^9: a small N puts the stream above its limits, most requests refused. Prints one
+// line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -57,6 +59,9 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// Each limit's capacity by default: every request passes.
+constexpr int64_t kPassing = 1'000'000'000;
+
 struct Args {
   std::string url = "redis://127.0.0.1:6379";
   double seconds = 5;
@@ -75,6 +80,7 @@ struct Args {
   bool native = false;        // --native 1: charges as native counts (store.h), as the engine sends
   bool grouped = false;       // --grouped 1: a request's entries members of one group
   int64_t cost_spread = 1;    // --cost-spread N: entries after the first cost [1, N]
+  int64_t capacity = kPassing;  // --capacity N: each limit's
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -117,6 +123,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.grouped = std::atoi(v) != 0;
     else if (flag == "--cost-spread")
       a.cost_spread = std::atoll(v);
+    else if (flag == "--capacity")
+      a.capacity = std::atoll(v);
     else if (flag == "--lease") {
       auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
       if (!ttl.ok() || ttl->count() < 1000) return false;
@@ -127,7 +135,8 @@ bool Parse(int argc, char** argv, Args& a) {
   return argc % 2 == 1 && a.seconds > 0 && a.threads > 0 && a.in_flight >= a.threads &&
          a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
          a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge) &&
-         (!a.grouped || !a.native) && a.cost_spread >= 1 && a.cost_spread <= 1'000'000;
+         (!a.grouped || !a.native) && a.cost_spread >= 1 && a.cost_spread <= 1'000'000 &&
+         a.capacity >= 1 && a.capacity <= kPassing;
 }
 
 // The store the URL names, and its counters.
@@ -160,10 +169,10 @@ double Percentile(std::vector<int64_t>& v, double p) {
 
 int Run(const Args& a) {
   const Limit limit =
-      a.fixed_window ? *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 1'000'000'000,
+      a.fixed_window ? *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, a.capacity,
                                                         std::chrono::minutes(1)))
-                     : *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, 1'000'000'000,
-                                                        {1'000'000'000, std::chrono::seconds(1)}));
+                     : *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, a.capacity,
+                                                        {a.capacity, std::chrono::seconds(1)}));
   // keys[i * entries + j]: entry j of request key i (one hash tag per request with --same-slot).
   std::vector<std::string> keys;
   for (int i = 0; i < a.keys; ++i) {
@@ -180,6 +189,7 @@ int Run(const Args& a) {
 
   std::atomic<bool> measuring{false};
   std::atomic<int64_t> errors{0};
+  std::atomic<int64_t> refused{0};  // with --capacity, the requests refused
   std::atomic<int64_t> answered{0};
   // Written by callbacks: on the io thread, or inline on the caller's (a LeaseStore's answers).
   struct Latencies {
@@ -251,7 +261,13 @@ int Run(const Args& a) {
             {.consumes = consumes, .charges = charges}, [&, t, issued](Result<DecideResponse> r) {
               answered.fetch_add(1, std::memory_order_relaxed);
               if (issued >= measure_from && issued < until) {
-                if (!r.ok() || !r->allowed) errors.fetch_add(1);
+                // Above its limits (--capacity) a refusal is counted; otherwise every request
+                // passes, and a refusal is an error.
+                if (!r.ok() || (!r->allowed && a.capacity == kPassing)) {
+                  errors.fetch_add(1);
+                } else if (!r->allowed) {
+                  refused.fetch_add(1, std::memory_order_relaxed);
+                }
                 const int64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
                                        SteadyClock::now() - issued)
                                        .count();
@@ -280,14 +296,14 @@ int Run(const Args& a) {
   const double requests = static_cast<double>(s.requests - requests_at_start.load());
   std::printf(
       "in_flight=%d threads=%d decisions_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f "
-      "requests_per_call=%.1f errors=%lld split=%llu undos=%llu moved=%llu asked=%llu "
+      "requests_per_call=%.1f errors=%lld refused=%lld split=%llu undos=%llu moved=%llu asked=%llu "
       "not_served=%llu decisions_total=%lld from_leases=%llu\n",
       a.in_flight, a.threads, static_cast<double>(all.size()) / secs, Percentile(all, 0.50),
       Percentile(all, 0.99), Percentile(all, 0.999), calls > 0 ? requests / calls : 0.0,
-      static_cast<long long>(errors.load()), static_cast<unsigned long long>(s.split_requests),
-      static_cast<unsigned long long>(s.undos), static_cast<unsigned long long>(s.moved),
-      static_cast<unsigned long long>(s.asked), static_cast<unsigned long long>(s.not_served),
-      static_cast<long long>(answered.load()),
+      static_cast<long long>(errors.load()), static_cast<long long>(refused.load()),
+      static_cast<unsigned long long>(s.split_requests), static_cast<unsigned long long>(s.undos),
+      static_cast<unsigned long long>(s.moved), static_cast<unsigned long long>(s.asked),
+      static_cast<unsigned long long>(s.not_served), static_cast<long long>(answered.load()),
       static_cast<unsigned long long>(leases != nullptr ? leases->counters().local : 0));
   return errors.load() == 0 ? 0 : 1;
 }
@@ -304,7 +320,7 @@ int main(int argc, char** argv) {
         "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
         "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
         "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1] "
-        "[--cost-spread N]\n");
+        "[--cost-spread N] [--capacity N]\n");
     return 2;
   }
   return caudal::Run(args);
