@@ -62,14 +62,19 @@ local function calls(kind, B, spread)
         A[#A + 1] = spack('<i8i8i8i8i8i8', 1, TOKEN_BUCKET, 1e9, 1e9, 1e6, 1)
       else
         -- As the store sends it: the group's key once (ONE_KEY; a key per entry in a build
-        -- before it).
-        local s = spack('<i8', ONE_KEY and ONE_KEY + 4 or 4)
+        -- before it), and costs above 1 in an argument of their own (COSTS_APART; in a build
+        -- before it, in the request).
+        local costs = {}
+        for j = 1, 4 do costs[j] = j == 1 and 1 or math.random(1, spread) end
+        local apart = COSTS_APART and math.max(unpack(costs)) > 1
+        local s = spack('<i8', (ONE_KEY and ONE_KEY + 4 or 4) + (apart and COSTS_APART or 0))
         for j = 1, ONE_KEY and 1 or 4 do K[#K + 1] = 'PREFIXg{d:' .. i .. '}' end
         for j = 1, 4 do
-          local cost = j == 1 and 1 or math.random(1, spread)
-          s = s .. spack('<i8i8i8i8i8i8', TOKEN_BUCKET + GROUP_FLAG, 1e9, 1e9, 1e6, cost, 1000 + j)
+          s = s .. spack('<i8i8i8i8i8i8', TOKEN_BUCKET + GROUP_FLAG, 1e9, 1e9, 1e6,
+                         apart and 0 or costs[j], 1000 + j)
         end
         A[#A + 1] = s
+        if apart then A[#A + 1] = spack('<i8i8i8i8', unpack(costs)) end
       end
     end
     t[c] = {K, A}
@@ -137,8 +142,9 @@ def library(build, name):
     assert call.endswith("end\nend"), "the library's build() is not as embed_lua.cmake makes it"
     call = call[: -len("end")]  # build()'s own end, put back after the driver
     driver = DRIVER.replace("local C, spack\n", "local C, spack = body, struct.pack\n")
-    if "local ONE_KEY =" not in parts:  # a build before it
-        driver = driver.replace("ONE_KEY", "false")
+    for constant in ("ONE_KEY", "COSTS_APART"):
+        if "local %s =" % constant not in parts:  # a build before it
+            driver = driver.replace(constant, "false")
     return ("#!lua name=%s\n" % name + parts +
             "\nlocal body = function(KEYS, ARGV)" + call + driver.replace("PREFIX", name) +
             "end\nlocal drive\nredis.register_function('%s', function(keys, args)\n" % name +

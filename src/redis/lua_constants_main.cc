@@ -47,6 +47,7 @@ std::string Constants() {
   out += "local GROUP_FLAG = " + std::to_string(redis::kGroupFlag) + "\n";
   out += "local GROUP_MAX = " + std::to_string(redis::kMaxGroupMembers) + "\n";
   out += "local ONE_KEY = " + std::to_string(redis::kOneKeyRequest) + "\n";
+  out += "local COSTS_APART = " + std::to_string(redis::kCostsApart) + "\n";
   out += "local MAX_DEBT_TIME = " + std::to_string(kMaxDebtTime.count()) + "\n";
   out += "local SHARE_REQUEST = " + std::to_string(redis::kShareRequest) + "\n";
   out += "local SHARE_FULL = " + std::to_string(redis::kShareFull) + "\n";

@@ -349,18 +349,65 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   return r;
 }
 
+namespace {
+
+// Each entry's cost word in `args`, a request on one key (every entry a group's member).
+template <typename F>
+void ForEachCost(std::string_view args, F&& f) {
+  const int64_t count = Unpack(args, 0) - kOneKeyRequest;
+  const size_t words = args.size() / kWord;
+  size_t at = 1;
+  for (int64_t i = 0; i < count && at + kArgsPerEntry <= words; ++i) {
+    const int64_t algorithm = Unpack(args, at) - kGroupFlag;
+    f(at + 4);
+    at += kArgsPerEntry + 1 + (algorithm >= kCalendarFlag ? kCalendarBounds : 0);
+  }
+}
+
+// True when `r`, sent to the fast script, travels with its costs apart (kCostsApart).
+bool CostsApart(const EncodedRequest& r) {
+  if (!r.one_key) return false;
+  bool above_one = false;
+  ForEachCost(r.args, [&](size_t word) { above_one = above_one || Unpack(r.args, word) > 1; });
+  return above_one;
+}
+
+// `args`, a request on one key, as kCostsApart sends it: its numbers, every cost 0 and the flag
+// added to its count, into `fixed`; its costs into `costs`.
+void SplitCosts(std::string_view args, std::string& fixed, std::string& costs) {
+  fixed.assign(args);
+  costs.clear();
+  Put(Unpack(args, 0) + kCostsApart, fixed.data());
+  ForEachCost(args, [&](size_t word) {
+    Pack(Unpack(args, word), costs);
+    Put(0, fixed.data() + word * kWord);
+  });
+}
+
+}  // namespace
+
 void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
-               KeyPlacement placement) {
-  size_t keys = 0;
-  for (const EncodedRequest* r : requests) keys += r->one_key ? 1 : r->keys.size();
+               KeyPlacement placement, bool consume_script) {
+  size_t keys = 0, apart = 0;
+  for (const EncodedRequest* r : requests) {
+    keys += r->one_key ? 1 : r->keys.size();
+    if (consume_script && CostsApart(*r)) ++apart;
+  }
+  // Made before any view into them is taken: the vector does not move them after.
+  out.apart.resize(2 * apart);
+  for (size_t i = 0; const EncodedRequest* r : requests) {
+    if (!consume_script || !CostsApart(*r)) continue;
+    SplitCosts(r->args, out.apart[i], out.apart[i + 1]);
+    i += 2;
+  }
   const bool declared = placement == KeyPlacement::kDeclared;
   out.numkeys = declared ? Decimal(static_cast<int64_t>(keys)) : "0";
   out.nkeys = Decimal(static_cast<int64_t>(keys));
   out.now = source == TimeSource::kGiven ? Decimal(now_us) : std::string();
   out.slack = source == TimeSource::kGiven ? Decimal(kGivenTimeTtlSlackMs) : "0";
   out.argv.clear();
-  out.argv.reserve(6 + keys + requests.size());
+  out.argv.reserve(6 + keys + requests.size() + apart);
   out.argv.push_back(verb);
   out.argv.push_back(script_or_sha);
   out.argv.push_back(out.numkeys);
@@ -380,7 +427,15 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
     out.argv.push_back(out.nkeys);
     push_keys();
   }
-  for (const EncodedRequest* r : requests) out.argv.push_back(r->args);
+  for (size_t i = 0; const EncodedRequest* r : requests) {
+    if (consume_script && CostsApart(*r)) {
+      out.argv.push_back(out.apart[i]);
+      out.argv.push_back(out.apart[i + 1]);
+      i += 2;
+      continue;
+    }
+    out.argv.push_back(r->args);
+  }
 }
 
 namespace {

@@ -96,6 +96,14 @@ struct NativeCount {
 // A request of two or more entries, all members of one group (kGroupFlag: one state key), travels
 // with its entry count plus this flag and declares that key once (BuildCall), not once per entry.
 inline constexpr int64_t kOneKeyRequest = 1024;
+// A request on one key with a cost above 1, sent to the fast script (BuildCall,
+// `consume_script`), travels as two arguments: its numbers with this flag added to its entry
+// count and every entry's cost 0, then its entries' costs alone, one number each. Its first
+// argument is then the same for every request of a policy whatever their costs (tokens and money
+// vary per request), and the script finds it decoded, where a request whose costs are new would
+// be decoded whole (lua/consume.lua). Costs of 0 and 1 are the same from request to request:
+// such a request travels whole, one argument less.
+inline constexpr int64_t kCostsApart = 2048;
 
 struct EncodedRequest {
   std::vector<std::string> keys;   // one per entry
@@ -168,15 +176,17 @@ inline constexpr int64_t kAllowedBrief = 3;
 // The full argv of one call: "EVALSHA <sha> <numkeys> keys... <now> <slack> args..." (or
 // "EVAL <script> ...", or "FCALL <function> ..."); undeclared: "EVALSHA <sha> 0 <now> <slack>
 // <nkeys> keys... args...";
-// one `args` per request.
+// one `args` per request (two for one sent with its costs apart when `consume_script`:
+// kCostsApart).
 // The views point into `requests` and `out`.
 struct CallArgv {
   std::vector<std::string_view> argv;
   std::string numkeys, now, slack, nkeys;  // storage the argv points into
+  std::vector<std::string> apart;          // the requests sent with their costs apart
 };
 void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
-               KeyPlacement placement = KeyPlacement::kDeclared);
+               KeyPlacement placement = KeyPlacement::kDeclared, bool consume_script = false);
 
 // True, and `pos` past the request, when the reply for `request` at `pos` says the node did not
 // serve it (kNotServedHere); false, `pos` unchanged, otherwise (DecodeResponse decodes it).

@@ -173,6 +173,50 @@ TEST(LuaProtocol, SendsTheKeyOfOneGroupsMembersOnce) {
   EXPECT_EQ(UnpackArgs(part.args)[0], 1);
 }
 
+// To the fast script, a request on one key with a cost above 1 travels as two arguments: its
+// numbers with every cost 0, and its costs (kCostsApart); to the decide script, whole.
+TEST(LuaProtocol, SendsTheCostsOfAOneKeyRequestApartToTheFastScript) {
+  const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
+  const Calendar day = Calendar::Utc(CalendarUnit::kDay);
+  const Limit cal = *Limit::Create(LimitSpec::CalendarWindow(900, day));
+  const EntryRef costly[] = {{.key = "#a#{g}", .limit = &l, .cost = 1},
+                             {.key = "#b#{g}", .limit = &cal, .cost = 812},
+                             {.key = "#c#{g}", .limit = &l, .cost = 0}};
+  const EntryRef ones[] = {{.key = "#a#{h}", .limit = &l, .cost = 1},
+                           {.key = "#b#{h}", .limit = &l, .cost = 0}};
+  const EntryRef apart[] = {{.key = "x", .limit = &l, .cost = 7}};
+  const Micros near = seconds(1'700'000'000);
+  const EncodedRequest r1 = EncodeRequest(costly, "p:", near);
+  const EncodedRequest r2 = EncodeRequest(ones, "p:", near);
+  const EncodedRequest r3 = EncodeRequest(apart, "p:", near);
+  ASSERT_TRUE(r1.one_key);
+  ASSERT_TRUE(r2.one_key);
+  const EncodedRequest* batch[] = {&r1, &r2, &r3};
+  CallArgv call;
+  BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kDeclared,
+            /*consume_script=*/true);
+  ASSERT_EQ(call.argv.size(), 12u);  // FCALL f 3, three keys, now, slack, four arguments
+  EXPECT_EQ(call.argv[2], "3");
+  std::vector<int64_t> fixed = UnpackArgs(r1.args);
+  EXPECT_EQ(fixed[0], 3 + kOneKeyRequest);
+  fixed[0] += kCostsApart;
+  // Each entry's fifth word, a member's id after it, and the calendar's four boundaries after
+  // that: entries at 1, 7 and 17.
+  EXPECT_EQ(fixed[5], 1);
+  EXPECT_EQ(fixed[11], 812);
+  EXPECT_EQ(fixed[21], 0);
+  fixed[5] = fixed[11] = fixed[21] = 0;
+  EXPECT_EQ(UnpackArgs(call.argv[8]), fixed);
+  EXPECT_EQ(UnpackArgs(call.argv[9]), (std::vector<int64_t>{1, 812, 0}));
+  EXPECT_EQ(call.argv[10], r2.args) << "costs of 0 and 1 travel whole";
+  EXPECT_EQ(call.argv[11], r3.args) << "a request of keys of their own travels whole";
+  // The decide script reads every request whole.
+  BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call);
+  ASSERT_EQ(call.argv.size(), 11u);
+  EXPECT_EQ(call.argv[8], r1.args);
+  EXPECT_TRUE(call.apart.empty());
+}
+
 // Keys of several slots travel in the arguments, after their count: Redis Cluster routes by
 // declared keys and refuses declared keys that span slots.
 TEST(LuaProtocol, BuildsACallWithUndeclaredKeys) {

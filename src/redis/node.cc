@@ -352,7 +352,8 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   CallArgv argv;
   BuildCall(function ? "FCALL" : "EVALSHA",
             function ? kConsumeFunction : (consume ? kConsumeSha1 : kDecideSha1),
-            given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv, placement);
+            given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv, placement,
+            consume);
   std::string command;
   if (call->parts.front()->asking) {
     AppendCommand(std::vector<std::string_view>{"ASKING"}, command);

@@ -75,13 +75,15 @@ class LuaEquivalence : public ::testing::Test {
     for (const EncodedRequest& e : encoded) ptrs.push_back(&e);
     // Of the calls the store would send to the fast script, one in three goes to it as a
     // function (as the store sends it), one to it as a script, one to the decide script: all
-    // decide the same keys in turn, and each must agree with the model.
+    // decide the same keys in turn, and each must agree with the model. The fast script gets
+    // the costs of a request on one key apart, as the store sends them (kCostsApart).
     const uint64_t turn =
         ForConsumeScript(ptrs, KeyPlacement::kDeclared) ? consume_calls_++ % 3 : 2;
     CallArgv call;
     BuildCall(turn == 0 ? "FCALL" : "EVALSHA",
               turn == 0 ? kConsumeFunction : (turn == 1 ? kConsumeSha1 : kDecideSha1),
-              TimeSource::kGiven, now, ptrs, call);
+              TimeSource::kGiven, now, ptrs, call, KeyPlacement::kDeclared,
+              /*consume_script=*/turn != 2);
     Result<std::string> reply =
         server_->Command(std::vector<std::string>(call.argv.begin(), call.argv.end()));
     EXPECT_TRUE(reply.ok()) << reply.status().ToString();

@@ -176,13 +176,21 @@ share_mutants=(
 )
 # Dimensions: each key of a request at its own cost (a request's dimensions put another cost on
 # each limit): a consume (in either path of the fast script), a reserve, its record or a settle
-# taking the first key's instead.
+# taking the first key's instead. Costs sent apart (COSTS_APART): the last call's kept when the
+# argument changed, or after one refused part-way; the fourth of four read at once taken as the
+# third, or let through negative; a negative one past them let through; a short argument read.
 dimension_mutants=(
   "consume.lua|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[6])"
   "consume.lua|decide(st, cap, rn, rp, now, cost)|decide(st, cap, rn, rp, now, r[6])"
   "decide.lua|now, costs[i], rmaxs[i])|now, costs[1], rmaxs[i])"
   "decide.lua|reservation_open(keys[i], now, costs[i]|reservation_open(keys[i], now, costs[1]"
   "decide.lua|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[i],|reservation_settle(keys[i], alg, states[i], caps[i], rns[i], rps[i], now, costs[1],"
+  "consume.lua|      if c ~= r.costs then|      if not r.costs then"
+  "consume.lua|  r.costs = false|  r.costs = r.costs"
+  "consume.lua|r[b], r[b + 6], r[b + 12], r[b + 18] = c1, c2, c3, c4|r[b], r[b + 6], r[b + 12], r[b + 18] = c1, c2, c3, c3"
+  "consume.lua|if c1 < 0 or c2 < 0 or c3 < 0 or c4 < 0 then|if c1 < 0 or c2 < 0 or c3 < 0 then"
+  "consume.lua|    if cost < 0 then return|    if cost < -1 then return"
+  "consume.lua|if not c or #c ~= 8 * count then|if not c then"
 )
 # Grouped state (compact_state.lua): a member found at another's place, all members one id, the
 # group's TTL from its first member written, kept at a ms, the member written dropped when full,
@@ -234,7 +242,7 @@ case $only in
                  conformance:redis_store_conformance_test store:redis_store_test) ;;
   dimension) mutants=("${dimension_mutants[@]}")
              suites=(equivalence:redis_lua_equivalence_test
-                     conformance:redis_store_conformance_test) ;;
+                     conformance:redis_store_conformance_test store:redis_store_test) ;;
   # Shares: their Lua ≡ memory store replay and bound (share_test) join.
   share) mutants=("${share_mutants[@]}")
          suites=(share:redis_share_test conformance:redis_store_conformance_test) ;;

@@ -12,11 +12,13 @@
 #include <atomic>
 #include <cstring>
 #include <future>
+#include <sstream>
 #include <thread>
 
 #include "observe/metrics.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
+#include "redis/script.h"
 #include "support/manual_clock.h"
 #include "support/redis_server.h"
 
@@ -657,6 +659,70 @@ TEST(RedisStore, ANewGroupKeepsNoStateForAMemberThatConsumedNothing) {
   // gb's x is fresh: its whole capacity fits (ga's x, drained, would refuse it).
   EXPECT_TRUE(DecideOne(*store, "#x#gb:{k}", bucket, 200).allowed());
   EXPECT_FALSE(DecideOne(*store, "#x#ga:{k}", bucket, 200).allowed());
+}
+
+// A request on one key sent with its costs apart (kCostsApart): each call's costs are its own, a
+// costs argument that is missing, short or negative is refused with nothing written, and one
+// refused part-way leaves none of its costs behind for the request's next call.
+TEST(RedisStore, CostsSentApartAreEachCallsOwnAndCheckedBeforeUse) {
+  auto server = StartServer();
+  auto store = MustOpen({.url = server->url()});
+  const Limit hour = Window(Algorithm::kFixedWindow, 100, hours(1));
+  ASSERT_TRUE(DecideOne(*store, "load", hour, 1).allowed()) << "the function library loaded";
+  const auto words = [](std::initializer_list<int64_t> numbers) {
+    std::string out;
+    for (const int64_t n : numbers) {
+      for (int b = 0; b < 8; ++b) out += static_cast<char>((static_cast<uint64_t>(n) >> (8 * b)));
+    }
+    return out;
+  };
+  constexpr int64_t kMembers = 5;  // four costs read at once, then one
+  std::string fixed = words({kMembers + redis::kOneKeyRequest + redis::kCostsApart});
+  for (const std::string_view member : {"m0", "m1", "m2", "m3", "m4"}) {
+    fixed += words({static_cast<int64_t>(Algorithm::kFixedWindow) + redis::kGroupFlag, 100, 100,
+                    3'600'000'000, 0, redis::MemberId(member)});
+  }
+  const std::string key = "caudal:{raw}";
+  const std::string now = "1800000000000000";
+  const auto call = [&](std::vector<std::string> costs) {
+    std::vector<std::string> argv = {
+        "FCALL", std::string(redis::kConsumeFunction), "1", key, now, "0", fixed};
+    argv.insert(argv.end(), costs.begin(), costs.end());
+    return server->Command(argv);
+  };
+  // The brief reply's remainings: 3, then remaining and reset per member, then the time.
+  const auto remainings = [](const Result<std::string>& reply) {
+    std::vector<int64_t> out;
+    if (!reply.ok()) return out;
+    std::istringstream in(*reply);
+    std::vector<int64_t> ints;
+    for (std::string line; std::getline(in, line);) ints.push_back(std::stoll(line));
+    if (ints.size() != 2 + 2 * kMembers || ints[0] != redis::kAllowedBrief) return out;
+    for (int64_t i = 0; i < kMembers; ++i) out.push_back(ints[1 + 2 * i]);
+    return out;
+  };
+  EXPECT_EQ(remainings(call({words({1, 2, 3, 4, 5})})), (std::vector<int64_t>{99, 98, 97, 96, 95}));
+  const std::string value = *server->Command({"GET", key});
+  for (const std::string& costs : {words({7, 7, 7, 7, -1}), words({7, 7, 7, -1, 7})}) {
+    const Result<std::string> negative = call({costs});
+    ASSERT_FALSE(negative.ok());
+    EXPECT_NE(negative.status().message().find("not a plain consume"), std::string::npos)
+        << negative.status().ToString();
+  }
+  const Result<std::string> shorter = call({words({1, 2, 3})});
+  ASSERT_FALSE(shorter.ok());
+  EXPECT_NE(shorter.status().message().find("costs are missing"), std::string::npos)
+      << shorter.status().ToString();
+  const Result<std::string> none = call({});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("costs are missing"), std::string::npos)
+      << none.status().ToString();
+  EXPECT_EQ(*server->Command({"GET", key}), value) << "nothing written";
+  // The first costs again, after a refusal that read four costs of its own: they count.
+  EXPECT_EQ(remainings(call({words({1, 2, 3, 4, 5})})), (std::vector<int64_t>{98, 96, 94, 92, 90}));
+  EXPECT_EQ(remainings(call({words({1, 2, 3, 4, 5})})), (std::vector<int64_t>{97, 94, 91, 88, 85}));
+  EXPECT_EQ(remainings(call({words({0, 10, 0, 0, 1})})),
+            (std::vector<int64_t>{97, 84, 91, 88, 84}));
 }
 
 // A group holds at most kMaxGroupMembers members: past them, a write drops the member nearest

@@ -10,8 +10,9 @@
 -- and the section after the "-- Each call." line is the function's body.
 -- It decides exactly as decide.lua decides the same requests, reading and writing the same
 -- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's,
--- but for an allowed request of one group's members, answered briefly (BRIEF: kAllowedBrief,
--- lua_protocol.h).
+-- but for a request on one key, sent with its costs in an argument of their own (COSTS_APART:
+-- kCostsApart, lua_protocol.h), and an allowed request of one group's members, answered briefly
+-- (BRIEF: kAllowedBrief).
 
 -- Once. The one-entry requests already decoded, by their bytes: a policy's requests mostly
 -- repeat (one limit, cost 1), and a table lookup by a string Redis has interned costs less than
@@ -47,9 +48,13 @@ local COUNT, ENTRY, BOUNDS = '<i8', '<i8i8i8i8i8', '<i8i8i8i8'
 local MEMBERS_FMT = {}
 -- A multi-entry request's numbers, as MULTI_REQUESTS holds them, into `r` (or, for a request on
 -- one key with no calendar, a new table: one C call fills it), or nil and why it is refused.
--- `one`: a request on one key (ONE_KEY), its entries the members of one group.
+-- `one`: a request on one key (ONE_KEY), its entries the members of one group. `apart`: its
+-- costs follow in an argument of their own (COSTS_APART; its own are 0), read by apply_costs;
+-- `costs`: the argument they were last read from (false: none).
 local function decode_multi(req, r)
   local count, p = sunpack(COUNT, req)
+  local apart = count > COSTS_APART
+  if apart then count = count - COSTS_APART end
   local one = count > ONE_KEY
   if one then count = count - ONE_KEY end
   if count < 1 then return nil, 'caudal consume: a request that is not a decision' end
@@ -70,10 +75,10 @@ local function decode_multi(req, r)
       end
       m[b] = COMPACT[alg]
     end
-    m.one = true
+    m.one, m.apart, m.costs = true, apart, false
     return m
   end
-  r[1], r.one = count, one
+  r[1], r.one, r.apart, r.costs = count, one, apart, false
   for i = 1, count do
     local alg, cap, rn, rp, cost
     alg, cap, rn, rp, cost, p = sunpack(ENTRY, req, p)
@@ -95,6 +100,37 @@ local function decode_multi(req, r)
     r[b], r[b + 1], r[b + 2], r[b + 3], r[b + 4], r[b + 5] = COMPACT[alg], cap, rn, rp, cost, id
   end
   return r
+end
+
+-- The costs of `r`, a request sent with its costs apart, from `c`, its next argument: each
+-- entry's cost, where decode_multi left 0. Returns why it is refused, or nil.
+local COSTS4 = '<i8i8i8i8'
+local function apply_costs(r, c)
+  local count = r[1]
+  if not c or #c ~= 8 * count then
+    return 'caudal consume: a request whose costs are missing'
+  end
+  -- (Forgotten first: a refused argument leaves costs of its own in r.)
+  r.costs = false
+  local p, b, last = 1, 6, 6 * count
+  while b + 18 <= last do  -- four at a time: a C call costs Redis more than its numbers
+    local c1, c2, c3, c4
+    c1, c2, c3, c4, p = sunpack(COSTS4, c, p)
+    if c1 < 0 or c2 < 0 or c3 < 0 or c4 < 0 then
+      return 'caudal consume: an entry that is not a plain consume'
+    end
+    r[b], r[b + 6], r[b + 12], r[b + 18] = c1, c2, c3, c4
+    b = b + 24
+  end
+  while b <= last do
+    local cost
+    cost, p = sunpack(COUNT, c, p)
+    if cost < 0 then return 'caudal consume: an entry that is not a plain consume' end
+    r[b] = cost
+    b = b + 6
+  end
+  r.costs = c
+  return nil
 end
 
 -- A request whose entries are the members of one group, in the order its value holds them (or
@@ -185,8 +221,10 @@ if GROUP_ORDER[1] then  -- a call that ended in an error left its groups: they a
   end
   for id in pairs(GROUP_WRITTEN) do GROUP_WRITTEN[id] = nil end
 end
-for a = 3, #ARGV do
+local a, nargs = 3, #ARGV
+while a <= nargs do
   local req = ARGV[a]
+  a = a + 1
   if #req == 48 then
     -- One entry, the usual request: decided on locals, without the tables below. Only an
     -- admitted consumption (`consumed`) changes the state, so nothing else is written.
@@ -232,6 +270,14 @@ for a = 3, #ARGV do
           if multi_caching then multi_idle = 0 end
         end
         multi_found, multi_missed = 0, 0
+      end
+    end
+    if r.apart then  -- its costs: the next argument, read again only when it is another
+      local c = ARGV[a]
+      a = a + 1
+      if c ~= r.costs then
+        local err = apply_costs(r, c)
+        if err then return redis.error_reply(err) end
       end
     end
     local count = r[1]
