@@ -3,7 +3,8 @@
 
     bench/dimension_cost.py [--build BUILD_DIR] [--batch 30] [--rounds 25] [--block 100]
     bench/dimension_cost.py --store [--build BUILD_DIR] [--rounds 3] [--seconds 3]
-                            [--max-batch N] [--cost-spread N] [--capacity N] [--against BUILD_DIR]
+                            [--max-batch N] [--cost-spread N] [--capacity N] [--refill N]
+                            [--against BUILD_DIR]
 
 --store: the whole store, as a caudal instance drives it. BUILD_DIR's bench/redis_load (32
 decisions in flight, 10,000 keys, one hash tag per request) is run against the server for
@@ -15,7 +16,10 @@ after FLUSHALL and CONFIG RESETSTAT; Redis's own figures per decision follow eac
 has every limit but a request's first cost from 1 to N, drawn per request (as tokens and money
 are; the first, the request count, costs 1): no two requests of four limits are then alike.
 --capacity N makes every limit N a second (redis_load --capacity): a small N puts the stream
-above its limits, most requests refused (the refused share of each kind is printed). --against runs
+above its limits, most requests refused (the refused share of each kind is printed). --refill N
+makes every bucket refill N a second (redis_load --refill): by default a bucket is full again, its
+key expired, by the key's next request, so every decision starts afresh; with a small N the state
+is kept and read back, as a key below its limit is in production. --against runs
 another build's redis_load the same way, alternating with this one's (its script is its own).
 
 Without --store:
@@ -177,6 +181,8 @@ def store(r, port, args):
                     command += ["--cost-spread", str(args.cost_spread)]
                 if args.capacity:
                     command += ["--capacity", str(args.capacity)]
+                if args.refill:
+                    command += ["--refill", str(args.refill)]
                 out = subprocess.run(command, capture_output=True, text=True)
                 fields = dict(f.split("=", 1) for f in out.stdout.split() if "=" in f)
                 if out.returncode != 0 or fields.get("errors") != "0":
@@ -186,14 +192,16 @@ def store(r, port, args):
                 usec = int(re.search(r"cmdstat_fcall:calls=\d+,usec=(\d+)", stats).group(1))
                 decisions = int(fields["decisions_total"])
                 refused = int(fields.get("refused", "0")) / decisions
-                figures.setdefault((label, kind), []).append((usec / decisions, cpu / decisions,
-                                                              refused))
+                figures.setdefault((label, kind), []).append(
+                    (usec / decisions, cpu / decisions, refused,
+                     float(fields["requests_per_call"])))
     print("Redis per decision, µs (FCALL time; CPU), median of %d runs of %g s, %s%s" %
           (args.rounds, args.seconds,
            "a call per decision" if args.max_batch == 1 else
            "batches of at most %d" % args.max_batch if args.max_batch else "batched",
            ", costs from 1 to %d" % args.cost_spread if args.cost_spread > 1 else "") +
-          (", limits of %d a second" % args.capacity if args.capacity else ""))
+          (", limits of %d a second" % args.capacity if args.capacity else "") +
+          (", refilling %d a second" % args.refill if args.refill else ""))
     print("| | FCALL | CPU | FCALL against one limit | CPU against one limit |")
     print("|---|---|---|---|---|")
     for label, _ in loads:
@@ -208,6 +216,11 @@ def store(r, port, args):
                                                      figures[(label, "one limit")]))
             print("%s%s: CPU against one limit per round, %s" %
                   (label, kind, ", ".join("%.2f×" % c for c in cpu)))
+        # A faster script leaves fewer requests waiting for each call, and a call's setup is then
+        # spread over fewer: the batches' sizes, to compare like with like.
+        print("%srequests per call: %s" % (label, ", ".join(
+            "%s %.1f" % (kind, statistics.median(x[3] for x in figures[(label, kind)]))
+            for kind, _ in kinds)))
         if args.capacity:
             print("%srefused: %s" % (label, ", ".join(
                 "%s %.0f%%" % (kind, 100 * statistics.median(x[2] for x in figures[(label, kind)]))
@@ -261,6 +274,7 @@ def main():
     p.add_argument("--max-batch", type=int, default=0)
     p.add_argument("--cost-spread", type=int, default=1)
     p.add_argument("--capacity", type=int, default=0)
+    p.add_argument("--refill", type=int, default=0)
     p.add_argument("--against")
     args = p.parse_args()
     if args.rounds is None:

@@ -6,7 +6,7 @@
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
-//               [--grouped 0|1] [--cost-spread N] [--capacity N]
+//               [--grouped 0|1] [--cost-spread N] [--capacity N] [--refill N]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -27,8 +27,11 @@
 // entry but a request's first cost a number drawn uniformly from [1, N], as an AI gateway's
 // requests spend tokens and money (the first, its request count, costs 1); by default every entry
 // costs 1. --capacity N makes each limit N (a bucket refilling N a second, a window of N a minute)
-// instead of 10^9: a small N puts the stream above its limits, most requests refused. Prints one
-// line:
+// instead of 10^9: a small N puts the stream above its limits, most requests refused. --refill N
+// makes a bucket refill N a second instead of its capacity: with the default capacity and a small
+// N, every request still passes, but a bucket is no longer full again by its key's next request,
+// so its state is kept (read, decided and written) rather than expired and started afresh, as a
+// key below its limit is in production. Prints one line:
 //   in_flight=64 threads=2 decisions_per_s=... p50_ms=... p99_ms=... p999_ms=...
 //   requests_per_call=... errors=... split=... undos=... moved=... asked=... not_served=...
 //   decisions_total=...
@@ -81,6 +84,7 @@ struct Args {
   bool grouped = false;       // --grouped 1: a request's entries members of one group
   int64_t cost_spread = 1;    // --cost-spread N: entries after the first cost [1, N]
   int64_t capacity = kPassing;  // --capacity N: each limit's
+  int64_t refill = 0;           // --refill N: a bucket's refill a second (0: its capacity)
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -125,6 +129,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.cost_spread = std::atoll(v);
     else if (flag == "--capacity")
       a.capacity = std::atoll(v);
+    else if (flag == "--refill")
+      a.refill = std::atoll(v);
     else if (flag == "--lease") {
       auto ttl = ParseDuration(v);  // as store.lease.ttl is spelled
       if (!ttl.ok() || ttl->count() < 1000) return false;
@@ -136,7 +142,8 @@ bool Parse(int argc, char** argv, Args& a) {
          a.keys > 0 && a.connections > 0 && a.entries >= 1 && a.entries <= 64 && a.max_batch >= 0 &&
          a.lease_ms >= 0 && (!a.charge || a.fixed_window) && (!a.native || a.charge) &&
          (!a.grouped || !a.native) && a.cost_spread >= 1 && a.cost_spread <= 1'000'000 &&
-         a.capacity >= 1 && a.capacity <= kPassing;
+         a.capacity >= 1 && a.capacity <= kPassing && a.refill >= 0 && a.refill <= kPassing &&
+         (a.refill == 0 || !a.fixed_window);
 }
 
 // The store the URL names, and its counters.
@@ -168,11 +175,12 @@ double Percentile(std::vector<int64_t>& v, double p) {
 }
 
 int Run(const Args& a) {
-  const Limit limit =
-      a.fixed_window ? *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, a.capacity,
-                                                        std::chrono::minutes(1)))
-                     : *Limit::Create(LimitSpec::Bucket(Algorithm::kTokenBucket, a.capacity,
-                                                        {a.capacity, std::chrono::seconds(1)}));
+  const Limit limit = a.fixed_window
+                          ? *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, a.capacity,
+                                                             std::chrono::minutes(1)))
+                          : *Limit::Create(LimitSpec::Bucket(
+                                Algorithm::kTokenBucket, a.capacity,
+                                {a.refill > 0 ? a.refill : a.capacity, std::chrono::seconds(1)}));
   // keys[i * entries + j]: entry j of request key i (one hash tag per request with --same-slot).
   std::vector<std::string> keys;
   for (int i = 0; i < a.keys; ++i) {
@@ -320,7 +328,7 @@ int main(int argc, char** argv) {
         "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
         "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
         "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1] "
-        "[--cost-spread N] [--capacity N]\n");
+        "[--cost-spread N] [--capacity N] [--refill N]\n");
     return 2;
   }
   return caudal::Run(args);

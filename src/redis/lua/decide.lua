@@ -40,7 +40,8 @@
 --   follows its first five (an undo entry's seven), before everything else, the member's id; its
 --   key is the group's, whose value holds every member's state (compact_state.lua). A request's
 --   entries name each member once. A request of two or more entries, every one a member of one
---   group, has the entry count ONE_KEY + E and one key, the group's, for all its entries.
+--   group, has the entry count ONE_KEY + E and one key, the group's, for all its entries. (The
+--   fast script alone gets such a request's costs apart, COSTS_APART: consume.lua.)
 --   An undo request (undo.lua) has a negative entry count -E, then per entry: algorithm,
 --   capacity, rate count, rate period, units, and the reservation's now and reset_after (for
 --   CONCURRENCY, units and now are the hold id's words: its undo is a release); a reserve's
