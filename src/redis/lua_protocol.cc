@@ -168,8 +168,33 @@ bool AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
   return member;
 }
 
+// Each entry's cost word in `args`, a request on one key (every entry a group's member).
+template <typename F>
+void ForEachCost(std::string_view args, F&& f) {
+  const int64_t count = Unpack(args, 0) - kOneKeyRequest;
+  const size_t words = args.size() / kWord;
+  size_t at = 1;
+  for (int64_t i = 0; i < count && at + kArgsPerEntry <= words; ++i) {
+    const int64_t algorithm = Unpack(args, at) - kGroupFlag;
+    f(at + 4);
+    at += kArgsPerEntry + 1 + (algorithm >= kCalendarFlag ? kCalendarBounds : 0);
+  }
+}
+
+// `args`, a request on one key, as kCostsApart sends it: its numbers, every cost 0 and the flag
+// added to its count, into `fixed`; its costs into `costs`.
+void SplitCosts(std::string_view args, std::string& fixed, std::string& costs) {
+  fixed.assign(args);
+  costs.clear();
+  Put(Unpack(args, 0) + kCostsApart, fixed.data());
+  ForEachCost(args, [&](size_t word) {
+    Pack(Unpack(args, word), costs);
+    Put(0, fixed.data() + word * kWord);
+  });
+}
+
 // Marks `r` kOneKeyRequest when its entries, every one a group's member (`members`), are two or
-// more on one key.
+// more on one key; and then costs_apart when one costs more than 1.
 void MarkOneKey(EncodedRequest& r, bool members) {
   const size_t n = r.limits.size();
   if (!members || n < 2 || r.keys.size() != n) return;
@@ -178,6 +203,8 @@ void MarkOneKey(EncodedRequest& r, bool members) {
   }
   r.one_key = true;
   Put(static_cast<int64_t>(n) + kOneKeyRequest, r.args.data());
+  ForEachCost(r.args,
+              [&](size_t word) { r.costs_apart = r.costs_apart || Unpack(r.args, word) > 1; });
 }
 
 }  // namespace
@@ -349,55 +376,18 @@ EncodedRequest EncodeUndo(const EncodedRequest& reserved, const StoreResponse& g
   return r;
 }
 
-namespace {
-
-// Each entry's cost word in `args`, a request on one key (every entry a group's member).
-template <typename F>
-void ForEachCost(std::string_view args, F&& f) {
-  const int64_t count = Unpack(args, 0) - kOneKeyRequest;
-  const size_t words = args.size() / kWord;
-  size_t at = 1;
-  for (int64_t i = 0; i < count && at + kArgsPerEntry <= words; ++i) {
-    const int64_t algorithm = Unpack(args, at) - kGroupFlag;
-    f(at + 4);
-    at += kArgsPerEntry + 1 + (algorithm >= kCalendarFlag ? kCalendarBounds : 0);
-  }
-}
-
-// True when `r`, sent to the fast script, travels with its costs apart (kCostsApart).
-bool CostsApart(const EncodedRequest& r) {
-  if (!r.one_key) return false;
-  bool above_one = false;
-  ForEachCost(r.args, [&](size_t word) { above_one = above_one || Unpack(r.args, word) > 1; });
-  return above_one;
-}
-
-// `args`, a request on one key, as kCostsApart sends it: its numbers, every cost 0 and the flag
-// added to its count, into `fixed`; its costs into `costs`.
-void SplitCosts(std::string_view args, std::string& fixed, std::string& costs) {
-  fixed.assign(args);
-  costs.clear();
-  Put(Unpack(args, 0) + kCostsApart, fixed.data());
-  ForEachCost(args, [&](size_t word) {
-    Pack(Unpack(args, word), costs);
-    Put(0, fixed.data() + word * kWord);
-  });
-}
-
-}  // namespace
-
 void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource source,
                int64_t now_us, std::span<const EncodedRequest* const> requests, CallArgv& out,
                KeyPlacement placement, bool consume_script) {
   size_t keys = 0, apart = 0;
   for (const EncodedRequest* r : requests) {
     keys += r->one_key ? 1 : r->keys.size();
-    if (consume_script && CostsApart(*r)) ++apart;
+    if (consume_script && r->costs_apart) ++apart;
   }
   // Made before any view into them is taken: the vector does not move them after.
   out.apart.resize(2 * apart);
   for (size_t i = 0; const EncodedRequest* r : requests) {
-    if (!consume_script || !CostsApart(*r)) continue;
+    if (!consume_script || !r->costs_apart) continue;
     SplitCosts(r->args, out.apart[i], out.apart[i + 1]);
     i += 2;
   }
@@ -428,7 +418,7 @@ void BuildCall(std::string_view verb, std::string_view script_or_sha, TimeSource
     push_keys();
   }
   for (size_t i = 0; const EncodedRequest* r : requests) {
-    if (consume_script && CostsApart(*r)) {
+    if (consume_script && r->costs_apart) {
       out.argv.push_back(out.apart[i]);
       out.argv.push_back(out.apart[i + 1]);
       i += 2;

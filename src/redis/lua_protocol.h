@@ -108,6 +108,7 @@ inline constexpr int64_t kCostsApart = 2048;
 struct EncodedRequest {
   std::vector<std::string> keys;   // one per entry
   bool one_key = false;            // kOneKeyRequest: its keys, all one, sent once
+  bool costs_apart = false;        // one_key with a cost above 1: kCostsApart to the fast script
   std::string args;                // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;     // each entry's Decision::limit
   std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)

@@ -191,6 +191,9 @@ TEST(LuaProtocol, SendsTheCostsOfAOneKeyRequestApartToTheFastScript) {
   const EncodedRequest r3 = EncodeRequest(apart, "p:", near);
   ASSERT_TRUE(r1.one_key);
   ASSERT_TRUE(r2.one_key);
+  EXPECT_TRUE(r1.costs_apart);
+  EXPECT_FALSE(r2.costs_apart);
+  EXPECT_FALSE(r3.costs_apart) << "a key of its own";
   const EncodedRequest* batch[] = {&r1, &r2, &r3};
   CallArgv call;
   BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kDeclared,
