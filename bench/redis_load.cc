@@ -6,7 +6,8 @@
 //               [--keys 10000] [--connections 2] [--calls-in-flight N] [--entries 1]
 //               [--same-slot 0|1] [--max-batch N] [--keys-dist uniform|zipf:S] [--lease TTL]
 //               [--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1]
-//               [--grouped 0|1] [--cost-spread N] [--capacity N] [--refill N]
+//               [--grouped 0|1] [--cost-spread N] [--spread-first 0|1] [--capacity N]
+//               [--refill N]
 //
 // The URL picks the store: redis:// (RedisStore), redis-cluster:// (RedisClusterStore),
 // redis-sentinel:// (RedisSentinelStore). Every decision is a token_bucket request that passes
@@ -26,7 +27,8 @@
 // engine keys the limits of a policy counting several dimensions. --cost-spread N makes every
 // entry but a request's first cost a number drawn uniformly from [1, N], as an AI gateway's
 // requests spend tokens and money (the first, its request count, costs 1); by default every entry
-// costs 1. --capacity N makes each limit N (a bucket refilling N a second, a window of N a minute)
+// costs 1; with --spread-first 1 the first is drawn too, as a limit counting tokens alone is
+// charged. --capacity N makes each limit N (a bucket refilling N a second, a window of N a minute)
 // instead of 10^9: a small N puts the stream above its limits, most requests refused. --refill N
 // makes a bucket refill N a second instead of its capacity: with the default capacity and a small
 // N, every request still passes, but a bucket is no longer full again by its key's next request,
@@ -83,6 +85,7 @@ struct Args {
   bool native = false;        // --native 1: charges as native counts (store.h), as the engine sends
   bool grouped = false;       // --grouped 1: a request's entries members of one group
   int64_t cost_spread = 1;    // --cost-spread N: entries after the first cost [1, N]
+  bool spread_first = false;  // --spread-first 1: the first entry's cost drawn too
   int64_t capacity = kPassing;  // --capacity N: each limit's
   int64_t refill = 0;           // --refill N: a bucket's refill a second (0: its capacity)
 };
@@ -127,6 +130,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.grouped = std::atoi(v) != 0;
     else if (flag == "--cost-spread")
       a.cost_spread = std::atoll(v);
+    else if (flag == "--spread-first")
+      a.spread_first = std::atoi(v) != 0;
     else if (flag == "--capacity")
       a.capacity = std::atoll(v);
     else if (flag == "--refill")
@@ -257,7 +262,8 @@ int Run(const Args& a) {
         const size_t first = key * static_cast<size_t>(a.entries);
         for (int j = 0; j < a.entries; ++j) {
           const std::string_view k = keys[first + static_cast<size_t>(j)];
-          const int64_t cost = j == 0 || a.cost_spread == 1 ? 1 : spread(costs);
+          const int64_t cost =
+              (j == 0 && !a.spread_first) || a.cost_spread == 1 ? 1 : spread(costs);
           if (a.charge) {
             charges.push_back({.key = k, .limit = &limit, .cost = cost, .native = a.native});
           } else {
@@ -328,7 +334,7 @@ int main(int argc, char** argv) {
         "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
         "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
         "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1] "
-        "[--cost-spread N] [--capacity N] [--refill N]\n");
+        "[--cost-spread N] [--spread-first 0|1] [--capacity N] [--refill N]\n");
     return 2;
   }
   return caudal::Run(args);
