@@ -15,6 +15,8 @@ after FLUSHALL and CONFIG RESETSTAT; Redis's own figures per decision follow eac
 --max-batch 1 makes a call per decision; by default the store batches what waits. --cost-spread N
 has every limit but a request's first cost from 1 to N, drawn per request (as tokens and money
 are; the first, the request count, costs 1): no two requests of four limits are then alike.
+--spread-first draws the first's too (redis_load --spread-first 1), the one limit's included, as
+limits counting tokens alone are charged.
 --capacity N makes every limit N a second (redis_load --capacity): a small N puts the stream
 above its limits, most requests refused (the refused share of each kind is printed). --refill N
 makes every bucket refill N a second (redis_load --refill): by default a bucket is full again, its
@@ -179,6 +181,8 @@ def store(r, port, args):
                     command += ["--max-batch", str(args.max_batch)]
                 if args.cost_spread > 1:
                     command += ["--cost-spread", str(args.cost_spread)]
+                    if args.spread_first:
+                        command += ["--spread-first", "1"]
                 if args.capacity:
                     command += ["--capacity", str(args.capacity)]
                 if args.refill:
@@ -200,6 +204,7 @@ def store(r, port, args):
            "a call per decision" if args.max_batch == 1 else
            "batches of at most %d" % args.max_batch if args.max_batch else "batched",
            ", costs from 1 to %d" % args.cost_spread if args.cost_spread > 1 else "") +
+          (", the first's too" if args.cost_spread > 1 and args.spread_first else "") +
           (", limits of %d a second" % args.capacity if args.capacity else "") +
           (", refilling %d a second" % args.refill if args.refill else ""))
     print("| | FCALL | CPU | FCALL against one limit | CPU against one limit |")
@@ -275,6 +280,7 @@ def main():
     p.add_argument("--cost-spread", type=int, default=1)
     p.add_argument("--capacity", type=int, default=0)
     p.add_argument("--refill", type=int, default=0)
+    p.add_argument("--spread-first", action="store_true")
     p.add_argument("--against")
     args = p.parse_args()
     if args.rounds is None:
