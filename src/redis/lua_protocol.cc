@@ -168,17 +168,9 @@ bool AddEntry(EncodedRequest& r, const EntryRef& e, Micros near) {
   return member;
 }
 
-// The words of a request of one entry that is neither a member nor a calendar's.
-constexpr size_t kOneEntryWords = 1 + kArgsPerEntry;
-
-// Each entry's cost word in `args`: a request on one key (every entry a group's member), or of
-// one entry that is neither a member nor a calendar's.
+// Each entry's cost word in `args`, a request on one key (every entry a group's member).
 template <typename F>
 void ForEachCost(std::string_view args, F&& f) {
-  if (Unpack(args, 0) == 1) {
-    if (args.size() == kOneEntryWords * kWord) f(kArgsPerEntry);
-    return;
-  }
   const int64_t count = Unpack(args, 0) - kOneKeyRequest;
   const size_t words = args.size() / kWord;
   size_t at = 1;
@@ -189,8 +181,8 @@ void ForEachCost(std::string_view args, F&& f) {
   }
 }
 
-// `args` as kCostsApart sends it: its numbers, every cost 0 and the flag added to its count, into
-// `fixed`; its costs into `costs`.
+// `args`, a request on one key, as kCostsApart sends it: its numbers, every cost 0 and the flag
+// added to its count, into `fixed`; its costs into `costs`.
 void SplitCosts(std::string_view args, std::string& fixed, std::string& costs) {
   fixed.assign(args);
   costs.clear();
@@ -202,22 +194,17 @@ void SplitCosts(std::string_view args, std::string& fixed, std::string& costs) {
 }
 
 // Marks `r` kOneKeyRequest when its entries, every one a group's member (`members`), are two or
-// more on one key; and costs_apart when it is such a request, or one of one entry, neither a
-// member nor a calendar's, and one of its costs is above 1.
+// more on one key; and then costs_apart when one costs more than 1.
 void MarkOneKey(EncodedRequest& r, bool members) {
   const size_t n = r.limits.size();
-  const auto costly = [&r] {
-    ForEachCost(r.args,
-                [&](size_t word) { r.costs_apart = r.costs_apart || Unpack(r.args, word) > 1; });
-  };
-  if (n == 1 && !r.shares && r.native.empty()) costly();
   if (!members || n < 2 || r.keys.size() != n) return;
   for (size_t i = 1; i < n; ++i) {
     if (r.keys[i] != r.keys[0]) return;
   }
   r.one_key = true;
   Put(static_cast<int64_t>(n) + kOneKeyRequest, r.args.data());
-  costly();
+  ForEachCost(r.args,
+              [&](size_t word) { r.costs_apart = r.costs_apart || Unpack(r.args, word) > 1; });
 }
 
 }  // namespace

@@ -96,19 +96,19 @@ struct NativeCount {
 // A request of two or more entries, all members of one group (kGroupFlag: one state key), travels
 // with its entry count plus this flag and declares that key once (BuildCall), not once per entry.
 inline constexpr int64_t kOneKeyRequest = 1024;
-// A request with a cost above 1, on one key or of one entry (neither a member nor a calendar's),
-// sent to the fast script (BuildCall, `consume_script`), travels as two arguments: its numbers
-// with this flag added to its entry count and every entry's cost 0, then its entries' costs
-// alone, one number each. Its first argument is then the same for every request of a policy
-// whatever their costs (tokens and money vary per request), and the script finds it decoded,
-// where a request whose costs are new would be decoded whole (lua/consume.lua). Costs of 0 and 1
-// are the same from request to request: such a request travels whole, one argument less.
+// A request on one key with a cost above 1, sent to the fast script (BuildCall,
+// `consume_script`), travels as two arguments: its numbers with this flag added to its entry
+// count and every entry's cost 0, then its entries' costs alone, one number each. Its first
+// argument is then the same for every request of a policy whatever their costs (tokens and money
+// vary per request), and the script finds it decoded, where a request whose costs are new would
+// be decoded whole (lua/consume.lua). Costs of 0 and 1 are the same from request to request:
+// such a request travels whole, one argument less.
 inline constexpr int64_t kCostsApart = 2048;
 
 struct EncodedRequest {
   std::vector<std::string> keys;   // one per entry
   bool one_key = false;            // kOneKeyRequest: its keys, all one, sent once
-  bool costs_apart = false;        // kCostsApart to the fast script
+  bool costs_apart = false;        // one_key with a cost above 1: kCostsApart to the fast script
   std::string args;                // packed: entry count, then 5 numbers per entry (7 in an undo)
   std::vector<int64_t> limits;     // each entry's Decision::limit
   std::vector<uint16_t> leases;    // the entries that ask for a lease, ascending (usually none)

@@ -173,10 +173,9 @@ TEST(LuaProtocol, SendsTheKeyOfOneGroupsMembersOnce) {
   EXPECT_EQ(UnpackArgs(part.args)[0], 1);
 }
 
-// To the fast script, a request with a cost above 1, on one key or of one plain entry, travels as
-// two arguments: its numbers with every cost 0, and its costs (kCostsApart); to the decide
-// script, whole.
-TEST(LuaProtocol, SendsTheCostsOfARequestApartToTheFastScript) {
+// To the fast script, a request on one key with a cost above 1 travels as two arguments: its
+// numbers with every cost 0, and its costs (kCostsApart); to the decide script, whole.
+TEST(LuaProtocol, SendsTheCostsOfAOneKeyRequestApartToTheFastScript) {
   const Limit l = *Limit::Create(LimitSpec::Window(Algorithm::kFixedWindow, 5, seconds(1)));
   const Calendar day = Calendar::Utc(CalendarUnit::kDay);
   const Limit cal = *Limit::Create(LimitSpec::CalendarWindow(900, day));
@@ -185,30 +184,21 @@ TEST(LuaProtocol, SendsTheCostsOfARequestApartToTheFastScript) {
                              {.key = "#c#{g}", .limit = &l, .cost = 0}};
   const EntryRef ones[] = {{.key = "#a#{h}", .limit = &l, .cost = 1},
                            {.key = "#b#{h}", .limit = &l, .cost = 0}};
-  const EntryRef one_entry[] = {{.key = "x", .limit = &l, .cost = 7}};
-  const EntryRef one_cost[] = {{.key = "y", .limit = &l, .cost = 1}};
-  const EntryRef member[] = {{.key = "#a#{m}", .limit = &l, .cost = 7}};
-  const EntryRef calendar[] = {{.key = "z", .limit = &cal, .cost = 7}};
-  const EntryRef keys_apart[] = {{.key = "u", .limit = &l, .cost = 7},
-                                 {.key = "v", .limit = &l, .cost = 7}};
+  const EntryRef apart[] = {{.key = "x", .limit = &l, .cost = 7}};
   const Micros near = seconds(1'700'000'000);
   const EncodedRequest r1 = EncodeRequest(costly, "p:", near);
   const EncodedRequest r2 = EncodeRequest(ones, "p:", near);
-  const EncodedRequest r3 = EncodeRequest(one_entry, "p:", near);
+  const EncodedRequest r3 = EncodeRequest(apart, "p:", near);
   ASSERT_TRUE(r1.one_key);
   ASSERT_TRUE(r2.one_key);
   EXPECT_TRUE(r1.costs_apart);
-  EXPECT_FALSE(r2.costs_apart) << "costs of 0 and 1";
-  EXPECT_TRUE(r3.costs_apart);
-  EXPECT_FALSE(EncodeRequest(one_cost, "p:", near).costs_apart) << "a cost of 1";
-  EXPECT_FALSE(EncodeRequest(member, "p:", near).costs_apart) << "one member: its id follows";
-  EXPECT_FALSE(EncodeRequest(calendar, "p:", near).costs_apart) << "its boundaries follow";
-  EXPECT_FALSE(EncodeRequest(keys_apart, "p:", near).costs_apart) << "keys of their own";
+  EXPECT_FALSE(r2.costs_apart);
+  EXPECT_FALSE(r3.costs_apart) << "a key of its own";
   const EncodedRequest* batch[] = {&r1, &r2, &r3};
   CallArgv call;
   BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call, KeyPlacement::kDeclared,
             /*consume_script=*/true);
-  ASSERT_EQ(call.argv.size(), 13u);  // FCALL f 3, three keys, now, slack, five arguments
+  ASSERT_EQ(call.argv.size(), 12u);  // FCALL f 3, three keys, now, slack, four arguments
   EXPECT_EQ(call.argv[2], "3");
   std::vector<int64_t> fixed = UnpackArgs(r1.args);
   EXPECT_EQ(fixed[0], 3 + kOneKeyRequest);
@@ -222,18 +212,11 @@ TEST(LuaProtocol, SendsTheCostsOfARequestApartToTheFastScript) {
   EXPECT_EQ(UnpackArgs(call.argv[8]), fixed);
   EXPECT_EQ(UnpackArgs(call.argv[9]), (std::vector<int64_t>{1, 812, 0}));
   EXPECT_EQ(call.argv[10], r2.args) << "costs of 0 and 1 travel whole";
-  std::vector<int64_t> one = UnpackArgs(r3.args);
-  ASSERT_EQ(one.size(), 6u);
-  EXPECT_EQ(one[5], 7);
-  one[0] += kCostsApart;
-  one[5] = 0;
-  EXPECT_EQ(UnpackArgs(call.argv[11]), one);
-  EXPECT_EQ(UnpackArgs(call.argv[12]), (std::vector<int64_t>{7}));
+  EXPECT_EQ(call.argv[11], r3.args) << "a request of keys of their own travels whole";
   // The decide script reads every request whole.
   BuildCall("FCALL", "f", TimeSource::kRedisTime, 123, batch, call);
   ASSERT_EQ(call.argv.size(), 11u);
   EXPECT_EQ(call.argv[8], r1.args);
-  EXPECT_EQ(call.argv[10], r3.args);
   EXPECT_TRUE(call.apart.empty());
 }
 

@@ -77,7 +77,7 @@ mutants=(
   "consume.lua|verdict == ALLOWED and 1 or 0, verdict|1, verdict"
   # Its caches, kept across calls as a function: a request remembered with another cost, a
   # state read in place that keeps the previous key's TTL record.
-  "consume.lua|r = {COMPACT[alg], cap, rn, rp, cost, apart, false}|r = {COMPACT[alg], cap, rn, rp, 1, apart, false}"
+  "consume.lua|r = {COMPACT[alg], cap, rn, rp, cost}|r = {COMPACT[alg], cap, rn, rp, 1}"
   "compact_state.lua|tag, t[1], t[2], t[3], t[4] = sunpack('<Bdddd', v)|tag, t[1], t[2], t[3] = sunpack('<Bdddd', v)"
 )
 # Leases: a renewal (or a lease riding on a request) that counts its units twice, a lease
@@ -179,8 +179,6 @@ share_mutants=(
 # taking the first key's instead. Costs sent apart (COSTS_APART): the last call's kept when the
 # argument changed, or after one refused part-way; the fourth of four read at once taken as the
 # third, or let through negative; a negative one past them let through; a short argument read.
-# A one-entry request's cost apart: the last call's kept, a short one read, a negative one let
-# through.
 dimension_mutants=(
   "consume.lua|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[b + 4])|r[b](st, r[b + 1], r[b + 2], r[b + 3], now, r[6])"
   "consume.lua|decide(st, cap, rn, rp, now, cost)|decide(st, cap, rn, rp, now, r[6])"
@@ -193,9 +191,6 @@ dimension_mutants=(
   "consume.lua|if c1 < 0 or c2 < 0 or c3 < 0 or c4 < 0 then|if c1 < 0 or c2 < 0 or c3 < 0 then"
   "consume.lua|    if cost < 0 then return|    if cost < -1 then return"
   "consume.lua|if not c or #c ~= 8 * count then|if not c then"
-  "consume.lua|      if c ~= r[7] then|      if not r[7] then"
-  "consume.lua|        if not c or #c ~= 8 then|        if not c then"
-  "consume.lua|        if cost < 0 then|        if cost < -1 then"
 )
 # Grouped state (compact_state.lua): a member found at another's place, all members one id, the
 # group's TTL from its first member written, kept at a ms, the member written dropped when full,

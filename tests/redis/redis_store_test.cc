@@ -725,57 +725,6 @@ TEST(RedisStore, CostsSentApartAreEachCallsOwnAndCheckedBeforeUse) {
             (std::vector<int64_t>{97, 84, 91, 88, 84}));
 }
 
-// A request of one entry sent with its cost apart (kCostsApart): each call's cost is its own, and
-// a cost argument that is missing, short or negative is refused with nothing written.
-TEST(RedisStore, AOneEntryCostSentApartIsEachCallsOwnAndCheckedBeforeUse) {
-  auto server = StartServer();
-  auto store = MustOpen({.url = server->url()});
-  const Limit hour = Window(Algorithm::kFixedWindow, 100, hours(1));
-  ASSERT_TRUE(DecideOne(*store, "load", hour, 1).allowed()) << "the function library loaded";
-  const auto words = [](std::initializer_list<int64_t> numbers) {
-    std::string out;
-    for (const int64_t n : numbers) {
-      for (int b = 0; b < 8; ++b) out += static_cast<char>((static_cast<uint64_t>(n) >> (8 * b)));
-    }
-    return out;
-  };
-  const std::string fixed =
-      words({1 + redis::kCostsApart, static_cast<int64_t>(Algorithm::kFixedWindow), 100, 100,
-             3'600'000'000, 0});
-  const std::string key = "caudal:{one}";
-  const auto call = [&](std::vector<std::string> cost) {
-    std::vector<std::string> argv = {
-        "FCALL", std::string(redis::kConsumeFunction), "1", key, "1800000000000000", "0", fixed};
-    argv.insert(argv.end(), cost.begin(), cost.end());
-    return server->Command(argv);
-  };
-  // The reply: allowed, verdict, remaining, reset, retry, then the time.
-  const auto remaining = [](const Result<std::string>& reply) -> int64_t {
-    if (!reply.ok()) return -1;
-    std::istringstream in(*reply);
-    std::vector<int64_t> ints;
-    for (std::string line; std::getline(in, line);) ints.push_back(std::stoll(line));
-    return ints.size() == 6 && ints[0] == 1 ? ints[2] : -1;
-  };
-  EXPECT_EQ(remaining(call({words({5})})), 95);
-  const std::string value = *server->Command({"GET", key});
-  const Result<std::string> negative = call({words({-1})});
-  ASSERT_FALSE(negative.ok());
-  EXPECT_NE(negative.status().message().find("not a plain consume"), std::string::npos)
-      << negative.status().ToString();
-  for (const std::vector<std::string>& cost :
-       {std::vector<std::string>{std::string("\x05\0\0\0", 4)}, std::vector<std::string>{}}) {
-    const Result<std::string> missing = call(cost);
-    ASSERT_FALSE(missing.ok());
-    EXPECT_NE(missing.status().message().find("costs are missing"), std::string::npos)
-        << missing.status().ToString();
-  }
-  EXPECT_EQ(*server->Command({"GET", key}), value) << "nothing written";
-  EXPECT_EQ(remaining(call({words({5})})), 90);
-  EXPECT_EQ(remaining(call({words({7})})), 83);
-  EXPECT_EQ(remaining(call({words({7})})), 76);
-}
-
 // A group holds at most kMaxGroupMembers members: past them, a write drops the member nearest
 // fresh, never the one it writes (whose state then counts on).
 TEST(RedisStore, AFullGroupDropsTheMemberNearestFreshNeverTheOneWritten) {

@@ -10,13 +10,12 @@
 -- and the section after the "-- Each call." line is the function's body.
 -- It decides exactly as decide.lua decides the same requests, reading and writing the same
 -- state, so both scripts serve the same keys; the wire format and the reply are decide.lua's,
--- but for a request with a cost above 1, on one key or of one entry, sent with its costs in an
--- argument of their own (COSTS_APART: kCostsApart, lua_protocol.h), and an allowed request of one
--- group's members, answered briefly (BRIEF: kAllowedBrief).
+-- but for a request on one key, sent with its costs in an argument of their own (COSTS_APART:
+-- kCostsApart, lua_protocol.h), and an allowed request of one group's members, answered briefly
+-- (BRIEF: kAllowedBrief).
 
 -- Once. The one-entry requests already decoded, by their bytes: a policy's requests mostly
--- repeat (one limit, cost 1; a cost above 1 travels apart), and a table lookup by a string Redis
--- has interned costs less than
+-- repeat (one limit, cost 1), and a table lookup by a string Redis has interned costs less than
 -- unpacking it. Bounded: it starts afresh once it holds ONE_REQUESTS_MAX.
 local ONE_REQUESTS, one_requests, ONE_REQUESTS_MAX = {}, 0, 1024
 -- The state a one-entry request reads, filled in place (compact_read_into): done with before
@@ -229,35 +228,16 @@ while a <= nargs do
   if #req == 48 then
     -- One entry, the usual request: decided on locals, without the tables below. Only an
     -- admitted consumption (`consumed`) changes the state, so nothing else is written.
-    -- {decide, capacity, rate count, rate period, cost, apart, the cost's argument}: apart, its
-    -- cost is the next argument (COSTS_APART), read again only when it is another.
-    local r = ONE_REQUESTS[req]
+    local r = ONE_REQUESTS[req]  -- {decide, capacity, rate count, rate period, cost}
     if not r then
       local count, alg, cap, rn, rp, cost = sunpack(ONE, req)
-      local apart = count == 1 + COSTS_APART
-      if count ~= 1 and not apart then
-        return redis.error_reply('caudal consume: a malformed request')
-      end
+      if count ~= 1 then return redis.error_reply('caudal consume: a malformed request') end
       if cost < 0 or not COMPACT[alg] then
         return redis.error_reply('caudal consume: an entry that is not a plain consume')
       end
-      r = {COMPACT[alg], cap, rn, rp, cost, apart, false}
+      r = {COMPACT[alg], cap, rn, rp, cost}
       if one_requests >= ONE_REQUESTS_MAX then ONE_REQUESTS, one_requests = {}, 0 end
       ONE_REQUESTS[req], one_requests = r, one_requests + 1
-    end
-    if r[6] then
-      local c = ARGV[a]
-      a = a + 1
-      if c ~= r[7] then
-        if not c or #c ~= 8 then
-          return redis.error_reply('caudal consume: a request whose costs are missing')
-        end
-        local cost = sunpack(COUNT, c)
-        if cost < 0 then
-          return redis.error_reply('caudal consume: an entry that is not a plain consume')
-        end
-        r[5], r[7] = cost, c
-      end
     end
     local key = KEYS[k]
     k = k + 1
