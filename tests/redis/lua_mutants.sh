@@ -200,8 +200,16 @@ dimension_mutants=(
 # in the request's order though the value holds them in another, or a value holding more members;
 # a brief reply with a wrong reset; a refused request reporting its consumption; a new group
 # written with a member that did not consume; the TTL from the first member; a new group written
-# empty. A request on one key (ONE_KEY) reading a key per entry, in either script.
+# empty. A request on one key (ONE_KEY) reading a key per entry, in either script. The decide
+# script's groups of a call (CALL_GROUPS): a member read from the value in Redis rather than the
+# call's, the TTL from the first member written, a group never written, or written when nothing
+# changed, or not at all.
 group_mutants=(
+  "compact_state.lua|  if g then return member_state(CALL_GROUPS[g[1]], g[2]) end|  if g then return member_state(group_parse(redis.call('GET', g[1])), g[2]) end"
+  "compact_state.lua|    if not S.need or reset > S.need then S.need = reset end|    if not S.need then S.need = reset end"
+  "compact_state.lua|  t[#t + 1] = key|  local _ = key"
+  "compact_state.lua|  S.need = false|  S.need = 0"
+  "decide.lua|  if S.need then group_write(CALL_GROUPS[g], S, now, S.need, slack) end|  if false then group_write(CALL_GROUPS[g], S, now, S.need, slack) end"
   "compact_state.lua|if S[j] == id then return j end|if S[j] == id or j > 4 then return j end"
   "decide.lua|MEMBERS[name] = {key, id}|MEMBERS[name] = {key, 1}"
   "consume.lua|if not need or reset > need then GROUP_NEED[key] = reset end|if not need then GROUP_NEED[key] = reset end"

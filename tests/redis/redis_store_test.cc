@@ -725,6 +725,91 @@ TEST(RedisStore, CostsSentApartAreEachCallsOwnAndCheckedBeforeUse) {
             (std::vector<int64_t>{97, 84, 91, 88, 84}));
 }
 
+// The decide script (leases, reservations, charges, refunds, undos) reads each group once per
+// call and writes it once, at the call's end, as the fast script does: a later request of the
+// call sees an earlier one's members as written, a refused request writes nothing, and the value
+// lives as long as the longest-lived member written in the call needs, whichever wrote it.
+TEST(RedisStore, TheDecideScriptReadsAndWritesAGroupOncePerCall) {
+  auto server = StartServer();
+  const auto words = [](std::initializer_list<int64_t> numbers) {
+    std::string out;
+    for (const int64_t n : numbers) {
+      for (int b = 0; b < 8; ++b) out += static_cast<char>((static_cast<uint64_t>(n) >> (8 * b)));
+    }
+    return out;
+  };
+  constexpr int64_t kHour = 3'600'000'000, kWeek = 7 * 24 * kHour;
+  const int64_t member = static_cast<int64_t>(Algorithm::kFixedWindow) + redis::kGroupFlag;
+  // A request of two members of the group (kOneKeyRequest): window and cost each.
+  const auto request = [&](std::string_view a, int64_t a_window, int64_t a_cost, std::string_view b,
+                           int64_t b_window, int64_t b_cost) {
+    return words({2 + redis::kOneKeyRequest, member, 100, 100, a_window, a_cost, redis::MemberId(a),
+                  member, 100, 100, b_window, b_cost, redis::MemberId(b)});
+  };
+  const std::string key = "caudal:{once}";
+  const std::string now = "1800000000000000";
+  // Per request its verdict, then per entry verdict, remaining, reset, retry; then the time.
+  const auto call = [&](std::vector<std::string> requests) {
+    std::vector<std::string> argv = {"EVAL", std::string(redis::kDecideScript),
+                                     std::to_string(requests.size())};
+    for (size_t i = 0; i < requests.size(); ++i) argv.push_back(key);
+    argv.push_back(now);
+    argv.push_back("0");
+    argv.insert(argv.end(), requests.begin(), requests.end());
+    std::vector<int64_t> ints;
+    const Result<std::string> reply = server->Command(argv);
+    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
+    if (!reply.ok()) return ints;
+    std::istringstream in(*reply);
+    for (std::string line; std::getline(in, line);) ints.push_back(std::stoll(line));
+    return ints;
+  };
+  const auto stat = [&](std::string_view command) {
+    const std::string info = *server->Command({"INFO", "commandstats"});
+    const std::string row = "cmdstat_" + std::string(command) + ":calls=";
+    const size_t at = info.find(row);
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + row.size()));
+  };
+  ASSERT_EQ(*server->Command({"CONFIG", "RESETSTAT"}), "OK");
+  std::vector<int64_t> got =
+      call({request("m0", kHour, 10, "m1", kHour, 20), request("m1", kHour, 30, "m2", kWeek, 5)});
+  ASSERT_EQ(got.size(), 2u * (1 + 2 * 4) + 1);
+  EXPECT_EQ(got[0], 1);
+  EXPECT_EQ(got[2], 90);
+  EXPECT_EQ(got[6], 80);
+  EXPECT_EQ(got[9], 1);
+  EXPECT_EQ(got[11], 50) << "the second request sees the first's units on m1";
+  EXPECT_EQ(got[15], 95);
+  EXPECT_EQ(stat("get"), 1) << "one read of the group for the call";
+  EXPECT_EQ(stat("set"), 1) << "one write";
+  // The value lives as long as m2, the last member written and the longest-lived, needs.
+  const int64_t week_left_ms = got[16] / 1000;
+  EXPECT_GE(std::stoll(*server->Command({"PTTL", key})), week_left_ms);
+  // The first request's member with the longest need: its TTL kept, not shortened by the hour's.
+  const std::string value = *server->Command({"GET", key});
+  ASSERT_EQ(*server->Command({"CONFIG", "RESETSTAT"}), "OK");
+  got = call({request("m2", kWeek, 1, "m0", kHour, 1), request("m0", kHour, 1, "m1", kHour, 1)});
+  ASSERT_EQ(got.size(), 2u * (1 + 2 * 4) + 1);
+  EXPECT_EQ(got[2], 94);
+  EXPECT_EQ(got[6], 89);
+  EXPECT_EQ(got[11], 88);
+  EXPECT_EQ(got[15], 49);
+  EXPECT_EQ(stat("get"), 1);
+  EXPECT_EQ(stat("set"), 1);
+  EXPECT_GE(std::stoll(*server->Command({"PTTL", key})), week_left_ms);
+  // A refused request (m1 has 49 left) reads the group and writes nothing, in any member.
+  const std::string before = *server->Command({"GET", key});
+  EXPECT_NE(before, value);
+  ASSERT_EQ(*server->Command({"CONFIG", "RESETSTAT"}), "OK");
+  got = call({request("m0", kHour, 1, "m1", kHour, 50)});
+  ASSERT_EQ(got.size(), 1u + 2 * 4 + 1);
+  EXPECT_EQ(got[0], 0);
+  EXPECT_EQ(got[2], 88) << "reported without its unit";
+  EXPECT_EQ(stat("get"), 1);
+  EXPECT_EQ(stat("set"), 0);
+  EXPECT_EQ(*server->Command({"GET", key}), before);
+}
+
 // A group holds at most kMaxGroupMembers members: past them, a write drops the member nearest
 // fresh, never the one it writes (whose state then counts on).
 TEST(RedisStore, AFullGroupDropsTheMemberNearestFreshNeverTheOneWritten) {

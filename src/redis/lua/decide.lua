@@ -321,5 +321,9 @@ while a <= nargs do
     end
   end
 end
+for g = 1, #CALL_GROUPS do  -- each group read (compact_state.lua): written once, if changed
+  local S = CALL_GROUPS[CALL_GROUPS[g]]
+  if S.need then group_write(CALL_GROUPS[g], S, now, S.need, slack) end
+end
 out[o + 1] = now
 return out
