@@ -30,7 +30,9 @@ std::vector<int64_t> ParseIntegers(const std::string& text) {
 class LuaEquivalence : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<std::unique_ptr<RedisServer>> s = RedisServer::Start();
+    // The caudal module loaded, so that its CAUDAL.CONSUME takes its turn (Call).
+    Result<std::unique_ptr<RedisServer>> s =
+        RedisServer::Start({.extra_args = {"--loadmodule", CAUDAL_REDIS_MODULE}});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     Result<std::string> sha = server_->Command({"SCRIPT", "LOAD", std::string(kDecideScript)});
@@ -73,17 +75,20 @@ class LuaEquivalence : public ::testing::Test {
     }
     std::vector<const EncodedRequest*> ptrs;
     for (const EncodedRequest& e : encoded) ptrs.push_back(&e);
-    // Of the calls the store would send to the fast script, one in three goes to it as a
-    // function (as the store sends it), one to it as a script, one to the decide script: all
-    // decide the same keys in turn, and each must agree with the model. The fast script gets
-    // the costs of a request on one key apart, as the store sends them (kCostsApart).
-    const uint64_t turn =
-        ForConsumeScript(ptrs, KeyPlacement::kDeclared) ? consume_calls_++ % 3 : 2;
+    // Of the calls the store would send to the fast script, one in four goes to it as a
+    // function (as the store sends it), one to it as a script, one to the decide script and one
+    // to the caudal module (a call of calendar windows, which the module leaves to the script,
+    // to the function instead): all decide the same keys in turn, and each must agree with the
+    // model. The fast script and the module get the costs of a request on one key apart, as the
+    // store sends them (kCostsApart).
+    uint64_t turn = ForConsumeScript(ptrs, KeyPlacement::kDeclared) ? consume_calls_++ % 4 : 2;
+    if (turn == 3 && !ForModule(ptrs, KeyPlacement::kDeclared)) turn = 0;
     CallArgv call;
-    BuildCall(turn == 0 ? "FCALL" : "EVALSHA",
-              turn == 0 ? kConsumeFunction : (turn == 1 ? kConsumeSha1 : kDecideSha1),
+    BuildCall(turn == 0 ? "FCALL" : (turn == 3 ? kModuleCommand : "EVALSHA"),
+              turn == 0 || turn == 3 ? kConsumeFunction : (turn == 1 ? kConsumeSha1 : kDecideSha1),
               TimeSource::kGiven, now, ptrs, call, KeyPlacement::kDeclared,
               /*consume_script=*/turn != 2);
+    module_calls_ += turn == 3 ? 1 : 0;
     Result<std::string> reply =
         server_->Command(std::vector<std::string>(call.argv.begin(), call.argv.end()));
     EXPECT_TRUE(reply.ok()) << reply.status().ToString();
@@ -113,10 +118,15 @@ class LuaEquivalence : public ::testing::Test {
           return Call(requests, now);
         },
         "", forward_only, calendars);
+    if (!calendars && expect_module_) {
+      EXPECT_GT(module_calls_, 0u) << "the module decided none of the calls";
+    }
   }
 
   std::unique_ptr<RedisServer> server_;
   uint64_t consume_calls_ = 0;  // calls of plain consumes so far
+  uint64_t module_calls_ = 0;   // of them, those sent to the module
+  bool expect_module_ = true;   // a trace of compact algorithms: some calls go to the module
   bool skewed_ = false;         // calendar boundaries encoded hours from the call's time
   bool grouped_ = false;        // the compact algorithms' keys members of one group per trace
 };
@@ -127,6 +137,7 @@ class LuaEquivalenceOf : public LuaEquivalence, public ::testing::WithParamInter
 
 TEST_P(LuaEquivalenceOf, DecidesAsTheReferenceModel) {
   const Algorithm a = GetParam();
+  expect_module_ = AlgorithmInfoOf(a).state == StateShape::kCompact;
   Replay(
       static_cast<uint64_t>(a) + 1, [a](Tracer&) { return a; }, kDecisionsPerAlgorithm);
 }
