@@ -4,7 +4,7 @@
     bench/dimension_cost.py [--build BUILD_DIR] [--batch 30] [--rounds 25] [--block 100]
     bench/dimension_cost.py --store [--build BUILD_DIR] [--rounds 3] [--seconds 3]
                             [--max-batch N] [--cost-spread N] [--capacity N] [--refill N]
-                            [--against BUILD_DIR]
+                            [--against BUILD_DIR] [--module]
 
 --store: the whole store, as a caudal instance drives it. BUILD_DIR's bench/redis_load (32
 decisions in flight, 10,000 keys, one hash tag per request) is run against the server for
@@ -23,6 +23,9 @@ makes every bucket refill N a second (redis_load --refill): by default a bucket 
 key expired, by the key's next request, so every decision starts afresh; with a small N the state
 is kept and read back, as a key below its limit is in production. --against runs
 another build's redis_load the same way, alternating with this one's (its script is its own).
+--module loads BUILD_DIR's caudal module (caudal.so, docs/stores.md) into the server and runs
+each kind twice, alternating: with the script (redis_load --module 0) and with the module ("module:"
+rows); the FCALL column is then the module command's time for those.
 
 Without --store:
 Starts its own redis-server on a free loopback port and loads, as one function library, the
@@ -41,6 +44,7 @@ decoding, no bookkeeping, no reply. Blocks of --block calls alternate between th
 after round; each figure is the median block's µs per decision (FCALL time, INFO commandstats).
 """
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -159,16 +163,18 @@ def library(build, name):
 
 
 def store(r, port, args):
-    loads = [("", args.build + "/bench/redis_load")]
+    loads = [("", args.build + "/bench/redis_load", ["--module", "0"] if args.module else [])]
+    if args.module:
+        loads.append(("module: ", args.build + "/bench/redis_load", ["--module", "1"]))
     if args.against:
-        loads.append(("against: ", args.against + "/bench/redis_load"))
+        loads.append(("against: ", args.against + "/bench/redis_load", []))
     kinds = [("one limit", ["--entries", "1"]),
              ("four members of one group", ["--entries", "4", "--grouped", "1"]),
              ("four keys apart", ["--entries", "4"])]
     figures = {}
     for _ in range(args.rounds):
         for kind, flags in kinds:
-            for label, binary in loads:
+            for label, binary, own in loads:
                 # Each build loads its own script: none is left from the other's run.
                 for command in (["FUNCTION", "FLUSH"], ["SCRIPT", "FLUSH"], ["FLUSHALL"],
                                 ["CONFIG", "RESETSTAT"]):
@@ -176,7 +182,7 @@ def store(r, port, args):
                 cpu = used_cpu(r)
                 command = [binary, "--url", "redis://127.0.0.1:%d" % port, "--same-slot", "1",
                            "--in-flight", "32", "--threads", "1", "--keys", "10000",
-                           "--seconds", str(args.seconds)] + flags
+                           "--seconds", str(args.seconds)] + flags + own
                 if args.max_batch:
                     command += ["--max-batch", str(args.max_batch)]
                 if args.cost_spread > 1:
@@ -193,7 +199,9 @@ def store(r, port, args):
                     sys.exit("dimension_cost: %s failed: %s%s" % (binary, out.stdout, out.stderr))
                 cpu = used_cpu(r) - cpu
                 stats = r.call("INFO", "commandstats").decode()
-                usec = int(re.search(r"cmdstat_fcall:calls=\d+,usec=(\d+)", stats).group(1))
+                # The fast script's calls, or the module's.
+                usec = sum(int(u) for u in re.findall(
+                    r"cmdstat_(?:fcall|caudal\.consume):calls=\d+,usec=(\d+)", stats))
                 decisions = int(fields["decisions_total"])
                 refused = int(fields.get("refused", "0")) / decisions
                 figures.setdefault((label, kind), []).append(
@@ -209,7 +217,7 @@ def store(r, port, args):
           (", refilling %d a second" % args.refill if args.refill else ""))
     print("| | FCALL | CPU | FCALL against one limit | CPU against one limit |")
     print("|---|---|---|---|---|")
-    for label, _ in loads:
+    for label, _, _ in loads:
         base = [statistics.median(x[i] for x in figures[(label, "one limit")]) for i in (0, 1)]
         for kind, _ in kinds:
             m = [statistics.median(x[i] for x in figures[(label, kind)]) for i in (0, 1)]
@@ -282,10 +290,12 @@ def main():
     p.add_argument("--refill", type=int, default=0)
     p.add_argument("--spread-first", action="store_true")
     p.add_argument("--against")
+    p.add_argument("--module", action="store_true")
     args = p.parse_args()
     if args.rounds is None:
         args.rounds = 3 if args.store else 25
-    with redis_server("dimension_cost") as (port, r):
+    module = ["--loadmodule", os.path.abspath(args.build + "/caudal.so")] if args.module else []
+    with redis_server("dimension_cost", module) as (port, r):
         if args.store:
             store(r, port, args)
         else:

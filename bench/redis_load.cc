@@ -88,6 +88,7 @@ struct Args {
   bool spread_first = false;  // --spread-first 1: the first entry's cost drawn too
   int64_t capacity = kPassing;  // --capacity N: each limit's
   int64_t refill = 0;           // --refill N: a bucket's refill a second (0: its capacity)
+  bool module = true;           // --module 0: never the caudal module (RedisStoreOptions)
 };
 
 bool Parse(int argc, char** argv, Args& a) {
@@ -126,6 +127,8 @@ bool Parse(int argc, char** argv, Args& a) {
       a.charge = std::atoi(v) != 0;
     else if (flag == "--native")
       a.native = std::atoi(v) != 0;
+    else if (flag == "--module")
+      a.module = std::atoi(v) != 0;
     else if (flag == "--grouped")
       a.grouped = std::atoi(v) != 0;
     else if (flag == "--cost-spread")
@@ -225,7 +228,8 @@ int Run(const Args& a) {
   }
   RedisStoreOptions options{.url = a.url,
                             .deadline = std::chrono::seconds(1),
-                            .connections = static_cast<size_t>(a.connections)};
+                            .connections = static_cast<size_t>(a.connections),
+                            .module = a.module};
   if (a.calls_in_flight > 0) {  // per connection, whatever the store (a cluster's primaries too)
     options.max_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
     options.cluster_calls_in_flight = static_cast<size_t>(a.calls_in_flight);
@@ -334,7 +338,7 @@ int main(int argc, char** argv) {
         "[--keys K] [--connections C] [--calls-in-flight N] [--entries E] [--max-batch N] "
         "[--same-slot 0|1] [--keys-dist uniform|zipf:S] [--lease TTL] "
         "[--algorithm token_bucket|fixed_window] [--charge 0|1] [--native 0|1] [--grouped 0|1] "
-        "[--cost-spread N] [--spread-first 0|1] [--capacity N] [--refill N]\n");
+        "[--cost-spread N] [--spread-first 0|1] [--capacity N] [--refill N] [--module 0|1]\n");
     return 2;
   }
   return caudal::Run(args);

@@ -99,14 +99,14 @@ def free_port():
 
 
 @contextlib.contextmanager
-def redis_server(name):
+def redis_server(name, extra=()):
     """A redis-server of its own, on a free loopback port, in a folder of its own, for as long
-    as the block runs: (its port, a client)."""
+    as the block runs: (its port, a client). `extra`: more of its arguments."""
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
         server = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", folder],
+             "--appendonly", "no", "--dir", folder] + list(extra),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for _ in range(100):

@@ -105,6 +105,7 @@ enum class MetricId : uint8_t {
   kRedisCalls,
   kRedisRequests,
   kRedisScriptReloads,
+  kRedisModuleCalls,
   kRedisReconnects,
   kRedisTimeouts,
   kRedisSplitRequests,
@@ -434,6 +435,12 @@ inline constexpr std::array kMetricTable = {
         {},
         "NOSCRIPT or \"Function not found\" replies answered by loading the script or library "
         "again (a restarted or failed-over Redis)."},
+    MetricDef{MetricId::kRedisModuleCalls,
+              "caudal_redis_module_calls_total",
+              MetricType::kCounter,
+              {},
+              "Calls sent to the caudal Redis module (CAUDAL.CONSUME) instead of the fast script, "
+              "retries included: 0 where no server of the store has loaded this build's module."},
     MetricDef{MetricId::kRedisReconnects,
               "caudal_redis_reconnects_total",
               MetricType::kCounter,

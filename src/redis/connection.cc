@@ -190,6 +190,14 @@ void Connection::Handshake() {
       self->has_consume_function_ = LoadedLibrary(**r);
       return true;
     });
+    // Nor does the module's absence: an unknown command, and the script serves.
+    if (setup_.probe_module) {
+      add({"CAUDAL.PROTOCOL"}, [self = shared_from_this()](Result<Reply> r) {
+        if (!r.ok()) return false;
+        self->has_module_ = !IsError(**r) && Text(**r) == kConsumeFunction;
+        return true;
+      });
+    }
   } else if (setup_.load_script) {
     load(setup_.script, setup_.script_sha1);
   }

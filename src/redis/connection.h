@@ -41,6 +41,9 @@ struct ConnectionSetup {
   std::string_view script{};
   std::string_view script_sha1{};
   bool require_primary = false;  // ROLE must say "master": never decide on a replica
+  // Ask whether the server has loaded the caudal module of this build (CAUDAL.PROTOCOL): the
+  // fast script's calls then go to it (has_module). With the decide script only.
+  bool probe_module = false;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -86,6 +89,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // After "Function not found" (FUNCTION FLUSH, a server that lost it): FUNCTION LOAD again,
   // pipelined before whatever is sent next; until its reply, calls go to the script.
   void ReloadConsumeFunction();
+  // Whether the server holds the caudal module, speaking this build's protocol (module/): the
+  // fast script's calls go to it, but for calendar windows (ForModule). False before ready().
+  bool has_module() const { return has_module_; }
+  // After the module refused a call as another build's, or is gone (MODULE UNLOAD): calls go to
+  // the script from now on.
+  void ForgetModule() { has_module_ = false; }
   size_t in_flight() const { return handlers_.size(); }
   // When (Clock::Monotonic()) the oldest unanswered command was sent; meaningful when
   // in_flight() > 0.
@@ -134,6 +143,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   const Clock& clock_;
   const ConnectionSetup setup_;
   bool has_consume_function_ = false;
+  bool has_module_ = false;
   boost::asio::ip::tcp::resolver resolver_;
   boost::asio::ip::tcp::socket socket_;
   std::unique_ptr<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;

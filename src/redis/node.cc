@@ -347,13 +347,16 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   const KeyPlacement placement = one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared;
   // A call of plain consumes goes to the fast script, as a function where the server holds it
   // (script.h).
+  // Or to the caudal module, where the server holds this build's (but for calendar windows).
   const bool consume = ForConsumeScript(encoded, placement);
+  call->module = consume && conn->has_module() && ForModule(encoded, placement);
   const bool function = consume && conn->has_consume_function();
   CallArgv argv;
-  BuildCall(function ? "FCALL" : "EVALSHA",
-            function ? kConsumeFunction : (consume ? kConsumeSha1 : kDecideSha1),
+  BuildCall(call->module ? kModuleCommand : (function ? "FCALL" : "EVALSHA"),
+            call->module || function ? kConsumeFunction : (consume ? kConsumeSha1 : kDecideSha1),
             given ? TimeSource::kGiven : TimeSource::kRedisTime, now_us, encoded, argv, placement,
             consume);
+  if (call->module) counters_.module_calls.fetch_add(1, std::memory_order_relaxed);
   std::string command;
   if (call->parts.front()->asking) {
     AppendCommand(std::vector<std::string_view>{"ASKING"}, command);
@@ -371,6 +374,20 @@ void Node::OnCallReply(const std::weak_ptr<Connection>& weak, const std::shared_
                        Result<Reply> reply) {
   const std::string_view error = reply.ok() && IsError(**reply) ? Text(**reply) : "";
   const bool no_function = error.find("Function not found") != std::string_view::npos;
+  // The module refused the call as another build's, or is gone (MODULE UNLOAD): the call did not
+  // run; the script decides it, and every call after it.
+  const bool no_module =
+      call->module && (error.find("another build's protocol") != std::string_view::npos ||
+                       error.starts_with("ERR unknown command"));
+  if (no_module) {
+    std::shared_ptr<Connection> conn = weak.lock();
+    if (call->reloads < 2 && conn && conn->ready()) {
+      ++call->reloads;
+      conn->ForgetModule();
+      SendCall(conn, call);
+      return;
+    }
+  }
   if (no_function || error.starts_with("NOSCRIPT")) {
     // The library or the scripts were flushed (FUNCTION FLUSH, SCRIPT FLUSH, a restart): the call
     // did not run, so load what is missing and resend (to the script until the library is back).

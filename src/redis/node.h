@@ -77,6 +77,7 @@ class NodeListener {
 struct NodeCounters {
   std::atomic<uint64_t> calls{0};          // script calls sent, retries included
   std::atomic<uint64_t> reloads{0};        // NOSCRIPT answered by loading the script again
+  std::atomic<uint64_t> module_calls{0};   // calls sent to the caudal module (CAUDAL.CONSUME)
   std::atomic<uint64_t> reconnects{0};     // connections re-established after a loss
   std::atomic<int> ready{0};               // connections ready, over every node
   std::atomic<uint64_t> breaker_opens{0};  // node breakers opened
@@ -184,6 +185,7 @@ class Node {
     int reloads = 0;
     bool probe = false;   // the half-open breaker's probe
     bool native = false;  // a pipeline of native counts (native_count.h)
+    bool module = false;  // sent to the caudal module (CAUDAL.CONSUME) last
     int64_t sent_wall_us = 0;
   };
 

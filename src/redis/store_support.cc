@@ -116,7 +116,7 @@ NodeOptions NodeOptionsFrom(const RedisStoreOptions& options, const RedisUrl& ur
                             std::string name) {
   return {.url = url,
           .name = std::move(name),
-          .setup = {},
+          .setup = {.probe_module = options.module},
           .connections = options.connections,
           .max_calls_in_flight = options.max_calls_in_flight,
           .max_batch = options.max_batch,
@@ -210,6 +210,7 @@ RedisStoreStats CollectStats(const NodeCounters& nodes, const PipelineCounters& 
   return {.calls = nodes.calls.load(),
           .requests = pipeline.requests.load(),
           .script_reloads = nodes.reloads.load(),
+          .module_calls = nodes.module_calls.load(),
           .reconnects = nodes.reconnects.load(),
           .timeouts = pipeline.timeouts.load(),
           .oom = pipeline.oom.load(),
@@ -224,6 +225,7 @@ void AddStatsTo(const RedisStoreStats& stats, Metrics::CollectedValues& rows) {
   add(MetricId::kRedisCalls, stats.calls);
   add(MetricId::kRedisRequests, stats.requests);
   add(MetricId::kRedisScriptReloads, stats.script_reloads);
+  add(MetricId::kRedisModuleCalls, stats.module_calls);
   add(MetricId::kRedisReconnects, stats.reconnects);
   add(MetricId::kRedisTimeouts, stats.timeouts);
   add(MetricId::kRedisSplitRequests, stats.split_requests);

@@ -117,6 +117,10 @@ struct RedisStoreOptions {
   // Cluster: how often the slot map is read again when nothing prompted it (a MOVED, a lost
   // node, CLUSTERDOWN prompt it at once). Sentinel: how often the sentinels are asked again.
   std::chrono::milliseconds topology_refresh = std::chrono::seconds(5);
+  // Send the fast script's calls (plain consumes, no calendar window) to the caudal Redis module
+  // where the server has loaded this build's (CAUDAL.CONSUME, docs/stores.md): the same
+  // decisions on the same state, natively. Off: always the script.
+  bool module = true;
   // Decide at this clock's time instead of Redis's TIME. Null (the default) uses TIME, which
   // every instance shares; set it only where one clock drives every instance (replaying
   // recorded traffic, scripted time). Keys then get an hour of extra TTL, since Redis expires
@@ -136,6 +140,7 @@ struct RedisStoreStats {
   uint64_t calls = 0;           // script calls sent (batches), retries included
   uint64_t requests = 0;        // requests decided by Redis (a split one: once per slot group)
   uint64_t script_reloads = 0;  // NOSCRIPT replies answered by reloading the script
+  uint64_t module_calls = 0;    // calls sent to the caudal module (RedisStoreOptions::module)
   uint64_t reconnects = 0;      // connections re-established after a loss
   uint64_t timeouts = 0;        // decisions completed at their deadline
   uint64_t oom = 0;             // calls Redis refused with OOM (over maxmemory): failures

@@ -3,10 +3,12 @@
 // through the C++ algorithms themselves (src/algorithms/) rather than their Lua twins.
 //
 //   CAUDAL.CONSUME <protocol> <numkeys> <key>... <now> <slack> <request>...
+//   CAUDAL.PROTOCOL  (the <protocol> it speaks)
 //
 // is FCALL's call of the fast script with the module's name in the function's place: <protocol>
 // must be the fast script's function name (kConsumeFunction, which carries its content's hash),
-// so an instance never speaks to a module of another build (it then calls the script). The rest
+// so an instance never speaks to a module of another build (it asks CAUDAL.PROTOCOL when it
+// connects, and calls the script when it is not its own). The rest
 // (keys, time, requests, costs apart, reply) is the fast script's (lua_protocol.h, decide.lua's
 // header). A request of a calendar window is refused: the store sends those to the script.
 //
@@ -611,6 +613,13 @@ int Consume(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
   return kOk;
 }
 
+// CAUDAL.PROTOCOL: the protocol CAUDAL.CONSUME speaks (kConsumeFunction), which a store asks
+// for when it connects: it sends its calls to the module only when it is its own.
+int Protocol(RedisModuleCtx* ctx, RedisModuleString**, int argc) {
+  if (argc != 1) return api.WrongArity(ctx);
+  return api.ReplyWithStringBuffer(ctx, kConsumeFunction.data(), kConsumeFunction.size());
+}
+
 }  // namespace
 }  // namespace caudal::redis::module
 
@@ -620,5 +629,8 @@ extern "C" __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisMo
   if (!LoadApi(ctx, api)) return kErr;
   if (api.IsModuleNameBusy("caudal")) return kErr;
   api.SetModuleAttribs(ctx, "caudal", 1, kApiVersion1);
+  if (api.CreateCommand(ctx, "caudal.protocol", Protocol, "readonly fast", 0, 0, 0) != kOk) {
+    return kErr;
+  }
   return api.CreateCommand(ctx, "caudal.consume", Consume, "write deny-oom getkeys-api", 0, 0, 0);
 }

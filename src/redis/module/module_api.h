@@ -54,6 +54,7 @@ struct Api {
   int (*ReplyWithArray)(RedisModuleCtx*, long len);
   int (*ReplyWithLongLong)(RedisModuleCtx*, long long value);
   int (*ReplyWithError)(RedisModuleCtx*, const char* message);
+  int (*ReplyWithStringBuffer)(RedisModuleCtx*, const char* bytes, size_t len);
   int (*WrongArity)(RedisModuleCtx*);
 };
 
@@ -87,6 +88,7 @@ inline bool LoadApi(RedisModuleCtx* ctx, Api& api) {
   load("RedisModule_ReplyWithArray", api.ReplyWithArray);
   load("RedisModule_ReplyWithLongLong", api.ReplyWithLongLong);
   load("RedisModule_ReplyWithError", api.ReplyWithError);
+  load("RedisModule_ReplyWithStringBuffer", api.ReplyWithStringBuffer);
   load("RedisModule_WrongArity", api.WrongArity);
   return ok;
 }
