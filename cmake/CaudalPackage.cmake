@@ -2,6 +2,7 @@
 # Debian installs one.
 #
 #   /usr/bin/caudal                       the `runtime` component (cmake/CaudalInstall.cmake)
+#   /usr/lib/caudal/caudal.so             the caudal Redis module, for servers that load it
 #   /lib/systemd/system/caudal.service    hardened unit, started by postinst where systemd runs
 #   /etc/caudal/caudal.yaml               conffile: loopback, memory store, one example policy
 #   /etc/default/caudal                   conffile, mode 0600: environment overrides, secrets
@@ -21,6 +22,14 @@ set(CAUDAL_PACKAGE_RELEASE 1 CACHE STRING "The Debian revision of the .deb's ver
 set(packaging ${PROJECT_SOURCE_DIR}/packaging)
 set(docdir ${CMAKE_INSTALL_DATAROOTDIR}/doc/caudal)
 
+# The caudal Redis module (src/redis/module/): a plugin Redis or Valkey loads (loadmodule), which
+# Redis 7 refuses without execute permission: mode 0755, where CMake installs a shared object
+# 0644 on Debian (CMAKE_INSTALL_SO_NO_EXE).
+if(TARGET caudal_redis_module)
+  install(TARGETS caudal_redis_module LIBRARY DESTINATION lib/caudal COMPONENT runtime
+          PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ
+                      WORLD_EXECUTE)
+endif()
 install(FILES ${packaging}/caudal.service DESTINATION /lib/systemd/system
         COMPONENT service EXCLUDE_FROM_ALL)
 install(FILES ${packaging}/caudal.yaml DESTINATION /etc/caudal

@@ -94,6 +94,7 @@ const std::map<std::string, Probe>& ConfigProbes() {
       {"server.tls.listeners", {.good = {"[http]", "[grpc, http]"}, .bad = {"[http, http]", "[]"}}},
       {"server.auth.allowed_clients",
        {.good = {"[envoy, 'spiffe://mesh/ns/edge']"}, .bad = {"['']", "x"}}},
+      {"store.module", {.good = {"true", "false"}, .bad = {"maybe", "1"}}},
       {"store.lease", {.good = {"off", "on", "false", "{ttl: 1s}", "{}"}, .bad = {"maybe", "[a]"}}},
       {"store.lease.ttl", {.good = {"1ms", "10s"}, .bad = {"0s", "11s", "fast"}}},
       {"store.lease.max_share",

@@ -147,6 +147,10 @@ const Table<StoreConfig>& StoreTable() {
            {{"warn", EvictionRiskAction::kWarn}, {"refuse", EvictionRiskAction::kRefuse}}),
        .doc = "Redis: when a server's maxmemory-policy may evict caudal's keys (stores.md), "
               "warn, or refuse: stay unready"},
+      {.name = "module",
+       .value = R::Bool(&StoreConfig::module),
+       .doc = "Redis: decide plain consumes in the caudal module where a server has loaded "
+              "this build's (stores.md), else in the script"},
       {.name = "lease",
        .value = LeaseValue<StoreConfig>(&StoreConfig::lease),
        .doc = "remote stores: exact leases of hot keys, for every policy and Envoy rule that "

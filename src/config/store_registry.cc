@@ -73,6 +73,7 @@ RedisStoreOptions RedisOptionsFrom(const StoreConfig& config, const Clock& clock
   redis.tls_server_name = config.tls.server_name;
   redis.address_map = config.address_map;
   redis.max_record_calls = static_cast<size_t>(config.max_record_calls);
+  redis.module = config.module;
   redis.tls_reload = options.redis_tls_reload;
   redis.eviction_watch = options.eviction_watch;
   if (options.decide_on_clock) redis.decision_clock = &clock;

@@ -63,6 +63,7 @@ const RestartRule kRestartRules[] = {
     Field<&C::store, &S::max_keys>("store.max_keys"),
     Field<&C::store, &S::over_limit_cache>("store.over_limit_cache"),
     Field<&C::store, &S::on_eviction_risk>("store.on_eviction_risk"),
+    Field<&C::store, &S::module>("store.module"),
     {"store.tls.server_name",
      [](const C& a, const C& b) { return a.store.tls.server_name != b.store.tls.server_name; },
      [](const C& a, C& b) { b.store.tls.server_name = a.store.tls.server_name; }},

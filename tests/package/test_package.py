@@ -31,6 +31,7 @@ MAX_EXPOSURE = 2.0
 # The package's files and their modes; directories are checked apart.
 EXPECTED_FILES = {
     "usr/bin/caudal": "-rwxr-xr-x",
+    "usr/lib/caudal/caudal.so": "-rwxr-xr-x",  # Redis 7 loads no module without execute permission
     "lib/systemd/system/caudal.service": "-rw-r--r--",
     "etc/caudal/caudal.yaml": "-rw-r--r--",
     "etc/default/caudal": "-rw-------",
@@ -43,7 +44,7 @@ EXPECTED_FILES = {
     "usr/share/lintian/overrides/caudal": "-rw-r--r--",
 }
 # Where the package may put anything at all.
-ALLOWED_PREFIXES = ("usr/bin/caudal", "lib/systemd/system/caudal.service", "etc/caudal/",
+ALLOWED_PREFIXES = ("usr/bin/caudal", "usr/lib/caudal/caudal.so", "lib/systemd/system/caudal.service", "etc/caudal/",
                     "etc/default/caudal", "usr/share/doc/caudal/", "usr/share/man/man1/caudal.1.gz",
                     "usr/share/lintian/overrides/caudal")
 HOST_PATHS = ["/usr/bin/caudal", "/lib/systemd/system/caudal.service",
@@ -283,6 +284,28 @@ class Installed(unittest.TestCase):
     def test_version_and_help(self):
         self.assertEqual(self.caudal("--version").stdout, "caudal %s\n" % VERSION)
         self.assertIn("validate", self.caudal("--help").stdout)
+
+    def test_redis_loads_the_module(self):
+        # A real redis-server loads the packaged module, which names this build's protocol.
+        port = free_port()
+        with tempfile.TemporaryDirectory(dir=WORK) as d:
+            server = subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                 "--dir", d, "--loadmodule", self.root.file("usr/lib/caudal/caudal.so")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                answer = ""
+                for _ in range(100):
+                    p = subprocess.run(["redis-cli", "-p", str(port), "CAUDAL.PROTOCOL"],
+                                       capture_output=True, text=True)
+                    answer = p.stdout.strip()
+                    if p.returncode == 0 and answer:
+                        break
+                    time.sleep(0.05)
+                self.assertRegex(answer, r"^caudal_consume_[0-9a-f]{16}$")
+            finally:
+                server.terminate()
+                server.wait()
 
     def test_default_config_is_valid_and_decides(self):
         config = self.root.file("etc/caudal/caudal.yaml")

@@ -87,6 +87,9 @@ struct StoreConfig {
   // nothing more (see src/engine/over_limit_cache.h).
   bool over_limit_cache = true;
   EvictionRiskAction on_eviction_risk = EvictionRiskAction::kWarn;
+  // Redis: send plain consumes to the caudal module where a server has loaded this build's
+  // (RedisStoreOptions::module; docs/stores.md).
+  bool module = true;
   // Exact leases for the policies and Envoy rules that set no `lease` of their own (off unless
   // given); a remote store only: the memory store decides in memory already.
   LeaseTerms lease;

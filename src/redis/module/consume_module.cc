@@ -48,6 +48,7 @@ constexpr const char* kCalendar =
 constexpr const char* kBadLimit = "ERR caudal consume: a limit out of bounds";
 constexpr const char* kBadTime = "ERR caudal consume: a malformed time";
 constexpr const char* kBadGroup = "ERR caudal consume: a malformed group value";
+constexpr const char* kBadState = "ERR caudal consume: a malformed state value";
 constexpr const char* kWrongType =
     "WRONGTYPE Operation against a key holding the wrong kind of value";
 constexpr const char* kWriteFailed = "ERR caudal consume: a write Redis refused";
@@ -61,13 +62,22 @@ int64_t ReadInt(const char* p) {
   for (size_t i = kWord; i-- > 0;) u = (u << 8) | static_cast<unsigned char>(p[i]);
   return static_cast<int64_t>(u);
 }
-// The state's numbers are doubles holding exact integers (compact_state.lua).
-int64_t ReadDouble(const char* p) {
+// Every value the state holds is an integer below 2^53 in magnitude (compact_state.h), the
+// bound the algorithms' arithmetic is exact within.
+constexpr int64_t kExact = int64_t{1} << 53;
+// The state's numbers are doubles holding exact integers (compact_state.lua). False for any
+// other: a value caudal never wrote, which is refused rather than decided on.
+bool ReadDouble(const char* p, int64_t& out) {
   uint64_t u = 0;
   for (size_t i = kWord; i-- > 0;) u = (u << 8) | static_cast<unsigned char>(p[i]);
   double d;
   std::memcpy(&d, &u, sizeof d);
-  return static_cast<int64_t>(d);
+  if (!(d > -static_cast<double>(kExact) && d < static_cast<double>(kExact)) ||
+      d != static_cast<double>(static_cast<int64_t>(d))) {
+    return false;
+  }
+  out = static_cast<int64_t>(d);
+  return true;
 }
 void PutDouble(int64_t v, std::string& out) {
   const double d = static_cast<double>(v);
@@ -196,21 +206,24 @@ bool ParseText(std::string_view v, CompactState& st) {
     while (p < v.size() && v[p] >= '0' && v[p] <= '9') ++p;
     if (p == digits) return false;
     const std::from_chars_result r = std::from_chars(v.data() + start, v.data() + p, st.w[i]);
-    if (r.ec != std::errc()) return false;
+    if (r.ec != std::errc() || st.w[i] <= -kExact || st.w[i] >= kExact) return false;
   }
   return p == v.size();
 }
 
-State ParseState(std::string_view v) {
-  State s;
+// A key of its own's value; false for a binary state holding numbers caudal never writes.
+bool ParseState(std::string_view v, State& s) {
+  s = State{};
   if (v.size() == kStateBytes && static_cast<uint8_t>(v[0]) == kStateTag) {
-    for (size_t i = 0; i < 3; ++i) s.st.w[i] = ReadDouble(v.data() + 1 + i * kWord);
-    s.keep = ReadDouble(v.data() + 1 + 3 * kWord);
+    for (size_t i = 0; i < 3; ++i) {
+      if (!ReadDouble(v.data() + 1 + i * kWord, s.st.w[i])) return false;
+    }
+    if (!ReadDouble(v.data() + 1 + 3 * kWord, s.keep)) return false;
     s.present = s.has_keep = true;
   } else {
     s.present = ParseText(v, s.st);
   }
-  return s;
+  return true;
 }
 
 struct Member {
@@ -225,7 +238,7 @@ struct Group {
 };
 
 // A group's value (group_parse): a fresh group unless it is one. False when it claims more
-// members than it holds.
+// members than it holds, or holds numbers caudal never writes.
 bool ParseGroup(std::string_view v, Group& g) {
   g.has_keep = false;
   g.members.clear();
@@ -234,15 +247,19 @@ bool ParseGroup(std::string_view v, Group& g) {
     return true;
   }
   g.has_keep = true;
-  g.keep = ReadDouble(v.data() + 1);
-  const int64_t n = ReadDouble(v.data() + 1 + kWord);
-  if (n < 0 || static_cast<size_t>(n) > (v.size() - kGroupHead) / kMemberBytes) return false;
+  int64_t n = 0;
+  if (!ReadDouble(v.data() + 1, g.keep) || !ReadDouble(v.data() + 1 + kWord, n) || n < 0 ||
+      static_cast<size_t>(n) > (v.size() - kGroupHead) / kMemberBytes) {
+    return false;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const char* q = v.data() + kGroupHead + i * kMemberBytes;
-    g.members.push_back(
-        {ReadDouble(q),
-         ReadDouble(q + kWord),
-         {ReadDouble(q + 2 * kWord), ReadDouble(q + 3 * kWord), ReadDouble(q + 4 * kWord)}});
+    Member m;
+    if (!ReadDouble(q, m.id) || !ReadDouble(q + kWord, m.until)) return false;
+    for (size_t w = 0; w < 3; ++w) {
+      if (!ReadDouble(q + (2 + w) * kWord, m.w[w])) return false;
+    }
+    g.members.push_back(m);
   }
   return true;
 }
@@ -430,8 +447,14 @@ int Consume(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
          .slack = 0,
          .out = {}};
   const std::string_view given = View(argv[a]);
-  if (given.empty() ? !RedisTime(ctx, c.now) : !ParseInt(given, c.now)) return Error(ctx, kBadTime);
-  if (!ParseInt(View(argv[a + 1]), c.slack)) return Error(ctx, kBadTime);
+  // Times are µs in [0, 2^52) (compact_state.h); the slack a TTL's ms, at most a year.
+  if ((given.empty() ? !RedisTime(ctx, c.now) : !ParseInt(given, c.now)) || c.now < 0 ||
+      c.now >= kExact / 2) {
+    return Error(ctx, kBadTime);
+  }
+  if (!ParseInt(View(argv[a + 1]), c.slack) || c.slack < 0 || c.slack > 365LL * 86'400'000) {
+    return Error(ctx, kBadTime);
+  }
   a += 2;
 
   // The general path's groups of the call, by key index, in the order read, written at its end.
@@ -481,7 +504,8 @@ int Consume(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
       Key key(c, k++);
       std::string_view v;
       if (!key.Read(v)) return Error(ctx, kWrongType);
-      const State s = ParseState(v);
+      State s;
+      if (!ParseState(v, s)) return Error(ctx, kBadState);
       const Decided d = DecideEntry(r.entries[0], s.present ? &s.st : nullptr, c.now, costs[0]);
       if (d.consumed && !WriteState(key, s, d.next, c, d.reset)) return Error(ctx, kWriteFailed);
       c.out.push_back(d.verdict == static_cast<int64_t>(Verdict::kAllowed) ? 1 : 0);
@@ -571,7 +595,7 @@ int Consume(RedisModuleCtx* ctx, RedisModuleString** argv, int argc) {
         Key key(c, kk[i]);
         std::string_view v;
         if (!key.Read(v)) return Error(ctx, kWrongType);
-        states[i] = ParseState(v);
+        if (!ParseState(v, states[i])) return Error(ctx, kBadState);
       }
       ds[i] = DecideEntry(e, states[i].present ? &states[i].st : nullptr, c.now, costs[i]);
       if (ds[i].verdict != static_cast<int64_t>(Verdict::kAllowed)) all = false;
