@@ -220,6 +220,12 @@ TEST(RedisModule, AReplicaWithoutTheModuleGetsItsWrites) {
       {.extra_args = {"--replicaof", "127.0.0.1", std::to_string(primary->port())}});
   ASSERT_TRUE(replica.ok()) << replica.status().ToString();
   Link to_primary(*primary), to_replica(**replica);
+  // The replica in sync first, so that what follows reaches it as the stream of writes.
+  for (int i = 0; i < 1000; ++i) {
+    const Result<std::string> info = (*replica)->Command({"INFO", "replication"});
+    if (info.ok() && info->find("master_link_status:up") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   Calls calls(11);
   int64_t now = 1'800'000'000'000'000;
   std::set<std::string> keys;
@@ -234,7 +240,7 @@ TEST(RedisModule, AReplicaWithoutTheModuleGetsItsWrites) {
     ASSERT_EQ(to_primary.Run(argv.argv).error, "");
     keys.insert(b.keys.begin(), b.keys.end());
   }
-  const Link::Answer waited = to_primary.Run({"WAIT", "1", "5000"});
+  const Link::Answer waited = to_primary.Run({"WAIT", "1", "30000"});
   ASSERT_EQ(waited.ints, std::vector<int64_t>{1}) << waited.error;
   int64_t present = 0;
   for (const std::string& key : keys) {
