@@ -21,8 +21,6 @@
 #include "redis/lua_protocol.h"
 #include "redis/script.h"
 
-extern "C" int RedisModule_OnLoad(RedisModuleCtx* ctx, RedisModuleString** argv, int argc);
-
 struct RedisModuleCtx {
   void* get_api;  // the lookup function, the first word as Redis lays it out
 };
@@ -36,6 +34,8 @@ struct RedisModuleCallReply {
   std::vector<std::string> parts;
   std::string part;
 };
+
+extern "C" int RedisModule_OnLoad(RedisModuleCtx* ctx, RedisModuleString** argv, int argc);
 
 namespace caudal {
 namespace {

@@ -329,6 +329,10 @@ TEST(RedisModule, RefusesMalformedCallsWithNothingWritten) {
       {{"CAUDAL.CONSUME", proto, "1", "caudal:{g}", now, "0",
         words({2 + kOneKeyRequest, member, 10, 1, 1, 1, 7, member, 10, 1, 1})},
        "malformed request"},
+      // (An algorithm number near INT64_MIN, which the fuzzer found overflowed.)
+      {{"CAUDAL.CONSUME", proto, "1", "caudal:{g}", now, "0",
+        words({2 + kOneKeyRequest, INT64_MIN + 3, 10, 1, 1, 1, 7, member, 10, 1, 1, 1, 8})},
+       "not a plain consume"},
       {{"CAUDAL.CONSUME", proto, "1", "caudal:{list}", now, "0", good}, "WRONGTYPE"},
       {{"CAUDAL.CONSUME", proto, "1", "caudal:{liar}", now, "0",
         words(

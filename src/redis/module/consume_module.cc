@@ -140,8 +140,8 @@ const char* Decode(std::string_view req, Request& r) {
     int64_t id = 0;
     p += 5 * kWord;
     if (r.members) {  // every entry a member: its id follows
+      if (alg < kGroupFlag || alg >= kGroupFlag + kCalendarFlag) return kNotPlain;
       alg -= kGroupFlag;
-      if (alg < 0 || alg >= kCalendarFlag) return kNotPlain;
     } else if (req.size() != 6 * kWord && alg >= kGroupFlag) {
       alg -= kGroupFlag;
       id = 1;  // (read below)
