@@ -18,9 +18,11 @@
 
 #include "algorithms/algorithm.h"
 #include "caudal/redis/redis_store.h"
+#include "redis/hash_slot.h"
 #include "redis/lua_protocol.h"
 #include "redis/redis_test_util.h"
 #include "redis/script.h"
+#include "support/redis_cluster.h"
 #include "support/redis_server.h"
 
 namespace caudal::redis {
@@ -398,6 +400,58 @@ TEST(RedisModule, TheStoreSendsItPlainConsumesAndFallsBackToTheScript) {
   // again to the script.
   EXPECT_GE((*store)->Stats().module_calls, 6u);
   EXPECT_LE((*store)->Stats().module_calls, 5u + RedisStoreOptions{}.connections);
+}
+
+// On a Redis Cluster whose nodes load the module: the store's calls on one slot go to it (its
+// keys declared, which the cluster checks through the module's getkeys), and a slot's migration
+// is followed as for the script: ASK while it moves, MOVED after, the count exact throughout.
+TEST(RedisModule, OnAClusterItFollowsAskAndMoved) {
+  using caudal::testing::RedisCluster;
+  using Step = RedisCluster::MigrationStep;
+  Result<std::unique_ptr<RedisCluster>> cluster =
+      RedisCluster::Start({.extra_args = {"--loadmodule", CAUDAL_REDIS_MODULE}});
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  RedisCluster& c = **cluster;
+  Result<std::unique_ptr<RedisClusterStore>> opened = RedisClusterStore::Open(
+      SystemClock::Instance(), {.url = c.url(), .deadline = std::chrono::seconds(2)});
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  RedisClusterStore& store = **opened;
+  const Limit bucket = Bucket(Algorithm::kTokenBucket, 1000, {1, std::chrono::hours(1)});
+  const auto slot_of = [](const std::string& key) {
+    return HashSlot(StateKey("caudal:", key, Algorithm::kTokenBucket));
+  };
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    const std::string k = "moving" + std::to_string(i);
+    const Result<size_t> owner = c.PrimaryOf(slot_of(k));
+    if (owner.ok() && *owner == 0) key = k;
+  }
+  const int slot = slot_of(key);
+  const auto module_calls = [&](size_t node) {
+    const std::string info = *c.node(node).Command({"INFO", "commandstats"});
+    const size_t at = info.find("cmdstat_caudal.consume:calls=");
+    return at == std::string::npos ? 0 : std::stoll(info.substr(at + 29));
+  };
+  ASSERT_EQ(DecideOne(store, key, bucket, 10).remaining, 990);
+  EXPECT_EQ(module_calls(0), 1);
+  ASSERT_TRUE(c.MigrateSlot(slot, 1, Step::kOpen).ok());
+  EXPECT_EQ(DecideOne(store, key, bucket, 10).remaining, 980);
+  std::string fresh;  // a key of the same slot, new: ASK to the target
+  for (int i = 0; fresh.empty(); ++i) {
+    const std::string k = "{" + key + "}" + std::to_string(i);
+    if (slot_of(k) == slot) fresh = k;
+  }
+  EXPECT_EQ(DecideOne(store, fresh, bucket, 1).remaining, 999);
+  EXPECT_GE(store.Stats().asked, 1u);
+  EXPECT_GE(module_calls(1), 1) << "the ASKING call went to the target's module";
+  ASSERT_TRUE(c.MigrateSlot(slot, 1, Step::kMoveKeys).ok());
+  EXPECT_EQ(DecideOne(store, key, bucket, 10).remaining, 970);
+  ASSERT_TRUE(c.MigrateSlot(slot, 1, Step::kFinish).ok());
+  EXPECT_EQ(DecideOne(store, key, bucket, 10).remaining, 960);
+  EXPECT_EQ(DecideOne(store, key, bucket, 10).remaining, 950);
+  EXPECT_GE(store.Stats().moved, 1u);
+  EXPECT_EQ(store.Stats().timeouts, 0u);
+  EXPECT_EQ(store.Stats().module_calls, store.Stats().calls) << "every call went to the module";
 }
 
 }  // namespace

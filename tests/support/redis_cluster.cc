@@ -126,16 +126,19 @@ Status RedisCluster::Create(const RedisClusterOptions& options) {
   primaries_ = static_cast<size_t>(options.primaries);
   tls_ = options.tls;
   for (int i = 0; i < total; ++i) {
-    Result<std::unique_ptr<RedisServer>> node = RedisServer::Start(
-        {.tls = options.tls,
-         .tls_admin_port = options.tls,
-         .tls_files_from = options.tls && i > 0 ? nodes_[0]->dir() : "",
-         .extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", std::to_string(options.node_timeout.count()),
-                        // a replica of a dead primary may take over however stale it is
-                        "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage",
-                        options.require_full_coverage ? "yes" : "no"},
-         .cluster_bus_port = true});
+    std::vector<std::string> args = {
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+        std::to_string(options.node_timeout.count()),
+        // a replica of a dead primary may take over however stale it is
+        "--cluster-replica-validity-factor", "0", "--cluster-require-full-coverage",
+        options.require_full_coverage ? "yes" : "no"};
+    args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+    Result<std::unique_ptr<RedisServer>> node =
+        RedisServer::Start({.tls = options.tls,
+                            .tls_admin_port = options.tls,
+                            .tls_files_from = options.tls && i > 0 ? nodes_[0]->dir() : "",
+                            .extra_args = std::move(args),
+                            .cluster_bus_port = true});
     if (!node.ok()) return node.status();
     nodes_.push_back(std::move(*node));
   }

@@ -30,6 +30,8 @@ struct RedisClusterOptions {
   // Every node serves TLS (one CA for all), talks to the others over TLS too, and keeps a
   // plaintext port for the fixture's own commands; url() names the TLS ports.
   bool tls = false;
+  // Further arguments for every node (e.g. {"--loadmodule", path}).
+  std::vector<std::string> extra_args{};
 };
 
 class RedisCluster {
