@@ -24,12 +24,13 @@ Window WindowAt(const Limit& limit, int64_t now) {
   return {.start = start, .end = start + w};
 }
 
-Window Load(const Limit& limit, const CompactState* state, int64_t now) {
-  Window win = WindowAt(limit, now);
+// The window counted, from `win`, the one holding now (`calendar`: a calendar's, whose end the
+// state keeps).
+Window LoadIn(const Limit& limit, bool calendar, Window win, const CompactState* state) {
   // The same window, or time went backwards. An empty window (all refunded) is fresh.
   if (state != nullptr && state->w[0] >= win.start && state->w[1] > 0) {
     if (state->w[0] != win.start) {  // the stored window, which a calendar's state says the end of
-      win.end = limit.calendar() ? state->w[2] : state->w[0] + limit.window().count();
+      win.end = calendar ? state->w[2] : state->w[0] + limit.window().count();
       win.start = state->w[0];
     }
     win.count = state->w[1];
@@ -37,22 +38,27 @@ Window Load(const Limit& limit, const CompactState* state, int64_t now) {
   return win;
 }
 
-void Report(Step& step, const Limit& limit, Window win, int64_t now) {
+Window Load(const Limit& limit, const CompactState* state, int64_t now) {
+  return LoadIn(limit, limit.calendar().has_value(), WindowAt(limit, now), state);
+}
+
+void ReportIn(Step& step, const Limit& limit, bool calendar, Window win, int64_t now) {
   const int64_t max = limit.capacity();
   step.decision.limit = max;
   // A charge may overdraw the window (count > max); nothing is left then.
   step.decision.remaining = std::max<int64_t>(0, max - win.count);
   step.decision.overdrawn = std::max<int64_t>(0, win.count - max);
   step.decision.reset_after = Micros(win.count > 0 ? win.end - now : 0);
-  step.next.w = {win.start, win.count, limit.calendar() ? win.end : 0};
+  step.next.w = {win.start, win.count, calendar ? win.end : 0};
 }
 
-}  // namespace
+void Report(Step& step, const Limit& limit, Window win, int64_t now) {
+  ReportIn(step, limit, limit.calendar().has_value(), win, now);
+}
 
-Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
+// Decide, in `win` as loaded.
+Step DecideIn(const Limit& limit, bool calendar, Window win, int64_t now, int64_t cost) {
   const int64_t max = limit.capacity();
-  const int64_t now = now_us.count();
-  Window win = Load(limit, state, now);
   int64_t& count = win.count;
 
   Step step;
@@ -67,8 +73,25 @@ Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_
     d.verdict = Verdict::kDenied;
     d.retry_after = Micros(win.end - now);  // the next window starts empty
   }
-  Report(step, limit, win, now);
+  ReportIn(step, limit, calendar, win, now);
   return step;
+}
+
+}  // namespace
+
+Step Decide(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {
+  const int64_t now = now_us.count();
+  const bool calendar = limit.calendar().has_value();
+  return DecideIn(limit, calendar, LoadIn(limit, calendar, WindowAt(limit, now), state), now, cost);
+}
+
+Step DecideOnBounds(const Limit& limit, const CalendarBounds& bounds, const CompactState* state,
+                    Micros now_us, int64_t cost) {
+  const int64_t now = now_us.count();
+  const CalendarWindow w = PickWindow(bounds, now_us);
+  return DecideIn(limit, true,
+                  LoadIn(limit, true, {.start = w.start.count(), .end = w.end.count()}, state), now,
+                  cost);
 }
 
 Step Charge(const Limit& limit, const CompactState* state, Micros now_us, int64_t cost) {

@@ -23,6 +23,13 @@ namespace caudal::fixed_window {
 // calendar's nominal length, unused).
 Step Decide(const Limit& limit, const CompactState* state, Micros now, int64_t cost);
 
+// Decide on a calendar's window given by its boundaries near `now` (Calendar::BoundsAround),
+// rather than computed from a time zone: the window holding now among them (PickWindow), counted
+// as a calendar's (its end in the state's third word). What the Redis scripts and the caudal
+// module are handed (lua_protocol.h, kCalendarFlag); limit.capacity() is the window's limit.
+Step DecideOnBounds(const Limit& limit, const CalendarBounds& bounds, const CompactState* state,
+                    Micros now, int64_t cost);
+
 // The reference's INCRBY (envoyproxy/ratelimit): counts `cost` whatever the verdict, so the
 // window may be overdrawn (count above the limit, up to limit + kMaxCapacity); remaining is then
 // 0 and every hit, a peek included, is kDenied until the next window. The verdict is Decide's

@@ -90,7 +90,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // pipelined before whatever is sent next; until its reply, calls go to the script.
   void ReloadConsumeFunction();
   // Whether the server holds the caudal module, speaking this build's protocol (module/): the
-  // fast script's calls go to it, but for calendar windows (ForModule). False before ready().
+  // fast script's calls go to it. False before ready().
   bool has_module() const { return has_module_; }
   // After the module refused a call as another build's, or is gone (MODULE UNLOAD): calls go to
   // the script from now on.

@@ -223,9 +223,7 @@ std::vector<int64_t> UnpackArgs(std::string_view args) {
   return out;
 }
 
-namespace {
-// IsPlainConsume, and whether an entry counts calendar windows.
-bool PlainConsume(const EncodedRequest& request, bool& calendar) {
+bool IsPlainConsume(const EncodedRequest& request) {
   const std::string_view args = request.args;
   if (!request.native.empty() || args.size() < kWord) return false;
   int64_t count = Unpack(args, 0);
@@ -244,7 +242,6 @@ bool PlainConsume(const EncodedRequest& request, bool& calendar) {
     if (algorithm >= kCalendarFlag) {
       algorithm -= kCalendarFlag;
       width += kCalendarBounds;
-      calendar = true;
     }
     if (algorithm < 0 || algorithm >= static_cast<int64_t>(kAlgorithmCount) ||
         AlgorithmInfoOf(static_cast<Algorithm>(algorithm)).state != StateShape::kCompact ||
@@ -255,21 +252,6 @@ bool PlainConsume(const EncodedRequest& request, bool& calendar) {
   }
   return at == words;
 }
-}  // namespace
-
-bool IsPlainConsume(const EncodedRequest& request) {
-  bool calendar = false;
-  return PlainConsume(request, calendar);
-}
-
-bool ForModule(std::span<const EncodedRequest* const> requests, KeyPlacement placement) {
-  return placement == KeyPlacement::kDeclared && !requests.empty() &&
-         std::all_of(requests.begin(), requests.end(), [](const EncodedRequest* r) {
-           bool calendar = false;
-           return PlainConsume(*r, calendar) && !calendar;
-         });
-}
-
 bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement) {
   return placement == KeyPlacement::kDeclared && !requests.empty() &&
          std::all_of(requests.begin(), requests.end(),

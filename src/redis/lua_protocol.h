@@ -166,10 +166,8 @@ enum class KeyPlacement : uint8_t { kDeclared, kUndeclared };
 // True when a call of `requests` with keys placed as `placement` goes to the fast script: keys
 // declared, every request IsPlainConsume.
 bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement);
-// True when the call may go to the caudal module's CAUDAL.CONSUME instead (module/, sent as
-// BuildCall(kModuleCommand, kConsumeFunction, ...)): ForConsumeScript, and no entry counts
-// calendar windows (the module leaves those to the script).
-bool ForModule(std::span<const EncodedRequest* const> requests, KeyPlacement placement);
+// Such a call may go to the caudal module's CAUDAL.CONSUME instead, where the server loaded it
+// (module/): BuildCall(kModuleCommand, kConsumeFunction, ...).
 inline constexpr std::string_view kModuleCommand = "CAUDAL.CONSUME";
 
 // The first reply integer of a request the node did not serve (NOT_SERVED in the script).

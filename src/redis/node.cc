@@ -347,9 +347,9 @@ void Node::SendCall(const std::shared_ptr<Connection>& conn, std::shared_ptr<Cal
   const KeyPlacement placement = one_slot ? KeyPlacement::kDeclared : KeyPlacement::kUndeclared;
   // A call of plain consumes goes to the fast script, as a function where the server holds it
   // (script.h).
-  // Or to the caudal module, where the server holds this build's (but for calendar windows).
+  // Or to the caudal module, where the server holds this build's.
   const bool consume = ForConsumeScript(encoded, placement);
-  call->module = consume && conn->has_module() && ForModule(encoded, placement);
+  call->module = consume && conn->has_module();
   const bool function = consume && conn->has_consume_function();
   CallArgv argv;
   BuildCall(call->module ? kModuleCommand : (function ? "FCALL" : "EVALSHA"),

@@ -10,7 +10,7 @@
 // so an instance never speaks to a module of another build (it asks CAUDAL.PROTOCOL when it
 // connects, and calls the script when it is not its own). The rest
 // (keys, time, requests, costs apart, reply) is the fast script's (lua_protocol.h, decide.lua's
-// header). A request of a calendar window is refused: the store sends those to the script.
+// header).
 //
 // Writes go through Redis's key API, in place, and are propagated to replicas and the AOF as the
 // SETs a script's effects would be (with an absolute expiry), so a replica needs no module.
@@ -43,8 +43,6 @@ constexpr const char* kNotPlain = "ERR caudal consume: an entry that is not a pl
 constexpr const char* kNotDecision = "ERR caudal consume: a request that is not a decision";
 constexpr const char* kCostsMissing = "ERR caudal consume: a request whose costs are missing";
 constexpr const char* kNoKey = "ERR caudal consume: a request without its key";
-constexpr const char* kCalendar =
-    "ERR caudal consume: a calendar window, which the script decides, not this module";
 constexpr const char* kBadLimit = "ERR caudal consume: a limit out of bounds";
 constexpr const char* kBadTime = "ERR caudal consume: a malformed time";
 constexpr const char* kBadGroup = "ERR caudal consume: a malformed group value";
@@ -96,12 +94,15 @@ struct Entry {
   Step (*decide)(const Limit&, const CompactState*, Micros, int64_t);
   int64_t cost;
   int64_t id;
+  // A fixed window counting calendar windows (CALENDAR_FLAG): the boundaries it is handed.
+  bool calendar;
+  CalendarBounds bounds;
 };
 struct Request {
   std::vector<Entry> entries;
   bool one = false;      // ONE_KEY: one key, the group's, for every entry
   bool apart = false;    // COSTS_APART: the costs follow in the next argument
-  bool members = false;  // decoded as the fast script's path of group members (no calendar)
+  bool members = false;  // the fast script's path of group members with no calendar window
 };
 
 // The requests already decoded, by their bytes, as the fast script remembers them: a policy's
@@ -151,8 +152,21 @@ const char* Decode(std::string_view req, Request& r) {
       id = ReadInt(req.data() + p);
       p += kWord;
     }
+    bool calendar = false;
+    CalendarBounds bounds{};
     if (alg >= kCalendarFlag && alg < kCalendarFlag + static_cast<int64_t>(kAlgorithmCount)) {
-      return kCalendar;
+      alg -= kCalendarFlag;  // four consecutive boundaries, in [0, 2^52) µs
+      if (alg != static_cast<int64_t>(Algorithm::kFixedWindow)) return kNotPlain;
+      if (p + 4 * kWord > req.size()) return kMalformed;
+      for (size_t b = 0; b < 4; ++b) {
+        bounds[b] = Micros(ReadInt(req.data() + p + b * kWord));
+        if (bounds[b].count() < 0 || bounds[b].count() >= kExact / 2 ||
+            (b > 0 && bounds[b] <= bounds[b - 1])) {
+          return kMalformed;
+        }
+      }
+      p += 4 * kWord;
+      calendar = true;
     }
     if (cost < 0 || alg < 0 || alg >= static_cast<int64_t>(kAlgorithmCount) ||
         kAlgorithmTable[alg].state != StateShape::kCompact) {
@@ -169,7 +183,8 @@ const char* Decode(std::string_view req, Request& r) {
             ? LimitSpec::Window(a, cap, Micros(rp))
             : LimitSpec::Bucket(a, cap, Rate{.count = rn * k, .period = Micros(rp * k)}));
     if (!limit.ok()) return kBadLimit;
-    r.entries.push_back({*std::move(limit), kAlgorithmTable[alg].compact.decide, cost, id});
+    r.entries.push_back(
+        {*std::move(limit), kAlgorithmTable[alg].compact.decide, cost, id, calendar, bounds});
   }
   return nullptr;
 }
@@ -381,7 +396,8 @@ struct Decided {
   CompactState next;
 };
 Decided DecideEntry(const Entry& e, const CompactState* st, int64_t now, int64_t cost) {
-  const Step s = e.decide(e.limit, st, Micros(now), cost);
+  const Step s = e.calendar ? fixed_window::DecideOnBounds(e.limit, e.bounds, st, Micros(now), cost)
+                            : e.decide(e.limit, st, Micros(now), cost);
   const Decision& d = s.decision;
   return {static_cast<int64_t>(d.verdict),
           d.overdrawn > 0 ? -d.overdrawn : d.remaining,
