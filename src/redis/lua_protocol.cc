@@ -252,6 +252,7 @@ bool IsPlainConsume(const EncodedRequest& request) {
   }
   return at == words;
 }
+
 bool ForConsumeScript(std::span<const EncodedRequest* const> requests, KeyPlacement placement) {
   return placement == KeyPlacement::kDeclared && !requests.empty() &&
          std::all_of(requests.begin(), requests.end(),
