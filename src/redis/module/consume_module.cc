@@ -55,19 +55,20 @@ constexpr size_t kWord = 8;
 constexpr uint8_t kStateTag = 1, kGroupTag = 2;
 constexpr size_t kStateBytes = 33, kGroupHead = 17, kMemberBytes = 40;
 
-int64_t ReadInt(const char* p) {
+// A little-endian 64-bit word.
+uint64_t ReadWord(const char* p) {
   uint64_t u = 0;
   for (size_t i = kWord; i-- > 0;) u = (u << 8) | static_cast<unsigned char>(p[i]);
-  return static_cast<int64_t>(u);
+  return u;
 }
+int64_t ReadInt(const char* p) { return static_cast<int64_t>(ReadWord(p)); }
 // Every value the state holds is an integer below 2^53 in magnitude (compact_state.h), the
 // bound the algorithms' arithmetic is exact within.
 constexpr int64_t kExact = int64_t{1} << 53;
 // The state's numbers are doubles holding exact integers (compact_state.lua). False for any
 // other: a value caudal never wrote, which is refused rather than decided on.
 bool ReadDouble(const char* p, int64_t& out) {
-  uint64_t u = 0;
-  for (size_t i = kWord; i-- > 0;) u = (u << 8) | static_cast<unsigned char>(p[i]);
+  const uint64_t u = ReadWord(p);
   double d;
   std::memcpy(&d, &u, sizeof d);
   if (!(d > -static_cast<double>(kExact) && d < static_cast<double>(kExact)) ||
@@ -100,9 +101,8 @@ struct Entry {
 };
 struct Request {
   std::vector<Entry> entries;
-  bool one = false;      // ONE_KEY: one key, the group's, for every entry
-  bool apart = false;    // COSTS_APART: the costs follow in the next argument
-  bool members = false;  // the fast script's path of group members with no calendar window
+  bool one = false;    // ONE_KEY: one key, the group's, for every entry
+  bool apart = false;  // COSTS_APART: the costs follow in the next argument
 };
 
 // The requests already decoded, by their bytes, as the fast script remembers them: a policy's
@@ -119,6 +119,8 @@ constexpr size_t kDecodedBytesMax = 262'144;
 const char* Decode(std::string_view req, Request& r) {
   if (req.size() < kWord) return kMalformed;
   int64_t count = ReadInt(req.data());
+  // The fast script's path of group members with no calendar window: every entry a member.
+  bool members = false;
   if (req.size() == 6 * kWord) {  // one entry: the fast script's first path
     if (count != 1) return kMalformed;
   } else {
@@ -127,8 +129,8 @@ const char* Decode(std::string_view req, Request& r) {
     r.one = count > kOneKeyRequest;
     if (r.one) count -= kOneKeyRequest;
     if (count < 1) return kNotDecision;
-    r.members = r.one && count <= kMaxGroupMembers &&
-                req.size() == kWord + 6 * kWord * static_cast<size_t>(count);
+    members = r.one && count <= kMaxGroupMembers &&
+              req.size() == kWord + 6 * kWord * static_cast<size_t>(count);
   }
   size_t p = kWord;
   for (int64_t i = 0; i < count; ++i) {
@@ -140,14 +142,14 @@ const char* Decode(std::string_view req, Request& r) {
     const int64_t cost = ReadInt(req.data() + p + 4 * kWord);
     int64_t id = 0;
     p += 5 * kWord;
-    if (r.members) {  // every entry a member: its id follows
+    if (members) {  // every entry a member: its id follows
       if (alg < kGroupFlag || alg >= kGroupFlag + kCalendarFlag) return kNotPlain;
       alg -= kGroupFlag;
     } else if (req.size() != 6 * kWord && alg >= kGroupFlag) {
       alg -= kGroupFlag;
       id = 1;  // (read below)
     }
-    if (id != 0 || r.members) {
+    if (id != 0 || members) {
       if (p + kWord > req.size()) return kMalformed;
       id = ReadInt(req.data() + p);
       p += kWord;
